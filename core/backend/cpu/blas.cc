@@ -1,0 +1,114 @@
+// GEMM on Eigen (AVX-512 GEBP kernels with -march=native), on the shared OpenMP pool.
+// Batched GEMM parallelises over the batch when it has at least as many entries as threads
+// (each product then runs single-threaded), otherwise each product uses all threads.
+#include <Eigen/Core>
+
+#include "core/backend/cpu/cpu_common.h"
+#include "core/backend/cpu/eigen_map.h"
+#include "core/ops.h"
+
+namespace ada::ops {
+namespace {
+
+struct GemmDims {
+  int64_t m, n, k;
+};
+
+GemmDims gemm_dims(const char* op, const Shape& a, const Shape& b, bool ta, bool tb) {
+  int64_t m = ta ? a[1] : a[0], ka = ta ? a[0] : a[1];
+  int64_t kb = tb ? b[1] : b[0], n = tb ? b[0] : b[1];
+  ADA_CHECK_ARG(ka == kb, ShapeError)
+      << op << ": inner dimensions differ: op(a) is " << m << "x" << ka << ", op(b) is " << kb
+      << "x" << n << " (a " << shape_str(a) << (ta ? "^T" : "") << ", b " << shape_str(b)
+      << (tb ? "^T" : "") << ")";
+  return {m, n, ka};
+}
+
+// c[m,n] = alpha * op(a) op(b) + beta * c on raw row-major pointers.
+void gemm_raw(const float* a, const float* b, float* c, const GemmDims& d, bool ta, bool tb,
+              float alpha, float beta) {
+  using cpu::ConstMatMap;
+  using cpu::MatMap;
+  MatMap C(c, d.m, d.n);
+  if (d.m == 0 || d.n == 0) return;
+  if (d.k == 0) {
+    if (beta == 0.f) C.setZero(); else C *= beta;
+    return;
+  }
+  ConstMatMap A(a, ta ? d.k : d.m, ta ? d.m : d.k);
+  ConstMatMap B(b, tb ? d.n : d.k, tb ? d.k : d.n);
+  auto run = [&](const auto& opa, const auto& opb) {
+    if (beta == 0.f) {
+      C.noalias() = alpha * (opa * opb);
+    } else {
+      if (beta != 1.f) C *= beta;
+      C.noalias() += alpha * (opa * opb);
+    }
+  };
+  if (!ta && !tb) run(A, B);
+  else if (ta && !tb) run(A.transpose(), B);
+  else if (!ta && tb) run(A, B.transpose());
+  else run(A.transpose(), B.transpose());
+}
+
+}  // namespace
+
+void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, float alpha, float beta) {
+  cpu::require_cpu_f32("gemm", {&a, &b, &c});
+  check_dim(a, 2, "gemm", "a");
+  check_dim(b, 2, "gemm", "b");
+  check_dim(c, 2, "gemm", "c");
+  GemmDims d = gemm_dims("gemm", a.shape(), b.shape(), ta, tb);
+  ADA_CHECK_ARG(c.size(0) == d.m && c.size(1) == d.n, ShapeError)
+      << "gemm: output " << c.str() << " should be [" << d.m << "," << d.n << "]";
+  gemm_raw(a.data<float>(), b.data<float>(), c.data<float>(), d, ta, tb, alpha, beta);
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  cpu::require_cpu_f32("matmul", {&a, &b});
+  check_dim(a, 2, "matmul", "a");
+  check_dim(b, 2, "matmul", "b");
+  GemmDims d = gemm_dims("matmul", a.shape(), b.shape(), ta, tb);
+  Tensor c = Tensor::empty({d.m, d.n});
+  gemm_raw(a.data<float>(), b.data<float>(), c.data<float>(), d, ta, tb, 1.f, 0.f);
+  return c;
+}
+
+void gemm_batched(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, float alpha,
+                  float beta) {
+  cpu::require_cpu_f32("gemm_batched", {&a, &b, &c});
+  check_dim(a, 3, "gemm_batched", "a");
+  check_dim(b, 3, "gemm_batched", "b");
+  check_dim(c, 3, "gemm_batched", "c");
+  const int64_t batch = a.size(0);
+  ADA_CHECK_ARG(b.size(0) == batch && c.size(0) == batch, ShapeError)
+      << "gemm_batched: batch sizes differ: " << a.str() << ", " << b.str() << ", " << c.str();
+  GemmDims d = gemm_dims("gemm_batched", {a.size(1), a.size(2)}, {b.size(1), b.size(2)}, ta, tb);
+  ADA_CHECK_ARG(c.size(1) == d.m && c.size(2) == d.n, ShapeError)
+      << "gemm_batched: output " << c.str() << " should be [" << batch << "," << d.m << ","
+      << d.n << "]";
+  const float* ap = a.data<float>();
+  const float* bp = b.data<float>();
+  float* cp = c.data<float>();
+  const int64_t sa = d.m * d.k, sb = d.k * d.n, sc = d.m * d.n;
+  auto one = [&](int64_t i) { gemm_raw(ap + i * sa, bp + i * sb, cp + i * sc, d, ta, tb, alpha, beta); };
+  if (batch >= num_threads()) {
+    parallel_for(0, batch, 1, [&](int64_t s, int64_t e) {
+      for (int64_t i = s; i < e; ++i) one(i);
+    });
+  } else {
+    for (int64_t i = 0; i < batch; ++i) one(i);
+  }
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  cpu::require_cpu_f32("bmm", {&a, &b});
+  check_dim(a, 3, "bmm", "a");
+  check_dim(b, 3, "bmm", "b");
+  int64_t m = ta ? a.size(2) : a.size(1), n = tb ? b.size(1) : b.size(2);
+  Tensor c = Tensor::empty({a.size(0), m, n});
+  gemm_batched(a, b, c, ta, tb, 1.f, 0.f);
+  return c;
+}
+
+}  // namespace ada::ops

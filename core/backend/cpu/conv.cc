@@ -1,0 +1,314 @@
+// conv2d forward, backward-data and backward-filter on NCHW, as im2col + GEMM.
+// Images are processed in groups: the columns of G images sit side by side in one
+// [C*R*S, G*P*Q] matrix, so late layers with small P*Q still give the GEMM wide operands.
+// Groups run in parallel (one single-threaded GEMM per thread) when there are at least as many
+// groups as threads; otherwise groups run one after another with a multi-threaded GEMM.
+// Fast paths: 1x1 stride-1 unpadded convolutions skip im2col entirely; im2col/col2im compute
+// each kernel tap's valid output range once, so the inner loops have no bounds tests and
+// unit-stride rows are plain copies (3x3 and 7x7/2 stems take these paths).
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/backend/cpu/cpu_common.h"
+#include "core/backend/cpu/eigen_map.h"
+#include "core/ops.h"
+
+namespace ada::ops {
+namespace {
+
+struct ConvGeom {
+  int64_t n, c, h, w;  // input
+  int64_t k, r, s;     // filter
+  int64_t p, q;        // output spatial
+  Conv2dParams prm;
+  int64_t crs() const { return c * r * s; }
+  int64_t pq() const { return p * q; }
+  bool pointwise() const {
+    return r == 1 && s == 1 && prm.stride_h == 1 && prm.stride_w == 1 && prm.pad_h == 0 &&
+           prm.pad_w == 0;
+  }
+};
+
+ConvGeom make_geom(const char* op, const Shape& x, const Shape& w, const Conv2dParams& p) {
+  ADA_CHECK_ARG(x.size() == 4, ShapeError) << op << ": input must be [N,C,H,W], got " << shape_str(x);
+  ADA_CHECK_ARG(w.size() == 4, ShapeError) << op << ": weight must be [Cout,Cin,kh,kw], got " << shape_str(w);
+  ADA_CHECK_ARG(w[1] == x[1], ShapeError)
+      << op << ": weight " << shape_str(w) << " expects " << w[1] << " input channels, input "
+      << shape_str(x) << " has " << x[1];
+  ADA_CHECK_ARG(p.stride_h > 0 && p.stride_w > 0 && p.dil_h > 0 && p.dil_w > 0 && p.pad_h >= 0 &&
+                    p.pad_w >= 0, ShapeError)
+      << op << ": strides and dilations must be positive and paddings non-negative";
+  ConvGeom g{x[0], x[1], x[2], x[3], w[0], w[2], w[3], 0, 0, p};
+  int64_t eff_r = (g.r - 1) * p.dil_h + 1, eff_s = (g.s - 1) * p.dil_w + 1;
+  int64_t hp = g.h + 2 * p.pad_h, wp = g.w + 2 * p.pad_w;
+  ADA_CHECK_ARG(hp >= eff_r && wp >= eff_s, ShapeError)
+      << op << ": kernel " << g.r << "x" << g.s << " (dilated " << eff_r << "x" << eff_s
+      << ") is larger than the padded input " << hp << "x" << wp;
+  g.p = (hp - eff_r) / p.stride_h + 1;
+  g.q = (wp - eff_s) / p.stride_w + 1;
+  return g;
+}
+
+// Range [lo, hi) of output positions o whose input position o*stride - pad + off is in [0, n).
+inline void valid_range(int64_t out, int64_t n, int64_t stride, int64_t off, int64_t& lo,
+                        int64_t& hi) {
+  // need 0 <= o*stride + off < n  with off = tap*dil - pad
+  lo = off >= 0 ? 0 : (-off + stride - 1) / stride;
+  hi = n - off <= 0 ? 0 : (n - off + stride - 1) / stride;
+  lo = std::min(lo, out);
+  hi = std::clamp(hi, lo, out);
+}
+
+// Writes the columns of one image into col (row stride ld) at column offset 0.
+template <bool kUnitStride>
+void im2col_impl(const float* x, const ConvGeom& g, float* col, int64_t ld) {
+  const auto& pr = g.prm;
+  for (int64_t c = 0; c < g.c; ++c) {
+    const float* xc = x + c * g.h * g.w;
+    for (int64_t r = 0; r < g.r; ++r) {
+      int64_t offh = r * pr.dil_h - pr.pad_h, plo, phi;
+      valid_range(g.p, g.h, pr.stride_h, offh, plo, phi);
+      for (int64_t s = 0; s < g.s; ++s) {
+        int64_t offw = s * pr.dil_w - pr.pad_w, qlo, qhi;
+        valid_range(g.q, g.w, pr.stride_w, offw, qlo, qhi);
+        float* dst = col + ((c * g.r + r) * g.s + s) * ld;
+        std::memset(dst, 0, sizeof(float) * plo * g.q);
+        for (int64_t p = plo; p < phi; ++p) {
+          float* d = dst + p * g.q;
+          const float* src = xc + (p * pr.stride_h + offh) * g.w + offw;
+          std::fill(d, d + qlo, 0.f);
+          if constexpr (kUnitStride) {
+            std::memcpy(d + qlo, src + qlo, sizeof(float) * (qhi - qlo));
+          } else {
+            for (int64_t q = qlo; q < qhi; ++q) d[q] = src[q * pr.stride_w];
+          }
+          std::fill(d + qhi, d + g.q, 0.f);
+        }
+        std::memset(dst + phi * g.q, 0, sizeof(float) * (g.p - phi) * g.q);
+      }
+    }
+  }
+}
+
+void im2col(const float* x, const ConvGeom& g, float* col, int64_t ld) {
+  if (g.prm.stride_w == 1)
+    im2col_impl<true>(x, g, col, ld);
+  else
+    im2col_impl<false>(x, g, col, ld);
+}
+
+// Adds the columns (row stride ld) back into one image dx (which the caller zeroed).
+void col2im(const float* col, const ConvGeom& g, int64_t ld, float* dx) {
+  const auto& pr = g.prm;
+  for (int64_t c = 0; c < g.c; ++c) {
+    float* xc = dx + c * g.h * g.w;
+    for (int64_t r = 0; r < g.r; ++r) {
+      int64_t offh = r * pr.dil_h - pr.pad_h, plo, phi;
+      valid_range(g.p, g.h, pr.stride_h, offh, plo, phi);
+      for (int64_t s = 0; s < g.s; ++s) {
+        int64_t offw = s * pr.dil_w - pr.pad_w, qlo, qhi;
+        valid_range(g.q, g.w, pr.stride_w, offw, qlo, qhi);
+        const float* src = col + ((c * g.r + r) * g.s + s) * ld;
+        for (int64_t p = plo; p < phi; ++p) {
+          const float* sp = src + p * g.q;
+          float* d = xc + (p * pr.stride_h + offh) * g.w + offw;
+          if (pr.stride_w == 1) {
+            for (int64_t q = qlo; q < qhi; ++q) d[q] += sp[q];
+          } else {
+            for (int64_t q = qlo; q < qhi; ++q) d[q * pr.stride_w] += sp[q];
+          }
+        }
+      }
+    }
+  }
+}
+
+// How images are grouped and whether groups run in parallel.
+struct Plan {
+  int64_t group;      // images per group
+  int64_t groups;
+  bool parallel;      // groups in parallel, single-threaded GEMMs
+};
+
+Plan make_plan(const ConvGeom& g) {
+  const int64_t threads = num_threads();
+  int64_t group = std::clamp<int64_t>((512 + g.pq() - 1) / std::max<int64_t>(g.pq(), 1), 1, g.n);
+  // Keep at least `threads` groups when the batch allows it, so every thread has work.
+  if (g.n >= threads) group = std::min(group, std::max<int64_t>(1, g.n / threads));
+  int64_t groups = (g.n + group - 1) / group;
+  return {group, groups, groups >= threads && threads > 1};
+}
+
+// Runs body(group_index, thread_slot) over all groups, in parallel or in sequence per plan.
+template <class F>
+void run_groups(const Plan& plan, F body) {
+  if (plan.parallel) {
+    parallel_for(0, plan.groups, 1, [&](int64_t b, int64_t e) {
+      for (int64_t gi = b; gi < e; ++gi) body(gi);
+    });
+  } else {
+    for (int64_t gi = 0; gi < plan.groups; ++gi) body(gi);
+  }
+}
+
+}  // namespace
+
+Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p) {
+  ConvGeom g = make_geom("conv2d", x, w, p);
+  return {g.n, g.k, g.p, g.q};
+}
+
+Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& prm) {
+  cpu::require_cpu_f32("conv2d_forward", {&x, &w});
+  ConvGeom g = make_geom("conv2d_forward", x.shape(), w.shape(), prm);
+  Tensor y = Tensor::empty({g.n, g.k, g.p, g.q});
+  if (y.numel() == 0) return y;
+  if (g.crs() == 0) {
+    fill_(y, 0.f);
+    return y;
+  }
+  const float* xp = x.data<float>();
+  const float* wp = w.data<float>();
+  float* yp = y.data<float>();
+  const Plan plan = make_plan(g);
+  const int64_t chw = g.c * g.h * g.w, kpq = g.k * g.pq();
+  cpu::ConstMatMap W(wp, g.k, g.crs());
+  run_groups(plan, [&](int64_t gi) {
+    const int64_t n0 = gi * plan.group, gn = std::min(plan.group, g.n - n0);
+    if (gn == 1 && g.pointwise()) {
+      cpu::MatMap(yp + n0 * kpq, g.k, g.pq()).noalias() =
+          W * cpu::ConstMatMap(xp + n0 * chw, g.c, g.pq());
+      return;
+    }
+    const int64_t ld = gn * g.pq();
+    std::vector<float> col(static_cast<size_t>(g.crs() * ld));
+    for (int64_t j = 0; j < gn; ++j) {
+      if (g.pointwise()) {
+        for (int64_t c = 0; c < g.c; ++c)
+          std::memcpy(col.data() + c * ld + j * g.pq(), xp + (n0 + j) * chw + c * g.pq(),
+                      sizeof(float) * g.pq());
+      } else {
+        // im2col writes rows of length pq at stride ld, starting at column j*pq.
+        im2col(xp + (n0 + j) * chw, g, col.data() + j * g.pq(), ld);
+      }
+    }
+    if (gn == 1) {
+      cpu::MatMap(yp + n0 * kpq, g.k, g.pq()).noalias() = W * cpu::ConstMatMap(col.data(), g.crs(), ld);
+      return;
+    }
+    std::vector<float> tmp(static_cast<size_t>(g.k * ld));
+    cpu::MatMap(tmp.data(), g.k, ld).noalias() = W * cpu::ConstMatMap(col.data(), g.crs(), ld);
+    for (int64_t j = 0; j < gn; ++j)
+      for (int64_t k = 0; k < g.k; ++k)
+        std::memcpy(yp + (n0 + j) * kpq + k * g.pq(), tmp.data() + k * ld + j * g.pq(),
+                    sizeof(float) * g.pq());
+  });
+  return y;
+}
+
+Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape,
+                            const Conv2dParams& prm) {
+  cpu::require_cpu_f32("conv2d_backward_data", {&dy, &w});
+  ConvGeom g = make_geom("conv2d_backward_data", x_shape, w.shape(), prm);
+  ADA_CHECK_ARG(dy.shape() == Shape({g.n, g.k, g.p, g.q}), ShapeError)
+      << "conv2d_backward_data: gradient " << dy.str() << " should be "
+      << shape_str({g.n, g.k, g.p, g.q});
+  Tensor dx = Tensor::zeros(x_shape);
+  if (dx.numel() == 0 || dy.numel() == 0) return dx;
+  const float* gp = dy.data<float>();
+  const float* wp = w.data<float>();
+  float* dxp = dx.data<float>();
+  const Plan plan = make_plan(g);
+  const int64_t chw = g.c * g.h * g.w, kpq = g.k * g.pq();
+  cpu::ConstMatMap W(wp, g.k, g.crs());
+  run_groups(plan, [&](int64_t gi) {
+    const int64_t n0 = gi * plan.group, gn = std::min(plan.group, g.n - n0);
+    if (gn == 1 && g.pointwise()) {
+      cpu::MatMap(dxp + n0 * chw, g.c, g.pq()).noalias() =
+          W.transpose() * cpu::ConstMatMap(gp + n0 * kpq, g.k, g.pq());
+      return;
+    }
+    const int64_t ld = gn * g.pq();
+    std::vector<float> dyg(static_cast<size_t>(g.k * ld));
+    for (int64_t j = 0; j < gn; ++j)
+      for (int64_t k = 0; k < g.k; ++k)
+        std::memcpy(dyg.data() + k * ld + j * g.pq(), gp + (n0 + j) * kpq + k * g.pq(),
+                    sizeof(float) * g.pq());
+    std::vector<float> col(static_cast<size_t>(g.crs() * ld));
+    cpu::MatMap(col.data(), g.crs(), ld).noalias() =
+        W.transpose() * cpu::ConstMatMap(dyg.data(), g.k, ld);
+    for (int64_t j = 0; j < gn; ++j) {
+      float* dxj = dxp + (n0 + j) * chw;
+      if (g.pointwise()) {
+        for (int64_t c = 0; c < g.c; ++c)
+          std::memcpy(dxj + c * g.pq(), col.data() + c * ld + j * g.pq(), sizeof(float) * g.pq());
+      } else {
+        col2im(col.data() + j * g.pq(), g, ld, dxj);
+      }
+    }
+  });
+  return dx;
+}
+
+Tensor conv2d_backward_filter(const Tensor& dy, const Tensor& x, const Shape& w_shape,
+                              const Conv2dParams& prm) {
+  cpu::require_cpu_f32("conv2d_backward_filter", {&dy, &x});
+  ConvGeom g = make_geom("conv2d_backward_filter", x.shape(), w_shape, prm);
+  ADA_CHECK_ARG(dy.shape() == Shape({g.n, g.k, g.p, g.q}), ShapeError)
+      << "conv2d_backward_filter: gradient " << dy.str() << " should be "
+      << shape_str({g.n, g.k, g.p, g.q});
+  Tensor dw = Tensor::zeros(w_shape);
+  if (dw.numel() == 0 || dy.numel() == 0) return dw;
+  const float* gp = dy.data<float>();
+  const float* xp = x.data<float>();
+  const Plan plan = make_plan(g);
+  const int64_t chw = g.c * g.h * g.w, kpq = g.k * g.pq();
+  // One accumulator per parallel slot (chunk of groups), summed in slot order at the end.
+  const int64_t slots = plan.parallel ? std::min<int64_t>(num_threads(), plan.groups) : 1;
+  std::vector<std::vector<float>> acc(static_cast<size_t>(slots));
+  auto body = [&](int64_t gi, std::vector<float>& a) {
+    if (a.empty()) a.assign(static_cast<size_t>(g.k * g.crs()), 0.f);
+    cpu::MatMap A(a.data(), g.k, g.crs());
+    const int64_t n0 = gi * plan.group, gn = std::min(plan.group, g.n - n0);
+    if (gn == 1 && g.pointwise()) {
+      A.noalias() += cpu::ConstMatMap(gp + n0 * kpq, g.k, g.pq()) *
+                     cpu::ConstMatMap(xp + n0 * chw, g.c, g.pq()).transpose();
+      return;
+    }
+    const int64_t ld = gn * g.pq();
+    std::vector<float> col(static_cast<size_t>(g.crs() * ld));
+    std::vector<float> dyg(static_cast<size_t>(g.k * ld));
+    for (int64_t j = 0; j < gn; ++j) {
+      for (int64_t k = 0; k < g.k; ++k)
+        std::memcpy(dyg.data() + k * ld + j * g.pq(), gp + (n0 + j) * kpq + k * g.pq(),
+                    sizeof(float) * g.pq());
+      if (g.pointwise()) {
+        for (int64_t c = 0; c < g.c; ++c)
+          std::memcpy(col.data() + c * ld + j * g.pq(), xp + (n0 + j) * chw + c * g.pq(),
+                      sizeof(float) * g.pq());
+      } else {
+        im2col(xp + (n0 + j) * chw, g, col.data() + j * g.pq(), ld);
+      }
+    }
+    A.noalias() += cpu::ConstMatMap(dyg.data(), g.k, ld) *
+                   cpu::ConstMatMap(col.data(), g.crs(), ld).transpose();
+  };
+  if (plan.parallel) {
+    parallel_for(0, slots, 1, [&](int64_t b, int64_t e) {
+      for (int64_t sl = b; sl < e; ++sl) {
+        int64_t g0 = plan.groups * sl / slots, g1 = plan.groups * (sl + 1) / slots;
+        for (int64_t gi = g0; gi < g1; ++gi) body(gi, acc[sl]);
+      }
+    });
+  } else {
+    for (int64_t gi = 0; gi < plan.groups; ++gi) body(gi, acc[0]);
+  }
+  float* dwp = dw.data<float>();
+  for (const auto& a : acc)
+    if (!a.empty())
+      for (int64_t i = 0; i < dw.numel(); ++i) dwp[i] += a[i];
+  return dw;
+}
+
+}  // namespace ada::ops

@@ -1,0 +1,45 @@
+// Helpers shared by the CPU kernels: argument checks that name the op, and device dispatch.
+// Until the CUDA backend implements an op, a CUDA tensor reaching it gets a DeviceError.
+#pragma once
+
+#include <initializer_list>
+
+#include "core/parallel.h"
+#include "core/tensor.h"
+
+namespace ada::cpu {
+
+// Every tensor defined, f32, on the CPU.
+inline void require_cpu_f32(const char* op, std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts) {
+    ADA_CHECK_ARG(t->defined(), ShapeError) << op << ": an argument is undefined";
+    ADA_CHECK_ARG(t->device().is_cpu(), DeviceError)
+        << op << ": tensor " << t->str()
+        << " is on a CUDA device, and the CUDA backend does not implement '" << op
+        << "' yet; move it to the CPU with .to(Device::cpu())";
+    ADA_CHECK_ARG(t->dtype() == DType::f32, DTypeError)
+        << op << ": expected f32, got " << t->str();
+  }
+}
+
+inline void require_cpu(const char* op, const Tensor& t) {
+  ADA_CHECK_ARG(t.defined(), ShapeError) << op << ": an argument is undefined";
+  ADA_CHECK_ARG(t.device().is_cpu(), DeviceError)
+      << op << ": tensor " << t.str() << " is on a CUDA device, and the CUDA backend does not "
+      << "implement '" << op << "' yet";
+}
+
+// Index tensors (labels, ids) as i64 values regardless of stored i32/i64.
+inline int64_t index_at(const Tensor& t, int64_t i) {
+  return t.dtype() == DType::i64 ? t.data<int64_t>()[i] : t.data<int32_t>()[i];
+}
+inline void require_index(const char* op, const Tensor& t, const char* arg) {
+  require_cpu(op, t);
+  ADA_CHECK_ARG(t.dtype() == DType::i64 || t.dtype() == DType::i32, DTypeError)
+      << op << ": '" << arg << "' must be i64 or i32, got " << t.str();
+}
+
+// Elementwise kernels parallelise in chunks of this many elements.
+constexpr int64_t kGrain = 1 << 15;
+
+}  // namespace ada::cpu

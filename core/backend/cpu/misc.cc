@@ -1,0 +1,80 @@
+// Dropout (counter-based, so the mask depends only on the generator state) and embedding
+// gather / scatter-add.
+#include <cstring>
+
+#include "core/backend/cpu/cpu_common.h"
+#include "core/ops.h"
+
+namespace ada::ops {
+
+Tensor dropout_forward(const Tensor& x, float p, Generator& gen, Tensor& mask) {
+  cpu::require_cpu_f32("dropout_forward", {&x});
+  ADA_CHECK_ARG(p >= 0.f && p < 1.f, ShapeError)
+      << "dropout: probability must be in [0, 1), got " << p;
+  const int64_t n = x.numel();
+  Tensor y = Tensor::empty(x.shape());
+  mask = Tensor::empty(x.shape());
+  const uint64_t seed = gen.seed(), first = gen.take(static_cast<uint64_t>(n));
+  const float keep_scale = 1.f / (1.f - p);
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  float* mp = mask.data<float>();
+  parallel_for(0, n, cpu::kGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      mp[i] = Generator::uniform_at(seed, first, i) >= p ? keep_scale : 0.f;
+      yp[i] = xp[i] * mp[i];
+    }
+  });
+  return y;
+}
+
+Tensor dropout_backward(const Tensor& dy, const Tensor& mask) { return mul(dy, mask); }
+
+Tensor embedding_forward(const Tensor& weight, const Tensor& ids) {
+  cpu::require_cpu_f32("embedding_forward", {&weight});
+  cpu::require_index("embedding_forward", ids, "ids");
+  check_dim(weight, 2, "embedding_forward", "weight");
+  const int64_t v = weight.size(0), d = weight.size(1), n = ids.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t id = cpu::index_at(ids, i);
+    ADA_CHECK_ARG(id >= 0 && id < v, ShapeError)
+        << "embedding: id " << id << " at position " << i << " is outside the vocabulary [0, "
+        << v << ")";
+  }
+  Shape os = ids.shape();
+  os.push_back(d);
+  Tensor y = Tensor::empty(os);
+  const float* wp = weight.data<float>();
+  float* yp = y.data<float>();
+  parallel_for(0, n, 64, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      std::memcpy(yp + i * d, wp + cpu::index_at(ids, i) * d, sizeof(float) * d);
+  });
+  return y;
+}
+
+void embedding_backward(const Tensor& dy, const Tensor& ids, Tensor& dweight) {
+  cpu::require_cpu_f32("embedding_backward", {&dy, &dweight});
+  cpu::require_index("embedding_backward", ids, "ids");
+  check_dim(dweight, 2, "embedding_backward", "dweight");
+  const int64_t v = dweight.size(0), d = dweight.size(1), n = ids.numel();
+  ADA_CHECK_ARG(dy.numel() == n * d, ShapeError)
+      << "embedding_backward: gradient " << dy.str() << " does not match ids " << ids.str()
+      << " and width " << d;
+  const float* gp = dy.data<float>();
+  float* wp = dweight.data<float>();
+  // Parallel over the embedding width: each thread owns a column slice, rows stay in order, so
+  // repeated ids add up deterministically without atomics.
+  parallel_for(0, d, 64, [&](int64_t b, int64_t e) {
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t id = cpu::index_at(ids, i);
+      ADA_CHECK_ARG(id >= 0 && id < v, ShapeError)
+          << "embedding_backward: id " << id << " outside [0, " << v << ")";
+      float* row = wp + id * d;
+      const float* g = gp + i * d;
+      for (int64_t j = b; j < e; ++j) row[j] += g[j];
+    }
+  });
+}
+
+}  // namespace ada::ops

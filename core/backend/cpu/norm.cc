@@ -1,0 +1,293 @@
+// Batch-norm (over dim 1 of [N, C, ...]) and layer-norm (over the last dim).
+// Statistics accumulate in double; batch-norm parallelises over channels, layer-norm over rows
+// (its gamma/beta gradients are per-chunk partial sums combined in chunk order).
+#include <cmath>
+#include <vector>
+
+#include "core/backend/cpu/cpu_common.h"
+#include "core/ops.h"
+
+namespace ada::ops {
+namespace {
+struct BnGeom {
+  int64_t n, c, inner;
+  int64_t count() const { return n * inner; }
+};
+
+BnGeom bn_geom(const char* op, const Tensor& x, const Tensor& gamma, const Tensor& beta) {
+  ADA_CHECK_ARG(x.dim() >= 2, ShapeError) << op << ": input must be [N, C, ...], got " << x.str();
+  const int64_t c = x.size(1);
+  ADA_CHECK_ARG(gamma.shape() == Shape{c}, ShapeError)
+      << op << ": gamma " << gamma.str() << " should be [" << c << "] for input " << x.str();
+  if (beta.defined()) {
+    ADA_CHECK_ARG(beta.shape() == Shape{c}, ShapeError)
+        << op << ": beta " << beta.str() << " should be [" << c << "] for input " << x.str();
+  }
+  return {x.size(0), c, c ? x.numel() / std::max<int64_t>(1, x.size(0) * c) : 0};
+}
+
+// Visits every element of channel ch: f(flat_index).
+template <class F>
+inline void for_channel(const BnGeom& g, int64_t ch, F f) {
+  for (int64_t i = 0; i < g.n; ++i) {
+    const int64_t base = (i * g.c + ch) * g.inner;
+    for (int64_t k = 0; k < g.inner; ++k) f(base + k);
+  }
+}
+
+void check_stat(const char* op, const Tensor& t, int64_t c, const char* arg) {
+  cpu::require_cpu_f32(op, {&t});
+  ADA_CHECK_ARG(t.shape() == Shape{c}, ShapeError)
+      << op << ": " << arg << " " << t.str() << " should be [" << c << "]";
+}
+}  // namespace
+
+Tensor batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                        Tensor& running_mean, Tensor& running_var, float momentum, float eps,
+                        Tensor& save_mean, Tensor& save_invstd) {
+  cpu::require_cpu_f32("batch_norm_train", {&x, &gamma, &beta});
+  BnGeom g = bn_geom("batch_norm_train", x, gamma, beta);
+  const bool track = running_mean.defined();
+  if (track) {
+    check_stat("batch_norm_train", running_mean, g.c, "running_mean");
+    check_stat("batch_norm_train", running_var, g.c, "running_var");
+  }
+  ADA_CHECK_ARG(g.count() > 1, ShapeError)
+      << "batch_norm_train: needs more than one value per channel in training mode, got input "
+      << x.str();
+  Tensor y = Tensor::empty(x.shape());
+  save_mean = Tensor::empty({g.c});
+  save_invstd = Tensor::empty({g.c});
+  const float* xp = x.data<float>();
+  const float* gp = gamma.data<float>();
+  const float* bp = beta.data<float>();
+  float* yp = y.data<float>();
+  float* mp = save_mean.data<float>();
+  float* ip = save_invstd.data<float>();
+  float* rmp = track ? running_mean.data<float>() : nullptr;
+  float* rvp = track ? running_var.data<float>() : nullptr;
+  const double m = static_cast<double>(g.count());
+  parallel_for(0, g.c, 1, [&](int64_t b, int64_t e) {
+    for (int64_t ch = b; ch < e; ++ch) {
+      double s = 0;
+      for_channel(g, ch, [&](int64_t i) { s += xp[i]; });
+      const double mean = s / m;
+      double ss = 0;
+      for_channel(g, ch, [&](int64_t i) {
+        double d = xp[i] - mean;
+        ss += d * d;
+      });
+      const double var = ss / m;
+      const double invstd = 1.0 / std::sqrt(var + eps);
+      mp[ch] = static_cast<float>(mean);
+      ip[ch] = static_cast<float>(invstd);
+      const float a = static_cast<float>(gp[ch] * invstd);
+      const float c0 = static_cast<float>(bp[ch] - mean * gp[ch] * invstd);
+      for_channel(g, ch, [&](int64_t i) { yp[i] = xp[i] * a + c0; });
+      if (track) {
+        rmp[ch] = static_cast<float>((1.0 - momentum) * rmp[ch] + momentum * mean);
+        rvp[ch] = static_cast<float>((1.0 - momentum) * rvp[ch] + momentum * var * m / (m - 1.0));
+      }
+    }
+  });
+  return y;
+}
+
+Tensor batch_norm_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                       const Tensor& running_mean, const Tensor& running_var, float eps) {
+  cpu::require_cpu_f32("batch_norm_eval", {&x, &gamma, &beta});
+  BnGeom g = bn_geom("batch_norm_eval", x, gamma, beta);
+  check_stat("batch_norm_eval", running_mean, g.c, "running_mean");
+  check_stat("batch_norm_eval", running_var, g.c, "running_var");
+  Tensor y = Tensor::empty(x.shape());
+  const float* xp = x.data<float>();
+  const float* gp = gamma.data<float>();
+  const float* bp = beta.data<float>();
+  const float* rm = running_mean.data<float>();
+  const float* rv = running_var.data<float>();
+  float* yp = y.data<float>();
+  parallel_for(0, g.c, 1, [&](int64_t b, int64_t e) {
+    for (int64_t ch = b; ch < e; ++ch) {
+      const double invstd = 1.0 / std::sqrt(static_cast<double>(rv[ch]) + eps);
+      const float a = static_cast<float>(gp[ch] * invstd);
+      const float c0 = static_cast<float>(bp[ch] - rm[ch] * gp[ch] * invstd);
+      for_channel(g, ch, [&](int64_t i) { yp[i] = xp[i] * a + c0; });
+    }
+  });
+  return y;
+}
+
+BatchNormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                   const Tensor& save_mean, const Tensor& save_invstd) {
+  cpu::require_cpu_f32("batch_norm_backward", {&dy, &x, &gamma});
+  BnGeom g = bn_geom("batch_norm_backward", x, gamma, Tensor());
+  check_same_shape(dy, x, "batch_norm_backward");
+  check_stat("batch_norm_backward", save_mean, g.c, "save_mean");
+  check_stat("batch_norm_backward", save_invstd, g.c, "save_invstd");
+  BatchNormGrads r{Tensor::empty(x.shape()), Tensor::empty({g.c}), Tensor::empty({g.c})};
+  const float* gy = dy.data<float>();
+  const float* xp = x.data<float>();
+  const float* gp = gamma.data<float>();
+  const float* mp = save_mean.data<float>();
+  const float* ip = save_invstd.data<float>();
+  float* dx = r.dx.data<float>();
+  float* dg = r.dgamma.data<float>();
+  float* db = r.dbeta.data<float>();
+  const double m = static_cast<double>(g.count());
+  parallel_for(0, g.c, 1, [&](int64_t b, int64_t e) {
+    for (int64_t ch = b; ch < e; ++ch) {
+      const double mean = mp[ch], invstd = ip[ch];
+      double sdy = 0, sdyx = 0;
+      for_channel(g, ch, [&](int64_t i) {
+        sdy += gy[i];
+        sdyx += gy[i] * (xp[i] - mean);
+      });
+      const double dgamma = sdyx * invstd;
+      dg[ch] = static_cast<float>(dgamma);
+      db[ch] = static_cast<float>(sdy);
+      // dx = gamma*invstd/m * (m*dy - sum(dy) - xhat*dgamma), xhat = (x-mean)*invstd
+      const double k = gp[ch] * invstd;
+      const double mean_dy = sdy / m, coef = dgamma * invstd / m;
+      for_channel(g, ch, [&](int64_t i) {
+        dx[i] = static_cast<float>(k * (gy[i] - mean_dy - (xp[i] - mean) * coef));
+      });
+    }
+  });
+  return r;
+}
+
+BatchNormGrads batch_norm_eval_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                        const Tensor& running_mean, const Tensor& running_var,
+                                        float eps) {
+  cpu::require_cpu_f32("batch_norm_eval_backward", {&dy, &x, &gamma});
+  BnGeom g = bn_geom("batch_norm_eval_backward", x, gamma, Tensor());
+  check_same_shape(dy, x, "batch_norm_eval_backward");
+  check_stat("batch_norm_eval_backward", running_mean, g.c, "running_mean");
+  check_stat("batch_norm_eval_backward", running_var, g.c, "running_var");
+  BatchNormGrads r{Tensor::empty(x.shape()), Tensor::empty({g.c}), Tensor::empty({g.c})};
+  const float* gy = dy.data<float>();
+  const float* xp = x.data<float>();
+  const float* gp = gamma.data<float>();
+  const float* rm = running_mean.data<float>();
+  const float* rv = running_var.data<float>();
+  float* dx = r.dx.data<float>();
+  float* dg = r.dgamma.data<float>();
+  float* db = r.dbeta.data<float>();
+  parallel_for(0, g.c, 1, [&](int64_t b, int64_t e) {
+    for (int64_t ch = b; ch < e; ++ch) {
+      const double invstd = 1.0 / std::sqrt(static_cast<double>(rv[ch]) + eps);
+      double sdy = 0, sdyx = 0;
+      const float k = static_cast<float>(gp[ch] * invstd);
+      for_channel(g, ch, [&](int64_t i) {
+        sdy += gy[i];
+        sdyx += gy[i] * (xp[i] - rm[ch]);
+        dx[i] = gy[i] * k;
+      });
+      dg[ch] = static_cast<float>(sdyx * invstd);
+      db[ch] = static_cast<float>(sdy);
+    }
+  });
+  return r;
+}
+
+namespace {
+int64_t ln_width(const char* op, const Tensor& x, const Tensor& gamma) {
+  ADA_CHECK_ARG(x.dim() >= 1, ShapeError) << op << ": input must have at least 1 dim";
+  const int64_t d = x.size(-1);
+  ADA_CHECK_ARG(gamma.shape() == Shape{d}, ShapeError)
+      << op << ": gamma " << gamma.str() << " should be [" << d << "] for input " << x.str();
+  return d;
+}
+}  // namespace
+
+Tensor layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                          Tensor& save_mean, Tensor& save_rstd) {
+  cpu::require_cpu_f32("layer_norm_forward", {&x, &gamma, &beta});
+  const int64_t d = ln_width("layer_norm_forward", x, gamma);
+  check_same_shape(gamma, beta, "layer_norm_forward (gamma vs beta)");
+  const int64_t rows = d ? x.numel() / d : 0;
+  Tensor y = Tensor::empty(x.shape());
+  save_mean = Tensor::empty({rows});
+  save_rstd = Tensor::empty({rows});
+  const float* xp = x.data<float>();
+  const float* gp = gamma.data<float>();
+  const float* bp = beta.data<float>();
+  float* yp = y.data<float>();
+  float* mp = save_mean.data<float>();
+  float* rp = save_rstd.data<float>();
+  parallel_for(0, rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(d, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const float* xr = xp + r * d;
+      double s = 0;
+      for (int64_t j = 0; j < d; ++j) s += xr[j];
+      const double mean = s / d;
+      double ss = 0;
+      for (int64_t j = 0; j < d; ++j) ss += (xr[j] - mean) * (xr[j] - mean);
+      const double rstd = 1.0 / std::sqrt(ss / d + eps);
+      mp[r] = static_cast<float>(mean);
+      rp[r] = static_cast<float>(rstd);
+      const float fm = static_cast<float>(mean), fr = static_cast<float>(rstd);
+      float* yr = yp + r * d;
+      for (int64_t j = 0; j < d; ++j) yr[j] = (xr[j] - fm) * fr * gp[j] + bp[j];
+    }
+  });
+  return y;
+}
+
+LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                   const Tensor& save_mean, const Tensor& save_rstd) {
+  cpu::require_cpu_f32("layer_norm_backward", {&dy, &x, &gamma, &save_mean, &save_rstd});
+  const int64_t d = ln_width("layer_norm_backward", x, gamma);
+  check_same_shape(dy, x, "layer_norm_backward");
+  const int64_t rows = d ? x.numel() / d : 0;
+  ADA_CHECK_ARG(save_mean.numel() == rows && save_rstd.numel() == rows, ShapeError)
+      << "layer_norm_backward: saved statistics do not match input " << x.str();
+  LayerNormGrads r{Tensor::empty(x.shape()), Tensor::zeros({d}), Tensor::zeros({d})};
+  const float* gy = dy.data<float>();
+  const float* xp = x.data<float>();
+  const float* gp = gamma.data<float>();
+  const float* mp = save_mean.data<float>();
+  const float* rp = save_rstd.data<float>();
+  float* dx = r.dx.data<float>();
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(num_threads(), rows));
+  std::vector<std::vector<double>> pg(chunks, std::vector<double>(d, 0.0)), pb = pg;
+  parallel_for(0, chunks, 1, [&](int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c) {
+      auto& ag = pg[c];
+      auto& ab = pb[c];
+      for (int64_t row = rows * c / chunks; row < rows * (c + 1) / chunks; ++row) {
+        const float* xr = xp + row * d;
+        const float* gr = gy + row * d;
+        const double mean = mp[row], rstd = rp[row];
+        double s1 = 0, s2 = 0;  // sum(dxhat), sum(dxhat * xhat)
+        for (int64_t j = 0; j < d; ++j) {
+          const double xh = (xr[j] - mean) * rstd, dxh = static_cast<double>(gr[j]) * gp[j];
+          s1 += dxh;
+          s2 += dxh * xh;
+          ag[j] += gr[j] * xh;
+          ab[j] += gr[j];
+        }
+        const double m1 = s1 / d, m2 = s2 / d;
+        float* dr = dx + row * d;
+        for (int64_t j = 0; j < d; ++j) {
+          const double xh = (xr[j] - mean) * rstd;
+          dr[j] = static_cast<float>(rstd * (static_cast<double>(gr[j]) * gp[j] - m1 - xh * m2));
+        }
+      }
+    }
+  });
+  float* dg = r.dgamma.data<float>();
+  float* db = r.dbeta.data<float>();
+  for (int64_t j = 0; j < d; ++j) {
+    double sg = 0, sb = 0;
+    for (int64_t c = 0; c < chunks; ++c) {
+      sg += pg[c][j];
+      sb += pb[c][j];
+    }
+    dg[j] = static_cast<float>(sg);
+    db[j] = static_cast<float>(sb);
+  }
+  return r;
+}
+
+}  // namespace ada::ops

@@ -1,0 +1,188 @@
+// Max-, average- and global-average pooling on NCHW, parallel over (n, c) planes.
+// Max-pool records the flat argmax in each input plane (i32) so backward is a scatter; ties go
+// to the first maximum in row-major window order, as PyTorch does.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/backend/cpu/cpu_common.h"
+#include "core/ops.h"
+
+namespace ada::ops {
+namespace {
+void check_pool(const char* op, const Shape& x, const Pool2dParams& p) {
+  ADA_CHECK_ARG(x.size() == 4, ShapeError) << op << ": input must be [N,C,H,W], got " << shape_str(x);
+  ADA_CHECK_ARG(p.kernel_h > 0 && p.kernel_w > 0 && p.stride_h > 0 && p.stride_w > 0, ShapeError)
+      << op << ": kernel and stride must be positive";
+  ADA_CHECK_ARG(p.pad_h >= 0 && p.pad_w >= 0 && 2 * p.pad_h <= p.kernel_h && 2 * p.pad_w <= p.kernel_w,
+                ShapeError)
+      << op << ": padding must be between 0 and half the kernel (got pad " << p.pad_h << "x"
+      << p.pad_w << ", kernel " << p.kernel_h << "x" << p.kernel_w << ")";
+  ADA_CHECK_ARG(x[2] + 2 * p.pad_h >= p.kernel_h && x[3] + 2 * p.pad_w >= p.kernel_w, ShapeError)
+      << op << ": kernel " << p.kernel_h << "x" << p.kernel_w << " larger than padded input "
+      << shape_str(x);
+}
+}  // namespace
+
+Shape pool2d_output_shape(const Shape& x, const Pool2dParams& p) {
+  check_pool("pool2d", x, p);
+  return {x[0], x[1], (x[2] + 2 * p.pad_h - p.kernel_h) / p.stride_h + 1,
+          (x[3] + 2 * p.pad_w - p.kernel_w) / p.stride_w + 1};
+}
+
+Tensor max_pool2d_forward(const Tensor& x, const Pool2dParams& p, Tensor& indices) {
+  cpu::require_cpu_f32("max_pool2d_forward", {&x});
+  Shape os = pool2d_output_shape(x.shape(), p);
+  Tensor y = Tensor::empty(os);
+  indices = Tensor::empty(os, DType::i32);
+  const int64_t H = x.size(2), W = x.size(3), P = os[2], Q = os[3];
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  int32_t* ip = indices.data<int32_t>();
+  parallel_for(0, os[0] * os[1], 1, [&](int64_t b, int64_t e) {
+    for (int64_t plane = b; plane < e; ++plane) {
+      const float* xs = xp + plane * H * W;
+      for (int64_t i = 0; i < P; ++i) {
+        int64_t h0 = i * p.stride_h - p.pad_h, h1 = std::min(h0 + p.kernel_h, H);
+        h0 = std::max<int64_t>(h0, 0);
+        for (int64_t j = 0; j < Q; ++j) {
+          int64_t w0 = j * p.stride_w - p.pad_w, w1 = std::min(w0 + p.kernel_w, W);
+          w0 = std::max<int64_t>(w0, 0);
+          float best = -std::numeric_limits<float>::infinity();
+          int64_t arg = h0 * W + w0;
+          for (int64_t h = h0; h < h1; ++h)
+            for (int64_t w = w0; w < w1; ++w) {
+              float v = xs[h * W + w];
+              if (v > best || std::isnan(v)) {
+                best = v;
+                arg = h * W + w;
+                if (std::isnan(v)) goto done;
+              }
+            }
+        done:
+          yp[plane * P * Q + i * Q + j] = best;
+          ip[plane * P * Q + i * Q + j] = static_cast<int32_t>(arg);
+        }
+      }
+    }
+  });
+  return y;
+}
+
+Tensor max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Shape& x_shape) {
+  cpu::require_cpu_f32("max_pool2d_backward", {&dy});
+  check_dtype(indices, DType::i32, "max_pool2d_backward", "indices");
+  check_same_shape(dy, indices, "max_pool2d_backward");
+  ADA_CHECK_ARG(x_shape.size() == 4 && dy.dim() == 4 && dy.size(0) == x_shape[0] &&
+                    dy.size(1) == x_shape[1], ShapeError)
+      << "max_pool2d_backward: gradient " << dy.str() << " does not match input "
+      << shape_str(x_shape);
+  Tensor dx = Tensor::zeros(x_shape);
+  const int64_t HW = x_shape[2] * x_shape[3], PQ = dy.size(2) * dy.size(3);
+  const float* gp = dy.data<float>();
+  const int32_t* ip = indices.data<int32_t>();
+  float* dxp = dx.data<float>();
+  parallel_for(0, dy.size(0) * dy.size(1), 1, [&](int64_t b, int64_t e) {
+    for (int64_t plane = b; plane < e; ++plane)
+      for (int64_t o = 0; o < PQ; ++o) dxp[plane * HW + ip[plane * PQ + o]] += gp[plane * PQ + o];
+  });
+  return dx;
+}
+
+Tensor avg_pool2d_forward(const Tensor& x, const Pool2dParams& p) {
+  cpu::require_cpu_f32("avg_pool2d_forward", {&x});
+  Shape os = pool2d_output_shape(x.shape(), p);
+  Tensor y = Tensor::empty(os);
+  const int64_t H = x.size(2), W = x.size(3), P = os[2], Q = os[3];
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  parallel_for(0, os[0] * os[1], 1, [&](int64_t b, int64_t e) {
+    for (int64_t plane = b; plane < e; ++plane) {
+      const float* xs = xp + plane * H * W;
+      for (int64_t i = 0; i < P; ++i)
+        for (int64_t j = 0; j < Q; ++j) {
+          int64_t h0 = i * p.stride_h - p.pad_h, w0 = j * p.stride_w - p.pad_w;
+          int64_t h1 = std::min<int64_t>(h0 + p.kernel_h, H + p.pad_h);
+          int64_t w1 = std::min<int64_t>(w0 + p.kernel_w, W + p.pad_w);
+          int64_t div_full = (h1 - h0) * (w1 - w0);
+          h0 = std::max<int64_t>(h0, 0);
+          w0 = std::max<int64_t>(w0, 0);
+          h1 = std::min(h1, H);
+          w1 = std::min(w1, W);
+          float s = 0;
+          for (int64_t h = h0; h < h1; ++h)
+            for (int64_t w = w0; w < w1; ++w) s += xs[h * W + w];
+          int64_t div = p.count_include_pad ? div_full : (h1 - h0) * (w1 - w0);
+          yp[plane * P * Q + i * Q + j] = s / static_cast<float>(div);
+        }
+    }
+  });
+  return y;
+}
+
+Tensor avg_pool2d_backward(const Tensor& dy, const Shape& x_shape, const Pool2dParams& p) {
+  cpu::require_cpu_f32("avg_pool2d_backward", {&dy});
+  Shape os = pool2d_output_shape(x_shape, p);
+  ADA_CHECK_ARG(dy.shape() == os, ShapeError)
+      << "avg_pool2d_backward: gradient " << dy.str() << " should be " << shape_str(os);
+  Tensor dx = Tensor::zeros(x_shape);
+  const int64_t H = x_shape[2], W = x_shape[3], P = os[2], Q = os[3];
+  const float* gp = dy.data<float>();
+  float* dxp = dx.data<float>();
+  parallel_for(0, os[0] * os[1], 1, [&](int64_t b, int64_t e) {
+    for (int64_t plane = b; plane < e; ++plane) {
+      float* ds = dxp + plane * H * W;
+      for (int64_t i = 0; i < P; ++i)
+        for (int64_t j = 0; j < Q; ++j) {
+          int64_t h0 = i * p.stride_h - p.pad_h, w0 = j * p.stride_w - p.pad_w;
+          int64_t h1 = std::min<int64_t>(h0 + p.kernel_h, H + p.pad_h);
+          int64_t w1 = std::min<int64_t>(w0 + p.kernel_w, W + p.pad_w);
+          int64_t div_full = (h1 - h0) * (w1 - w0);
+          h0 = std::max<int64_t>(h0, 0);
+          w0 = std::max<int64_t>(w0, 0);
+          h1 = std::min(h1, H);
+          w1 = std::min(w1, W);
+          int64_t div = p.count_include_pad ? div_full : (h1 - h0) * (w1 - w0);
+          float g = gp[plane * P * Q + i * Q + j] / static_cast<float>(div);
+          for (int64_t h = h0; h < h1; ++h)
+            for (int64_t w = w0; w < w1; ++w) ds[h * W + w] += g;
+        }
+    }
+  });
+  return dx;
+}
+
+Tensor global_avg_pool_forward(const Tensor& x) {
+  cpu::require_cpu_f32("global_avg_pool_forward", {&x});
+  check_dim(x, 4, "global_avg_pool_forward", "x");
+  const int64_t planes = x.size(0) * x.size(1), HW = x.size(2) * x.size(3);
+  ADA_CHECK_ARG(HW > 0, ShapeError) << "global_avg_pool_forward: empty spatial size in " << x.str();
+  Tensor y = Tensor::empty({x.size(0), x.size(1)});
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  parallel_for(0, planes, 16, [&](int64_t b, int64_t e) {
+    for (int64_t pl = b; pl < e; ++pl) {
+      double s = 0;
+      for (int64_t i = 0; i < HW; ++i) s += xp[pl * HW + i];
+      yp[pl] = static_cast<float>(s / static_cast<double>(HW));
+    }
+  });
+  return y;
+}
+
+Tensor global_avg_pool_backward(const Tensor& dy, const Shape& x_shape) {
+  cpu::require_cpu_f32("global_avg_pool_backward", {&dy});
+  ADA_CHECK_ARG(x_shape.size() == 4 && dy.shape() == Shape({x_shape[0], x_shape[1]}), ShapeError)
+      << "global_avg_pool_backward: gradient " << dy.str() << " does not match input "
+      << shape_str(x_shape);
+  Tensor dx = Tensor::empty(x_shape);
+  const int64_t planes = x_shape[0] * x_shape[1], HW = x_shape[2] * x_shape[3];
+  const float* gp = dy.data<float>();
+  float* dxp = dx.data<float>();
+  parallel_for(0, planes, 16, [&](int64_t b, int64_t e) {
+    for (int64_t pl = b; pl < e; ++pl) std::fill(dxp + pl * HW, dxp + (pl + 1) * HW, gp[pl] / HW);
+  });
+  return dx;
+}
+
+}  // namespace ada::ops

@@ -1,0 +1,150 @@
+// Softmax, log-softmax and softmax cross-entropy over the last dim, parallel over rows.
+// Max-subtracted for stability; sums in double.
+#include <cmath>
+#include <limits>
+
+#include "core/backend/cpu/cpu_common.h"
+#include "core/ops.h"
+
+namespace ada::ops {
+namespace {
+// Calls f(row_in, row_out, width) for each row in parallel.
+template <class F>
+Tensor rowwise(const char* op, const Tensor& x, F f) {
+  cpu::require_cpu_f32(op, {&x});
+  ADA_CHECK_ARG(x.dim() >= 1, ShapeError) << op << ": input must have at least 1 dim";
+  const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
+  Tensor y = Tensor::empty(x.shape());
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  parallel_for(0, rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(d, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) f(xp + r * d, yp + r * d, d);
+  });
+  return y;
+}
+
+void log_softmax_row(const float* x, float* y, int64_t d) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < d; ++j) mx = std::max(mx, x[j]);
+  double s = 0;
+  for (int64_t j = 0; j < d; ++j) s += std::exp(static_cast<double>(x[j] - mx));
+  const float lse = mx + static_cast<float>(std::log(s));
+  for (int64_t j = 0; j < d; ++j) y[j] = x[j] - lse;
+}
+
+// Calls f(dy_row, y_row, dx_row, width) for each row in parallel.
+template <class F>
+Tensor rowwise_backward(const char* op, const Tensor& dy, const Tensor& y, F f) {
+  cpu::require_cpu_f32(op, {&dy, &y});
+  check_same_shape(dy, y, op);
+  const int64_t d = y.dim() ? y.size(-1) : 1, rows = d ? y.numel() / d : 0;
+  Tensor dx = Tensor::empty(y.shape());
+  const float* gp = dy.data<float>();
+  const float* yp = y.data<float>();
+  float* dp = dx.data<float>();
+  parallel_for(0, rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(d, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) f(gp + r * d, yp + r * d, dp + r * d, d);
+  });
+  return dx;
+}
+}  // namespace
+
+Tensor softmax(const Tensor& x) {
+  return rowwise("softmax", x, [](const float* in, float* out, int64_t d) {
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < d; ++j) mx = std::max(mx, in[j]);
+    double s = 0;
+    for (int64_t j = 0; j < d; ++j) {
+      out[j] = std::exp(in[j] - mx);
+      s += out[j];
+    }
+    const float inv = static_cast<float>(1.0 / s);
+    for (int64_t j = 0; j < d; ++j) out[j] *= inv;
+  });
+}
+
+Tensor softmax_backward(const Tensor& dy, const Tensor& y) {
+  return rowwise_backward("softmax_backward", dy, y,
+                          [](const float* g, const float* yv, float* dx, int64_t d) {
+                            double s = 0;
+                            for (int64_t j = 0; j < d; ++j) s += static_cast<double>(g[j]) * yv[j];
+                            const float fs = static_cast<float>(s);
+                            for (int64_t j = 0; j < d; ++j) dx[j] = yv[j] * (g[j] - fs);
+                          });
+}
+
+Tensor log_softmax(const Tensor& x) { return rowwise("log_softmax", x, log_softmax_row); }
+
+Tensor log_softmax_backward(const Tensor& dy, const Tensor& y) {
+  return rowwise_backward("log_softmax_backward", dy, y,
+                          [](const float* g, const float* yv, float* dx, int64_t d) {
+                            double s = 0;
+                            for (int64_t j = 0; j < d; ++j) s += g[j];
+                            const float fs = static_cast<float>(s);
+                            for (int64_t j = 0; j < d; ++j) dx[j] = g[j] - std::exp(yv[j]) * fs;
+                          });
+}
+
+namespace {
+void check_ce(const char* op, const Tensor& logits, const Tensor& targets, float smoothing) {
+  cpu::require_cpu_f32(op, {&logits});
+  cpu::require_index(op, targets, "targets");
+  ADA_CHECK_ARG(logits.dim() == 2, ShapeError) << op << ": logits must be [N, C], got " << logits.str();
+  ADA_CHECK_ARG(targets.dim() == 1 && targets.size(0) == logits.size(0), ShapeError)
+      << op << ": targets " << targets.str() << " should be [" << logits.size(0) << "]";
+  ADA_CHECK_ARG(smoothing >= 0.f && smoothing <= 1.f, ShapeError)
+      << op << ": label_smoothing must be in [0, 1], got " << smoothing;
+}
+}  // namespace
+
+Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, float smoothing,
+                             int64_t ignore_index, Tensor& save_logp) {
+  check_ce("cross_entropy_forward", logits, targets, smoothing);
+  save_logp = log_softmax(logits);
+  const int64_t n = logits.size(0), c = logits.size(1);
+  const float* lp = save_logp.data<float>();
+  double total = 0;
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t t = cpu::index_at(targets, i);
+    if (t == ignore_index) continue;
+    ADA_CHECK_ARG(t >= 0 && t < c, ShapeError)
+        << "cross_entropy: target " << t << " at row " << i << " is outside [0, " << c
+        << ") (and is not ignore_index " << ignore_index << ")";
+    double row = -(1.0 - smoothing) * lp[i * c + t];
+    if (smoothing > 0.f) {
+      double s = 0;
+      for (int64_t j = 0; j < c; ++j) s += lp[i * c + j];
+      row -= smoothing * s / static_cast<double>(c);
+    }
+    total += row;
+    ++count;
+  }
+  Tensor loss = Tensor::empty({});
+  loss.data<float>()[0] = count ? static_cast<float>(total / static_cast<double>(count)) : 0.f;
+  return loss;
+}
+
+Tensor cross_entropy_backward(float dloss, const Tensor& save_logp, const Tensor& targets,
+                              float smoothing, int64_t ignore_index) {
+  check_ce("cross_entropy_backward", save_logp, targets, smoothing);
+  const int64_t n = save_logp.size(0), c = save_logp.size(1);
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; ++i) count += cpu::index_at(targets, i) != ignore_index;
+  Tensor dx = Tensor::zeros(save_logp.shape());
+  if (count == 0) return dx;
+  const float* lp = save_logp.data<float>();
+  float* dp = dx.data<float>();
+  const float k = dloss / static_cast<float>(count), uni = smoothing / static_cast<float>(c);
+  parallel_for(0, n, 64, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const int64_t t = cpu::index_at(targets, i);
+      if (t == ignore_index) continue;
+      for (int64_t j = 0; j < c; ++j) dp[i * c + j] = k * (std::exp(lp[i * c + j]) - uni);
+      dp[i * c + t] -= k * (1.f - smoothing);
+    }
+  });
+  return dx;
+}
+
+}  // namespace ada::ops

@@ -1,0 +1,233 @@
+#include "core/functional.h"
+
+#include <algorithm>
+
+namespace ada::fn {
+namespace {
+using G = std::vector<Tensor>;
+// Inverse permutation: inv[perm[i]] = i.
+std::vector<int> inverse_perm(const std::vector<int>& perm) {
+  std::vector<int> inv(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int>(i);
+  return inv;
+}
+}  // namespace
+
+Variable add(const Variable& a, const Variable& b) {
+  return make_result(ops::add(a.value(), b.value()), "add", {a, b},
+                     [](const Tensor& g) { return G{g, g}; });
+}
+
+Variable sub(const Variable& a, const Variable& b) {
+  return make_result(ops::sub(a.value(), b.value()), "sub", {a, b},
+                     [](const Tensor& g) { return G{g, ops::scale(g, -1.f)}; });
+}
+
+Variable mul(const Variable& a, const Variable& b) {
+  Tensor av = a.value(), bv = b.value();
+  bool ga = a.requires_grad(), gb = b.requires_grad();
+  return make_result(ops::mul(av, bv), "mul", {a, b}, [av, bv, ga, gb](const Tensor& g) {
+    return G{ga ? ops::mul(g, bv) : Tensor(), gb ? ops::mul(g, av) : Tensor()};
+  });
+}
+
+Variable scale(const Variable& a, float s) {
+  return make_result(ops::scale(a.value(), s), "scale", {a},
+                     [s](const Tensor& g) { return G{ops::scale(g, s)}; });
+}
+
+Variable add_bias(const Variable& x, const Variable& b) {
+  return make_result(ops::add_bias(x.value(), b.value()), "add_bias", {x, b},
+                     [](const Tensor& g) { return G{g, ops::bias_grad(g)}; });
+}
+
+Variable add_channel_bias(const Variable& x, const Variable& b) {
+  return make_result(ops::add_channel_bias(x.value(), b.value()), "add_channel_bias", {x, b},
+                     [](const Tensor& g) { return G{g, ops::channel_bias_grad(g)}; });
+}
+
+Variable reshape(const Variable& x, const Shape& shape) {
+  Shape in = x.shape();
+  return make_result(x.value().reshape(shape), "reshape", {x},
+                     [in](const Tensor& g) { return G{g.reshape(in)}; });
+}
+
+Variable permute(const Variable& x, const std::vector<int>& perm) {
+  std::vector<int> inv = inverse_perm(perm);
+  return make_result(ops::permute(x.value(), perm), "permute", {x},
+                     [inv](const Tensor& g) { return G{ops::permute(g, inv)}; });
+}
+
+Variable relu(const Variable& x) {
+  Tensor y = ops::relu(x.value());
+  return make_result(y, "relu", {x}, [y](const Tensor& g) { return G{ops::relu_backward(g, y)}; });
+}
+
+Variable gelu(const Variable& x) {
+  Tensor xv = x.value();
+  return make_result(ops::gelu(xv), "gelu", {x},
+                     [xv](const Tensor& g) { return G{ops::gelu_backward(g, xv)}; });
+}
+
+Variable tanh(const Variable& x) {
+  Tensor y = ops::tanh(x.value());
+  return make_result(y, "tanh", {x}, [y](const Tensor& g) { return G{ops::tanh_backward(g, y)}; });
+}
+
+Variable sum(const Variable& x, const std::vector<int>& axes, bool keepdim) {
+  Shape in = x.shape();
+  return make_result(ops::sum(x.value(), axes, keepdim), "sum", {x}, [in, axes](const Tensor& g) {
+    return G{ops::sum_backward(g, in, axes)};
+  });
+}
+
+Variable mean(const Variable& x, const std::vector<int>& axes, bool keepdim) {
+  Shape in = x.shape();
+  Tensor y = ops::mean(x.value(), axes, keepdim);
+  float inv = y.numel() ? static_cast<float>(y.numel()) / static_cast<float>(x.value().numel()) : 0.f;
+  return make_result(y, "mean", {x}, [in, axes, inv](const Tensor& g) {
+    return G{ops::sum_backward(ops::scale(g, inv), in, axes)};
+  });
+}
+
+Variable matmul(const Variable& a, const Variable& b, bool ta, bool tb) {
+  Tensor av = a.value(), bv = b.value();
+  bool ga = a.requires_grad(), gb = b.requires_grad();
+  return make_result(ops::matmul(av, bv, ta, tb), "matmul", {a, b},
+                     [av, bv, ta, tb, ga, gb](const Tensor& g) {
+                       // C = op(A) op(B): dA = g op(B)^T (transposed back if ta), likewise dB.
+                       Tensor da, db;
+                       if (ga) da = ta ? ops::matmul(bv, g, tb, true) : ops::matmul(g, bv, false, !tb);
+                       if (gb) db = tb ? ops::matmul(g, av, true, ta) : ops::matmul(av, g, !ta, false);
+                       return G{da, db};
+                     });
+}
+
+Variable bmm(const Variable& a, const Variable& b, bool ta, bool tb) {
+  Tensor av = a.value(), bv = b.value();
+  bool ga = a.requires_grad(), gb = b.requires_grad();
+  return make_result(ops::bmm(av, bv, ta, tb), "bmm", {a, b},
+                     [av, bv, ta, tb, ga, gb](const Tensor& g) {
+                       Tensor da, db;
+                       if (ga) da = ta ? ops::bmm(bv, g, tb, true) : ops::bmm(g, bv, false, !tb);
+                       if (gb) db = tb ? ops::bmm(g, av, true, ta) : ops::bmm(av, g, !ta, false);
+                       return G{da, db};
+                     });
+}
+
+Variable linear(const Variable& x, const Variable& w, const Variable& b) {
+  const Shape& xs = x.shape();
+  ADA_CHECK_ARG(!xs.empty(), ShapeError) << "linear: input must have at least 1 dim";
+  int64_t in = xs.back();
+  Variable x2 = reshape(x, {-1, in});
+  Variable y = matmul(x2, w, false, true);
+  if (b.defined()) y = add_bias(y, b);
+  Shape out = xs;
+  out.back() = w.shape()[0];
+  return reshape(y, out);
+}
+
+Variable conv2d(const Variable& x, const Variable& w, const ops::Conv2dParams& p) {
+  Tensor xv = x.value(), wv = w.value();
+  bool gx = x.requires_grad(), gw = w.requires_grad();
+  return make_result(ops::conv2d_forward(xv, wv, p), "conv2d", {x, w},
+                     [xv, wv, p, gx, gw](const Tensor& g) {
+                       return G{gx ? ops::conv2d_backward_data(g, wv, xv.shape(), p) : Tensor(),
+                                gw ? ops::conv2d_backward_filter(g, xv, wv.shape(), p) : Tensor()};
+                     });
+}
+
+Variable max_pool2d(const Variable& x, const ops::Pool2dParams& p) {
+  Tensor idx;
+  Tensor y = ops::max_pool2d_forward(x.value(), p, idx);
+  Shape in = x.shape();
+  return make_result(y, "max_pool2d", {x}, [idx, in](const Tensor& g) {
+    return G{ops::max_pool2d_backward(g, idx, in)};
+  });
+}
+
+Variable avg_pool2d(const Variable& x, const ops::Pool2dParams& p) {
+  Shape in = x.shape();
+  return make_result(ops::avg_pool2d_forward(x.value(), p), "avg_pool2d", {x},
+                     [in, p](const Tensor& g) { return G{ops::avg_pool2d_backward(g, in, p)}; });
+}
+
+Variable global_avg_pool(const Variable& x) {
+  Shape in = x.shape();
+  return make_result(ops::global_avg_pool_forward(x.value()), "global_avg_pool", {x},
+                     [in](const Tensor& g) { return G{ops::global_avg_pool_backward(g, in)}; });
+}
+
+Variable batch_norm(const Variable& x, const Variable& gamma, const Variable& beta,
+                    Tensor& running_mean, Tensor& running_var, bool training, float momentum,
+                    float eps) {
+  Tensor xv = x.value(), gv = gamma.value();
+  if (training) {
+    Tensor mean, invstd;
+    Tensor y = ops::batch_norm_train(xv, gv, beta.value(), running_mean, running_var, momentum, eps,
+                                     mean, invstd);
+    return make_result(y, "batch_norm", {x, gamma, beta}, [xv, gv, mean, invstd](const Tensor& g) {
+      auto r = ops::batch_norm_backward(g, xv, gv, mean, invstd);
+      return G{r.dx, r.dgamma, r.dbeta};
+    });
+  }
+  Tensor rm = running_mean.clone(), rv = running_var.clone();
+  Tensor y = ops::batch_norm_eval(xv, gv, beta.value(), rm, rv, eps);
+  return make_result(y, "batch_norm_eval", {x, gamma, beta}, [xv, gv, rm, rv, eps](const Tensor& g) {
+    auto r = ops::batch_norm_eval_backward(g, xv, gv, rm, rv, eps);
+    return G{r.dx, r.dgamma, r.dbeta};
+  });
+}
+
+Variable layer_norm(const Variable& x, const Variable& gamma, const Variable& beta, float eps) {
+  Tensor xv = x.value(), gv = gamma.value(), mean, rstd;
+  Tensor y = ops::layer_norm_forward(xv, gv, beta.value(), eps, mean, rstd);
+  return make_result(y, "layer_norm", {x, gamma, beta}, [xv, gv, mean, rstd](const Tensor& g) {
+    auto r = ops::layer_norm_backward(g, xv, gv, mean, rstd);
+    return G{r.dx, r.dgamma, r.dbeta};
+  });
+}
+
+Variable softmax(const Variable& x) {
+  Tensor y = ops::softmax(x.value());
+  return make_result(y, "softmax", {x},
+                     [y](const Tensor& g) { return G{ops::softmax_backward(g, y)}; });
+}
+
+Variable log_softmax(const Variable& x) {
+  Tensor y = ops::log_softmax(x.value());
+  return make_result(y, "log_softmax", {x},
+                     [y](const Tensor& g) { return G{ops::log_softmax_backward(g, y)}; });
+}
+
+Variable cross_entropy(const Variable& logits, const Tensor& targets, float label_smoothing,
+                       int64_t ignore_index) {
+  Tensor logp;
+  Tensor loss = ops::cross_entropy_forward(logits.value(), targets, label_smoothing, ignore_index, logp);
+  return make_result(loss, "cross_entropy", {logits},
+                     [logp, targets, label_smoothing, ignore_index](const Tensor& g) {
+                       return G{ops::cross_entropy_backward(g.item(), logp, targets,
+                                                            label_smoothing, ignore_index)};
+                     });
+}
+
+Variable dropout(const Variable& x, float p, bool training, Generator& gen) {
+  if (!training || p == 0.f) return x;
+  Tensor mask;
+  Tensor y = ops::dropout_forward(x.value(), p, gen, mask);
+  return make_result(y, "dropout", {x},
+                     [mask](const Tensor& g) { return G{ops::dropout_backward(g, mask)}; });
+}
+
+Variable embedding(const Variable& weight, const Tensor& ids) {
+  Tensor w = weight.value();
+  Shape ws = w.shape();
+  return make_result(ops::embedding_forward(w, ids), "embedding", {weight},
+                     [ids, ws](const Tensor& g) {
+                       Tensor dw = Tensor::zeros(ws);
+                       ops::embedding_backward(g, ids, dw);
+                       return G{dw};
+                     });
+}
+
+}  // namespace ada::fn

@@ -1,0 +1,53 @@
+// Differentiable ops: each wraps one op of core/ops.h and records its hand-written backward.
+// Models are written as forward code over these; residuals, weight tying and reuse are right by
+// construction because gradients of a Variable used twice add up.
+#pragma once
+
+#include <vector>
+
+#include "core/autograd.h"
+#include "core/ops.h"
+
+namespace ada::fn {
+
+Variable add(const Variable& a, const Variable& b);
+Variable sub(const Variable& a, const Variable& b);
+Variable mul(const Variable& a, const Variable& b);
+Variable scale(const Variable& a, float s);
+Variable add_bias(const Variable& x, const Variable& b);          // bias over the last dim
+Variable add_channel_bias(const Variable& x, const Variable& b);  // bias over dim 1
+Variable reshape(const Variable& x, const Shape& shape);
+Variable permute(const Variable& x, const std::vector<int>& perm);
+
+Variable relu(const Variable& x);
+Variable gelu(const Variable& x);
+Variable tanh(const Variable& x);
+
+Variable sum(const Variable& x, const std::vector<int>& axes, bool keepdim = false);
+Variable mean(const Variable& x, const std::vector<int>& axes, bool keepdim = false);
+
+Variable matmul(const Variable& a, const Variable& b, bool trans_a = false, bool trans_b = false);
+Variable bmm(const Variable& a, const Variable& b, bool trans_a = false, bool trans_b = false);
+// y = x @ w^T + b for x [..., in], w [out, in], b [out] (b may be undefined).
+Variable linear(const Variable& x, const Variable& w, const Variable& b);
+
+Variable conv2d(const Variable& x, const Variable& w, const ops::Conv2dParams& p);
+Variable max_pool2d(const Variable& x, const ops::Pool2dParams& p);
+Variable avg_pool2d(const Variable& x, const ops::Pool2dParams& p);
+Variable global_avg_pool(const Variable& x);
+
+// Training mode updates running stats in place (they are not differentiated).
+Variable batch_norm(const Variable& x, const Variable& gamma, const Variable& beta,
+                    Tensor& running_mean, Tensor& running_var, bool training, float momentum,
+                    float eps);
+Variable layer_norm(const Variable& x, const Variable& gamma, const Variable& beta, float eps);
+
+Variable softmax(const Variable& x);
+Variable log_softmax(const Variable& x);
+Variable cross_entropy(const Variable& logits, const Tensor& targets, float label_smoothing = 0.f,
+                       int64_t ignore_index = -100);
+// Identity when !training or p == 0.
+Variable dropout(const Variable& x, float p, bool training, Generator& gen);
+Variable embedding(const Variable& weight, const Tensor& ids);
+
+}  // namespace ada::fn

@@ -1,0 +1,140 @@
+// The op surface: every numeric kernel Adatrain runs, as free functions on Tensors.
+// Each op checks its arguments (ShapeError/DTypeError naming the op and argument), then
+// dispatches on device: CPU kernels live in core/backend/cpu (Eigen + the OpenMP pool of
+// core/parallel.h); CUDA tensors get DeviceError until the CUDA backend implements the op.
+// Forward ops return new tensors; backward ops return input gradients. Layouts: images NCHW,
+// conv weights [Cout, Cin, kh, kw], linear weights [out, in], sequences [..., features].
+// All float ops are f32; index tensors (labels, token ids) are i64 or i32.
+#pragma once
+
+#include <vector>
+
+#include "core/random.h"
+#include "core/tensor.h"
+
+namespace ada::ops {
+
+// ---- creation / elementwise (same shapes unless stated) ------------------------------------
+void fill_(Tensor& t, float value);                      // in place
+Tensor add(const Tensor& a, const Tensor& b);            // a + b
+Tensor sub(const Tensor& a, const Tensor& b);            // a - b
+Tensor mul(const Tensor& a, const Tensor& b);            // a * b
+Tensor scale(const Tensor& a, float s);                  // s * a
+void add_(Tensor& y, const Tensor& x);                   // y += x
+void scale_(Tensor& y, float s);                         // y *= s
+void axpby_(float alpha, const Tensor& x, float beta, Tensor& y);  // y = alpha*x + beta*y
+// x [..., N] + b [N] (bias over the last dim) and its bias gradient (sum over all but last).
+Tensor add_bias(const Tensor& x, const Tensor& b);
+Tensor bias_grad(const Tensor& dy);
+// x [N, C, ...] + b [C] (bias over channel dim 1) and its gradient.
+Tensor add_channel_bias(const Tensor& x, const Tensor& b);
+Tensor channel_bias_grad(const Tensor& dy);
+// Permutation of dims, materialised contiguously: out.shape[i] = x.shape[perm[i]].
+Tensor permute(const Tensor& x, const std::vector<int>& perm);
+
+// ---- activations ----------------------------------------------------------------------------
+Tensor relu(const Tensor& x);
+Tensor relu_backward(const Tensor& dy, const Tensor& y);  // y = relu(x)
+Tensor gelu(const Tensor& x);                             // exact: x * Phi(x) (erf form)
+Tensor gelu_backward(const Tensor& dy, const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor tanh_backward(const Tensor& dy, const Tensor& y);  // y = tanh(x)
+
+// ---- reductions -----------------------------------------------------------------------------
+// Sum/mean over the given axes (negative counts from the end); keepdim keeps size-1 dims.
+Tensor sum(const Tensor& x, const std::vector<int>& axes, bool keepdim = false);
+Tensor mean(const Tensor& x, const std::vector<int>& axes, bool keepdim = false);
+// Broadcast dy (shape of the reduction result with keepdim=false) back to x_shape.
+Tensor sum_backward(const Tensor& dy, const Shape& x_shape, const std::vector<int>& axes);
+double sum_all(const Tensor& x);                       // double accumulation
+double dot(const Tensor& a, const Tensor& b);          // double accumulation
+double norm2_sq(const Tensor& a);                      // sum of squares, double accumulation
+bool all_finite(const Tensor& x);
+
+// ---- BLAS -----------------------------------------------------------------------------------
+// c = alpha * op(a) @ op(b) + beta * c, op(x) = x or x^T; a, b, c 2-d.
+void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a = false, bool trans_b = false,
+          float alpha = 1.f, float beta = 0.f);
+Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
+// Batched over dim 0: a [B, M, K] (or [B, K, M]), b [B, K, N] (or [B, N, K]), c [B, M, N].
+void gemm_batched(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a = false,
+                  bool trans_b = false, float alpha = 1.f, float beta = 0.f);
+Tensor bmm(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
+
+// ---- convolution and pooling (NCHW) ----------------------------------------------------------
+struct Conv2dParams {
+  int stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dil_h = 1, dil_w = 1;
+};
+Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p);
+Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& p);
+Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape,
+                            const Conv2dParams& p);
+Tensor conv2d_backward_filter(const Tensor& dy, const Tensor& x, const Shape& w_shape,
+                              const Conv2dParams& p);
+
+struct Pool2dParams {
+  int kernel_h = 2, kernel_w = 2, stride_h = 2, stride_w = 2, pad_h = 0, pad_w = 0;
+  bool count_include_pad = true;  // avg-pool divisor, as PyTorch's default
+};
+Shape pool2d_output_shape(const Shape& x, const Pool2dParams& p);
+// Max-pool returns y and writes the flat argmax (index into each H*W plane) to `indices` (i32).
+Tensor max_pool2d_forward(const Tensor& x, const Pool2dParams& p, Tensor& indices);
+Tensor max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Shape& x_shape);
+Tensor avg_pool2d_forward(const Tensor& x, const Pool2dParams& p);
+Tensor avg_pool2d_backward(const Tensor& dy, const Shape& x_shape, const Pool2dParams& p);
+Tensor global_avg_pool_forward(const Tensor& x);  // [N,C,H,W] -> [N,C]
+Tensor global_avg_pool_backward(const Tensor& dy, const Shape& x_shape);
+
+// ---- normalisation ---------------------------------------------------------------------------
+// Batch-norm over dim 1 of x [N, C, ...]. Training uses batch statistics, writes the mean and
+// 1/sqrt(var+eps) for backward and updates running stats in place (PyTorch convention: running
+// = (1-momentum)*running + momentum*stat, with the unbiased variance).
+Tensor batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                        Tensor& running_mean, Tensor& running_var, float momentum, float eps,
+                        Tensor& save_mean, Tensor& save_invstd);
+Tensor batch_norm_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                       const Tensor& running_mean, const Tensor& running_var, float eps);
+struct BatchNormGrads {
+  Tensor dx, dgamma, dbeta;
+};
+// Training-mode backward (statistics depend on x).
+BatchNormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                   const Tensor& save_mean, const Tensor& save_invstd);
+// Eval-mode backward (statistics are constants).
+BatchNormGrads batch_norm_eval_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                        const Tensor& running_mean, const Tensor& running_var,
+                                        float eps);
+// Layer-norm over the last dim of x [..., D] with gamma, beta [D].
+Tensor layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                          Tensor& save_mean, Tensor& save_rstd);
+struct LayerNormGrads {
+  Tensor dx, dgamma, dbeta;
+};
+LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                   const Tensor& save_mean, const Tensor& save_rstd);
+
+// ---- softmax and losses (over the last dim) --------------------------------------------------
+Tensor softmax(const Tensor& x);
+Tensor softmax_backward(const Tensor& dy, const Tensor& y);      // y = softmax(x)
+Tensor log_softmax(const Tensor& x);
+Tensor log_softmax_backward(const Tensor& dy, const Tensor& y);  // y = log_softmax(x)
+// Mean cross-entropy of logits [N, C] against targets [N] (i64 or i32), PyTorch semantics:
+// with smoothing e, loss_i = (1-e)*(-logp[t]) + e*mean_c(-logp[c]); rows whose target equals
+// ignore_index are skipped and the mean is over the others (0 if none). Returns a 0-d tensor
+// (shape {}) and saves log-probabilities for backward.
+Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, float label_smoothing,
+                             int64_t ignore_index, Tensor& save_logp);
+Tensor cross_entropy_backward(float dloss, const Tensor& save_logp, const Tensor& targets,
+                              float label_smoothing, int64_t ignore_index);
+
+// ---- dropout and embedding -------------------------------------------------------------------
+// Inverted dropout: keeps each element with probability 1-p and scales it by 1/(1-p). The
+// keep-mask (f32 of 0 and 1/(1-p)) is returned in `mask`; it depends only on the generator state.
+Tensor dropout_forward(const Tensor& x, float p, Generator& gen, Tensor& mask);
+Tensor dropout_backward(const Tensor& dy, const Tensor& mask);
+// weight [V, D]; ids any shape (i64 or i32) -> [ids..., D]. Out-of-range ids throw.
+Tensor embedding_forward(const Tensor& weight, const Tensor& ids);
+// Scatter-adds dy [ids..., D] into dweight [V, D] (which must be allocated).
+void embedding_backward(const Tensor& dy, const Tensor& ids, Tensor& dweight);
+
+}  // namespace ada::ops

@@ -1,0 +1,19 @@
+// The one place that owns CPU threading. Every CPU kernel (ours and Eigen's GEMM) runs on the
+// same OpenMP pool, sized by set_num_threads(); two pools never fight for the cores.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace ada {
+
+// Sets the number of threads for every CPU kernel (OpenMP and Eigen). n <= 0 means all cores.
+void set_num_threads(int n);
+int num_threads();
+
+// Runs fn(begin, end) over [begin, end) split into contiguous chunks of at least `grain`
+// elements, in parallel when the range is large enough. Chunks are static (deterministic).
+void parallel_for(int64_t begin, int64_t end, int64_t grain,
+                  const std::function<void(int64_t, int64_t)>& fn);
+
+}  // namespace ada

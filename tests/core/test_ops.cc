@@ -1,0 +1,285 @@
+// Forward results of the op surface against naive reference loops, across thread counts and
+// the code paths each kernel chooses (conv image grouping, 1x1 fast path, batched GEMM split),
+// plus the errors bad arguments must raise.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "core/ops.h"
+#include "core/parallel.h"
+
+namespace ada {
+namespace {
+
+Tensor rnd(const Shape& s, uint64_t seed) {
+  Generator g(seed);
+  return Tensor::randn(s, g);
+}
+
+void expect_close(const Tensor& a, const Tensor& b, double tol, const std::string& what) {
+  ASSERT_EQ(a.shape(), b.shape()) << what;
+  auto x = a.to_vector<float>(), y = b.to_vector<float>();
+  int bad = 0;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (!(std::fabs(x[i] - y[i]) <= tol * (1 + std::fabs(y[i]))) && ++bad <= 3)
+      ADD_FAILURE() << what << ": element " << i << ": " << x[i] << " vs " << y[i];
+  EXPECT_EQ(bad, 0) << what;
+}
+
+Tensor naive_gemm(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  int64_t m = ta ? a.size(1) : a.size(0), k = ta ? a.size(0) : a.size(1);
+  int64_t n = tb ? b.size(0) : b.size(1);
+  Tensor c = Tensor::zeros({m, n});
+  const float* A = a.data<float>();
+  const float* B = b.data<float>();
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t l = 0; l < k; ++l)
+        s += double(ta ? A[l * m + i] : A[i * k + l]) * (tb ? B[j * k + l] : B[l * n + j]);
+      c.data<float>()[i * n + j] = float(s);
+    }
+  return c;
+}
+
+TEST(Ops, GemmAllTransposesAlphaBeta) {
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      Tensor a = ta ? rnd({37, 19}, 1) : rnd({19, 37}, 1);
+      Tensor b = tb ? rnd({23, 37}, 2) : rnd({37, 23}, 2);
+      Tensor ref = naive_gemm(a, b, ta, tb);
+      expect_close(ops::matmul(a, b, ta, tb), ref, 1e-5, "matmul");
+      Tensor c = Tensor::ones({19, 23});
+      ops::gemm(a, b, c, ta, tb, 2.f, 0.5f);
+      Tensor want = ops::add(ops::scale(ref, 2.f), Tensor::full({19, 23}, 0.5));
+      expect_close(c, want, 1e-5, "gemm alpha/beta");
+    }
+}
+
+TEST(Ops, BatchedGemmBothSplits) {
+  for (int threads : {1, 2})
+    for (int64_t batch : {1, 5}) {
+      set_num_threads(threads);
+      Tensor a = rnd({batch, 7, 9}, 3), b = rnd({batch, 11, 9}, 4);
+      Tensor c = ops::bmm(a, b, false, true);
+      for (int64_t i = 0; i < batch; ++i)
+        expect_close(c.narrow(i, 1).reshape({7, 11}),
+                     naive_gemm(a.narrow(i, 1).reshape({7, 9}), b.narrow(i, 1).reshape({11, 9}), false, true),
+                     1e-5, "bmm batch " + std::to_string(i));
+    }
+  set_num_threads(0);
+}
+
+Tensor naive_conv(const Tensor& x, const Tensor& w, const ops::Conv2dParams& p) {
+  Shape os = ops::conv2d_output_shape(x.shape(), w.shape(), p);
+  Tensor y = Tensor::zeros(os);
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+  const int64_t K = w.size(0), R = w.size(2), S = w.size(3);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t i = 0; i < os[2]; ++i)
+        for (int64_t j = 0; j < os[3]; ++j) {
+          double s = 0;
+          for (int64_t c = 0; c < C; ++c)
+            for (int64_t r = 0; r < R; ++r)
+              for (int64_t t = 0; t < S; ++t) {
+                int64_t h = i * p.stride_h - p.pad_h + r * p.dil_h;
+                int64_t v = j * p.stride_w - p.pad_w + t * p.dil_w;
+                if (h < 0 || h >= H || v < 0 || v >= W) continue;
+                s += double(x.data<float>()[((n * C + c) * H + h) * W + v]) *
+                     w.data<float>()[((k * C + c) * R + r) * S + t];
+              }
+          y.data<float>()[((n * K + k) * os[2] + i) * os[3] + j] = float(s);
+        }
+  return y;
+}
+
+TEST(Ops, Conv2dForwardMatchesNaiveOnEveryPath) {
+  struct Case {
+    Shape x, w;
+    ops::Conv2dParams p;
+  } cases[] = {
+      {{1, 3, 9, 8}, {4, 3, 3, 3}, {1, 1, 1, 1, 1, 1}},      // single image
+      {{6, 3, 9, 8}, {4, 3, 3, 3}, {1, 1, 1, 1, 1, 1}},      // parallel groups
+      {{7, 5, 3, 3}, {6, 5, 3, 3}, {2, 2, 1, 1, 1, 1}},      // tiny planes: grouped images
+      {{3, 8, 5, 6}, {4, 8, 1, 1}, {}},                      // 1x1 fast path
+      {{9, 8, 2, 3}, {4, 8, 1, 1}, {}},                      // 1x1 grouped
+      {{2, 3, 5, 7}, {2, 3, 1, 1}, {2, 2, 0, 0, 1, 1}},      // 1x1 stride 2
+      {{2, 3, 23, 21}, {4, 3, 7, 7}, {2, 2, 3, 3, 1, 1}},    // 7x7/2 stem
+      {{2, 2, 9, 7}, {3, 2, 3, 2}, {2, 1, 1, 0, 2, 2}},      // odd, dilated
+  };
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (const auto& c : cases) {
+      Tensor x = rnd(c.x, 5), w = rnd(c.w, 6);
+      expect_close(ops::conv2d_forward(x, w, c.p), naive_conv(x, w, c.p), 1e-4,
+                   "conv " + shape_str(c.x) + "*" + shape_str(c.w) + " threads " + std::to_string(threads));
+    }
+  }
+  set_num_threads(0);
+}
+
+TEST(Ops, PoolingForward) {
+  Tensor x = Tensor::arange(0, 16).reshape({1, 1, 4, 4});
+  Tensor idx;
+  ops::Pool2dParams p{2, 2, 2, 2, 0, 0, true};
+  EXPECT_EQ(ops::max_pool2d_forward(x, p, idx).to_vector<float>(), (std::vector<float>{5, 7, 13, 15}));
+  EXPECT_EQ(idx.to_vector<int32_t>(), (std::vector<int32_t>{5, 7, 13, 15}));
+  EXPECT_EQ(ops::avg_pool2d_forward(x, p).to_vector<float>(), (std::vector<float>{2.5, 4.5, 10.5, 12.5}));
+  ops::Pool2dParams pad{3, 3, 2, 2, 1, 1, true};
+  auto inc = ops::avg_pool2d_forward(x, pad).to_vector<float>();
+  EXPECT_FLOAT_EQ(inc[0], (0 + 1 + 4 + 5) / 9.f);  // padding counted
+  pad.count_include_pad = false;
+  EXPECT_FLOAT_EQ(ops::avg_pool2d_forward(x, pad).to_vector<float>()[0], (0 + 1 + 4 + 5) / 4.f);
+  EXPECT_EQ(ops::global_avg_pool_forward(x).to_vector<float>(), (std::vector<float>{7.5}));
+}
+
+TEST(Ops, NormalisationForward) {
+  Tensor x = rnd({4, 3, 2, 2}, 7);
+  Tensor g = Tensor::ones({3}), b = Tensor::zeros({3}), rm = Tensor::zeros({3}), rv = Tensor::ones({3});
+  Tensor mean, invstd;
+  Tensor y = ops::batch_norm_train(x, g, b, rm, rv, 0.1f, 1e-5f, mean, invstd);
+  // Each channel of y has mean 0 and (biased) variance ~1.
+  Tensor ym = ops::mean(y, {0, 2, 3});
+  Tensor y2 = ops::mean(ops::mul(y, y), {0, 2, 3});
+  for (int c = 0; c < 3; ++c) {
+    EXPECT_NEAR(ym.to_vector<float>()[c], 0, 1e-5);
+    EXPECT_NEAR(y2.to_vector<float>()[c], 1, 1e-3);
+    EXPECT_NEAR(rm.to_vector<float>()[c], 0.1f * mean.to_vector<float>()[c], 1e-6);
+  }
+  Tensor lm, lr;
+  Tensor l = ops::layer_norm_forward(rnd({5, 8}, 8), Tensor::ones({8}), Tensor::zeros({8}), 1e-5f, lm, lr);
+  Tensor lmean = ops::mean(l, {1});
+  for (float v : lmean.to_vector<float>()) EXPECT_NEAR(v, 0, 1e-5);
+}
+
+TEST(Ops, SoftmaxAndCrossEntropyValues) {
+  Tensor s = ops::softmax(rnd({3, 5}, 9));
+  for (float v : ops::sum(s, {1}).to_vector<float>()) EXPECT_NEAR(v, 1, 1e-6);
+  Tensor logits = Tensor::zeros({2, 4});
+  Tensor t = Tensor::from_vector<int64_t>({1, 3}, {2});
+  Tensor logp;
+  EXPECT_NEAR(ops::cross_entropy_forward(logits, t, 0.f, -100, logp).item(), std::log(4.0), 1e-6);
+  // Large logits stay finite (max subtraction).
+  Tensor big = Tensor::from_vector<float>({1000, 0, -1000, 0}, {2, 2});
+  Tensor t2 = Tensor::from_vector<int64_t>({1, 0}, {2});  // both rows 1000 below their max
+  EXPECT_NEAR(ops::cross_entropy_forward(big, t2, 0.f, -100, logp).item(), 1000.0, 1e-3);
+  // All rows ignored: loss 0 and zero gradient rather than NaN.
+  Tensor ign = Tensor::from_vector<int64_t>({-100, -100}, {2});
+  EXPECT_EQ(ops::cross_entropy_forward(logits, ign, 0.1f, -100, logp).item(), 0.f);
+  for (float v : ops::cross_entropy_backward(1.f, logp, ign, 0.1f, -100).to_vector<float>()) EXPECT_EQ(v, 0.f);
+}
+
+TEST(Ops, ReductionsAndDoubleAccumulation) {
+  Tensor x = Tensor::arange(0, 24).reshape({2, 3, 4});
+  EXPECT_EQ(ops::sum(x, {1}).shape(), (Shape{2, 4}));
+  EXPECT_EQ(ops::sum(x, {1}).to_vector<float>()[0], 0 + 4 + 8);
+  EXPECT_EQ(ops::sum(x, {0, 2}, true).shape(), (Shape{1, 3, 1}));
+  EXPECT_EQ(ops::sum(x, {0, 2}).to_vector<float>(), (std::vector<float>{60, 92, 124}));
+  EXPECT_EQ(ops::sum_all(x), 276.0);
+  // 1e8 + many small values: float accumulation would lose them, double keeps them.
+  std::vector<float> v(100001, 1.f);
+  v[0] = 1e8f;
+  Tensor big = Tensor::from_vector<float>(v, {100001});
+  EXPECT_EQ(ops::norm2_sq(Tensor::from_vector<float>({3, 4}, {2})), 25.0);
+  EXPECT_EQ(ops::dot(big, Tensor::ones({100001})), 1e8 + 100000.0);
+  EXPECT_TRUE(ops::all_finite(big));
+  v[5] = NAN;
+  EXPECT_FALSE(ops::all_finite(Tensor::from_vector<float>(v, {100001})));
+}
+
+TEST(Ops, PermuteMatchesIndexing) {
+  Tensor x = Tensor::arange(0, 24).reshape({2, 3, 4});
+  Tensor y = ops::permute(x, {2, 0, 1});
+  ASSERT_EQ(y.shape(), (Shape{4, 2, 3}));
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 4; ++k)
+        EXPECT_EQ(y.data<float>()[(k * 2 + i) * 3 + j], x.data<float>()[(i * 3 + j) * 4 + k]);
+}
+
+TEST(Ops, DropoutIsSeededAndThreadIndependent) {
+  Tensor x = Tensor::ones({50000});
+  Tensor m1, m2;
+  set_num_threads(1);
+  Generator g1(5);
+  Tensor y1 = ops::dropout_forward(x, 0.25f, g1, m1);
+  set_num_threads(2);
+  Generator g2(5);
+  Tensor y2 = ops::dropout_forward(x, 0.25f, g2, m2);
+  set_num_threads(0);
+  EXPECT_EQ(y1.to_vector<float>(), y2.to_vector<float>());
+  double kept = 0;
+  for (float v : y1.to_vector<float>()) {
+    ASSERT_TRUE(v == 0.f || std::fabs(v - 1.f / 0.75f) < 1e-6);
+    kept += v != 0.f;
+  }
+  EXPECT_NEAR(kept / 50000, 0.75, 0.01);
+  EXPECT_THROW(ops::dropout_forward(x, 1.f, g1, m1), ShapeError);
+}
+
+TEST(Ops, EmbeddingGatherAndScatter) {
+  Tensor w = Tensor::arange(0, 6).reshape({3, 2});
+  Tensor ids = Tensor::from_vector<int32_t>({2, 0, 2}, {3});
+  EXPECT_EQ(ops::embedding_forward(w, ids).to_vector<float>(), (std::vector<float>{4, 5, 0, 1, 4, 5}));
+  Tensor dw = Tensor::zeros({3, 2});
+  ops::embedding_backward(Tensor::ones({3, 2}), ids, dw);
+  EXPECT_EQ(dw.to_vector<float>(), (std::vector<float>{1, 1, 0, 0, 2, 2}));
+  try {
+    ops::embedding_forward(w, Tensor::from_vector<int64_t>({3}, {1}));
+    FAIL();
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("outside the vocabulary [0, 3)"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Ops, BadArgumentsGiveClearErrors) {
+  auto msg_of = [](auto f) -> std::string {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no exception";
+  };
+  Tensor a = Tensor::zeros({2, 3}), b = Tensor::zeros({3, 2});
+  EXPECT_NE(msg_of([&] { ops::add(a, b); }).find("add: shapes differ: [2,3] vs [3,2]"), std::string::npos);
+  EXPECT_THROW(ops::matmul(a, a), ShapeError);
+  EXPECT_NE(msg_of([&] { ops::matmul(a, a); }).find("inner dimensions differ"), std::string::npos);
+  Tensor i = Tensor::zeros({2, 3}, DType::i32);
+  EXPECT_THROW(ops::relu(i), DTypeError);
+  EXPECT_NE(msg_of([&] { ops::relu(i); }).find("relu: expected f32, got i32[2,3]"), std::string::npos);
+  EXPECT_THROW(ops::relu(Tensor()), ShapeError);
+  Tensor x = Tensor::zeros({1, 3, 5, 5}), w = Tensor::zeros({4, 2, 3, 3});
+  EXPECT_NE(msg_of([&] { ops::conv2d_forward(x, w, {}); }).find("expects 2 input channels"), std::string::npos);
+  EXPECT_THROW(ops::conv2d_forward(Tensor::zeros({3, 5, 5}), w, {}), ShapeError);
+  Tensor big_w = Tensor::zeros({1, 3, 7, 7});
+  EXPECT_NE(msg_of([&] { ops::conv2d_forward(x, big_w, {}); }).find("larger than the padded input"), std::string::npos);
+  EXPECT_THROW(ops::cross_entropy_forward(Tensor::zeros({2, 3}), Tensor::zeros({2}), 0.f, -100, a), DTypeError);
+  Tensor bad_t = Tensor::from_vector<int64_t>({0, 7}, {2});
+  EXPECT_NE(msg_of([&] { Tensor lp; ops::cross_entropy_forward(Tensor::zeros({2, 3}), bad_t, 0.f, -100, lp); })
+                .find("target 7 at row 1 is outside [0, 3)"),
+            std::string::npos);
+  Tensor m, v;
+  EXPECT_NE(msg_of([&] { Tensor rm, rv; ops::batch_norm_train(Tensor::zeros({1, 2}), Tensor::ones({2}), Tensor::zeros({2}), rm, rv, 0.1f, 1e-5f, m, v); })
+                .find("more than one value per channel"),
+            std::string::npos);
+}
+
+TEST(Ops, EmptyTensorsAreHandled) {
+  Tensor e = Tensor::zeros({0, 4});
+  EXPECT_EQ(ops::relu(e).numel(), 0);
+  EXPECT_EQ(ops::add(e, e).numel(), 0);
+  EXPECT_EQ(ops::sum(e, {0}).to_vector<float>(), (std::vector<float>{0, 0, 0, 0}));
+  EXPECT_EQ(ops::matmul(e, Tensor::zeros({4, 2})).shape(), (Shape{0, 2}));
+  EXPECT_EQ(ops::matmul(Tensor::zeros({3, 0}), Tensor::zeros({0, 2})).to_vector<float>(),
+            (std::vector<float>(6, 0.f)));
+  EXPECT_EQ(ops::conv2d_forward(Tensor::zeros({0, 2, 5, 5}), Tensor::zeros({3, 2, 3, 3}), {}).shape(),
+            (Shape{0, 3, 3, 3}));
+  EXPECT_EQ(ops::softmax(e).numel(), 0);
+  EXPECT_EQ(ops::dot(e, e), 0.0);
+}
+
+}  // namespace
+}  // namespace ada
