@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs what Adatrain needs from Debian's packages, and only what is missing.
+# Idempotent: a second run installs nothing. Runs `apt-get update` at most once.
+#   tools/setup.sh            build + test dependencies
+#   tools/setup.sh --bench    also PyTorch (python3-torch) for the benchmark twins and golden files
+set -euo pipefail
+
+packages=(cmake g++ make ccache libeigen3-dev libyaml-cpp-dev libspdlog-dev libopenmpi-dev
+          openmpi-bin libgtest-dev zlib1g-dev)
+for arg in "$@"; do
+  case "$arg" in
+    --bench) packages+=(python3-torch python3-numpy libopenblas0-openmp) ;;
+    -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown option '$arg' (known: --bench)" >&2; exit 2 ;;
+  esac
+done
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "setup: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  SUDO=sudo
+fi
+echo "setup: installing ${missing[*]}"
+$SUDO apt-get update -qq || { echo "setup: apt-get update failed; check the package sources" >&2; exit 1; }
+for p in "${missing[@]}"; do
+  if ! apt-cache show "$p" >/dev/null 2>&1; then
+    echo "setup: package '$p' is not available from the configured Debian sources; Adatrain needs it" >&2
+    exit 1
+  fi
+done
+if ! DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/tmp/adatrain-setup.log 2>&1; then
+  tail -20 /tmp/adatrain-setup.log >&2
+  echo "setup: apt-get install failed for: ${missing[*]} (full log: /tmp/adatrain-setup.log)" >&2
+  exit 1
+fi
+echo "setup: installed ${missing[*]}"

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The test command: installs what is missing, configures and builds in Release with the tests,
+# and runs every test (unit tests, then MPI tests under mpiexec at several rank counts).
+# Exits non-zero on any failure. CI (.ci/run) runs exactly this.
+#   tools/test.sh [extra cmake -D options]     e.g. -DADA_SANITIZE=address,undefined
+set -euo pipefail
+cd "$(dirname "$0")/.."
+start=$(date +%s)
+
+bash tools/setup.sh
+build=${ADA_BUILD_DIR:-build}
+jobs=$(nproc)
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DADA_BUILD_TESTS=ON "$@"
+cmake --build "$build" -j "$jobs"
+# MPI tests ask for 2 processors each, so ctest never runs two of them at once on 2 cores.
+ctest --test-dir "$build" --output-on-failure -j "$jobs" --timeout 600
+echo "test.sh: all tests passed in $(( $(date +%s) - start )) s"
