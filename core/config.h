@@ -1,0 +1,106 @@
+// Config: typed, located read access to one YAML configuration plus command-line overrides.
+// A root Config and every section derived from it share one record of which keys the program
+// asked about and read; finish() turns keys that nothing read into a ConfigError (typos must not
+// pass silently). Every error names the source, the dotted key path and the line:column.
+// Not thread-safe: read the configuration on one thread, then hand plain values to others.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace ada {
+
+namespace detail {
+struct ConfigState;
+template <class T>
+inline constexpr bool is_config_value =
+    std::is_same_v<T, bool> || std::is_same_v<T, int> || std::is_same_v<T, int64_t> ||
+    std::is_same_v<T, double> || std::is_same_v<T, float> || std::is_same_v<T, std::string> ||
+    std::is_same_v<T, std::vector<int>> || std::is_same_v<T, std::vector<int64_t>> ||
+    std::is_same_v<T, std::vector<double>> || std::is_same_v<T, std::vector<std::string>>;
+}  // namespace detail
+
+class Config {
+ public:
+  // IoError if the file cannot be read; ConfigError (with line:column) on YAML syntax errors,
+  // duplicate keys, several documents, or a top level that is not a mapping.
+  static Config load_file(const std::string& path);
+  // `source_name` stands in for the file name in messages.
+  static Config parse(const std::string& text, const std::string& source_name);
+
+  // Keys are relative to this section and may be dotted ("optimizer.lr"). A key whose value is
+  // null (`key:`, `key: ~`) counts as not set.
+
+  // A required mapping section.
+  Config child(const std::string& key) const;
+  // Whether `key` is set (present and not null). Does not count as reading its value.
+  bool has(const std::string& key) const;
+
+  // A required value. T: bool, int, int64_t, double, float, std::string, std::vector<int>,
+  // std::vector<int64_t>, std::vector<double>, std::vector<std::string>.
+  template <class T>
+  T get(const std::string& key) const {
+    static_assert(detail::is_config_value<T>, "Config::get: unsupported value type");
+    return read<T>(key);
+  }
+  // The value if set, else `fallback`.
+  template <class T>
+  T get_or(const std::string& key, const T& fallback) const {
+    static_assert(detail::is_config_value<T>, "Config::get_or: unsupported value type");
+    if (has(key)) return get<T>(key);
+    return fallback;
+  }
+  std::string get_or(const std::string& key, const char* fallback) const {
+    return get_or<std::string>(key, std::string(fallback));
+  }
+
+  // Throws ConfigError listing every key of the whole document (not only this section) that
+  // nothing read, with its path, line and a "did you mean" suggestion. Call once all components
+  // have been built from the configuration.
+  void finish() const;
+
+  // Applies a command-line `--set a.b.c=value` (relative to this section). The value is parsed
+  // as YAML (scalar or flow: 0.1, adasum, [1, 2], {lr: 0.1}); missing sections are created.
+  void set_override(const std::string& assignment);
+
+  // This section as YAML text, overrides applied, keys in file order.
+  std::string dump() const;
+  // FNV-1a (64-bit) of a canonical form of this section (keys sorted, formatting and comments
+  // ignored): equal on every rank for equal configurations.
+  uint64_t hash() const;
+
+  // "config x.yaml: reducer.name (line 5, column 9)" for building messages about a value; the
+  // location reads "(set by --set ...)" for overridden keys and "(not set)" for absent ones.
+  // An empty key names this section.
+  std::string where(const std::string& key = "") const;
+
+  // Keys of this section in file order (does not count as reading them).
+  std::vector<std::string> keys() const;
+  // Dotted path of this section ("" for the root) and the source name.
+  const std::string& path() const { return path_; }
+  const std::string& source() const;
+
+ private:
+  Config(std::shared_ptr<detail::ConfigState> state, std::string path);
+  template <class T>
+  T read(const std::string& key) const;  // defined and instantiated in config.cc
+  std::shared_ptr<detail::ConfigState> state_;
+  std::string path_;
+};
+
+extern template bool Config::read<bool>(const std::string&) const;
+extern template int Config::read<int>(const std::string&) const;
+extern template int64_t Config::read<int64_t>(const std::string&) const;
+extern template double Config::read<double>(const std::string&) const;
+extern template float Config::read<float>(const std::string&) const;
+extern template std::string Config::read<std::string>(const std::string&) const;
+extern template std::vector<int> Config::read<std::vector<int>>(const std::string&) const;
+extern template std::vector<int64_t> Config::read<std::vector<int64_t>>(const std::string&) const;
+extern template std::vector<double> Config::read<std::vector<double>>(const std::string&) const;
+extern template std::vector<std::string> Config::read<std::vector<std::string>>(
+    const std::string&) const;
+
+}  // namespace ada
