@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "comm/comm_thread.h"
 #include "comm/mpi_check.h"
 
 namespace ada::comm {
@@ -24,6 +25,7 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
 }
 
 MpiRuntime::~MpiRuntime() {
+  CommThread::instance().shutdown();  // no MPI call may run after MPI_Finalize
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (owns_ && !finalized) MPI_Finalize();

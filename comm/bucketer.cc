@@ -1,0 +1,176 @@
+#include "comm/bucketer.h"
+
+#include <cstring>
+
+namespace ada::comm {
+
+std::vector<std::vector<size_t>> assign_buckets(const std::vector<int64_t>& numels,
+                                                const BucketOptions& options) {
+  ADA_CHECK_ARG(options.bucket_bytes > 0 && options.first_bucket_bytes > 0, ConfigError)
+      << "bucket sizes must be positive (bucket_bytes " << options.bucket_bytes
+      << ", first_bucket_bytes " << options.first_bucket_bytes << ")";
+  std::vector<std::vector<size_t>> buckets;
+  int64_t bytes = 0;
+  for (size_t i = 0; i < numels.size(); ++i) {
+    const int64_t b = numels[i] * static_cast<int64_t>(sizeof(float));
+    const int64_t cap = buckets.size() == 1 ? options.first_bucket_bytes : options.bucket_bytes;
+    if (buckets.empty() || (bytes + b > cap && !buckets.back().empty())) {
+      buckets.emplace_back();
+      bytes = 0;
+    }
+    buckets.back().push_back(i);
+    bytes += b;
+  }
+  return buckets;
+}
+
+GradBucketer::GradBucketer(std::vector<Variable> params, Communicator& comm, Reducer& reducer,
+                           BucketOptions options)
+    : params_(std::move(params)), comm_(comm), reducer_(reducer) {
+  const size_t n = params_.size();
+  std::vector<int64_t> numels;
+  numels.reserve(n);
+  for (size_t k = 0; k < n; ++k) {  // bucket order: reverse registration order
+    const Variable& p = params_[n - 1 - k];
+    ADA_CHECK_ARG(p.defined() && p.is_leaf(), Error)
+        << "GradBucketer: parameter " << n - 1 - k << " ('" << (p.defined() ? p.name() : "")
+        << "') must be a leaf Variable";
+    check_dtype(p.value(), DType::f32, "GradBucketer", p.name().c_str());
+    numels.push_back(p.value().numel());
+    ADA_CHECK_ARG(index_.emplace(p.impl(), n - 1 - k).second, Error)
+        << "GradBucketer: parameter '" << p.name() << "' is listed twice";
+  }
+  bucket_of_.assign(n, 0);
+  offset_of_.assign(n, 0);
+  ready_.assign(n, false);
+  for (const auto& members : assign_buckets(numels, options)) {
+    Bucket b;
+    int64_t off = 0;
+    for (size_t k : members) {
+      const size_t param = n - 1 - k;
+      b.params.push_back(param);
+      b.spans.push_back({off, numels[k]});
+      bucket_of_[param] = buckets_.size();
+      offset_of_[param] = off;
+      off += numels[k];
+    }
+    b.buffer = Tensor::zeros({off});
+    buckets_.push_back(std::move(b));
+  }
+  begin_step();
+}
+
+GradBucketer::~GradBucketer() {
+  for (auto& b : buckets_)  // never leave a queued operation pointing at freed buffers
+    if (b.work) try {
+        b.work->wait();
+      } catch (...) {
+      }
+}
+
+std::vector<size_t> GradBucketer::bucket_of_params() const { return bucket_of_; }
+
+void GradBucketer::begin_step() {
+  for (auto& b : buckets_) {
+    ADA_CHECK_ARG(!b.launched || (b.work && b.work->done()), Error)
+        << "GradBucketer::begin_step() while a bucket of the previous step is in flight; call "
+           "finish() first";
+    b.pending = b.params.size();
+    b.launched = false;
+    b.work.reset();
+  }
+  std::fill(ready_.begin(), ready_.end(), false);
+  next_launch_ = 0;
+}
+
+void GradBucketer::copy_in(size_t param, const Tensor& grad) {
+  Bucket& b = buckets_[bucket_of_[param]];
+  float* dst = b.buffer.data<float>() + offset_of_[param];
+  const int64_t n = params_[param].value().numel();
+  if (grad.defined()) {
+    ADA_CHECK_ARG(grad.numel() == n && grad.dtype() == DType::f32, ShapeError)
+        << "GradBucketer: gradient " << grad.str() << " of '" << params_[param].name()
+        << "' does not match the parameter " << params_[param].value().str();
+    std::memcpy(dst, grad.data<float>(), sizeof(float) * n);
+  } else {
+    std::memset(dst, 0, sizeof(float) * n);
+  }
+}
+
+void GradBucketer::on_grad_ready(const Variable& param) {
+  auto it = index_.find(param.impl());
+  ADA_CHECK_ARG(it != index_.end(), Error)
+      << "GradBucketer: gradient ready for '" << param.name()
+      << "', which is not one of the parameters it was built with";
+  const size_t i = it->second;
+  ADA_CHECK_ARG(!ready_[i], Error) << "GradBucketer: gradient of '" << param.name()
+                                   << "' reported ready twice in one step";
+  ready_[i] = true;
+  copy_in(i, param.grad());
+  --buckets_[bucket_of_[i]].pending;
+  launch_ready();
+}
+
+void GradBucketer::launch_ready() {
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
+    Bucket& b = buckets_[next_launch_++];
+    b.launched = true;
+    Tensor buf = b.buffer;
+    const std::vector<TensorSpan>* spans = &b.spans;
+    b.work = comm_.run_async([this, buf, spans]() mutable { reducer_.reduce(buf, *spans, comm_); });
+  }
+}
+
+void GradBucketer::finish() {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (ready_[i]) continue;
+    ready_[i] = true;
+    copy_in(i, Tensor());  // unused this step: contributes zero, never waited on
+    --buckets_[bucket_of_[i]].pending;
+  }
+  launch_ready();
+  std::exception_ptr error;
+  for (auto& b : buckets_) {
+    try {
+      if (b.work) b.work->wait();
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor& g = params_[i].grad();
+    if (!g.defined()) g = Tensor::empty(params_[i].value().shape());
+    const Bucket& b = buckets_[bucket_of_[i]];
+    std::memcpy(g.data<float>(), b.buffer.data<float>() + offset_of_[i], sizeof(float) * g.numel());
+  }
+}
+
+void GradBucketer::reduce(std::vector<Tensor>& tensors) {
+  ADA_CHECK_ARG(tensors.size() == params_.size(), ShapeError)
+      << "GradBucketer::reduce: " << tensors.size() << " tensors for " << params_.size()
+      << " parameters";
+  begin_step();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    ready_[i] = true;
+    copy_in(i, tensors[i]);
+    --buckets_[bucket_of_[i]].pending;
+  }
+  launch_ready();
+  std::exception_ptr error;
+  for (auto& b : buckets_) {
+    try {
+      if (b.work) b.work->wait();
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Bucket& b = buckets_[bucket_of_[i]];
+    std::memcpy(tensors[i].data<float>(), b.buffer.data<float>() + offset_of_[i],
+                sizeof(float) * tensors[i].numel());
+  }
+}
+
+}  // namespace ada::comm

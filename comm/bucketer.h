@@ -1,0 +1,75 @@
+// GradBucketer: packs gradients into contiguous buckets and reduces each bucket as soon as all
+// of its gradients are ready, while backward goes on (the DDP/Horovod fusion-buffer idea).
+// Buckets follow the reverse of the parameter order (the order backward produces gradients),
+// are the same on every rank, and are launched strictly in bucket order, so every rank issues
+// the same collectives in the same order. finish() zero-fills gradients that never arrived
+// (parameters unused this step), launches what is left, waits, and writes results back.
+#pragma once
+
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "comm/reducer.h"
+#include "core/autograd.h"
+
+namespace ada::comm {
+
+struct BucketOptions {
+  int64_t bucket_bytes = 25ll << 20;       // cap of every bucket but the first
+  int64_t first_bucket_bytes = 1ll << 20;  // small first bucket: communication starts early
+};
+
+// Pure bucket assignment: tensors (element counts, in bucket order) grouped greedily so a
+// bucket's bytes stay within its cap (a larger tensor gets a bucket of its own).
+std::vector<std::vector<size_t>> assign_buckets(const std::vector<int64_t>& numels,
+                                                const BucketOptions& options);
+
+class GradBucketer {
+ public:
+  // `params` in registration order (identical on every rank); each must be an f32 CPU leaf.
+  GradBucketer(std::vector<Variable> params, Communicator& comm, Reducer& reducer,
+               BucketOptions options = {});
+  ~GradBucketer();
+
+  // Starts a step: forgets which gradients arrived. Call before backward.
+  void begin_step();
+  // Grad-ready hook: copies the gradient into its bucket and launches every bucket that is
+  // complete and whose predecessors are launched. Unknown parameters are an error.
+  void on_grad_ready(const Variable& param);
+  // Completes the step: missing gradients count as zero; waits for every bucket and writes the
+  // reduced values into each parameter's grad (allocated if it was undefined).
+  void finish();
+
+  // Reduces arbitrary tensors with the same shapes as the parameters (e.g. model deltas),
+  // synchronously, through the same buckets; results are written back in place.
+  void reduce(std::vector<Tensor>& tensors);
+
+  size_t bucket_count() const { return buckets_.size(); }
+  // Bucket index of each parameter (registration order), for tests and logs.
+  std::vector<size_t> bucket_of_params() const;
+
+ private:
+  struct Bucket {
+    std::vector<size_t> params;  // indices into params_
+    std::vector<TensorSpan> spans;
+    Tensor buffer;
+    size_t pending = 0;
+    bool launched = false;
+    WorkHandle work;
+  };
+  void launch_ready();
+  void copy_in(size_t param, const Tensor& grad);
+
+  std::vector<Variable> params_;
+  std::unordered_map<const VarImpl*, size_t> index_;
+  std::vector<size_t> bucket_of_;  // param -> bucket
+  std::vector<int64_t> offset_of_;  // param -> element offset in its bucket
+  std::vector<bool> ready_;
+  std::vector<Bucket> buckets_;
+  size_t next_launch_ = 0;
+  Communicator& comm_;
+  Reducer& reducer_;
+};
+
+}  // namespace ada::comm

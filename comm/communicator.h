@@ -1,0 +1,58 @@
+// Communicator: the collective and point-to-point operations reducers and the trainer use.
+// Backends: MPI on host memory (mpi_communicator.h); NCCL on device memory comes with the CUDA
+// work and implements this same interface (its constructor will take the MPI communicator to
+// broadcast the NCCL unique id). Blocking calls return when the local buffer is ready; `_async`
+// variants return a Work whose wait() does that. All operations of one process are executed in
+// one global FIFO order (see comm_thread.h), which must be the same on every rank.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "comm/work.h"
+#include "core/tensor.h"
+
+namespace ada::comm {
+
+enum class ReduceOp { sum, max, min };
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual std::string backend() const = 0;  // "mpi", later "nccl"
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Rank and size among the processes of this node (shared-memory split).
+  virtual int local_rank() const = 0;
+  virtual int local_size() const = 0;
+
+  // Element-wise reduction in place (f32, i32, i64 tensors; any size, including 0).
+  virtual void allreduce(Tensor& t, ReduceOp op = ReduceOp::sum) = 0;
+  // Host doubles (norms, dot products, metrics, checksums), in place.
+  virtual void allreduce(double* data, int64_t count, ReduceOp op = ReduceOp::sum) = 0;
+  virtual void broadcast(Tensor& t, int root) = 0;
+  // out holds size() blocks of in.numel() elements, block r from rank r.
+  virtual void allgather(const Tensor& in, Tensor& out) = 0;
+  virtual void allgather(const double* in, int64_t count, double* out) = 0;
+  // in holds size() equal blocks; out (one block) gets the sum of block rank() over all ranks.
+  virtual void reduce_scatter(const Tensor& in, Tensor& out) = 0;
+  virtual void send(const Tensor& t, int peer, int tag = 0) = 0;
+  virtual void recv(Tensor& t, int peer, int tag = 0) = 0;
+  // Sends `out` to `to` and receives `in` from `from` in one step (no deadlock between pairs).
+  virtual void sendrecv(const Tensor& out, int to, Tensor& in, int from, int tag = 0) = 0;
+  virtual void barrier() = 0;
+  // Ranks with the same color form a new communicator, ordered by key (then by rank). A color
+  // < 0 means "not a member": the result is null. Collective over this communicator.
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+
+  // Asynchronous variants: the operation is queued behind every earlier one of this process.
+  // The buffers must stay alive and untouched until wait() returns.
+  virtual WorkHandle allreduce_async(Tensor& t, ReduceOp op = ReduceOp::sum) = 0;
+  virtual WorkHandle broadcast_async(Tensor& t, int root) = 0;
+  // Runs a composite operation (e.g. a whole Adasum reduction of a bucket) in the queue; the
+  // calls it makes on any communicator run inside it, in order.
+  virtual WorkHandle run_async(std::function<void()> op) = 0;
+};
+
+}  // namespace ada::comm

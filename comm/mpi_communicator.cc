@@ -1,0 +1,221 @@
+#include "comm/mpi_communicator.h"
+
+#include <algorithm>
+#include <climits>
+
+#include "comm/comm_thread.h"
+#include "comm/mpi_check.h"
+
+namespace ada::comm {
+namespace {
+
+MPI_Datatype mpi_type(const Tensor& t, const char* op) {
+  ADA_CHECK_ARG(t.device().is_cpu(), DeviceError)
+      << "MPI " << op << ": tensor " << t.str()
+      << " is on a CUDA device; the MPI communicator works on host memory (use the NCCL "
+         "communicator, or copy to the CPU)";
+  switch (t.dtype()) {
+    case DType::f32: return MPI_FLOAT;
+    case DType::i32: return MPI_INT32_T;
+    case DType::i64: return MPI_INT64_T;
+    default:
+      ADA_THROW(DTypeError) << "MPI " << op << ": dtype " << dtype_name(t.dtype())
+                            << " is not supported (f32, i32, i64)";
+  }
+  return MPI_DATATYPE_NULL;
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return MPI_SUM;
+    case ReduceOp::max: return MPI_MAX;
+    case ReduceOp::min: return MPI_MIN;
+  }
+  return MPI_SUM;
+}
+
+// MPI counts are int: operations on more elements go in chunks of at most this many.
+constexpr int64_t kMaxChunk = INT_MAX / 2;
+
+template <class F>
+void chunked(int64_t count, F f) {
+  for (int64_t off = 0; off < count; off += kMaxChunk) f(off, static_cast<int>(std::min(kMaxChunk, count - off)));
+}
+
+void run(const std::function<void()>& op) { CommThread::instance().run(op); }
+
+}  // namespace
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, bool owned) : comm_(comm), owned_(owned) {
+  run([&] {
+    ADA_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+    ADA_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+    ADA_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+    MPI_Comm node;
+    ADA_MPI_CHECK(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
+    ADA_MPI_CHECK(MPI_Comm_rank(node, &local_rank_));
+    ADA_MPI_CHECK(MPI_Comm_size(node, &local_size_));
+    ADA_MPI_CHECK(MPI_Comm_free(&node));
+  });
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  if (!owned_) return;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) {
+    try {
+      run([&] { MPI_Comm_free(&comm_); });
+    } catch (...) {
+    }
+  }
+}
+
+std::unique_ptr<MpiCommunicator> MpiCommunicator::world() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  ADA_CHECK_ARG(initialized, CommError)
+      << "MpiCommunicator::world(): MPI is not initialised; create an ada::comm::MpiRuntime in main()";
+  return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, false);
+}
+
+void MpiCommunicator::allreduce(Tensor& t, ReduceOp op) {
+  MPI_Datatype type = mpi_type(t, "allreduce");
+  char* p = static_cast<char*>(t.raw_data());
+  const size_t es = dtype_size(t.dtype());
+  run([&] {
+    chunked(t.numel(), [&](int64_t off, int n) {
+      ADA_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, p + off * es, n, type, mpi_op(op), comm_));
+    });
+  });
+}
+
+void MpiCommunicator::allreduce(double* data, int64_t count, ReduceOp op) {
+  run([&] {
+    chunked(count, [&](int64_t off, int n) {
+      ADA_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + off, n, MPI_DOUBLE, mpi_op(op), comm_));
+    });
+  });
+}
+
+void MpiCommunicator::broadcast(Tensor& t, int root) {
+  MPI_Datatype type = mpi_type(t, "broadcast");
+  ADA_CHECK_ARG(root >= 0 && root < size_, CommError)
+      << "broadcast: root " << root << " outside [0, " << size_ << ")";
+  char* p = static_cast<char*>(t.raw_data());
+  const size_t es = dtype_size(t.dtype());
+  run([&] {
+    chunked(t.numel(), [&](int64_t off, int n) {
+      ADA_MPI_CHECK(MPI_Bcast(p + off * es, n, type, root, comm_));
+    });
+  });
+}
+
+void MpiCommunicator::allgather(const Tensor& in, Tensor& out) {
+  MPI_Datatype type = mpi_type(in, "allgather");
+  ADA_CHECK_ARG(out.dtype() == in.dtype() && out.numel() == in.numel() * size_, ShapeError)
+      << "allgather: output " << out.str() << " must hold " << size_ << " x " << in.numel()
+      << " elements of " << dtype_name(in.dtype());
+  ADA_CHECK_ARG(in.numel() <= kMaxChunk, CommError)
+      << "allgather: " << in.numel() << " elements per rank exceed the MPI count limit";
+  run([&] {
+    ADA_MPI_CHECK(MPI_Allgather(in.raw_data(), static_cast<int>(in.numel()), type, out.raw_data(),
+                                static_cast<int>(in.numel()), type, comm_));
+  });
+}
+
+void MpiCommunicator::allgather(const double* in, int64_t count, double* out) {
+  ADA_CHECK_ARG(count <= kMaxChunk, CommError) << "allgather: count exceeds the MPI limit";
+  run([&] {
+    ADA_MPI_CHECK(MPI_Allgather(in, static_cast<int>(count), MPI_DOUBLE, out,
+                                static_cast<int>(count), MPI_DOUBLE, comm_));
+  });
+}
+
+void MpiCommunicator::reduce_scatter(const Tensor& in, Tensor& out) {
+  MPI_Datatype type = mpi_type(in, "reduce_scatter");
+  ADA_CHECK_ARG(out.dtype() == in.dtype() && in.numel() == out.numel() * size_, ShapeError)
+      << "reduce_scatter: input " << in.str() << " must hold " << size_ << " blocks of output "
+      << out.str();
+  ADA_CHECK_ARG(out.numel() <= kMaxChunk, CommError)
+      << "reduce_scatter: block of " << out.numel() << " elements exceeds the MPI count limit";
+  run([&] {
+    ADA_MPI_CHECK(MPI_Reduce_scatter_block(in.raw_data(), out.raw_data(),
+                                           static_cast<int>(out.numel()), type, MPI_SUM, comm_));
+  });
+}
+
+void MpiCommunicator::send(const Tensor& t, int peer, int tag) {
+  MPI_Datatype type = mpi_type(t, "send");
+  const char* p = static_cast<const char*>(t.raw_data());
+  const size_t es = dtype_size(t.dtype());
+  run([&] {
+    chunked(t.numel(), [&](int64_t off, int n) {
+      ADA_MPI_CHECK(MPI_Send(p + off * es, n, type, peer, tag, comm_));
+    });
+  });
+}
+
+void MpiCommunicator::recv(Tensor& t, int peer, int tag) {
+  MPI_Datatype type = mpi_type(t, "recv");
+  char* p = static_cast<char*>(t.raw_data());
+  const size_t es = dtype_size(t.dtype());
+  run([&] {
+    chunked(t.numel(), [&](int64_t off, int n) {
+      MPI_Status st;
+      ADA_MPI_CHECK(MPI_Recv(p + off * es, n, type, peer, tag, comm_, &st));
+      int got = 0;
+      MPI_Get_count(&st, type, &got);
+      ADA_CHECK_ARG(got == n, CommError)
+          << "recv from rank " << peer << ": expected " << n << " elements, got " << got
+          << " (ranks disagree on tensor sizes)";
+    });
+  });
+}
+
+void MpiCommunicator::sendrecv(const Tensor& out, int to, Tensor& in, int from, int tag) {
+  MPI_Datatype type = mpi_type(out, "sendrecv");
+  ADA_CHECK_ARG(in.dtype() == out.dtype(), DTypeError) << "sendrecv: send and receive dtypes differ";
+  const char* sp = static_cast<const char*>(out.raw_data());
+  char* rp = static_cast<char*>(in.raw_data());
+  const size_t es = dtype_size(out.dtype());
+  const int64_t total = std::max(out.numel(), in.numel());
+  run([&] {
+    for (int64_t off = 0; off < total || off == 0; off += kMaxChunk) {
+      int ns = static_cast<int>(std::clamp<int64_t>(out.numel() - off, 0, kMaxChunk));
+      int nr = static_cast<int>(std::clamp<int64_t>(in.numel() - off, 0, kMaxChunk));
+      ADA_MPI_CHECK(MPI_Sendrecv(sp + off * es, ns, type, to, tag, rp + off * es, nr, type, from,
+                                 tag, comm_, MPI_STATUS_IGNORE));
+      if (total == 0) break;
+    }
+  });
+}
+
+void MpiCommunicator::barrier() {
+  run([&] { ADA_MPI_CHECK(MPI_Barrier(comm_)); });
+}
+
+std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
+  MPI_Comm sub = MPI_COMM_NULL;
+  run([&] { ADA_MPI_CHECK(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &sub)); });
+  if (sub == MPI_COMM_NULL) return nullptr;
+  return std::make_unique<MpiCommunicator>(sub, true);
+}
+
+WorkHandle MpiCommunicator::allreduce_async(Tensor& t, ReduceOp op) {
+  mpi_type(t, "allreduce_async");
+  Tensor held = t;  // keeps the storage alive until the operation ran
+  return CommThread::instance().submit([this, held, op]() mutable { allreduce(held, op); });
+}
+
+WorkHandle MpiCommunicator::broadcast_async(Tensor& t, int root) {
+  mpi_type(t, "broadcast_async");
+  Tensor held = t;
+  return CommThread::instance().submit([this, held, root]() mutable { broadcast(held, root); });
+}
+
+WorkHandle MpiCommunicator::run_async(std::function<void()> op) {
+  return CommThread::instance().submit(std::move(op));
+}
+
+}  // namespace ada::comm

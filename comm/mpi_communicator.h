@@ -1,0 +1,51 @@
+// MpiCommunicator: the Communicator over an MPI communicator on host memory.
+// Every call goes through the communication thread (comm_thread.h). Counts above INT_MAX are
+// sent in chunks. The world communicator of a process: MpiCommunicator::world().
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+
+#include "comm/communicator.h"
+
+namespace ada::comm {
+
+class MpiCommunicator : public Communicator {
+ public:
+  // Wraps `comm` (not owned unless `owned`); MPI must be initialised (comm/mpi_runtime.h).
+  MpiCommunicator(MPI_Comm comm, bool owned);
+  ~MpiCommunicator() override;
+  static std::unique_ptr<MpiCommunicator> world();
+
+  std::string backend() const override { return "mpi"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  int local_rank() const override { return local_rank_; }
+  int local_size() const override { return local_size_; }
+
+  void allreduce(Tensor& t, ReduceOp op) override;
+  void allreduce(double* data, int64_t count, ReduceOp op) override;
+  void broadcast(Tensor& t, int root) override;
+  void allgather(const Tensor& in, Tensor& out) override;
+  void allgather(const double* in, int64_t count, double* out) override;
+  void reduce_scatter(const Tensor& in, Tensor& out) override;
+  void send(const Tensor& t, int peer, int tag) override;
+  void recv(Tensor& t, int peer, int tag) override;
+  void sendrecv(const Tensor& out, int to, Tensor& in, int from, int tag) override;
+  void barrier() override;
+  std::unique_ptr<Communicator> split(int color, int key) override;
+
+  WorkHandle allreduce_async(Tensor& t, ReduceOp op) override;
+  WorkHandle broadcast_async(Tensor& t, int root) override;
+  WorkHandle run_async(std::function<void()> op) override;
+
+  MPI_Comm handle() const { return comm_; }
+
+ private:
+  MPI_Comm comm_;
+  bool owned_;
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+};
+
+}  // namespace ada::comm

@@ -1,0 +1,46 @@
+// Reducer: how the ranks' gradients (or model deltas) become one. A reducer works on a fused
+// f32 buffer (a bucket) holding several tensors back to back, described by spans, and must
+// leave bit-identical contents on every rank. Built-in: sum, average, adasum.
+// To add one: a class implementing reduce() in its own file plus one line in
+// register_builtin_reducers() (reducers.cc).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "core/registry.h"
+
+namespace ada::comm {
+
+// A tensor inside a fused buffer: element offset and count.
+struct TensorSpan {
+  int64_t offset = 0;
+  int64_t numel = 0;
+};
+
+// What the trainer reduces: gradients before the optimizer step, or the per-tensor model delta
+// of a local optimizer step (Horovod's approach for stateful optimizers with Adasum).
+enum class ReduceTarget { gradients, model_delta };
+const char* target_name(ReduceTarget t);
+ReduceTarget target_from_name(const std::string& name, const std::string& where);
+
+class Reducer {
+ public:
+  virtual ~Reducer() = default;
+  virtual std::string name() const = 0;
+  // The target this reducer is meant for when the config does not say.
+  virtual ReduceTarget default_target() const { return ReduceTarget::gradients; }
+  // Reduces `buffer` (f32, CPU) across `comm` in place. Spans are in buffer order, disjoint.
+  // Collective: every rank calls it with the same spans.
+  virtual void reduce(Tensor& buffer, const std::vector<TensorSpan>& spans, Communicator& comm) = 0;
+};
+
+using ReducerFactory = std::function<std::unique_ptr<Reducer>()>;
+using ReducerRegistry = Registry<ReducerFactory>;
+// Adds sum, average and adasum.
+void register_builtin_reducers(ReducerRegistry& registry);
+
+}  // namespace ada::comm

@@ -1,0 +1,80 @@
+// The MPI communicator's operations at every rank count the suite runs (1..8).
+#include <gtest/gtest.h>
+
+#include "comm/comm_thread.h"
+#include "comm_test_util.h"
+
+namespace ada::comm {
+namespace {
+using testing::world;
+
+TEST(Communicator, AllreduceSumMaxOnTensorsAndDoubles) {
+  Communicator& c = world();
+  const int p = c.size(), r = c.rank();
+  Tensor t = Tensor::from_vector<float>({float(r), 1.f, float(-r)}, {3});
+  c.allreduce(t);
+  EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{float(p * (p - 1) / 2), float(p), float(-p * (p - 1) / 2)}));
+  Tensor m = Tensor::from_vector<int64_t>({r, -r}, {2});
+  c.allreduce(m, ReduceOp::max);
+  EXPECT_EQ(m.to_vector<int64_t>(), (std::vector<int64_t>{p - 1, 0}));
+  double d[2] = {0.5 * r, 1e-300};
+  c.allreduce(d, 2);
+  EXPECT_DOUBLE_EQ(d[0], 0.25 * p * (p - 1));
+  EXPECT_DOUBLE_EQ(d[1], 1e-300 * p);
+  Tensor empty = Tensor::zeros({0});
+  c.allreduce(empty);
+}
+
+TEST(Communicator, BroadcastAllgatherReduceScatter) {
+  Communicator& c = world();
+  const int p = c.size(), r = c.rank();
+  Tensor b = Tensor::full({4}, r == p - 1 ? 7.0 : -1.0);
+  c.broadcast(b, p - 1);
+  EXPECT_EQ(b.to_vector<float>(), std::vector<float>(4, 7.f));
+  Tensor in = Tensor::full({2}, r), out = Tensor::empty({2 * p});
+  c.allgather(in, out);
+  for (int i = 0; i < p; ++i) EXPECT_EQ(out.to_vector<float>()[2 * i + 1], float(i));
+  Tensor blocks = Tensor::arange(0, 3 * p), mine = Tensor::empty({3});
+  c.reduce_scatter(blocks, mine);
+  for (int j = 0; j < 3; ++j) EXPECT_EQ(mine.to_vector<float>()[j], float(p * (3 * r + j)));
+  EXPECT_THROW(c.allgather(in, mine), ShapeError);
+}
+
+TEST(Communicator, RingSendrecvAndSplit) {
+  Communicator& c = world();
+  const int p = c.size(), r = c.rank();
+  Tensor out = Tensor::full({5}, r), in = Tensor::empty({5});
+  c.sendrecv(out, (r + 1) % p, in, (r + p - 1) % p, 3);
+  EXPECT_EQ(in.to_vector<float>()[0], float((r + p - 1) % p));
+  auto half = c.split(r % 2, -r);  // reverse order inside each half
+  ASSERT_NE(half, nullptr);
+  EXPECT_EQ(half->size(), (p + 1 - r % 2) / 2);
+  EXPECT_EQ(half->rank(), half->size() - 1 - r / 2);
+  auto none = c.split(r == 0 ? 0 : -1, 0);
+  EXPECT_EQ(none == nullptr, r != 0);
+  EXPECT_EQ(c.local_size(), p);  // one node here
+  EXPECT_EQ(c.local_rank(), r);
+}
+
+TEST(Communicator, AsyncOperationsKeepOrderAndPropagateErrors) {
+  Communicator& c = world();
+  const int p = c.size();
+  std::vector<Tensor> ts;
+  std::vector<WorkHandle> works;
+  for (int i = 0; i < 6; ++i) {
+    ts.push_back(Tensor::full({1000}, i));
+    works.push_back(c.allreduce_async(ts.back()));
+  }
+  c.barrier();  // a blocking call queues behind the async ones
+  for (int i = 0; i < 6; ++i) {
+    works[i]->wait();
+    EXPECT_EQ(ts[i].to_vector<float>()[999], float(i * p));
+  }
+  auto w = c.run_async([] { ADA_THROW(CommError) << "boom from the comm thread"; });
+  EXPECT_THROW(w->wait(), CommError);
+  Tensor i32 = Tensor::zeros({2}, DType::f16);
+  EXPECT_THROW(c.allreduce(i32), DTypeError);
+}
+
+}  // namespace
+}  // namespace ada::comm

@@ -1,0 +1,363 @@
+// Reducers under mpiexec at 1, 2, 3, 4, 5 and 8 ranks: closed forms for sum/average; for Adasum
+// the pair formula, orthogonal -> sum, parallel -> mean, b = -a -> 0, zero/empty/one-element
+// tensors, odd sizes straddling the halving points, per-tensor independence, agreement with a
+// sequential tree reference computed here, and bit-identical results on every rank.
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+
+#include "comm/adasum_reducer.h"
+#include "comm/bucketer.h"
+#include "comm_test_util.h"
+#include "core/functional.h"
+
+namespace ada::comm {
+namespace {
+using testing::gather_all;
+using testing::world;
+
+ReducerRegistry& registry() {
+  static ReducerRegistry reg = [] {
+    ReducerRegistry r("reducer");
+    register_builtin_reducers(r);
+    return r;
+  }();
+  return reg;
+}
+
+// Tensor sizes of one bucket: odd sizes straddling split points, empty and one-element ones.
+std::vector<int64_t> bucket_sizes(int p) { return {20 * p - 17, 0, 1, 7, 2 * p + 1, 13, p + 2, 33}; }
+
+std::vector<TensorSpan> spans_of(const std::vector<int64_t>& sizes) {
+  std::vector<TensorSpan> s;
+  int64_t off = 0;
+  for (int64_t n : sizes) {
+    s.push_back({off, n});
+    off += n;
+  }
+  return s;
+}
+
+int64_t total(const std::vector<int64_t>& sizes) {
+  int64_t t = 0;
+  for (auto n : sizes) t += n;
+  return t;
+}
+
+// Runs `reducer` on this rank's buffer and returns the result.
+std::vector<float> reduce_with(const std::string& name, const std::vector<float>& mine,
+                               const std::vector<int64_t>& sizes, Communicator& comm = world()) {
+  auto reducer = registry().get(name)();
+  Tensor buf = Tensor::from_vector<float>(mine, {static_cast<int64_t>(mine.size())});
+  reducer->reduce(buf, spans_of(sizes), comm);
+  return buf.to_vector<float>();
+}
+
+std::vector<float> random_vec(int64_t n, uint64_t seed, float scale = 1.f) {
+  Generator g(seed);
+  return Tensor::randn({n}, g, 0.f, scale).to_vector<float>();
+}
+
+void expect_same_on_every_rank(const std::vector<float>& v, const std::string& what) {
+  auto all = gather_all(v);
+  for (size_t r = 1; r < all.size(); ++r)
+    EXPECT_EQ(std::memcmp(all[r].data(), all[0].data(), v.size() * sizeof(float)), 0)
+        << what << ": rank " << r << " differs from rank 0";
+}
+
+void expect_near_rel(const std::vector<float>& got, const std::vector<double>& want, double tol,
+                     const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  double err = 0, norm = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    err += (got[i] - want[i]) * (got[i] - want[i]);
+    norm += want[i] * want[i];
+  }
+  EXPECT_LE(std::sqrt(err), tol * std::max(1e-30, std::sqrt(norm))) << what;
+}
+
+// ---- the sequential reference: pair operator + the documented tree for any P -------------
+void pair_op(std::vector<double>& a, const std::vector<double>& b, const std::vector<int64_t>& sizes,
+             double wa, double wb) {
+  int64_t off = 0;
+  for (int64_t n : sizes) {
+    double d = 0, aa = 0, bb = 0;
+    for (int64_t i = off; i < off + n; ++i) {
+      d += a[i] * b[i];
+      aa += a[i] * a[i];
+      bb += b[i] * b[i];
+    }
+    auto c = adasum_coefficients(d, aa, bb, wa, wb);
+    for (int64_t i = off; i < off + n; ++i) a[i] = c.ca * a[i] + c.cb * b[i];
+    off += n;
+  }
+}
+
+std::vector<double> tree_reference(const std::vector<std::vector<float>>& x,
+                                   const std::vector<int64_t>& sizes) {
+  const int p = static_cast<int>(x.size());
+  int q = 1;
+  while (q * 2 <= p) q *= 2;
+  std::vector<std::vector<double>> node(q);
+  std::vector<int> count(q, 1);
+  for (int i = 0; i < q; ++i) node[i].assign(x[i].begin(), x[i].end());
+  for (int i = q; i < p; ++i) {  // fold the extra ranks into ranks 0..p-q-1
+    pair_op(node[i - q], std::vector<double>(x[i].begin(), x[i].end()), sizes, 0.5, 0.5);
+    count[i - q] = 2;
+  }
+  for (int width = 1; width < q; width *= 2)  // balanced tree over adjacent blocks
+    for (int i = 0; i < q; i += 2 * width) {
+      double na = count[i], nb = count[i + width];
+      pair_op(node[i], node[i + width], sizes, na / (na + nb), nb / (na + nb));
+      count[i] += count[i + width];
+    }
+  return node[0];
+}
+
+TEST(Reducers, SumAndAverageClosedForms) {
+  const int p = world().size(), r = world().rank();
+  const auto sizes = bucket_sizes(p);
+  const int64_t n = total(sizes);
+  std::vector<float> mine(n);
+  for (int64_t i = 0; i < n; ++i) mine[i] = float(r) + 0.5f * float(i % 17);
+  auto s = reduce_with("sum", mine, sizes);
+  auto a = reduce_with("average", mine, sizes);
+  for (int64_t i = 0; i < n; ++i) {
+    const float want = float(p * (p - 1) / 2) + p * 0.5f * float(i % 17);
+    ASSERT_FLOAT_EQ(s[i], want) << i;
+    ASSERT_NEAR(a[i], want / p, 1e-5f * std::max(1.f, want / p)) << i;
+  }
+  expect_same_on_every_rank(s, "sum");
+  expect_same_on_every_rank(a, "average");
+}
+
+TEST(Adasum, TwoRankClosedFormInEveryPair) {
+  Communicator& c = world();
+  const int r = c.rank();
+  auto pair = c.split(r / 2, r);  // (0,1), (2,3), ...; an odd last rank is alone
+  const std::vector<int64_t> sizes = {5, 9};
+  auto mine = random_vec(14, 100 + r);
+  auto got = reduce_with("adasum", mine, sizes, *pair);
+  auto both = gather_all(mine);  // collective on the world: every rank takes part
+  if (pair->size() == 1) {
+    EXPECT_EQ(got, mine);
+    return;
+  }
+  const auto& a = both[r & ~1];
+  const auto& b = both[r | 1];
+  int64_t off = 0;
+  for (int64_t n : sizes) {
+    double d = 0, aa = 0, bb = 0;
+    for (int64_t i = off; i < off + n; ++i) {
+      d += double(a[i]) * b[i];
+      aa += double(a[i]) * a[i];
+      bb += double(b[i]) * b[i];
+    }
+    for (int64_t i = off; i < off + n; ++i) {
+      const double want = (1 - d / (2 * aa)) * a[i] + (1 - d / (2 * bb)) * b[i];
+      EXPECT_NEAR(got[i], want, 1e-6 * std::max(1.0, std::fabs(want))) << i;
+    }
+    off += n;
+  }
+}
+
+TEST(Adasum, OrthogonalInputsGiveTheSum) {
+  const int p = world().size(), r = world().rank();
+  const auto sizes = bucket_sizes(p);
+  const int64_t n = total(sizes);
+  // Disjoint supports: element i belongs to rank i % p, so all inputs are orthogonal per tensor.
+  auto v = random_vec(n, 7);
+  std::vector<float> mine(n, 0.f);
+  std::vector<double> want(n);
+  for (int64_t i = 0; i < n; ++i) {
+    if (i % p == r) mine[i] = v[i];
+    want[i] = v[i];
+  }
+  auto got = reduce_with("adasum", mine, sizes);
+  expect_near_rel(got, want, 1.2e-5, "orthogonal");  // Horovod's bound: 100 * eps(f32)
+  expect_same_on_every_rank(got, "orthogonal");
+}
+
+TEST(Adasum, ParallelInputsGiveTheMean) {
+  const int p = world().size(), r = world().rank();
+  const auto sizes = bucket_sizes(p);
+  const int64_t n = total(sizes);
+  auto a = random_vec(n, 8);
+  auto scale = [](int k) { return (k % 3 == 2 ? -0.5f : 1.f) * (1.f + 0.37f * k); };
+  double mean_scale = 0;
+  for (int k = 0; k < p; ++k) mean_scale += scale(k) / p;
+  std::vector<float> mine(n);
+  std::vector<double> want(n);
+  for (int64_t i = 0; i < n; ++i) {
+    mine[i] = scale(r) * a[i];
+    want[i] = mean_scale * a[i];
+  }
+  auto got = reduce_with("adasum", mine, sizes);
+  expect_near_rel(got, want, 1.2e-5, "parallel");
+  expect_same_on_every_rank(got, "parallel");
+  // Identical inputs come back unchanged.
+  auto same = reduce_with("adasum", a, sizes);
+  std::vector<double> a_d(a.begin(), a.end());
+  expect_near_rel(same, a_d, 1.2e-5, "identical");
+}
+
+TEST(Adasum, OppositePairsCancelAndZerosAreGuarded) {
+  Communicator& c = world();
+  const int r = c.rank();
+  auto pair = c.split(r / 2, r);
+  auto a = random_vec(11, 9);
+  std::vector<float> mine = a;
+  if (pair->size() == 2 && r % 2 == 1)
+    for (auto& v : mine) v = -v;
+  auto got = reduce_with("adasum", mine, {11}, *pair);
+  if (pair->size() == 2) {
+    for (float v : got) EXPECT_NEAR(v, 0.f, 1e-6f);
+  }
+  // All-zero tensors stay zero (no NaN); one non-zero rank: adasum(0, b) = b throughout.
+  const auto sizes = std::vector<int64_t>{4, 6};
+  std::vector<float> zeros(10, 0.f);
+  for (float v : reduce_with("adasum", zeros, sizes)) EXPECT_EQ(v, 0.f);
+  auto b = random_vec(10, 10);
+  std::vector<float> only_last = c.rank() == c.size() - 1 ? b : zeros;
+  auto got2 = reduce_with("adasum", only_last, sizes);
+  for (size_t i = 0; i < b.size(); ++i) EXPECT_NEAR(got2[i], b[i], 1e-6f * std::fabs(b[i]) + 1e-7f);
+  // Tiny magnitudes (near FLT_MIN) keep their mean: double accumulation, no underflow to NaN.
+  std::vector<float> tiny(10, FLT_MIN * 4 * (1 + c.rank()));
+  double m = 0;
+  for (int k = 0; k < c.size(); ++k) m += FLT_MIN * 4 * (1 + k) / c.size();
+  for (float v : reduce_with("adasum", tiny, sizes)) EXPECT_NEAR(v, m, m * 1e-5);
+}
+
+TEST(Adasum, MatchesTheSequentialTreeAndIsPerTensor) {
+  const int p = world().size(), r = world().rank();
+  const auto sizes = bucket_sizes(p);
+  const int64_t n = total(sizes);
+  auto mine = random_vec(n, 200 + r);
+  for (int64_t i = 0; i < n; ++i) mine[i] += 0.3f;  // correlated across ranks: non-trivial dots
+  auto got = reduce_with("adasum", mine, sizes);
+  auto all = gather_all(mine);
+  auto want = tree_reference(all, sizes);
+  int64_t off = 0;
+  for (size_t t = 0; t < sizes.size(); ++t) {  // per tensor, relative L2 within 1e-6
+    std::vector<float> g(got.begin() + off, got.begin() + off + sizes[t]);
+    std::vector<double> w(want.begin() + off, want.begin() + off + sizes[t]);
+    expect_near_rel(g, w, 1e-6, "tree reference, tensor " + std::to_string(t));
+    off += sizes[t];
+  }
+  expect_same_on_every_rank(got, "tree");
+  if (p > 1) {
+    // Treating the bucket as one vector gives a different answer: tensors are independent.
+    auto fused = reduce_with("adasum", mine, {n});
+    double diff = 0;
+    for (int64_t i = 0; i < n; ++i) diff = std::max(diff, double(std::fabs(fused[i] - got[i])));
+    EXPECT_GT(diff, 1e-3);
+  }
+}
+
+// A tiny two-layer model: parameters, a per-rank loss, and its backward with a hook.
+struct TinyNet {
+  std::vector<Variable> params;
+  explicit TinyNet(int unused_extra = 0) {
+    Generator g(5);  // same initial weights on every rank
+    params.emplace_back(Tensor::randn({6, 5}, g, 0.f, 0.5f), true, "l1.weight");
+    params.emplace_back(Tensor::randn({6}, g, 0.f, 0.5f), true, "l1.bias");
+    params.emplace_back(Tensor::randn({3, 6}, g, 0.f, 0.5f), true, "l2.weight");
+    params.emplace_back(Tensor::randn({3}, g, 0.f, 0.5f), true, "l2.bias");
+    if (unused_extra) params.emplace_back(Tensor::randn({unused_extra}, g), true, "unused");
+  }
+  Variable loss(int rank) {
+    Generator g(1000 + rank);
+    Variable x(Tensor::randn({4, 5}, g));
+    Variable h = fn::tanh(fn::linear(x, params[0], params[1]));
+    Variable y = fn::linear(h, params[2], params[3]);
+    return fn::mean(fn::mul(y, y), {0, 1});
+  }
+};
+
+TEST(Bucketer, AssignmentIsGreedyWithSmallFirstBucket) {
+  BucketOptions o{100, 40};  // bytes: 10 floats first, then 25
+  auto b = assign_buckets({4, 4, 4, 20, 30, 1, 0}, o);
+  ASSERT_EQ(b.size(), 4u);
+  EXPECT_EQ(b[0], (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(b[1], (std::vector<size_t>{2, 3}));
+  EXPECT_EQ(b[2], (std::vector<size_t>{4}));  // larger than the cap: alone
+  EXPECT_EQ(b[3], (std::vector<size_t>{5, 6}));
+  EXPECT_THROW(assign_buckets({1}, BucketOptions{0, 1}), ConfigError);
+}
+
+TEST(Bucketer, OverlappedBucketsEqualOneUnbucketedReduction) {
+  Communicator& c = world();
+  for (const char* name : {"sum", "average", "adasum"}) {
+    auto reducer = registry().get(name)();
+    TinyNet a(3), b(3);
+    // a: many small buckets launched from the grad-ready hook during backward.
+    GradBucketer small(a.params, c, *reducer, BucketOptions{48, 16});
+    EXPECT_GT(small.bucket_count(), 2u);
+    small.begin_step();
+    backward(a.loss(c.rank()), {}, [&](Variable& p) { small.on_grad_ready(p); });
+    small.finish();
+    // b: one bucket holding everything, reduced after backward.
+    GradBucketer one(b.params, c, *reducer, BucketOptions{1 << 30, 1 << 30});
+    EXPECT_EQ(one.bucket_count(), 1u);
+    one.begin_step();
+    backward(b.loss(c.rank()));
+    for (auto& p : b.params) one.on_grad_ready(p);
+    one.finish();
+    for (size_t i = 0; i < a.params.size(); ++i) {
+      auto x = a.params[i].grad().to_vector<float>(), y = b.params[i].grad().to_vector<float>();
+      for (size_t k = 0; k < x.size(); ++k)
+        EXPECT_NEAR(x[k], y[k], 1e-6f * std::max(1.f, std::fabs(y[k]))) << name << " param " << i;
+      expect_same_on_every_rank(x, std::string(name) + " bucketed");
+    }
+    // The unused parameter got a zero gradient rather than a hang.
+    for (float v : a.params.back().grad().to_vector<float>()) EXPECT_EQ(v, 0.f);
+  }
+}
+
+TEST(Bucketer, DeltaModeWithPlainSgdEqualsGradientMode) {
+  Communicator& c = world();
+  const float lr = 0.1f;
+  for (const char* name : {"sum", "average", "adasum"}) {
+    auto reducer = registry().get(name)();
+    // Gradient mode: reduce gradients, then w -= lr * g.
+    TinyNet g;
+    GradBucketer gb(g.params, c, *reducer);
+    gb.begin_step();
+    backward(g.loss(c.rank()), {}, [&](Variable& p) { gb.on_grad_ready(p); });
+    gb.finish();
+    for (auto& p : g.params) ops::axpby_(-lr, p.grad(), 1.f, p.mutable_value());
+    // Delta mode: local step, reduce the deltas, w = w0 + reduced delta.
+    TinyNet d;
+    std::vector<Tensor> w0, delta;
+    backward(d.loss(c.rank()));
+    for (auto& p : d.params) {
+      w0.push_back(p.value().clone());
+      ops::axpby_(-lr, p.grad(), 1.f, p.mutable_value());
+      delta.push_back(ops::sub(p.value(), w0.back()));
+    }
+    GradBucketer db(d.params, c, *reducer);
+    db.reduce(delta);
+    for (size_t i = 0; i < d.params.size(); ++i) {
+      Tensor w = ops::add(w0[i], delta[i]);
+      auto x = w.to_vector<float>(), y = g.params[i].value().to_vector<float>();
+      for (size_t k = 0; k < x.size(); ++k)
+        EXPECT_NEAR(x[k], y[k], 1e-6f * std::max(1.f, std::fabs(y[k]))) << name << " param " << i;
+    }
+  }
+}
+
+TEST(Reducers, RegistryListsKnownNames) {
+  try {
+    registry().get("adasumm", "config x.yaml: reducer.name (line 5, column 9)");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown reducer 'adasumm'; known: adasum, average, sum"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace ada::comm
