@@ -55,6 +55,13 @@ GradBucketer::GradBucketer(std::vector<Variable> params, Communicator& comm, Red
       off += numels[k];
     }
     b.buffer = Tensor::zeros({off});
+    if (options.grads_as_bucket_views)
+      for (size_t j = 0; j < b.params.size(); ++j) {
+        Variable& p = params_[b.params[j]];
+        Tensor view = b.buffer.narrow(b.spans[j].offset, b.spans[j].numel).reshape(p.value().shape());
+        if (p.grad().defined()) view.copy_from(p.grad());
+        p.grad() = view;
+      }
     buckets_.push_back(std::move(b));
   }
   begin_step();
@@ -83,10 +90,18 @@ void GradBucketer::begin_step() {
   next_launch_ = 0;
 }
 
+bool GradBucketer::is_view(size_t param) const {
+  const Tensor& g = params_[param].grad();
+  const Bucket& b = buckets_[bucket_of_[param]];
+  return g.defined() && g.shares_storage_with(b.buffer) &&
+         g.raw_data() == b.buffer.data<float>() + offset_of_[param];
+}
+
 void GradBucketer::copy_in(size_t param, const Tensor& grad) {
   Bucket& b = buckets_[bucket_of_[param]];
   float* dst = b.buffer.data<float>() + offset_of_[param];
   const int64_t n = params_[param].value().numel();
+  if (grad.defined() && grad.raw_data() == dst) return;  // the grad is the bucket view
   if (grad.defined()) {
     ADA_CHECK_ARG(grad.numel() == n && grad.dtype() == DType::f32, ShapeError)
         << "GradBucketer: gradient " << grad.str() << " of '" << params_[param].name()
@@ -125,7 +140,9 @@ void GradBucketer::finish() {
   for (size_t i = 0; i < params_.size(); ++i) {
     if (ready_[i]) continue;
     ready_[i] = true;
-    copy_in(i, Tensor());  // unused this step: contributes zero, never waited on
+    // Not reported this step (unused by the last backward): contributes what its grad holds,
+    // zero if it has none, and is never waited on.
+    copy_in(i, params_[i].grad());
     --buckets_[bucket_of_[i]].pending;
   }
   launch_ready();
@@ -139,6 +156,7 @@ void GradBucketer::finish() {
   }
   if (error) std::rethrow_exception(error);
   for (size_t i = 0; i < params_.size(); ++i) {
+    if (is_view(i)) continue;  // reduced in place
     Tensor& g = params_[i].grad();
     if (!g.defined()) g = Tensor::empty(params_[i].value().shape());
     const Bucket& b = buckets_[bucket_of_[i]];

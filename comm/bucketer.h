@@ -18,6 +18,10 @@ namespace ada::comm {
 struct BucketOptions {
   int64_t bucket_bytes = 25ll << 20;       // cap of every bucket but the first
   int64_t first_bucket_bytes = 1ll << 20;  // small first bucket: communication starts early
+  // Make each parameter's grad a view into its bucket, so backward accumulates straight into
+  // the bucket and no copy is made in or out (PyTorch DDP's gradient_as_bucket_view). A grad
+  // replaced by another tensor later is still handled, by copying.
+  bool grads_as_bucket_views = true;
 };
 
 // Pure bucket assignment: tensors (element counts, in bucket order) grouped greedily so a
@@ -32,13 +36,15 @@ class GradBucketer {
                BucketOptions options = {});
   ~GradBucketer();
 
-  // Starts a step: forgets which gradients arrived. Call before backward.
+  // Starts a step: forgets which gradients arrived. Call before backward (after zeroing the
+  // parameters' grads, as before any backward: gradients accumulate).
   void begin_step();
   // Grad-ready hook: copies the gradient into its bucket and launches every bucket that is
   // complete and whose predecessors are launched. Unknown parameters are an error.
   void on_grad_ready(const Variable& param);
-  // Completes the step: missing gradients count as zero; waits for every bucket and writes the
-  // reduced values into each parameter's grad (allocated if it was undefined).
+  // Completes the step: a gradient never reported ready contributes what its grad holds (zero
+  // if undefined); waits for every bucket and leaves the reduced values in each parameter's grad
+  // (allocated if it was undefined).
   void finish();
 
   // Reduces arbitrary tensors with the same shapes as the parameters (e.g. model deltas),
@@ -60,6 +66,7 @@ class GradBucketer {
   };
   void launch_ready();
   void copy_in(size_t param, const Tensor& grad);
+  bool is_view(size_t param) const;  // the param's grad is its slice of the bucket
 
   std::vector<Variable> params_;
   std::unordered_map<const VarImpl*, size_t> index_;

@@ -79,7 +79,7 @@ class Registry {
     for (size_t i = 0; i < known.size(); ++i) os << (i ? ", " : "") << known[i];
     const std::string close = closest_name(name, known);
     if (!close.empty()) os << " (did you mean '" << close << "'?)";
-    ADA_THROW(ConfigError) << os.str();
+    throw ConfigError(os.str());
   }
 
   // Registered names, sorted.
