@@ -12,12 +12,14 @@
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/bucketer.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_runtime.h"
 #include "core/log.h"
+#include "core/parallel.h"
 #include "core/random.h"
 
 namespace {
@@ -178,6 +180,8 @@ int main(int argc, char** argv) {
                                   "[--sets resnet50,bert_large] [--reps N] [--json]";
     }
     auto world = MpiCommunicator::world();
+    // The node's cores shared among its ranks: oversubscribed OpenMP teams would spin.
+    ada::set_num_threads(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / world->local_size()));
     Bench bench(*world, reps);
     std::vector<Row> rows;
     for (int k = min_log2; k <= max_log2; k += 2) rows.push_back(bench.single(int64_t(1) << k));

@@ -1,5 +1,7 @@
 #include "comm/comm_thread.h"
 
+#include "core/parallel.h"
+
 namespace ada::comm {
 
 CommThread& CommThread::instance() {
@@ -64,6 +66,7 @@ void CommThread::run(const std::function<void()>& op) {
 }
 
 void CommThread::loop() {
+  set_thread_serial(true);
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait(lock, [&] { return (!queue_.empty() && !busy_) || (stop_ && queue_.empty() && !busy_); });

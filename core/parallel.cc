@@ -15,14 +15,20 @@ void set_num_threads(int n) {
   Eigen::setNbThreads(n);
 }
 
-int num_threads() { return omp_get_max_threads(); }
+namespace {
+thread_local bool t_serial = false;
+}
+
+void set_thread_serial(bool serial) { t_serial = serial; }
+
+int num_threads() { return t_serial ? 1 : omp_get_max_threads(); }
 
 void parallel_for(int64_t begin, int64_t end, int64_t grain,
                   const std::function<void(int64_t, int64_t)>& fn) {
   const int64_t n = end - begin;
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
-  int threads = omp_in_parallel() ? 1 : num_threads();
+  int threads = omp_in_parallel() || t_serial ? 1 : num_threads();
   int64_t chunks = std::min<int64_t>(threads, (n + grain - 1) / grain);
   if (chunks <= 1) {
     fn(begin, end);

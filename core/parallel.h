@@ -11,6 +11,11 @@ namespace ada {
 void set_num_threads(int n);
 int num_threads();
 
+// Marks the calling thread as serial: parallel_for runs inline on it. The communication thread
+// does this, so ops it runs (e.g. a reducer's scaling) never start a second OpenMP pool that
+// would fight the compute threads for the cores.
+void set_thread_serial(bool serial);
+
 // Runs fn(begin, end) over [begin, end) split into contiguous chunks of at least `grain`
 // elements, in parallel when the range is large enough. Chunks are static (deterministic).
 void parallel_for(int64_t begin, int64_t end, int64_t grain,

@@ -1,0 +1,57 @@
+#include "nn/layers/multi_head_attention.h"
+
+#include <cmath>
+
+namespace ada::nn {
+
+MultiHeadAttention::MultiHeadAttention(int64_t hidden, int64_t heads, float dropout,
+                                       Generator& gen, float init_std)
+    : hidden_(hidden), heads_(heads) {
+  ADA_CHECK_ARG(heads > 0 && hidden % heads == 0, ConfigError)
+      << "attention: hidden size " << hidden << " is not divisible by " << heads << " heads";
+  query_ = register_module("query", std::make_shared<Linear>(hidden, hidden, gen));
+  key_ = register_module("key", std::make_shared<Linear>(hidden, hidden, gen));
+  value_ = register_module("value", std::make_shared<Linear>(hidden, hidden, gen));
+  output_ = register_module("output", std::make_shared<Linear>(hidden, hidden, gen));
+  if (init_std > 0)
+    for (auto* l : {query_.get(), key_.get(), value_.get(), output_.get()}) {
+      l->weight().mutable_value().copy_from(init::truncated_normal({hidden, hidden}, gen, init_std));
+      ops::fill_(l->bias().mutable_value(), 0.f);
+    }
+  dropout_ = register_module("dropout", std::make_shared<Dropout>(dropout));
+}
+
+Variable MultiHeadAttention::forward(const Variable& x, const Tensor& mask, Generator& gen) {
+  ADA_CHECK_ARG(x.value().dim() == 3 && x.shape()[2] == hidden_, ShapeError)
+      << "attention: input must be [batch, seq, " << hidden_ << "], got " << x.value().str();
+  const int64_t b = x.shape()[0], s = x.shape()[1], hd = hidden_ / heads_;
+  // [B, S, H] -> [B*heads, S, hd]
+  auto split = [&](const Variable& t) {
+    return fn::reshape(fn::permute(fn::reshape(t, {b, s, heads_, hd}), {0, 2, 1, 3}), {b * heads_, s, hd});
+  };
+  Variable q = split(query_->forward(x)), k = split(key_->forward(x)), v = split(value_->forward(x));
+  Variable scores = fn::scale(fn::bmm(q, k, false, true), 1.f / std::sqrt(static_cast<float>(hd)));
+  if (mask.defined()) {
+    ADA_CHECK_ARG(mask.shape() == Shape({b, s}), ShapeError)
+        << "attention: mask " << mask.str() << " should be [" << b << "," << s << "]";
+    // Additive mask: -10000 on padded keys (BERT's constant), broadcast over heads and queries.
+    Tensor add = Tensor::empty({b * heads_, s, s});
+    float* ap = add.data<float>();
+    for (int64_t i = 0; i < b; ++i)
+      for (int64_t j = 0; j < s; ++j) {
+        const bool keep = mask.dtype() == DType::f32 ? mask.data<float>()[i * s + j] != 0.f
+                          : mask.dtype() == DType::i64 ? mask.data<int64_t>()[i * s + j] != 0
+                                                       : mask.data<int32_t>()[i * s + j] != 0;
+        const float val = keep ? 0.f : -10000.f;
+        for (int64_t h = 0; h < heads_; ++h)
+          for (int64_t qi = 0; qi < s; ++qi) ap[((i * heads_ + h) * s + qi) * s + j] = val;
+      }
+    scores = fn::add(scores, Variable(add));
+  }
+  Variable probs = dropout_->forward(fn::softmax(scores), gen);
+  Variable ctx = fn::bmm(probs, v);  // [B*heads, S, hd]
+  ctx = fn::reshape(fn::permute(fn::reshape(ctx, {b, heads_, s, hd}), {0, 2, 1, 3}), {b, s, hidden_});
+  return output_->forward(ctx);
+}
+
+}  // namespace ada::nn

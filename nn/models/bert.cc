@@ -1,0 +1,202 @@
+// BERT (Devlin et al. 2019) for masked-LM pre-training: post-LN encoder, GELU, learned
+// positions, token types, MLM head (transform + LayerNorm + decoder tied to the word
+// embeddings + bias) evaluated only at masked positions, optional NSP head with pooler.
+// Presets (layers, hidden, heads, FFN): tiny 2/128/2/512, mini 4/256/4/1024,
+// base 12/768/12/3072 (110,106,428 parameters with NSP), large 24/1024/16/4096 (336,226,108).
+// Init: truncated normal (std 0.02) for weights and embeddings, zeros for biases, LayerNorm 1/0.
+#include "nn/layers/dropout.h"
+#include "nn/layers/embedding.h"
+#include "nn/layers/layer_norm.h"
+#include "nn/layers/linear.h"
+#include "nn/layers/multi_head_attention.h"
+#include "nn/losses.h"
+#include "nn/models/models.h"
+
+namespace ada::nn {
+namespace {
+
+struct BertConfig {
+  int64_t vocab = 30522, hidden = 128, layers = 2, heads = 2, ffn = 512, max_positions = 512,
+          type_vocab = 2;
+  float dropout = 0.1f, attention_dropout = 0.1f, init_std = 0.02f, ln_eps = 1e-12f;
+  bool nsp = false;
+};
+
+std::shared_ptr<Linear> bert_linear(int64_t in, int64_t out, Generator& g, float std) {
+  auto l = std::make_shared<Linear>(in, out, g);
+  l->weight().mutable_value().copy_from(init::truncated_normal({out, in}, g, std));
+  ops::fill_(l->bias().mutable_value(), 0.f);
+  return l;
+}
+
+class EncoderLayer : public Module {
+ public:
+  EncoderLayer(const BertConfig& c, Generator& g) {
+    attention_ = register_module("attention", std::make_shared<MultiHeadAttention>(
+                                                  c.hidden, c.heads, c.attention_dropout, g, c.init_std));
+    attention_norm_ = register_module("attention_norm", std::make_shared<LayerNorm>(c.hidden, c.ln_eps));
+    intermediate_ = register_module("intermediate", bert_linear(c.hidden, c.ffn, g, c.init_std));
+    output_ = register_module("output", bert_linear(c.ffn, c.hidden, g, c.init_std));
+    output_norm_ = register_module("output_norm", std::make_shared<LayerNorm>(c.hidden, c.ln_eps));
+    dropout_ = register_module("dropout", std::make_shared<Dropout>(c.dropout));
+  }
+  Variable forward(const Variable& x, const Tensor& mask, Generator& gen) {
+    Variable a = attention_->forward(x, mask, gen);
+    Variable h = attention_norm_->forward(fn::add(x, dropout_->forward(a, gen)));
+    Variable f = output_->forward(fn::gelu(intermediate_->forward(h)));
+    return output_norm_->forward(fn::add(h, dropout_->forward(f, gen)));
+  }
+  std::string type_name() const override { return "EncoderLayer"; }
+
+ private:
+  std::shared_ptr<MultiHeadAttention> attention_;
+  std::shared_ptr<LayerNorm> attention_norm_, output_norm_;
+  std::shared_ptr<Linear> intermediate_, output_;
+  std::shared_ptr<Dropout> dropout_;
+};
+
+class Holder : public Module {  // a named group of children ("embeddings", "encoder", "cls")
+ public:
+  explicit Holder(std::string type) : type_(std::move(type)) {}
+  template <class M>
+  std::shared_ptr<M> add(const std::string& name, std::shared_ptr<M> m) { return register_module(name, std::move(m)); }
+  Variable& param(const std::string& name, Tensor init, bool decay = true) {
+    return register_parameter(name, std::move(init), decay);
+  }
+  std::string type_name() const override { return type_; }
+
+ private:
+  std::string type_;
+};
+
+class Bert : public Model {
+ public:
+  Bert(const BertConfig& c, uint64_t seed) : c_(c) {
+    Generator g(seed);
+    rng_ = Generator(seed ^ 0x9e3779b97f4a7c15ull);
+    auto emb = register_module("embeddings", std::make_shared<Holder>("Embeddings"));
+    word_ = emb->add("word_embeddings", std::make_shared<Embedding>(
+                                            c.vocab, c.hidden, init::truncated_normal({c.vocab, c.hidden}, g, c.init_std)));
+    pos_ = emb->add("position_embeddings", std::make_shared<Embedding>(
+                                               c.max_positions, c.hidden,
+                                               init::truncated_normal({c.max_positions, c.hidden}, g, c.init_std)));
+    type_ = emb->add("token_type_embeddings", std::make_shared<Embedding>(
+                                                  c.type_vocab, c.hidden,
+                                                  init::truncated_normal({c.type_vocab, c.hidden}, g, c.init_std)));
+    emb_norm_ = emb->add("LayerNorm", std::make_shared<LayerNorm>(c.hidden, c.ln_eps));
+    dropout_ = emb->add("dropout", std::make_shared<Dropout>(c.dropout));
+    auto enc = register_module("encoder", std::make_shared<Holder>("Encoder"));
+    for (int64_t l = 0; l < c.layers; ++l)
+      layers_.push_back(enc->add("layer" + std::to_string(l), std::make_shared<EncoderLayer>(c, g)));
+    if (c.nsp) pooler_ = register_module("pooler", bert_linear(c.hidden, c.hidden, g, c.init_std));
+    auto cls = register_module("cls", std::make_shared<Holder>("PreTrainingHeads"));
+    transform_ = cls->add("transform", bert_linear(c.hidden, c.hidden, g, c.init_std));
+    transform_norm_ = cls->add("transform_norm", std::make_shared<LayerNorm>(c.hidden, c.ln_eps));
+    decoder_bias_ = cls->param("decoder_bias", Tensor::zeros({c.vocab}), false);
+    if (c.nsp) nsp_ = cls->add("nsp", bert_linear(c.hidden, 2, g, c.init_std));
+  }
+
+  ModelOutput forward(const TensorMap& batch) override {
+    const Tensor& ids = field(batch, "input_ids");
+    const Tensor& labels = field(batch, "labels");
+    ADA_CHECK_ARG(ids.dim() == 2 && labels.shape() == ids.shape(), ShapeError)
+        << "bert: input_ids " << ids.str() << " and labels " << labels.str()
+        << " must both be [batch, seq]";
+    const int64_t b = ids.size(0), s = ids.size(1);
+    ADA_CHECK_ARG(s <= c_.max_positions, ShapeError)
+        << "bert: sequence length " << s << " exceeds max_positions " << c_.max_positions;
+    auto seg_it = batch.find("segment_ids");
+    Tensor segments = seg_it != batch.end() ? seg_it->second : Tensor::zeros(ids.shape(), DType::i64);
+    auto mask_it = batch.find("attention_mask");
+    Tensor mask = mask_it != batch.end() ? mask_it->second : Tensor();
+    Tensor positions = Tensor::empty({b, s}, DType::i64);
+    for (int64_t i = 0; i < b * s; ++i) positions.data<int64_t>()[i] = i % s;
+
+    Variable x = fn::add(fn::add(word_->forward(ids), pos_->forward(positions)), type_->forward(segments));
+    x = dropout_->forward(emb_norm_->forward(x), rng_);
+    for (auto& layer : layers_) x = layer->forward(x, mask, rng_);
+
+    // MLM head at the masked positions only (labels != -100).
+    std::vector<int64_t> where, target;
+    for (int64_t i = 0; i < b * s; ++i) {
+      const int64_t l = labels.dtype() == DType::i64 ? labels.data<int64_t>()[i] : labels.data<int32_t>()[i];
+      if (l != -100) {
+        where.push_back(i);
+        target.push_back(l);
+      }
+    }
+    const int64_t m = static_cast<int64_t>(where.size());
+    Variable flat = fn::reshape(x, {b * s, c_.hidden});
+    ModelOutput out;
+    Variable loss;
+    if (m > 0) {
+      Variable h = fn::embedding(flat, Tensor::from_vector<int64_t>(where, {m}));  // row gather
+      h = transform_norm_->forward(fn::gelu(transform_->forward(h)));
+      Variable logits = fn::add_bias(fn::matmul(h, word_->weight(), false, true), decoder_bias_);
+      Tensor t = Tensor::from_vector<int64_t>(target, {m});
+      loss = mlm_loss(logits, t);
+      auto [correct, count] = count_correct(logits.value(), t);
+      out.metrics["mlm_correct"] = static_cast<double>(correct);
+      out.metrics["mlm_count"] = static_cast<double>(count);
+    } else {
+      loss = fn::scale(fn::sum(flat, {0, 1}), 0.f);  // no masked token: zero loss, graph intact
+      out.metrics["mlm_correct"] = 0;
+      out.metrics["mlm_count"] = 0;
+    }
+    out.metrics["mlm_loss_sum"] = static_cast<double>(loss.value().item()) * static_cast<double>(m);
+    if (c_.nsp) {
+      const Tensor& nsp_label = field(batch, "nsp_label");
+      std::vector<int64_t> firsts(b);
+      for (int64_t i = 0; i < b; ++i) firsts[i] = i * s;
+      Variable cls = fn::embedding(flat, Tensor::from_vector<int64_t>(firsts, {b}));
+      Variable logits = nsp_->forward(fn::tanh(pooler_->forward(cls)));
+      loss = fn::add(loss, nsp_loss(logits, nsp_label));
+      auto [correct, count] = count_correct(logits.value(), nsp_label);
+      out.metrics["nsp_correct"] = static_cast<double>(correct);
+      out.metrics["nsp_count"] = static_cast<double>(count);
+    }
+    out.loss = loss;
+    return out;
+  }
+  std::string type_name() const override { return "Bert"; }
+
+ private:
+  BertConfig c_;
+  std::shared_ptr<Embedding> word_, pos_, type_;
+  std::shared_ptr<LayerNorm> emb_norm_, transform_norm_;
+  std::shared_ptr<Dropout> dropout_;
+  std::vector<std::shared_ptr<EncoderLayer>> layers_;
+  std::shared_ptr<Linear> pooler_, transform_, nsp_;
+  Variable decoder_bias_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_bert(const Config& cfg, uint64_t seed) {
+  const std::string preset = cfg.get_or<std::string>("preset", "tiny");
+  BertConfig c;
+  if (preset == "tiny") c.layers = 2, c.hidden = 128, c.heads = 2, c.ffn = 512;
+  else if (preset == "mini") c.layers = 4, c.hidden = 256, c.heads = 4, c.ffn = 1024;
+  else if (preset == "base") c.layers = 12, c.hidden = 768, c.heads = 12, c.ffn = 3072;
+  else if (preset == "large") c.layers = 24, c.hidden = 1024, c.heads = 16, c.ffn = 4096;
+  else ADA_THROW(ConfigError) << cfg.where("preset") << ": unknown BERT preset '" << preset
+                              << "'; known: base, large, mini, tiny";
+  c.vocab = cfg.get_or<int64_t>("vocab_size", c.vocab);
+  c.layers = cfg.get_or<int64_t>("layers", c.layers);
+  c.hidden = cfg.get_or<int64_t>("hidden", c.hidden);
+  c.heads = cfg.get_or<int64_t>("heads", c.heads);
+  c.ffn = cfg.get_or<int64_t>("ffn", c.ffn);
+  c.max_positions = cfg.get_or<int64_t>("max_positions", c.max_positions);
+  c.dropout = static_cast<float>(cfg.get_or<double>("dropout", c.dropout));
+  c.attention_dropout = static_cast<float>(cfg.get_or<double>("attention_dropout", c.attention_dropout));
+  c.nsp = cfg.get_or<bool>("nsp", c.nsp);
+  for (auto [key, v] : {std::pair<const char*, int64_t>{"vocab_size", c.vocab}, {"layers", c.layers},
+                        {"hidden", c.hidden}, {"heads", c.heads}, {"ffn", c.ffn},
+                        {"max_positions", c.max_positions}})
+    ADA_CHECK_ARG(v > 0, ConfigError) << cfg.where(key) << ": must be positive, got " << v;
+  ADA_CHECK_ARG(c.hidden % c.heads == 0, ConfigError)
+      << cfg.where("heads") << ": hidden " << c.hidden << " is not divisible by " << c.heads << " heads";
+  return std::make_unique<Bert>(c, seed);
+}
+
+}  // namespace ada::nn

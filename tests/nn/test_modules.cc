@@ -1,0 +1,174 @@
+// Modules and models: pinned parameter counts, torchvision-compatible names, weight-decay
+// flags, train/eval propagation, state save/load by name and its errors, forward shapes.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "core/serialize.h"
+#include "nn/init.h"
+#include "nn/layers/multi_head_attention.h"
+#include "nn/model.h"
+
+namespace ada::nn {
+namespace {
+
+ModelRegistry& models() {
+  static ModelRegistry r = [] {
+    ModelRegistry reg("model");
+    register_builtin_models(reg);
+    return reg;
+  }();
+  return r;
+}
+
+std::unique_ptr<Model> build(const std::string& yaml, uint64_t seed = 1) {
+  Config cfg = Config::parse(yaml, "test");
+  auto m = models().get(cfg.get<std::string>("name"))(cfg, seed);
+  cfg.finish();
+  return m;
+}
+
+TEST(Models, PinnedParameterCounts) {
+  init::ShapesOnly shapes_only;  // counts need shapes, not random weights
+  EXPECT_EQ(build("name: lenet5")->parameter_count(), 61706);
+  EXPECT_EQ(build("name: resnet18")->parameter_count(), 11689512);
+  EXPECT_EQ(build("name: resnet34")->parameter_count(), 21797672);
+  auto r50 = build("name: resnet50");
+  EXPECT_EQ(r50->parameter_count(), 25557032);
+  EXPECT_EQ(r50->parameters().size(), 161u);
+  EXPECT_EQ(build("{name: bert, preset: base, nsp: true}")->parameter_count(), 110106428);
+  EXPECT_EQ(build("{name: bert, preset: large, nsp: true}")->parameter_count(), 336226108);
+  // tiny: 2 layers of 128 wide, FFN 512, BERT vocab, MLM head only.
+  EXPECT_EQ(build("{name: bert, preset: tiny}")->parameter_count(), 4416698);
+}
+
+TEST(Models, TorchvisionNamesAndDecayFlags) {
+  auto r50 = build("name: resnet50");
+  auto params = r50->parameters();
+  std::map<std::string, Param> by;
+  for (auto& p : params) by.emplace(p.name, p);
+  for (const char* n : {"conv1.weight", "bn1.weight", "layer1.0.conv2.weight", "layer1.0.downsample.0.weight",
+                        "layer1.0.downsample.1.bias", "layer4.2.bn3.weight", "fc.weight", "fc.bias"})
+    EXPECT_TRUE(by.count(n)) << n;
+  EXPECT_TRUE(by.at("fc.weight").weight_decay);
+  EXPECT_FALSE(by.at("fc.bias").weight_decay);
+  EXPECT_FALSE(by.at("bn1.weight").weight_decay);
+  EXPECT_EQ(by.at("layer2.0.conv2.weight").var.value().shape(), (Shape{128, 128, 3, 3}));
+  // v1.5 zero-init: the last BN gamma of each block starts at 0, others at 1.
+  EXPECT_EQ(ops::sum_all(by.at("layer1.0.bn3.weight").var.value()), 0.0);
+  EXPECT_EQ(ops::sum_all(by.at("layer1.0.bn1.weight").var.value()), 64.0);
+  EXPECT_EQ(r50->buffers().size(), 2u * 53);  // running mean/var of every BN
+  // Variables carry their dotted names (used in messages and by the bucketer).
+  EXPECT_EQ(by.at("layer3.1.conv1.weight").var.name(), "layer3.1.conv1.weight");
+  auto bert = build("{name: bert, preset: tiny, nsp: true}");
+  for (auto& p : bert->parameters()) {
+    const bool norm_or_bias = p.name.find("norm") != std::string::npos || p.name.find("LayerNorm") != std::string::npos ||
+                              p.name.find("bias") != std::string::npos;
+    EXPECT_EQ(p.weight_decay, !norm_or_bias) << p.name;
+  }
+}
+
+TEST(Models, SameSeedSameWeightsDifferentSeedDifferent) {
+  auto a = build("name: resnet20_mnist", 5), b = build("name: resnet20_mnist", 5), c = build("name: resnet20_mnist", 6);
+  auto pa = a->parameters(), pb = b->parameters(), pc = c->parameters();
+  EXPECT_EQ(pa[0].var.value().to_vector<float>(), pb[0].var.value().to_vector<float>());
+  EXPECT_NE(pa[0].var.value().to_vector<float>(), pc[0].var.value().to_vector<float>());
+}
+
+TEST(Models, ForwardBackwardShapesAndModes) {
+  auto m = build("name: lenet5");
+  Generator g(3);
+  TensorMap batch{{"image", Tensor::randn({3, 1, 28, 28}, g)},
+                  {"label", Tensor::from_vector<int64_t>({1, 7, 3}, {3})}};
+  auto out = m->forward(batch);
+  EXPECT_EQ(out.metrics.at("count"), 3.0);
+  EXPECT_GT(out.loss.value().item(), 0.f);
+  backward(out.loss);
+  for (auto& p : m->parameters()) EXPECT_TRUE(p.var.grad().defined()) << p.name;
+  m->train(false);
+  EXPECT_FALSE(m->training());
+  try {
+    m->forward({{"image", Tensor::zeros({1, 1, 28, 28})}});
+    FAIL();
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("no field 'label'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(m->forward({{"image", Tensor::zeros({1, 3, 32, 32})}, {"label", Tensor::zeros({1}, DType::i64)}}),
+               ShapeError);
+}
+
+TEST(Models, BertRunsWithPaddingAndNsp) {
+  auto m = build("{name: bert, preset: tiny, vocab_size: 50, nsp: true, dropout: 0.0, attention_dropout: 0.0}");
+  std::vector<int64_t> ids = {2, 5, 9, 3, 0, 0, 2, 7, 7, 8, 3, 1};
+  std::vector<int64_t> labels(12, -100);
+  labels[1] = 6;
+  labels[8] = 11;
+  TensorMap batch{{"input_ids", Tensor::from_vector<int64_t>(ids, {2, 6})},
+                  {"segment_ids", Tensor::zeros({2, 6}, DType::i64)},
+                  {"attention_mask", Tensor::from_vector<int64_t>({1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1}, {2, 6})},
+                  {"labels", Tensor::from_vector<int64_t>(labels, {2, 6})},
+                  {"nsp_label", Tensor::from_vector<int64_t>({0, 1}, {2})}};
+  auto out = m->forward(batch);
+  EXPECT_EQ(out.metrics.at("mlm_count"), 2.0);
+  EXPECT_EQ(out.metrics.at("nsp_count"), 2.0);
+  EXPECT_NEAR(out.loss.value().item(), std::log(50.0) + std::log(2.0), 1.0);  // near-uniform at init
+  backward(out.loss);
+  // The word embedding gets gradient from the input and from the tied decoder.
+  for (auto& p : m->parameters())
+    if (p.name == "embeddings.word_embeddings.weight") EXPECT_GT(ops::norm2_sq(p.var.grad()), 0.0);
+}
+
+TEST(Modules, StateRoundTripAndErrors) {
+  auto a = build("name: resnet20_mnist", 1), b = build("name: resnet20_mnist", 2);
+  const std::string path = ::testing::TempDir() + "/r20.safetensors";
+  save_safetensors(path, a->state());
+  b->load_state(load_safetensors(path));
+  auto sa = a->state(), sb = b->state();
+  ASSERT_EQ(sa.size(), sb.size());
+  for (size_t i = 0; i < sa.size(); ++i) EXPECT_EQ(sa[i].second.to_vector<float>(), sb[i].second.to_vector<float>());
+  auto lenet = build("name: lenet5");
+  try {
+    lenet->load_state(load_safetensors(path));
+    FAIL();
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("entry 'conv1.weight' is f32[16,1,3,3] but the model expects f32[6,1,5,5]"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("r20.safetensors"), std::string::npos) << e.what();
+  }
+  auto wide = build("{name: resnet20_mnist, num_classes: 7}");
+  EXPECT_THROW(wide->load_state(load_safetensors(path)), IoError);
+}
+
+TEST(Models, DescribeAndConfigErrors) {
+  auto m = build("name: lenet5");
+  const std::string d = m->describe();
+  EXPECT_NE(d.find("conv1  Conv2d  params 156"), std::string::npos) << d;
+  EXPECT_NE(d.find("total parameters: 61706"), std::string::npos) << d;
+  EXPECT_THROW(build("{name: bert, preset: huge}"), ConfigError);
+  EXPECT_THROW(build("{name: bert, hidden: 100, heads: 3}"), ConfigError);
+  EXPECT_THROW(build("{name: resnet50, label_smoothing: 1.5}"), ConfigError);
+  EXPECT_THROW(build("{name: lenet5, num_clases: 10}"), ConfigError);  // typo caught by finish()
+  try {
+    models().get("resnet51", "config x.yaml: model.name (line 2, column 9)");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("did you mean 'resnet50'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Layers, AttentionIgnoresPaddedKeys) {
+  Generator g(4), d(5);
+  MultiHeadAttention att(8, 2, 0.f, g);
+  Tensor x = Tensor::randn({1, 4, 8}, g);
+  Tensor mask = Tensor::from_vector<int64_t>({1, 1, 0, 0}, {1, 4});
+  auto y1 = att.forward(Variable(x), mask, d).value().to_vector<float>();
+  // Changing the padded positions must not change the outputs at the real positions.
+  Tensor x2 = x.clone();
+  for (int i = 16; i < 32; ++i) x2.data<float>()[i] += 5.f;
+  auto y2 = att.forward(Variable(x2), mask, d).value().to_vector<float>();
+  for (int i = 0; i < 16; ++i) EXPECT_NEAR(y1[i], y2[i], 1e-5) << i;
+}
+
+}  // namespace
+}  // namespace ada::nn
