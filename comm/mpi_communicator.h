@@ -24,19 +24,19 @@ class MpiCommunicator : public Communicator {
   int local_rank() const override { return local_rank_; }
   int local_size() const override { return local_size_; }
 
-  void allreduce(Tensor& t, ReduceOp op) override;
-  void allreduce(double* data, int64_t count, ReduceOp op) override;
+  void allreduce(Tensor& t, ReduceOp op = ReduceOp::sum) override;
+  void allreduce(double* data, int64_t count, ReduceOp op = ReduceOp::sum) override;
   void broadcast(Tensor& t, int root) override;
   void allgather(const Tensor& in, Tensor& out) override;
   void allgather(const double* in, int64_t count, double* out) override;
   void reduce_scatter(const Tensor& in, Tensor& out) override;
-  void send(const Tensor& t, int peer, int tag) override;
-  void recv(Tensor& t, int peer, int tag) override;
-  void sendrecv(const Tensor& out, int to, Tensor& in, int from, int tag) override;
+  void send(const Tensor& t, int peer, int tag = 0) override;
+  void recv(Tensor& t, int peer, int tag = 0) override;
+  void sendrecv(const Tensor& out, int to, Tensor& in, int from, int tag = 0) override;
   void barrier() override;
   std::unique_ptr<Communicator> split(int color, int key) override;
 
-  WorkHandle allreduce_async(Tensor& t, ReduceOp op) override;
+  WorkHandle allreduce_async(Tensor& t, ReduceOp op = ReduceOp::sum) override;
   WorkHandle broadcast_async(Tensor& t, int root) override;
   WorkHandle run_async(std::function<void()> op) override;
 

@@ -137,4 +137,23 @@ Tensor embedding_forward(const Tensor& weight, const Tensor& ids);
 // Scatter-adds dy [ids..., D] into dweight [V, D] (which must be allocated).
 void embedding_backward(const Tensor& dy, const Tensor& ids, Tensor& dweight);
 
+// ---- optimizer updates (one fused pass each; all operands f32 and of one shape) ----------------
+// The Adam family's element-wise work, fused so that the bandwidth-bound update reads and writes
+// each tensor once. With g' = g + l2*w (Adam's coupled L2 decay; 0 for AdamW and LAMB):
+//   m = beta1*m + (1-beta1)*g';   v = beta2*v + (1-beta2)*g'*g';
+//   d = sqrt(v) / sqrt(1 - beta2^t) + eps        (PyTorch's order: eps after the corrected sqrt)
+// Constants are formed in double and applied in f32, in PyTorch's operation order.
+struct AdamArgs {
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  int64_t step = 1;  // t >= 1: how many updates this tensor has had, this one included
+  double l2 = 0.0;   // coupled decay added to the gradient
+};
+// w = (1 - lr*decoupled_decay)*w - (lr / (1 - beta1^t)) * m / d    (Adam: 0; AdamW: lambda)
+void adam_update_(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamArgs& a, double lr,
+                  double decoupled_decay);
+// u = (1 / (1 - beta1^t)) * m / d + decay*w; w is only read (LAMB's direction before its trust
+// ratio). u must be allocated.
+void adam_direction_(Tensor& u, const Tensor& w, const Tensor& g, Tensor& m, Tensor& v,
+                     const AdamArgs& a, double decay);
+
 }  // namespace ada::ops

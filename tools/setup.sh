@@ -3,15 +3,17 @@
 # Idempotent: a second run installs nothing. Runs `apt-get update` at most once.
 #   tools/setup.sh            build + test dependencies
 #   tools/setup.sh --bench    also PyTorch (python3-torch) for the benchmark twins and golden files
+#   tools/setup.sh --train    also matplotlib, for the plots tools/train.sh draws
 set -euo pipefail
 
 packages=(cmake g++ make ccache libeigen3-dev libyaml-cpp-dev libspdlog-dev libopenmpi-dev
-          openmpi-bin libgtest-dev zlib1g-dev)
+          openmpi-bin libgtest-dev zlib1g-dev libjpeg62-turbo-dev)
 for arg in "$@"; do
   case "$arg" in
     --bench) packages+=(python3-torch python3-numpy libopenblas0-openmp) ;;
+    --train) packages+=(python3-matplotlib) ;;
     -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
-    *) echo "setup.sh: unknown option '$arg' (known: --bench)" >&2; exit 2 ;;
+    *) echo "setup.sh: unknown option '$arg' (known: --bench, --train)" >&2; exit 2 ;;
   esac
 done
 

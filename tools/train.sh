@@ -1,23 +1,41 @@
 #!/usr/bin/env bash
-# The main command: train a model from a YAML config on RANKS MPI ranks.
-#   tools/train.sh [CONFIG] [RANKS]     (default: configs/mnist_lenet_adasum.yaml on 4 ranks)
-# The trainer does not exist yet: the foundation (tensor, autograd, CPU kernels) is in place;
-# models, reducers, data and the trainer are the next issues. Until then this script says so.
+# The main command: installs what is missing, fetches the data the config needs, builds, trains
+# on RANKS MPI ranks, then prints the test accuracy and where the metrics and the plot are.
+#   tools/train.sh [CONFIG] [RANKS] [--set key=value ...]
+#   (default: configs/mnist_lenet_adasum.yaml on 4 ranks; output in runs/<config>-np<RANKS>)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 config=${1:-configs/mnist_lenet_adasum.yaml}
 ranks=${2:-4}
-if [ ! -x build/bin/trainer ] && ! grep -q 'add_executable(trainer' apps/CMakeLists.txt; then
-  cat >&2 <<MSG
-train.sh: the trainer is not built yet in this version of Adatrain (asked: $config on $ranks ranks).
-What works today: tools/test.sh (builds the core library and runs its tests) and
-build/bin/bench_ops (GEMM and ResNet-50 convolution throughput against PyTorch).
-MSG
-  exit 2
-fi
-bash tools/setup.sh
+shift $(( $# > 2 ? 2 : $# ))
+[ -f "$config" ] || { echo "train.sh: config '$config' not found (see configs/)" >&2; exit 2; }
+[[ "$ranks" =~ ^[1-9][0-9]*$ ]] || { echo "train.sh: RANKS must be a positive integer, got '$ranks'" >&2; exit 2; }
+
+bash tools/setup.sh --train
+# The data the config names (data.name), fetched and verified once.
+data_name=$(awk '/^data:/{d=1; next} /^[^ #]/{d=0} d && $1=="name:"{print $2; exit}' "$config")
+case "$data_name" in
+  mnist) bash tools/fetch_data.sh mnist ;;
+  fashion_mnist) bash tools/fetch_data.sh fashion-mnist ;;
+  mlm) bash tools/fetch_data.sh bert-vocab corpus ;;
+esac
+
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j "$(nproc)" --target trainer
+cmake --build build -j "$(nproc)" --target trainer prepare_mlm
+if [ "$data_name" = mlm ] && [ ! -d data/mlm ]; then
+  echo "train.sh: tokenising the corpus into data/mlm"
+  build/bin/prepare_mlm --vocab data/bert/vocab.txt --out data/mlm data/corpus
+fi
+
+run=runs/$(basename "$config" .yaml)-np$ranks
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-exec mpirun -np "$ranks" --oversubscribe --mca mpi_yield_when_idle 1 --bind-to none \
-  build/bin/trainer --config "$config"
+mpirun -np "$ranks" --oversubscribe --mca mpi_yield_when_idle 1 --bind-to none \
+  build/bin/trainer --config "$config" --set output.dir="$run" "$@"
+
+/usr/bin/python3 tools/compare.py "$run" -o "$run/curves.png" >/dev/null
+echo
+echo "train.sh: run folder      $run"
+echo "train.sh: metrics         $run/metrics.jsonl (summary: $run/summary.json)"
+echo "train.sh: plot            $run/curves.png"
+echo "train.sh: compare reducers: /usr/bin/python3 tools/compare.py runs/* -o compare.png"
+/usr/bin/python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print("train.sh: final test accuracy %.2f%%" % (100*s["eval_top1"]) if "eval_top1" in s else ("train.sh: final MLM accuracy %.2f%%" % (100*s["eval_mlm_accuracy"]) if "eval_mlm_accuracy" in s else "train.sh: no evaluation in this config"))' "$run/summary.json"

@@ -114,8 +114,9 @@ TEST(Models, BertRunsWithPaddingAndNsp) {
   EXPECT_NEAR(out.loss.value().item(), std::log(50.0) + std::log(2.0), 1.0);  // near-uniform at init
   backward(out.loss);
   // The word embedding gets gradient from the input and from the tied decoder.
-  for (auto& p : m->parameters())
+  for (auto& p : m->parameters()) {
     if (p.name == "embeddings.word_embeddings.weight") EXPECT_GT(ops::norm2_sq(p.var.grad()), 0.0);
+  }
 }
 
 TEST(Modules, StateRoundTripAndErrors) {

@@ -1,10 +1,8 @@
-// GEMM on Eigen (AVX-512 GEBP kernels with -march=native), on the shared OpenMP pool.
+// GEMM on our packed SGEMM (core/backend/cpu/sgemm.h), on the shared OpenMP pool.
 // Batched GEMM parallelises over the batch when it has at least as many entries as threads
 // (each product then runs single-threaded), otherwise each product uses all threads.
-#include <Eigen/Core>
-
 #include "core/backend/cpu/cpu_common.h"
-#include "core/backend/cpu/eigen_map.h"
+#include "core/backend/cpu/sgemm.h"
 #include "core/ops.h"
 
 namespace ada::ops {
@@ -24,31 +22,10 @@ GemmDims gemm_dims(const char* op, const Shape& a, const Shape& b, bool ta, bool
   return {m, n, ka};
 }
 
-// c[m,n] = alpha * op(a) op(b) + beta * c on raw row-major pointers.
+// c[m,n] = alpha * op(a) op(b) + beta * c on raw, densely packed row-major pointers.
 void gemm_raw(const float* a, const float* b, float* c, const GemmDims& d, bool ta, bool tb,
               float alpha, float beta) {
-  using cpu::ConstMatMap;
-  using cpu::MatMap;
-  MatMap C(c, d.m, d.n);
-  if (d.m == 0 || d.n == 0) return;
-  if (d.k == 0) {
-    if (beta == 0.f) C.setZero(); else C *= beta;
-    return;
-  }
-  ConstMatMap A(a, ta ? d.k : d.m, ta ? d.m : d.k);
-  ConstMatMap B(b, tb ? d.n : d.k, tb ? d.k : d.n);
-  auto run = [&](const auto& opa, const auto& opb) {
-    if (beta == 0.f) {
-      C.noalias() = alpha * (opa * opb);
-    } else {
-      if (beta != 1.f) C *= beta;
-      C.noalias() += alpha * (opa * opb);
-    }
-  };
-  if (!ta && !tb) run(A, B);
-  else if (ta && !tb) run(A.transpose(), B);
-  else if (!ta && tb) run(A, B.transpose());
-  else run(A.transpose(), B.transpose());
+  cpu::sgemm(ta, tb, d.m, d.n, d.k, alpha, a, ta ? d.m : d.k, b, tb ? d.k : d.n, beta, c, d.n);
 }
 
 }  // namespace

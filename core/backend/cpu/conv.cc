@@ -6,12 +6,13 @@
 // Fast paths: 1x1 stride-1 unpadded convolutions skip im2col entirely; im2col/col2im compute
 // each kernel tap's valid output range once, so the inner loops have no bounds tests and
 // unit-stride rows are plain copies (3x3 and 7x7/2 stems take these paths).
+// The products run on cpu::sgemm, which goes single-threaded inside a parallel region.
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "core/backend/cpu/cpu_common.h"
-#include "core/backend/cpu/eigen_map.h"
+#include "core/backend/cpu/sgemm.h"
 #include "core/ops.h"
 
 namespace ada::ops {
@@ -173,12 +174,14 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& prm)
   float* yp = y.data<float>();
   const Plan plan = make_plan(g);
   const int64_t chw = g.c * g.h * g.w, kpq = g.k * g.pq();
-  cpu::ConstMatMap W(wp, g.k, g.crs());
+  // y[k, cols] = W[k, crs] * col[crs, cols], row-major with leading dimension cols.
+  auto w_times = [&](const float* col, int64_t cols, float* out) {
+    cpu::sgemm(false, false, g.k, cols, g.crs(), 1.f, wp, g.crs(), col, cols, 0.f, out, cols);
+  };
   run_groups(plan, [&](int64_t gi) {
     const int64_t n0 = gi * plan.group, gn = std::min(plan.group, g.n - n0);
     if (gn == 1 && g.pointwise()) {
-      cpu::MatMap(yp + n0 * kpq, g.k, g.pq()).noalias() =
-          W * cpu::ConstMatMap(xp + n0 * chw, g.c, g.pq());
+      w_times(xp + n0 * chw, g.pq(), yp + n0 * kpq);
       return;
     }
     const int64_t ld = gn * g.pq();
@@ -194,11 +197,11 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& prm)
       }
     }
     if (gn == 1) {
-      cpu::MatMap(yp + n0 * kpq, g.k, g.pq()).noalias() = W * cpu::ConstMatMap(col.data(), g.crs(), ld);
+      w_times(col.data(), ld, yp + n0 * kpq);
       return;
     }
     std::vector<float> tmp(static_cast<size_t>(g.k * ld));
-    cpu::MatMap(tmp.data(), g.k, ld).noalias() = W * cpu::ConstMatMap(col.data(), g.crs(), ld);
+    w_times(col.data(), ld, tmp.data());
     for (int64_t j = 0; j < gn; ++j)
       for (int64_t k = 0; k < g.k; ++k)
         std::memcpy(yp + (n0 + j) * kpq + k * g.pq(), tmp.data() + k * ld + j * g.pq(),
@@ -221,12 +224,14 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
   float* dxp = dx.data<float>();
   const Plan plan = make_plan(g);
   const int64_t chw = g.c * g.h * g.w, kpq = g.k * g.pq();
-  cpu::ConstMatMap W(wp, g.k, g.crs());
+  // col[crs, cols] = W^T * dy[k, cols], row-major with leading dimension cols.
+  auto wt_times = [&](const float* dyc, int64_t cols, float* out) {
+    cpu::sgemm(true, false, g.crs(), cols, g.k, 1.f, wp, g.crs(), dyc, cols, 0.f, out, cols);
+  };
   run_groups(plan, [&](int64_t gi) {
     const int64_t n0 = gi * plan.group, gn = std::min(plan.group, g.n - n0);
     if (gn == 1 && g.pointwise()) {
-      cpu::MatMap(dxp + n0 * chw, g.c, g.pq()).noalias() =
-          W.transpose() * cpu::ConstMatMap(gp + n0 * kpq, g.k, g.pq());
+      wt_times(gp + n0 * kpq, g.pq(), dxp + n0 * chw);
       return;
     }
     const int64_t ld = gn * g.pq();
@@ -236,8 +241,7 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
         std::memcpy(dyg.data() + k * ld + j * g.pq(), gp + (n0 + j) * kpq + k * g.pq(),
                     sizeof(float) * g.pq());
     std::vector<float> col(static_cast<size_t>(g.crs() * ld));
-    cpu::MatMap(col.data(), g.crs(), ld).noalias() =
-        W.transpose() * cpu::ConstMatMap(dyg.data(), g.k, ld);
+    wt_times(dyg.data(), ld, col.data());
     for (int64_t j = 0; j < gn; ++j) {
       float* dxj = dxp + (n0 + j) * chw;
       if (g.pointwise()) {
@@ -269,11 +273,14 @@ Tensor conv2d_backward_filter(const Tensor& dy, const Tensor& x, const Shape& w_
   std::vector<std::vector<float>> acc(static_cast<size_t>(slots));
   auto body = [&](int64_t gi, std::vector<float>& a) {
     if (a.empty()) a.assign(static_cast<size_t>(g.k * g.crs()), 0.f);
-    cpu::MatMap A(a.data(), g.k, g.crs());
+    // a[k, crs] += dy[k, cols] * col[crs, cols]^T, both with leading dimension cols.
+    auto accumulate = [&](const float* dyc, const float* col, int64_t cols) {
+      cpu::sgemm(false, true, g.k, g.crs(), cols, 1.f, dyc, cols, col, cols, 1.f, a.data(),
+                 g.crs());
+    };
     const int64_t n0 = gi * plan.group, gn = std::min(plan.group, g.n - n0);
     if (gn == 1 && g.pointwise()) {
-      A.noalias() += cpu::ConstMatMap(gp + n0 * kpq, g.k, g.pq()) *
-                     cpu::ConstMatMap(xp + n0 * chw, g.c, g.pq()).transpose();
+      accumulate(gp + n0 * kpq, xp + n0 * chw, g.pq());
       return;
     }
     const int64_t ld = gn * g.pq();
@@ -291,8 +298,7 @@ Tensor conv2d_backward_filter(const Tensor& dy, const Tensor& x, const Shape& w_
         im2col(xp + (n0 + j) * chw, g, col.data() + j * g.pq(), ld);
       }
     }
-    A.noalias() += cpu::ConstMatMap(dyg.data(), g.k, ld) *
-                   cpu::ConstMatMap(col.data(), g.crs(), ld).transpose();
+    accumulate(dyg.data(), col.data(), ld);
   };
   if (plan.parallel) {
     parallel_for(0, slots, 1, [&](int64_t b, int64_t e) {

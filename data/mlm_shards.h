@@ -1,0 +1,151 @@
+// MLM shards: a tokenised text corpus on disk, as binary files that are memory-mapped when read.
+// A shard holds documents; a document holds segments (one input line each: BERT's "sentences");
+// a segment holds token ids. MlmShardWriter writes one shard atomically, MlmShard maps and
+// validates one, MlmCorpus numbers the documents and segments of several shards globally.
+//
+// File format, version 1 (all integers little-endian; the reader needs a little-endian host):
+//   offset size  field
+//   0      8     magic "ADAMLMSH"
+//   8      4     u32 version (1)
+//   12     4     u32 header bytes (128)
+//   16     4     u32 bytes per token id: 2 (vocab_size <= 65536) or 4
+//   20     4     u32 vocab_size
+//   24     8     u64 vocab_hash: FNV-1a 64 of the vocabulary's tokens, each followed by '\n'
+//   32     20    i32 ids of [PAD] [UNK] [CLS] [SEP] [MASK] (-1: absent)
+//   52     4     u32 reserved (0)
+//   56     8     u64 D = documents, 64: u64 S = segments, 72: u64 T = tokens
+//   80     8     u64 offset of the document index: u64[D + 1], first segment of each document
+//   88     8     u64 offset of the segment index: u64[S + 1], first token of each segment
+//   96     8     u64 offset of the tokens: T ids of 2 or 4 bytes
+//   104    8     u64 file bytes
+//   112    8     u64 FNV-1a 64 of bytes [128, file bytes) (checked by verify(), not by open)
+//   120    8     u64 FNV-1a 64 of bytes [0, 120)
+// The index arrays follow the header back to back (8-byte aligned), then the tokens; both index
+// arrays start at 0, never decrease and end at S and T. Documents and segments are never empty.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/tokenizer.h"
+
+namespace ada::data {
+
+// What token ids in a shard mean: the vocabulary they index.
+struct MlmVocabInfo {
+  uint32_t vocab_size = 0;
+  uint64_t vocab_hash = 0;
+  SpecialIds special;
+
+  static MlmVocabInfo of(const Tokenizer& tok);
+  bool operator==(const MlmVocabInfo& o) const;
+};
+
+class MlmShardWriter {
+ public:
+  // Nothing touches the disk before finish(). ConfigError on a vocabulary size of 0.
+  MlmShardWriter(std::string path, MlmVocabInfo vocab);
+  // Appends one segment to the current document (an empty one is ignored). InternalError on an
+  // id outside [0, vocab_size).
+  void add_segment(const std::vector<int32_t>& ids);
+  // Closes the current document (nothing happens if it has no segments).
+  void end_document();
+  // Ends the open document and writes the file: to PATH.tmp.PID, flushed and fsync'ed, then
+  // renamed onto PATH, so PATH is either the old file or the complete new one. IoError on failure.
+  void finish();
+
+  uint64_t num_documents() const { return doc_index_.size() - 1; }
+  uint64_t num_segments() const { return seg_index_.size() - 1; }
+  uint64_t num_tokens() const { return tokens_.size(); }
+
+ private:
+  std::string path_;
+  MlmVocabInfo vocab_;
+  std::vector<uint64_t> doc_index_{0};
+  std::vector<uint64_t> seg_index_{0};
+  std::vector<int32_t> tokens_;
+  bool finished_ = false;
+};
+
+class MlmShard {
+ public:
+  // Maps `path` and validates the header and the index arrays. IoError naming the file if it is
+  // missing, not a shard (magic), of another version, truncated or inconsistent.
+  static std::shared_ptr<const MlmShard> open(const std::string& path);
+  ~MlmShard();
+  MlmShard(const MlmShard&) = delete;
+  MlmShard& operator=(const MlmShard&) = delete;
+
+  const std::string& path() const { return path_; }
+  const MlmVocabInfo& vocab() const { return vocab_; }
+  uint64_t num_documents() const { return num_docs_; }
+  uint64_t num_segments() const { return num_segs_; }
+  uint64_t num_tokens() const { return num_tokens_; }
+  // Document d holds segments [doc_begin(d), doc_begin(d + 1)); segment s holds tokens
+  // [seg_begin(s), seg_begin(s + 1)). d <= D and s <= S (the end entries are valid).
+  uint64_t doc_begin(uint64_t d) const { return doc_index_[d]; }
+  uint64_t seg_begin(uint64_t s) const { return seg_index_[s]; }
+  // The document that holds segment s.
+  uint64_t document_of_segment(uint64_t s) const;
+  int32_t token(uint64_t i) const {
+    return wide_ ? static_cast<const int32_t*>(tokens_)[i]
+                 : static_cast<int32_t>(static_cast<const uint16_t*>(tokens_)[i]);
+  }
+  // Copies tokens [begin, end) to out.
+  void copy_tokens(uint64_t begin, uint64_t end, int32_t* out) const;
+  // Reads the whole file: payload checksum and every id < vocab_size. IoError naming the file.
+  void verify() const;
+
+ private:
+  MlmShard() = default;
+  std::string path_;
+  void* map_ = nullptr;
+  size_t map_bytes_ = 0;
+  MlmVocabInfo vocab_;
+  uint64_t num_docs_ = 0, num_segs_ = 0, num_tokens_ = 0;
+  const uint64_t* doc_index_ = nullptr;
+  const uint64_t* seg_index_ = nullptr;
+  const void* tokens_ = nullptr;
+  bool wide_ = false;
+  uint64_t payload_hash_ = 0;
+};
+
+// Several shards as one corpus: documents and segments numbered across shards in the order the
+// shards are given. All shards must share one vocabulary (size, hash and special ids).
+class MlmCorpus {
+ public:
+  // Each path is a shard file or a folder, whose *.mlm files are taken in name order. IoError if
+  // a path does not exist, a folder holds no shard, a shard is bad, or vocabularies differ.
+  static MlmCorpus open(const std::vector<std::string>& paths);
+  explicit MlmCorpus(std::vector<std::shared_ptr<const MlmShard>> shards);
+
+  const std::vector<std::shared_ptr<const MlmShard>>& shards() const { return shards_; }
+  const MlmVocabInfo& vocab() const { return shards_.front()->vocab(); }
+  uint64_t num_documents() const { return doc_start_.back(); }
+  uint64_t num_segments() const { return seg_start_.back(); }
+  uint64_t num_tokens() const { return tok_start_.back(); }
+  // Global numbering: shard k holds documents [doc_start(k), doc_start(k + 1)), likewise for
+  // segments and tokens.
+  uint64_t doc_start(size_t k) const { return doc_start_[k]; }
+  uint64_t seg_start(size_t k) const { return seg_start_[k]; }
+  // The shard holding global segment s, and s's index inside it.
+  size_t shard_of_segment(uint64_t s, uint64_t* local) const;
+  size_t shard_of_document(uint64_t d, uint64_t* local) const;
+  // Global segment range of global document d.
+  uint64_t doc_first_segment(uint64_t d) const;
+  uint64_t doc_end_segment(uint64_t d) const;
+  uint64_t document_of_segment(uint64_t s) const;
+  // Tokens of global segment s.
+  uint64_t segment_length(uint64_t s) const;
+  void copy_segment(uint64_t s, uint64_t from, uint64_t count, int32_t* out) const;
+  // "3 shards (data/mlm): 233 documents, 91,000 segments, 2,100,000 tokens".
+  std::string describe() const;
+
+ private:
+  std::vector<std::shared_ptr<const MlmShard>> shards_;
+  std::vector<uint64_t> doc_start_{0}, seg_start_{0}, tok_start_{0};
+};
+
+}  // namespace ada::data

@@ -1,0 +1,82 @@
+#include "data/mnist_dataset.h"
+
+#include <cstring>
+#include <filesystem>
+
+#include "core/error.h"
+#include "data/idx.h"
+
+namespace ada::data {
+
+MnistDataset::MnistDataset(const std::string& images_path, const std::string& labels_path,
+                           MnistOptions options)
+    : images_path_(images_path), opt_(options) {
+  ADA_CHECK_ARG(opt_.std > 0.f, ConfigError)
+      << "MNIST dataset '" << images_path << "': normalisation std " << opt_.std << " must be > 0";
+  IdxArray images = read_idx(images_path);
+  IdxArray labels = read_idx(labels_path);
+  if (images.dims.size() != 3)
+    ADA_THROW(IoError)
+        << "IDX file '" << images_path << "': rank " << images.dims.size()
+        << "; an images file has rank 3 (count, height, width) — is it a labels file?";
+  if (labels.dims.size() != 1)
+    ADA_THROW(IoError) << "IDX file '" << labels_path << "': rank " << labels.dims.size()
+                       << "; a labels file has rank 1 (count) — is it an images file?";
+  if (images.dims[0] != labels.dims[0])
+    ADA_THROW(IoError) << "MNIST files disagree: '" << images_path << "' has " << images.dims[0]
+                       << " images but '" << labels_path << "' has " << labels.dims[0]
+                       << " labels; they must come from the same split";
+  count_ = images.dims[0];
+  height_ = images.dims[1];
+  width_ = images.dims[2];
+  pixels_ = std::move(images.data);
+  labels_ = std::move(labels.data);
+  for (int v = 0; v < 256; ++v) lut_[v] = (static_cast<float>(v) / 255.f - opt_.mean) / opt_.std;
+}
+
+std::shared_ptr<MnistDataset> MnistDataset::open(const std::string& dir, const std::string& split,
+                                                 MnistOptions options) {
+  std::string prefix;
+  if (split == "train")
+    prefix = "train";
+  else if (split == "test" || split == "t10k")
+    prefix = "t10k";
+  else
+    ADA_THROW(ConfigError) << "MNIST split '" << split << "' unknown; known: test, train";
+  namespace fs = std::filesystem;
+  auto find = [&](const std::string& stem) {
+    for (const std::string& name : {stem, stem + ".gz"}) {
+      fs::path p = fs::path(dir) / name;
+      if (fs::exists(p)) return p.string();
+    }
+    ADA_THROW(IoError) << "MNIST: neither '" << (fs::path(dir) / stem).string() << "' nor '"
+                       << (fs::path(dir) / (stem + ".gz")).string()
+                       << "' exists; run tools/fetch_data.sh mnist (or fashion-mnist) or point "
+                          "the data path at a folder holding the IDX files";
+  };
+  std::string images = find(prefix + "-images-idx3-ubyte");
+  std::string labels = find(prefix + "-labels-idx1-ubyte");
+  return std::make_shared<MnistDataset>(images, labels, options);
+}
+
+std::string MnistDataset::describe() const {
+  return "IDX images '" + images_path_ + "' (" + std::to_string(count_) + " examples)";
+}
+
+Example MnistDataset::get(int64_t index, int64_t /*epoch*/) const {
+  ADA_CHECK_ARG(index >= 0 && index < count_, ConfigError)
+      << describe() << ": index " << index << " outside [0, " << count_ << ")";
+  const int64_t n = height_ * width_;
+  Tensor image = Tensor::empty({1, height_, width_});
+  float* dst = image.data<float>();
+  const uint8_t* src = pixels_.data() + index * n;
+  for (int64_t i = 0; i < n; ++i) dst[i] = lut_[src[i]];
+  Tensor label = Tensor::empty({}, DType::i64);
+  *label.data<int64_t>() = labels_[static_cast<size_t>(index)];
+  Example ex;
+  ex.set("image", std::move(image));
+  ex.set("label", std::move(label));
+  return ex;
+}
+
+}  // namespace ada::data

@@ -1,0 +1,97 @@
+#include "data/synthetic_dataset.h"
+
+#include <set>
+
+#include "core/error.h"
+#include "core/random.h"
+
+namespace ada::data {
+
+SyntheticDataset::SyntheticDataset(int64_t size, std::vector<SyntheticField> fields, uint64_t seed)
+    : size_(size), fields_(std::move(fields)), seed_(seed) {
+  ADA_CHECK_ARG(size_ >= 0, ConfigError) << "synthetic dataset: negative size " << size_;
+  ADA_CHECK_ARG(!fields_.empty(), ConfigError) << "synthetic dataset: no fields given";
+  std::set<std::string> names;
+  for (const auto& f : fields_) {
+    ADA_CHECK_ARG(names.insert(f.name).second, ConfigError)
+        << "synthetic dataset: field '" << f.name << "' given twice";
+    ADA_CHECK_ARG(f.dtype == DType::f32 || f.dtype == DType::i32 || f.dtype == DType::i64,
+                  ConfigError)
+        << "synthetic dataset: field '" << f.name << "' has dtype " << dtype_name(f.dtype)
+        << "; supported: f32, i32, i64";
+    ADA_CHECK_ARG(f.dtype == DType::f32 || f.high > f.low, ConfigError)
+        << "synthetic dataset: field '" << f.name << "' has the empty range [" << f.low << ", "
+        << f.high << ")";
+    ADA_CHECK_ARG(f.keep_prob >= 0.0 && f.keep_prob <= 1.0, ConfigError)
+        << "synthetic dataset: field '" << f.name << "' has keep_prob " << f.keep_prob
+        << " outside [0, 1]";
+    shape_numel(f.shape);  // rejects negative dims
+  }
+}
+
+std::shared_ptr<SyntheticDataset> SyntheticDataset::images(int64_t size, int64_t channels,
+                                                           int64_t height, int64_t width,
+                                                           int64_t num_classes, uint64_t seed) {
+  SyntheticField image{"image", {channels, height, width}, DType::f32};
+  SyntheticField label{"label", {}, DType::i64};
+  label.high = num_classes;
+  return std::make_shared<SyntheticDataset>(size, std::vector<SyntheticField>{image, label}, seed);
+}
+
+std::shared_ptr<SyntheticDataset> SyntheticDataset::tokens(int64_t size, int64_t seq_len,
+                                                           int64_t vocab_size, uint64_t seed) {
+  SyntheticField ids{"input_ids", {seq_len}, DType::i64};
+  ids.high = vocab_size;
+  SyntheticField seg{"segment_ids", {seq_len}, DType::i64};
+  seg.high = 2;
+  SyntheticField mask{"attention_mask", {seq_len}, DType::i64};
+  mask.low = 1;
+  mask.high = 2;
+  SyntheticField labels{"labels", {seq_len}, DType::i64};
+  labels.high = vocab_size;
+  labels.keep_prob = 0.15;
+  labels.drop_value = -100;
+  return std::make_shared<SyntheticDataset>(
+      size, std::vector<SyntheticField>{ids, seg, mask, labels}, seed);
+}
+
+std::string SyntheticDataset::describe() const {
+  std::string s = "synthetic dataset (" + std::to_string(size_) + " examples:";
+  for (const auto& f : fields_) s += " " + f.name + " " + dtype_name(f.dtype) + shape_str(f.shape);
+  return s + ")";
+}
+
+Example SyntheticDataset::get(int64_t index, int64_t /*epoch*/) const {
+  ADA_CHECK_ARG(index >= 0 && index < size_, ConfigError)
+      << "synthetic dataset: index " << index << " outside [0, " << size_ << ")";
+  Example ex;
+  for (size_t fi = 0; fi < fields_.size(); ++fi) {
+    const SyntheticField& f = fields_[fi];
+    // Data does not depend on the epoch: a fixed stream per (seed, field), counters per index.
+    const Generator g = example_generator(seed_ + 0x1000003ull * fi, 0, index);
+    Tensor t = Tensor::empty(f.shape, f.dtype);
+    const int64_t n = t.numel();
+    if (f.dtype == DType::f32) {
+      float* p = t.data<float>();
+      for (int64_t i = 0; i < n; ++i)
+        p[i] =
+            static_cast<float>(f.mean + f.stddev * Generator::normal_at(g.seed(), g.offset(), i));
+    } else {
+      const auto range = static_cast<uint64_t>(f.high - f.low);
+      for (int64_t i = 0; i < n; ++i) {
+        auto r = philox4x32(g.offset() + i, 0x5E17E71Cull, g.seed());
+        uint64_t bits = (static_cast<uint64_t>(r[0]) << 32) | r[1];
+        auto v = f.low + static_cast<int64_t>((static_cast<unsigned __int128>(bits) * range) >> 64);
+        if (f.keep_prob < 1.0 && uint_to_unit(r[2]) >= f.keep_prob) v = f.drop_value;
+        if (f.dtype == DType::i64)
+          t.data<int64_t>()[i] = v;
+        else
+          t.data<int32_t>()[i] = static_cast<int32_t>(v);
+      }
+    }
+    ex.set(f.name, std::move(t));
+  }
+  return ex;
+}
+
+}  // namespace ada::data

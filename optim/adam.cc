@@ -1,0 +1,46 @@
+// Adam / AdamW: one fused pass per parameter (ops::adam_update_).
+#include "optim/adam.h"
+
+#include "core/ops.h"
+#include "optim/config_util.h"
+
+namespace ada::optim {
+
+using detail::above;
+using detail::at_least;
+using detail::get_checked;
+using detail::get_checked_or;
+using detail::unit_interval_open_top;
+
+AdamOptions AdamOptions::from_config(const Config& c, bool decoupled) {
+  AdamOptions o;
+  o.decoupled = decoupled;
+  o.lr = get_checked(c, "lr", above(0), "the single-worker learning rate, e.g. 1e-3");
+  o.beta1 = get_checked_or(c, "beta1", o.beta1, unit_interval_open_top(), "typical: 0.9");
+  o.beta2 = get_checked_or(c, "beta2", o.beta2, unit_interval_open_top(), "typical: 0.999");
+  o.eps = get_checked_or(c, "eps", o.eps, above(0), "typical: 1e-8 (1e-6 for BERT)");
+  o.weight_decay = get_checked_or(c, "weight_decay", decoupled ? 0.01 : 0.0, at_least(0),
+                                  decoupled ? "typical: 0.01" : "typical: 0 (use adamw to decay)");
+  return o;
+}
+
+Adam::Adam(const AdamOptions& o)
+    : Optimizer(o.decoupled ? "adamw" : "adam", o.lr, {"exp_avg", "exp_avg_sq"}), opt_(o) {
+  ADA_CHECK(o.lr > 0 && o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1 && o.eps > 0 &&
+            o.weight_decay >= 0)
+      << "invalid AdamOptions (AdamOptions::from_config checks them with messages)";
+}
+
+void Adam::update(const Param& p, const Tensor& grad, Slot& slot, float lr) {
+  Tensor w = p.var.value();  // shares storage: updates the parameter in place
+  const double wd = p.weight_decay ? opt_.weight_decay : 0.0;
+  ops::AdamArgs a;
+  a.beta1 = opt_.beta1;
+  a.beta2 = opt_.beta2;
+  a.eps = opt_.eps;
+  a.step = slot.step;
+  a.l2 = opt_.decoupled ? 0.0 : wd;
+  ops::adam_update_(w, grad, slot.buffers[0], slot.buffers[1], a, lr, opt_.decoupled ? wd : 0.0);
+}
+
+}  // namespace ada::optim

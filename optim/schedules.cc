@@ -1,0 +1,226 @@
+// The built-in LR schedules (warm-up in the base class, one small class per decay), their
+// registry, and the LR scaling rule.
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <sstream>
+
+#include "optim/config_util.h"
+#include "optim/schedule.h"
+
+namespace ada::optim {
+
+using detail::above;
+using detail::at_least;
+using detail::get_checked_or;
+using detail::Range;
+
+Schedule::Schedule(std::string name, double base_lr, Warmup warmup)
+    : name_(std::move(name)), base_lr_(base_lr), warmup_(warmup) {
+  ADA_CHECK(base_lr > 0 && warmup.steps >= 0 && warmup.start_factor >= 0 &&
+            warmup.start_factor <= 1)
+      << "schedule '" << name_ << "': base_lr " << base_lr << ", warm-up " << warmup.steps
+      << " steps from " << warmup.start_factor;
+}
+
+double Schedule::lr_at(int64_t step) const {
+  ADA_CHECK(step >= 0) << "schedule '" << name_ << "': lr_at(" << step << ")";
+  if (step < warmup_.steps) {
+    const double f0 = warmup_.start_factor;
+    return base_lr_ *
+           (f0 + (1.0 - f0) * static_cast<double>(step) / static_cast<double>(warmup_.steps));
+  }
+  return decay_at(step);
+}
+
+NamedTensors Schedule::state() const {
+  NamedTensors out;
+  out.metadata["schedule"] = name_;
+  out.tensors.emplace_back("step", Tensor::from_vector<int64_t>({step_}, {}));
+  return out;
+}
+
+void Schedule::load_state(const NamedTensors& state) {
+  const std::string src =
+      state.source.empty() ? std::string("schedule state") : "schedule state " + state.source;
+  ADA_CHECK_ARG(state.contains("step"), IoError)
+      << src << ": no 'step' entry; it was not written by Schedule::state()";
+  const Tensor& t = state.at("step");
+  ADA_CHECK_ARG(t.dtype() == DType::i64 && t.numel() == 1, IoError)
+      << src << ": 'step' must be one i64 value, got " << t.str();
+  const int64_t s = t.to_vector<int64_t>()[0];
+  ADA_CHECK_ARG(s >= 0, IoError) << src << ": 'step' is " << s << "; it must be >= 0";
+  step_ = s;
+}
+
+namespace {
+
+class ConstantSchedule : public Schedule {
+ public:
+  ConstantSchedule(double base, Warmup w) : Schedule("constant", base, w) {}
+
+ protected:
+  double decay_at(int64_t) const override { return base_lr(); }
+};
+
+class StepSchedule : public Schedule {
+ public:
+  StepSchedule(double base, Warmup w, std::vector<int64_t> milestones, double gamma)
+      : Schedule("step", base, w), milestones_(std::move(milestones)), gamma_(gamma) {}
+
+ protected:
+  double decay_at(int64_t step) const override {
+    const auto k = std::upper_bound(milestones_.begin(), milestones_.end(), step) -
+                   milestones_.begin();  // milestones <= step
+    return base_lr() * std::pow(gamma_, static_cast<double>(k));
+  }
+
+ private:
+  std::vector<int64_t> milestones_;
+  double gamma_;
+};
+
+// Polynomial, cosine and linear: a shape over p = (step − W)/(total − W) from base to end_lr.
+class AnnealSchedule : public Schedule {
+ public:
+  enum class Shape { polynomial, cosine };
+  AnnealSchedule(std::string name, double base, Warmup w, int64_t total, double end_lr, Shape shape,
+                 double power)
+      : Schedule(std::move(name), base, w),
+        total_(total),
+        end_(end_lr),
+        shape_(shape),
+        power_(power) {
+    ADA_CHECK(total > w.steps) << "total_steps " << total << " <= warmup_steps " << w.steps;
+  }
+
+ protected:
+  double decay_at(int64_t step) const override {
+    if (step >= total_) return end_;
+    const double w = static_cast<double>(warmup().steps);
+    const double p = (static_cast<double>(step) - w) / (static_cast<double>(total_) - w);
+    const double f = shape_ == Shape::cosine ? 0.5 * (1.0 + std::cos(std::numbers::pi * p))
+                                             : std::pow(1.0 - p, power_);
+    return end_ + (base_lr() - end_) * f;
+  }
+
+ private:
+  int64_t total_;
+  double end_;
+  Shape shape_;
+  double power_;
+};
+
+Warmup read_warmup(const Config& c) {
+  Warmup w;
+  const int64_t steps = c.get_or<int64_t>("warmup_steps", 0);
+  if (steps < 0)
+    throw ConfigError(c.where("warmup_steps") + ": warmup_steps must be >= 0, got " +
+                      std::to_string(steps) + "; 0 turns warm-up off");
+  w.steps = steps;
+  w.start_factor = get_checked_or(c, "warmup_start_factor", 0.0, Range{0.0, 1.0},
+                                  "the fraction of the base LR that step 0 runs at");
+  return w;
+}
+
+int64_t read_total_steps(const Config& c, const Warmup& w) {
+  const int64_t total = c.get<int64_t>("total_steps");
+  if (total <= w.steps)
+    throw ConfigError(c.where("total_steps") + ": total_steps must be > warmup_steps (" +
+                      std::to_string(w.steps) + "), got " + std::to_string(total) +
+                      "; it is the step at which the LR reaches end_lr");
+  return total;
+}
+
+double read_end_lr(const Config& c, double base) {
+  return get_checked_or(c, "end_lr", 0.0, Range{0.0, base},
+                        "the LR at total_steps, at most the base LR");
+}
+
+std::unique_ptr<Schedule> make_step(const Config& c, double base) {
+  const Warmup w = read_warmup(c);
+  const std::vector<int64_t> ms = c.get<std::vector<int64_t>>("milestones");
+  for (size_t i = 0; i < ms.size(); ++i) {
+    if (ms[i] < w.steps || ms[i] < 1 || (i > 0 && ms[i] <= ms[i - 1])) {
+      std::ostringstream os;
+      os << c.where("milestones") << ": milestones must be increasing absolute step numbers, "
+         << "each >= 1 and >= warmup_steps (" << w.steps << "); got " << ms[i] << " at position "
+         << i;
+      throw ConfigError(os.str());
+    }
+  }
+  const double gamma = get_checked_or(c, "gamma", 0.1, above(0), "typical: 0.1");
+  return std::make_unique<StepSchedule>(base, w, ms, gamma);
+}
+
+std::unique_ptr<Schedule> make_anneal(const Config& c, double base, const std::string& name) {
+  const Warmup w = read_warmup(c);
+  const int64_t total = read_total_steps(c, w);
+  const double end = read_end_lr(c, base);
+  if (name == "cosine")
+    return std::make_unique<AnnealSchedule>(name, base, w, total, end,
+                                            AnnealSchedule::Shape::cosine, 1.0);
+  double power = 1.0;
+  if (name == "polynomial")
+    power = get_checked_or(c, "power", 1.0, above(0), "typical: 1 (linear) or 0.5");
+  return std::make_unique<AnnealSchedule>(name, base, w, total, end,
+                                          AnnealSchedule::Shape::polynomial, power);
+}
+
+}  // namespace
+
+void register_builtin_schedules(ScheduleRegistry& r) {
+  r.add("constant", [](const Config& c, double base) {
+    return std::make_unique<ConstantSchedule>(base, read_warmup(c));
+  });
+  r.add("step", make_step);
+  r.add("polynomial", [](const Config& c, double b) { return make_anneal(c, b, "polynomial"); });
+  r.add("cosine", [](const Config& c, double b) { return make_anneal(c, b, "cosine"); });
+  r.add("linear", [](const Config& c, double b) { return make_anneal(c, b, "linear"); });
+}
+
+std::unique_ptr<Schedule> make_schedule(const ScheduleRegistry& registry, const Config& section,
+                                        double base_lr) {
+  const std::string name = section.get<std::string>("name");
+  const ScheduleFactory& f = registry.get(name, section.where("name"));
+  ADA_CHECK_ARG(base_lr > 0 && std::isfinite(base_lr), ConfigError)
+      << section.where() << ": the base LR must be a positive number, got " << base_lr;
+  return f(section, base_lr);
+}
+
+LrScaling read_lr_scaling(const Config& c) {
+  LrScaling s;
+  const std::string rule = c.get_or("lr_scaling", "linear");
+  if (rule == "linear") {
+    s.rule = LrScalingRule::linear;
+  } else if (rule == "sqrt") {
+    s.rule = LrScalingRule::sqrt;
+  } else if (rule == "none") {
+    s.rule = LrScalingRule::none;
+  } else {
+    throw ConfigError(c.where("lr_scaling") + ": unknown lr_scaling '" + rule +
+                      "'; known: linear, none, sqrt");
+  }
+  s.adasum_factor = get_checked_or(c, "adasum_lr_factor", 1.0, above(0),
+                                   "Horovod's guide suggests 2-2.5 for CPU Adasum");
+  return s;
+}
+
+double scaled_lr(double lr, const std::string& reducer, int world, const LrScaling& s) {
+  ADA_CHECK(world >= 1) << "scaled_lr: world " << world;
+  if (reducer == "adasum") return world > 1 ? lr * s.adasum_factor : lr;
+  if (reducer == "average" || reducer == "sum") {
+    switch (s.rule) {
+      case LrScalingRule::linear:
+        return lr * world;
+      case LrScalingRule::sqrt:
+        return lr * std::sqrt(static_cast<double>(world));
+      case LrScalingRule::none:
+        return lr;
+    }
+  }
+  throw ConfigError("scaled_lr: no LR scaling rule for reducer '" + reducer +
+                    "'; known: adasum, average, sum (add the new reducer's rule to scaled_lr)");
+}
+
+}  // namespace ada::optim

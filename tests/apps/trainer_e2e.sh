@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# End-to-end checks of build/bin/trainer under mpiexec (run by CTest; not a timing test):
+#   reducers  — short runs with sum, average and adasum on 2 ranks: the loss falls and the
+#               parameter checksums agree on every rank at every step (checksum_every: 1);
+#   resume    — a run interrupted at step 10 and resumed gives the same losses, bit for bit,
+#               as an unbroken run of 20 steps;
+#   overrides — --set changes a value (and a misspelt one is rejected);
+#   bad       — a table of bad configs and command lines, each with the message expected;
+#   smoke     — every config in configs/ runs 2 steps on synthetic data with small shapes.
+# usage: trainer_e2e.sh TRAINER SOURCE_DIR WORK_DIR CASE
+set -uo pipefail
+trainer=$1 src=$2 work=$3 case=$4
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+mpi() { local np=$1; shift; mpiexec -np "$np" --oversubscribe --mca mpi_yield_when_idle 1 --bind-to none "$@"; }
+fail() { echo "FAIL: $*"; exit 1; }
+rm -rf "$work/$case" && mkdir -p "$work/$case" && cd "$work/$case" || exit 1
+
+# A tiny LeNet run on synthetic MNIST-shaped data (64 examples: the model can fit them).
+cat > tiny.yaml <<'YAML'
+model: {name: lenet5}
+data: {name: synthetic, size: 64, eval_size: 16, workers: 1}
+optimizer: {name: sgd, lr: 0.05, momentum: 0.9}
+schedule: {name: constant}
+reducer: {name: average}
+train: {steps: 20, batch_per_rank: 8, log_every: 1, checksum_every: 1, eval_every: 10, seed: 3}
+checkpoint: {every: 10, keep: 5}
+YAML
+
+losses() { python3 -c 'import json,sys; print(" ".join("%.9g" % json.loads(l)["loss"] for l in open(sys.argv[1]) if "\"loss\"" in l))' "$1"; }
+
+case $case in
+reducers)
+  for red in sum average adasum; do
+    lr=0.02; [ $red = sum ] && lr=0.01  # sum hands SGD twice the mean gradient at 2 ranks
+    mpi 2 "$trainer" --config tiny.yaml --set reducer.name=$red --set train.steps=60 --set optimizer.lr=$lr --set output.dir=run_$red \
+      > log_$red.txt 2>&1 || { cat log_$red.txt; fail "$red run failed"; }
+    python3 - run_$red/metrics.jsonl "$red" <<'PY' || fail "$red: loss did not fall"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if '"loss"' in l]
+first = sum(r["loss"] for r in rows[:5]) / 5
+last = sum(r["loss"] for r in rows[-5:]) / 5
+print(f"{sys.argv[2]}: loss {first:.4f} -> {last:.4f}")
+sys.exit(0 if last < 0.8 * first else 1)
+PY
+  done
+  ;;
+resume)
+  mpi 2 "$trainer" --config tiny.yaml --set output.dir=full > full.txt 2>&1 || { cat full.txt; fail "full run"; }
+  mpi 2 "$trainer" --config tiny.yaml --set train.steps=10 --set output.dir=part > part1.txt 2>&1 || { cat part1.txt; fail "part 1"; }
+  mpi 2 "$trainer" --config tiny.yaml --set output.dir=part --resume auto > part2.txt 2>&1 || { cat part2.txt; fail "part 2"; }
+  grep -q "resumed from .*ckpt-00000010.json" part2.txt || { cat part2.txt; fail "did not say which checkpoint it resumed"; }
+  a=$(losses full/metrics.jsonl); b=$(losses part/metrics.jsonl)
+  [ "$a" = "$b" ] || fail "resumed losses differ:\n unbroken: $a\n resumed:  $b"
+  echo "resume: 20 losses identical"
+  ;;
+overrides)
+  mpi 1 "$trainer" --config tiny.yaml --set train.steps=3 --set optimizer.lr=0.01 --set output.dir=o > o.txt 2>&1 || { cat o.txt; fail "override run"; }
+  grep -q "lr: 0.01" o/config.yaml || fail "resolved config does not hold the override"
+  [ "$(grep -c '"loss"' o/metrics.jsonl)" = 3 ] || fail "--set train.steps=3 not applied"
+  echo "overrides: applied"
+  ;;
+bad)
+  printf 'model: {name: lenet5\n' > broken.yaml
+  sed 's/reducer: {name: average}/reducer: {name: adasumm}/' tiny.yaml > typo_reducer.yaml
+  sed 's/batch_per_rank: 8/batch_per_rnak: 8/' tiny.yaml > typo_key.yaml
+  sed 's/lr: 0.05/lr: fast/' tiny.yaml > bad_type.yaml
+  sed 's/lr: 0.05/lr: -1/' tiny.yaml > bad_value.yaml
+  sed 's/steps: 20/steps: 20, epochs: 2/' tiny.yaml > both.yaml
+  sed 's/name: synthetic, size: 64/name: mnist, path: nowhere/' tiny.yaml > no_data.yaml
+  status=0
+  check() {  # expected-substring, then the trainer arguments
+    local want=$1; shift
+    out=$(mpi 1 "$trainer" "$@" 2>&1); rc=$?
+    if [ $rc -eq 0 ] || ! grep -qF -- "$want" <<<"$out"; then
+      echo "FAIL: trainer $* (exit $rc) should say: $want"; echo "$out" | tail -5; status=1
+    else echo "ok: $want"; fi
+  }
+  check "--config FILE is required" --set a=1
+  check "unknown argument '--bogus'" --config tiny.yaml --bogus
+  check "cannot open" --config missing.yaml
+  check "broken.yaml" --config broken.yaml
+  check "unknown reducer 'adasumm'; known: adasum, average, sum" --config typo_reducer.yaml
+  check "did you mean 'batch_per_rank'" --config typo_key.yaml
+  check "optimizer.lr (line" --config bad_type.yaml
+  check "optimizer.lr" --config bad_value.yaml
+  check "set exactly one of train.epochs or train.steps" --config both.yaml
+  check "nowhere" --config no_data.yaml
+  check "needs a value" --config tiny.yaml --set
+  check "did you mean 'lr'" --config tiny.yaml --set optimizer.lrr=0.1
+  exit $status
+  ;;
+smoke)
+  status=0
+  for cfg in "$src"/configs/*.yaml; do
+    name=$(basename "$cfg" .yaml)
+    extra=(--set data.name=synthetic --set data.size=8 --set data.eval_size=4 --set train.epochs=0
+           --set train.steps=2 --set train.batch_per_rank=2 --set train.micro_batches=1
+           --set train.eval_every=2 --set train.max_eval_batches=1 --set output.dir=smoke_$name --set data.workers=0
+           --set schedule.warmup_steps=1)
+    case $name in
+      resnet50_*) extra+=(--set data.image_shape=[3,64,64]) ;;
+      bert_*) extra+=(--set data.seq_len=16 --set model.preset=tiny) ;;
+    esac
+    case $name in *phase2) extra+=(--set train.init_from=null) ;; esac
+    if out=$(mpi 2 "$trainer" --config "$cfg" "${extra[@]}" 2>&1); then echo "ok: $name"
+    else echo "FAIL: $name"; echo "$out" | tail -5; status=1; fi
+  done
+  exit $status
+  ;;
+*) fail "unknown case $case" ;;
+esac

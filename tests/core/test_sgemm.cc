@@ -1,0 +1,175 @@
+// cpu::sgemm against a naive double-accumulating reference: all transpose combinations, edge
+// sizes around the micro-tile (0, 1, MR-1, MR, MR+1, ...), leading dimensions wider than the
+// matrices (the padding must stay untouched), beta == 0 over NaN-filled C, 1-3 threads, shapes
+// that cross the KC/MC/NC block boundaries, and calls from inside a parallel region.
+// Tolerance: |got - want| <= 1e-5 * sqrt(max(k,1)) * (|alpha| sum_p |a_ip b_pj| + |beta c_ij|),
+// i.e. relative 1e-5 scaled by sqrt(k), relative to the magnitude of the terms summed.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/backend/cpu/sgemm.h"
+#include "core/parallel.h"
+
+namespace ada {
+namespace {
+
+constexpr float kPad = 12345.f;  // fills the padding columns of every buffer
+
+struct Operands {
+  bool ta, tb;
+  int64_t m, n, k, lda, ldb, ldc;
+  std::vector<float> a, b;
+  std::vector<double> prod, mag;  // exact-ish op(a) op(b) and sum |a||b|, m x n
+};
+
+// Random operands with leading dimensions wider than the rows by odd amounts.
+Operands make_operands(bool ta, bool tb, int64_t m, int64_t n, int64_t k, uint32_t seed) {
+  Operands o{ta, tb, m, n, k, 0, 0, 0, {}, {}, {}, {}};
+  const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k;
+  const int64_t b_rows = tb ? n : k, b_cols = tb ? k : n;
+  o.lda = a_cols + 3;
+  o.ldb = b_cols + 5;
+  o.ldc = n + 7;
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  o.a.assign(static_cast<size_t>(a_rows * o.lda), kPad);
+  o.b.assign(static_cast<size_t>(b_rows * o.ldb), kPad);
+  for (int64_t i = 0; i < a_rows; ++i)
+    for (int64_t j = 0; j < a_cols; ++j) o.a[i * o.lda + j] = u(gen);
+  for (int64_t i = 0; i < b_rows; ++i)
+    for (int64_t j = 0; j < b_cols; ++j) o.b[i * o.ldb + j] = u(gen);
+  o.prod.assign(static_cast<size_t>(m * n), 0.0);
+  o.mag.assign(static_cast<size_t>(m * n), 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0, g = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        double x = ta ? o.a[p * o.lda + i] : o.a[i * o.lda + p];
+        double y = tb ? o.b[j * o.ldb + p] : o.b[p * o.ldb + j];
+        s += x * y;
+        g += std::fabs(x * y);
+      }
+      o.prod[i * n + j] = s;
+      o.mag[i * n + j] = g;
+    }
+  return o;
+}
+
+// Runs sgemm once with (alpha, beta) on a fresh C and checks every element and the padding.
+// Returns the number of bad elements (reporting the first few).
+int check_once(const Operands& o, float alpha, float beta, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> c(static_cast<size_t>(std::max<int64_t>(o.m, 1) * o.ldc), kPad);
+  std::vector<float> c0(c.size(), 0.f);
+  for (int64_t i = 0; i < o.m; ++i)
+    for (int64_t j = 0; j < o.n; ++j) {
+      c0[i * o.ldc + j] = u(gen);
+      c[i * o.ldc + j] = beta == 0.f ? nan : c0[i * o.ldc + j];
+    }
+  cpu::sgemm(o.ta, o.tb, o.m, o.n, o.k, alpha, o.a.data(), o.lda, o.b.data(), o.ldb, beta,
+             c.data(), o.ldc);
+  const std::string what = "ta=" + std::to_string(o.ta) + " tb=" + std::to_string(o.tb) +
+                           " m=" + std::to_string(o.m) + " n=" + std::to_string(o.n) +
+                           " k=" + std::to_string(o.k) + " alpha=" + std::to_string(alpha) +
+                           " beta=" + std::to_string(beta) +
+                           " threads=" + std::to_string(num_threads());
+  const double tol = 1e-5 * std::sqrt(double(std::max<int64_t>(o.k, 1)));
+  int bad = 0;
+  for (int64_t i = 0; i < o.m; ++i)
+    for (int64_t j = 0; j < o.ldc; ++j) {
+      const float got = c[i * o.ldc + j];
+      if (j >= o.n) {
+        if (got != kPad && ++bad <= 3)
+          ADD_FAILURE() << what << ": padding C[" << i << "," << j << "] was overwritten: " << got;
+        continue;
+      }
+      const double cij = beta == 0.f ? 0.0 : double(c0[i * o.ldc + j]);
+      const double want = double(alpha) * o.prod[i * o.n + j] + double(beta) * cij;
+      const double scale = std::fabs(alpha) * o.mag[i * o.n + j] + std::fabs(beta * cij);
+      if (!(std::fabs(got - want) <= tol * scale + 1e-30) && ++bad <= 3)
+        ADD_FAILURE() << what << ": C[" << i << "," << j << "] = " << got << ", want " << want;
+    }
+  return bad;
+}
+
+struct AlphaBeta {
+  float alpha, beta;
+};
+const AlphaBeta kAlphaBetas[] = {{1.f, 0.f}, {2.f, 0.5f}, {-1.f, 1.f}};
+
+class ThreadsGuard {
+ public:
+  ThreadsGuard() : saved_(num_threads()) {}
+  ~ThreadsGuard() { set_num_threads(saved_); }
+
+ private:
+  int saved_;
+};
+
+TEST(Sgemm, EdgeSizesAllTransposesAlphaBetaThreads) {
+  ThreadsGuard guard;
+  const int64_t sizes[] = {0, 1, 2, 5, 6, 7, 15, 16, 17, 31, 33, 64, 100, 257};
+  uint32_t seed = 1;
+  int failures = 0;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (int64_t m : sizes)
+        for (int64_t n : sizes)
+          for (int64_t k : sizes) {
+            Operands o = make_operands(ta, tb, m, n, k, seed++);
+            for (int threads : {1, 2}) {
+              set_num_threads(threads);
+              for (const auto& ab : kAlphaBetas) failures += check_once(o, ab.alpha, ab.beta, seed);
+            }
+            ASSERT_LT(failures, 20) << "stopping after many failures";
+          }
+  EXPECT_EQ(failures, 0);
+}
+
+TEST(Sgemm, LargeShapesCrossBlockBoundaries) {
+  ThreadsGuard guard;
+  struct Shape3 {
+    int64_t m, n, k;
+  };
+  // 300x500x700 crosses KC and MC; n = 8300 crosses NC twice; k = 1025 leaves a short k block.
+  const Shape3 shapes[] = {{300, 500, 700}, {13, 8300, 9}, {70, 45, 1025}};
+  uint32_t seed = 100;
+  for (const auto& s : shapes)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        Operands o = make_operands(ta, tb, s.m, s.n, s.k, seed++);
+        for (int threads : {1, 2, 3}) {
+          set_num_threads(threads);
+          EXPECT_EQ(check_once(o, 2.f, 0.5f, seed), 0);
+          EXPECT_EQ(check_once(o, 1.f, 0.f, seed), 0);
+        }
+      }
+}
+
+TEST(Sgemm, InsideParallelRegionRunsSingleThreadedAndCorrect) {
+  ThreadsGuard guard;
+  set_num_threads(2);
+  std::vector<Operands> ops;
+  for (int i = 0; i < 4; ++i) ops.push_back(make_operands(i & 1, i & 2, 130 + i, 150, 120, 200 + i));
+  std::vector<int> bad(ops.size(), 0);
+  parallel_for(0, static_cast<int64_t>(ops.size()), 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) bad[i] = check_once(ops[i], -1.f, 1.f, 300 + i);
+  });
+  for (size_t i = 0; i < ops.size(); ++i) EXPECT_EQ(bad[i], 0) << "product " << i;
+}
+
+TEST(Sgemm, KernelNameIsReported) {
+  std::string name = cpu::sgemm_kernel_name();
+  EXPECT_FALSE(name.empty());
+}
+
+}  // namespace
+}  // namespace ada

@@ -1,0 +1,200 @@
+// LR schedules at their boundary steps (warm-up start and end, milestones, total_steps and
+// beyond), their saved step, config errors, and the LR scaling rule for the reducers.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <numbers>
+
+#include "optim/checkpoint.h"
+#include "optim_test_util.h"
+
+namespace ada::optim::testing {
+namespace {
+
+constexpr double kBase = 0.4;
+// LRs agree to rounding (the formulas are evaluated in double in another order here).
+#define EXPECT_LR(got, want) EXPECT_NEAR(got, want, 1e-14)
+
+TEST(Schedule, ConstantWithoutWarmup) {
+  auto s = build_schedule("name: constant\n", kBase);
+  EXPECT_EQ(s->name(), "constant");
+  EXPECT_LR(s->lr_at(0), kBase);
+  EXPECT_LR(s->lr_at(123456789), kBase);
+}
+
+TEST(Schedule, LinearWarmupBoundaries) {
+  auto s = build_schedule("name: constant\nwarmup_steps: 10\n", kBase);
+  EXPECT_LR(s->lr_at(0), 0.0);  // warm-up start: f0·base with f0 = 0
+  EXPECT_LR(s->lr_at(1), 0.1 * kBase);
+  EXPECT_LR(s->lr_at(5), 0.5 * kBase);
+  EXPECT_LR(s->lr_at(9), 0.9 * kBase);  // last warm-up step
+  EXPECT_LR(s->lr_at(10), kBase);       // warm-up end: the decay starts from base
+  auto f = build_schedule("name: constant\nwarmup_steps: 4\nwarmup_start_factor: 0.2\n", kBase);
+  EXPECT_LR(f->lr_at(0), 0.2 * kBase);
+  EXPECT_LR(f->lr_at(2), (0.2 + 0.8 * 0.5) * kBase);
+  EXPECT_LR(f->lr_at(4), kBase);
+}
+
+TEST(Schedule, StepAtMilestones) {
+  auto s =
+      build_schedule("name: step\nwarmup_steps: 5\nmilestones: [30, 60, 80]\ngamma: 0.1\n", kBase);
+  EXPECT_LR(s->lr_at(0), 0.0);
+  EXPECT_LR(s->lr_at(5), kBase);
+  EXPECT_LR(s->lr_at(29), kBase);
+  EXPECT_LR(s->lr_at(30), kBase * 0.1);
+  EXPECT_LR(s->lr_at(59), kBase * 0.1);
+  EXPECT_LR(s->lr_at(60), kBase * std::pow(0.1, 2));
+  EXPECT_LR(s->lr_at(80), kBase * std::pow(0.1, 3));
+  EXPECT_LR(s->lr_at(100000), kBase * std::pow(0.1, 3));
+  auto d = build_schedule("name: step\nmilestones: [2]\n", kBase);  // gamma defaults to 0.1
+  EXPECT_LR(d->lr_at(1), kBase);
+  EXPECT_LR(d->lr_at(2), kBase * 0.1);
+}
+
+TEST(Schedule, PolynomialBoundaries) {
+  auto s = build_schedule(
+      "name: polynomial\nwarmup_steps: 10\ntotal_steps: 110\npower: 2\nend_lr: 0.001\n", kBase);
+  const double end = 0.001;
+  EXPECT_LR(s->lr_at(9), 0.9 * kBase);
+  EXPECT_LR(s->lr_at(10), kBase);
+  EXPECT_LR(s->lr_at(60), end + (kBase - end) * 0.25);
+  EXPECT_LR(s->lr_at(109), end + (kBase - end) * 0.01 * 0.01);  // last decaying step
+  EXPECT_LR(s->lr_at(110), end);                                // total_steps
+  EXPECT_LR(s->lr_at(5000), end);
+}
+
+TEST(Schedule, CosineBoundaries) {
+  auto s =
+      build_schedule("name: cosine\nwarmup_steps: 10\ntotal_steps: 110\nend_lr: 0.004\n", kBase);
+  const double end = 0.004;
+  EXPECT_LR(s->lr_at(10), kBase);
+  EXPECT_LR(s->lr_at(35), end + (kBase - end) * 0.5 * (1 + std::cos(std::numbers::pi / 4)));
+  EXPECT_NEAR(s->lr_at(60), (kBase + end) / 2, 1e-15);
+  EXPECT_GT(s->lr_at(109), end);
+  EXPECT_LR(s->lr_at(110), end);
+  EXPECT_LR(s->lr_at(111), end);
+  auto z = build_schedule("name: cosine\ntotal_steps: 4\n", kBase);  // end_lr defaults to 0
+  EXPECT_LR(z->lr_at(0), kBase);
+  EXPECT_NEAR(z->lr_at(2), kBase / 2, 1e-15);
+  EXPECT_LR(z->lr_at(4), 0.0);
+}
+
+TEST(Schedule, LinearDecayBoundaries) {
+  auto s = build_schedule("name: linear\nwarmup_steps: 2\ntotal_steps: 12\n", kBase);
+  EXPECT_LR(s->lr_at(1), 0.5 * kBase);
+  EXPECT_LR(s->lr_at(2), kBase);
+  EXPECT_LR(s->lr_at(7), 0.5 * kBase);
+  EXPECT_LR(s->lr_at(11), 0.1 * kBase);
+  EXPECT_LR(s->lr_at(12), 0.0);
+}
+
+TEST(Schedule, CursorStateSavesAndRestores) {
+  const std::string cfg = "name: cosine\nwarmup_steps: 3\ntotal_steps: 20\n";
+  auto s = build_schedule(cfg, kBase);
+  std::vector<double> unbroken;
+  for (int i = 0; i < 7; ++i) {
+    EXPECT_EQ(s->lr(), s->lr_at(i));
+    s->advance();
+  }
+  EXPECT_EQ(s->step(), 7);
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "ada_test_schedule_state.safetensors").string();
+  NamedTensors ckpt;
+  add_prefixed(ckpt, s->state(), "sched.");
+  save_safetensors(path, ckpt.tensors, ckpt.metadata);
+  auto r = build_schedule(cfg, kBase);
+  r->load_state(take_prefixed(load_safetensors(path), "sched."));
+  std::filesystem::remove(path);
+  EXPECT_EQ(r->step(), 7);
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(r->lr(), s->lr());  // bit for bit
+    r->advance();
+    s->advance();
+  }
+  NamedTensors empty;
+  EXPECT_NE(error_of<IoError>([&] { r->load_state(empty); }).find("no 'step' entry"),
+            std::string::npos);
+}
+
+TEST(Schedule, ConfigErrorsNameTheKey) {
+  auto msg = error_of<ConfigError>([] { build_schedule("name: cosin\ntotal_steps: 5\n", kBase); });
+  EXPECT_NE(msg.find("schedule.name (line 2"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("unknown schedule 'cosin'; known: constant, cosine, linear, polynomial, step"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("did you mean 'cosine'"), std::string::npos) << msg;
+
+  msg = error_of<ConfigError>(
+      [] { build_schedule("name: cosine\nwarmup_steps: 10\ntotal_steps: 10\n", kBase); });
+  EXPECT_NE(msg.find("schedule.total_steps"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("must be > warmup_steps (10)"), std::string::npos) << msg;
+
+  msg = error_of<ConfigError>([] { build_schedule("name: linear\n", kBase); });
+  EXPECT_NE(msg.find("total_steps"), std::string::npos) << msg;
+
+  msg = error_of<ConfigError>([] { build_schedule("name: step\nmilestones: [30, 20]\n", kBase); });
+  EXPECT_NE(msg.find("schedule.milestones"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("increasing"), std::string::npos) << msg;
+
+  msg = error_of<ConfigError>([] { build_schedule("name: constant\nwarmup_steps: -1\n", kBase); });
+  EXPECT_NE(msg.find("schedule.warmup_steps"), std::string::npos) << msg;
+
+  msg = error_of<ConfigError>(
+      [] { build_schedule("name: constant\nwarmup_start_factor: 1.5\n", kBase); });
+  EXPECT_NE(msg.find("warmup_start_factor must be in [0, 1], got 1.5"), std::string::npos) << msg;
+
+  msg = error_of<ConfigError>(
+      [] { build_schedule("name: cosine\ntotal_steps: 10\nend_lr: 0.5\n", kBase); });
+  EXPECT_NE(msg.find("schedule.end_lr"), std::string::npos) << msg;
+
+  msg = error_of<ConfigError>(
+      [] { build_schedule("name: polynomial\ntotal_steps: 10\npower: 0\n", kBase); });
+  EXPECT_NE(msg.find("power must be > 0"), std::string::npos) << msg;
+
+  // A key that no schedule reads is a typo that Config::finish() reports.
+  msg = error_of<ConfigError>([] { build_schedule("name: cosine\ntotal_step: 10\n", kBase); });
+  EXPECT_NE(msg.find("total_step"), std::string::npos) << msg;
+
+  // Keys of another schedule are unread, hence typos too (power belongs to polynomial).
+  msg = error_of<ConfigError>(
+      [] { build_schedule("name: cosine\ntotal_steps: 10\npower: 2\n", kBase); });
+  EXPECT_NE(msg.find("power"), std::string::npos) << msg;
+}
+
+TEST(LrScaling, FollowsTheReducer) {
+  LrScaling lin;
+  EXPECT_DOUBLE_EQ(scaled_lr(0.1, "average", 8, lin), 0.8);
+  EXPECT_DOUBLE_EQ(scaled_lr(0.1, "sum", 8, lin), 0.8);
+  EXPECT_DOUBLE_EQ(scaled_lr(0.1, "average", 1, lin), 0.1);
+  EXPECT_DOUBLE_EQ(scaled_lr(0.1, "adasum", 64, lin), 0.1);  // no scaling with world
+  LrScaling sq{LrScalingRule::sqrt, 2.5};
+  EXPECT_DOUBLE_EQ(scaled_lr(0.1, "average", 16, sq), 0.4);
+  EXPECT_DOUBLE_EQ(scaled_lr(0.1, "adasum", 16, sq), 0.25);  // the optional factor
+  EXPECT_DOUBLE_EQ(scaled_lr(0.1, "adasum", 1, sq), 0.1);    // one rank: Adasum is the identity
+  LrScaling none{LrScalingRule::none, 1.0};
+  EXPECT_DOUBLE_EQ(scaled_lr(0.1, "sum", 8, none), 0.1);
+  const auto msg = error_of<ConfigError>([&] { scaled_lr(0.1, "adasumm", 2, lin); });
+  EXPECT_NE(msg.find("'adasumm'; known: adasum, average, sum"), std::string::npos) << msg;
+}
+
+TEST(LrScaling, ReadsItsKeys) {
+  Config c = Config::parse("schedule:\n  lr_scaling: sqrt\n  adasum_lr_factor: 2\n", "t.yaml");
+  const LrScaling s = read_lr_scaling(c.child("schedule"));
+  EXPECT_EQ(s.rule, LrScalingRule::sqrt);
+  EXPECT_EQ(s.adasum_factor, 2.0);
+  c.finish();
+  Config d = Config::parse("schedule:\n  lr_scaling: linaer\n", "t.yaml");
+  const auto msg = error_of<ConfigError>([&] { read_lr_scaling(d.child("schedule")); });
+  EXPECT_NE(msg.find("schedule.lr_scaling (line 2"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("unknown lr_scaling 'linaer'; known: linear, none, sqrt"), std::string::npos)
+      << msg;
+  Config e = Config::parse("schedule:\n  adasum_lr_factor: 0\n", "t.yaml");
+  EXPECT_NE(error_of<ConfigError>([&] {
+              read_lr_scaling(e.child("schedule"));
+            }).find("adasum_lr_factor must be > 0"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace ada::optim::testing
