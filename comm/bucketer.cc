@@ -136,6 +136,19 @@ void GradBucketer::launch_ready() {
   }
 }
 
+void GradBucketer::wait_all() {
+  // Waits for every bucket, even after a failure, so no queued operation outlives its buffer.
+  std::exception_ptr error;
+  for (auto& b : buckets_) {
+    try {
+      if (b.work) b.work->wait();
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+
 void GradBucketer::finish() {
   for (size_t i = 0; i < params_.size(); ++i) {
     if (ready_[i]) continue;
@@ -146,15 +159,7 @@ void GradBucketer::finish() {
     --buckets_[bucket_of_[i]].pending;
   }
   launch_ready();
-  std::exception_ptr error;
-  for (auto& b : buckets_) {
-    try {
-      if (b.work) b.work->wait();
-    } catch (...) {
-      if (!error) error = std::current_exception();
-    }
-  }
-  if (error) std::rethrow_exception(error);
+  wait_all();
   for (size_t i = 0; i < params_.size(); ++i) {
     if (is_view(i)) continue;  // reduced in place
     Tensor& g = params_[i].grad();
@@ -175,15 +180,7 @@ void GradBucketer::reduce(std::vector<Tensor>& tensors) {
     --buckets_[bucket_of_[i]].pending;
   }
   launch_ready();
-  std::exception_ptr error;
-  for (auto& b : buckets_) {
-    try {
-      if (b.work) b.work->wait();
-    } catch (...) {
-      if (!error) error = std::current_exception();
-    }
-  }
-  if (error) std::rethrow_exception(error);
+  wait_all();
   for (size_t i = 0; i < params_.size(); ++i) {
     const Bucket& b = buckets_[bucket_of_[i]];
     std::memcpy(tensors[i].data<float>(), b.buffer.data<float>() + offset_of_[i],

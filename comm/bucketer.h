@@ -65,6 +65,7 @@ class GradBucketer {
     WorkHandle work;
   };
   void launch_ready();
+  void wait_all();
   void copy_in(size_t param, const Tensor& grad);
   bool is_view(size_t param) const;  // the param's grad is its slice of the bucket
 

@@ -25,58 +25,14 @@ import zlib
 
 import numpy as np
 import torch
+
+from golden_io import read_safetensors, write_safetensors
 import torch.nn.functional as F
 
 FORMAT_VERSION = "1"
 GENERATOR = "tools/make_golden.py"
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 F64 = torch.float64
-
-
-# ---- safetensors writer -------------------------------------------------------------------------
-def write_safetensors(path, tensors, metadata):
-    """tensors: list of (name, torch.Tensor f32/i64); metadata: dict str -> str."""
-    header = {}
-    blobs = []
-    offset = 0
-    for name, t in tensors:
-        t = t.detach().contiguous().cpu()
-        if t.dtype == torch.float32:
-            dtype, arr = "F32", t.numpy().astype("<f4")
-        elif t.dtype == torch.int64:
-            dtype, arr = "I64", t.numpy().astype("<i8")
-        else:
-            raise TypeError(f"{path}: tensor {name} has unsupported dtype {t.dtype}")
-        raw = arr.tobytes(order="C")
-        header[name] = {"dtype": dtype, "shape": list(t.shape),
-                        "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    header["__metadata__"] = {k: str(v) for k, v in metadata.items()}
-    hjson = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    hjson += b" " * ((8 - len(hjson) % 8) % 8)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(hjson)))
-        f.write(hjson)
-        for b in blobs:
-            f.write(b)
-    os.replace(tmp, path)
-
-
-def read_safetensors(path):
-    """Reads back a file written above (self-check of the writer)."""
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n].decode("utf-8"))
-    meta = header.pop("__metadata__")
-    out = {}
-    for name, h in header.items():
-        b, e = h["data_offsets"]
-        dt = {"F32": "<f4", "I64": "<i8"}[h["dtype"]]
-        out[name] = np.frombuffer(data[8 + n + b:8 + n + e], dtype=dt).reshape(h["shape"])
-    return out, meta
 
 
 # ---- helpers ------------------------------------------------------------------------------------

@@ -47,6 +47,8 @@ import sys
 
 import numpy as np
 import torch
+
+from golden_io import read_safetensors, write_safetensors
 import torch.nn.functional as F
 
 FORMAT_VERSION = "1"
@@ -60,50 +62,6 @@ STEPS = 5
 
 MASK64 = (1 << 64) - 1
 GOLDEN = 0x9E3779B97F4A7C15
-
-
-# ---- safetensors writer (same layout as tools/make_golden.py) ----------------------------------
-def write_safetensors(path, tensors, metadata):
-    header = {}
-    blobs = []
-    offset = 0
-    for name, t in tensors:
-        t = t.detach().contiguous().cpu()
-        if t.dtype == torch.float32:
-            dtype, arr = "F32", t.numpy().astype("<f4")
-        elif t.dtype == torch.int64:
-            dtype, arr = "I64", t.numpy().astype("<i8")
-        else:
-            raise TypeError(f"{path}: tensor {name} has unsupported dtype {t.dtype}")
-        raw = arr.tobytes(order="C")
-        header[name] = {"dtype": dtype, "shape": list(t.shape),
-                        "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    header["__metadata__"] = {k: str(v) for k, v in metadata.items()}
-    hjson = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    hjson += b" " * ((8 - len(hjson) % 8) % 8)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(hjson)))
-        f.write(hjson)
-        for b in blobs:
-            f.write(b)
-    os.replace(tmp, path)
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n].decode("utf-8"))
-    meta = header.pop("__metadata__")
-    out = {}
-    for name, h in header.items():
-        b, e = h["data_offsets"]
-        dt = {"F32": "<f4", "I64": "<i8"}[h["dtype"]]
-        out[name] = np.frombuffer(data[8 + n + b:8 + n + e], dtype=dt).reshape(h["shape"])
-    return out, meta
 
 
 # ---- the counter-based formulas shared with the C++ test ---------------------------------------

@@ -34,6 +34,8 @@ import zlib
 import numpy as np
 import torch
 
+from golden_io import read_safetensors, write_safetensors
+
 FORMAT_VERSION = "1"
 GENERATOR = "tools/make_optim_golden.py"
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -60,46 +62,6 @@ CASES = [
     ("optim_adamw", "adamw", {"beta1": 0.8, "beta2": 0.95, "eps": 1e-6, "weight_decay": 0.1},
      [0.01, 0.005, 0.02, 0.01, 0.0025, 0.01]),
 ]
-
-
-# ---- safetensors writer (same layout as tools/make_golden.py) ----------------------------------
-def write_safetensors(path, tensors, metadata):
-    """tensors: list of (name, torch.Tensor f32); metadata: dict str -> str."""
-    header = {}
-    blobs = []
-    offset = 0
-    for name, t in tensors:
-        t = t.detach().contiguous().cpu()
-        if t.dtype != torch.float32:
-            raise TypeError(f"{path}: tensor {name} has unsupported dtype {t.dtype}")
-        raw = t.numpy().astype("<f4").tobytes(order="C")
-        header[name] = {"dtype": "F32", "shape": list(t.shape),
-                        "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    header["__metadata__"] = {k: str(v) for k, v in metadata.items()}
-    hjson = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    hjson += b" " * ((8 - len(hjson) % 8) % 8)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(hjson)))
-        f.write(hjson)
-        for b in blobs:
-            f.write(b)
-    os.replace(tmp, path)
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n].decode("utf-8"))
-    meta = header.pop("__metadata__")
-    out = {}
-    for name, h in header.items():
-        b, e = h["data_offsets"]
-        out[name] = np.frombuffer(data[8 + n + b:8 + n + e], dtype="<f4").reshape(h["shape"])
-    return out, meta
 
 
 # ---- helpers ------------------------------------------------------------------------------------
