@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/parallel.h"
 
 namespace ada::data {
 
@@ -143,8 +144,10 @@ void DataLoader::build(int64_t k, Slot& slot, int worker_id) const {
 }
 
 void DataLoader::worker_loop(int worker_id) {
-  // Any OpenMP region a dataset happens to enter from this thread runs on a team of one, so the
-  // loader never spawns a second OpenMP pool competing with the training threads.
+  // Any parallel_for or OpenMP region a dataset happens to enter from this thread runs inline
+  // (a team of one), so the loader never starts a second OpenMP pool that would fight the
+  // training threads for the cores; the workers themselves are the loader's only parallelism.
+  set_thread_serial(true);
   omp_set_num_threads(1);
   const auto n = static_cast<int64_t>(plan_.size());
   for (;;) {

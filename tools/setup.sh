@@ -7,7 +7,7 @@
 set -euo pipefail
 
 packages=(cmake g++ make ccache libeigen3-dev libyaml-cpp-dev libspdlog-dev libopenmpi-dev
-          openmpi-bin libgtest-dev zlib1g-dev libjpeg62-turbo-dev)
+          openmpi-bin libgtest-dev zlib1g-dev libjpeg62-turbo-dev python3-numpy)
 for arg in "$@"; do
   case "$arg" in
     --bench) packages+=(python3-torch python3-numpy libopenblas0-openmp) ;;
