@@ -10,7 +10,7 @@ packages=(cmake g++ make ccache libeigen3-dev libyaml-cpp-dev libspdlog-dev libo
           openmpi-bin libgtest-dev zlib1g-dev libjpeg62-turbo-dev python3-numpy)
 for arg in "$@"; do
   case "$arg" in
-    --bench) packages+=(python3-torch python3-numpy libopenblas0-openmp) ;;
+    --bench) packages+=(python3-torch python3-torchvision python3-numpy libopenblas0-openmp) ;;
     --train) packages+=(python3-matplotlib) ;;
     -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown option '$arg' (known: --bench, --train)" >&2; exit 2 ;;
