@@ -62,6 +62,7 @@ struct Row {
   std::string name;
   int64_t floats;
   double mpi, sum, average, adasum;  // seconds
+  double mpi_buckets = -1;           // raw MPI_Allreduce per bucket of the same layout (sets)
 };
 
 class Bench {
@@ -121,6 +122,22 @@ class Bench {
       row.mpi = time(reps, [] {}, [&] {
         MPI_Allreduce(MPI_IN_PLACE, buf.raw_data(), static_cast<int>(total), MPI_FLOAT, MPI_SUM,
                       world_.handle());
+      });
+      // The like-for-like baseline: one MPI_Allreduce per bucket of the bucketer's layout.
+      std::vector<int64_t> numels;
+      for (size_t i = shapes.size(); i-- > 0;) numels.push_back(shape_numel(shapes[i]));
+      std::vector<int64_t> sizes;
+      for (const auto& b : assign_buckets(numels, BucketOptions{})) {
+        int64_t n = 0;
+        for (size_t k : b) n += numels[k];
+        sizes.push_back(n);
+      }
+      row.mpi_buckets = time(reps, [] {}, [&] {
+        float* p = buf.data<float>();
+        for (int64_t n : sizes) {
+          MPI_Allreduce(MPI_IN_PLACE, p, static_cast<int>(n), MPI_FLOAT, MPI_SUM, world_.handle());
+          p += n;
+        }
       });
     }
     double* out[3] = {&row.sum, &row.average, &row.adasum};
@@ -199,7 +216,9 @@ int main(int argc, char** argv) {
                     << ", \"mpi_allreduce_s\": " << r.mpi << ", \"sum_s\": " << r.sum
                     << ", \"average_s\": " << r.average << ", \"adasum_s\": " << r.adasum
                     << ", \"sum_ratio\": " << r.sum / r.mpi << ", \"average_ratio\": " << r.average / r.mpi
-                    << ", \"adasum_ratio\": " << r.adasum / r.mpi << "}";
+                    << ", \"adasum_ratio\": " << r.adasum / r.mpi;
+          if (r.mpi_buckets > 0) std::cout << ", \"mpi_per_bucket_s\": " << r.mpi_buckets;
+          std::cout << "}";
         }
         std::cout << "]}\n";
       } else {
@@ -210,6 +229,12 @@ int main(int argc, char** argv) {
           std::printf("%-26s %12lld %12.3f %9.3f (%4.2f) %9.3f (%4.2f) %9.3f (%4.2f)\n", r.name.c_str(),
                       static_cast<long long>(r.floats), r.mpi * 1e3, r.sum * 1e3, r.sum / r.mpi,
                       r.average * 1e3, r.average / r.mpi, r.adasum * 1e3, r.adasum / r.mpi);
+        for (const auto& r : rows)
+          if (r.mpi_buckets > 0)
+            std::printf("%s: raw MPI_Allreduce per 25 MB bucket %.3f ms; against it sum x%.2f, average x%.2f, "
+                        "adasum x%.2f; adasum / sum x%.2f\n",
+                        r.name.c_str(), r.mpi_buckets * 1e3, r.sum / r.mpi_buckets, r.average / r.mpi_buckets,
+                        r.adasum / r.mpi_buckets, r.adasum / r.sum);
       }
     }
     return 0;
