@@ -57,6 +57,14 @@ std::string u64_list(const std::vector<uint64_t>& v) {
 }
 }  // namespace
 
+std::string Checkpointer::rank_file(int64_t step, int rank) const {
+  return stem_for(dir_, step) + ".optim-rank" + std::to_string(rank) + ".safetensors";
+}
+
+std::string Checkpointer::rank_file_of(const std::string& path, int rank) {
+  return stem_of(path) + ".optim-rank" + std::to_string(rank) + ".safetensors";
+}
+
 Checkpointer::Checkpointer(std::string dir, int keep) : dir_(std::move(dir)), keep_(keep) {
   ADA_CHECK_ARG(keep >= 1, ConfigError) << "checkpoint.keep must be at least 1, got " << keep;
 }
@@ -82,8 +90,10 @@ void Checkpointer::save(const std::vector<std::pair<std::string, Tensor>>& tenso
   }
   std::sort(stems.begin(), stems.end());
   for (size_t i = 0; i + keep_ < stems.size(); ++i) {
-    fs::remove(stems[i] + ".json");
-    fs::remove(stems[i] + ".safetensors");
+    fs::remove(stems[i] + ".json");  // first: the checkpoint stops counting as complete
+    const std::string prefix = fs::path(stems[i]).filename().string() + ".";
+    for (const auto& e : fs::directory_iterator(dir_))
+      if (e.path().filename().string().rfind(prefix, 0) == 0) fs::remove(e.path());
   }
 }
 

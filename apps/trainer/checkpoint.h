@@ -1,8 +1,9 @@
 // Checkpoints of a run: `DIR/ckpt-<step>.safetensors` (model state, optimizer and schedule
 // state, prefixed) plus `DIR/ckpt-<step>.json` (step, epoch, sampler position, world size,
-// config hash, generator states of every rank). Both are written atomically (temporary file,
-// fsync, rename); the JSON goes last, so a checkpoint counts only once both are complete.
-// The newest `keep` checkpoints are kept. Rank 0 writes; every rank reads.
+// config hash, generator states of every rank). When optimizer state is local to each rank
+// (model-delta mode), every rank also writes `DIR/ckpt-<step>.optim-rank<r>.safetensors`.
+// All files are written atomically (temporary file, fsync, rename); the JSON goes last, so a
+// checkpoint counts only once everything is complete. The newest `keep` are kept.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +31,9 @@ class Checkpointer {
   // Writes checkpoint `meta.step` and prunes old ones. Call on rank 0 only.
   void save(const std::vector<std::pair<std::string, Tensor>>& tensors,
             const std::map<std::string, std::string>& metadata, const CheckpointMeta& meta) const;
+  // The per-rank optimizer-state file of checkpoint `step` (written by that rank).
+  std::string rank_file(int64_t step, int rank) const;
+  static std::string rank_file_of(const std::string& path, int rank);
   // Newest complete checkpoint in dir (its .json path), or nullopt. Incomplete or unreadable
   // ones are skipped with a warning.
   std::optional<std::string> latest() const;

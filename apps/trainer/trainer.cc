@@ -119,7 +119,8 @@ class Trainer {
   void progress(double loss, double lr, double samples_per_s, bool force);
   double params_checksum() const;
   std::vector<Param> params() const { return model_->parameters(); }
-  void broadcast_state();
+  // Rank 0's parameters and buffers (or only buffers: BN running statistics) to every rank.
+  void broadcast_state(bool buffers_only = false);
 
   Args args_;
   comm::MpiRuntime& mpi_;
@@ -303,8 +304,8 @@ void Trainer::setup() {
            comm::target_name(target_), total_steps_, s_.micro, s_.batch, data_.train->describe());
 }
 
-void Trainer::broadcast_state() {
-  for (auto& [name, t] : model_->state()) world_->broadcast(t, 0);
+void Trainer::broadcast_state(bool buffers_only) {
+  for (auto& [name, t] : buffers_only ? model_->buffers() : model_->state()) world_->broadcast(t, 0);
 }
 
 double Trainer::params_checksum() const {
@@ -391,7 +392,7 @@ std::map<std::string, double> Trainer::evaluate() {
 void Trainer::save_checkpoint() {
   if (last_ckpt_step_ == step_) return;  // already written at this step
   last_ckpt_step_ = step_;
-  broadcast_state();  // BN running stats: rank 0's, so the checkpoint is the model every rank has
+  broadcast_state(true);  // BN running stats: rank 0's, so the checkpoint is the model every rank has
   CheckpointMeta m;
   m.step = step_;
   auto st = train_loader_->state();
@@ -408,12 +409,19 @@ void Trainer::save_checkpoint() {
     m.rng_seed.push_back(static_cast<uint64_t>(seeds[r]));
     m.rng_offset.push_back(static_cast<uint64_t>(offsets[r]));
   }
-  // Optimizer state is local in delta mode (it may differ per rank): rank 0's is saved, and a
-  // resumed run continues from it on every rank.
+  // In model-delta mode optimizer state is local and differs per rank: each rank writes its
+  // own, before rank 0 completes the checkpoint with the JSON.
+  const bool local_state = target_ == comm::ReduceTarget::model_delta && world_->size() > 1;
+  if (local_state) {
+    fs::create_directories(ckpt_->dir());
+    const NamedTensors st = optimizer_->state();
+    save_safetensors(ckpt_->rank_file(step_, world_->rank()), st.tensors, st.metadata);
+  }
+  world_->barrier();
   if (world_->rank() == 0) {
     NamedTensors all;
     for (auto& [k, v] : model_->state()) all.tensors.emplace_back("model." + k, v);
-    optim::add_prefixed(all, optimizer_->state(), "optim.");
+    if (!local_state) optim::add_prefixed(all, optimizer_->state(), "optim.");
     optim::add_prefixed(all, schedule_->state(), "sched.");
     ckpt_->save(all.tensors, all.metadata, m);
     log_info("checkpoint at step {} written to {}", step_, ckpt_->dir());
@@ -440,7 +448,11 @@ void Trainer::resume(const std::string& which) {
   NamedTensors t = Checkpointer::read_tensors(path);
   model_->load_state(optim::take_prefixed(t, "model."));
   last_ckpt_step_ = m.step;
-  optimizer_->load_state(optim::take_prefixed(t, "optim."), params());
+  const std::string rank_state = Checkpointer::rank_file_of(path, world_->rank());
+  if (fs::exists(rank_state))  // model-delta mode: this rank's own optimizer state
+    optimizer_->load_state(load_safetensors(rank_state), params());
+  else
+    optimizer_->load_state(optim::take_prefixed(t, "optim."), params());
   schedule_->load_state(optim::take_prefixed(t, "sched."));
   const int r = world_->rank();
   if (r < static_cast<int>(m.rng_seed.size())) model_->rng().set_state(m.rng_seed[r], m.rng_offset[r]);
@@ -592,7 +604,7 @@ int Trainer::run() {
   auto run_eval = [&] {
     if (!data_.eval || last_eval_step == step_) return;
     last_eval_step = step_;
-    broadcast_state();
+    broadcast_state(true);
     auto e = evaluate();
     std::ostringstream js;
     js.precision(8);

@@ -45,13 +45,16 @@ PY
   done
   ;;
 resume)
-  mpi 2 "$trainer" --config tiny.yaml --set output.dir=full > full.txt 2>&1 || { cat full.txt; fail "full run"; }
-  mpi 2 "$trainer" --config tiny.yaml --set train.steps=10 --set output.dir=part > part1.txt 2>&1 || { cat part1.txt; fail "part 1"; }
-  mpi 2 "$trainer" --config tiny.yaml --set output.dir=part --resume auto > part2.txt 2>&1 || { cat part2.txt; fail "part 2"; }
-  grep -q "resumed from .*ckpt-00000010.json" part2.txt || { cat part2.txt; fail "did not say which checkpoint it resumed"; }
-  a=$(losses full/metrics.jsonl); b=$(losses part/metrics.jsonl)
-  [ "$a" = "$b" ] || fail "resumed losses differ:\n unbroken: $a\n resumed:  $b"
-  echo "resume: 20 losses identical"
+  # average: gradient mode; adasum: model-delta mode, where each rank's optimizer state is its own.
+  for red in average adasum; do
+    mpi 2 "$trainer" --config tiny.yaml --set reducer.name=$red --set output.dir=full_$red > full.txt 2>&1 || { cat full.txt; fail "$red full run"; }
+    mpi 2 "$trainer" --config tiny.yaml --set reducer.name=$red --set train.steps=10 --set output.dir=part_$red > part1.txt 2>&1 || { cat part1.txt; fail "$red part 1"; }
+    mpi 2 "$trainer" --config tiny.yaml --set reducer.name=$red --set output.dir=part_$red --resume auto > part2.txt 2>&1 || { cat part2.txt; fail "$red part 2"; }
+    grep -q "resumed from .*ckpt-00000010.json" part2.txt || { cat part2.txt; fail "did not say which checkpoint it resumed"; }
+    a=$(losses full_$red/metrics.jsonl); b=$(losses part_$red/metrics.jsonl)
+    [ "$a" = "$b" ] || fail "$red: resumed losses differ:\n unbroken: $a\n resumed:  $b"
+    echo "resume ($red): 20 losses identical"
+  done
   ;;
 overrides)
   mpi 1 "$trainer" --config tiny.yaml --set train.steps=3 --set optimizer.lr=0.01 --set output.dir=o > o.txt 2>&1 || { cat o.txt; fail "override run"; }

@@ -115,7 +115,9 @@ TEST(Models, BertRunsWithPaddingAndNsp) {
   backward(out.loss);
   // The word embedding gets gradient from the input and from the tied decoder.
   for (auto& p : m->parameters()) {
-    if (p.name == "embeddings.word_embeddings.weight") EXPECT_GT(ops::norm2_sq(p.var.grad()), 0.0);
+    if (p.name == "embeddings.word_embeddings.weight") {
+      EXPECT_GT(ops::norm2_sq(p.var.grad()), 0.0);
+    }
   }
 }
 
