@@ -68,7 +68,7 @@ class Bert(nn.Module):
         super().__init__()
         self.word = nn.Embedding(vocab, hidden)
         self.pos = nn.Embedding(positions, hidden)
-        self.type = nn.Embedding(2, hidden)
+        self.token_type = nn.Embedding(2, hidden)
         self.ln = nn.LayerNorm(hidden, eps=1e-12)
         layer = nn.TransformerEncoderLayer(hidden, heads, ffn, 0.1, activation="gelu",
                                            batch_first=True, norm_first=False, layer_norm_eps=1e-12)
@@ -81,7 +81,7 @@ class Bert(nn.Module):
     def forward(self, ids, labels):
         b, s = ids.shape
         pos = torch.arange(s).unsqueeze(0).expand(b, s)
-        x = self.drop(self.ln(self.word(ids) + self.pos(pos) + self.type(torch.zeros_like(ids))))
+        x = self.drop(self.ln(self.word(ids) + self.pos(pos) + self.token_type(torch.zeros_like(ids))))
         x = self.encoder(x)
         sel = labels.flatten() != -100
         h = self.tln(F.gelu(self.transform(x.reshape(b * s, -1)[sel])))
