@@ -52,3 +52,13 @@ def read_safetensors(path):
         dt = {"F32": "<f4", "I64": "<i8"}[h["dtype"]]
         out[name] = np.frombuffer(data[8 + n + b:8 + n + e], dtype=dt).reshape(h["shape"])
     return out, meta
+
+
+def write_verified(path, tensors, metadata):
+    """Writes the file, reads it back and checks every tensor and the metadata; returns its size."""
+    write_safetensors(path, tensors, metadata)
+    back, back_meta = read_safetensors(path)
+    assert back_meta == {k: str(v) for k, v in metadata.items()}, path
+    for name, t in tensors:
+        assert np.array_equal(back[name], t.detach().cpu().numpy()), (path, name)
+    return os.path.getsize(path)
