@@ -615,10 +615,12 @@ int Trainer::run() {
                e["correct"], e["count"], e["loss_sum"] / e["count"]);
     }
     if (e.count("mlm_count") && e["mlm_count"] > 0) {
-      js << ", \"eval_mlm_loss\": " << e["loss_sum"] / e["mlm_count"]
+      // The MLM loss alone (the model's loss also holds NSP's when enabled).
+      js << ", \"eval_mlm_loss\": " << e["mlm_loss_sum"] / e["mlm_count"]
          << ", \"eval_mlm_accuracy\": " << e["mlm_correct"] / e["mlm_count"];
-      log_info("eval at step {}: MLM accuracy {:.4f}, loss {:.4f}", step_, e["mlm_correct"] / e["mlm_count"],
-               e["loss_sum"] / e["mlm_count"]);
+      log_info("eval at step {}: MLM accuracy {:.4f}, MLM loss {:.4f}", step_, e["mlm_correct"] / e["mlm_count"],
+               e["mlm_loss_sum"] / e["mlm_count"]);
+      if (e.count("nsp_count") && e["nsp_count"] > 0) js << ", \"eval_nsp_accuracy\": " << e["nsp_correct"] / e["nsp_count"];
     }
     js << ", \"wall_s\": " << wall_offset_ + seconds_since(start_) << "}";
     log_metrics(js.str());
