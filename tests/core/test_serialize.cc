@@ -359,10 +359,10 @@ TEST_F(Safetensors, LoadsTheGoldenFiles) {
 }
 
 // Our files open in Python (the safetensors layout read with json + numpy), and files Python
-// writes open here. Skipped where /usr/bin/python3 has no numpy.
+// writes open here. Needs /usr/bin/python3 with numpy (tools/setup.sh installs python3-numpy).
 TEST_F(Safetensors, InteroperatesWithPython) {
-  if (std::system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") != 0)
-    GTEST_SKIP() << "/usr/bin/python3 with numpy is not available";
+  ASSERT_EQ(std::system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1"), 0)
+      << "/usr/bin/python3 with numpy is not available: run tools/setup.sh";
   const std::string ours = path("from_cpp.safetensors");
   save_safetensors(ours,
                    {{"w", Tensor::from_vector<float>({1.5f, -2.f, 3.25f, 0.f, 4.f, -0.5f}, {2, 3})},

@@ -157,10 +157,10 @@ TEST(Mnist, BadInputs) {
 }
 
 // The real files, when fetched. The skip message says how to fetch them.
-TEST(Mnist, RealFilesWhenFetched) {
+TEST(Mnist, RealFiles) {
   const std::string dir = std::string(ADA_DATA_DIR) + "/mnist";
-  if (!std::filesystem::exists(dir + "/train-images-idx3-ubyte"))
-    GTEST_SKIP() << "MNIST not fetched into " << dir << "; run tools/fetch_data.sh mnist";
+  ASSERT_TRUE(std::filesystem::exists(dir + "/train-images-idx3-ubyte"))
+      << "MNIST not fetched into " << dir << "; run tools/fetch_data.sh mnist (tools/test.sh does)";
   auto train = MnistDataset::open(dir, "train");
   auto test = MnistDataset::open(dir, "test");
   EXPECT_EQ(train->size(), 60000);
@@ -185,11 +185,11 @@ TEST(Mnist, RealFilesWhenFetched) {
   EXPECT_NEAR(std::sqrt(sq / n - (sum / n) * (sum / n)), 0.3081, 1e-4);
 }
 
-TEST(Mnist, RealFashionFilesWhenFetched) {
+TEST(Mnist, RealFashionFiles) {
   const std::string dir = std::string(ADA_DATA_DIR) + "/fashion-mnist";
-  if (!std::filesystem::exists(dir + "/train-images-idx3-ubyte.gz"))
-    GTEST_SKIP() << "Fashion-MNIST not fetched into " << dir
-                 << "; run tools/fetch_data.sh fashion-mnist";
+  ASSERT_TRUE(std::filesystem::exists(dir + "/train-images-idx3-ubyte.gz"))
+      << "Fashion-MNIST not fetched into " << dir
+      << "; run tools/fetch_data.sh fashion-mnist (tools/test.sh does)";
   auto train = MnistDataset::open(dir, "train", MnistOptions::fashion());
   auto test = MnistDataset::open(dir, "test", MnistOptions::fashion());
   EXPECT_EQ(train->size(), 60000);

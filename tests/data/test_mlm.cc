@@ -463,7 +463,7 @@ std::pair<int, std::string> run(const std::string& cmd) {
 TEST(PrepareMlm, DocumentRulesAndShards) {
   const std::string bin =
       fs::read_symlink("/proc/self/exe").parent_path().string() + "/prepare_mlm";
-  if (!fs::exists(bin)) GTEST_SKIP() << bin << " not built (cmake --build --target prepare_mlm)";
+  ASSERT_TRUE(fs::exists(bin)) << bin << " not built (cmake --build --target prepare_mlm)";
   TempDir dir;
   fs::create_directories(dir / "corpus/sub");
   std::ofstream(dir / "corpus/a.txt")

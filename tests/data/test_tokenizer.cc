@@ -72,8 +72,8 @@ TEST(Tokenizer, TinyVocabGolden) {
 // The real vocabulary: expected ids recorded from the Python reference, which agrees with
 // tokenizers.js (HuggingFace's JS port) on these cases except the two documented in the tool.
 TEST(Tokenizer, BertBaseUncasedGolden) {
-  if (!std::filesystem::exists(kFullVocab))
-    GTEST_SKIP() << kFullVocab << " not fetched: run tools/fetch_data.sh bert-vocab";
+  ASSERT_TRUE(std::filesystem::exists(kFullVocab))
+      << kFullVocab << " not fetched: run tools/fetch_data.sh bert-vocab (tools/test.sh does)";
   const Tokenizer tok = Tokenizer::from_file(kFullVocab);
   ASSERT_EQ(tok.vocab_size(), 30522);
   EXPECT_EQ(tok.token_to_id("the"), 1996);
@@ -225,8 +225,7 @@ std::pair<int, std::string> run(const std::string& cmd) {
 
 TEST(TokenizeTool, IdsPerLineAndErrors) {
   const std::string bin = self_dir() + "/tokenize";
-  if (!std::filesystem::exists(bin))
-    GTEST_SKIP() << bin << " not built (cmake --build --target tokenize)";
+  ASSERT_TRUE(std::filesystem::exists(bin)) << bin << " not built (cmake --build --target tokenize)";
   TempDir dir;
   const Tokenizer tok = Tokenizer::from_file(kTinyVocab);
   const std::vector<std::string> lines = {"Hello, world!", "", "Café naïve don't!!",
