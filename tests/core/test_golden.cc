@@ -2,7 +2,7 @@
 // The files in tests/golden/ were written by tools/make_golden.py with torch 1.13.0a0 (Debian's
 // python3-torch), reference computed in float64 from f32-rounded inputs, stored as f32. CI has no
 // torch: these tests read the committed files. Regenerate (and bump FORMAT_VERSION there and
-// kFormatVersion here when names, shapes or meanings change) with
+// kGoldenFormatVersion in tests/util/golden.h when names, shapes or meanings change) with
 //     /usr/bin/python3 tools/make_golden.py
 // Tolerance: |ours - torch| <= atol + rtol * |torch| per element, with kTol unless stated.
 #include <gtest/gtest.h>
@@ -18,6 +18,7 @@
 #include "core/ops.h"
 #include "core/serialize.h"
 #include "core/tensor.h"
+#include "util/golden.h"
 
 namespace {
 
@@ -26,7 +27,6 @@ using ada::Shape;
 using ada::Tensor;
 namespace ops = ada::ops;
 
-constexpr char kFormatVersion[] = "1";
 constexpr char kRegenerate[] =
     "regenerate the golden files from the repository root with "
     "`/usr/bin/python3 tools/make_golden.py` (needs Debian's python3-torch)";
@@ -47,44 +47,12 @@ constexpr Tol kTol{1e-4, 1e-4};
 // f32 erf for x <= -5 (|y| < 2e-6, absolute error ~1.5e-7).
 constexpr Tol kGeluTol{1e-6, 1e-5};
 
-std::string golden_path(const std::string& name) {
-  return std::string(ADA_TEST_DATA_DIR) + "/golden/" + name + ".safetensors";
-}
-
-// Reads tests/golden/<name>.safetensors into *out and checks its format version. Returns "" on
-// success, else a message that says how to regenerate the files.
-std::string read_golden(const std::string& name, NamedTensors* out) {
-  const std::string path = golden_path(name);
-  if (!std::filesystem::exists(path)) return "golden file " + path + " is missing; " + kRegenerate;
-  try {
-    *out = ada::load_safetensors(path);
-  } catch (const std::exception& e) {
-    return "cannot read golden file " + path + ": " + e.what() + "; " + kRegenerate;
-  }
-  auto it = out->metadata.find("format_version");
-  if (it == out->metadata.end())
-    return "golden file " + path + " has no format_version in its metadata; " + kRegenerate;
-  if (it->second != kFormatVersion)
-    return "golden file " + path + " has format_version " + it->second +
-           " but this test reads format_version " + kFormatVersion + "; " + kRegenerate +
-           " (or update kFormatVersion and the test if the format changed on purpose)";
-  return "";
-}
-
-// Fatal-failure form for tests; callers wrap it in ASSERT_NO_FATAL_FAILURE.
 void load_golden(const std::string& name, NamedTensors* out) {
-  const std::string err = read_golden(name, out);
-  if (!err.empty()) FAIL() << err;
+  ada::testing::load_golden(name, kRegenerate, out);
 }
 
 std::string meta(const NamedTensors& g, const std::string& key) {
-  auto it = g.metadata.find(key);
-  if (it == g.metadata.end()) {
-    ADD_FAILURE() << "golden file " << g.source << " lacks metadata key '" << key << "'; "
-                  << kRegenerate;
-    return "0";
-  }
-  return it->second;
+  return ada::testing::golden_meta(g, key, kRegenerate);
 }
 int meta_int(const NamedTensors& g, const std::string& key) {
   return std::stoi(meta(g, key));
@@ -172,11 +140,9 @@ TEST(GoldenFiles, PresentWithCurrentFormat) {
   for (const std::string& name : kAllFiles) {
     SCOPED_TRACE(name);
     NamedTensors g;
-    const std::string err = read_golden(name, &g);
-    if (!err.empty()) {
-      ADD_FAILURE() << err;  // and go on to check the other files
-      continue;
-    }
+    load_golden(name, &g);  // a failure here returns from the helper: go on with the other files
+    auto version = g.metadata.find("format_version");
+    if (version == g.metadata.end() || version->second != ada::testing::kGoldenFormatVersion) continue;
     EXPECT_EQ(meta(g, "generator"), "tools/make_golden.py");
     EXPECT_FALSE(meta(g, "torch_version").empty());
     EXPECT_EQ(meta(g, "case"), name);

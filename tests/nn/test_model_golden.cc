@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "util/golden.h"
 #include "core/autograd.h"
 #include "core/config.h"
 #include "core/serialize.h"
@@ -51,7 +52,6 @@ using ada::Tensor;
 using ada::Variable;
 namespace nn = ada::nn;
 
-constexpr char kFormatVersion[] = "1";
 constexpr char kRegenerate[] =
     "regenerate the model golden files from the repository root with "
     "`/usr/bin/python3 tools/make_model_golden.py` (needs Debian's python3-torch)";
@@ -128,11 +128,6 @@ Tensor init_tensor(const std::string& name, const Shape& shape, double offset, d
     p[i] = static_cast<float>(offset + bound * x);
   }
   return t;
-}
-
-// ---- golden file access -------------------------------------------------------------------------
-std::string golden_path(const std::string& model) {
-  return std::string(ADA_TEST_DATA_DIR) + "/golden/model_" + model + ".safetensors";
 }
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -228,31 +223,14 @@ class ModelGolden : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     model_ = GetParam();
-    const std::string path = golden_path(model_);
-    ASSERT_TRUE(std::filesystem::exists(path))
-        << "golden file " << path << " is missing; " << kRegenerate;
-    try {
-      g_ = ada::load_safetensors(path);
-    } catch (const std::exception& e) {
-      FAIL() << "cannot read golden file " << path << ": " << e.what() << "; " << kRegenerate;
-    }
-    ASSERT_EQ(meta("format_version"), kFormatVersion)
-        << path << " has another format version than this test reads; " << kRegenerate
-        << " (or update kFormatVersion and the test if the format changed on purpose)";
+    ASSERT_NO_FATAL_FAILURE(ada::testing::load_golden("model_" + model_, kRegenerate, &g_));
     ASSERT_EQ(meta("model"), model_);
     full_max_ = std::stoll(meta("full_max"));
     sample_ = std::stoll(meta("sample"));
     for (const auto& n : split(meta("zero_grad_params"), ',')) zero_grad_.insert(n);
   }
 
-  std::string meta(const std::string& key) const {
-    auto it = g_.metadata.find(key);
-    if (it == g_.metadata.end()) {
-      ADD_FAILURE() << g_.source << " lacks metadata '" << key << "'; " << kRegenerate;
-      return "0";
-    }
-    return it->second;
-  }
+  std::string meta(const std::string& key) const { return ada::testing::golden_meta(g_, key, kRegenerate); }
 
   // The model from the file's model_config through the registry, every parameter and buffer set
   // from the init formula via Module::load_state.
