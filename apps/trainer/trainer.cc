@@ -118,7 +118,8 @@ class Trainer {
   void log_metrics(const std::string& json_line);
   void progress(double loss, double lr, double samples_per_s, bool force);
   double params_checksum() const;
-  std::vector<Param> params() const { return model_->parameters(); }
+  // The model's parameters, listed once after it is built (the list never changes).
+  const std::vector<Param>& params() const { return params_; }
   // Rank 0's parameters and buffers (or only buffers: BN running statistics) to every rank.
   void broadcast_state(bool buffers_only = false);
 
@@ -128,6 +129,7 @@ class Trainer {
   std::optional<Config> cfg_;
   Settings s_;
   std::unique_ptr<nn::Model> model_;
+  std::vector<Param> params_;
   DataSets data_;
   std::unique_ptr<data::DataLoader> train_loader_;
   std::unique_ptr<optim::Optimizer> optimizer_;
@@ -211,6 +213,7 @@ void Trainer::setup() {
     model_ = make_model(mc, s_.seed);
   }
   model_->rng().set_state(s_.seed * 1000003ull + static_cast<uint64_t>(rank), 0);
+  params_ = model_->parameters();
 
   // ---- data ----------------------------------------------------------------------------------
   Config dc = cfg.child("data");
@@ -509,7 +512,7 @@ void Trainer::train_step() {
     return;
   }
   const float lr = static_cast<float>(schedule_->lr());
-  std::vector<Param> ps = params();
+  std::vector<Param>& ps = params_;
   if (s_.clip > 0) optim::clip_grad_norm(ps, s_.clip);
   if (target_ == comm::ReduceTarget::model_delta) {
     std::vector<Tensor> before;
