@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "util/temp_dir.h"
 
 namespace ada {
 namespace {
@@ -399,17 +400,16 @@ TEST(Config, BadDocuments) {
 class ConfigFile : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::path(::testing::TempDir()) /
-           ("ada_config_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
+    tmp_ = std::make_unique<ada::testing::TempDir>("ada_config");
+    dir_ = tmp_->path();
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  void TearDown() override { tmp_.reset(); }
   std::string write(const std::string& name, const std::string& text) {
     const auto p = dir_ / name;
     std::ofstream(p) << text;
     return p.string();
   }
+  std::unique_ptr<ada::testing::TempDir> tmp_;
   std::filesystem::path dir_;
 };
 

@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "util/temp_dir.h"
 
 namespace ada {
 namespace {
@@ -57,12 +58,10 @@ std::vector<uint16_t> bits16(const Tensor& t) {
 class Safetensors : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) /
-           ("ada_serialize_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
+    tmp_ = std::make_unique<ada::testing::TempDir>("ada_serialize");
+    dir_ = tmp_->path();
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override { tmp_.reset(); }
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
   // A file made of an 8-byte length, `header` as given, and `data_bytes` bytes of data.
@@ -83,6 +82,7 @@ class Safetensors : public ::testing::Test {
     return error_of<IoError>([&] { load_safetensors(p); });
   }
 
+  std::unique_ptr<ada::testing::TempDir> tmp_;
   fs::path dir_;
 };
 

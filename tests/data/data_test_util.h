@@ -4,34 +4,17 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
-#include <random>
 #include <string>
 
 #include "core/error.h"
 #include "data/jpeg.h"
+#include "util/temp_dir.h"
 
 namespace ada::data::testing {
 
-class TempDir {
- public:
-  TempDir() {
-    namespace fs = std::filesystem;
-    std::random_device rd;
-    path_ = fs::temp_directory_path() /
-            ("ada_data_test_" + std::to_string(rd()) + std::to_string(rd()));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string str() const { return path_.string(); }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using ada::testing::TempDir;  // tests/util/temp_dir.h
 
 // A smooth RGB test pattern (gradients differ per channel, so crops and flips are visible).
 inline Image pattern_image(int64_t height, int64_t width, int variant = 0) {

@@ -8,6 +8,7 @@
 #include "nn/init.h"
 #include "nn/layers/multi_head_attention.h"
 #include "nn/model.h"
+#include "util/temp_dir.h"
 
 namespace ada::nn {
 namespace {
@@ -123,7 +124,8 @@ TEST(Models, BertRunsWithPaddingAndNsp) {
 
 TEST(Modules, StateRoundTripAndErrors) {
   auto a = build("name: resnet20_mnist", 1), b = build("name: resnet20_mnist", 2);
-  const std::string path = ::testing::TempDir() + "/r20.safetensors";
+  ada::testing::TempDir tmp("ada_modules");
+  const std::string path = tmp / "r20.safetensors";
   save_safetensors(path, a->state());
   b->load_state(load_safetensors(path));
   auto sa = a->state(), sb = b->state();

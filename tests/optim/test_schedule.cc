@@ -8,6 +8,7 @@
 
 #include "optim/checkpoint.h"
 #include "optim_test_util.h"
+#include "util/temp_dir.h"
 
 namespace ada::optim::testing {
 namespace {
@@ -98,8 +99,8 @@ TEST(Schedule, CursorStateSavesAndRestores) {
     s->advance();
   }
   EXPECT_EQ(s->step(), 7);
-  const std::string path =
-      (std::filesystem::temp_directory_path() / "ada_test_schedule_state.safetensors").string();
+  ada::testing::TempDir tmp("ada_schedule_state");
+  const std::string path = tmp / "sched.safetensors";
   NamedTensors ckpt;
   add_prefixed(ckpt, s->state(), "sched.");
   save_safetensors(path, ckpt.tensors, ckpt.metadata);

@@ -11,6 +11,7 @@
 #include "core/serialize.h"
 #include "optim/checkpoint.h"
 #include "optim_test_util.h"
+#include "util/temp_dir.h"
 
 namespace ada::optim::testing {
 namespace {
@@ -66,8 +67,8 @@ TEST_P(Resume, SaveLoadContinueEqualsUnbrokenRunBitForBit) {
   }
 
   // Run to kSplit, write one checkpoint (model, optimizer, schedule), drop everything.
-  const std::string path =
-      (std::filesystem::temp_directory_path() / "ada_test_optim_resume.safetensors").string();
+  ada::testing::TempDir tmp("ada_optim_resume");
+  const std::string path = tmp / "ckpt.safetensors";
   {
     auto o1 = build_optimizer(GetParam());
     auto s1 = build_schedule(kSchedule, o1->lr());
