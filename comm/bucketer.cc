@@ -1,6 +1,9 @@
 #include "comm/bucketer.h"
 
 #include <cstring>
+#include <string>
+
+#include "core/timeline.h"
 
 namespace ada::comm {
 
@@ -112,27 +115,60 @@ void GradBucketer::copy_in(size_t param, const Tensor& grad) {
   }
 }
 
-void GradBucketer::on_grad_ready(const Variable& param) {
+size_t GradBucketer::index_of(const Variable& param) const {
   auto it = index_.find(param.impl());
   ADA_CHECK_ARG(it != index_.end(), Error)
-      << "GradBucketer: gradient ready for '" << param.name()
-      << "', which is not one of the parameters it was built with";
-  const size_t i = it->second;
-  ADA_CHECK_ARG(!ready_[i], Error) << "GradBucketer: gradient of '" << param.name()
+      << "GradBucketer: '" << param.name() << "' is not one of the parameters it was built with";
+  return it->second;
+}
+
+Tensor GradBucketer::slot(size_t param) const {
+  const Bucket& b = buckets_[bucket_of_[param]];
+  return b.buffer.narrow(offset_of_[param], params_[param].value().numel())
+      .reshape(params_[param].value().shape());
+}
+
+void GradBucketer::mark_ready(size_t i) {
+  ADA_CHECK_ARG(!ready_[i], Error) << "GradBucketer: '" << params_[i].name()
                                    << "' reported ready twice in one step";
   ready_[i] = true;
-  copy_in(i, param.grad());
   --buckets_[bucket_of_[i]].pending;
   launch_ready();
+}
+
+void GradBucketer::on_grad_ready(const Variable& param) {
+  const size_t i = index_of(param);
+  ADA_CHECK_ARG(!ready_[i], Error) << "GradBucketer: gradient of '" << param.name()
+                                   << "' reported ready twice in one step";
+  copy_in(i, param.grad());
+  mark_ready(i);
 }
 
 void GradBucketer::launch_ready() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
     Bucket& b = buckets_[next_launch_++];
     b.launched = true;
+    ++launches_;
     Tensor buf = b.buffer;
     const std::vector<TensorSpan>* spans = &b.spans;
-    b.work = comm_.run_async([this, buf, spans]() mutable { reducer_.reduce(buf, *spans, comm_); });
+    if (!Timeline::instance().enabled()) {
+      b.work = comm_.run_async([this, buf, spans]() mutable { reducer_.reduce(buf, *spans, comm_); });
+      continue;
+    }
+    // Timeline: the bucket's wait in the queue and its reduction, on the communication thread.
+    const auto queued = Timeline::Clock::now();
+    const std::string label = "bucket " + std::to_string(next_launch_ - 1);
+    const std::string args = "\"bucket\": " + std::to_string(next_launch_ - 1) +
+                             ", \"launch\": " + std::to_string(launches_) +
+                             ", \"bytes\": " + std::to_string(buf.nbytes()) + ", \"reducer\": \"" +
+                             reducer_.name() + "\"";
+    b.work = comm_.run_async([this, buf, spans, queued, label, args]() mutable {
+      auto& tl = Timeline::instance();
+      const auto start = Timeline::Clock::now();
+      tl.span(label + " queued", "comm", queued, start, args);
+      reducer_.reduce(buf, *spans, comm_);
+      tl.span(label + " " + reducer_.name(), "comm", start, Timeline::Clock::now(), args);
+    });
   }
 }
 
@@ -149,16 +185,21 @@ void GradBucketer::wait_all() {
   if (error) std::rethrow_exception(error);
 }
 
+void GradBucketer::wait() {
+  for (size_t i = 0; i < params_.size(); ++i)
+    ADA_CHECK_ARG(ready_[i], Error) << "GradBucketer::wait(): '" << params_[i].name()
+                                    << "' was never marked ready this step";
+  wait_all();
+}
+
 void GradBucketer::finish() {
   for (size_t i = 0; i < params_.size(); ++i) {
     if (ready_[i]) continue;
-    ready_[i] = true;
     // Not reported this step (unused by the last backward): contributes what its grad holds,
     // zero if it has none, and is never waited on.
     copy_in(i, params_[i].grad());
-    --buckets_[bucket_of_[i]].pending;
+    mark_ready(i);
   }
-  launch_ready();
   wait_all();
   for (size_t i = 0; i < params_.size(); ++i) {
     if (is_view(i)) continue;  // reduced in place
@@ -175,11 +216,9 @@ void GradBucketer::reduce(std::vector<Tensor>& tensors) {
       << " parameters";
   begin_step();
   for (size_t i = 0; i < params_.size(); ++i) {
-    ready_[i] = true;
     copy_in(i, tensors[i]);
-    --buckets_[bucket_of_[i]].pending;
+    mark_ready(i);
   }
-  launch_ready();
   wait_all();
   for (size_t i = 0; i < params_.size(); ++i) {
     const Bucket& b = buckets_[bucket_of_[i]];

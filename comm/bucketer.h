@@ -4,6 +4,9 @@
 // are the same on every rank, and are launched strictly in bucket order, so every rank issues
 // the same collectives in the same order. finish() zero-fills gradients that never arrived
 // (parameters unused this step), launches what is left, waits, and writes results back.
+// Besides gradients, a bucket can carry any per-parameter payload of the parameter's shape (model
+// deltas): write it into slot(i) and call mark_ready(i); wait() then leaves the reduced payload
+// in the slots. Each launched bucket is a span on the timeline (core/timeline.h).
 #pragma once
 
 #include <memory>
@@ -42,6 +45,16 @@ class GradBucketer {
   // Grad-ready hook: copies the gradient into its bucket and launches every bucket that is
   // complete and whose predecessors are launched. Unknown parameters are an error.
   void on_grad_ready(const Variable& param);
+  // Index of `param` in registration order; Error if it is not one of the parameters.
+  size_t index_of(const Variable& param) const;
+  // Parameter i's slice of its bucket, shaped like the parameter. Fill it, then mark_ready(i).
+  Tensor slot(size_t param) const;
+  // Parameter i's slot holds its payload: launches every bucket that is complete and whose
+  // predecessors are launched. Each parameter once per step.
+  void mark_ready(size_t param);
+  // Waits for every bucket of the step (every parameter must be marked ready) and rethrows the
+  // first reduction error. The reduced payloads are in the slots.
+  void wait();
   // Completes the step: a gradient never reported ready contributes what its grad holds (zero
   // if undefined); waits for every bucket and leaves the reduced values in each parameter's grad
   // (allocated if it was undefined).
@@ -76,6 +89,7 @@ class GradBucketer {
   std::vector<bool> ready_;
   std::vector<Bucket> buckets_;
   size_t next_launch_ = 0;
+  int64_t launches_ = 0;  // buckets launched since construction (timeline labels)
   Communicator& comm_;
   Reducer& reducer_;
 };

@@ -21,6 +21,9 @@ Tensor sub(const Tensor& a, const Tensor& b);            // a - b
 Tensor mul(const Tensor& a, const Tensor& b);            // a * b
 Tensor scale(const Tensor& a, float s);                  // s * a
 void add_(Tensor& y, const Tensor& x);                   // y += x
+// out = a + b, out = a - b into an existing tensor (no allocation; out may alias a or b).
+void add_out(const Tensor& a, const Tensor& b, Tensor& out);
+void sub_out(const Tensor& a, const Tensor& b, Tensor& out);
 void scale_(Tensor& y, float s);                         // y *= s
 void axpby_(float alpha, const Tensor& x, float beta, Tensor& y);  // y = alpha*x + beta*y
 // x [..., N] + b [N] (bias over the last dim) and its bias gradient (sum over all but last).

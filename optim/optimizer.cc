@@ -22,6 +22,36 @@ std::string state_source(const NamedTensors& s) {
 Optimizer::Optimizer(std::string name, double lr, std::vector<std::string> buffer_names)
     : name_(std::move(name)), lr_(lr), buffer_names_(std::move(buffer_names)) {}
 
+void Optimizer::check(const Param& p) const {
+  ADA_CHECK_ARG(p.var.defined(), InternalError)
+      << name_ << " optimizer: parameter '" << p.name << "' has no variable";
+  const Tensor& grad = p.var.grad();
+  if (!grad.defined()) return;
+  const Tensor& w = p.var.value();
+  ADA_CHECK_ARG(grad.shape() == w.shape(), ShapeError)
+      << name_ << " optimizer: parameter '" << p.name << "' is " << w.str() << " but its gradient is "
+      << grad.str();
+  auto it = slots_.find(p.name);
+  if (it != slots_.end() && !it->second.buffers.empty() && it->second.buffers[0].shape() != w.shape())
+    ADA_THROW(ShapeError) << name_ << " optimizer: parameter '" << p.name << "' is now " << w.str()
+                          << " but its state has shape " << shape_str(it->second.buffers[0].shape())
+                          << "; a parameter must keep its shape (start a fresh optimizer)";
+}
+
+void Optimizer::apply(const Param& p, float lr) {
+  const Tensor& grad = p.var.grad();
+  if (!grad.defined()) return;  // no gradient this step
+  const Tensor& w = p.var.value();
+  Slot& slot = slots_[p.name];
+  if (slot.buffers.size() != buffer_names_.size()) {
+    slot.buffers.clear();
+    for (size_t i = 0; i < buffer_names_.size(); ++i)
+      slot.buffers.push_back(Tensor::zeros(w.shape(), DType::f32, w.device()));
+  }
+  ++slot.step;
+  update(p, grad, slot, lr);
+}
+
 void Optimizer::step(const std::vector<Param>& params, float lr) {
   // Check everything first, so that a bad parameter list changes nothing.
   std::unordered_set<std::string_view> seen;
@@ -31,35 +61,14 @@ void Optimizer::step(const std::vector<Param>& params, float lr) {
         << name_ << " optimizer: parameter name '" << p.name
         << "' appears twice in one step; optimizer state is keyed by name, so names must be "
            "unique (the module tree should give every parameter its own dotted name)";
-    ADA_CHECK_ARG(p.var.defined(), InternalError)
-        << name_ << " optimizer: parameter '" << p.name << "' has no variable";
-    const Tensor& grad = p.var.grad();
-    if (!grad.defined()) continue;
-    const Tensor& w = p.var.value();
-    ADA_CHECK_ARG(grad.shape() == w.shape(), ShapeError)
-        << name_ << " optimizer: parameter '" << p.name << "' is " << w.str()
-        << " but its gradient is " << grad.str();
-    auto it = slots_.find(p.name);
-    if (it != slots_.end() && !it->second.buffers.empty() &&
-        it->second.buffers[0].shape() != w.shape())
-      ADA_THROW(ShapeError) << name_ << " optimizer: parameter '" << p.name << "' is now "
-                            << w.str() << " but its state has shape "
-                            << shape_str(it->second.buffers[0].shape())
-                            << "; a parameter must keep its shape (start a fresh optimizer)";
+    check(p);
   }
-  for (const Param& p : params) {
-    const Tensor& grad = p.var.grad();
-    if (!grad.defined()) continue;  // no gradient this step
-    const Tensor& w = p.var.value();
-    Slot& slot = slots_[p.name];
-    if (slot.buffers.size() != buffer_names_.size()) {
-      slot.buffers.clear();
-      for (size_t i = 0; i < buffer_names_.size(); ++i)
-        slot.buffers.push_back(Tensor::zeros(w.shape(), DType::f32, w.device()));
-    }
-    ++slot.step;
-    update(p, grad, slot, lr);
-  }
+  for (const Param& p : params) apply(p, lr);
+}
+
+void Optimizer::step(const Param& param, float lr) {
+  check(param);
+  apply(param, lr);
 }
 
 NamedTensors Optimizer::state() const {

@@ -29,6 +29,9 @@ class Optimizer {
   // count included) stay as they are. Values change in place (a Param holds shared handles);
   // gradients are only read. Names must be unique within `params`.
   void step(const std::vector<Param>& params, float lr);
+  // The same update for one parameter (strategies that step each parameter as soon as its
+  // gradient is final, while backward goes on). Allocates nothing after its first call.
+  void step(const Param& param, float lr);
 
   // The state as named tensors, sorted by parameter name: "<param>.step" (i64, 0-d: how many
   // updates that parameter has had) and "<param>.<buffer>" (f32, the parameter's shape; buffer
@@ -65,6 +68,8 @@ class Optimizer {
   Tensor scratch(const Shape& shape, Device device);
 
  private:
+  void check(const Param& p) const;  // the shape checks of step(), before anything changes
+  void apply(const Param& p, float lr);
   std::string name_;
   double lr_;
   std::vector<std::string> buffer_names_;

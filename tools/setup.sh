@@ -7,7 +7,8 @@
 set -euo pipefail
 
 packages=(cmake g++ make ccache libeigen3-dev libyaml-cpp-dev libspdlog-dev libopenmpi-dev
-          openmpi-bin libgtest-dev zlib1g-dev libjpeg62-turbo-dev python3-numpy)
+          openmpi-bin libgtest-dev zlib1g-dev libjpeg62-turbo-dev python3-numpy
+          nlohmann-json3-dev libcli11-dev)
 for arg in "$@"; do
   case "$arg" in
     --bench) packages+=(python3-torch python3-torchvision python3-numpy libopenblas0-openmp) ;;

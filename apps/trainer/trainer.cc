@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -13,18 +15,18 @@
 
 #include "apps/trainer/checkpoint.h"
 #include "apps/trainer/datasets.h"
-#include "comm/bucketer.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_runtime.h"
 #include "core/log.h"
 #include "core/functional.h"
 #include "core/ops.h"
 #include "core/parallel.h"
+#include "core/timeline.h"
 #include "data/data_loader.h"
+#include "dist/strategy.h"
 #include "nn/init.h"
 #include "nn/model.h"
 #include "optim/checkpoint.h"
-#include "optim/clip.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 
@@ -101,7 +103,7 @@ struct Settings {
   int threads = 0, ckpt_keep = 3;
   bool skip_nonfinite = false;
   double clip = 0;
-  std::string out_dir, ckpt_dir;
+  std::string out_dir, ckpt_dir, timeline;
 };
 
 class Trainer {
@@ -115,13 +117,17 @@ class Trainer {
   std::map<std::string, double> evaluate();
   void save_checkpoint();
   void resume(const std::string& path);
-  void log_metrics(const std::string& json_line);
+  void log_metrics(const nlohmann::ordered_json& record);
   void progress(double loss, double lr, double samples_per_s, bool force);
   double params_checksum() const;
   // The model's parameters, listed once after it is built (the list never changes).
   const std::vector<Param>& params() const { return params_; }
   // Rank 0's parameters and buffers (or only buffers: BN running statistics) to every rank.
   void broadcast_state(bool buffers_only = false);
+  // train.timeline: each rank records into PATH.rank<r>; rank 0 merges them into PATH at the end.
+  void open_timeline();
+  void close_timeline();
+  std::string timeline_rank_file(int rank) const { return s_.timeline + ".rank" + std::to_string(rank); }
 
   Args args_;
   comm::MpiRuntime& mpi_;
@@ -136,13 +142,13 @@ class Trainer {
   std::unique_ptr<optim::Schedule> schedule_;
   std::unique_ptr<comm::Reducer> reducer_;
   comm::ReduceTarget target_ = comm::ReduceTarget::gradients;
-  std::unique_ptr<comm::GradBucketer> bucketer_;
+  std::unique_ptr<dist::Strategy> strategy_;
   std::unique_ptr<Checkpointer> ckpt_;
   std::string reducer_name_;
   int64_t step_ = 0, total_steps_ = 0, steps_per_epoch_ = 0, epoch_ = 0;
   double wall_offset_ = 0;
   Clock::time_point start_;
-  double comm_seconds_ = 0, compute_seconds_ = 0;
+  double comm_seconds_ = 0, compute_seconds_ = 0, exposed_seconds_ = 0;
   std::ofstream metrics_;
   bool tty_ = false;
   Clock::time_point last_progress_{};
@@ -150,7 +156,7 @@ class Trainer {
   int64_t start_step_ = 0;  // step at which this process started (after a resume)
   int64_t last_ckpt_step_ = -1;
   std::string init_from_;  // checkpoint (file or folder) whose model weights start a fresh run
-  double window_loss_ = 0, window_seconds_ = 0, window_comm_ = 0;  // since the last metrics line
+  double window_loss_ = 0, window_seconds_ = 0, window_comm_ = 0, window_exposed_ = 0;  // since the last metrics line
   int64_t window_steps_ = 0;
 };
 
@@ -178,6 +184,7 @@ void Trainer::setup() {
   s_.checksum_every = t.get_or<int64_t>("checksum_every", 100);
   s_.clip = t.get_or<double>("clip_grad_norm", 0.0);
   init_from_ = t.get_or<std::string>("init_from", "");
+  s_.timeline = t.get_or<std::string>("timeline", "");
   const std::string nonfinite = t.get_or<std::string>("on_nonfinite", "stop");
   ADA_CHECK_ARG(nonfinite == "stop" || nonfinite == "skip", ConfigError)
       << t.where("on_nonfinite") << ": must be 'stop' or 'skip', got '" << nonfinite << "'";
@@ -275,11 +282,11 @@ void Trainer::setup() {
   for (const auto& p : params()) h = fnv(h, p.name + shape_str(p.var.value().shape()));
   require_same_on_all_ranks(*world_, h, "the config or the model's parameter names/shapes");
   broadcast_state();
-  {
-    std::vector<Variable> vars;
-    for (auto& p : params()) vars.push_back(p.var);
-    bucketer_ = std::make_unique<comm::GradBucketer>(std::move(vars), *world_, *reducer_, bo);
-  }
+  dist::StrategyOptions so_;
+  so_.clip_grad_norm = s_.clip;
+  so_.skip_nonfinite = s_.skip_nonfinite;
+  so_.buckets = bo;
+  strategy_ = dist::make_strategy(target_, {params_, *optimizer_, *world_, *reducer_}, so_);
 
   data::SamplerOptions so;
   so.rank = rank;
@@ -301,14 +308,40 @@ void Trainer::setup() {
     std::ofstream(s_.out_dir + "/config.yaml") << cfg.dump();
   }
   tty_ = isatty(STDERR_FILENO);
-  log_info("{} ranks, {} threads each; model {} ({} parameters); reducer {} on {}; {} steps of {} x {} "
+  log_info("{} ranks, {} threads each; model {} ({} parameters); sync {}; {} steps of {} x {} "
            "examples per rank; data: {}",
-           world, num_threads(), model_->type_name(), model_->parameter_count(), reducer_name_,
-           comm::target_name(target_), total_steps_, s_.micro, s_.batch, data_.train->describe());
+           world, num_threads(), model_->type_name(), model_->parameter_count(), strategy_->describe(),
+           total_steps_, s_.micro, s_.batch, data_.train->describe());
 }
 
 void Trainer::broadcast_state(bool buffers_only) {
   for (auto& [name, t] : buffers_only ? model_->buffers() : model_->state()) world_->broadcast(t, 0);
+}
+
+void Trainer::open_timeline() {
+  // One time base for all ranks: rank 0's clock reading (steady_clock is system-wide on a node;
+  // across nodes the spans are aligned only as well as the clocks are).
+  double epoch = static_cast<double>(Clock::now().time_since_epoch().count());
+  world_->allreduce(&epoch, 1, comm::ReduceOp::max);
+  if (world_->rank() == 0) {
+    const auto dir = fs::path(s_.timeline).parent_path();
+    if (!dir.empty()) fs::create_directories(dir);
+  }
+  world_->barrier();
+  Timeline::instance().open(timeline_rank_file(world_->rank()), world_->rank(),
+                            Clock::time_point(Clock::duration(static_cast<Clock::rep>(epoch))));
+  Timeline::instance().set_thread_name("main");
+  world_->run_async([] { Timeline::instance().set_thread_name("communication"); })->wait();
+}
+
+void Trainer::close_timeline() {
+  Timeline::instance().close();
+  world_->barrier();
+  if (world_->rank() != 0) return;
+  std::vector<std::string> files;
+  for (int r = 0; r < world_->size(); ++r) files.push_back(timeline_rank_file(r));
+  Timeline::merge(files, s_.timeline);
+  for (const auto& f : files) fs::remove(f);
 }
 
 double Trainer::params_checksum() const {
@@ -336,9 +369,9 @@ void Trainer::progress(double loss, double lr, double sps, bool force) {
   }
 }
 
-void Trainer::log_metrics(const std::string& line) {
+void Trainer::log_metrics(const nlohmann::ordered_json& record) {
   if (world_->rank() != 0) return;
-  metrics_ << line << "\n";
+  metrics_ << record.dump() << "\n";
   metrics_.flush();
 }
 
@@ -394,6 +427,7 @@ std::map<std::string, double> Trainer::evaluate() {
 
 void Trainer::save_checkpoint() {
   if (last_ckpt_step_ == step_) return;  // already written at this step
+  TraceSpan span("checkpoint", "checkpoint");
   last_ckpt_step_ = step_;
   broadcast_state(true);  // BN running stats: rank 0's, so the checkpoint is the model every rank has
   CheckpointMeta m;
@@ -414,7 +448,7 @@ void Trainer::save_checkpoint() {
   }
   // In model-delta mode optimizer state is local and differs per rank: each rank writes its
   // own, before rank 0 completes the checkpoint with the JSON.
-  const bool local_state = target_ == comm::ReduceTarget::model_delta && world_->size() > 1;
+  const bool local_state = strategy_->optimizer_state_is_local() && world_->size() > 1;
   if (local_state) {
     fs::create_directories(ckpt_->dir());
     const NamedTensors st = optimizer_->state();
@@ -470,95 +504,65 @@ void Trainer::train_step() {
   const auto t0 = Clock::now();
   model_->zero_grad();
   double loss_sum = 0;
-  std::map<std::string, double> metric_sums;
-  const bool overlap = target_ == comm::ReduceTarget::gradients;
-  if (overlap) bucketer_->begin_step();
+  const double lr = schedule_->lr();
+  strategy_->begin_step(step_, static_cast<float>(lr));
   for (int64_t m = 0; m < s_.micro; ++m) {
-    auto batch = train_loader_->next();
-    if (!batch) {  // epoch boundary
-      train_loader_->start_epoch(++epoch_);
+    std::optional<data::Batch> batch;
+    {
+      TraceSpan span("data wait", "data");
       batch = train_loader_->next();
-      ADA_CHECK_ARG(batch.has_value(), Error) << "data: an epoch produced no batch";
+      if (!batch) {  // epoch boundary
+        train_loader_->start_epoch(++epoch_);
+        batch = train_loader_->next();
+        ADA_CHECK_ARG(batch.has_value(), Error) << "data: an epoch produced no batch";
+      }
     }
-    auto out = model_->forward(batch->fields);
+    nn::ModelOutput out;
+    {
+      TraceSpan span("forward", "compute");
+      out = model_->forward(batch->fields);
+    }
     loss_sum += out.loss.value().item();
-    for (const auto& [k, v] : out.metrics) metric_sums[k] += v;
     Variable loss = s_.micro > 1 ? fn::scale(out.loss, 1.f / static_cast<float>(s_.micro)) : out.loss;
-    // Buckets go out during the last micro-batch's backward (earlier ones only accumulate).
-    if (overlap && m == s_.micro - 1)
-      backward(loss, {}, [&](Variable& p) { bucketer_->on_grad_ready(p); });
+    TraceSpan span("backward", "compute");
+    // The strategy sees each final gradient of the last micro-batch (earlier ones accumulate).
+    if (strategy_->wants_grad_hook() && m == s_.micro - 1)
+      backward(loss, {}, [&](Variable& p) { strategy_->on_grad_ready(p); });
     else
       backward(loss);
   }
   const double loss = loss_sum / static_cast<double>(s_.micro);
-  const auto t1 = Clock::now();
-  if (overlap) bucketer_->finish();  // waits for the buckets still in flight
-  // Non-finite guard, on the gradients the optimizer will use (reduced ones in gradient mode,
-  // where a NaN on one rank reaches all); every rank learns whether any rank saw NaN/Inf.
-  double bad = std::isfinite(loss) ? 0.0 : 1.0;
-  for (const auto& p : params())
-    if (bad == 0.0 && p.var.grad().defined() && !ops::all_finite(p.var.grad())) bad = 1.0;
-  world_->allreduce(&bad, 1, comm::ReduceOp::max);
-  double comm_s = std::chrono::duration<double>(Clock::now() - t1).count();  // waiting on reduction
-  if (bad > 0) {
-    ADA_CHECK_ARG(s_.skip_nonfinite, Error)
-        << "step " << step_ << ": the loss or a gradient is NaN/Inf on at least one rank (loss here "
-        << loss << "); lower the learning rate, enable train.clip_grad_norm, or set "
-        << "train.on_nonfinite: skip";
-    ++skipped_;
-    log_warn("step {}: non-finite loss or gradient, step skipped ({} so far)", step_, skipped_);
-    schedule_->advance();
-    ++step_;
-    return;
-  }
-  const float lr = static_cast<float>(schedule_->lr());
-  std::vector<Param>& ps = params_;
-  if (s_.clip > 0) optim::clip_grad_norm(ps, s_.clip);
-  if (target_ == comm::ReduceTarget::model_delta) {
-    std::vector<Tensor> before;
-    for (auto& p : ps) before.push_back(p.var.value().clone());
-    optimizer_->step(ps, lr);
-    std::vector<Tensor> delta;
-    for (size_t i = 0; i < ps.size(); ++i) delta.push_back(ops::sub(ps[i].var.value(), before[i]));
-    const auto c0 = Clock::now();
-    bucketer_->reduce(delta);
-    comm_s += seconds_since(c0);
-    for (size_t i = 0; i < ps.size(); ++i) {
-      Tensor& w = ps[i].var.mutable_value();
-      w.copy_from(before[i]);
-      ops::add_(w, delta[i]);
-    }
-  } else {
-    optimizer_->step(ps, lr);
-  }
+  const dist::StepResult res = strategy_->end_step(loss);
   schedule_->advance();
   ++step_;
+  if (!res.applied) {
+    ++skipped_;
+    return;
+  }
   const double step_s = seconds_since(t0);
+  const double comm_s = res.comm_seconds;
   comm_seconds_ += comm_s;
+  exposed_seconds_ += res.exposed_seconds;
   compute_seconds_ += step_s - comm_s;
 
-  // Loss averaged over ranks, for the log and metrics.
-  double agg[2] = {loss, 1.0};
-  world_->allreduce(agg, 2);
-  const double mean_loss = agg[0] / agg[1];
+  const double mean_loss = res.mean_loss;
   const double sps = static_cast<double>(s_.batch * s_.micro * world_->size()) / step_s;
   window_loss_ += mean_loss;
   window_steps_ += 1;
   window_seconds_ += step_s;
   window_comm_ += comm_s;
+  window_exposed_ += res.exposed_seconds;
   if (step_ % s_.log_every == 0 || step_ == total_steps_) {
     // Averages over the steps since the last line: smooth curves, every step counted.
     const double wl = window_loss_ / window_steps_;
     const double wsps = static_cast<double>(s_.batch * s_.micro * world_->size()) * window_steps_ / window_seconds_;
-    const double per_step = window_seconds_ / window_steps_, comm_per_step = window_comm_ / window_steps_;
-    window_loss_ = window_seconds_ = window_comm_ = 0;
+    const double n = static_cast<double>(window_steps_);
+    const double per_step = window_seconds_ / n, comm_per_step = window_comm_ / n;
+    log_metrics({{"step", step_}, {"epoch", epoch_}, {"lr", lr}, {"loss", wl}, {"samples_per_s", wsps},
+                 {"compute_s", per_step - comm_per_step}, {"comm_s", comm_per_step},
+                 {"exposed_comm_s", window_exposed_ / n}, {"wall_s", wall_offset_ + seconds_since(start_)}});
+    window_loss_ = window_seconds_ = window_comm_ = window_exposed_ = 0;
     window_steps_ = 0;
-    std::ostringstream js;
-    js.precision(8);
-    js << "{\"step\": " << step_ << ", \"epoch\": " << epoch_ << ", \"lr\": " << lr << ", \"loss\": " << wl
-       << ", \"samples_per_s\": " << wsps << ", \"compute_s\": " << per_step - comm_per_step << ", \"comm_s\": " << comm_per_step
-       << ", \"wall_s\": " << wall_offset_ + seconds_since(start_) << "}";
-    log_metrics(js.str());
   }
   progress(mean_loss, lr, sps, false);
   if (s_.checksum_every > 0 && step_ % s_.checksum_every == 0) {
@@ -585,14 +589,18 @@ int Trainer::run() {
     if (step_ > 0) {
       std::ifstream in(path);
       for (std::string line; std::getline(in, line);) {
-        auto pos = line.find("\"step\": ");
-        if (pos != std::string::npos && std::stoll(line.substr(pos + 8)) <= step_) kept.push_back(line);
+        // A line cut short by a crash, or after the resumed step, is dropped.
+        const auto rec = nlohmann::ordered_json::parse(line, nullptr, /*allow_exceptions=*/false);
+        if (rec.is_object() && rec.contains("step") && rec["step"].is_number_integer() &&
+            rec["step"].get<int64_t>() <= step_)
+          kept.push_back(line);
       }
     }
     metrics_.open(path, std::ios::trunc);
     for (const auto& l : kept) metrics_ << l << "\n";
   }
   if (step_ == 0) train_loader_->start_epoch(0);
+  if (!s_.timeline.empty()) open_timeline();
   start_ = Clock::now();
   start_step_ = step_;
   const double c0 = params_checksum();  // replicas identical at the start
@@ -608,25 +616,25 @@ int Trainer::run() {
     if (!data_.eval || last_eval_step == step_) return;
     last_eval_step = step_;
     broadcast_state(true);
+    TraceSpan span("evaluation", "eval");
     auto e = evaluate();
-    std::ostringstream js;
-    js.precision(8);
-    js << "{\"step\": " << step_ << ", \"epoch\": " << epoch_;
+    nlohmann::ordered_json rec = {{"step", step_}, {"epoch", epoch_}};
     if (e.count("count") && e["count"] > 0) {
-      js << ", \"eval_loss\": " << e["loss_sum"] / e["count"] << ", \"eval_top1\": " << e["correct"] / e["count"];
+      rec["eval_loss"] = e["loss_sum"] / e["count"];
+      rec["eval_top1"] = e["correct"] / e["count"];
       log_info("eval at step {}: top-1 {:.4f} ({:.0f}/{:.0f}), loss {:.4f}", step_, e["correct"] / e["count"],
                e["correct"], e["count"], e["loss_sum"] / e["count"]);
     }
     if (e.count("mlm_count") && e["mlm_count"] > 0) {
       // The MLM loss alone (the model's loss also holds NSP's when enabled).
-      js << ", \"eval_mlm_loss\": " << e["mlm_loss_sum"] / e["mlm_count"]
-         << ", \"eval_mlm_accuracy\": " << e["mlm_correct"] / e["mlm_count"];
+      rec["eval_mlm_loss"] = e["mlm_loss_sum"] / e["mlm_count"];
+      rec["eval_mlm_accuracy"] = e["mlm_correct"] / e["mlm_count"];
       log_info("eval at step {}: MLM accuracy {:.4f}, MLM loss {:.4f}", step_, e["mlm_correct"] / e["mlm_count"],
                e["mlm_loss_sum"] / e["mlm_count"]);
-      if (e.count("nsp_count") && e["nsp_count"] > 0) js << ", \"eval_nsp_accuracy\": " << e["nsp_correct"] / e["nsp_count"];
+      if (e.count("nsp_count") && e["nsp_count"] > 0) rec["eval_nsp_accuracy"] = e["nsp_correct"] / e["nsp_count"];
     }
-    js << ", \"wall_s\": " << wall_offset_ + seconds_since(start_) << "}";
-    log_metrics(js.str());
+    rec["wall_s"] = wall_offset_ + seconds_since(start_);
+    log_metrics(rec);
     last_eval = e;
   };
   while (step_ < total_steps_) {
@@ -640,23 +648,33 @@ int Trainer::run() {
   }
   run_eval();  // the final model's figures (skipped if this step was just evaluated)
   save_checkpoint();
+  if (!s_.timeline.empty()) close_timeline();
   const double wall = wall_offset_ + seconds_since(start_);
   if (world_->rank() == 0) {
-    std::ostringstream js;
-    js.precision(8);
-    js << "{\"steps\": " << step_ << ", \"world_size\": " << world_->size() << ", \"reducer\": \"" << reducer_name_
-       << "\", \"target\": \"" << comm::target_name(target_) << "\", \"model\": \"" << model_->type_name()
-       << "\", \"wall_seconds\": " << wall << ", \"compute_seconds\": " << compute_seconds_
-       << ", \"comm_seconds\": " << comm_seconds_ << ", \"skipped_steps\": " << skipped_;
-    if (last_eval.count("count") && last_eval["count"] > 0)
-      js << ", \"eval_top1\": " << last_eval["correct"] / last_eval["count"];
-    if (last_eval.count("mlm_count") && last_eval["mlm_count"] > 0)
-      js << ", \"eval_mlm_accuracy\": " << last_eval["mlm_correct"] / last_eval["mlm_count"];
-    js << "}";
-    std::ofstream(s_.out_dir + "/summary.json") << js.str() << "\n";
+    nlohmann::ordered_json sum = {{"steps", step_},
+                          {"world_size", world_->size()},
+                          {"reducer", reducer_name_},
+                          {"target", comm::target_name(target_)},
+                          {"sync", strategy_->describe()},
+                          {"model", model_->type_name()},
+                          {"wall_seconds", wall},
+                          {"compute_seconds", compute_seconds_},
+                          {"comm_seconds", comm_seconds_},
+                          {"exposed_comm_seconds", exposed_seconds_},
+                          {"skipped_steps", skipped_}};
+    if (last_eval.count("count") && last_eval["count"] > 0) {
+      sum["eval_top1"] = last_eval["correct"] / last_eval["count"];
+      sum["eval_loss"] = last_eval["loss_sum"] / last_eval["count"];
+    }
+    if (last_eval.count("mlm_count") && last_eval["mlm_count"] > 0) {
+      sum["eval_mlm_accuracy"] = last_eval["mlm_correct"] / last_eval["mlm_count"];
+      sum["eval_mlm_loss"] = last_eval["mlm_loss_sum"] / last_eval["mlm_count"];
+    }
+    std::ofstream(s_.out_dir + "/summary.json") << sum.dump(2) << "\n";
     if (tty_) std::fprintf(stderr, "\n");
     log_info("done: {} steps in {}; metrics in {}/metrics.jsonl, summary in {}/summary.json", step_,
              fmt_duration(wall), s_.out_dir, s_.out_dir);
+    if (!s_.timeline.empty()) log_info("timeline (Chrome trace; open in ui.perfetto.dev): {}", s_.timeline);
     if (last_eval.count("count") && last_eval["count"] > 0)
       std::printf("test accuracy: %.2f%% (%.0f/%.0f)\n", 100.0 * last_eval["correct"] / last_eval["count"],
                   last_eval["correct"], last_eval["count"]);

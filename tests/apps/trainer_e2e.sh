@@ -6,7 +6,9 @@
 #               as an unbroken run of 20 steps;
 #   overrides — --set changes a value (and a misspelt one is rejected);
 #   bad       — a table of bad configs and command lines, each with the message expected;
-#   smoke     — every config in configs/ runs 2 steps on synthetic data with small shapes.
+#   smoke     — every config in configs/ runs 2 steps on synthetic data with small shapes;
+#   timeline  — train.timeline writes one Chrome trace with both ranks, and buckets are reduced
+#               while backward still runs (gradient and overlapped model-delta sync).
 # usage: trainer_e2e.sh TRAINER SOURCE_DIR WORK_DIR CASE
 set -uo pipefail
 trainer=$1 src=$2 work=$3 case=$4
@@ -109,6 +111,31 @@ smoke)
     else echo "FAIL: $name"; echo "$out" | tail -5; status=1; fi
   done
   exit $status
+  ;;
+timeline)
+  for red in average adasum; do
+    mpi 2 "$trainer" --config tiny.yaml --set model.name=resnet20_mnist --set reducer.name=$red \
+      --set reducer.bucket_mb=0.02 --set reducer.first_bucket_mb=0.005 --set train.steps=4 \
+      --set train.eval_every=4 --set output.dir=tl_$red --set train.timeline=tl_$red/trace.json > tl.txt 2>&1 \
+      || { cat tl.txt; fail "$red timeline run"; }
+    python3 - tl_$red/trace.json $red <<'PY' || fail "$red: timeline check"
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+spans = [e for e in ev if e.get("ph") == "X"]
+assert {e["pid"] for e in spans} == {0, 1}, "both ranks in one trace"
+for want in ("forward", "backward", "evaluation", "checkpoint", "data wait"):
+    assert any(e["name"] == want for e in spans), f"no '{want}' span"
+overlapped = 0
+for pid in (0, 1):
+    back = [e for e in spans if e["pid"] == pid and e["name"] == "backward"]
+    runs = [e for e in spans if e["pid"] == pid and e["cat"] == "comm" and e["name"].startswith("bucket") and not e["name"].endswith("queued")]
+    assert runs, "no bucket reductions"
+    assert {e["tid"] for e in runs}.isdisjoint({e["tid"] for e in back}), "reductions run on their own thread"
+    overlapped += sum(1 for r in runs for b in back if b["ts"] <= r["ts"] < b["ts"] + b["dur"])
+assert overlapped > 0, "no bucket reduction started while backward ran"
+print(f"{sys.argv[2]}: {len(spans)} spans, {overlapped} bucket reductions started during backward")
+PY
+  done
   ;;
 *) fail "unknown case $case" ;;
 esac

@@ -25,16 +25,22 @@ Tensor map1(const char* op, const Tensor& a, F f) {
   return y;
 }
 template <class F>
-Tensor map2(const char* op, const Tensor& a, const Tensor& b, F f) {
-  require_cpu_f32(op, {&a, &b});
+void map2_into(const char* op, const Tensor& a, const Tensor& b, Tensor& y, F f) {
+  require_cpu_f32(op, {&a, &b, &y});
   check_same_shape(a, b, op);
-  Tensor y = Tensor::empty(a.shape());
+  check_same_shape(a, y, op);
   const float* x = a.data<float>();
   const float* z = b.data<float>();
   float* o = y.data<float>();
   parallel_for(0, a.numel(), kGrain, [&](int64_t s, int64_t e) {
     for (int64_t i = s; i < e; ++i) o[i] = f(x[i], z[i]);
   });
+}
+template <class F>
+Tensor map2(const char* op, const Tensor& a, const Tensor& b, F f) {
+  require_cpu_f32(op, {&a, &b});
+  Tensor y = Tensor::empty(a.shape());
+  map2_into(op, a, b, y, f);
   return y;
 }
 // Sum of f(i) over [0, n) in double, deterministic: fixed chunks, combined in order.
@@ -68,6 +74,12 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 Tensor sub(const Tensor& a, const Tensor& b) {
   return map2("sub", a, b, [](float x, float y) { return x - y; });
+}
+void add_out(const Tensor& a, const Tensor& b, Tensor& out) {
+  map2_into("add_out", a, b, out, [](float x, float y) { return x + y; });
+}
+void sub_out(const Tensor& a, const Tensor& b, Tensor& out) {
+  map2_into("sub_out", a, b, out, [](float x, float y) { return x - y; });
 }
 Tensor mul(const Tensor& a, const Tensor& b) {
   return map2("mul", a, b, [](float x, float y) { return x * y; });

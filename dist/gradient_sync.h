@@ -1,0 +1,29 @@
+// Gradient sync: every step, each parameter's gradient lands in its bucket (gradients are bucket
+// views) and a complete bucket is reduced on the communication thread while backward goes on;
+// after backward the optimizer takes one step with the reduced gradients, identically on every
+// rank (so optimizer state stays identical too). The DDP/Horovod-allreduce scheme.
+#pragma once
+
+#include "dist/strategy.h"
+
+namespace ada::dist {
+
+class GradientSync : public Strategy {
+ public:
+  GradientSync(const StrategyContext& context, const StrategyOptions& options);
+  std::string describe() const override;
+  void begin_step(int64_t step, float lr) override;
+  bool wants_grad_hook() const override { return true; }
+  void on_grad_ready(Variable& param) override;
+  StepResult end_step(double local_loss) override;
+  bool optimizer_state_is_local() const override { return false; }
+
+ private:
+  StrategyContext ctx_;
+  StrategyOptions options_;
+  comm::GradBucketer bucketer_;
+  int64_t step_ = 0;
+  float lr_ = 0;
+};
+
+}  // namespace ada::dist

@@ -1,0 +1,292 @@
+// Data-parallel strategies under mpiexec (1..8 ranks): gradient sync equals "reduce gradients,
+// then step"; delta sync — overlapped with backward — equals the reference "local step, reduce
+// the per-tensor deltas, w = start + reduced delta" bit for bit (for SGD with momentum, Adam and
+// LAMB, with every reducer, with micro-batches), equals its own synchronous path bit for bit,
+// keeps replicas identical while optimizer state stays local, and stops every rank on NaN.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "comm/mpi_communicator.h"
+#include "comm/mpi_runtime.h"
+#include "core/functional.h"
+#include "core/ops.h"
+#include "dist/delta_sync.h"
+#include "dist/strategy.h"
+#include "nn/model.h"
+#include "optim/optimizer.h"
+
+namespace ada::dist {
+namespace {
+
+comm::MpiCommunicator& world() {
+  static std::unique_ptr<comm::MpiCommunicator> w = comm::MpiCommunicator::world();
+  return *w;
+}
+
+std::unique_ptr<comm::Reducer> reducer(const std::string& name) {
+  comm::ReducerRegistry r("reducer");
+  comm::register_builtin_reducers(r);
+  return r.get(name)();
+}
+
+std::unique_ptr<optim::Optimizer> optimizer(const std::string& yaml) {
+  optim::OptimizerRegistry r("optimizer");
+  optim::register_builtin_optimizers(r);
+  return optim::make_optimizer(r, Config::parse(yaml, "test"));
+}
+
+std::unique_ptr<nn::Model> model(const std::string& name) {
+  nn::ModelRegistry r("model");
+  nn::register_builtin_models(r);
+  return r.get(name)(Config::parse("{name: " + name + "}", "test"), 7);
+}
+
+// A batch that differs per rank and per step (images N(0,1), labels in [0,10)).
+nn::TensorMap batch(int rank, int step, int micro) {
+  Generator g(1000 + 97 * rank + 13 * step + micro, 0);
+  Tensor x = Tensor::randn({4, 1, 28, 28}, g);
+  std::vector<int64_t> labels;
+  for (int i = 0; i < 4; ++i) labels.push_back((rank * 3 + step * 7 + micro + i) % 10);
+  return {{"image", x}, {"label", Tensor::from_vector<int64_t>(labels, {4})}};
+}
+
+std::vector<float> flat(const std::vector<Param>& ps) {
+  std::vector<float> v;
+  for (const auto& p : ps) {
+    auto x = p.var.value().to_vector<float>();
+    v.insert(v.end(), x.begin(), x.end());
+  }
+  return v;
+}
+
+void expect_bits_equal(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0 && bad++ == 0) first = i;
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << a.size() << " values differ, first at " << first
+                     << " (" << a[first] << " vs " << b[first] << ")";
+}
+
+void expect_same_on_every_rank(const std::vector<float>& v, const std::string& what) {
+  auto& c = world();
+  Tensor in = Tensor::from_vector<float>(v, {static_cast<int64_t>(v.size())});
+  Tensor all = Tensor::empty({static_cast<int64_t>(v.size()) * c.size()});
+  c.allgather(in, all);
+  auto x = all.to_vector<float>();
+  for (int r = 1; r < c.size(); ++r)
+    ASSERT_EQ(0, std::memcmp(x.data(), x.data() + r * v.size(), v.size() * sizeof(float)))
+        << what << ": rank " << r << " differs from rank 0";
+}
+
+// Runs `steps` steps of `model_name` through a strategy; returns the final weights.
+std::vector<float> run_strategy(const std::string& model_name, const std::string& opt_yaml,
+                                const std::string& red, comm::ReduceTarget target, StrategyOptions so,
+                                int steps, int micro, bool* overlapped = nullptr) {
+  auto& c = world();
+  auto m = model(model_name);
+  auto params = m->parameters();
+  auto opt = optimizer(opt_yaml);
+  auto r = reducer(red);
+  so.buckets.bucket_bytes = 20000;  // several buckets even for LeNet
+  so.buckets.first_bucket_bytes = 4000;
+  auto s = make_strategy(target, {params, *opt, c, *r}, so);
+  if (overlapped) *overlapped = s->wants_grad_hook();
+  for (int step = 0; step < steps; ++step) {
+    m->zero_grad();
+    s->begin_step(step, 0.05f);
+    double loss = 0;
+    for (int k = 0; k < micro; ++k) {
+      auto out = m->forward(batch(c.rank(), step, k));
+      loss += out.loss.value().item();
+      if (s->wants_grad_hook() && k == micro - 1)
+        backward(out.loss, {}, [&](Variable& p) { s->on_grad_ready(p); });
+      else
+        backward(out.loss);
+    }
+    StepResult res = s->end_step(loss / micro);
+    EXPECT_TRUE(res.applied);
+  }
+  return flat(params);
+}
+
+// The delta mode the trainer had before the strategy layer: clone, step, subtract, reduce the
+// deltas through the same buckets, copy back and add.
+std::vector<float> run_reference_delta(const std::string& model_name, const std::string& opt_yaml,
+                                       const std::string& red, int steps, int micro) {
+  auto& c = world();
+  auto m = model(model_name);
+  auto params = m->parameters();
+  auto opt = optimizer(opt_yaml);
+  auto r = reducer(red);
+  std::vector<Variable> vars;
+  for (auto& p : params) vars.push_back(p.var);
+  comm::GradBucketer b(vars, c, *r, comm::BucketOptions{20000, 4000});
+  for (int step = 0; step < steps; ++step) {
+    m->zero_grad();
+    for (int k = 0; k < micro; ++k) backward(m->forward(batch(c.rank(), step, k)).loss);
+    std::vector<Tensor> before, delta;
+    for (auto& p : params) before.push_back(p.var.value().clone());
+    opt->step(params, 0.05f);
+    for (size_t i = 0; i < params.size(); ++i) delta.push_back(ops::sub(params[i].var.value(), before[i]));
+    b.reduce(delta);
+    for (size_t i = 0; i < params.size(); ++i) {
+      Tensor& w = params[i].var.mutable_value();
+      w.copy_from(before[i]);
+      ops::add_(w, delta[i]);
+    }
+  }
+  return flat(params);
+}
+
+// Gradient mode by hand: reduce all gradients through the buckets after backward, then step.
+std::vector<float> run_reference_gradients(const std::string& model_name, const std::string& opt_yaml,
+                                           const std::string& red, int steps, int micro) {
+  auto& c = world();
+  auto m = model(model_name);
+  auto params = m->parameters();
+  auto opt = optimizer(opt_yaml);
+  auto r = reducer(red);
+  std::vector<Variable> vars;
+  for (auto& p : params) vars.push_back(p.var);
+  comm::GradBucketer b(vars, c, *r, comm::BucketOptions{20000, 4000});
+  for (int step = 0; step < steps; ++step) {
+    m->zero_grad();
+    b.begin_step();
+    for (int k = 0; k < micro; ++k) backward(m->forward(batch(c.rank(), step, k)).loss);
+    b.finish();
+    opt->step(params, 0.05f);
+  }
+  return flat(params);
+}
+
+const char* kOptimizers[] = {"{name: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.0001}",
+                             "{name: adam, lr: 0.001}", "{name: lamb, lr: 0.01}"};
+
+TEST(DeltaSync, OverlappedEqualsTheReferenceDeltaModeBitForBit) {
+  for (const char* opt : kOptimizers)
+    for (const char* red : {"adasum", "average", "sum"}) {
+      const std::string what = std::string(opt) + " " + red;
+      bool overlapped = false;
+      auto got = run_strategy("lenet5", opt, red, comm::ReduceTarget::model_delta, {}, 3, 1, &overlapped);
+      EXPECT_TRUE(overlapped) << what;
+      expect_bits_equal(got, run_reference_delta("lenet5", opt, red, 3, 1), what);
+      expect_same_on_every_rank(got, what);
+    }
+}
+
+TEST(DeltaSync, MicroBatchesAndBatchNormEqualTheReference) {
+  const char* opt = kOptimizers[0];
+  auto got = run_strategy("resnet20_mnist", opt, "adasum", comm::ReduceTarget::model_delta, {}, 2, 2);
+  expect_bits_equal(got, run_reference_delta("resnet20_mnist", opt, "adasum", 2, 2), "resnet20 x2 micro");
+  expect_same_on_every_rank(got, "resnet20 delta");
+}
+
+TEST(DeltaSync, SynchronousPathGivesTheSameBits) {
+  // A clipping threshold far above the gradient norm never clips, but forces the path that
+  // steps after backward.
+  StrategyOptions clip;
+  clip.clip_grad_norm = 1e30;
+  for (const char* opt : kOptimizers) {
+    bool overlapped = true;
+    auto sync = run_strategy("lenet5", opt, "adasum", comm::ReduceTarget::model_delta, clip, 3, 1, &overlapped);
+    EXPECT_FALSE(overlapped);
+    auto over = run_strategy("lenet5", opt, "adasum", comm::ReduceTarget::model_delta, {}, 3, 1);
+    expect_bits_equal(sync, over, opt);
+  }
+}
+
+TEST(DeltaSync, OptimizerStateStaysLocal) {
+  auto& c = world();
+  if (c.size() == 1) GTEST_SUCCEED() << "one rank: nothing to compare";
+  auto m = model("lenet5");
+  auto params = m->parameters();
+  auto opt = optimizer(kOptimizers[1]);
+  auto r = reducer("adasum");
+  auto s = make_strategy(comm::ReduceTarget::model_delta, {params, *opt, c, *r}, {});
+  EXPECT_TRUE(s->optimizer_state_is_local());
+  m->zero_grad();
+  s->begin_step(0, 0.01f);
+  backward(m->forward(batch(c.rank(), 0, 0)).loss, {}, [&](Variable& p) { s->on_grad_ready(p); });
+  s->end_step(0);
+  expect_same_on_every_rank(flat(params), "weights");
+  // Adam's first moment is this rank's own gradient: it differs between ranks.
+  auto st = opt->state();
+  std::vector<float> m1;
+  for (auto& [name, t] : st.tensors)
+    if (name.find("exp_avg") != std::string::npos && name.find("exp_avg_sq") == std::string::npos) {
+      auto v = t.to_vector<float>();
+      m1.insert(m1.end(), v.begin(), v.end());
+    }
+  Tensor in = Tensor::from_vector<float>(m1, {static_cast<int64_t>(m1.size())});
+  Tensor all = Tensor::empty({static_cast<int64_t>(m1.size()) * c.size()});
+  c.allgather(in, all);
+  auto x = all.to_vector<float>();
+  EXPECT_NE(0, std::memcmp(x.data(), x.data() + m1.size(), m1.size() * sizeof(float)));
+}
+
+TEST(GradientSync, EqualsReduceThenStepBitForBit) {
+  for (const char* opt : kOptimizers)
+    for (const char* red : {"adasum", "average", "sum"}) {
+      const std::string what = std::string(opt) + " " + red;
+      auto got = run_strategy("lenet5", opt, red, comm::ReduceTarget::gradients, {}, 3, 2);
+      expect_bits_equal(got, run_reference_gradients("lenet5", opt, red, 3, 2), what);
+      expect_same_on_every_rank(got, what);
+    }
+}
+
+TEST(Strategies, NonFiniteLossOnOneRankStopsEveryRankOrSkips) {
+  auto& c = world();
+  for (auto target : {comm::ReduceTarget::gradients, comm::ReduceTarget::model_delta})
+    for (bool skip : {false, true}) {
+      auto m = model("lenet5");
+      auto params = m->parameters();
+      auto before = flat(params);
+      auto opt = optimizer(kOptimizers[0]);
+      auto r = reducer("adasum");
+      StrategyOptions so;
+      so.skip_nonfinite = skip;
+      auto s = make_strategy(target, {params, *opt, c, *r}, so);
+      m->zero_grad();
+      s->begin_step(5, 0.05f);
+      auto out = m->forward(batch(c.rank(), 0, 0));
+      // The last rank's loss (and so its gradients) is NaN.
+      Variable loss = c.rank() == c.size() - 1 ? fn::scale(out.loss, std::nanf("")) : out.loss;
+      if (s->wants_grad_hook())
+        backward(loss, {}, [&](Variable& p) { s->on_grad_ready(p); });
+      else
+        backward(loss);
+      const double l = loss.value().item();
+      if (skip) {
+        StepResult res = s->end_step(l);
+        EXPECT_FALSE(res.applied);
+        expect_bits_equal(flat(params), before, "skipped step leaves the weights");
+      } else {
+        try {
+          s->end_step(l);
+          ADD_FAILURE() << "expected an error on every rank";
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("step 5: the loss or a gradient is NaN/Inf"), std::string::npos)
+              << e.what();
+        }
+      }
+    }
+}
+
+}  // namespace
+}  // namespace ada::dist
+
+int main(int argc, char** argv) {
+  ada::comm::MpiRuntime mpi(&argc, &argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  if (mpi.rank() != 0) {
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+  }
+  int local = RUN_ALL_TESTS(), global = 0;
+  MPI_Allreduce(&local, &global, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  return global;
+}
