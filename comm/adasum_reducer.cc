@@ -4,6 +4,8 @@
 #include <cfloat>
 #include <cmath>
 
+#include "core/fault.h"
+
 namespace ada::comm {
 namespace {
 
@@ -102,6 +104,7 @@ void AdasumReducer::reduce(Tensor& buffer, const std::vector<TensorSpan>& spans,
     const int64_t glo = left ? mid : lo, ghi = left ? hi : mid;  // given half
     Tensor recv_half = tmp.narrow(klo, khi - klo);
     comm.sendrecv(x.narrow(glo, ghi - glo), partner, recv_half, partner, kTagLevel + level);
+    fault_point("adasum");
     const float* a = left ? xp : tp;
     const float* b = left ? tp : xp;
     std::fill(mine.begin(), mine.end(), 0.0);

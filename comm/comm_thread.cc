@@ -1,5 +1,8 @@
 #include "comm/comm_thread.h"
 
+#include <string>
+
+#include "core/error.h"
 #include "core/parallel.h"
 
 namespace ada::comm {
@@ -11,6 +14,28 @@ CommThread& CommThread::instance() {
 
 CommThread::~CommThread() { shutdown(); }
 
+std::exception_ptr CommThread::failure() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failed_;
+}
+
+void CommThread::reset_failure() {
+  std::lock_guard<std::mutex> lock(mu_);
+  failed_ = nullptr;
+}
+
+std::exception_ptr CommThread::stopped_error_locked() {
+  std::string first = "unknown error";
+  try {
+    std::rethrow_exception(failed_);
+  } catch (const std::exception& e) {
+    first = e.what();
+  } catch (...) {
+  }
+  return std::make_exception_ptr(CommError("communication stopped on rank " + std::to_string(process_rank()) +
+                                           " after an earlier operation failed: " + first));
+}
+
 void CommThread::start_locked() {
   if (worker_.joinable()) return;
   stop_ = false;
@@ -20,6 +45,13 @@ void CommThread::start_locked() {
 
 WorkHandle CommThread::submit(std::function<void()> op) {
   auto work = std::make_shared<Work>();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (failed_) {
+      work->finish(stopped_error_locked());
+      return work;
+    }
+  }
   if (on_comm_thread()) {  // nested: run now, in order
     try {
       op();
@@ -45,6 +77,7 @@ void CommThread::run(const std::function<void()>& op) {
   }
   {
     std::unique_lock<std::mutex> lock(mu_);
+    if (failed_) std::rethrow_exception(stopped_error_locked());
     if (queue_.empty() && !busy_) {
       busy_ = true;
       lock.unlock();
@@ -56,6 +89,7 @@ void CommThread::run(const std::function<void()>& op) {
       }
       lock.lock();
       busy_ = false;
+      if (error && !failed_) failed_ = error;
       lock.unlock();
       cv_.notify_all();
       if (error) std::rethrow_exception(error);
@@ -84,6 +118,13 @@ void CommThread::loop() {
     work->finish(error);
     lock.lock();
     busy_ = false;
+    if (error && !failed_) {
+      // Fail fast: nothing queued behind a failed operation runs.
+      failed_ = error;
+      const auto stopped = stopped_error_locked();
+      for (auto& [queued_op, queued_work] : queue_) queued_work->finish(stopped);
+      queue_.clear();
+    }
     cv_.notify_all();
   }
 }

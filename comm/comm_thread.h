@@ -3,6 +3,10 @@
 // keep one order on every rank, and a bucket's reduction overlaps the backward pass that runs on
 // the caller's threads. A blocking call made while nothing is queued runs inline on the caller
 // (no hand-off latency for small messages); otherwise it queues behind earlier work and waits.
+// Fail-fast: after the first operation fails, the thread runs nothing more — queued work and
+// every later submission fail at once with an error naming the first failure — so no rank goes
+// on into a collective its peers will never join, and waits return instead of hanging. main()
+// then aborts the job.
 #pragma once
 
 #include <atomic>
@@ -26,6 +30,9 @@ class CommThread {
   // Finishes queued work and joins the thread (before MPI_Finalize). Later submits restart it.
   void shutdown();
   ~CommThread();
+  // The first failure, or null while every operation has succeeded. reset_failure() is for tests.
+  std::exception_ptr failure();
+  void reset_failure();
 
  private:
   CommThread() = default;
@@ -37,6 +44,8 @@ class CommThread {
   std::deque<std::pair<std::function<void()>, WorkHandle>> queue_;
   bool busy_ = false;  // an op is running (on the worker or inline on a caller)
   bool stop_ = false;
+  std::exception_ptr failed_;  // the first operation's error; nothing runs after it
+  std::exception_ptr stopped_error_locked();  // the error later operations fail with
   std::thread worker_;
   std::atomic<std::thread::id> worker_id_{};
 };

@@ -55,4 +55,7 @@ class Communicator {
   virtual WorkHandle run_async(std::function<void()> op) = 0;
 };
 
+// `text` of rank `root` on every rank (collective).
+std::string broadcast_string(Communicator& comm, const std::string& text, int root);
+
 }  // namespace ada::comm

@@ -82,13 +82,14 @@ std::string mark_str(const YAML::Mark& m) {
   return "line " + std::to_string(m.line + 1) + ", column " + std::to_string(m.column + 1);
 }
 
-// "(line 5, column 9)", "(set by --set a.b=1)" or "" when nothing is known.
+// "(line 5, column 9)", "(set by --set a.b=1)", "(<origin of a derived value>)" or "" when nothing
+// is known.
 std::string location(const ConfigState& s, const std::string& path, const YAML::Node& key,
                      const YAML::Node& value) {
   // The longest overridden prefix of `path` (the path itself included) wins.
   for (std::string p = path;; p = parent_of(p)) {
     auto it = s.overrides.find(p);
-    if (it != s.overrides.end()) return "(set by " + it->second + ")";
+    if (it != s.overrides.end()) return "(" + it->second + ")";
     if (p.empty()) break;
   }
   // Scalars point at the value; sections, lists and nulls at their key.
@@ -614,7 +615,7 @@ void Config::finish() const {
   ADA_THROW(ConfigError) << os.str();
 }
 
-void Config::set_override(const std::string& assignment) {
+void Config::set_override(const std::string& assignment, const std::string& origin) {
   ConfigState& s = *state_;
   const std::string what = "--set '" + assignment + "'";  // messages lead with the assignment
   const size_t eq = assignment.find('=');
@@ -678,7 +679,7 @@ void Config::set_override(const std::string& assignment) {
     if (it->first.compare(0, full.size() + 1, full + ".") != 0) break;
     it = s.overrides.erase(it);
   }
-  s.overrides[full] = "--set " + assignment;
+  s.overrides[full] = origin.empty() ? "set by --set " + assignment : origin;
 }
 
 std::string Config::dump() const {

@@ -64,7 +64,9 @@ class Config {
 
   // Applies a command-line `--set a.b.c=value` (relative to this section). The value is parsed
   // as YAML (scalar or flow: 0.1, adasum, [1, 2], {lr: 0.1}); missing sections are created.
-  void set_override(const std::string& assignment);
+  // `origin` says where a value the program derives itself comes from, for messages (e.g.
+  // "derived from train.steps"); empty: "set by --set <assignment>".
+  void set_override(const std::string& assignment, const std::string& origin = "");
 
   // This section as YAML text, overrides applied, keys in file order.
   std::string dump() const;

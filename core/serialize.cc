@@ -1,5 +1,7 @@
 #include "core/serialize.h"
 
+#include "core/atomic_file.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -329,24 +331,6 @@ struct Fd {
   Fd& operator=(const Fd&) = delete;
 };
 
-void write_all(int fd, const void* data, size_t n, const std::string& tmp,
-               const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const size_t chunk = std::min<size_t>(n, size_t{1} << 30);
-    const ssize_t w = ::write(fd, p, chunk);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ADA_THROW(IoError) << "cannot save " << path << ": writing " << tmp
-                         << " failed: " << errno_text(err)
-                         << (err == ENOSPC || err == EDQUOT ? " (free some disk space)" : "");
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-}
-
 // Reads exactly n bytes at `offset`; false if the file ends first.
 bool read_at(int fd, void* data, size_t n, uint64_t offset, const std::string& path) {
   char* p = static_cast<char*>(data);
@@ -364,18 +348,6 @@ bool read_at(int fd, void* data, size_t n, uint64_t offset, const std::string& p
     offset += static_cast<uint64_t>(r);
   }
   return true;
-}
-
-std::string dir_of(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
-std::string base_of(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
 // ---- header validation --------------------------------------------------------------------------
@@ -521,56 +493,12 @@ void save_safetensors(const std::string& path,
       << "cannot save " << path << ": header of " << header.size()
       << " bytes exceeds the safetensors limit of 100 MB (too many tensors or metadata)";
 
-  static std::atomic<uint64_t> counter{0};
-  const std::string dir = dir_of(path);
-  const std::string tmp = dir + "/." + base_of(path) + ".tmp." + std::to_string(::getpid()) +
-                          "." + std::to_string(counter.fetch_add(1));
-  int raw = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (raw < 0) {
-    const int err = errno;
-    ADA_THROW(IoError) << "cannot save " << path << ": cannot create " << tmp << ": "
-                       << errno_text(err) << " (does the folder " << dir
-                       << " exist and is it writable?)";
-  }
-  bool renamed = false;
-  try {
-    Fd fd(raw);
-    uint64_t n = header.size();
-    unsigned char len[8];
-    for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
-    write_all(fd.fd, len, 8, tmp, path);
-    write_all(fd.fd, header.data(), header.size(), tmp, path);
-    for (const auto& [name, t] : tensors) write_all(fd.fd, t.raw_data(), t.nbytes(), tmp, path);
-    if (::fsync(fd.fd) != 0) {
-      const int err = errno;
-      ADA_THROW(IoError) << "cannot save " << path << ": fsync of " << tmp
-                         << " failed: " << errno_text(err);
-    }
-    const int closing = fd.fd;
-    fd.fd = -1;
-    if (::close(closing) != 0) {
-      const int err = errno;
-      ADA_THROW(IoError) << "cannot save " << path << ": closing " << tmp
-                         << " failed: " << errno_text(err);
-    }
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-      const int err = errno;
-      ADA_THROW(IoError) << "cannot save " << path << ": renaming " << tmp
-                         << " over it failed: " << errno_text(err);
-    }
-    renamed = true;
-    // Make the rename itself durable.
-    Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    const int dir_err = dfd.fd >= 0 && ::fsync(dfd.fd) != 0 ? errno : 0;
-    if (dir_err != 0 && dir_err != EINVAL && dir_err != EROFS) {
-      ADA_THROW(IoError) << "saved " << path << " but fsync of its folder " << dir
-                         << " failed: " << errno_text(dir_err)
-                         << "; the file may not survive a crash";
-    }
-  } catch (...) {
-    if (!renamed) ::unlink(tmp.c_str());
-    throw;
-  }
+  uint64_t n = header.size();
+  unsigned char len[8];
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
+  std::vector<ByteRange> parts = {{len, 8}, {header.data(), header.size()}};
+  for (const auto& [name, t] : tensors) parts.push_back({t.raw_data(), t.nbytes()});
+  write_file_atomically(path, parts);
 }
 
 NamedTensors load_safetensors(const std::string& path) {

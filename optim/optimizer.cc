@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/fault.h"
 #include "core/ops.h"
 
 namespace ada::optim {
@@ -49,6 +50,7 @@ void Optimizer::apply(const Param& p, float lr) {
       slot.buffers.push_back(Tensor::zeros(w.shape(), DType::f32, w.device()));
   }
   ++slot.step;
+  fault_point("optimizer");
   update(p, grad, slot, lr);
 }
 

@@ -86,9 +86,11 @@ struct LrScaling {
   LrScalingRule rule = LrScalingRule::linear;  // for average and sum
   double adasum_factor = 1.0;                  // for adasum at more than one rank
 };
-// Reads lr_scaling (linear | sqrt | none; default linear) and adasum_lr_factor (> 0; default 1)
-// from `section` (the trainer's choice; the schedule section is the natural home).
-LrScaling read_lr_scaling(const Config& section);
+// Reads lr_scaling (linear | sqrt | none) and adasum_lr_factor (> 0; default 1) from `section`
+// (the trainer's choice; the schedule section is the natural home). The default rule depends on
+// `reducer`: none for sum (sum already hands SGD world x the mean gradient: linear scaling on top
+// would make it world^2), linear otherwise.
+LrScaling read_lr_scaling(const Config& section, const std::string& reducer = "");
 // The base LR for `world` ranks from the single-worker LR `lr`:
 //   average, sum: lr·world (linear), lr·√world (sqrt) or lr (none). Note that `sum` hands the
 //     optimizer world × the mean gradient: for plain SGD that already is the linear-scaling

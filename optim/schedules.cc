@@ -188,9 +188,9 @@ std::unique_ptr<Schedule> make_schedule(const ScheduleRegistry& registry, const 
   return f(section, base_lr);
 }
 
-LrScaling read_lr_scaling(const Config& c) {
+LrScaling read_lr_scaling(const Config& c, const std::string& reducer) {
   LrScaling s;
-  const std::string rule = c.get_or("lr_scaling", "linear");
+  const std::string rule = c.get_or("lr_scaling", reducer == "sum" ? "none" : "linear");
   if (rule == "linear") {
     s.rule = LrScalingRule::linear;
   } else if (rule == "sqrt") {

@@ -30,7 +30,7 @@ fi
 run=runs/$(basename "$config" .yaml)-np$ranks
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpirun -np "$ranks" --oversubscribe --mca mpi_yield_when_idle 1 --bind-to none \
-  build/bin/trainer --config "$config" --set output.dir="$run" "$@"
+  build/bin/trainer --config "$config" --set output.dir="$run" --set checkpoint.overwrite=true "$@"
 
 /usr/bin/python3 tools/compare.py "$run" -o "$run/curves.png" >/dev/null
 echo

@@ -1,20 +1,22 @@
 #include "apps/trainer/checkpoint.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-#include <yaml-cpp/yaml.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <nlohmann/json.hpp>
+#include <random>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/fault.h"
 #include "core/log.h"
 
 namespace ada::trainer {
 namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
 
 namespace {
 std::string stem_for(const std::string& dir, int64_t step) {
@@ -32,30 +34,26 @@ std::string stem_of(const std::string& path) {
   return path;
 }
 
-void write_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    ADA_CHECK_ARG(out.good(), IoError) << "cannot write " << tmp << " (check the checkpoint folder)";
-    out << text;
-    out.flush();
-    ADA_CHECK_ARG(out.good(), IoError) << "writing " << tmp << " failed (disk full?)";
-  }
-  int fd = ::open(tmp.c_str(), O_RDONLY);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-  ADA_CHECK_ARG(std::rename(tmp.c_str(), path.c_str()) == 0, IoError)
-      << "cannot rename " << tmp << " to " << path;
+std::string dir_of(const std::string& path) {
+  const fs::path p(path);
+  return p.has_parent_path() ? p.parent_path().string() : ".";
 }
 
-std::string u64_list(const std::vector<uint64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
+json to_json(const FileRecord& f) { return {{"name", f.name}, {"bytes", f.bytes}, {"crc32", f.crc32}}; }
 }  // namespace
+
+std::string new_run_id() {
+  std::random_device rd;
+  char buf[17];
+  const uint64_t v = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+Checkpointer::Checkpointer(std::string dir, int keep, std::string run_id)
+    : dir_(std::move(dir)), keep_(keep), run_id_(std::move(run_id)) {
+  ADA_CHECK_ARG(keep >= 1, ConfigError) << "checkpoint.keep must be at least 1, got " << keep;
+}
 
 std::string Checkpointer::rank_file(int64_t step, int rank) const {
   return stem_for(dir_, step) + ".optim-rank" + std::to_string(rank) + ".safetensors";
@@ -65,82 +63,172 @@ std::string Checkpointer::rank_file_of(const std::string& path, int rank) {
   return stem_of(path) + ".optim-rank" + std::to_string(rank) + ".safetensors";
 }
 
-Checkpointer::Checkpointer(std::string dir, int keep) : dir_(std::move(dir)), keep_(keep) {
-  ADA_CHECK_ARG(keep >= 1, ConfigError) << "checkpoint.keep must be at least 1, got " << keep;
+FileRecord Checkpointer::record_of(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  ADA_CHECK_ARG(in.good(), IoError) << "cannot read " << path;
+  FileRecord r;
+  r.name = fs::path(path).filename().string();
+  uLong crc = crc32(0L, Z_NULL, 0);
+  std::vector<char> buf(1 << 20);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    const auto got = in.gcount();
+    if (got <= 0) break;
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(buf.data()), static_cast<uInt>(got));
+    r.bytes += static_cast<uint64_t>(got);
+  }
+  ADA_CHECK_ARG(in.eof(), IoError) << "reading " << path << " failed";
+  r.crc32 = static_cast<uint32_t>(crc);
+  return r;
 }
 
 void Checkpointer::save(const std::vector<std::pair<std::string, Tensor>>& tensors,
-                        const std::map<std::string, std::string>& metadata,
-                        const CheckpointMeta& m) const {
+                        const std::map<std::string, std::string>& metadata, CheckpointMeta m) const {
+  ADA_CHECK(!run_id_.empty()) << "a checkpoint needs the run's id";
   fs::create_directories(dir_);
   const std::string stem = stem_for(dir_, m.step);
   save_safetensors(stem + ".safetensors", tensors, metadata);
-  std::ostringstream js;
-  js << "{\"step\": " << m.step << ", \"epoch\": " << m.epoch << ", \"position\": " << m.position
-     << ", \"world_size\": " << m.world_size << ", \"config_hash\": \"" << m.config_hash
-     << "\", \"rng_seed\": " << u64_list(m.rng_seed) << ", \"rng_offset\": " << u64_list(m.rng_offset)
-     << ", \"wall_seconds\": " << m.wall_seconds << ", \"tensors\": \"" << fs::path(stem).filename().string()
-     << ".safetensors\"}\n";
-  write_atomically(stem + ".json", js.str());
-  // Prune: keep the newest `keep_` complete checkpoints.
-  std::vector<std::string> stems;
-  for (const auto& e : fs::directory_iterator(dir_)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind("ckpt-", 0) == 0 && e.path().extension() == ".json") stems.push_back(stem_of(e.path().string()));
-  }
-  std::sort(stems.begin(), stems.end());
-  for (size_t i = 0; i + keep_ < stems.size(); ++i) {
-    fs::remove(stems[i] + ".json");  // first: the checkpoint stops counting as complete
-    const std::string prefix = fs::path(stems[i]).filename().string() + ".";
-    for (const auto& e : fs::directory_iterator(dir_))
-      if (e.path().filename().string().rfind(prefix, 0) == 0) fs::remove(e.path());
-  }
+  fault_point("checkpoint_json");  // the tensors are written, the JSON not yet
+  m.files.insert(m.files.begin(), record_of(stem + ".safetensors"));
+  json files = json::array();
+  for (const auto& f : m.files) files.push_back(to_json(f));
+  json j = {{"step", m.step},
+            {"epoch", m.epoch},
+            {"position", m.position},
+            {"world_size", m.world_size},
+            {"config_hash", std::to_string(m.config_hash)},
+            {"rng_seed", m.rng_seed},
+            {"rng_offset", m.rng_offset},
+            {"wall_seconds", m.wall_seconds},
+            {"run_id", run_id_},
+            {"local_optimizer_state", m.local_optimizer_state},
+            {"tensors", fs::path(stem).filename().string() + ".safetensors"},
+            {"files", files}};
+  write_file_atomically(stem + ".json", j.dump(1) + "\n");  // last: now the checkpoint counts
+  prune();
 }
 
-std::optional<std::string> Checkpointer::latest() const {
-  if (!fs::is_directory(dir_)) return std::nullopt;
+std::vector<std::string> Checkpointer::list() const {
   std::vector<std::string> jsons;
-  for (const auto& e : fs::directory_iterator(dir_)) {
+  std::error_code ec;
+  if (!fs::is_directory(dir_, ec)) return jsons;
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
     const std::string name = e.path().filename().string();
     if (name.rfind("ckpt-", 0) == 0 && e.path().extension() == ".json") jsons.push_back(e.path().string());
   }
-  std::sort(jsons.rbegin(), jsons.rend());
-  for (const auto& j : jsons) {
-    try {
-      read_meta(j);
-      read_tensors(j);  // validates the header and sizes
-      return j;
-    } catch (const std::exception& e) {
-      log_warn("skipping checkpoint {}: {}", j, e.what());
-    }
+  std::sort(jsons.rbegin(), jsons.rend());  // zero-padded steps: newest first
+  return jsons;
+}
+
+std::string Checkpointer::run_id_of(const std::string& json_path) {
+  try {
+    std::ifstream in(json_path);
+    const json j = json::parse(in);
+    return j.at("run_id").get<std::string>();
+  } catch (const std::exception&) {
+    return "";
   }
-  return std::nullopt;
 }
 
 CheckpointMeta Checkpointer::read_meta(const std::string& path) {
-  const std::string json = stem_of(path) + ".json";
-  ADA_CHECK_ARG(fs::exists(json), IoError) << "checkpoint " << json << " does not exist";
+  const std::string jpath = stem_of(path) + ".json";
+  std::ifstream in(jpath);
+  ADA_CHECK_ARG(in.good(), IoError) << "checkpoint " << jpath << " does not exist or cannot be read";
   try {
-    YAML::Node n = YAML::LoadFile(json);  // JSON is YAML
+    const json j = json::parse(in);
     CheckpointMeta m;
-    m.step = n["step"].as<int64_t>();
-    m.epoch = n["epoch"].as<int64_t>();
-    m.position = n["position"].as<int64_t>();
-    m.world_size = n["world_size"].as<int>();
-    m.config_hash = std::stoull(n["config_hash"].as<std::string>());
-    m.rng_seed = n["rng_seed"].as<std::vector<uint64_t>>();
-    m.rng_offset = n["rng_offset"].as<std::vector<uint64_t>>();
-    m.wall_seconds = n["wall_seconds"].as<double>();
+    m.step = j.at("step").get<int64_t>();
+    m.epoch = j.at("epoch").get<int64_t>();
+    m.position = j.at("position").get<int64_t>();
+    m.world_size = j.at("world_size").get<int>();
+    m.config_hash = std::stoull(j.at("config_hash").get<std::string>());
+    m.rng_seed = j.at("rng_seed").get<std::vector<uint64_t>>();
+    m.rng_offset = j.at("rng_offset").get<std::vector<uint64_t>>();
+    m.wall_seconds = j.at("wall_seconds").get<double>();
+    m.run_id = j.at("run_id").get<std::string>();
+    m.local_optimizer_state = j.at("local_optimizer_state").get<bool>();
+    for (const auto& f : j.at("files"))
+      m.files.push_back({f.at("name").get<std::string>(), f.at("bytes").get<uint64_t>(), f.at("crc32").get<uint32_t>()});
+    ADA_CHECK_ARG(m.world_size >= 1 && m.step >= 0 && m.epoch >= 0 && m.position >= 0, IoError)
+        << jpath << ": impossible values (step " << m.step << ", world_size " << m.world_size << ")";
     return m;
-  } catch (const YAML::Exception& e) {
-    ADA_THROW(IoError) << json << ": not a valid checkpoint description (" << e.what()
-                       << "); the checkpoint is damaged, resume from another one";
+  } catch (const nlohmann::json::exception& e) {
+    ADA_THROW(IoError) << jpath << ": not a valid checkpoint description (" << e.what()
+                       << "); the checkpoint is damaged or was written by an older version, resume from another one";
+  } catch (const std::invalid_argument&) {
+    ADA_THROW(IoError) << jpath << ": config_hash is not a number; the checkpoint is damaged";
   }
   return {};
 }
 
+CheckpointMeta Checkpointer::validate(const std::string& path, const std::string& run_id) {
+  const CheckpointMeta m = read_meta(path);
+  const std::string jpath = stem_of(path) + ".json";
+  ADA_CHECK_ARG(run_id.empty() || m.run_id == run_id, IoError)
+      << jpath << ": written by run " << m.run_id << ", not by this run (" << run_id << ")";
+  ADA_CHECK_ARG(!m.files.empty(), IoError) << jpath << ": lists no files";
+  const std::string dir = dir_of(jpath);
+  for (const auto& f : m.files) {
+    const std::string p = dir + "/" + f.name;
+    ADA_CHECK_ARG(fs::exists(p), IoError) << p << " is missing (listed by " << jpath << ")";
+    const FileRecord got = record_of(p);
+    ADA_CHECK_ARG(got.bytes == f.bytes, IoError)
+        << p << " has " << got.bytes << " bytes, " << jpath << " says " << f.bytes << " (truncated or replaced)";
+    ADA_CHECK_ARG(got.crc32 == f.crc32, IoError) << p << " fails its CRC-32 check (damaged)";
+  }
+  if (m.local_optimizer_state)
+    for (int r = 0; r < m.world_size; ++r) {
+      const std::string rf = fs::path(rank_file_of(jpath, r)).filename().string();
+      ADA_CHECK_ARG(std::any_of(m.files.begin(), m.files.end(), [&](const FileRecord& f) { return f.name == rf; }),
+                    IoError)
+          << jpath << ": does not list rank " << r << "'s optimizer state " << rf;
+    }
+  read_tensors(jpath);  // the header and sizes parse
+  return m;
+}
+
+Checkpointer::Choice Checkpointer::choose(const std::string& run_id) const {
+  Choice c;
+  for (const auto& j : list()) {
+    try {
+      validate(j, run_id);
+      c.path = j;
+      return c;
+    } catch (const std::exception& e) {
+      c.rejected.push_back({j, e.what()});
+    }
+  }
+  return c;
+}
+
 NamedTensors Checkpointer::read_tensors(const std::string& path) {
   return load_safetensors(stem_of(path) + ".safetensors");
+}
+
+void Checkpointer::remove(const std::string& json_path) {
+  const std::string stem = stem_of(json_path);
+  std::error_code ec;
+  fs::remove(stem + ".json", ec);  // first: the checkpoint stops counting
+  const std::string prefix = fs::path(stem).filename().string() + ".";
+  for (const auto& e : fs::directory_iterator(dir_of(stem), ec))
+    if (e.path().filename().string().rfind(prefix, 0) == 0) fs::remove(e.path(), ec);
+}
+
+void Checkpointer::prune() const {
+  int valid = 0;
+  for (const auto& j : list()) {
+    if (run_id_of(j) != run_id_) continue;  // another run's (or unreadable): never touched
+    if (valid < keep_) {
+      try {
+        validate(j, run_id_);
+        ++valid;
+        continue;
+      } catch (const std::exception& e) {
+        log_warn("checkpoint {} is damaged and is removed: {}", j, e.what());
+      }
+    }
+    remove(j);
+  }
 }
 
 }  // namespace ada::trainer

@@ -17,6 +17,8 @@
 #include "apps/trainer/datasets.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_runtime.h"
+#include "core/atomic_file.h"
+#include "core/fault.h"
 #include "core/log.h"
 #include "core/functional.h"
 #include "core/ops.h"
@@ -96,12 +98,33 @@ void require_same_on_all_ranks(comm::Communicator& comm, uint64_t value, const s
       << "; every rank must run the same config and code (check --set arguments and binaries)";
 }
 
+// Runs `decide` on rank 0 only and hands its result to every rank. If it throws, rank 0 rethrows
+// and every other rank throws the same message, so all stop together (none waits for the others).
+std::string decide_on_rank0(comm::Communicator& comm, const std::function<std::string()>& decide) {
+  std::string text;
+  std::exception_ptr error;
+  if (comm.rank() == 0) {
+    try {
+      text = decide();
+    } catch (const std::exception& e) {
+      error = std::current_exception();
+      text = e.what();
+    }
+  }
+  double failed = error ? 1.0 : 0.0;
+  comm.allreduce(&failed, 1, comm::ReduceOp::max);
+  text = comm::broadcast_string(comm, text, 0);
+  if (error) std::rethrow_exception(error);
+  ADA_CHECK_ARG(failed == 0.0, Error) << "rank 0 stopped the run: " << text;
+  return text;
+}
+
 struct Settings {
   int64_t epochs = 0, steps = 0, batch = 32, micro = 1, eval_every = 0, log_every = 50;
   int64_t checksum_every = 100, ckpt_every = 0, max_eval_batches = 0;
   uint64_t seed = 1;
   int threads = 0, ckpt_keep = 3;
-  bool skip_nonfinite = false;
+  bool skip_nonfinite = false, ckpt_overwrite = false;
   double clip = 0;
   std::string out_dir, ckpt_dir, timeline;
 };
@@ -117,6 +140,9 @@ class Trainer {
   std::map<std::string, double> evaluate();
   void save_checkpoint();
   void resume(const std::string& path);
+  // A fresh run: refuses a checkpoint folder holding another run's checkpoints (unless
+  // checkpoint.overwrite), removes a crash's leftover temporaries, gives the run its id.
+  void start_fresh();
   void log_metrics(const nlohmann::ordered_json& record);
   void progress(double loss, double lr, double samples_per_s, bool force);
   double params_checksum() const;
@@ -199,6 +225,9 @@ void Trainer::setup() {
   s_.ckpt_dir = ck.get_or<std::string>("dir", s_.out_dir + "/checkpoints");
   s_.ckpt_every = ck.get_or<int64_t>("every", 0);
   s_.ckpt_keep = ck.get_or<int>("keep", 3);
+  ADA_CHECK_ARG(s_.ckpt_keep >= 1, ConfigError)
+      << ck.where("keep") << ": must be at least 1 (the newest valid checkpoint is always kept), got " << s_.ckpt_keep;
+  s_.ckpt_overwrite = ck.get_or<bool>("overwrite", false);
   ckpt_ = std::make_unique<Checkpointer>(s_.ckpt_dir, s_.ckpt_keep);
 
   // Threads: the node's cores shared among its ranks, unless set.
@@ -245,11 +274,13 @@ void Trainer::setup() {
     if (cfg.has("schedule") && !cfg.has("schedule.total_steps")) {
       const std::string sn = cfg.child("schedule").get_or<std::string>("name", "constant");
       if (sn == "cosine" || sn == "polynomial" || sn == "linear")
-        cfg.set_override("schedule.total_steps=" + std::to_string(total_steps_));
+        cfg.set_override("schedule.total_steps=" + std::to_string(total_steps_),
+                         "derived from " + std::string(s_.steps > 0 ? "train.steps" : "train.epochs x steps per epoch") +
+                             " = " + std::to_string(total_steps_));
     }
   }
   Config sc = cfg.has("schedule") ? cfg.child("schedule") : Config::parse("{name: constant}", "defaults");
-  const double base_lr = optim::scaled_lr(optimizer_->lr(), reducer_name_, world, optim::read_lr_scaling(sc));
+  const double base_lr = optim::scaled_lr(optimizer_->lr(), reducer_name_, world, optim::read_lr_scaling(sc, reducer_name_));
   optim::ScheduleRegistry schedules("schedule");
   optim::register_builtin_schedules(schedules);
   schedule_ = optim::make_schedule(schedules, sc, base_lr);
@@ -265,22 +296,29 @@ void Trainer::setup() {
   }
   cfg.finish();  // every key was read by someone: typos stop here, on every rank alike
 
-  if (!init_from_.empty()) {  // e.g. BERT phase 2 from phase 1: weights only, fresh optimizer
-    std::string path = init_from_;
-    if (fs::is_directory(path)) {
-      auto latest = Checkpointer(path, 1).latest();
-      ADA_CHECK_ARG(latest.has_value(), IoError)
-          << cfg.where("train.init_from") << ": no complete checkpoint in " << path;
-      path = *latest;
-    }
-    model_->load_state(optim::take_prefixed(Checkpointer::read_tensors(path), "model."));
-    log_info("model weights initialised from {}", path);
-  }
-
   // ---- agreement before any other collective, then rank 0's weights everywhere ---------------
   uint64_t h = cfg.hash();
   for (const auto& p : params()) h = fnv(h, p.name + shape_str(p.var.value().shape()));
   require_same_on_all_ranks(*world_, h, "the config or the model's parameter names/shapes");
+  if (!init_from_.empty()) {  // e.g. BERT phase 2 from phase 1: weights only, fresh optimizer
+    const std::string where = cfg.where("train.init_from");
+    const std::string path = decide_on_rank0(*world_, [&] {
+      std::string p = init_from_;
+      if (fs::is_directory(p)) {
+        auto choice = Checkpointer(p, 1).choose();
+        std::string why;
+        for (const auto& r : choice.rejected) why += "\n  rejected " + r.path + ": " + r.reason;
+        ADA_CHECK_ARG(choice.path.has_value(), IoError) << where << ": no valid checkpoint in " << p << why;
+        p = *choice.path;
+      } else {
+        Checkpointer::validate(p);
+      }
+      // Rank 0's weights go to every rank with the broadcast below.
+      model_->load_state(optim::take_prefixed(Checkpointer::read_tensors(p), "model."));
+      return p;
+    });
+    log_info("model weights initialised from {}", path);
+  }
   broadcast_state();
   dist::StrategyOptions so_;
   so_.clip_grad_norm = s_.clip;
@@ -404,6 +442,7 @@ std::map<std::string, double> Trainer::evaluate() {
     nn::TensorMap fields;
     for (auto& [k, v] : batch->fields) fields[k] = keep < batch->size() ? v.narrow(0, keep) : v;
     seen += keep;
+    fault_point("eval");
     auto out = model_->forward(fields);
     const double weight = out.metrics.count("count") ? out.metrics.at("count") : out.metrics["mlm_count"];
     loss_sum += out.loss.value().item() * weight;
@@ -449,11 +488,22 @@ void Trainer::save_checkpoint() {
   // In model-delta mode optimizer state is local and differs per rank: each rank writes its
   // own, before rank 0 completes the checkpoint with the JSON.
   const bool local_state = strategy_->optimizer_state_is_local() && world_->size() > 1;
+  m.local_optimizer_state = local_state;
   if (local_state) {
-    fs::create_directories(ckpt_->dir());
+    if (world_->rank() == 0) fs::create_directories(ckpt_->dir());
+    world_->barrier();
     const NamedTensors st = optimizer_->state();
-    save_safetensors(ckpt_->rank_file(step_, world_->rank()), st.tensors, st.metadata);
+    const std::string mine = ckpt_->rank_file(step_, world_->rank());
+    save_safetensors(mine, st.tensors, st.metadata);
+    const FileRecord rec = Checkpointer::record_of(mine);
+    const double sent[2] = {static_cast<double>(rec.bytes), static_cast<double>(rec.crc32)};
+    std::vector<double> all(2 * world_->size());
+    world_->allgather(sent, 2, all.data());
+    for (int r = 0; r < world_->size(); ++r)
+      m.files.push_back({fs::path(ckpt_->rank_file(step_, r)).filename().string(),
+                         static_cast<uint64_t>(all[2 * r]), static_cast<uint32_t>(all[2 * r + 1])});
   }
+  fault_point("checkpoint");  // every rank, between its own files and the shared ones
   world_->barrier();
   if (world_->rank() == 0) {
     NamedTensors all;
@@ -466,28 +516,66 @@ void Trainer::save_checkpoint() {
   world_->barrier();
 }
 
-void Trainer::resume(const std::string& which) {
-  std::string path = which;
-  if (which == "auto") {
-    auto latest = ckpt_->latest();
-    if (!latest) {
-      log_info("--resume auto: no checkpoint in {}, starting fresh", ckpt_->dir());
-      return;
+void Trainer::start_fresh() {
+  const std::string id = decide_on_rank0(*world_, [&] {
+    for (const auto& t : remove_stale_temporaries(ckpt_->dir())) log_info("removed {} (left by a crash)", t);
+    const auto existing = ckpt_->list();
+    if (!existing.empty()) {
+      ADA_CHECK_ARG(s_.ckpt_overwrite, ConfigError)
+          << "checkpoint folder " << ckpt_->dir() << " already holds " << existing.size()
+          << " checkpoint(s) of an earlier run (newest " << existing.front()
+          << "); continue that run with --resume auto, or write this one elsewhere (output.dir or "
+             "checkpoint.dir), or set checkpoint.overwrite: true to delete them";
+      for (const auto& j : existing) Checkpointer::remove(j);
+      log_info("checkpoint.overwrite: removed {} checkpoint(s) of an earlier run from {}", existing.size(),
+               ckpt_->dir());
     }
-    path = *latest;
+    return new_run_id();
+  });
+  ckpt_->set_run_id(id);
+}
+
+void Trainer::resume(const std::string& which) {
+  // Rank 0 chooses (validating every file of the checkpoint) and tells the others.
+  const std::string path = decide_on_rank0(*world_, [&]() -> std::string {
+    for (const auto& t : remove_stale_temporaries(ckpt_->dir())) log_info("removed {} (left by a crash)", t);
+    if (which != "auto") {
+      Checkpointer::validate(which);
+      return which;
+    }
+    const auto choice = ckpt_->choose();
+    std::string why;
+    for (const auto& r : choice.rejected) why += "\n  rejected " + r.path + ": " + r.reason;
+    if (!choice.path) {
+      ADA_CHECK_ARG(choice.rejected.empty(), IoError)
+          << "--resume auto: no valid checkpoint in " << ckpt_->dir() << why
+          << "\nresume from a checkpoint you trust with --resume PATH, or start afresh without --resume "
+             "(checkpoint.overwrite: true discards these)";
+      return "";
+    }
+    if (!choice.rejected.empty()) log_warn("--resume auto: newer checkpoints are damaged:{}", why);
+    return *choice.path;
+  });
+  if (path.empty()) {
+    log_info("--resume auto: {} holds no checkpoint yet; starting fresh", ckpt_->dir());
+    start_fresh();
+    return;
   }
   CheckpointMeta m = Checkpointer::read_meta(path);
   ADA_CHECK_ARG(m.world_size == world_->size(), ConfigError)
       << path << ": written by a run on " << m.world_size << " ranks, this run has " << world_->size()
       << "; resume with the same number of ranks";
+  ADA_CHECK_ARG(!m.local_optimizer_state || strategy_->optimizer_state_is_local(), ConfigError)
+      << path << ": holds each rank's own optimizer state (written with a model-delta or decentralised "
+      << "strategy), but this run keeps one shared optimizer state; resume with the same reducer.target";
   if (m.config_hash != cfg_->hash())
     log_warn("{}: the config differs from the one that wrote this checkpoint; continuing with the new one", path);
+  ckpt_->set_run_id(m.run_id);
   NamedTensors t = Checkpointer::read_tensors(path);
   model_->load_state(optim::take_prefixed(t, "model."));
   last_ckpt_step_ = m.step;
-  const std::string rank_state = Checkpointer::rank_file_of(path, world_->rank());
-  if (fs::exists(rank_state))  // model-delta mode: this rank's own optimizer state
-    optimizer_->load_state(load_safetensors(rank_state), params());
+  if (m.local_optimizer_state)  // this rank's own optimizer state
+    optimizer_->load_state(load_safetensors(Checkpointer::rank_file_of(path, world_->rank())), params());
   else
     optimizer_->load_state(optim::take_prefixed(t, "optim."), params());
   schedule_->load_state(optim::take_prefixed(t, "sched."));
@@ -527,7 +615,10 @@ void Trainer::train_step() {
     TraceSpan span("backward", "compute");
     // The strategy sees each final gradient of the last micro-batch (earlier ones accumulate).
     if (strategy_->wants_grad_hook() && m == s_.micro - 1)
-      backward(loss, {}, [&](Variable& p) { strategy_->on_grad_ready(p); });
+      backward(loss, {}, [&](Variable& p) {
+        fault_point("backward");
+        strategy_->on_grad_ready(p);
+      });
     else
       backward(loss);
   }
@@ -581,7 +672,10 @@ void Trainer::train_step() {
 int Trainer::run() {
   setup();
   if (args_.describe) return 0;
-  if (!args_.resume.empty()) resume(args_.resume);
+  if (!args_.resume.empty())
+    resume(args_.resume);
+  else
+    start_fresh();
   if (world_->rank() == 0) {
     // On resume keep the metric lines up to the resumed step, so curves have no duplicates.
     const std::string path = s_.out_dir + "/metrics.jsonl";
@@ -686,8 +780,12 @@ int Trainer::run() {
 
 int run(int argc, char** argv, comm::MpiRuntime& mpi) {
   Args args = parse_args(argc, argv);
-  Trainer t(args, mpi);
-  return t.run();
+  // Not destroyed when run() throws: its destructors would wait for communication that the
+  // other ranks may never complete. main() logs the error and aborts every rank instead.
+  auto* t = new Trainer(args, mpi);
+  const int rc = t->run();
+  delete t;
+  return rc;
 }
 
 }  // namespace ada::trainer

@@ -1,6 +1,9 @@
 // The MPI communicator's operations at every rank count the suite runs (1..8).
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 #include "comm/comm_thread.h"
 #include "comm_test_util.h"
 
@@ -70,10 +73,45 @@ TEST(Communicator, AsyncOperationsKeepOrderAndPropagateErrors) {
     works[i]->wait();
     EXPECT_EQ(ts[i].to_vector<float>()[999], float(i * p));
   }
-  auto w = c.run_async([] { ADA_THROW(CommError) << "boom from the comm thread"; });
-  EXPECT_THROW(w->wait(), CommError);
   Tensor i32 = Tensor::zeros({2}, DType::f16);
-  EXPECT_THROW(c.allreduce(i32), DTypeError);
+  EXPECT_THROW(c.allreduce(i32), DTypeError);  // argument checks fail before anything is queued
+  c.barrier();
+}
+
+TEST(Communicator, AfterAFailureNothingMoreRunsAndEveryWaitReturns) {
+  Communicator& c = world();
+  CommThread& thread = CommThread::instance();
+  c.barrier();
+  // Hold the thread busy so that later operations are queued behind the failing one.
+  std::atomic<bool> release{false};
+  auto gate = c.run_async([&] { while (!release) std::this_thread::yield(); });
+  auto boom = c.run_async([] { ADA_THROW(CommError) << "boom from the comm thread"; });
+  bool ran = false;
+  Tensor t = Tensor::full({8}, 1.0);
+  auto queued = c.run_async([&] { ran = true; });
+  auto queued_allreduce = c.allreduce_async(t);
+  release = true;
+  gate->wait();
+  EXPECT_THROW(boom->wait(), CommError);
+  for (auto& w : {queued, queued_allreduce}) {
+    try {
+      w->wait();
+      ADD_FAILURE() << "an operation queued behind a failure ran";
+    } catch (const CommError& e) {
+      EXPECT_NE(std::string(e.what()).find("communication stopped on rank " + std::to_string(c.rank()) +
+                                           " after an earlier operation failed: boom from the comm thread"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_FALSE(ran);
+  EXPECT_EQ(t.to_vector<float>()[0], 1.f);  // the allreduce never ran
+  // Blocking calls and new submissions fail at once too (no collective a peer cannot join).
+  EXPECT_THROW(c.barrier(), CommError);
+  EXPECT_THROW(c.run_async([] {})->wait(), CommError);
+  EXPECT_NE(thread.failure(), nullptr);
+  thread.reset_failure();  // for the tests that follow in this process
+  c.barrier();
 }
 
 }  // namespace

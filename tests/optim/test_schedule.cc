@@ -185,6 +185,10 @@ TEST(LrScaling, ReadsItsKeys) {
   EXPECT_EQ(s.rule, LrScalingRule::sqrt);
   EXPECT_EQ(s.adasum_factor, 2.0);
   c.finish();
+  // Without lr_scaling: linear for average, none for sum (which already scales by world).
+  Config dflt = Config::parse("schedule:\n  name: constant\n", "t.yaml");
+  EXPECT_EQ(read_lr_scaling(dflt.child("schedule"), "average").rule, LrScalingRule::linear);
+  EXPECT_EQ(read_lr_scaling(dflt.child("schedule"), "sum").rule, LrScalingRule::none);
   Config d = Config::parse("schedule:\n  lr_scaling: linaer\n", "t.yaml");
   const auto msg = error_of<ConfigError>([&] { read_lr_scaling(d.child("schedule")); });
   EXPECT_NE(msg.find("schedule.lr_scaling (line 2"), std::string::npos) << msg;

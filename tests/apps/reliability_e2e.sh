@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# Reliability of build/bin/trainer under mpiexec (run by CTest; not a timing test):
+#   faults      — a failure injected on one rank of 4 (ADA_FAULT, core/fault.h) during backward with
+#                 buckets in flight, inside the Adasum reduction, in the optimizer, during a
+#                 checkpoint write and during evaluation: every rank exits non-zero within 30 s and
+#                 the log names the rank and the cause;
+#   checkpoints — run identity: a fresh run refuses a folder holding another run's checkpoints
+#                 (checkpoint.overwrite: true deletes them); --resume auto with only damaged
+#                 checkpoints is an error listing each and why; a damaged newest checkpoint neither
+#                 counts toward keep nor is chosen; pruning never touches another run's files;
+#                 crash temporaries are removed; metrics.jsonl keeps the lines up to the resumed step;
+#   kill        — 20 SIGKILLs at random points of checkpoint writes (seeded); after each, --resume
+#                 auto continues from a checkpoint at least as new as the last one reported written;
+#   bitwise     — an interrupted and resumed run ends with byte-identical weights, optimizer state
+#                 (per rank where local) and schedule as an unbroken one: sum/average/adasum, with
+#                 batch-norm (resnet20_mnist) and dropout (bert tiny);
+#   ranks       — every reducer trains at 3, 5 and 6 ranks: the loss falls, replicas agree.
+# usage: reliability_e2e.sh TRAINER SOURCE_DIR WORK_DIR CASE
+set -uo pipefail
+trainer=$1 src=$2 work=$3 case=$4
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+mpi() { local np=$1; shift; mpiexec -np "$np" --oversubscribe --mca mpi_yield_when_idle 1 --bind-to none "$@"; }
+fail() { echo -e "FAIL: $*"; exit 1; }
+rm -rf "${work:?}/$case" && mkdir -p "$work/$case" && cd "$work/$case" || exit 1
+
+cat > tiny.yaml <<'YAML'
+model: {name: lenet5}
+data: {name: synthetic, size: 256, eval_size: 64, workers: 1}
+optimizer: {name: sgd, lr: 0.05, momentum: 0.9}
+schedule: {name: constant}
+reducer: {name: adasum}
+train: {steps: 40, batch_per_rank: 8, log_every: 1, checksum_every: 5, eval_every: 10, seed: 3}
+checkpoint: {every: 10, keep: 2}
+YAML
+
+case $case in
+faults)
+  status=0
+  # point#n on rank 2 of 4; n puts the fault mid-run (after checkpoints and evaluations happened).
+  for spec in "backward@2#300" "adasum@2#40" "optimizer@2#200" "checkpoint@2#2" "eval@2#3"; do
+    point=${spec%%@*}
+    red=adasum; [ "$point" = adasum ] || red=average
+    start=$(date +%s%N)
+    ADA_FAULT=$spec timeout 120 bash -c "$(declare -f mpi); mpi 4 '$trainer' --config tiny.yaml \
+      --set reducer.name=$red --set reducer.bucket_mb=0.05 --set reducer.first_bucket_mb=0.01 \
+      --set output.dir=run_$point" > log_$point.txt 2>&1
+    rc=$?
+    ms=$(( ($(date +%s%N) - start) / 1000000 )); secs=$(awk "BEGIN{print $ms/1000}")
+    if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then
+      echo "FAIL: $spec: exit $rc (0: the fault did not stop the job; 124: it hung)"; tail -5 log_$point.txt; status=1; continue
+    fi
+    if ! grep -q "rank 2/4.*injected fault at $point on rank 2" log_$point.txt; then
+      echo "FAIL: $spec: the log does not name rank 2 and the cause"; tail -8 log_$point.txt; status=1; continue
+    fi
+    if (( ms > 30000 )); then echo "FAIL: $spec: took ${secs}s (> 30 s)"; status=1; continue; fi
+    printf 'ok: %-16s stopped all 4 ranks in %.1f s, exit %d\n' "$spec" "$secs" $rc
+  done
+  exit $status
+  ;;
+
+checkpoints)
+  run() { mpi 2 "$trainer" --config tiny.yaml "$@"; }
+  run --set output.dir=a --set train.steps=30 > a1.txt 2>&1 || { cat a1.txt; fail "first run"; }
+  ls a/checkpoints/ckpt-00000020.json a/checkpoints/ckpt-00000030.json >/dev/null || fail "keep: 2 should leave steps 20 and 30"
+  [ ! -e a/checkpoints/ckpt-00000010.json ] || fail "step 10 should have been pruned"
+  # A fresh run into the same folder refuses, naming the way out; nothing was deleted.
+  run --set output.dir=a > a2.txt 2>&1 && fail "a fresh run into a used checkpoint folder must refuse"
+  grep -q "already holds 2 checkpoint(s) of an earlier run.*--resume auto.*checkpoint.overwrite: true" a2.txt || { cat a2.txt; fail "refusal message"; }
+  [ -e a/checkpoints/ckpt-00000030.json ] || fail "the refused run deleted a checkpoint"
+  # A crash's leftover temporary is removed on the next start.
+  touch a/checkpoints/.ckpt-00000040.safetensors.tmp.12345.0
+  # Damage the newest checkpoint: resume must skip it (saying why) and take step 20; with
+  # keep: 1 the valid one survives the next save's pruning.
+  # (Only rank 1's optimizer state is damaged: every file of a checkpoint is checked.)
+  printf 'garbage' | dd of=a/checkpoints/ckpt-00000030.optim-rank1.safetensors bs=1 seek=100 conv=notrunc 2>/dev/null
+  run --set output.dir=a --set train.steps=22 --set checkpoint.every=1 --set checkpoint.keep=1 --resume auto > a3.txt 2>&1 || { cat a3.txt; fail "resume past a damaged checkpoint"; }
+  grep -q "resumed from a/checkpoints/ckpt-00000020.json" a3.txt || { cat a3.txt; fail "did not resume from step 20"; }
+  grep -q "rejected a/checkpoints/ckpt-00000030.json: a/checkpoints/ckpt-00000030.optim-rank1.safetensors fails its CRC-32" a3.txt \
+    || { cat a3.txt; fail "did not say why step 30 was rejected"; }
+  grep -q "removed a/checkpoints/.ckpt-00000040.safetensors.tmp.12345.0" a3.txt || { cat a3.txt; fail "stale temporary not removed"; }
+  [ -e a/checkpoints/ckpt-00000022.json ] || fail "step 22 missing"
+  [ ! -e a/checkpoints/ckpt-00000021.json ] || fail "keep: 1 should have pruned step 21"
+  # metrics.jsonl: the lines up to step 20 of the first run, then 21 and 22.
+  steps=$(python3 -c 'import json,sys; print(" ".join(str(json.loads(l)["step"]) for l in open(sys.argv[1]) if "\"loss\"" in l))' a/metrics.jsonl)
+  [ "$steps" = "$(seq -s ' ' 1 22)" ] || fail "metrics.jsonl steps after resume: $steps"
+  # Every checkpoint damaged: --resume auto is an error listing each one and why.
+  for f in a/checkpoints/*.safetensors; do printf 'x' | dd of="$f" bs=1 seek=50 conv=notrunc 2>/dev/null; done
+  run --set output.dir=a --resume auto > a4.txt 2>&1 && fail "--resume auto with only damaged checkpoints must fail"
+  grep -q "no valid checkpoint in a/checkpoints" a4.txt && grep -q "rejected a/checkpoints/ckpt-00000022.json: .*CRC-32" a4.txt \
+    || { cat a4.txt; fail "rejection list"; }
+  # Pruning never touches another run's checkpoints (same folder, explicit checkpoint.dir).
+  mkdir -p shared && cp a/checkpoints/ckpt-00000022.* shared/
+  run --set output.dir=b --set checkpoint.dir=shared --set checkpoint.overwrite=true --set train.steps=20 > b.txt 2>&1 || { cat b.txt; fail "overwrite run"; }
+  [ ! -e shared/ckpt-00000022.json ] || fail "checkpoint.overwrite: true should delete the earlier run's checkpoints"
+  cp a/checkpoints/ckpt-00000022.* shared/  # another run's files appear beside this run's
+  run --set output.dir=b --set checkpoint.dir=shared --set train.steps=40 --resume auto > b2.txt 2>&1 || { cat b2.txt; fail "resume b"; }
+  [ -e shared/ckpt-00000022.json ] || fail "pruning deleted another run's checkpoint"
+  ls shared/ckpt-0000003*.json shared/ckpt-0000004*.json >/dev/null || fail "this run's newest checkpoints missing"
+  # An explicit --resume PATH to a damaged checkpoint names the file and the damage.
+  run --set output.dir=c --resume shared/ckpt-00000022.json > c.txt 2>&1 && fail "damaged explicit checkpoint accepted"
+  grep -q "ckpt-00000022.safetensors fails its CRC-32 check" c.txt || { cat c.txt; fail "explicit damaged checkpoint message"; }
+  echo "checkpoints: run identity, damage, pruning, temporaries and metrics all behave"
+  ;;
+
+kill)
+  # 20 kills (SIGKILL of one rank at a random point of a checkpoint write); the job is resumed
+  # each time. Invariant: the resume succeeds from a checkpoint at least as new as the newest one
+  # any earlier attempt reported written.
+  RANDOM=7
+  good=0 kills=0 target=1000
+  cfg=(--config tiny.yaml --set output.dir=k --set train.steps=$target --set checkpoint.every=2 --set checkpoint.keep=2
+       --set train.eval_every=0 --set train.checksum_every=0 --set reducer.name=adasum)
+  mpi 2 "$trainer" "${cfg[@]}" --set train.steps=2 > k0.txt 2>&1 || { cat k0.txt; fail "initial run"; }
+  good=2
+  for i in $(seq 1 20); do
+    rank=$((RANDOM % 2))
+    case $((RANDOM % 3)) in
+      0) spec="atomic_write@$rank#$((1 + RANDOM % 40)):kill" ;;
+      1) spec="checkpoint@$rank#$((1 + RANDOM % 12)):kill" ;;
+      2) spec="checkpoint_json@0#$((1 + RANDOM % 12)):kill" ;;
+    esac
+    ADA_FAULT=$spec timeout 120 bash -c "$(declare -f mpi); mpi 2 '$trainer' ${cfg[*]} --resume auto" > k$i.txt 2>&1
+    rc=$?
+    [ $rc -eq 124 ] && { tail -5 k$i.txt; fail "kill $i ($spec) hung"; }
+    from=$(grep -o 'resumed from k/checkpoints/ckpt-[0-9]*' k$i.txt | grep -o '[0-9]*$' | sed 's/^0*//')
+    [ -n "$from" ] || { tail -8 k$i.txt; fail "kill $i ($spec): the run did not resume"; }
+    (( from >= good )) || fail "kill $i ($spec): resumed from step $from, but step $good had been written"
+    last=$(grep -o 'checkpoint at step [0-9]* written' k$i.txt | tail -1 | grep -o '[0-9]\+')
+    [ -n "$last" ] && good=$last
+    if [ $rc -ne 0 ]; then kills=$((kills + 1)); fi
+    printf 'kill %2d: %-26s resumed from step %3s, newest written %3s, exit %d\n' "$i" "$spec" "$from" "$good" $rc
+  done
+  (( kills == 20 )) || fail "only $kills of 20 attempts were killed (the kill points must land inside the run)"
+  # A last clean resume runs to the end.
+  mpi 2 "$trainer" "${cfg[@]}" --set train.steps=$((good + 10)) --resume auto > kend.txt 2>&1 || { tail -5 kend.txt; fail "final resume"; }
+  echo "kill: $kills SIGKILLs during checkpoint writes; every resume found a valid checkpoint"
+  ;;
+
+bitwise)
+  # Unbroken run vs the same run stopped at step 10 and resumed; final checkpoint files compared
+  # byte for byte (model, optimizer, schedule; each rank's optimizer state where local).
+  cat > bert.yaml <<'YAML'
+model: {name: bert, preset: tiny, vocab_size: 512, max_positions: 32}
+data: {name: synthetic, size: 64, eval_size: 0, seq_len: 16, workers: 1}
+optimizer: {name: adamw, lr: 0.001}
+schedule: {name: linear, warmup_steps: 4, total_steps: 20}  # the same schedule for the 10-step first part
+reducer: {name: average}
+train: {steps: 20, batch_per_rank: 4, log_every: 5, seed: 5}
+checkpoint: {every: 10, keep: 5}
+YAML
+  compare() {  # cfg, reducer, extra...
+    local cfg=$1 red=$2; shift 2
+    local tag=${cfg%.yaml}_$red
+    mpi 2 "$trainer" --config $cfg --set reducer.name=$red --set output.dir=u_$tag "$@" > u.txt 2>&1 || { cat u.txt; fail "$tag unbroken"; }
+    mpi 2 "$trainer" --config $cfg --set reducer.name=$red --set output.dir=r_$tag --set train.steps=10 "$@" > r1.txt 2>&1 || { cat r1.txt; fail "$tag part 1"; }
+    mpi 2 "$trainer" --config $cfg --set reducer.name=$red --set output.dir=r_$tag --resume auto "$@" > r2.txt 2>&1 || { cat r2.txt; fail "$tag part 2"; }
+    local n=0
+    for f in u_$tag/checkpoints/ckpt-00000020.*safetensors; do
+      cmp -s "$f" "r_$tag/checkpoints/$(basename "$f")" || fail "$tag: $(basename "$f") differs between the unbroken and the resumed run"
+      n=$((n + 1))
+    done
+    (( n >= 1 )) || fail "$tag: no final checkpoint"
+    echo "bitwise ($tag): $n final checkpoint file(s) byte-identical"
+  }
+  for red in sum average adasum; do compare tiny.yaml $red --set model.name=resnet20_mnist --set train.steps=20 --set checkpoint.every=10 --set train.eval_every=0; done
+  for red in average adasum; do compare bert.yaml $red; done
+  ;;
+
+ranks)
+  # Real data (MNIST, fetched by tools/test.sh), so that 40 steps show learning at every count.
+  cat > mnist.yaml <<YAML
+model: {name: lenet5}
+data: {name: mnist, path: $src/data/mnist, eval: false, workers: 1}
+optimizer: {name: sgd, lr: 0.02, momentum: 0.9}
+schedule: {name: constant, lr_scaling: none}
+reducer: {name: adasum}
+train: {steps: 40, batch_per_rank: 8, log_every: 1, checksum_every: 1, seed: 3}
+YAML
+  for np in 3 5 6; do
+    for red in sum average adasum; do
+      mpi $np "$trainer" --config mnist.yaml --set reducer.name=$red --set output.dir=r${np}_$red > r.txt 2>&1 \
+        || { tail -5 r.txt; fail "$red at $np ranks"; }
+      python3 - r${np}_$red/metrics.jsonl "$red at $np ranks" <<'PY' || fail "$red at $np ranks: loss did not fall"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if '"loss"' in l]
+first = sum(r["loss"] for r in rows[:5]) / 5
+last = sum(r["loss"] for r in rows[-5:]) / 5
+print(f"{sys.argv[2]}: loss {first:.4f} -> {last:.4f}, replicas identical at every step")
+sys.exit(0 if last < 0.85 * first else 1)
+PY
+    done
+  done
+  ;;
+*) fail "unknown case $case" ;;
+esac
