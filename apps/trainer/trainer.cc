@@ -15,6 +15,7 @@
 
 #include "apps/trainer/checkpoint.h"
 #include "apps/trainer/datasets.h"
+#include "apps/common/cli.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_runtime.h"
 #include "core/atomic_file.h"
@@ -38,9 +39,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-const char* kUsage =
-    "usage: trainer --config FILE [--set key.path=value ...] [--resume auto|PATH] [--describe]";
-
 struct Args {
   std::string config;
   std::vector<std::string> sets;
@@ -48,22 +46,20 @@ struct Args {
   bool describe = false;
 };
 
-Args parse_args(int argc, char** argv) {
+// Parsed arguments, or nullopt after --help.
+std::optional<Args> parse_args(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      ADA_CHECK_ARG(i + 1 < argc, ConfigError) << "command line: " << arg << " needs a value; " << kUsage;
-      return argv[++i];
-    };
-    if (arg == "--config") a.config = value();
-    else if (arg == "--set") a.sets.push_back(value());
-    else if (arg.rfind("--set=", 0) == 0) a.sets.push_back(arg.substr(6));
-    else if (arg == "--resume") a.resume = value();
-    else if (arg == "--describe") a.describe = true;
-    else ADA_THROW(ConfigError) << "command line: unknown argument '" << arg << "'; " << kUsage;
-  }
-  ADA_CHECK_ARG(!a.config.empty(), ConfigError) << "command line: --config FILE is required; " << kUsage;
+  CLI::App app("Adatrain: data-parallel training from one YAML config (configs/README.md lists every key)",
+               "trainer");
+  app.add_option("--config", a.config, "the run's YAML config")->required();
+  app.add_option("--set", a.sets, "override a config value, e.g. --set optimizer.lr=0.1 (repeatable)")
+      ->allow_extra_args(false)
+      ->take_all();
+  app.add_option("--resume", a.resume, "auto (the newest valid checkpoint of the run) or a checkpoint path");
+  app.add_flag("--describe", a.describe, "print the model's layers and parameter count, then exit");
+  if (!cli::parse_command_line(app, argc, argv,
+                               "trainer --config FILE [--set key.path=value ...] [--resume auto|PATH] [--describe]"))
+    return std::nullopt;
   return a;
 }
 
@@ -779,10 +775,11 @@ int Trainer::run() {
 }  // namespace
 
 int run(int argc, char** argv, comm::MpiRuntime& mpi) {
-  Args args = parse_args(argc, argv);
+  const std::optional<Args> args = parse_args(argc, argv);
+  if (!args) return 0;  // --help
   // Not destroyed when run() throws: its destructors would wait for communication that the
   // other ranks may never complete. main() logs the error and aborts every rank instead.
-  auto* t = new Trainer(args, mpi);
+  auto* t = new Trainer(*args, mpi);
   const int rc = t->run();
   delete t;
   return rc;

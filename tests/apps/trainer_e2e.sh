@@ -80,8 +80,8 @@ bad)
       echo "FAIL: trainer $* (exit $rc) should say: $want"; echo "$out" | tail -5; status=1
     else echo "ok: $want"; fi
   }
-  check "--config FILE is required" --set a=1
-  check "unknown argument '--bogus'" --config tiny.yaml --bogus
+  check "command line: --config is required; usage: trainer --config FILE" --set a=1
+  check "argument was not expected: --bogus" --config tiny.yaml --bogus
   check "cannot open" --config missing.yaml
   check "broken.yaml" --config broken.yaml
   check "unknown reducer 'adasumm'; known: adasum, average, sum" --config typo_reducer.yaml
@@ -90,7 +90,7 @@ bad)
   check "optimizer.lr" --config bad_value.yaml
   check "set exactly one of train.epochs or train.steps" --config both.yaml
   check "nowhere" --config no_data.yaml
-  check "needs a value" --config tiny.yaml --set
+  check "--set: 1 required TEXT missing" --config tiny.yaml --set
   check "did you mean 'lr'" --config tiny.yaml --set optimizer.lrr=0.1
   exit $status
   ;;
