@@ -89,7 +89,7 @@ void CommThread::run(const std::function<void()>& op) {
       }
       lock.lock();
       busy_ = false;
-      if (error && !failed_) failed_ = error;
+      record_failure_locked(error);
       lock.unlock();
       cv_.notify_all();
       if (error) std::rethrow_exception(error);
@@ -99,11 +99,56 @@ void CommThread::run(const std::function<void()>& op) {
   submit(op)->wait();
 }
 
+void CommThread::set_idle_task(std::function<void()> task, std::chrono::microseconds period) {
+  if (on_comm_thread()) {  // from an op or from the idle task itself: nothing else runs now
+    idle_task_ = std::move(task);
+    idle_period_ = period;
+    return;
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  if (task) start_locked();
+  cv_.wait(lock, [&] { return !busy_; });  // the old task (or an op) is not running
+  idle_task_ = std::move(task);
+  idle_period_ = period;
+  cv_.notify_all();
+}
+
+void CommThread::record_failure_locked(std::exception_ptr error) {
+  if (!error || failed_) return;
+  // Fail fast: nothing queued behind a failed operation runs.
+  failed_ = error;
+  const auto stopped = stopped_error_locked();
+  for (auto& [queued_op, queued_work] : queue_) queued_work->finish(stopped);
+  queue_.clear();
+}
+
 void CommThread::loop() {
   set_thread_serial(true);
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    cv_.wait(lock, [&] { return (!queue_.empty() && !busy_) || (stop_ && queue_.empty() && !busy_); });
+    auto ready = [&] { return (!queue_.empty() && !busy_) || (stop_ && queue_.empty() && !busy_); };
+    if (idle_task_ && !failed_) {
+      if (!cv_.wait_for(lock, idle_period_, ready)) {
+        if (busy_ || !idle_task_ || failed_) continue;
+        busy_ = true;
+        auto task = idle_task_;
+        lock.unlock();
+        std::exception_ptr error;
+        try {
+          task();
+        } catch (...) {
+          error = std::current_exception();
+        }
+        lock.lock();
+        busy_ = false;
+        record_failure_locked(error);
+        cv_.notify_all();
+        continue;
+      }
+    } else {
+      cv_.wait(lock, [&] { return ready() || (idle_task_ && !failed_); });
+      if (!ready()) continue;  // an idle task was set: wait with its period
+    }
     if (queue_.empty()) return;  // stop requested and drained
     auto [op, work] = std::move(queue_.front());
     queue_.pop_front();
@@ -118,13 +163,7 @@ void CommThread::loop() {
     work->finish(error);
     lock.lock();
     busy_ = false;
-    if (error && !failed_) {
-      // Fail fast: nothing queued behind a failed operation runs.
-      failed_ = error;
-      const auto stopped = stopped_error_locked();
-      for (auto& [queued_op, queued_work] : queue_) queued_work->finish(stopped);
-      queue_.clear();
-    }
+    record_failure_locked(error);
     cv_.notify_all();
   }
 }
@@ -138,6 +177,7 @@ void CommThread::shutdown() {
   cv_.notify_all();
   worker_.join();
   std::lock_guard<std::mutex> lock(mu_);
+  idle_task_ = nullptr;
   worker_ = std::thread();
   worker_id_.store(std::thread::id());
 }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -33,11 +34,17 @@ class CommThread {
   // The first failure, or null while every operation has succeeded. reset_failure() is for tests.
   std::exception_ptr failure();
   void reset_failure();
+  // A task run on this thread whenever nothing is queued, every `period` (e.g. polling for
+  // messages that other ranks wait on while this process computes: WAGMA's passive
+  // participation). It runs like an op (an error in it fails the thread). An empty task removes
+  // it; when set_idle_task returns, the previous task is not running and will not run again.
+  void set_idle_task(std::function<void()> task, std::chrono::microseconds period = std::chrono::microseconds(500));
 
  private:
   CommThread() = default;
   void start_locked();
   void loop();
+  void record_failure_locked(std::exception_ptr error);  // first failure: fail what is queued
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -46,6 +53,8 @@ class CommThread {
   bool stop_ = false;
   std::exception_ptr failed_;  // the first operation's error; nothing runs after it
   std::exception_ptr stopped_error_locked();  // the error later operations fail with
+  std::function<void()> idle_task_;
+  std::chrono::microseconds idle_period_{500};
   std::thread worker_;
   std::atomic<std::thread::id> worker_id_{};
 };

@@ -46,6 +46,12 @@ class Communicator {
   // < 0 means "not a member": the result is null. Collective over this communicator.
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
 
+  // Small control messages (WAGMA's activations): post_signal sends `value` to `peer` and returns
+  // without waiting for it to be received; poll_signal takes one waiting message with `tag` from
+  // any rank, if there is one (false otherwise). Neither blocks.
+  virtual void post_signal(int peer, int tag, int64_t value) = 0;
+  virtual bool poll_signal(int tag, int* source, int64_t* value) = 0;
+
   // Asynchronous variants: the operation is queued behind every earlier one of this process.
   // The buffers must stay alive and untouched until wait() returns.
   virtual WorkHandle allreduce_async(Tensor& t, ReduceOp op = ReduceOp::sum) = 0;

@@ -60,9 +60,21 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, bool owned) : comm_(comm), owned
 }
 
 MpiCommunicator::~MpiCommunicator() {
-  if (!owned_) return;
   int finalized = 0;
   MPI_Finalized(&finalized);
+  if (!finalized && !signals_.empty()) {
+    try {  // signals not yet received stay in flight: MPI completes them without our buffer
+      run([&] {
+        for (auto& s : signals_) {
+          int done = 0;
+          MPI_Test(&s.request, &done, MPI_STATUS_IGNORE);
+          if (!done) MPI_Request_free(&s.request);
+        }
+      });
+    } catch (...) {
+    }
+  }
+  if (!owned_) return;
   if (!finalized) {
     try {
       run([&] { MPI_Comm_free(&comm_); });
@@ -200,6 +212,40 @@ std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
   run([&] { ADA_MPI_CHECK(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &sub)); });
   if (sub == MPI_COMM_NULL) return nullptr;
   return std::make_unique<MpiCommunicator>(sub, true);
+}
+
+void MpiCommunicator::reap_signals() {
+  while (!signals_.empty()) {
+    int done = 0;
+    ADA_MPI_CHECK(MPI_Test(&signals_.front().request, &done, MPI_STATUS_IGNORE));
+    if (!done) return;
+    signals_.pop_front();
+  }
+}
+
+void MpiCommunicator::post_signal(int peer, int tag, int64_t value) {
+  ADA_CHECK_ARG(peer >= 0 && peer < size_, CommError) << "post_signal: peer " << peer << " outside [0, " << size_ << ")";
+  run([&] {
+    reap_signals();
+    signals_.push_back({value, MPI_REQUEST_NULL});
+    Signal& s = signals_.back();
+    ADA_MPI_CHECK(MPI_Isend(&s.value, 1, MPI_INT64_T, peer, tag, comm_, &s.request));
+  });
+}
+
+bool MpiCommunicator::poll_signal(int tag, int* source, int64_t* value) {
+  bool got = false;
+  run([&] {
+    reap_signals();
+    int flag = 0;
+    MPI_Status st;
+    ADA_MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, tag, comm_, &flag, &st));
+    if (!flag) return;
+    ADA_MPI_CHECK(MPI_Recv(value, 1, MPI_INT64_T, st.MPI_SOURCE, tag, comm_, MPI_STATUS_IGNORE));
+    *source = st.MPI_SOURCE;
+    got = true;
+  });
+  return got;
 }
 
 WorkHandle MpiCommunicator::allreduce_async(Tensor& t, ReduceOp op) {

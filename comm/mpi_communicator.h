@@ -5,6 +5,7 @@
 
 #include <mpi.h>
 
+#include <deque>
 #include <memory>
 
 #include "comm/communicator.h"
@@ -35,6 +36,8 @@ class MpiCommunicator : public Communicator {
   void sendrecv(const Tensor& out, int to, Tensor& in, int from, int tag = 0) override;
   void barrier() override;
   std::unique_ptr<Communicator> split(int color, int key) override;
+  void post_signal(int peer, int tag, int64_t value) override;
+  bool poll_signal(int tag, int* source, int64_t* value) override;
 
   WorkHandle allreduce_async(Tensor& t, ReduceOp op = ReduceOp::sum) override;
   WorkHandle broadcast_async(Tensor& t, int root) override;
@@ -43,8 +46,16 @@ class MpiCommunicator : public Communicator {
   MPI_Comm handle() const { return comm_; }
 
  private:
+  void reap_signals();  // frees the requests of signals that have been delivered (comm thread)
+
   MPI_Comm comm_;
   bool owned_;
+  // Signals in flight: the value must stay put until MPI is done with it (deque: stable addresses).
+  struct Signal {
+    int64_t value;
+    MPI_Request request;
+  };
+  std::deque<Signal> signals_;
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
 };
 

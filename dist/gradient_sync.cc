@@ -45,7 +45,6 @@ StepResult GradientSync::end_step(double local_loss) {
   // The reduced gradients are identical on every rank; the loss may not be.
   const Agreement a = agree(ctx_.world, local_loss, any_nonfinite_grad(ctx_.params));
   r.comm_seconds = seconds(t0, Clock::now());
-  r.mean_loss = a.mean_loss;
   if (a.nonfinite) {
     on_nonfinite_step(step_, local_loss, options_.skip_nonfinite);
     r.applied = false;

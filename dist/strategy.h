@@ -3,10 +3,17 @@
 // combined by a comm::Reducer. The trainer runs forward/backward and hands the step to its
 // strategy; it knows no reducer details. DESIGN.md §4. Built-in (make_strategy):
 //   gradient sync — gradients reduced in buckets while backward runs, then one optimizer step;
-//   delta sync    — each rank's local optimizer step, its per-tensor delta reduced (Horovod's
-//                   Adasum scheme), overlapped with backward when the step allows it.
+//   delta sync    — each rank's local optimizer steps, the per-tensor model delta reduced every
+//                   step (Horovod's Adasum scheme, overlapped with backward) or every H steps
+//                   (local SGD), optionally followed by an outer optimizer step (DiLoCo);
+//   WAGMA         — local steps, models averaged in rotating groups, globally every tau steps,
+//                   optionally wait-avoiding.
+// Between synchronisations the decentralised ones leave replicas different; replicas_identical()
+// says when they agree, and with_average_model() gives evaluation the world-average model.
 #pragma once
 
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,7 +31,6 @@ namespace ada::dist {
 // What a step's end reports to the trainer.
 struct StepResult {
   bool applied = true;        // false: skipped (non-finite loss/gradient, on_nonfinite: skip)
-  double mean_loss = 0;       // the loss averaged over ranks
   double comm_seconds = 0;    // time spent in reductions and their waits after backward
   double exposed_seconds = 0; // of which: waiting for reductions launched during backward
 };
@@ -55,6 +61,21 @@ class Strategy {
 
   // True when optimizer state differs between ranks (each rank's own must be checkpointed).
   virtual bool optimizer_state_is_local() const = 0;
+  // Whether every rank holds the same parameters after the step that just ended (gradient and
+  // delta sync: always; local SGD, WAGMA: after their world synchronisations only). Collectives
+  // the trainer adds (loss logging, checksums) go at such steps, so they never add a barrier.
+  virtual bool replicas_identical() const { return true; }
+  // The strategy's own per-rank state for checkpoints (e.g. the anchor of the current period,
+  // the outer optimizer's momentum), and its restore; names are the strategy's.
+  virtual NamedTensors state() const { return {}; }
+  virtual void load_state(const NamedTensors& state) { (void)state; }
+  // Runs `fn` with every rank's parameters set to their world average, then restores each
+  // rank's own (collective). Replicas already identical: just runs `fn`.
+  virtual void with_average_model(const std::function<void()>& fn) { fn(); }
+  // End of training: leaves every rank with the same final parameters (collective).
+  virtual void finish() {}
+  // Counters for the run's summary (e.g. WAGMA's late group steps), this rank's.
+  virtual std::map<std::string, double> stats() const { return {}; }
 };
 
 // Everything a strategy works on. The references must outlive it.
@@ -65,7 +86,27 @@ struct StrategyContext {
   comm::Reducer& reducer;
 };
 
-// The strategy for `target` (gradients | model_delta) with `options`.
+// What a run's config asks for, read before anything is built (so Config::finish() sees every
+// key read): `sync` (name none | local_sgd | wagma | diloco and its knobs; absent: none) and the
+// reducer's target when sync is none.
+struct StrategySpec {
+  std::string sync = "none";
+  comm::ReduceTarget target = comm::ReduceTarget::gradients;  // sync none
+  int64_t period = 1;                                          // local_sgd, diloco
+  double outer_lr = 0.7, outer_momentum = 0.9;                 // diloco
+  bool nesterov = true;
+  int group_size = 0;                                          // wagma (0: the default)
+  int64_t global_every = 10;
+  bool wait_avoiding = true;
+};
+// ConfigError naming the key for impossible values and combinations (e.g. wagma with adasum,
+// a non-power-of-two world for wagma, reducer.target with a decentralised sync).
+StrategySpec read_strategy_spec(const Config& root, const comm::Reducer& reducer, int world_size);
+
+// Builds the strategy (after rank 0's weights reached every rank: some keep a copy of them).
+std::unique_ptr<Strategy> make_strategy(const StrategySpec& spec, const StrategyContext& context,
+                                        const StrategyOptions& options);
+// Gradient or model-delta sync every step (sync: none).
 std::unique_ptr<Strategy> make_strategy(comm::ReduceTarget target, const StrategyContext& context,
                                         const StrategyOptions& options);
 

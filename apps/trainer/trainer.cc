@@ -26,6 +26,7 @@
 #include "core/parallel.h"
 #include "core/timeline.h"
 #include "data/data_loader.h"
+#include "dist/straggler.h"
 #include "dist/strategy.h"
 #include "nn/init.h"
 #include "nn/model.h"
@@ -133,6 +134,7 @@ class Trainer {
  private:
   void setup();
   void train_step();
+  void flush_due(double lr);
   std::map<std::string, double> evaluate();
   void save_checkpoint();
   void resume(const std::string& path);
@@ -163,8 +165,8 @@ class Trainer {
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::Schedule> schedule_;
   std::unique_ptr<comm::Reducer> reducer_;
-  comm::ReduceTarget target_ = comm::ReduceTarget::gradients;
   std::unique_ptr<dist::Strategy> strategy_;
+  std::optional<dist::Straggler> straggler_;  // train.straggler: injected delays
   std::unique_ptr<Checkpointer> ckpt_;
   std::string reducer_name_;
   int64_t step_ = 0, total_steps_ = 0, steps_per_epoch_ = 0, epoch_ = 0;
@@ -180,6 +182,9 @@ class Trainer {
   std::string init_from_;  // checkpoint (file or folder) whose model weights start a fresh run
   double window_loss_ = 0, window_seconds_ = 0, window_comm_ = 0, window_exposed_ = 0;  // since the last metrics line
   int64_t window_steps_ = 0;
+  double last_mean_loss_ = 0;
+  bool log_due_ = false, checksum_due_ = false;  // waiting for a step where replicas agree
+  dist::StrategySpec spec_;
 };
 
 void Trainer::setup() {
@@ -207,6 +212,7 @@ void Trainer::setup() {
   s_.clip = t.get_or<double>("clip_grad_norm", 0.0);
   init_from_ = t.get_or<std::string>("init_from", "");
   s_.timeline = t.get_or<std::string>("timeline", "");
+  if (t.has("straggler")) straggler_.emplace(t.child("straggler"), world);
   const std::string nonfinite = t.get_or<std::string>("on_nonfinite", "stop");
   ADA_CHECK_ARG(nonfinite == "stop" || nonfinite == "skip", ConfigError)
       << t.where("on_nonfinite") << ": must be 'stop' or 'skip', got '" << nonfinite << "'";
@@ -280,8 +286,7 @@ void Trainer::setup() {
   optim::ScheduleRegistry schedules("schedule");
   optim::register_builtin_schedules(schedules);
   schedule_ = optim::make_schedule(schedules, sc, base_lr);
-  target_ = red.has("target") ? comm::target_from_name(red.get<std::string>("target"), red.where("target"))
-                              : reducer_->default_target();
+  spec_ = dist::read_strategy_spec(cfg, *reducer_, world);
   comm::BucketOptions bo;
   bo.bucket_bytes = static_cast<int64_t>(red.get_or<double>("bucket_mb", 25.0) * (1 << 20));
   bo.first_bucket_bytes = static_cast<int64_t>(red.get_or<double>("first_bucket_mb", 1.0) * (1 << 20));
@@ -320,7 +325,7 @@ void Trainer::setup() {
   so_.clip_grad_norm = s_.clip;
   so_.skip_nonfinite = s_.skip_nonfinite;
   so_.buckets = bo;
-  strategy_ = dist::make_strategy(target_, {params_, *optimizer_, *world_, *reducer_}, so_);
+  strategy_ = dist::make_strategy(spec_, {params_, *optimizer_, *world_, *reducer_}, so_);
 
   data::SamplerOptions so;
   so.rank = rank;
@@ -346,6 +351,7 @@ void Trainer::setup() {
            "examples per rank; data: {}",
            world, num_threads(), model_->type_name(), model_->parameter_count(), strategy_->describe(),
            total_steps_, s_.micro, s_.batch, data_.train->describe());
+  if (straggler_) log_info("straggler: {}", straggler_->describe());
 }
 
 void Trainer::broadcast_state(bool buffers_only) {
@@ -481,14 +487,20 @@ void Trainer::save_checkpoint() {
     m.rng_seed.push_back(static_cast<uint64_t>(seeds[r]));
     m.rng_offset.push_back(static_cast<uint64_t>(offsets[r]));
   }
-  // In model-delta mode optimizer state is local and differs per rank: each rank writes its
-  // own, before rank 0 completes the checkpoint with the JSON.
+  // Where optimizer state is local (model-delta, local SGD, DiLoCo, WAGMA) each rank writes its
+  // own file before rank 0 completes the checkpoint with the JSON: its optimizer state, the
+  // strategy's state and, between synchronisations, its own weights. The shared file then holds
+  // the world-average model.
   const bool local_state = strategy_->optimizer_state_is_local() && world_->size() > 1;
   m.local_optimizer_state = local_state;
   if (local_state) {
     if (world_->rank() == 0) fs::create_directories(ckpt_->dir());
     world_->barrier();
-    const NamedTensors st = optimizer_->state();
+    NamedTensors st;
+    optim::add_prefixed(st, optimizer_->state(), "optim.");
+    optim::add_prefixed(st, strategy_->state(), "sync.");
+    if (!strategy_->replicas_identical())
+      for (auto& [k, v] : model_->state()) st.tensors.emplace_back("model." + k, v);
     const std::string mine = ckpt_->rank_file(step_, world_->rank());
     save_safetensors(mine, st.tensors, st.metadata);
     const FileRecord rec = Checkpointer::record_of(mine);
@@ -501,14 +513,18 @@ void Trainer::save_checkpoint() {
   }
   fault_point("checkpoint");  // every rank, between its own files and the shared ones
   world_->barrier();
-  if (world_->rank() == 0) {
+  strategy_->with_average_model([&] {
+    if (world_->rank() != 0) return;
     NamedTensors all;
     for (auto& [k, v] : model_->state()) all.tensors.emplace_back("model." + k, v);
-    if (!local_state) optim::add_prefixed(all, optimizer_->state(), "optim.");
+    if (!local_state) {
+      optim::add_prefixed(all, optimizer_->state(), "optim.");
+      optim::add_prefixed(all, strategy_->state(), "sync.");
+    }
     optim::add_prefixed(all, schedule_->state(), "sched.");
     ckpt_->save(all.tensors, all.metadata, m);
     log_info("checkpoint at step {} written to {}", step_, ckpt_->dir());
-  }
+  });
   world_->barrier();
 }
 
@@ -570,10 +586,16 @@ void Trainer::resume(const std::string& which) {
   NamedTensors t = Checkpointer::read_tensors(path);
   model_->load_state(optim::take_prefixed(t, "model."));
   last_ckpt_step_ = m.step;
-  if (m.local_optimizer_state)  // this rank's own optimizer state
-    optimizer_->load_state(load_safetensors(Checkpointer::rank_file_of(path, world_->rank())), params());
-  else
+  if (m.local_optimizer_state) {  // this rank's own optimizer and strategy state (and weights)
+    const NamedTensors mine = load_safetensors(Checkpointer::rank_file_of(path, world_->rank()));
+    optimizer_->load_state(optim::take_prefixed(mine, "optim."), params());
+    strategy_->load_state(optim::take_prefixed(mine, "sync."));
+    const NamedTensors own = optim::take_prefixed(mine, "model.");
+    if (!own.tensors.empty()) model_->load_state(own);
+  } else {
     optimizer_->load_state(optim::take_prefixed(t, "optim."), params());
+    strategy_->load_state(optim::take_prefixed(t, "sync."));
+  }
   schedule_->load_state(optim::take_prefixed(t, "sched."));
   const int r = world_->rank();
   if (r < static_cast<int>(m.rng_seed.size())) model_->rng().set_state(m.rng_seed[r], m.rng_offset[r]);
@@ -590,6 +612,10 @@ void Trainer::train_step() {
   double loss_sum = 0;
   const double lr = schedule_->lr();
   strategy_->begin_step(step_, static_cast<float>(lr));
+  if (straggler_) {
+    TraceSpan span("straggler delay", "compute");
+    straggler_->wait(step_, world_->rank());
+  }
   for (int64_t m = 0; m < s_.micro; ++m) {
     std::optional<data::Batch> batch;
     {
@@ -622,37 +648,51 @@ void Trainer::train_step() {
   const dist::StepResult res = strategy_->end_step(loss);
   schedule_->advance();
   ++step_;
-  if (!res.applied) {
-    ++skipped_;
-    return;
-  }
   const double step_s = seconds_since(t0);
   const double comm_s = res.comm_seconds;
-  comm_seconds_ += comm_s;
-  exposed_seconds_ += res.exposed_seconds;
-  compute_seconds_ += step_s - comm_s;
-
-  const double mean_loss = res.mean_loss;
   const double sps = static_cast<double>(s_.batch * s_.micro * world_->size()) / step_s;
-  window_loss_ += mean_loss;
-  window_steps_ += 1;
-  window_seconds_ += step_s;
-  window_comm_ += comm_s;
-  window_exposed_ += res.exposed_seconds;
-  if (step_ % s_.log_every == 0 || step_ == total_steps_) {
-    // Averages over the steps since the last line: smooth curves, every step counted.
-    const double wl = window_loss_ / window_steps_;
-    const double wsps = static_cast<double>(s_.batch * s_.micro * world_->size()) * window_steps_ / window_seconds_;
-    const double n = static_cast<double>(window_steps_);
-    const double per_step = window_seconds_ / n, comm_per_step = window_comm_ / n;
-    log_metrics({{"step", step_}, {"epoch", epoch_}, {"lr", lr}, {"loss", wl}, {"samples_per_s", wsps},
-                 {"compute_s", per_step - comm_per_step}, {"comm_s", comm_per_step},
-                 {"exposed_comm_s", window_exposed_ / n}, {"wall_s", wall_offset_ + seconds_since(start_)}});
+  if (res.applied) {
+    comm_seconds_ += comm_s;
+    exposed_seconds_ += res.exposed_seconds;
+    compute_seconds_ += step_s - comm_s;
+    window_loss_ += loss;
+    window_steps_ += 1;
+    window_seconds_ += step_s;
+    window_comm_ += comm_s;
+    window_exposed_ += res.exposed_seconds;
+  } else {
+    ++skipped_;  // (the bookkeeping below goes on: whether a collective runs must not depend on it)
+  }
+  if (step_ % s_.log_every == 0 || step_ == total_steps_) log_due_ = true;
+  if (s_.checksum_every > 0 && step_ % s_.checksum_every == 0) checksum_due_ = true;
+  flush_due(lr);
+  progress(last_mean_loss_, lr, sps, false);
+}
+
+// Collectives of our own only where the strategy's replicas are in step (every step for gradient
+// and delta sync; at world synchronisations for local SGD and WAGMA, which must not get an extra
+// barrier): the metrics line and the replica checksum that became due.
+void Trainer::flush_due(double lr) {
+  if (!strategy_->replicas_identical()) return;
+  if (log_due_) {
+    log_due_ = false;
+    // The loss averaged over ranks and over the steps since the last line; times are rank 0's.
+    double agg[2] = {window_loss_, static_cast<double>(window_steps_)};
+    world_->allreduce(agg, 2);
+    last_mean_loss_ = agg[1] > 0 ? agg[0] / agg[1] : 0.0;
+    if (window_steps_ > 0) {
+      const double n = static_cast<double>(window_steps_);
+      const double wsps = static_cast<double>(s_.batch * s_.micro * world_->size()) * n / window_seconds_;
+      const double per_step = window_seconds_ / n, comm_per_step = window_comm_ / n;
+      log_metrics({{"step", step_}, {"epoch", epoch_}, {"lr", lr}, {"loss", last_mean_loss_}, {"samples_per_s", wsps},
+                   {"compute_s", per_step - comm_per_step}, {"comm_s", comm_per_step},
+                   {"exposed_comm_s", window_exposed_ / n}, {"wall_s", wall_offset_ + seconds_since(start_)}});
+    }
     window_loss_ = window_seconds_ = window_comm_ = window_exposed_ = 0;
     window_steps_ = 0;
   }
-  progress(mean_loss, lr, sps, false);
-  if (s_.checksum_every > 0 && step_ % s_.checksum_every == 0) {
+  if (checksum_due_) {
+    checksum_due_ = false;
     const double c = params_checksum();
     std::vector<double> all(world_->size());
     world_->allgather(&c, 1, all.data());
@@ -707,7 +747,8 @@ int Trainer::run() {
     last_eval_step = step_;
     broadcast_state(true);
     TraceSpan span("evaluation", "eval");
-    auto e = evaluate();
+    std::map<std::string, double> e;
+    strategy_->with_average_model([&] { e = evaluate(); });  // decentralised: the average model
     nlohmann::ordered_json rec = {{"step", step_}, {"epoch", epoch_}};
     if (e.count("count") && e["count"] > 0) {
       rec["eval_loss"] = e["loss_sum"] / e["count"];
@@ -736,15 +777,24 @@ int Trainer::run() {
     }
     if ((s_.ckpt_every > 0 && step_ % s_.ckpt_every == 0) || (s_.ckpt_every == 0 && epoch_end)) save_checkpoint();
   }
+  if (!strategy_->replicas_identical()) {  // stopped between synchronisations: one more
+    strategy_->finish();
+    last_eval_step = last_ckpt_step_ = -1;  // the model changed: evaluate and save it again
+  } else {
+    strategy_->finish();
+  }
+  flush_due(schedule_->lr());
   run_eval();  // the final model's figures (skipped if this step was just evaluated)
   save_checkpoint();
   if (!s_.timeline.empty()) close_timeline();
   const double wall = wall_offset_ + seconds_since(start_);
+  // The strategy's counters, summed over ranks.
+  std::map<std::string, double> stats = strategy_->stats();
+  for (auto& [k, v] : stats) world_->allreduce(&v, 1);
   if (world_->rank() == 0) {
     nlohmann::ordered_json sum = {{"steps", step_},
                           {"world_size", world_->size()},
                           {"reducer", reducer_name_},
-                          {"target", comm::target_name(target_)},
                           {"sync", strategy_->describe()},
                           {"model", model_->type_name()},
                           {"wall_seconds", wall},
@@ -760,6 +810,7 @@ int Trainer::run() {
       sum["eval_mlm_accuracy"] = last_eval["mlm_correct"] / last_eval["mlm_count"];
       sum["eval_mlm_loss"] = last_eval["mlm_loss_sum"] / last_eval["mlm_count"];
     }
+    for (const auto& [k, v] : stats) sum[k] = v;
     std::ofstream(s_.out_dir + "/summary.json") << sum.dump(2) << "\n";
     if (tty_) std::fprintf(stderr, "\n");
     log_info("done: {} steps in {}; metrics in {}/metrics.jsonl, summary in {}/summary.json", step_,

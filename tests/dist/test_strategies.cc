@@ -4,16 +4,15 @@
 // LAMB, with every reducer, with micro-batches), equals its own synchronous path bit for bit,
 // keeps replicas identical while optimizer state stays local, and stops every rank on NaN.
 #include <gtest/gtest.h>
-#include <mpi.h>
 
 #include <cmath>
 #include <cstring>
 
 #include "comm/mpi_communicator.h"
-#include "comm/mpi_runtime.h"
 #include "core/functional.h"
 #include "core/ops.h"
 #include "dist/delta_sync.h"
+#include "dist_test_util.h"
 #include "dist/strategy.h"
 #include "nn/model.h"
 #include "optim/optimizer.h"
@@ -21,10 +20,7 @@
 namespace ada::dist {
 namespace {
 
-comm::MpiCommunicator& world() {
-  static std::unique_ptr<comm::MpiCommunicator> w = comm::MpiCommunicator::world();
-  return *w;
-}
+using testing::world;
 
 std::unique_ptr<comm::Reducer> reducer(const std::string& name) {
   comm::ReducerRegistry r("reducer");
@@ -279,14 +275,3 @@ TEST(Strategies, NonFiniteLossOnOneRankStopsEveryRankOrSkips) {
 }  // namespace
 }  // namespace ada::dist
 
-int main(int argc, char** argv) {
-  ada::comm::MpiRuntime mpi(&argc, &argv);
-  ::testing::InitGoogleTest(&argc, argv);
-  if (mpi.rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  int local = RUN_ALL_TESTS(), global = 0;
-  MPI_Allreduce(&local, &global, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  return global;
-}
