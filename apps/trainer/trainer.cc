@@ -607,6 +607,7 @@ void Trainer::resume(const std::string& which) {
 }
 
 void Trainer::train_step() {
+  fault_point("step");
   const auto t0 = Clock::now();
   model_->zero_grad();
   double loss_sum = 0;
@@ -733,13 +734,9 @@ int Trainer::run() {
   if (!s_.timeline.empty()) open_timeline();
   start_ = Clock::now();
   start_step_ = step_;
-  const double c0 = params_checksum();  // replicas identical at the start
-  {
-    std::vector<double> all(world_->size());
-    world_->allgather(&c0, 1, all.data());
-    for (int r = 1; r < world_->size(); ++r)
-      ADA_CHECK_ARG(all[r] == all[0], Error) << "rank " << r << "'s parameters differ from rank 0's after the broadcast";
-  }
+  // Replicas identical at the start (unless resumed between a decentralised sync's averages).
+  if (strategy_->replicas_identical()) checksum_due_ = true;
+  flush_due(schedule_->lr());
   std::map<std::string, double> last_eval;
   int64_t last_eval_step = -1;
   auto run_eval = [&] {

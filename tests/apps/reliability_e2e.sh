@@ -11,10 +11,14 @@
 #                 crash temporaries are removed; metrics.jsonl keeps the lines up to the resumed step;
 #   kill        — 20 SIGKILLs at random points of checkpoint writes (seeded); after each, --resume
 #                 auto continues from a checkpoint at least as new as the last one reported written;
-#   bitwise     — an interrupted and resumed run ends with byte-identical weights, optimizer state
+#   bitwise     — a run killed after step 10 and resumed ends with byte-identical weights, optimizer state
 #                 (per rank where local) and schedule as an unbroken one: sum/average/adasum, with
 #                 batch-norm (resnet20_mnist) and dropout (bert tiny);
-#   ranks       — every reducer trains at 3, 5 and 6 ranks: the loss falls, replicas agree.
+#   ranks       — every reducer trains at 3, 5 and 6 ranks: the loss falls, replicas agree;
+#   sync        — local SGD, DiLoCo and WAGMA (synchronous and wait-avoiding) at 2, 4, 8 and 16
+#                 ranks: the loss falls and replicas agree at every world synchronisation; a
+#                 straggler makes WAGMA ranks late (wait-avoidance at work); a failure on one of
+#                 8 WAGMA ranks stops them all; wagma_groups prints the schedule.
 # usage: reliability_e2e.sh TRAINER SOURCE_DIR WORK_DIR CASE
 set -uo pipefail
 trainer=$1 src=$2 work=$3 case=$4
@@ -143,7 +147,7 @@ bitwise)
 model: {name: bert, preset: tiny, vocab_size: 512, max_positions: 32}
 data: {name: synthetic, size: 64, eval_size: 0, seq_len: 16, workers: 1}
 optimizer: {name: adamw, lr: 0.001}
-schedule: {name: linear, warmup_steps: 4, total_steps: 20}  # the same schedule for the 10-step first part
+schedule: {name: linear, warmup_steps: 4}
 reducer: {name: average}
 train: {steps: 20, batch_per_rank: 4, log_every: 5, seed: 5}
 checkpoint: {every: 10, keep: 5}
@@ -151,9 +155,13 @@ YAML
   compare() {  # cfg, reducer, extra...
     local cfg=$1 red=$2; shift 2
     local tag=${cfg%.yaml}_$red
+    [[ "$*" == *sync.name=* ]] && tag+=_$(sed 's/.*sync.name=\([a-z_]*\).*/\1/' <<<"$*")
     mpi 2 "$trainer" --config $cfg --set reducer.name=$red --set output.dir=u_$tag "$@" > u.txt 2>&1 || { cat u.txt; fail "$tag unbroken"; }
-    mpi 2 "$trainer" --config $cfg --set reducer.name=$red --set output.dir=r_$tag --set train.steps=10 "$@" > r1.txt 2>&1 || { cat r1.txt; fail "$tag part 1"; }
+    # Part 1 dies by SIGKILL at the start of step 11, after checkpoint 10 (mid-period for the syncs).
+    ADA_FAULT=step@0#11:kill mpi 2 "$trainer" --config $cfg --set reducer.name=$red --set output.dir=r_$tag "$@" > r1.txt 2>&1 \
+      && { cat r1.txt; fail "$tag part 1 should have been killed"; }
     mpi 2 "$trainer" --config $cfg --set reducer.name=$red --set output.dir=r_$tag --resume auto "$@" > r2.txt 2>&1 || { cat r2.txt; fail "$tag part 2"; }
+    grep -q "resumed from r_$tag/checkpoints/ckpt-00000010.json" r2.txt || { cat r2.txt; fail "$tag: part 2 did not resume from step 10"; }
     local n=0
     for f in u_$tag/checkpoints/ckpt-00000020.*safetensors; do
       cmp -s "$f" "r_$tag/checkpoints/$(basename "$f")" || fail "$tag: $(basename "$f") differs between the unbroken and the resumed run"
@@ -164,6 +172,12 @@ YAML
   }
   for red in sum average adasum; do compare tiny.yaml $red --set model.name=resnet20_mnist --set train.steps=20 --set checkpoint.every=10 --set train.eval_every=0; done
   for red in average adasum; do compare bert.yaml $red; done
+  # Decentralised syncs, stopped and resumed mid-period (step 10 of periods of 4): each rank's own
+  # weights, optimizer and the anchor / outer momentum come back.
+  compare tiny.yaml average --set sync.name=local_sgd --set sync.period=4 --set train.steps=20 --set train.eval_every=0
+  compare tiny.yaml adasum --set sync.name=diloco --set sync.period=4 --set train.steps=20 --set train.eval_every=0
+  compare tiny.yaml average --set sync.name=wagma --set sync.wait_avoiding=false --set sync.global_every=3 \
+    --set train.steps=20 --set train.eval_every=0
   ;;
 
 ranks)
@@ -190,6 +204,56 @@ sys.exit(0 if last < 0.85 * first else 1)
 PY
     done
   done
+  ;;
+sync)
+  cat > mnist.yaml <<YAML
+model: {name: lenet5}
+data: {name: mnist, path: $src/data/mnist, eval: false, workers: 1}
+optimizer: {name: sgd, lr: 0.02, momentum: 0.9}
+schedule: {name: constant, lr_scaling: none}
+reducer: {name: average}
+train: {steps: 40, batch_per_rank: 8, log_every: 1, checksum_every: 1, seed: 3}
+YAML
+  falls() {  # metrics file, label
+    python3 - "$1" "$2" <<'PY' || fail "$2: loss did not fall"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if '"loss"' in l]
+first, last = rows[0]["loss"], sum(r["loss"] for r in rows[-3:]) / 3
+print(f"{sys.argv[2]}: {len(rows)} metrics lines, loss {first:.4f} -> {last:.4f}, replicas identical at each")
+sys.exit(0 if last < 0.85 * first else 1)
+PY
+  }
+  for np in 2 4 8 16; do
+    for sync in "local_sgd --set sync.period=4" "diloco --set sync.period=4 --set sync.outer_momentum=0.5" \
+                "wagma --set sync.wait_avoiding=false --set sync.global_every=4" "wagma --set sync.global_every=4"; do
+      tag="np${np}_${sync%% *}"; [[ $sync == *wait_avoiding=false* ]] && tag+=_sync
+      mpi $np "$trainer" --config mnist.yaml --set sync.name=$sync --set output.dir=$tag > s.txt 2>&1 || { tail -5 s.txt; fail "$tag"; }
+      falls $tag/metrics.jsonl "$tag"
+    done
+  done
+  # Wait-avoidance at work: with rank 3 of 8 delayed 30 ms every step, WAGMA's group averages go
+  # on without it (its stale model is used), so it is late in many of them.
+  mpi 8 "$trainer" --config mnist.yaml --set sync.name=wagma --set sync.global_every=10 --set train.steps=30 \
+    --set train.straggler.ranks=[3] --set train.straggler.delay_ms=30 --set output.dir=strag > st.txt 2>&1 || { tail -5 st.txt; fail "straggler run"; }
+  python3 - strag/summary.json <<'PY' || fail "no late group steps with a straggler"
+import json, sys
+s = json.load(open(sys.argv[1]))
+late, total = s["wagma_late_group_steps"], s["wagma_group_steps"]
+print(f"straggler: {late:.0f} of {total:.0f} rank-group-steps were late")
+sys.exit(0 if late > 0 else 1)
+PY
+  # A failure on one of 8 WAGMA ranks (wait-avoiding) stops every rank, no hang in a group average.
+  ADA_FAULT=optimizer@5#150 timeout 120 bash -c "$(declare -f mpi); mpi 8 '$trainer' --config mnist.yaml \
+    --set sync.name=wagma --set output.dir=fault" > f.txt 2>&1
+  rc=$?
+  [ $rc -ne 0 ] && [ $rc -ne 124 ] || { tail -5 f.txt; fail "the WAGMA fault run exited $rc (124: hung)"; }
+  grep -q "rank 5/8.*injected fault at optimizer on rank 5" f.txt || { tail -5 f.txt; fail "the log does not name rank 5"; }
+  # The schedule tool.
+  wg=$(dirname "$trainer")/wagma_groups
+  [ "$($wg --ranks 8 --group 4 --steps 2)" = "$(printf 'step 0: {0,1,2,3} {4,5,6,7}\nstep 1: {0,1,4,5} {2,3,6,7}')" ] || fail "wagma_groups output"
+  $wg --ranks 6 --group 2 --steps 1 > wg.txt 2>&1 && fail "wagma_groups accepted 6 ranks"
+  grep -q "power-of-two number of ranks" wg.txt || fail "wagma_groups error message"
+  echo "sync: all strategies at 2, 4, 8, 16 ranks; straggler; fault; wagma_groups"
   ;;
 *) fail "unknown case $case" ;;
 esac

@@ -107,6 +107,7 @@ smoke)
       bert_*) extra+=(--set data.seq_len=16 --set model.preset=tiny) ;;
     esac
     case $name in *phase2) extra+=(--set train.init_from=null) ;; esac
+    case $name in *wagma*) extra+=(--set sync.group_size=2) ;; esac
     if out=$(mpi 2 "$trainer" --config "$cfg" "${extra[@]}" 2>&1); then echo "ok: $name"
     else echo "FAIL: $name"; echo "$out" | tail -5; status=1; fi
   done
