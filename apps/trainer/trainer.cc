@@ -1,5 +1,6 @@
 #include "apps/trainer/trainer.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -785,9 +786,13 @@ int Trainer::run() {
   save_checkpoint();
   if (!s_.timeline.empty()) close_timeline();
   const double wall = wall_offset_ + seconds_since(start_);
-  // The strategy's counters, summed over ranks.
+  // The strategy's counters, summed over ranks; the largest peak resident memory of any rank.
   std::map<std::string, double> stats = strategy_->stats();
   for (auto& [k, v] : stats) world_->allreduce(&v, 1);
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  double peak_mb = static_cast<double>(ru.ru_maxrss) / 1024.0;
+  world_->allreduce(&peak_mb, 1, comm::ReduceOp::max);
   if (world_->rank() == 0) {
     nlohmann::ordered_json sum = {{"steps", step_},
                           {"world_size", world_->size()},
@@ -798,7 +803,8 @@ int Trainer::run() {
                           {"compute_seconds", compute_seconds_},
                           {"comm_seconds", comm_seconds_},
                           {"exposed_comm_seconds", exposed_seconds_},
-                          {"skipped_steps", skipped_}};
+                          {"skipped_steps", skipped_},
+                          {"peak_rss_mb_max_rank", peak_mb}};
     if (last_eval.count("count") && last_eval["count"] > 0) {
       sum["eval_top1"] = last_eval["correct"] / last_eval["count"];
       sum["eval_loss"] = last_eval["loss_sum"] / last_eval["count"];
