@@ -34,14 +34,18 @@ inline size_t edit_distance(const std::string& a, const std::string& b) {
 }
 
 // The candidate closest to `name` within `max_distance` edits (ties: the alphabetically first),
-// or "" if none is that close. `name` itself is never suggested.
+// or "" if none is that close. A candidate that starts with `name` (or that `name` starts with),
+// both at least 3 characters, counts as 1 edit away: "warmup" suggests "warmup_steps".
+// `name` itself is never suggested.
 inline std::string closest_name(const std::string& name, const std::vector<std::string>& candidates,
                                 size_t max_distance = 2) {
   std::string best;
   size_t best_d = max_distance + 1;
   for (const auto& c : candidates) {
     if (c == name) continue;
-    const size_t d = edit_distance(name, c);
+    size_t d = edit_distance(name, c);
+    const size_t shorter = std::min(name.size(), c.size());
+    if (shorter >= 3 && name.compare(0, shorter, c, 0, shorter) == 0) d = std::min<size_t>(d, 1);
     if (d < best_d || (d == best_d && !best.empty() && c < best)) {
       best = c;
       best_d = d;

@@ -211,6 +211,12 @@ void Trainer::setup() {
   s_.threads = t.get_or<int>("threads", 0);
   s_.checksum_every = t.get_or<int64_t>("checksum_every", 100);
   s_.clip = t.get_or<double>("clip_grad_norm", 0.0);
+  for (const auto& [key, value] : std::vector<std::pair<const char*, double>>{
+           {"threads", s_.threads}, {"eval_every", static_cast<double>(s_.eval_every)},
+           {"max_eval_batches", static_cast<double>(s_.max_eval_batches)},
+           {"checksum_every", static_cast<double>(s_.checksum_every)}, {"clip_grad_norm", s_.clip}})
+    ADA_CHECK_ARG(value >= 0, ConfigError) << t.where(key) << ": must be >= 0 (0: " << (std::string(key) == "threads" ? "automatic" : "off")
+                                           << "), got " << value;
   init_from_ = t.get_or<std::string>("init_from", "");
   s_.timeline = t.get_or<std::string>("timeline", "");
   if (t.has("straggler")) straggler_.emplace(t.child("straggler"), world);
@@ -227,6 +233,8 @@ void Trainer::setup() {
   Config ck = cfg.has("checkpoint") ? cfg.child("checkpoint") : Config::parse("{}", "defaults");
   s_.ckpt_dir = ck.get_or<std::string>("dir", s_.out_dir + "/checkpoints");
   s_.ckpt_every = ck.get_or<int64_t>("every", 0);
+  ADA_CHECK_ARG(s_.ckpt_every >= 0, ConfigError)
+      << ck.where("every") << ": must be >= 0 (0: at the end of every epoch), got " << s_.ckpt_every;
   s_.ckpt_keep = ck.get_or<int>("keep", 3);
   ADA_CHECK_ARG(s_.ckpt_keep >= 1, ConfigError)
       << ck.where("keep") << ": must be at least 1 (the newest valid checkpoint is always kept), got " << s_.ckpt_keep;
@@ -343,10 +351,14 @@ void Trainer::setup() {
   ADA_CHECK(train_loader_->batches_per_epoch() / s_.micro == steps_per_epoch_)
       << "loader makes " << train_loader_->batches_per_epoch() << " batches per epoch";
 
-  if (rank == 0) {
-    fs::create_directories(s_.out_dir);
-    std::ofstream(s_.out_dir + "/config.yaml") << cfg.dump();
-  }
+  decide_on_rank0(*world_, [&] {
+    std::error_code ec;
+    fs::create_directories(s_.out_dir, ec);
+    ADA_CHECK_ARG(!ec, IoError) << cfg.where("output.dir") << ": cannot create the run folder " << s_.out_dir << " ("
+                                << ec.message() << "); choose a writable output.dir";
+    write_file_atomically(s_.out_dir + "/config.yaml", cfg.dump());
+    return std::string();
+  });
   tty_ = isatty(STDERR_FILENO);
   log_info("{} ranks, {} threads each; model {} ({} parameters); sync {}; {} steps of {} x {} "
            "examples per rank; data: {}",
@@ -364,11 +376,14 @@ void Trainer::open_timeline() {
   // across nodes the spans are aligned only as well as the clocks are).
   double epoch = static_cast<double>(Clock::now().time_since_epoch().count());
   world_->allreduce(&epoch, 1, comm::ReduceOp::max);
-  if (world_->rank() == 0) {
+  decide_on_rank0(*world_, [&] {
     const auto dir = fs::path(s_.timeline).parent_path();
-    if (!dir.empty()) fs::create_directories(dir);
-  }
-  world_->barrier();
+    std::error_code ec;
+    if (!dir.empty()) fs::create_directories(dir, ec);
+    ADA_CHECK_ARG(!ec, IoError) << cfg_->where("train.timeline") << ": cannot create the folder " << dir.string()
+                                << " (" << ec.message() << ")";
+    return std::string();
+  });
   Timeline::instance().open(timeline_rank_file(world_->rank()), world_->rank(),
                             Clock::time_point(Clock::duration(static_cast<Clock::rep>(epoch))));
   Timeline::instance().set_thread_name("main");

@@ -105,6 +105,8 @@ TEST(EditDistance, CountsEditsAndTranspositions) {
   EXPECT_EQ(closest_name("xyz", {"lr", "momentum"}), "");
   EXPECT_EQ(closest_name("lr", {"lr"}), "");          // never itself
   EXPECT_EQ(closest_name("ab", {"ax", "ay"}), "ax");  // ties: alphabetical
+  EXPECT_EQ(closest_name("warmup", {"warmup_steps", "power"}), "warmup_steps");  // a prefix
+  EXPECT_EQ(closest_name("bucket_mb_size", {"bucket_mb", "gamma"}), "bucket_mb");
 }
 
 }  // namespace

@@ -1,0 +1,341 @@
+#!/usr/bin/env python3
+"""The bad-input table: configs, command lines, data files and checkpoints that must be refused.
+
+Every case runs build/bin/trainer under mpiexec at 2 ranks (unless it says otherwise) and must
+  - exit non-zero, within 60 s (no hang), on every rank;
+  - not crash (no segfault, abort, uncaught exception, sanitizer report);
+  - print every expected piece: the offending file, key or value and the way out.
+usage: bad_inputs.py TRAINER SOURCE_DIR WORK_DIR [--shard I/N] [--list] [--only NAME]
+"""
+import copy
+import gzip
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import time
+
+CRASH = re.compile(r"Segmentation fault|core dumped|terminate called|Assertion .* failed|SIGSEGV|SIGABRT|"
+                   r"double free|AddressSanitizer|UndefinedBehaviorSanitizer|std::bad_alloc|Floating point exception")
+
+BASE = {
+    "model": {"name": "lenet5"},
+    "data": {"name": "synthetic", "size": 64, "eval_size": 16, "workers": 1},
+    "optimizer": {"name": "sgd", "lr": 0.05, "momentum": 0.9},
+    "schedule": {"name": "constant"},
+    "reducer": {"name": "average"},
+    "train": {"steps": 4, "batch_per_rank": 8, "log_every": 1},
+}
+DROP = object()
+
+
+def merged(base, over):
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if v is DROP:
+            out.pop(k, None)
+        elif isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = merged(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+class Case:
+    def __init__(self, name, expect, cfg=None, raw=None, args=(), setup=None, ranks=2, config_arg=True):
+        self.name, self.expect, self.cfg, self.raw = name, list(expect), cfg or {}, raw
+        self.args, self.setup, self.ranks, self.config_arg = list(args), setup, ranks, config_arg
+
+
+# ---- helpers that write data files ------------------------------------------------------------
+def idx(path, dims, data, magic_type=0x08, gz=False, magic=None):
+    head = struct.pack(">I", magic if magic is not None else (magic_type << 8) | len(dims))
+    head += b"".join(struct.pack(">I", d) for d in dims)
+    blob = head + bytes(data)
+    (gzip.open if gz else open)(path, "wb").write(blob)
+
+
+def mnist_dir(d, n=64, labels=None, images_n=None, gz=False, truncate=0, magic=None, name="mnist"):
+    os.makedirs(d, exist_ok=True)
+    labels = labels if labels is not None else [i % 10 for i in range(n)]
+    sfx = ".gz" if gz else ""
+    for split, count in (("train", n), ("t10k", 16)):
+        imgs = bytes((i * 7) % 256 for i in range((images_n or count) * 28 * 28))
+        if truncate and split == "train":
+            imgs = imgs[:-truncate]
+        idx(f"{d}/{split}-images-idx3-ubyte{sfx}", [images_n or count, 28, 28], imgs, gz=gz,
+            magic=magic if split == "train" else None)
+        lab = labels if split == "train" else [i % 10 for i in range(count)]
+        idx(f"{d}/{split}-labels-idx1-ubyte{sfx}", [len(lab)], lab, gz=gz)
+
+
+def write(path, text, mode="w"):
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, mode) as f:
+        f.write(text)
+
+
+# ---- the table ----------------------------------------------------------------------------------
+def cases(src):
+    C = []
+    add = C.append
+    # Command lines.
+    add(Case("cli_no_config", ["--config is required", "usage: trainer"], config_arg=False))
+    add(Case("cli_unknown_flag", ["argument was not expected: --bogus"], args=["--bogus"]))
+    add(Case("cli_set_without_value", ["--set", "required TEXT missing"], args=["--set"]))
+    add(Case("cli_set_without_equals", ["--set 'train.steps'", "expected KEY=VALUE"], args=["--set", "train.steps"]))
+    add(Case("cli_set_empty_part", ["has an empty part"], args=["--set", "train..steps=3"]))
+    add(Case("cli_set_unknown_key", ["did you mean 'steps'"], args=["--set", "train.stpes=3"]))
+    add(Case("cli_set_bad_yaml", ["is not valid YAML"], args=["--set", "train.steps=[1,"]))
+    add(Case("cli_set_empty_value", ["the value is empty"], args=["--set", "train.steps="]))
+    add(Case("cli_config_missing", ["cannot open", "nope.yaml"], args=["--config", "nope.yaml"], config_arg=False))
+    add(Case("cli_config_is_dir", ["sub"], args=["--config", "sub"], config_arg=False,
+             setup=lambda d: os.makedirs(f"{d}/sub")))
+    add(Case("cli_resume_missing_value", ["--resume", "required TEXT missing"], args=["--resume"]))
+    add(Case("cli_resume_missing_file", ["no/such/ckpt.json"], args=["--resume", "no/such/ckpt.json"]))
+    add(Case("cli_set_type_mismatch", ["train.steps", "set by --set train.steps=many"], args=["--set", "train.steps=many"]))
+    # Config syntax.
+    add(Case("yaml_syntax", ["c.yaml", "line"], raw="model: {name: lenet5\n"))
+    add(Case("yaml_tab", ["c.yaml"], raw="model:\n\tname: lenet5\n"))
+    add(Case("yaml_duplicate_key", ["c.yaml", "key model appears twice (line 1 and line 2)"], raw="model: {name: lenet5}\nmodel: {name: lenet5}\n"))
+    add(Case("yaml_top_level_list", ["c.yaml", "mapping"], raw="- a\n- b\n"))
+    add(Case("yaml_empty", ["c.yaml"], raw=""))
+    add(Case("yaml_unknown_section", ["optimiser", "did you mean 'optimizer'"], cfg={"optimiser": {"lr": 1}}))
+    # Unknown keys in every section.
+    for sec, key, near in (("model", "nmae", "name"), ("data", "worker", "workers"), ("optimizer", "momentun", "momentum"),
+                           ("schedule", "warmup", "warmup_steps"), ("reducer", "bucket", "bucket_mb"),
+                           ("train", "batch_per_rnak", "batch_per_rank"), ("checkpoint", "evry", "every"),
+                           ("output", "dri", "dir")):
+        add(Case(f"unknown_key_{sec}", [f"{sec}.{key}", f"did you mean '{near}'"], cfg={sec: {key: 1}}))
+    # Wrong types and impossible values.
+    T = lambda name, over, *exp: add(Case(name, list(exp), cfg=over))
+    T("type_lr_string", {"optimizer": {"lr": "fast"}}, "optimizer.lr (line")
+    T("value_lr_negative", {"optimizer": {"lr": -1}}, "optimizer.lr", "-1")
+    T("value_lr_zero", {"optimizer": {"lr": 0}}, "optimizer.lr")
+    T("type_batch_float", {"train": {"batch_per_rank": 8.5}}, "train.batch_per_rank")
+    T("value_batch_negative", {"train": {"batch_per_rank": -4}}, "train.batch_per_rank", "-4")
+    T("value_micro_zero", {"train": {"micro_batches": 0}}, "train.micro_batches", "must be positive")
+    T("steps_and_epochs", {"train": {"steps": 4, "epochs": 2}}, "set exactly one of train.epochs or train.steps")
+    T("neither_steps_nor_epochs", {"train": {"steps": DROP}}, "set exactly one of train.epochs or train.steps")
+    T("value_steps_negative", {"train": {"steps": -3}}, "train.steps")
+    T("value_log_every_zero", {"train": {"log_every": 0}}, "train.log_every", "0")
+    T("value_on_nonfinite", {"train": {"on_nonfinite": "ignore"}}, "train.on_nonfinite", "'ignore'")
+    T("value_momentum", {"optimizer": {"momentum": 1.5}}, "optimizer.momentum", "1.5")
+    T("value_weight_decay", {"optimizer": {"weight_decay": -0.1}}, "optimizer.weight_decay")
+    T("value_beta2", {"optimizer": {"name": "adam", "momentum": DROP, "beta2": 1.2}}, "optimizer.beta2")
+    T("value_eps", {"optimizer": {"name": "adam", "momentum": DROP, "eps": 0}}, "optimizer.eps")
+    T("unknown_optimizer", {"optimizer": {"name": "adagrad"}}, "unknown optimizer 'adagrad'", "known:")
+    T("momentum_for_adam", {"optimizer": {"name": "adam"}}, "optimizer.momentum")
+    T("unknown_model", {"model": {"name": "resnet51"}}, "unknown model 'resnet51'", "known:")
+    T("value_num_classes_zero", {"model": {"num_classes": 0}}, "model.num_classes", "0")
+    T("value_num_classes_one", {"model": {"num_classes": 1}}, "model.num_classes", "1")
+    T("value_label_smoothing", {"model": {"label_smoothing": 1.0}}, "model.label_smoothing")
+    T("bert_unknown_preset", {"model": {"name": "bert", "preset": "huge"}, "data": {"seq_len": 16}},
+      "model.preset", "'huge'")
+    T("bert_heads_do_not_divide", {"model": {"name": "bert", "preset": "tiny", "heads": 3}, "data": {"seq_len": 16}},
+      "heads")
+    T("unknown_data", {"data": {"name": "cifar10"}}, "unknown data set 'cifar10'")
+    T("value_workers", {"data": {"workers": -1}}, "data.workers")
+    T("unknown_schedule", {"schedule": {"name": "exponential"}}, "unknown schedule 'exponential'", "known:")
+    T("step_without_milestones", {"schedule": {"name": "step"}}, "schedule.milestones")
+    T("milestones_not_increasing", {"schedule": {"name": "step", "milestones": [3, 2]}}, "schedule.milestones")
+    T("value_warmup_negative", {"schedule": {"warmup_steps": -5}}, "schedule.warmup_steps")
+    T("unknown_lr_scaling", {"schedule": {"lr_scaling": "linaer"}}, "unknown lr_scaling 'linaer'")
+    T("value_adasum_lr_factor", {"schedule": {"adasum_lr_factor": 0}}, "adasum_lr_factor must be > 0")
+    T("unknown_reducer", {"reducer": {"name": "adasumm"}}, "unknown reducer 'adasumm'; known: adasum, average, sum")
+    T("unknown_target", {"reducer": {"target": "weights"}}, "reducer.target", "unknown reduce target 'weights'")
+    T("value_bucket_mb", {"reducer": {"bucket_mb": -1}}, "bucket")
+    T("value_keep_zero", {"checkpoint": {"keep": 0}}, "checkpoint.keep", "must be at least 1", "got 0")
+    T("type_overwrite", {"checkpoint": {"overwrite": "yes please"}}, "checkpoint.overwrite")
+    T("value_threads_negative", {"train": {"threads": -2}}, "train.threads")
+    T("value_eval_every_negative", {"train": {"eval_every": -1}}, "train.eval_every")
+    T("value_clip_negative", {"train": {"clip_grad_norm": -1}}, "train.clip_grad_norm")
+    # Decentralised syncs.
+    T("sync_unknown", {"sync": {"name": "gossip"}}, "unknown sync 'gossip'", "known: diloco, local_sgd, none, wagma")
+    T("sync_local_sgd_without_period", {"sync": {"name": "local_sgd"}}, "sync.period", "needs period")
+    T("sync_period_zero", {"sync": {"name": "local_sgd", "period": 0}}, "sync.period", "must be >= 1, got 0")
+    T("sync_local_sgd_with_sum", {"sync": {"name": "local_sgd", "period": 2}, "reducer": {"name": "sum"}},
+      "reducer.name", "average or adasum", "'sum'")
+    T("sync_with_target", {"sync": {"name": "local_sgd", "period": 2}, "reducer": {"target": "gradients"}},
+      "reducer.target", "applies only with sync.name: none")
+    T("sync_diloco_momentum_one", {"sync": {"name": "diloco", "period": 2, "outer_momentum": 1.0}},
+      "sync.outer_momentum", "[0, 1)")
+    T("sync_diloco_outer_lr", {"sync": {"name": "diloco", "period": 2, "outer_lr": 0}}, "sync.outer_lr")
+    T("sync_wagma_adasum", {"sync": {"name": "wagma"}, "reducer": {"name": "adasum"}}, "sync wagma averages models",
+      "reducer.name: average")
+    T("sync_wagma_group_three", {"sync": {"name": "wagma", "group_size": 3}}, "sync", "group size must be a power of two")
+    T("sync_wagma_group_too_big", {"sync": {"name": "wagma", "group_size": 4}}, "no larger than the 2 ranks")
+    T("sync_wagma_tau_zero", {"sync": {"name": "wagma", "global_every": 0}}, "global_every", "got 0")
+    T("sync_key_of_another", {"sync": {"name": "local_sgd", "period": 2, "group_size": 2}}, "sync.group_size",
+      "nothing reads")
+    add(Case("sync_wagma_three_ranks", ["WAGMA needs a power-of-two number of ranks", "got 3"],
+             cfg={"sync": {"name": "wagma", "group_size": 1}}, ranks=3))
+    # Stragglers and the timeline.
+    T("straggler_rank_out_of_range", {"train": {"straggler": {"ranks": [5], "delay_ms": 1}}}, "train.straggler.ranks",
+      "rank 5 does not exist")
+    T("straggler_without_delay", {"train": {"straggler": {"ranks": [1]}}}, "train.straggler.delay_ms", "needs delay_ms")
+    T("straggler_distribution", {"train": {"straggler": {"delay_ms": 1, "distribution": "pareto"}}},
+      "unknown distribution 'pareto'")
+    T("straggler_count", {"train": {"straggler": {"delay_ms": 1, "count": 3}}}, "train.straggler.count", "got 3")
+    T("straggler_negative", {"train": {"straggler": {"delay_ms": -1}}}, "train.straggler.delay_ms", "got -1")
+    T("timeline_unwritable", {"train": {"timeline": "/proc/nope/trace.json"}}, "timeline", "/proc/nope")
+    T("output_unwritable", {"output": {"dir": "/proc/nope"}}, "/proc/nope")
+    # Data files (MNIST-format IDX written here).
+    M = lambda name, setup, *exp, **kw: add(Case(name, list(exp), cfg={"data": {"name": "mnist", "path": "m", "size": DROP,
+                                                                                 "eval_size": DROP}}, setup=setup, **kw))
+    M("mnist_missing_folder", None, "m/train-images-idx3-ubyte", "tools/fetch_data.sh mnist")
+    M("mnist_label_out_of_range", lambda d: mnist_dir(f"{d}/m", labels=[77] + [1] * 63), "train-labels-idx1-ubyte",
+      "77", "num_classes")
+    M("mnist_truncated_images", lambda d: mnist_dir(f"{d}/m", truncate=100), "train-images-idx3-ubyte", "truncated")
+    M("mnist_count_mismatch", lambda d: mnist_dir(f"{d}/m", labels=list(range(10)) * 5), "64", "50")
+    M("mnist_bad_magic", lambda d: mnist_dir(f"{d}/m", magic=0x12345678), "train-images-idx3-ubyte", "magic")
+    M("mnist_gzip_corrupt", lambda d: (mnist_dir(f"{d}/m", gz=True),
+                                       write(f"{d}/m/train-images-idx3-ubyte.gz", "not gzip at all")),
+      "train-images-idx3-ubyte.gz")
+    M("mnist_wrong_image_size", lambda d: (mnist_dir(f"{d}/m"),
+                                           idx(f"{d}/m/train-images-idx3-ubyte", [64, 32, 32], bytes(64 * 32 * 32))),
+      "train-images-idx3-ubyte", "32")
+    M("mnist_empty_file", lambda d: (mnist_dir(f"{d}/m"), write(f"{d}/m/train-labels-idx1-ubyte", "")),
+      "train-labels-idx1-ubyte")
+    add(Case("image_folder_missing", ["imgs"], cfg={"model": {"name": "resnet18"},
+                                                    "data": {"name": "image_folder", "path": "imgs", "size": DROP,
+                                                             "eval_size": DROP}}))
+    add(Case("image_folder_empty", ["imgs"], cfg={"model": {"name": "resnet18"},
+                                                  "data": {"name": "image_folder", "path": "imgs", "size": DROP,
+                                                           "eval_size": DROP}},
+             setup=lambda d: os.makedirs(f"{d}/imgs")))
+    add(Case("mlm_missing_shards", ["shards"], cfg={"model": {"name": "bert", "preset": "tiny"},
+                                                    "data": {"name": "mlm", "path": "shards", "size": DROP,
+                                                             "eval_size": DROP, "seq_len": 16}}))
+    add(Case("mlm_garbage_shard", ["s.bin"], cfg={"model": {"name": "bert", "preset": "tiny"},
+                                                  "data": {"name": "mlm", "path": "s.bin", "size": DROP,
+                                                           "eval_size": DROP, "seq_len": 16}},
+             setup=lambda d: write(f"{d}/s.bin", "this is not a shard" * 10)))
+    # Checkpoints.
+    def ckpt_run(extra):
+        def setup(d):
+            run_trainer(d, 2, ["--config", "base.yaml", "--set", "output.dir=good", "--set", "checkpoint.every=2"] + extra)
+        return setup
+    R = lambda name, setup, args, *exp, **kw: add(Case(name, list(exp), setup=setup, args=args, **kw))
+    R("resume_garbage_json", lambda d: (write(f"{d}/ck/ckpt-00000002.json", "{not json"),
+                                        write(f"{d}/ck/ckpt-00000002.safetensors", "x")),
+      ["--resume", "ck/ckpt-00000002.json"], "ckpt-00000002.json", "not a valid checkpoint description")
+    R("resume_json_missing_tensors", lambda d: (ckpt_run([])(d), os.remove(f"{d}/good/checkpoints/ckpt-00000004.safetensors")),
+      ["--resume", "good/checkpoints/ckpt-00000004.json"], "ckpt-00000004.safetensors is missing")
+    R("resume_truncated_tensors", lambda d: (ckpt_run([])(d), truncate(f"{d}/good/checkpoints/ckpt-00000004.safetensors")),
+      ["--resume", "good/checkpoints/ckpt-00000004.json"], "ckpt-00000004.safetensors has", "truncated or replaced")
+    R("resume_flipped_byte", lambda d: (ckpt_run([])(d), flip(f"{d}/good/checkpoints/ckpt-00000004.safetensors")),
+      ["--resume", "good/checkpoints/ckpt-00000004.json"], "fails its CRC-32 check")
+    R("resume_other_world_size", ckpt_run([]), ["--resume", "good/checkpoints/ckpt-00000004.json"],
+      "written by a run on 2 ranks, this run has 3", ranks=3)
+    R("resume_other_model", ckpt_run([]), ["--resume", "good/checkpoints/ckpt-00000004.json", "--set",
+                                           "model.name=resnet20_mnist"], "ckpt-00000004", "model")
+    R("resume_auto_all_damaged", lambda d: (ckpt_run([])(d), [flip(f"{d}/good/checkpoints/{f}") for f in
+                                                               os.listdir(f"{d}/good/checkpoints") if f.endswith(".safetensors")]),
+      ["--resume", "auto", "--set", "output.dir=good"], "no valid checkpoint in good/checkpoints", "rejected")
+    R("resume_missing_rank_file", lambda d: (ckpt_run(["--set", "reducer.name=adasum"])(d),
+                                             os.remove(f"{d}/good/checkpoints/ckpt-00000004.optim-rank1.safetensors")),
+      ["--resume", "good/checkpoints/ckpt-00000004.json", "--set", "reducer.name=adasum"],
+      "ckpt-00000004.optim-rank1.safetensors is missing")
+    R("resume_local_into_shared", ckpt_run(["--set", "reducer.name=adasum"]),
+      ["--resume", "good/checkpoints/ckpt-00000004.json"], "holds each rank's own optimizer state")
+    R("fresh_run_into_used_folder", ckpt_run([]), ["--set", "output.dir=good"], "already holds",
+      "--resume auto", "checkpoint.overwrite: true")
+    R("init_from_missing", None, ["--set", "train.init_from=nowhere/ckpt.json"], "nowhere/ckpt.json")
+    R("init_from_empty_folder", lambda d: os.makedirs(f"{d}/empty"), ["--set", "train.init_from=empty"],
+      "train.init_from", "no valid checkpoint in empty")
+    R("json_wrong_types", lambda d: (ckpt_run([])(d), edit_json(f"{d}/good/checkpoints/ckpt-00000004.json", "step", "four")),
+      ["--resume", "good/checkpoints/ckpt-00000004.json"], "ckpt-00000004.json", "not a valid checkpoint description")
+    R("json_other_run_id_is_fine_but_files_gone", lambda d: (ckpt_run([])(d), shutil.rmtree(f"{d}/good/checkpoints")),
+      ["--resume", "good/checkpoints/ckpt-00000004.json"], "ckpt-00000004.json does not exist")
+    return C
+
+
+def truncate(p):
+    b = open(p, "rb").read()
+    open(p, "wb").write(b[: len(b) // 2])
+
+
+def flip(p):
+    b = bytearray(open(p, "rb").read())
+    b[len(b) // 2] ^= 0xFF
+    open(p, "wb").write(bytes(b))
+
+
+def edit_json(p, key, value):
+    j = json.load(open(p))
+    j[key] = value
+    json.dump(j, open(p, "w"))
+
+
+# ---- running ------------------------------------------------------------------------------------
+TRAINER = None
+
+
+def run_trainer(cwd, ranks, args, timeout=60):
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
+    cmd = ["mpiexec", "-np", str(ranks), "--oversubscribe", "--mca", "mpi_yield_when_idle", "1", "--bind-to", "none",
+           TRAINER] + args
+    try:
+        p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+        return p.returncode, p.stdout + p.stderr
+    except subprocess.TimeoutExpired as e:
+        return 124, (e.stdout or b"").decode(errors="replace") + (e.stderr or b"").decode(errors="replace")
+
+
+def main():
+    global TRAINER
+    args = sys.argv[1:]
+    TRAINER, src, work = os.path.abspath(args[0]), args[1], args[2]
+    shard = (0, 1)
+    only = None
+    if "--shard" in args:
+        i, n = args[args.index("--shard") + 1].split("/")
+        shard = (int(i), int(n))
+    if "--only" in args:
+        only = args[args.index("--only") + 1]
+    table = cases(src)
+    names = [c.name for c in table]
+    assert len(names) == len(set(names)), "case names must be unique"
+    if "--list" in args:
+        print("\n".join(names))
+        print(f"{len(table)} cases")
+        return 0
+    mine = [c for k, c in enumerate(table) if k % shard[1] == shard[0] and (only is None or c.name == only)]
+    failed = 0
+    for c in mine:
+        d = os.path.join(work, c.name)
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        write(f"{d}/base.yaml", json.dumps(BASE, indent=1))
+        write(f"{d}/c.yaml", c.raw if c.raw is not None else json.dumps(merged(BASE, c.cfg), indent=1))
+        if c.setup:
+            c.setup(d)
+        t0 = time.time()
+        rc, out = run_trainer(d, c.ranks, (["--config", "c.yaml"] if c.config_arg else []) + c.args)
+        secs = time.time() - t0
+        problems = []
+        if rc == 0:
+            problems.append("exit status 0 (the input was accepted)")
+        if rc == 124:
+            problems.append("no exit within 60 s (hang)")
+        if CRASH.search(out):
+            problems.append("crash: " + CRASH.search(out).group(0))
+        missing = [e for e in c.expect if e not in out]
+        if missing:
+            problems.append("message lacks: " + " | ".join(repr(m) for m in missing))
+        if problems:
+            failed += 1
+            print(f"FAIL {c.name} ({secs:.1f} s): " + "; ".join(problems))
+            print("  " + "\n  ".join(l for l in out.strip().splitlines() if "error" in l or "Error" in l)[-2000:])
+        else:
+            print(f"ok   {c.name} ({secs:.1f} s)")
+    print(f"bad inputs: {len(mine) - failed} of {len(mine)} refused as expected (shard {shard[0]}/{shard[1]})")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
