@@ -70,6 +70,36 @@ bad)
   sed 's/lr: 0.05/lr: -1/' tiny.yaml > bad_value.yaml
   sed 's/steps: 20/steps: 20, epochs: 2/' tiny.yaml > both.yaml
   sed 's/name: synthetic, size: 64/name: mnist, path: nowhere/' tiny.yaml > no_data.yaml
+  # Impossible values for the model, and evaluation keys without an evaluation set.
+  sed 's/model: {name: lenet5}/model: {name: lenet5, num_classes: 0}/' tiny.yaml > zero_classes.yaml
+  sed 's/batch_per_rank: 8/batch_per_rank: -4/' tiny.yaml > negative_batch.yaml
+  sed 's/log_every: 1,/log_every: 0,/' tiny.yaml > zero_log.yaml
+  sed 's/eval_size: 16/eval_size: 0/' tiny.yaml > no_eval.yaml
+  # MNIST-format files whose training labels hold a 77 (at index 5): it must fail at open.
+  python3 - <<'PY'
+import os, struct
+os.makedirs("mn", exist_ok=True)
+def idx(path, dims, data):
+    with open(path, "wb") as f:
+        f.write(bytes([0, 0, 8, len(dims)]) + b"".join(struct.pack(">I", d) for d in dims) + bytes(data))
+for split, n in (("train", 64), ("t10k", 16)):
+    idx(f"mn/{split}-images-idx3-ubyte", [n, 28, 28], [i % 251 for i in range(n * 784)])
+    labels = [i % 10 for i in range(n)]
+    if split == "train": labels[5] = 77
+    idx(f"mn/{split}-labels-idx1-ubyte", [n], labels)
+PY
+  sed 's/name: synthetic, size: 64/name: mnist, path: mn/' tiny.yaml > label77.yaml
+  # MLM shards made with the 177-token test vocabulary, for a model of 30522 tokens.
+  printf 'The quick brown fox.\nHello world!\n\nA second document, unaffable.\n' > text.txt
+  "$(dirname "$trainer")/prepare_mlm" --vocab "$src/tests/data/bert/tiny_vocab.txt" --out shards text.txt >/dev/null \
+    || fail "prepare_mlm for the bad MLM cases"
+  cat > mlm.yaml <<'YAML'
+model: {name: bert, preset: tiny}
+data: {name: mlm, path: shards, seq_len: 16, workers: 0}
+optimizer: {name: adamw, lr: 0.001}
+reducer: {name: average}
+train: {steps: 2, batch_per_rank: 1, log_every: 1, eval_every: 1}
+YAML
   status=0
   check() {  # expected-substring, then the trainer arguments
     local want=$1; shift
@@ -90,6 +120,24 @@ bad)
   check "nowhere" --config no_data.yaml
   check "needs a value" --config tiny.yaml --set
   check "did you mean 'lr'" --config tiny.yaml --set optimizer.lrr=0.1
+  check "model.num_classes (line 1, column 36): a classifier needs at least 2 classes, got 0" --config zero_classes.yaml
+  check "train.batch_per_rank (line 6, column 36): must be positive, got -4" --config negative_batch.yaml
+  check "train.log_every (line 6, column 50): must be at least 1 (steps per log line), got 0" --config zero_log.yaml
+  check "train.micro_batches (set by --set train.micro_batches=0): must be positive, got 0" --config tiny.yaml --set train.micro_batches=0
+  check "train.eval_every (set by --set train.eval_every=-5): must be >= 0 (0: each epoch's end), got -5" --config tiny.yaml --set train.eval_every=-5
+  check "train.max_eval_batches (set by --set train.max_eval_batches=-1): must be >= 0 (0: all), got -1" --config tiny.yaml --set train.max_eval_batches=-1
+  check "train.eval_every (line 6, column 84): set, but there is no evaluation set" --config no_eval.yaml
+  check "data.eval_size (line 2, column 46) is 0" --config no_eval.yaml
+  check "train.max_eval_batches (set by --set train.max_eval_batches=2): set, but there is no evaluation set" \
+    --config no_eval.yaml --set train.eval_every=null --set train.max_eval_batches=2
+  check "mn/train-labels-idx1-ubyte': label 77 at index 5 is outside [0, 10)" --config label77.yaml
+  check "set model.num_classes to at least 78" --config label77.yaml
+  check "the shards index a vocabulary of 177 tokens but the model's has 30522" --config mlm.yaml
+  check "set model.vocab_size: 177" --config mlm.yaml
+  check "train.eval_every (line 5, column 64): set, but there is no evaluation set (data.eval_path is not set" \
+    --config mlm.yaml --set model.vocab_size=177
+  check "data.seq_len (set by --set data.seq_len=600): 600 tokens per sequence, but the model has 512 positions" \
+    --config mlm.yaml --set model.vocab_size=177 --set data.seq_len=600
   exit $status
   ;;
 smoke)
