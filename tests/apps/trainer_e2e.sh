@@ -6,7 +6,9 @@
 #               as an unbroken run of 20 steps;
 #   overrides — --set changes a value (and a misspelt one is rejected);
 #   bad       — a table of bad configs and command lines, each with the message expected;
-#   smoke     — every config in configs/ runs 2 steps on synthetic data with small shapes.
+#   smoke     — every config in configs/ runs 2 steps on synthetic data with small shapes;
+#   mlm_eval  — the bert_tiny configs, on shards made as tools/train.sh makes them (prepare_mlm
+#               with a held-out set), really evaluate: an eval line lands in metrics.jsonl.
 # usage: trainer_e2e.sh TRAINER SOURCE_DIR WORK_DIR CASE
 set -uo pipefail
 trainer=$1 src=$2 work=$3 case=$4
@@ -155,6 +157,26 @@ smoke)
     case $name in *phase2) extra+=(--set train.init_from=null) ;; esac
     if out=$(mpi 2 "$trainer" --config "$cfg" "${extra[@]}" 2>&1); then echo "ok: $name"
     else echo "FAIL: $name"; echo "$out" | tail -5; status=1; fi
+  done
+  exit $status
+  ;;
+mlm_eval)
+  vocab=$src/data/bert/vocab.txt
+  [ -f "$vocab" ] || fail "$vocab is missing: run tools/fetch_data.sh bert-vocab (tools/test.sh does)"
+  mkdir -p corpus
+  for d in 0 1 2 3 4 5; do
+    for i in 1 2 3 4 5 6; do echo "Document $d says sentence $i about the quick brown fox and the lazy dog."; done > corpus/doc$d.txt
+  done
+  # The paths and options of tools/train.sh; the configs name data/mlm and data/mlm-eval.
+  "$(dirname "$trainer")/prepare_mlm" --vocab "$vocab" --out data/mlm --eval-out data/mlm-eval \
+    --eval-fraction 0.34 corpus > prep.txt 2>&1 || { cat prep.txt; fail "prepare_mlm"; }
+  status=0
+  for cfg in "$src"/configs/bert_tiny_mlm_*.yaml; do
+    name=$(basename "$cfg" .yaml)
+    if out=$(mpi 2 "$trainer" --config "$cfg" --set train.steps=2 --set train.eval_every=2 --set train.max_eval_batches=1 \
+        --set train.batch_per_rank=2 --set data.seq_len=16 --set data.workers=0 --set schedule.warmup_steps=1 \
+        --set output.dir=run_$name 2>&1) && grep -q '"eval_mlm_loss"' run_$name/metrics.jsonl; then echo "ok: $name evaluates"
+    else echo "FAIL: $name did not evaluate"; echo "$out" | tail -5; status=1; fi
   done
   exit $status
   ;;

@@ -591,5 +591,50 @@ TEST(PrepareMlm, DocumentRulesAndShards) {
   EXPECT_NE(out4.find(dir / "nowhere"), std::string::npos) << out4;
 }
 
+// The held-out evaluation set: a deterministic split by document, every (1/F)-th document in
+// input order (k = 3, 6, 9 of 10 for F = 0.3), written to its own folder, disjoint from --out.
+TEST(PrepareMlm, EvalSetIsEveryNthDocumentInItsOwnFolder) {
+  const std::string bin =
+      fs::read_symlink("/proc/self/exe").parent_path().string() + "/prepare_mlm";
+  TempDir dir;
+  fs::create_directories(dir / "corpus");
+  for (int k = 0; k < 10; ++k) {  // document k: one line of k + 1 words "hello"
+    std::ofstream f(dir / ("corpus/d" + std::to_string(k) + ".txt"));
+    for (int i = 0; i <= k; ++i) f << "hello ";
+    f << "\n";
+  }
+  const std::string base = "'" + bin + "' --vocab '" + kTinyVocab + "' --docs file ";
+  const std::string in = " '" + (dir / "corpus") + "'";
+  for (int round = 0; round < 2; ++round) {  // the same split on every run
+    auto [rc, out] = run(base + "--out '" + (dir / "train") + "' --eval-out '" + (dir / "eval") +
+                         "' --eval-fraction 0.3 --verify" + in);
+    ASSERT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("evaluation set (1 document in 3.33333): 1 shard(s)"), std::string::npos) << out;
+    const MlmCorpus train = MlmCorpus::open({dir / "train"}), eval = MlmCorpus::open({dir / "eval"});
+    std::vector<uint64_t> train_lengths, eval_lengths;
+    for (uint64_t s = 0; s < train.num_segments(); ++s) train_lengths.push_back(train.segment_length(s));
+    for (uint64_t s = 0; s < eval.num_segments(); ++s) eval_lengths.push_back(eval.segment_length(s));
+    EXPECT_EQ(eval_lengths, (std::vector<uint64_t>{4, 7, 10}));
+    EXPECT_EQ(train_lengths, (std::vector<uint64_t>{1, 2, 3, 5, 6, 8, 9}));
+    EXPECT_EQ(train.vocab(), eval.vocab());
+  }
+  // Misuse: named, and nothing trained on the evaluation set.
+  auto [rc1, out1] = run(base + "--out '" + (dir / "a") + "' --eval-out '" + (dir / "a") +
+                         "/' --eval-fraction 0.3" + in);
+  EXPECT_EQ(rc1, 1);
+  EXPECT_NE(out1.find("is the --out folder"), std::string::npos) << out1;
+  auto [rc2, out2] = run(base + "--out '" + (dir / "a") + "' --eval-fraction 0.3" + in);
+  EXPECT_EQ(rc2, 1);
+  EXPECT_NE(out2.find("--eval-out and --eval-fraction go together"), std::string::npos) << out2;
+  auto [rc3, out3] = run(base + "--out '" + (dir / "a") + "' --eval-out '" + (dir / "b") +
+                         "' --eval-fraction 0.05" + in);
+  EXPECT_EQ(rc3, 1);
+  EXPECT_NE(out3.find("puts 0 of the 10 documents into the evaluation set"), std::string::npos) << out3;
+  auto [rc4, out4] = run(base + "--out '" + (dir / "a") + "' --eval-out '" + (dir / "b") +
+                         "' --eval-fraction 1" + in);
+  EXPECT_EQ(rc4, 1);
+  EXPECT_NE(out4.find("strictly between 0 and 1"), std::string::npos) << out4;
+}
+
 }  // namespace
 }  // namespace ada::data
