@@ -91,6 +91,12 @@ for split, n in (("train", 64), ("t10k", 16)):
     idx(f"mn/{split}-labels-idx1-ubyte", [n], labels)
 PY
   sed 's/name: synthetic, size: 64/name: mnist, path: mn/' tiny.yaml > label77.yaml
+  # Image folders (checked at open, before any image is decoded, so empty .jpg files do): the
+  # evaluation folder lacks class 'b'; a model of 10 classes for 3 class folders.
+  for c in a b c; do mkdir -p if_train/$c if_val/$c && touch if_train/$c/x.jpg if_val/$c/x.jpg; done
+  rm -r if_val/b && mkdir -p if_val3 && cp -r if_train/. if_val3/
+  sed 's/model: {name: lenet5}/model: {name: resnet20_mnist, num_classes: 3}/; s/name: synthetic, size: 64, eval_size: 16/name: image_folder, path: if_train, eval_path: if_val, crop_size: 8, resize_size: 8/' tiny.yaml > folders.yaml
+  sed 's/num_classes: 3/num_classes: 10/; s/eval_path: if_val,/eval_path: if_val3,/' folders.yaml > folders10.yaml
   # MLM shards made with the 177-token test vocabulary, for a model of 30522 tokens.
   printf 'The quick brown fox.\nHello world!\n\nA second document, unaffable.\n' > text.txt
   "$(dirname "$trainer")/prepare_mlm" --vocab "$src/tests/data/bert/tiny_vocab.txt" --out shards text.txt >/dev/null \
@@ -134,6 +140,8 @@ YAML
     --config no_eval.yaml --set train.eval_every=null --set train.max_eval_batches=2
   check "mn/train-labels-idx1-ubyte': label 77 at index 5 is outside [0, 10)" --config label77.yaml
   check "set model.num_classes to at least 78" --config label77.yaml
+  check "class 1 is 'b' in 'if_train' but 'if_val' has no folder 'b'" --config folders.yaml
+  check "image folder 'if_train' has 3 class folders but the model has 10 classes; set model.num_classes to 3" --config folders10.yaml
   check "the shards index a vocabulary of 177 tokens but the model's has 30522" --config mlm.yaml
   check "set model.vocab_size: 177" --config mlm.yaml
   check "train.eval_every (line 5, column 64): set, but there is no evaluation set (data.eval_path is not set" \
