@@ -420,9 +420,12 @@ size_t invalid_utf8_at(const std::string& s) {
   while (i < n) {
     const auto c = static_cast<unsigned char>(s[i]);
     if (c < 0x80) {
-      // YAML text has no C0 controls but tab, LF and CR; a NUL would also make yaml-cpp guess
-      // UTF-16/32 and decode the rest as such (found by fuzz_config).
+      // YAML text has no C0 controls but tab and line ends; a NUL would also make yaml-cpp
+      // guess UTF-16/32 and decode the rest as such. A CR must end a line with its LF: yaml-cpp
+      // keeps a lone one inside a plain scalar ("null\r"), which dump() writes unquoted, so the
+      // dumped config would read back differently (both found by fuzz_config).
       if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') return i;
+      if (c == '\r' && (i + 1 == n || s[i + 1] != '\n')) return i;
       ++i;
       continue;
     }
@@ -444,18 +447,22 @@ size_t invalid_utf8_at(const std::string& s) {
   return std::string::npos;
 }
 
-// "line 3, column 7: byte 0xd8 is not valid UTF-8 text" for the first bad byte of `text`, or "".
+// "line 3, column 7: byte 0xd8 is not valid UTF-8" (or names the control character) for the
+// first bad byte of `text`, or "".
 std::string utf8_problem(const std::string& text) {
   const size_t bad = invalid_utf8_at(text);
   if (bad == std::string::npos) return "";
   const size_t line_start = text.rfind('\n', bad == 0 ? 0 : bad - 1);
   const size_t line = 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + bad, '\n'));
   const size_t column = bad - (line_start == std::string::npos || bad == 0 ? 0 : line_start + 1) + 1;
+  const auto c = static_cast<unsigned char>(text[bad]);
   char hex[8];
-  std::snprintf(hex, sizeof hex, "0x%02x", static_cast<unsigned char>(text[bad]));
-  return "line " + std::to_string(line) + ", column " + std::to_string(column) + ": byte " + hex +
-         (static_cast<unsigned char>(text[bad]) < 0x20 ? " (a control character)" : "") +
-         " is not valid UTF-8 text";
+  std::snprintf(hex, sizeof hex, "0x%02x", c);
+  const std::string what = c == '\r' ? "a carriage return without a line feed (old Mac or stray "
+                                        "Windows line ends?)"
+                           : c < 0x20 ? std::string("control character ") + hex
+                                      : std::string("byte ") + hex + " is not valid UTF-8";
+  return "line " + std::to_string(line) + ", column " + std::to_string(column) + ": " + what;
 }
 
 // Rejects what yaml-cpp accepts silently but we would misread: duplicate keys, non-scalar keys,
@@ -591,7 +598,7 @@ Config Config::parse(const std::string& text, const std::string& source_name) {
   const std::string bad_utf8 = utf8_problem(text);
   ADA_CHECK_ARG(bad_utf8.empty(), ConfigError)
       << prefix(*s) << bad_utf8
-      << "; save the config as UTF-8 text (no control characters but tabs and line ends)";
+      << "; save the config as UTF-8 text without control characters (tabs and line ends aside)";
   YAML::Node doc;
   size_t count = 0;
   try {
@@ -711,7 +718,8 @@ void Config::set_override(const std::string& assignment) {
   ConfigState& s = *state_;
   const std::string bad_utf8 = utf8_problem(assignment);
   ADA_CHECK_ARG(bad_utf8.empty(), ConfigError)
-      << "--set: " << bad_utf8 << " of the assignment; write it as UTF-8 text";
+      << "--set: " << bad_utf8 << " in the assignment; write it as UTF-8 text without control "
+      << "characters";
   const std::string what = "--set '" + assignment + "'";  // messages lead with the assignment
   const size_t eq = assignment.find('=');
   ADA_CHECK_ARG(eq != std::string::npos && eq > 0, ConfigError)

@@ -215,7 +215,8 @@ std::shared_ptr<const MlmShard> MlmShard::open(const std::string& path) {
   if (fnv1a64(&h, offsetof(Header, header_fnv), kFnvBasis) != h.header_fnv)
     bad("header checksum mismatch (corrupt header)");
   if (h.header_bytes != kHeaderBytes || (h.token_bytes != 2 && h.token_bytes != 4) ||
-      h.vocab_size == 0 || (h.token_bytes == 2 && h.vocab_size > 65536))
+      h.vocab_size == 0 || h.vocab_size > 0x7fffffffu ||  // ids are int32 (found by fuzz_mlm_shard)
+      (h.token_bytes == 2 && h.vocab_size > 65536))
     bad("inconsistent header (header bytes, token width or vocabulary size)");
   const char* special_names[5] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
   for (int k = 0; k < 5; ++k)

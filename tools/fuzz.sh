@@ -38,7 +38,7 @@ for t in "${targets[@]}"; do
   # UBSan reports must stop the run like ASan ones do (ADA_SANITIZE adds -fno-sanitize-recover).
   set +e
   ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
-    "$build/bin/fuzz_$t" -max_total_time="$secs" -rss_limit_mb=2048 -malloc_limit_mb=1024 -timeout=10 \
+    "$build/bin/fuzz_$t" -max_total_time="$secs" -rss_limit_mb=2048 -malloc_limit_mb=1024 -timeout=30 \
     -max_len=65536 -print_final_stats=1 -artifact_prefix="$crashes/$t-" "$work" "tests/fuzz/corpus/$t" \
     >"$log" 2>&1
   rc=$?

@@ -224,8 +224,13 @@ TEST(MlmShards, CorpusOpenVerifiesEveryShard) {
   expect_error<IoError>([&] { MlmCorpus::open({dir / "w.mlm"}); }, {"token 2 (segment 1 of document 0) has id -5"});
 }
 
-TEST(MlmShards, SpecialIdsOutsideTheVocabularyAreRejectedAtOpen) {
+TEST(MlmShards, VocabularySizeAndSpecialIdsAreCheckedAtOpen) {
   TempDir dir;
+  // Ids are int32: a vocabulary of 2^31 or more turned negative in the dataset and its random
+  // replacement ids left the vocabulary (found by fuzz_mlm_shard).
+  write_shard(dir / "huge.mlm", {{{10, 11}}}, synthetic_vocab(0x80000000u));
+  expect_error<IoError>([&] { MlmShard::open(dir / "huge.mlm"); },
+                        {dir / "huge.mlm", "inconsistent header", "vocabulary size"});
   MlmVocabInfo v = synthetic_vocab(100);
   v.special.mask = 100;  // one past the end
   write_shard(dir / "s.mlm", {{{10, 11}}}, v);
