@@ -12,8 +12,13 @@
 // --shard-tokens tokens; documents never straddle shards. Shards are OUT/PREFIX-00000.mlm, ...,
 // each written atomically (temporary file, fsync, rename); numbered shards of the same prefix
 // left over from an earlier, larger run are removed at the end.
+// Held-out evaluation set (--eval-out DIR --eval-fraction F): the k-th document (k = 0, 1, ...
+// over the non-empty documents, in input order) goes to DIR instead of OUT when
+// floor((k + 1) F) > floor(k F): floor(D F) documents, evenly spread, the same on every run.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -41,6 +46,9 @@ const char* kUsage =
     "  --shard-tokens N    tokens per shard before a new one starts (default 16777216)\n"
     "  --prefix NAME       shard names NAME-00000.mlm ... (default shard)\n"
     "  --ext SUFFIX        only files whose names end in SUFFIX (e.g. .txt)\n"
+    "  --eval-out DIR      also write a held-out evaluation set to DIR (not inside --out)\n"
+    "  --eval-fraction F   share of the documents (0 < F < 1) that go to --eval-out,\n"
+    "                      every (1/F)-th document in input order (e.g. 0.02)\n"
     "  --verify            re-open every shard written and check it fully";
 
 bool blank(const std::string& line) {
@@ -89,8 +97,53 @@ std::string shard_name(const std::string& dir, const std::string& prefix, size_t
   return (fs::path(dir) / (prefix + "-" + num + ".mlm")).string();
 }
 
+// One output folder: its shards as they are written, and their totals.
+struct Output {
+  explicit Output(std::string d) : dir(std::move(d)) {}
+  std::string dir;
+  std::vector<std::string> written;
+  std::unique_ptr<data::MlmShardWriter> w;
+  uint64_t docs = 0, segs = 0, toks = 0;
+
+  void close_shard() {
+    if (!w) return;
+    w->finish();
+    docs += w->num_documents();
+    segs += w->num_segments();
+    toks += w->num_tokens();
+    w.reset();
+  }
+  // The writer for a new document: a new shard once the current one holds `shard_tokens`.
+  data::MlmShardWriter& writer(const std::string& prefix, uint64_t shard_tokens,
+                               const data::MlmVocabInfo& info) {
+    if (w && w->num_tokens() >= shard_tokens) close_shard();
+    if (!w) {
+      written.push_back(shard_name(dir, prefix, written.size()));
+      w = std::make_unique<data::MlmShardWriter>(written.back(), info);
+    }
+    return *w;
+  }
+  // Closes the last shard (an empty one if none was written, so the run is visible) and removes
+  // higher-numbered shards of an earlier run with the same prefix.
+  void finish(const std::string& prefix, const data::MlmVocabInfo& info) {
+    close_shard();
+    if (written.empty()) {
+      written.push_back(shard_name(dir, prefix, 0));
+      data::MlmShardWriter(written.back(), info).finish();
+    }
+    std::error_code ec;
+    for (size_t k = written.size();; ++k) {
+      const std::string stale = shard_name(dir, prefix, k);
+      if (!fs::exists(stale)) break;
+      fs::remove(stale, ec);
+      std::cout << "removed stale shard " << stale << "\n";
+    }
+  }
+};
+
 int run(int argc, char** argv) {
-  std::string vocab, out, docs = "blank-line", prefix = "shard", ext;
+  std::string vocab, out, docs = "blank-line", prefix = "shard", ext, eval_out;
+  double eval_fraction = 0;
   uint64_t shard_tokens = 16777216;
   bool verify = false;
   std::vector<std::string> inputs;
@@ -123,6 +176,15 @@ int run(int argc, char** argv) {
         ADA_THROW(ConfigError) << "--prefix '" << prefix << "': need a plain file-name prefix";
     } else if (a == "--ext") {
       ext = value();
+    } else if (a == "--eval-out") {
+      eval_out = value();
+    } else if (a == "--eval-fraction") {
+      const std::string v = value();
+      char* end = nullptr;
+      eval_fraction = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !(eval_fraction > 0 && eval_fraction < 1))
+        ADA_THROW(ConfigError) << "--eval-fraction " << v
+                               << ": need a number strictly between 0 and 1 (e.g. 0.02)";
     } else if (a == "--verify") {
       verify = true;
     } else if (a == "-h" || a == "--help") {
@@ -136,91 +198,97 @@ int run(int argc, char** argv) {
   }
   if (vocab.empty() || out.empty() || inputs.empty())
     ADA_THROW(ConfigError) << "--vocab, --out and at least one INPUT are required\n" << kUsage;
+  if (eval_out.empty() != (eval_fraction == 0))
+    ADA_THROW(ConfigError) << "--eval-out and --eval-fraction go together: give both (e.g. "
+                              "--eval-out data/mlm-eval --eval-fraction 0.02) or neither";
 
   const auto t0 = std::chrono::steady_clock::now();
   const data::Tokenizer tok = data::Tokenizer::from_file(vocab);
-  const data::SpecialIds& sp = tok.special_ids();
-  ADA_CHECK_ARG(sp.cls >= 0 && sp.sep >= 0 && sp.mask >= 0 && sp.pad >= 0, IoError)
-      << "vocabulary " << vocab
-      << " lacks [CLS], [SEP], [MASK] or [PAD]; MLM needs a BERT vocab.txt";
+  const data::SpecialIds& sp = tok.special_ids();  // all five present: Tokenizer checks them
   const std::vector<std::string> files = list_inputs(inputs, ext);
   std::error_code ec;
-  fs::create_directories(out, ec);
-  ADA_CHECK_ARG(fs::is_directory(out), IoError)
-      << "cannot create output folder " << out << ": " << ec.message();
+  for (const std::string& d : {out, eval_out}) {
+    if (d.empty()) continue;
+    fs::create_directories(d, ec);
+    ADA_CHECK_ARG(fs::is_directory(d), IoError)
+        << "cannot create output folder " << d << ": " << ec.message();
+  }
+  // The trainer reads every *.mlm of a folder: evaluation shards inside --out would be trained on.
+  if (!eval_out.empty()) {
+    ADA_CHECK_ARG(fs::weakly_canonical(eval_out) != fs::weakly_canonical(out), ConfigError)
+        << "--eval-out " << eval_out << " is the --out folder; the trainer would train on the "
+        << "evaluation shards too: give it a folder of its own (e.g. " << out << "-eval)";
+  }
 
   const data::MlmVocabInfo info = data::MlmVocabInfo::of(tok);
-  std::vector<std::string> written;
-  std::unique_ptr<data::MlmShardWriter> w;
-  uint64_t docs_total = 0, segs_total = 0, toks_total = 0, unk = 0, bytes = 0;
-  auto close_shard = [&]() {
-    if (!w) return;
-    w->finish();
-    docs_total += w->num_documents();
-    segs_total += w->num_segments();
-    toks_total += w->num_tokens();
-    w.reset();
-  };
-  auto writer = [&]() -> data::MlmShardWriter& {
-    if (w && w->num_tokens() >= shard_tokens) close_shard();
-    if (!w) {
-      written.push_back(shard_name(out, prefix, written.size()));
-      w = std::make_unique<data::MlmShardWriter>(written.back(), info);
-    }
-    return *w;
+  Output train(out), eval(eval_out);
+  uint64_t unk = 0, bytes = 0, doc_no = 0;
+  // Whether the next document goes to the evaluation set (see the rule at the top).
+  auto next_is_eval = [&]() {
+    const uint64_t k = doc_no++;
+    if (eval_out.empty()) return false;
+    return std::floor(static_cast<double>(k + 1) * eval_fraction) >
+           std::floor(static_cast<double>(k) * eval_fraction);
   };
 
   for (const std::string& f : files) {
     std::ifstream in(f, std::ios::binary);
     ADA_CHECK_ARG(in.good(), IoError) << "cannot open input " << f;
     std::string line;
-    bool in_doc = false;
+    data::MlmShardWriter* doc = nullptr;  // the writer of the open document, if any
     while (std::getline(in, line)) {
       bytes += line.size() + 1;
       if (blank(line)) {
-        if (docs == "blank-line" && in_doc) {
-          w->end_document();
-          in_doc = false;
+        if (docs == "blank-line" && doc) {
+          doc->end_document();
+          doc = nullptr;
         }
         continue;
       }
       std::vector<int32_t> ids = tok.encode(line);
       if (ids.empty()) continue;
       for (int32_t id : ids) unk += id == sp.unk;
-      data::MlmShardWriter& sw = in_doc ? *w : writer();  // a new shard only between documents
-      sw.add_segment(ids);
-      in_doc = true;
+      if (!doc)  // a new shard only between documents
+        doc = next_is_eval() ? &eval.writer(prefix, shard_tokens, info)
+                             : &train.writer(prefix, shard_tokens, info);
+      doc->add_segment(ids);
     }
     ADA_CHECK_ARG(!in.bad(), IoError) << "read error in input " << f;
-    if (in_doc) w->end_document();
+    if (doc) doc->end_document();
   }
-  close_shard();
-  if (written.empty()) {  // no text at all: still write one (empty) shard so the run is visible
-    written.push_back(shard_name(out, prefix, 0));
-    data::MlmShardWriter(written.back(), info).finish();
+  if (!eval_out.empty()) {
+    const uint64_t n_eval = eval.w ? eval.docs + eval.w->num_documents() : eval.docs;
+    ADA_CHECK_ARG(n_eval > 0 && n_eval < doc_no, ConfigError)
+        << "--eval-fraction " << eval_fraction << " puts " << n_eval << " of the " << doc_no
+        << " documents into the evaluation set; both sets need at least one (raise the fraction "
+        << "to at least " << 1.0 / static_cast<double>(std::max<uint64_t>(doc_no, 1))
+        << " or add documents)";
   }
-  // Remove higher-numbered shards of an earlier run with the same prefix.
-  for (size_t k = written.size();; ++k) {
-    const std::string stale = shard_name(out, prefix, k);
-    if (!fs::exists(stale)) break;
-    fs::remove(stale, ec);
-    std::cout << "removed stale shard " << stale << "\n";
-  }
+  train.finish(prefix, info);
+  if (!eval_out.empty()) eval.finish(prefix, info);
   if (verify)
-    for (const std::string& s : written) data::MlmShard::open(s)->verify();
+    for (const Output* o : {&train, &eval})
+      for (const std::string& s : o->written) data::MlmShard::open(s)->verify();
 
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  char summary[256];
+  char summary[512];
   std::snprintf(
       summary, sizeof(summary),
       "%zu files, %.1f MB -> %zu shard(s) in %s: %llu documents, %llu segments, %llu "
       "tokens (%.4f%% [UNK]) in %.1f s%s",
-      files.size(), static_cast<double>(bytes) / 1e6, written.size(), out.c_str(),
-      static_cast<unsigned long long>(docs_total), static_cast<unsigned long long>(segs_total),
-      static_cast<unsigned long long>(toks_total),
-      toks_total ? 100.0 * static_cast<double>(unk) / static_cast<double>(toks_total) : 0.0, secs,
-      verify ? ", verified" : "");
+      files.size(), static_cast<double>(bytes) / 1e6, train.written.size(), out.c_str(),
+      static_cast<unsigned long long>(train.docs), static_cast<unsigned long long>(train.segs),
+      static_cast<unsigned long long>(train.toks),
+      train.toks + eval.toks
+          ? 100.0 * static_cast<double>(unk) / static_cast<double>(train.toks + eval.toks)
+          : 0.0,
+      secs, verify ? ", verified" : "");
   std::cout << "prepare_mlm: " << summary << "\n";
+  if (!eval_out.empty())
+    std::cout << "prepare_mlm: evaluation set (1 document in " << 1.0 / eval_fraction
+              << "): " << eval.written.size() << " shard(s) in " << eval_out << ": "
+              << eval.docs << " documents, " << eval.segs << " segments, " << eval.toks
+              << " tokens\n";
   return 0;
 }
 

@@ -1,5 +1,6 @@
 #include "core/config.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -370,10 +371,104 @@ T convert(const ConfigState& s, const std::string& path, const YAML::Node& key,
   }
 }
 
+// ---- loading ------------------------------------------------------------------------------------
+
+// Records where each document starts; builds nothing.
+struct DocumentStarts : YAML::EventHandler {
+  std::vector<YAML::Mark> starts;
+  void OnDocumentStart(const YAML::Mark& mark) override { starts.push_back(mark); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+// The first document of `text` (a null node if there is none) and, in *count, how many there
+// are. Not YAML::LoadAll: in yaml-cpp 0.7 it loops forever, allocating, when a document starts
+// with ',' outside brackets (e.g. "[a], b" or a stray "," line; jbeder/yaml-cpp#1040, found by
+// fuzz_config), because the parser then reports an empty document again and again without
+// moving on. Two documents starting at the same place are that case: a syntax error here.
+// Throws YAML::ParserException (with its mark) on syntax errors.
+YAML::Node load_first_document(const std::string& text, size_t* count) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentStarts docs;
+  while (parser.HandleNextDocument(docs)) {
+    const size_t n = docs.starts.size();
+    if (n >= 2 && docs.starts[n - 1].pos == docs.starts[n - 2].pos)
+      throw YAML::ParserException(docs.starts[n - 1],
+                                  "unexpected ',' outside [ ] or { } (write lists as [a, b] "
+                                  "or as '- item' lines)");
+  }
+  *count = docs.starts.size();
+  return *count == 0 ? YAML::Node() : YAML::Load(text);
+}
+
 // ---- document checks ---------------------------------------------------------------------------
 
+// Offset of the first byte that does not belong to valid UTF-8 YAML text (overlong forms,
+// surrogates, code points above U+10FFFF and C0 controls other than tab/LF/CR are invalid), or npos. yaml-cpp would read such bytes as U+FFFD
+// on one pass and write them back raw, so a dumped config would not load to the same keys.
+size_t invalid_utf8_at(const std::string& s) {
+  size_t i = 0;
+  const size_t n = s.size();
+  while (i < n) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      // YAML text has no C0 controls but tab and line ends; a NUL would also make yaml-cpp
+      // guess UTF-16/32 and decode the rest as such. A CR must end a line with its LF: yaml-cpp
+      // keeps a lone one inside a plain scalar ("null\r"), which dump() writes unquoted, so the
+      // dumped config would read back differently (both found by fuzz_config).
+      if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') return i;
+      if (c == '\r' && (i + 1 == n || s[i + 1] != '\n')) return i;
+      ++i;
+      continue;
+    }
+    int len = 0;
+    uint32_t cp = 0, min = 0;
+    if ((c & 0xE0) == 0xC0) len = 2, cp = c & 0x1F, min = 0x80;
+    else if ((c & 0xF0) == 0xE0) len = 3, cp = c & 0x0F, min = 0x800;
+    else if ((c & 0xF8) == 0xF0) len = 4, cp = c & 0x07, min = 0x10000;
+    else return i;
+    if (i + len > n) return i;
+    for (int k = 1; k < len; ++k) {
+      const auto b = static_cast<unsigned char>(s[i + k]);
+      if ((b & 0xC0) != 0x80) return i;
+      cp = (cp << 6) | (b & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+    i += len;
+  }
+  return std::string::npos;
+}
+
+// "line 3, column 7: byte 0xd8 is not valid UTF-8" (or names the control character) for the
+// first bad byte of `text`, or "".
+std::string utf8_problem(const std::string& text) {
+  const size_t bad = invalid_utf8_at(text);
+  if (bad == std::string::npos) return "";
+  const size_t line_start = text.rfind('\n', bad == 0 ? 0 : bad - 1);
+  const size_t line = 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + bad, '\n'));
+  const size_t column = bad - (line_start == std::string::npos || bad == 0 ? 0 : line_start + 1) + 1;
+  const auto c = static_cast<unsigned char>(text[bad]);
+  char hex[8];
+  std::snprintf(hex, sizeof hex, "0x%02x", c);
+  const std::string what = c == '\r' ? "a carriage return without a line feed (old Mac or stray "
+                                        "Windows line ends?)"
+                           : c < 0x20 ? std::string("control character ") + hex
+                                      : std::string("byte ") + hex + " is not valid UTF-8";
+  return "line " + std::to_string(line) + ", column " + std::to_string(column) + ": " + what;
+}
+
 // Rejects what yaml-cpp accepts silently but we would misread: duplicate keys, non-scalar keys,
-// merge keys, and nesting deeper than kMaxDepth (which also stops recursive aliases).
+// merge keys, nesting deeper than kMaxDepth (which also stops recursive aliases), and keys or
+// values that are not valid UTF-8 (a "\U00110000" escape: dump() could not write it back).
 void check_document(const ConfigState& s, const YAML::Node& n, const std::string& path,
                     int depth) {
   ADA_CHECK_ARG(depth <= kMaxDepth, ConfigError)
@@ -501,9 +596,14 @@ Config Config::load_file(const std::string& path) {
 Config Config::parse(const std::string& text, const std::string& source_name) {
   auto s = std::make_shared<detail::ConfigState>();
   s->source = source_name;
-  std::vector<YAML::Node> docs;
+  const std::string bad_utf8 = utf8_problem(text);
+  ADA_CHECK_ARG(bad_utf8.empty(), ConfigError)
+      << prefix(*s) << bad_utf8
+      << "; save the config as UTF-8 text without control characters (tabs and line ends aside)";
+  YAML::Node doc;
+  size_t count = 0;
   try {
-    docs = YAML::LoadAll(text);
+    doc.reset(load_first_document(text, &count));
   } catch (const YAML::ParserException& e) {
     std::ostringstream os;
     os << prefix(*s) << "YAML syntax error";
@@ -514,13 +614,13 @@ Config Config::parse(const std::string& text, const std::string& source_name) {
   } catch (const YAML::Exception& e) {
     ADA_THROW(ConfigError) << prefix(*s) << "cannot parse YAML: " << e.what();
   }
-  ADA_CHECK_ARG(docs.size() <= 1, ConfigError)
-      << prefix(*s) << "holds " << docs.size()
+  ADA_CHECK_ARG(count <= 1, ConfigError)
+      << prefix(*s) << "holds " << count
       << " YAML documents (separated by ---); a configuration is one document";
-  if (docs.empty() || docs[0].IsNull()) {
+  if (!doc.IsDefined() || doc.IsNull()) {
     s->root.reset(YAML::Node(YAML::NodeType::Map));
   } else {
-    s->root.reset(docs[0]);
+    s->root.reset(doc);
   }
   ADA_CHECK_ARG(s->root.IsMap(), ConfigError)
       << prefix(*s) << "the top level must be a mapping of keys (key: value lines), got "
@@ -617,6 +717,10 @@ void Config::finish() const {
 
 void Config::set_override(const std::string& assignment, const std::string& origin) {
   ConfigState& s = *state_;
+  const std::string bad_utf8 = utf8_problem(assignment);
+  ADA_CHECK_ARG(bad_utf8.empty(), ConfigError)
+      << "--set: " << bad_utf8 << " in the assignment; write it as UTF-8 text without control "
+      << "characters";
   const std::string what = "--set '" + assignment + "'";  // messages lead with the assignment
   const size_t eq = assignment.find('=');
   ADA_CHECK_ARG(eq != std::string::npos && eq > 0, ConfigError)
@@ -637,7 +741,10 @@ void Config::set_override(const std::string& assignment, const std::string& orig
       << "=null to unset it";
   YAML::Node value;
   try {
-    value.reset(YAML::Load(text));
+    size_t count = 0;
+    value.reset(load_first_document(text, &count));
+    if (count > 1)
+      throw YAML::ParserException(YAML::Mark::null_mark(), "more than one YAML document");
   } catch (const YAML::Exception& e) {
     ADA_THROW(ConfigError) << what << ": the value '" << text << "' is not valid YAML (" << e.msg
                            << "); quote strings with YAML punctuation, e.g. " << key
@@ -645,6 +752,11 @@ void Config::set_override(const std::string& assignment, const std::string& orig
   }
   const std::string full = join(path_, key);
   const auto segs = split_path(s, full);
+  try {  // the rules of a loaded document hold for a value set from the command line too
+    check_document(s, value, full, static_cast<int>(segs.size()));
+  } catch (const ConfigError& e) {
+    ADA_THROW(ConfigError) << what << ": " << e.what();
+  }
 
   // Walk to the parent section, creating missing sections.
   YAML::Node cur(s.root);

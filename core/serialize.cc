@@ -59,14 +59,22 @@ struct Json {
   std::string text;  // string value, or the number as written
   bool flag = false;
   std::vector<Json> items;
-  std::vector<std::pair<std::string, Json>> members;  // in file order
+  struct Member;  // not std::pair: clang cannot instantiate pair<string, Json> inside Json
+  std::vector<Member> members;  // in file order
 
-  const Json* find(const std::string& key) const {
-    for (const auto& [k, v] : members)
-      if (k == key) return &v;
-    return nullptr;
-  }
+  const Json* find(const std::string& key) const;
 };
+
+struct Json::Member {
+  std::string key;
+  Json value;
+};
+
+const Json* Json::find(const std::string& key) const {
+  for (const auto& [k, v] : members)
+    if (k == key) return &v;
+  return nullptr;
+}
 
 const char* kind_name(Json::Kind k) {
   switch (k) {
@@ -136,7 +144,7 @@ class JsonReader {
         skip_ws();
         expect(':');
         Json member = value(depth + 1);
-        v.members.emplace_back(std::move(key), std::move(member));
+        v.members.push_back({std::move(key), std::move(member)});
         skip_ws();
         if (peek() == ',') {
           ++i_;

@@ -92,9 +92,10 @@ IdxArray read_idx(const std::string& path) {
     const uint8_t* p = bytes.data() + 4 + 4 * d;
     uint32_t v = (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | p[3];
     a.dims.push_back(v);
-    numel *= v;
-    if (numel > (uint64_t(1) << 40))
-      ADA_THROW(IoError) << "IDX file '" << path << "': implausible dimensions in the header";
+    // Checked before it can wrap: 2^40 x a u32 overflows 64 bits (tests/fuzz/README.md).
+    if (__builtin_mul_overflow(numel, uint64_t{v}, &numel) || numel > (uint64_t(1) << 40))
+      ADA_THROW(IoError) << "IDX file '" << path << "': implausible dimensions in the header ("
+                         << "more than 2^40 elements); the file is corrupt or not IDX";
   }
   const uint64_t have = bytes.size() - header;
   if (have < numel)

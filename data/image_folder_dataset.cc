@@ -87,4 +87,33 @@ Example ImageFolderDataset::get(int64_t index, int64_t epoch) const {
   return ex;
 }
 
+void check_image_folder_classes(const ImageFolderDataset& train, const ImageFolderDataset* eval,
+                                int64_t num_classes) {
+  const auto& tc = train.classes();
+  if (eval) {
+    const auto& ec = eval->classes();
+    size_t i = 0;
+    while (i < tc.size() && i < ec.size() && tc[i] == ec[i]) ++i;
+    if (i < tc.size() || i < ec.size()) {
+      // Name the first class that one folder has and the other lacks.
+      const bool train_only =
+          i < tc.size() && std::find(ec.begin(), ec.end(), tc[i]) == ec.end();
+      const std::string& name = train_only || i >= ec.size() ? tc[i] : ec[i];
+      const std::string& has = train_only || i >= ec.size() ? train.root() : eval->root();
+      const std::string& lacks = train_only || i >= ec.size() ? eval->root() : train.root();
+      ADA_THROW(IoError) << "image folders disagree: class " << i << " is '" << name << "' in '"
+                         << has << "' but '" << lacks << "' has no folder '" << name << "' ("
+                         << tc.size() << " training classes, " << ec.size()
+                         << " evaluation classes; labels are positions in the sorted class "
+                            "list, so every later label would shift); give both folders the "
+                            "same class sub-folders";
+    }
+  }
+  if (num_classes > 0 && static_cast<int64_t>(tc.size()) != num_classes)
+    ADA_THROW(IoError) << "image folder '" << train.root() << "' has " << tc.size()
+                       << " class folders but the model has " << num_classes
+                       << " classes; set model.num_classes to " << tc.size()
+                       << " or point data.path at a folder with " << num_classes << " classes";
+}
+
 }  // namespace ada::data

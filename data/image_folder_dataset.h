@@ -26,6 +26,7 @@ class ImageFolderDataset : public Dataset {
   Example get(int64_t index, int64_t epoch) const override;
   std::string describe() const override;
 
+  const std::string& root() const { return root_; }
   const std::vector<std::string>& classes() const { return classes_; }
   const std::string& path(int64_t index) const { return files_[static_cast<size_t>(index)]; }
   int64_t label(int64_t index) const { return labels_[static_cast<size_t>(index)]; }
@@ -39,5 +40,13 @@ class ImageFolderDataset : public Dataset {
   std::vector<std::string> files_;
   std::vector<int64_t> labels_;
 };
+
+// What a model and an evaluation set need of a training folder: `num_classes` class folders
+// (when > 0), and, when `eval` is given, the very same class names as `train` (eval classes are
+// listed independently, so a class missing from one folder would silently shift the labels of
+// every later class). IoError naming both folders, the first class index that differs and the
+// fix.
+void check_image_folder_classes(const ImageFolderDataset& train, const ImageFolderDataset* eval,
+                                int64_t num_classes);
 
 }  // namespace ada::data

@@ -50,6 +50,13 @@ MlmDataset::MlmDataset(std::shared_ptr<const MlmCorpus> corpus, MlmOptions optio
                 IoError)
       << "MlmDataset: the vocabulary of " << c.describe()
       << " lacks [CLS], [SEP], [MASK] or [PAD]; make the shards with a BERT vocab.txt";
+  ADA_CHECK_ARG(opt_.vocab_size >= 0, ConfigError)
+      << "MlmDataset: vocab_size " << opt_.vocab_size << " must be >= 0 (0: not checked)";
+  ADA_CHECK_ARG(opt_.vocab_size == 0 || opt_.vocab_size == vocab_size_, IoError)
+      << "MlmDataset: " << c.describe() << ": the shards index a vocabulary of " << vocab_size_
+      << " tokens but the model's has " << opt_.vocab_size
+      << " (model.vocab_size); set model.vocab_size: " << vocab_size_
+      << " or rebuild the shards with the model's vocab.txt (build/bin/prepare_mlm)";
   ADA_CHECK_ARG(c.num_tokens() > 0, IoError)
       << "MlmDataset: " << c.describe()
       << " holds no tokens; run prepare_mlm on a non-empty corpus";

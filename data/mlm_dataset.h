@@ -22,6 +22,7 @@ struct MlmOptions {
   double random_token_prob = 0.1;  // of the chosen: replaced by a uniform id in [0, vocab)
   int64_t max_predictions = 0;     // cap on chosen tokens per example; 0 = no cap
   uint64_t seed = 0;               // masking/pairing stream; see example_generator()
+  int64_t vocab_size = 0;          // the model's vocabulary; the shards' must equal it (0: any)
 };
 
 // Fields of an example (names as nn/model.h reads them), all i64:
@@ -37,10 +38,10 @@ struct MlmOptions {
 class MlmDataset : public Dataset {
  public:
   // ConfigError on bad options (seq_len < 8, probabilities outside [0, 1] or summing past 1);
-  // IoError naming the shards if the corpus is empty or its vocabulary lacks [CLS], [SEP],
-  // [MASK] or [PAD].
+  // IoError naming the shards if the corpus is empty, its vocabulary lacks [CLS], [SEP],
+  // [MASK] or [PAD], or its vocabulary size differs from options.vocab_size (when set).
   MlmDataset(std::shared_ptr<const MlmCorpus> corpus, MlmOptions options);
-  // Opens shard files/folders (MlmCorpus::open) and builds the dataset on them.
+  // Opens shard files/folders (MlmCorpus::open, every shard verified) and builds the dataset.
   static std::shared_ptr<MlmDataset> open(const std::vector<std::string>& shard_paths,
                                           MlmOptions options);
 

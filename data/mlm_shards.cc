@@ -215,8 +215,14 @@ std::shared_ptr<const MlmShard> MlmShard::open(const std::string& path) {
   if (fnv1a64(&h, offsetof(Header, header_fnv), kFnvBasis) != h.header_fnv)
     bad("header checksum mismatch (corrupt header)");
   if (h.header_bytes != kHeaderBytes || (h.token_bytes != 2 && h.token_bytes != 4) ||
-      h.vocab_size == 0 || (h.token_bytes == 2 && h.vocab_size > 65536))
+      h.vocab_size == 0 || h.vocab_size > 0x7fffffffu ||  // ids are int32 (found by fuzz_mlm_shard)
+      (h.token_bytes == 2 && h.vocab_size > 65536))
     bad("inconsistent header (header bytes, token width or vocabulary size)");
+  const char* special_names[5] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+  for (int k = 0; k < 5; ++k)
+    if (h.special[k] < -1 || (h.special[k] >= 0 && uint32_t(h.special[k]) >= h.vocab_size))
+      bad(std::string("the id of ") + special_names[k] + " is " + std::to_string(h.special[k]) +
+          ", outside the vocabulary of " + std::to_string(h.vocab_size) + " (corrupt header)");
   // Counts bounded by the file size first, so that the offset arithmetic cannot overflow.
   if (h.num_docs > size / 8 || h.num_segs > size / 8 || h.num_tokens > size / 2)
     bad("document/segment/token counts larger than the file");
@@ -283,15 +289,32 @@ void MlmShard::verify() const {
   if (fnv1a64(base + kHeaderBytes, map_bytes_ - kHeaderBytes, kFnvBasis) != payload_hash_)
     ADA_THROW(IoError) << "MLM shard " << path_ << ": payload checksum mismatch (corrupt data)"
                        << kRemake;
+  // The largest id first, in a loop the compiler vectorises; the offending token only if needed.
+  uint32_t largest = 0;
+  if (wide_) {
+    const auto* p = static_cast<const uint32_t*>(tokens_);  // a negative id reads as huge
+    for (uint64_t i = 0; i < num_tokens_; ++i) largest = std::max(largest, p[i]);
+  } else {
+    const auto* p = static_cast<const uint16_t*>(tokens_);
+    uint16_t m = 0;
+    for (uint64_t i = 0; i < num_tokens_; ++i) m = std::max(m, p[i]);
+    largest = m;
+  }
+  if (largest < vocab_.vocab_size) return;
   for (uint64_t i = 0; i < num_tokens_; ++i)
-    if (static_cast<uint32_t>(token(i)) >= vocab_.vocab_size)
-      ADA_THROW(IoError) << "MLM shard " << path_ << ": token " << i << " has id " << token(i)
-                         << ", outside the vocabulary of " << vocab_.vocab_size << kRemake;
+    if (static_cast<uint32_t>(token(i)) >= vocab_.vocab_size) {
+      const uint64_t seg = static_cast<uint64_t>(
+          std::upper_bound(seg_index_, seg_index_ + num_segs_ + 1, i) - seg_index_ - 1);
+      ADA_THROW(IoError) << "MLM shard " << path_ << ": token " << i << " (segment " << seg
+                         << " of document " << document_of_segment(seg) << ") has id "
+                         << token(i) << ", outside the vocabulary of " << vocab_.vocab_size
+                         << kRemake;
+    }
 }
 
 // ---- corpus -------------------------------------------------------------------------------------
 
-MlmCorpus MlmCorpus::open(const std::vector<std::string>& paths) {
+MlmCorpus MlmCorpus::open(const std::vector<std::string>& paths, bool verify) {
   namespace fs = std::filesystem;
   ADA_CHECK_ARG(!paths.empty(), IoError) << "MLM corpus: no shard files or folders given";
   std::vector<std::shared_ptr<const MlmShard>> shards;
@@ -313,7 +336,10 @@ MlmCorpus MlmCorpus::open(const std::vector<std::string>& paths) {
       shards.push_back(MlmShard::open(p));
     }
   }
-  return MlmCorpus(std::move(shards));
+  MlmCorpus corpus(std::move(shards));  // vocabularies agree before the payloads are read
+  if (verify)
+    for (const auto& s : corpus.shards()) s->verify();
+  return corpus;
 }
 
 MlmCorpus::MlmCorpus(std::vector<std::shared_ptr<const MlmShard>> shards)

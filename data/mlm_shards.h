@@ -18,7 +18,7 @@
 //   88     8     u64 offset of the segment index: u64[S + 1], first token of each segment
 //   96     8     u64 offset of the tokens: T ids of 2 or 4 bytes
 //   104    8     u64 file bytes
-//   112    8     u64 FNV-1a 64 of bytes [128, file bytes) (checked by verify(), not by open)
+//   112    8     u64 FNV-1a 64 of bytes [128, file bytes) (checked by verify(): MlmCorpus::open)
 //   120    8     u64 FNV-1a 64 of bytes [0, 120)
 // The index arrays follow the header back to back (8-byte aligned), then the tokens; both index
 // arrays start at 0, never decrease and end at S and T. Documents and segments are never empty.
@@ -71,8 +71,9 @@ class MlmShardWriter {
 
 class MlmShard {
  public:
-  // Maps `path` and validates the header and the index arrays. IoError naming the file if it is
-  // missing, not a shard (magic), of another version, truncated or inconsistent.
+  // Maps `path` and validates the header (special ids inside the vocabulary included) and the
+  // index arrays. IoError naming the file if it is missing, not a shard (magic), of another
+  // version, truncated or inconsistent. The payload is not read: see verify().
   static std::shared_ptr<const MlmShard> open(const std::string& path);
   ~MlmShard();
   MlmShard(const MlmShard&) = delete;
@@ -95,7 +96,8 @@ class MlmShard {
   }
   // Copies tokens [begin, end) to out.
   void copy_tokens(uint64_t begin, uint64_t end, int32_t* out) const;
-  // Reads the whole file: payload checksum and every id < vocab_size. IoError naming the file.
+  // Reads the whole file: payload checksum and every id < vocab_size. IoError naming the file
+  // (and, for a bad id, the token, segment and document). About 0.1 s per 16.8M-token shard.
   void verify() const;
 
  private:
@@ -118,7 +120,9 @@ class MlmCorpus {
  public:
   // Each path is a shard file or a folder, whose *.mlm files are taken in name order. IoError if
   // a path does not exist, a folder holds no shard, a shard is bad, or vocabularies differ.
-  static MlmCorpus open(const std::vector<std::string>& paths);
+  // `verify`: also MlmShard::verify() every shard (payload checksums, ids inside the vocabulary),
+  // so corrupt data stops the run at open, not when a batch draws it.
+  static MlmCorpus open(const std::vector<std::string>& paths, bool verify = true);
   explicit MlmCorpus(std::vector<std::shared_ptr<const MlmShard>> shards);
 
   const std::vector<std::shared_ptr<const MlmShard>>& shards() const { return shards_; }

@@ -1,5 +1,6 @@
 #include "data/mnist_dataset.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -26,6 +27,34 @@ MnistDataset::MnistDataset(const std::string& images_path, const std::string& la
     ADA_THROW(IoError) << "MNIST files disagree: '" << images_path << "' has " << images.dims[0]
                        << " images but '" << labels_path << "' has " << labels.dims[0]
                        << " labels; they must come from the same split";
+  if (images.dims[0] == 0 || images.dims[1] == 0 || images.dims[2] == 0)
+    ADA_THROW(IoError) << "IDX file '" << images_path << "': dimensions " << images.dims[0] << " x "
+                       << images.dims[1] << " x " << images.dims[2]
+                       << " hold no image; the file is empty or corrupt: fetch it again";
+  ADA_CHECK_ARG(opt_.num_classes >= 0, ConfigError)
+      << "MNIST dataset '" << images_path << "': num_classes " << opt_.num_classes
+      << " must be >= 0 (0: labels not checked)";
+  if (opt_.num_classes > 0) {
+    // Every label now, not when a batch first draws it: a bad label would otherwise stop the run
+    // hours later, inside the loss, naming no file.
+    int64_t bad = 0, first = -1, largest = 0;
+    for (size_t i = 0; i < labels.data.size(); ++i)
+      if (labels.data[i] >= opt_.num_classes) {
+        if (first < 0) first = static_cast<int64_t>(i);
+        largest = std::max<int64_t>(largest, labels.data[i]);
+        ++bad;
+      }
+    if (bad > 0) {
+      const int label = labels.data[static_cast<size_t>(first)];
+      ADA_THROW(IoError) << "IDX file '" << labels_path << "': label " << label << " at index "
+                         << first << " is outside [0, " << opt_.num_classes
+                         << ") for a model of " << opt_.num_classes << " classes"
+                         << (bad > 1 ? " (" + std::to_string(bad - 1) + " more labels too)" : "")
+                         << "; fix the labels file (fetch it again with tools/fetch_data.sh) or "
+                            "set model.num_classes to at least "
+                         << largest + 1;
+    }
+  }
   count_ = images.dims[0];
   height_ = images.dims[1];
   width_ = images.dims[2];

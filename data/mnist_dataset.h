@@ -14,13 +14,17 @@ namespace ada::data {
 struct MnistOptions {
   float mean = 0.1307f;  // MNIST's pixel mean and std over the training set (x/255)
   float std = 0.3081f;
+  // The model's classes: every label must lie in [0, num_classes). 0: labels are not checked.
+  int64_t num_classes = 0;
   static MnistOptions fashion() { return {0.2860f, 0.3530f}; }  // Fashion-MNIST's
 };
 
 class MnistDataset : public Dataset {
  public:
-  // Reads an images file (rank 3: N, H, W) and a labels file (rank 1: N). IoError naming the file
-  // on any malformed input (see read_idx) or when the two counts differ; ConfigError if std <= 0.
+  // Reads an images file (rank 3: N, H, W) and a labels file (rank 1: N) and checks them whole:
+  // IoError naming the file on any malformed input (see read_idx), an empty set or images of
+  // size 0, counts that differ, or (with options.num_classes) a label outside [0, num_classes),
+  // naming its index and the fix. ConfigError if std <= 0 or num_classes < 0.
   MnistDataset(const std::string& images_path, const std::string& labels_path,
                MnistOptions options = {});
   // The split "train" or "test" ("t10k") of the standard file names inside `dir`:

@@ -81,8 +81,13 @@ Tokenizer::Tokenizer(std::vector<std::string> tokens, std::string source, Tokeni
   special_.cls = token_to_id("[CLS]");
   special_.sep = token_to_id("[SEP]");
   special_.mask = token_to_id("[MASK]");
-  ADA_CHECK_ARG(special_.unk >= 0, IoError)
-      << "vocabulary " << source_ << " has no [UNK] token; it is not a BERT vocab.txt"
+  // BERT needs all five: [UNK] for unknown words, the others to build and mask sequences.
+  std::string missing;
+  for (const char* name : kSpecialNames)
+    if (token_to_id(name) < 0) missing += std::string(missing.empty() ? "" : ", ") + name;
+  ADA_CHECK_ARG(missing.empty(), IoError)
+      << "vocabulary " << source_ << " (" << tokens_.size() << " tokens) has no " << missing
+      << " token; a BERT vocab.txt holds [PAD], [UNK], [CLS], [SEP] and [MASK], one per line"
       << kFetchHint;
 }
 

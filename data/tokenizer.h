@@ -30,7 +30,8 @@ struct SpecialIds {
 class Tokenizer {
  public:
   // Reads vocab.txt. IoError naming the file if it is missing, unreadable or malformed (empty,
-  // not UTF-8, an empty or duplicate token, no "[UNK]"), saying how to fetch the real one.
+  // not UTF-8, an empty or duplicate token naming its line; any of [PAD], [UNK], [CLS], [SEP],
+  // [MASK] missing, naming them), saying how to fetch the real one.
   static Tokenizer from_file(const std::string& vocab_path, TokenizerOptions options = {});
   // From tokens in id order; `source` names them in messages. Same checks, as IoError.
   Tokenizer(std::vector<std::string> tokens, std::string source, TokenizerOptions options = {});

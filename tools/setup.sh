@@ -4,6 +4,7 @@
 #   tools/setup.sh            build + test dependencies
 #   tools/setup.sh --bench    also PyTorch (python3-torch) for the benchmark twins and golden files
 #   tools/setup.sh --train    also matplotlib, for the plots tools/train.sh draws
+#   tools/setup.sh --fuzz     also clang, libFuzzer and clang's OpenMP, for tools/fuzz.sh
 set -euo pipefail
 
 packages=(cmake g++ make ccache libeigen3-dev libyaml-cpp-dev libspdlog-dev libopenmpi-dev
@@ -13,8 +14,9 @@ for arg in "$@"; do
   case "$arg" in
     --bench) packages+=(python3-torch python3-torchvision python3-numpy libopenblas0-openmp) ;;
     --train) packages+=(python3-matplotlib) ;;
-    -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
-    *) echo "setup.sh: unknown option '$arg' (known: --bench, --train)" >&2; exit 2 ;;
+    --fuzz) packages+=(clang libclang-rt-14-dev libomp-dev) ;;
+    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown option '$arg' (known: --bench, --train, --fuzz)" >&2; exit 2 ;;
   esac
 done
 

@@ -201,12 +201,15 @@ void Trainer::setup() {
   ADA_CHECK_ARG((s_.epochs > 0) != (s_.steps > 0), ConfigError)
       << t.where() << ": set exactly one of train.epochs or train.steps to a positive number";
   s_.batch = t.get_or<int64_t>("batch_per_rank", 32);
-  ADA_CHECK_ARG(s_.batch > 0, ConfigError) << t.where("batch_per_rank") << ": must be positive";
+  ADA_CHECK_ARG(s_.batch > 0, ConfigError) << t.where("batch_per_rank") << ": must be positive, got " << s_.batch;
   s_.micro = t.get_or<int64_t>("micro_batches", 1);
-  ADA_CHECK_ARG(s_.micro > 0, ConfigError) << t.where("micro_batches") << ": must be positive";
+  ADA_CHECK_ARG(s_.micro > 0, ConfigError) << t.where("micro_batches") << ": must be positive, got " << s_.micro;
   s_.eval_every = t.get_or<int64_t>("eval_every", 0);
+  ADA_CHECK_ARG(s_.eval_every >= 0, ConfigError) << t.where("eval_every") << ": must be >= 0 (0: each epoch's end), got " << s_.eval_every;
   s_.max_eval_batches = t.get_or<int64_t>("max_eval_batches", 0);
-  s_.log_every = std::max<int64_t>(1, t.get_or<int64_t>("log_every", 50));
+  ADA_CHECK_ARG(s_.max_eval_batches >= 0, ConfigError) << t.where("max_eval_batches") << ": must be >= 0 (0: all), got " << s_.max_eval_batches;
+  s_.log_every = t.get_or<int64_t>("log_every", 50);
+  ADA_CHECK_ARG(s_.log_every >= 1, ConfigError) << t.where("log_every") << ": must be at least 1 (steps per log line), got " << s_.log_every;
   s_.seed = static_cast<uint64_t>(t.get_or<int64_t>("seed", 1));
   s_.threads = t.get_or<int>("threads", 0);
   s_.checksum_every = t.get_or<int64_t>("checksum_every", 100);
@@ -267,6 +270,7 @@ void Trainer::setup() {
   const int workers = dc.get_or<int>("workers", 1);
   const int prefetch = dc.get_or<int>("prefetch", 0);
   if (!args_.describe) data_ = make_datasets(dc, mc, s_.seed);
+  if (!args_.describe) check_eval_keys(data_, t);
 
   // ---- optimizer, schedule, reducer -----------------------------------------------------------
   optim::OptimizerRegistry optimizers("optimizer");

@@ -1,5 +1,6 @@
 // LeNet-5 for 28x28x1 (MNIST): conv5x5(6, pad 2) - ReLU - maxpool2 - conv5x5(16) - ReLU -
 // maxpool2 - fc120 - ReLU - fc84 - ReLU - fc(classes). 61,706 parameters for 10 classes.
+#include "core/error.h"
 #include "nn/layers/conv2d.h"
 #include "nn/layers/flatten.h"
 #include "nn/layers/linear.h"
@@ -47,6 +48,10 @@ std::unique_ptr<Model> make_lenet5(const Config& cfg, uint64_t seed) {
   Generator g(seed);
   const int64_t classes = cfg.get_or<int64_t>("num_classes", 10);
   const float smoothing = static_cast<float>(cfg.get_or<double>("label_smoothing", 0.0));
+  ADA_CHECK_ARG(classes >= 2, ConfigError)
+      << cfg.where("num_classes") << ": a classifier needs at least 2 classes, got " << classes;
+  ADA_CHECK_ARG(smoothing >= 0 && smoothing < 1, ConfigError)
+      << cfg.where("label_smoothing") << ": must be in [0, 1), got " << smoothing;
   return std::make_unique<LeNet5>(classes, smoothing, g);
 }
 

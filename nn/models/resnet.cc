@@ -177,9 +177,12 @@ std::unique_ptr<Model> make_resnet(const std::string& variant, const Config& cfg
   const int64_t classes = cfg.get_or<int64_t>("num_classes", variant == "resnet20_mnist" ? 10 : 1000);
   const bool zero_last = cfg.get_or<bool>("zero_init_last_bn", true);
   const float smoothing = static_cast<float>(cfg.get_or<double>("label_smoothing", 0.0));
-  ADA_CHECK_ARG(classes > 0, ConfigError) << cfg.where("num_classes") << ": must be positive";
+  ADA_CHECK_ARG(classes >= 2, ConfigError)
+      << cfg.where("num_classes") << ": a classifier needs at least 2 classes, got " << classes;
+  ADA_CHECK_ARG(s.in_channels > 0, ConfigError)
+      << cfg.where("in_channels") << ": must be positive, got " << s.in_channels;
   ADA_CHECK_ARG(smoothing >= 0 && smoothing < 1, ConfigError)
-      << cfg.where("label_smoothing") << ": must be in [0, 1)";
+      << cfg.where("label_smoothing") << ": must be in [0, 1), got " << smoothing;
   Generator g(seed);
   return std::make_unique<ResNet>(variant, s, classes, zero_last, smoothing, g);
 }

@@ -9,6 +9,8 @@
 #   smoke     — every config in configs/ runs 2 steps on synthetic data with small shapes;
 #   timeline  — train.timeline writes one Chrome trace with both ranks, and buckets are reduced
 #               while backward still runs (gradient and overlapped model-delta sync).
+#   mlm_eval  — the bert_tiny configs, on shards made as tools/train.sh makes them (prepare_mlm
+#               with a held-out set), really evaluate: an eval line lands in metrics.jsonl.
 # usage: trainer_e2e.sh TRAINER SOURCE_DIR WORK_DIR CASE
 set -uo pipefail
 trainer=$1 src=$2 work=$3 case=$4
@@ -72,6 +74,42 @@ bad)
   sed 's/lr: 0.05/lr: -1/' tiny.yaml > bad_value.yaml
   sed 's/steps: 20/steps: 20, epochs: 2/' tiny.yaml > both.yaml
   sed 's/name: synthetic, size: 64/name: mnist, path: nowhere/' tiny.yaml > no_data.yaml
+  # Impossible values for the model, and evaluation keys without an evaluation set.
+  sed 's/model: {name: lenet5}/model: {name: lenet5, num_classes: 0}/' tiny.yaml > zero_classes.yaml
+  sed 's/batch_per_rank: 8/batch_per_rank: -4/' tiny.yaml > negative_batch.yaml
+  sed 's/log_every: 1,/log_every: 0,/' tiny.yaml > zero_log.yaml
+  sed 's/eval_size: 16/eval_size: 0/' tiny.yaml > no_eval.yaml
+  # MNIST-format files whose training labels hold a 77 (at index 5): it must fail at open.
+  python3 - <<'PY'
+import os, struct
+os.makedirs("mn", exist_ok=True)
+def idx(path, dims, data):
+    with open(path, "wb") as f:
+        f.write(bytes([0, 0, 8, len(dims)]) + b"".join(struct.pack(">I", d) for d in dims) + bytes(data))
+for split, n in (("train", 64), ("t10k", 16)):
+    idx(f"mn/{split}-images-idx3-ubyte", [n, 28, 28], [i % 251 for i in range(n * 784)])
+    labels = [i % 10 for i in range(n)]
+    if split == "train": labels[5] = 77
+    idx(f"mn/{split}-labels-idx1-ubyte", [n], labels)
+PY
+  sed 's/name: synthetic, size: 64/name: mnist, path: mn/' tiny.yaml > label77.yaml
+  # Image folders (checked at open, before any image is decoded, so empty .jpg files do): the
+  # evaluation folder lacks class 'b'; a model of 10 classes for 3 class folders.
+  for c in a b c; do mkdir -p if_train/$c if_val/$c && touch if_train/$c/x.jpg if_val/$c/x.jpg; done
+  rm -r if_val/b && mkdir -p if_val3 && cp -r if_train/. if_val3/
+  sed 's/model: {name: lenet5}/model: {name: resnet20_mnist, num_classes: 3}/; s/name: synthetic, size: 64, eval_size: 16/name: image_folder, path: if_train, eval_path: if_val, crop_size: 8, resize_size: 8/' tiny.yaml > folders.yaml
+  sed 's/num_classes: 3/num_classes: 10/; s/eval_path: if_val,/eval_path: if_val3,/' folders.yaml > folders10.yaml
+  # MLM shards made with the 177-token test vocabulary, for a model of 30522 tokens.
+  printf 'The quick brown fox.\nHello world!\n\nA second document, unaffable.\n' > text.txt
+  "$(dirname "$trainer")/prepare_mlm" --vocab "$src/tests/data/bert/tiny_vocab.txt" --out shards text.txt >/dev/null \
+    || fail "prepare_mlm for the bad MLM cases"
+  cat > mlm.yaml <<'YAML'
+model: {name: bert, preset: tiny}
+data: {name: mlm, path: shards, seq_len: 16, workers: 0}
+optimizer: {name: adamw, lr: 0.001}
+reducer: {name: average}
+train: {steps: 2, batch_per_rank: 1, log_every: 1, eval_every: 1}
+YAML
   status=0
   check() {  # expected-substring, then the trainer arguments
     local want=$1; shift
@@ -92,6 +130,26 @@ bad)
   check "nowhere" --config no_data.yaml
   check "--set: 1 required TEXT missing" --config tiny.yaml --set
   check "did you mean 'lr'" --config tiny.yaml --set optimizer.lrr=0.1
+  check "model.num_classes (line 1, column 36): a classifier needs at least 2 classes, got 0" --config zero_classes.yaml
+  check "train.batch_per_rank (line 6, column 36): must be positive, got -4" --config negative_batch.yaml
+  check "train.log_every (line 6, column 50): must be at least 1 (steps per log line), got 0" --config zero_log.yaml
+  check "train.micro_batches (set by --set train.micro_batches=0): must be positive, got 0" --config tiny.yaml --set train.micro_batches=0
+  check "train.eval_every (set by --set train.eval_every=-5): must be >= 0 (0: each epoch's end), got -5" --config tiny.yaml --set train.eval_every=-5
+  check "train.max_eval_batches (set by --set train.max_eval_batches=-1): must be >= 0 (0: all), got -1" --config tiny.yaml --set train.max_eval_batches=-1
+  check "train.eval_every (line 6, column 84): set, but there is no evaluation set" --config no_eval.yaml
+  check "data.eval_size (line 2, column 46) is 0" --config no_eval.yaml
+  check "train.max_eval_batches (set by --set train.max_eval_batches=2): set, but there is no evaluation set" \
+    --config no_eval.yaml --set train.eval_every=null --set train.max_eval_batches=2
+  check "mn/train-labels-idx1-ubyte': label 77 at index 5 is outside [0, 10)" --config label77.yaml
+  check "set model.num_classes to at least 78" --config label77.yaml
+  check "class 1 is 'b' in 'if_train' but 'if_val' has no folder 'b'" --config folders.yaml
+  check "image folder 'if_train' has 3 class folders but the model has 10 classes; set model.num_classes to 3" --config folders10.yaml
+  check "the shards index a vocabulary of 177 tokens but the model's has 30522" --config mlm.yaml
+  check "set model.vocab_size: 177" --config mlm.yaml
+  check "train.eval_every (line 5, column 64): set, but there is no evaluation set (data.eval_path is not set" \
+    --config mlm.yaml --set model.vocab_size=177
+  check "data.seq_len (set by --set data.seq_len=600): 600 tokens per sequence, but the model has 512 positions" \
+    --config mlm.yaml --set model.vocab_size=177 --set data.seq_len=600
   exit $status
   ;;
 smoke)
@@ -137,6 +195,25 @@ assert overlapped > 0, "no bucket reduction started while backward ran"
 print(f"{sys.argv[2]}: {len(spans)} spans, {overlapped} bucket reductions started during backward")
 PY
   done
+mlm_eval)
+  vocab=$src/data/bert/vocab.txt
+  [ -f "$vocab" ] || fail "$vocab is missing: run tools/fetch_data.sh bert-vocab (tools/test.sh does)"
+  mkdir -p corpus
+  for d in 0 1 2 3 4 5; do
+    for i in 1 2 3 4 5 6; do echo "Document $d says sentence $i about the quick brown fox and the lazy dog."; done > corpus/doc$d.txt
+  done
+  # The paths and options of tools/train.sh; the configs name data/mlm and data/mlm-eval.
+  "$(dirname "$trainer")/prepare_mlm" --vocab "$vocab" --out data/mlm --eval-out data/mlm-eval \
+    --eval-fraction 0.34 corpus > prep.txt 2>&1 || { cat prep.txt; fail "prepare_mlm"; }
+  status=0
+  for cfg in "$src"/configs/bert_tiny_mlm_*.yaml; do
+    name=$(basename "$cfg" .yaml)
+    if out=$(mpi 2 "$trainer" --config "$cfg" --set train.steps=2 --set train.eval_every=2 --set train.max_eval_batches=1 \
+        --set train.batch_per_rank=2 --set data.seq_len=16 --set data.workers=0 --set schedule.warmup_steps=1 \
+        --set output.dir=run_$name 2>&1) && grep -q '"eval_mlm_loss"' run_$name/metrics.jsonl; then echo "ok: $name evaluates"
+    else echo "FAIL: $name did not evaluate"; echo "$out" | tail -5; status=1; fi
+  done
+  exit $status
   ;;
 *) fail "unknown case $case" ;;
 esac

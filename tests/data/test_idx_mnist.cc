@@ -79,6 +79,15 @@ TEST(Idx, EveryBadInputNamesTheFile) {
   expect_error<IoError>([&] { read_idx(p); }, {p, "1 unexpected bytes"});
 }
 
+// Found while writing fuzz_idx (tests/fuzz/corpus/idx/crash-dims-overflow): 65536 x 2^24 x 2^24
+// elements wrapped to 0 in 64 bits, so a 16-byte file passed as a huge, empty image set.
+TEST(Idx, DimensionsWhoseProductOverflowsAreRejected) {
+  TempDir dir;
+  const std::string p = dir / "huge-idx3-ubyte";
+  spit(p, {0, 0, 0x08, 0x03, 0, 1, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0});
+  expect_error<IoError>([&] { read_idx(p); }, {p, "implausible dimensions"});
+}
+
 TEST(Idx, BadGzip) {
   TempDir dir;
   const std::string p = dir / "x.gz";
@@ -154,6 +163,41 @@ TEST(Mnist, BadInputs) {
   expect_error<IoError>([&] { MnistDataset(tl, tl); }, {tl, "rank 1", "labels file?"});
   expect_error<IoError>([&] { MnistDataset(ti, ti); }, {ti, "rank 3"});
   expect_error<ConfigError>([&] { MnistDataset(ti, tl, MnistOptions{0.f, 0.f}); }, {"std"});
+}
+
+// A label the model cannot have fails at open, naming the file, the index and the fix (before,
+// it trained until a batch drew it and then failed in cross_entropy, naming no file).
+TEST(Mnist, LabelOutsideNumClassesFailsAtOpen) {
+  TempDir dir;
+  write_mnist_like(dir.str(), "train", 30, false);
+  std::vector<uint8_t> labels(30, 3);
+  labels[17] = 77;
+  labels[21] = 12;
+  const std::string tl = dir / "train-labels-idx1-ubyte";
+  write_idx(tl, {30}, labels);
+  MnistOptions opt;
+  opt.num_classes = 10;
+  expect_error<IoError>([&] { MnistDataset::open(dir.str(), "train", opt); },
+                        {tl, "label 77 at index 17", "outside [0, 10)", "(1 more labels too)",
+                         "model.num_classes to at least 78"});
+  opt.num_classes = 78;  // now every label fits
+  EXPECT_EQ(MnistDataset::open(dir.str(), "train", opt)->label_at(17), 77);
+  opt.num_classes = 0;  // not checked
+  EXPECT_EQ(MnistDataset::open(dir.str(), "train", opt)->size(), 30);
+  opt.num_classes = -1;
+  expect_error<ConfigError>([&] { MnistDataset::open(dir.str(), "train", opt); },
+                            {"num_classes -1"});
+}
+
+TEST(Mnist, EmptySetOrEmptyImagesFailAtOpen) {
+  TempDir dir;
+  const std::string ti = dir / "train-images-idx3-ubyte", tl = dir / "train-labels-idx1-ubyte";
+  write_idx(ti, {0, 28, 28}, {});
+  write_idx(tl, {0}, {});
+  expect_error<IoError>([&] { MnistDataset(ti, tl); }, {ti, "0 x 28 x 28", "hold no image"});
+  write_idx(ti, {2, 0, 28}, {});
+  write_idx(tl, {2}, {1, 2});
+  expect_error<IoError>([&] { MnistDataset(ti, tl); }, {ti, "2 x 0 x 28"});
 }
 
 // The real files, when fetched. The skip message says how to fetch them.

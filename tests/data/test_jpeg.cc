@@ -279,5 +279,46 @@ TEST(ImageFolder, BadInputs) {
   expect_error<IoError>([&] { ds->get(4, 0); }, {bad, "Not a JPEG file"});
 }
 
+// Eval classes are listed independently of the training ones: a class folder missing from either
+// would shift every later label, silently. Both lists must be equal, and equal num_classes.
+TEST(ImageFolder, TrainAndEvalClassesMustAgreeWithEachOtherAndTheModel) {
+  TempDir dir;
+  const std::string train_root = dir / "train", eval_root = dir / "val";
+  make_folder(train_root);  // cat, dog, emu
+  make_folder(eval_root);
+  ImageTransformOptions opt;
+  opt.crop_size = 32;
+  opt.resize_size = 32;
+  auto open = [&](const std::string& root) { return ImageFolderDataset(root, opt); };
+  EXPECT_NO_THROW(check_image_folder_classes(open(train_root), nullptr, 3));
+  {
+    const auto train = open(train_root), eval = open(eval_root);
+    EXPECT_NO_THROW(check_image_folder_classes(train, &eval, 3));
+    EXPECT_NO_THROW(check_image_folder_classes(train, &eval, 0));  // 0: the model has no classes
+    expect_error<IoError>([&] { check_image_folder_classes(train, &eval, 10); },
+                          {train_root, "3 class folders", "the model has 10 classes",
+                           "set model.num_classes to 3"});
+  }
+  // 'dog' missing from the eval folder: eval's 'emu' (index 1) would be read as dog.
+  std::filesystem::remove_all(eval_root + "/dog");
+  {
+    const auto train = open(train_root), eval = open(eval_root);
+    expect_error<IoError>([&] { check_image_folder_classes(train, &eval, 3); },
+                          {"class 1 is 'dog' in '" + train_root + "'",
+                           "'" + eval_root + "' has no folder 'dog'", "3 training classes",
+                           "2 evaluation classes", "same class sub-folders"});
+  }
+  // An extra class in the eval folder is named the same way, from the other side.
+  make_folder(eval_root);
+  std::filesystem::create_directories(eval_root + "/bee");
+  write_jpeg(eval_root + "/bee/x.jpg", pattern_image(40, 40));
+  {
+    const auto train = open(train_root), eval = open(eval_root);
+    expect_error<IoError>([&] { check_image_folder_classes(train, &eval, 3); },
+                          {"class 0 is 'bee' in '" + eval_root + "'",
+                           "'" + train_root + "' has no folder 'bee'"});
+  }
+}
+
 }  // namespace
 }  // namespace ada::data

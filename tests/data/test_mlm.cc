@@ -181,6 +181,67 @@ TEST(MlmShards, BadFilesAreIoErrorsNamingTheFile) {
   expect_error<IoError>(open(index), {index, "index"});
 }
 
+// Rewrites the two checksums of a shard image after an edit (so only the edited field is wrong).
+void fix_checksums(std::vector<uint8_t>& b) {
+  const uint64_t payload = fnv1a64(b.data() + 128, b.size() - 128);
+  std::memcpy(b.data() + 112, &payload, 8);
+  const uint64_t header = fnv1a64(b.data(), 120);
+  std::memcpy(b.data() + 120, &header, 8);
+}
+
+// Found by fuzz_mlm_shard: open() never read the payload and nothing called verify(), so a
+// corrupt id reached the model's embedding lookup. MlmCorpus::open verifies every shard now.
+TEST(MlmShards, CorpusOpenVerifiesEveryShard) {
+  TempDir dir;
+  fs::create_directories(dir / "c");
+  write_shard(dir / "c/a.mlm", {{{10, 11}}});
+  write_shard(dir / "c/b.mlm", {{{10, 11, 12}, {13, 14}}, {{15}}});
+  auto b = slurp(dir / "c/b.mlm");
+  b[b.size() - 1] ^= 0x01;  // the last token id; the checksum no longer matches
+  spit(dir / "c/b.mlm", b);
+  const std::string bad = dir / "c/b.mlm";
+  expect_error<IoError>([&] { MlmCorpus::open({dir / "c"}); }, {bad, "payload checksum", "prepare_mlm"});
+  expect_error<IoError>([&] { MlmDataset::open({dir / "c"}, MlmOptions{}); }, {bad, "payload checksum"});
+  EXPECT_NO_THROW(MlmCorpus::open({dir / "c"}, /*verify=*/false));  // header and indices are fine
+  // An id outside the vocabulary with matching checksums: named with its segment and document.
+  std::vector<uint8_t> good = slurp(dir / "c/a.mlm");
+  write_shard(bad, {{{10, 11, 12}, {13, 14}}, {{15}}});
+  b = slurp(bad);
+  const uint16_t big = 60000;  // vocabulary 60000: ids 0..59999
+  std::memcpy(b.data() + b.size() - 2 * 3, &big, 2);  // token 3: segment 1 of document 0
+  fix_checksums(b);
+  spit(bad, b);
+  expect_error<IoError>([&] { MlmCorpus::open({bad}); },
+                        {bad, "token 3 (segment 1 of document 0) has id 60000",
+                         "outside the vocabulary of 60000"});
+  // A wide shard with a negative id.
+  write_shard(dir / "w.mlm", {{{10}, {11, 12}}}, synthetic_vocab(70000));
+  b = slurp(dir / "w.mlm");
+  const int32_t neg = -5;
+  std::memcpy(b.data() + b.size() - 4, &neg, 4);
+  fix_checksums(b);
+  spit(dir / "w.mlm", b);
+  expect_error<IoError>([&] { MlmCorpus::open({dir / "w.mlm"}); }, {"token 2 (segment 1 of document 0) has id -5"});
+}
+
+TEST(MlmShards, VocabularySizeAndSpecialIdsAreCheckedAtOpen) {
+  TempDir dir;
+  // Ids are int32: a vocabulary of 2^31 or more turned negative in the dataset and its random
+  // replacement ids left the vocabulary (found by fuzz_mlm_shard).
+  write_shard(dir / "huge.mlm", {{{10, 11}}}, synthetic_vocab(0x80000000u));
+  expect_error<IoError>([&] { MlmShard::open(dir / "huge.mlm"); },
+                        {dir / "huge.mlm", "inconsistent header", "vocabulary size"});
+  MlmVocabInfo v = synthetic_vocab(100);
+  v.special.mask = 100;  // one past the end
+  write_shard(dir / "s.mlm", {{{10, 11}}}, v);
+  expect_error<IoError>([&] { MlmShard::open(dir / "s.mlm"); },
+                        {dir / "s.mlm", "the id of [MASK] is 100, outside the vocabulary of 100"});
+  v = synthetic_vocab(100);
+  v.special.cls = -7;
+  write_shard(dir / "n.mlm", {{{10, 11}}}, v);
+  expect_error<IoError>([&] { MlmShard::open(dir / "n.mlm"); }, {"the id of [CLS] is -7"});
+}
+
 TEST(MlmShards, CorpusNumbersShardsGlobally) {
   TempDir dir;
   fs::create_directories(dir / "shards");
@@ -446,6 +507,24 @@ TEST(MlmDataset, OneDocumentCorpusAndBadOptions) {
   EXPECT_THROW(ds->get(ds->size(), 0), ShapeError);
 }
 
+// The shards' vocabulary must be the model's: a larger one would index past the embedding table.
+TEST(MlmDataset, VocabularySizeMustMatchTheModel) {
+  TempDir dir;
+  write_shard(dir / "v.mlm", {{{10, 11, 12}}}, synthetic_vocab(5000));
+  MlmOptions opt;
+  opt.seq_len = 8;
+  opt.vocab_size = 30522;
+  expect_error<IoError>([&] { MlmDataset::open({dir / "v.mlm"}, opt); },
+                        {dir / "v.mlm", "vocabulary of 5000 tokens but the model's has 30522",
+                         "set model.vocab_size: 5000", "prepare_mlm"});
+  opt.vocab_size = 5000;
+  EXPECT_NO_THROW(MlmDataset::open({dir / "v.mlm"}, opt));
+  opt.vocab_size = 0;  // not checked
+  EXPECT_NO_THROW(MlmDataset::open({dir / "v.mlm"}, opt));
+  opt.vocab_size = -1;
+  expect_error<ConfigError>([&] { MlmDataset::open({dir / "v.mlm"}, opt); }, {"vocab_size -1"});
+}
+
 // ---- the prepare_mlm program
 // ----------------------------------------------------------------------
 
@@ -515,6 +594,51 @@ TEST(PrepareMlm, DocumentRulesAndShards) {
                          "' '" + (dir / "nowhere") + "'");
   EXPECT_EQ(rc4, 1);
   EXPECT_NE(out4.find(dir / "nowhere"), std::string::npos) << out4;
+}
+
+// The held-out evaluation set: a deterministic split by document, every (1/F)-th document in
+// input order (k = 3, 6, 9 of 10 for F = 0.3), written to its own folder, disjoint from --out.
+TEST(PrepareMlm, EvalSetIsEveryNthDocumentInItsOwnFolder) {
+  const std::string bin =
+      fs::read_symlink("/proc/self/exe").parent_path().string() + "/prepare_mlm";
+  TempDir dir;
+  fs::create_directories(dir / "corpus");
+  for (int k = 0; k < 10; ++k) {  // document k: one line of k + 1 words "hello"
+    std::ofstream f(dir / ("corpus/d" + std::to_string(k) + ".txt"));
+    for (int i = 0; i <= k; ++i) f << "hello ";
+    f << "\n";
+  }
+  const std::string base = "'" + bin + "' --vocab '" + kTinyVocab + "' --docs file ";
+  const std::string in = " '" + (dir / "corpus") + "'";
+  for (int round = 0; round < 2; ++round) {  // the same split on every run
+    auto [rc, out] = run(base + "--out '" + (dir / "train") + "' --eval-out '" + (dir / "eval") +
+                         "' --eval-fraction 0.3 --verify" + in);
+    ASSERT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("evaluation set (1 document in 3.33333): 1 shard(s)"), std::string::npos) << out;
+    const MlmCorpus train = MlmCorpus::open({dir / "train"}), eval = MlmCorpus::open({dir / "eval"});
+    std::vector<uint64_t> train_lengths, eval_lengths;
+    for (uint64_t s = 0; s < train.num_segments(); ++s) train_lengths.push_back(train.segment_length(s));
+    for (uint64_t s = 0; s < eval.num_segments(); ++s) eval_lengths.push_back(eval.segment_length(s));
+    EXPECT_EQ(eval_lengths, (std::vector<uint64_t>{4, 7, 10}));
+    EXPECT_EQ(train_lengths, (std::vector<uint64_t>{1, 2, 3, 5, 6, 8, 9}));
+    EXPECT_EQ(train.vocab(), eval.vocab());
+  }
+  // Misuse: named, and nothing trained on the evaluation set.
+  auto [rc1, out1] = run(base + "--out '" + (dir / "a") + "' --eval-out '" + (dir / "a") +
+                         "/' --eval-fraction 0.3" + in);
+  EXPECT_EQ(rc1, 1);
+  EXPECT_NE(out1.find("is the --out folder"), std::string::npos) << out1;
+  auto [rc2, out2] = run(base + "--out '" + (dir / "a") + "' --eval-fraction 0.3" + in);
+  EXPECT_EQ(rc2, 1);
+  EXPECT_NE(out2.find("--eval-out and --eval-fraction go together"), std::string::npos) << out2;
+  auto [rc3, out3] = run(base + "--out '" + (dir / "a") + "' --eval-out '" + (dir / "b") +
+                         "' --eval-fraction 0.05" + in);
+  EXPECT_EQ(rc3, 1);
+  EXPECT_NE(out3.find("puts 0 of the 10 documents into the evaluation set"), std::string::npos) << out3;
+  auto [rc4, out4] = run(base + "--out '" + (dir / "a") + "' --eval-out '" + (dir / "b") +
+                         "' --eval-fraction 1" + in);
+  EXPECT_EQ(rc4, 1);
+  EXPECT_NE(out4.find("strictly between 0 and 1"), std::string::npos) << out4;
 }
 
 }  // namespace

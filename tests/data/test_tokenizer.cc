@@ -163,12 +163,19 @@ TEST(Tokenizer, BadVocabularies) {
   const std::string blank = write("blank.txt", "[PAD]\n[UNK]\n\nthe\n");
   expect_error<IoError>([&] { Tokenizer::from_file(blank); }, {blank, "line 3", "empty token"});
   const std::string nounk = write("nounk.txt", "[PAD]\nthe\n");
-  expect_error<IoError>([&] { Tokenizer::from_file(nounk); }, {nounk, "[UNK]"});
+  expect_error<IoError>([&] { Tokenizer::from_file(nounk); },
+                        {nounk, "has no [UNK], [CLS], [SEP], [MASK] token"});
+  // Every special token BERT needs, named: here only [MASK] is missing.
+  const std::string nomask = write("nomask.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\n");
+  expect_error<IoError>([&] { Tokenizer::from_file(nomask); },
+                        {nomask, "(5 tokens) has no [MASK] token", "one per line",
+                         "tools/fetch_data.sh bert-vocab"});
   const std::string bad = write("bad.txt", "[UNK]\nab\xff\n");
   expect_error<IoError>([&] { Tokenizer::from_file(bad); }, {bad, "line 2", "UTF-8"});
   // CRLF line ends are tolerated.
-  const std::string crlf = write("crlf.txt", "[UNK]\r\nhello\r\n");
-  EXPECT_EQ(Tokenizer::from_file(crlf).encode("Hello"), (std::vector<int32_t>{1}));
+  const std::string crlf =
+      write("crlf.txt", "[PAD]\r\n[UNK]\r\n[CLS]\r\n[SEP]\r\n[MASK]\r\nhello\r\n");
+  EXPECT_EQ(Tokenizer::from_file(crlf).encode("Hello"), (std::vector<int32_t>{5}));
 }
 
 TEST(Unicode, Helpers) {

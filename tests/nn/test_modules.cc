@@ -154,6 +154,20 @@ TEST(Models, DescribeAndConfigErrors) {
   EXPECT_THROW(build("{name: bert, hidden: 100, heads: 3}"), ConfigError);
   EXPECT_THROW(build("{name: resnet50, label_smoothing: 1.5}"), ConfigError);
   EXPECT_THROW(build("{name: lenet5, num_clases: 10}"), ConfigError);  // typo caught by finish()
+  // A classifier needs two classes; the message gives the key, its line and the value.
+  for (const char* m : {"lenet5", "resnet20_mnist", "resnet18"})
+    for (const char* n : {"0", "1", "-3"}) {
+      try {
+        build(std::string("name: ") + m + "\nnum_classes: " + n + "\n");
+        ADD_FAILURE() << m << " accepted num_classes " << n;
+      } catch (const ConfigError& e) {
+        const std::string want = std::string("num_classes (line 2, column 14): a classifier "
+                                             "needs at least 2 classes, got ") + n;
+        EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+      }
+    }
+  EXPECT_THROW(build("{name: lenet5, label_smoothing: -0.1}"), ConfigError);
+  EXPECT_THROW(build("{name: resnet20_mnist, in_channels: 0}"), ConfigError);
   try {
     models().get("resnet51", "config x.yaml: model.name (line 2, column 9)");
     FAIL();
