@@ -33,7 +33,8 @@ inline size_t edit_distance(const std::string& a, const std::string& b) {
   return d[n][m];
 }
 
-// The candidate closest to `name` within `max_distance` edits (ties: the alphabetically first),
+// The candidate closest to `name` within `max_distance` edits (ties: the one nearest in length,
+// then the alphabetically first),
 // or "" if none is that close. A candidate that starts with `name` (or that `name` starts with),
 // both at least 3 characters, counts as 1 edit away: "warmup" suggests "warmup_steps".
 // `name` itself is never suggested.
@@ -46,7 +47,8 @@ inline std::string closest_name(const std::string& name, const std::vector<std::
     size_t d = edit_distance(name, c);
     const size_t shorter = std::min(name.size(), c.size());
     if (shorter >= 3 && name.compare(0, shorter, c, 0, shorter) == 0) d = std::min<size_t>(d, 1);
-    if (d < best_d || (d == best_d && !best.empty() && c < best)) {
+    auto gap = [&](const std::string& x) { return x.size() > name.size() ? x.size() - name.size() : name.size() - x.size(); };
+    if (d < best_d || (d == best_d && !best.empty() && (gap(c) < gap(best) || (gap(c) == gap(best) && c < best)))) {
       best = c;
       best_d = d;
     }

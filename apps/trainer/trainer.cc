@@ -214,12 +214,9 @@ void Trainer::setup() {
   s_.threads = t.get_or<int>("threads", 0);
   s_.checksum_every = t.get_or<int64_t>("checksum_every", 100);
   s_.clip = t.get_or<double>("clip_grad_norm", 0.0);
-  for (const auto& [key, value] : std::vector<std::pair<const char*, double>>{
-           {"threads", s_.threads}, {"eval_every", static_cast<double>(s_.eval_every)},
-           {"max_eval_batches", static_cast<double>(s_.max_eval_batches)},
-           {"checksum_every", static_cast<double>(s_.checksum_every)}, {"clip_grad_norm", s_.clip}})
-    ADA_CHECK_ARG(value >= 0, ConfigError) << t.where(key) << ": must be >= 0 (0: " << (std::string(key) == "threads" ? "automatic" : "off")
-                                           << "), got " << value;
+  ADA_CHECK_ARG(s_.threads >= 0, ConfigError) << t.where("threads") << ": must be >= 0 (0: the node's cores shared among its ranks), got " << s_.threads;
+  ADA_CHECK_ARG(s_.checksum_every >= 0, ConfigError) << t.where("checksum_every") << ": must be >= 0 (0: off), got " << s_.checksum_every;
+  ADA_CHECK_ARG(s_.clip >= 0, ConfigError) << t.where("clip_grad_norm") << ": must be >= 0 (0: off), got " << s_.clip;
   init_from_ = t.get_or<std::string>("init_from", "");
   s_.timeline = t.get_or<std::string>("timeline", "");
   if (t.has("straggler")) straggler_.emplace(t.child("straggler"), world);
@@ -269,6 +266,8 @@ void Trainer::setup() {
   Config dc = cfg.child("data");
   const int workers = dc.get_or<int>("workers", 1);
   const int prefetch = dc.get_or<int>("prefetch", 0);
+  ADA_CHECK_ARG(workers >= 0, ConfigError) << dc.where("workers") << ": must be >= 0 (0: load on the training thread), got " << workers;
+  ADA_CHECK_ARG(prefetch >= 0, ConfigError) << dc.where("prefetch") << ": must be >= 0 (0: 2 x workers), got " << prefetch;
   if (!args_.describe) data_ = make_datasets(dc, mc, s_.seed);
   if (!args_.describe) check_eval_keys(data_, t);
 

@@ -138,7 +138,8 @@ def cases(src):
     T("bert_heads_do_not_divide", {"model": {"name": "bert", "preset": "tiny", "heads": 3}, "data": {"seq_len": 16}},
       "heads")
     T("unknown_data", {"data": {"name": "cifar10"}}, "unknown data set 'cifar10'")
-    T("value_workers", {"data": {"workers": -1}}, "data.workers")
+    T("value_workers", {"data": {"workers": -1}}, "data.workers", "got -1")
+    T("value_prefetch", {"data": {"prefetch": -2}}, "data.prefetch", "got -2")
     T("unknown_schedule", {"schedule": {"name": "exponential"}}, "unknown schedule 'exponential'", "known:")
     T("step_without_milestones", {"schedule": {"name": "step"}}, "schedule.milestones")
     T("milestones_not_increasing", {"schedule": {"name": "step", "milestones": [3, 2]}}, "schedule.milestones")
