@@ -5,20 +5,23 @@
 #include <iostream>
 #include <string>
 
+#include "apps/common/cli.h"
 #include "core/config.h"
 #include "nn/init.h"
 #include "nn/model.h"
 
 int main(int argc, char** argv) {
-  if (argc < 2 || std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help") {
-    std::cerr << "usage: describe_model NAME [key=value ...]\n";
-    return argc < 2 ? 2 : 0;
-  }
+  std::string name;
+  std::vector<std::string> overrides;
+  CLI::App app("Prints a model's modules and parameter counts without training it", "describe_model");
+  app.add_option("NAME", name, "the model (lenet5, resnet20_mnist, resnet18/34/50, bert)")->required();
+  app.add_option("KEY=VALUE", overrides, "keys of the config's model section, e.g. preset=large nsp=true");
   try {
+    if (!ada::cli::parse_command_line(app, argc, argv, "describe_model NAME [key=value ...]")) return 0;
     ada::nn::ModelRegistry registry("model");
     ada::nn::register_builtin_models(registry);
-    ada::Config cfg = ada::Config::parse("name: " + std::string(argv[1]), "command line");
-    for (int i = 2; i < argc; ++i) cfg.set_override(argv[i]);
+    ada::Config cfg = ada::Config::parse("name: " + name, "command line");
+    for (const auto& o : overrides) cfg.set_override(o);
     const auto& factory = registry.get(cfg.get<std::string>("name"), "model name");
     ada::nn::init::ShapesOnly shapes_only;
     auto model = factory(cfg, 0);

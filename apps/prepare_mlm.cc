@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/common/cli.h"
 #include "core/error.h"
 #include "data/mlm_shards.h"
 #include "data/tokenizer.h"
@@ -35,21 +36,6 @@
 namespace {
 using namespace ada;
 namespace fs = std::filesystem;
-
-const char* kUsage =
-    "usage: prepare_mlm --vocab FILE --out DIR [options] INPUT...\n"
-    "  INPUT               text files or folders (walked recursively, in path order)\n"
-    "  --vocab FILE        BERT vocab.txt (tools/fetch_data.sh bert-vocab: data/bert/vocab.txt)\n"
-    "  --out DIR           where the shards go (created if missing)\n"
-    "  --docs RULE         blank-line (default): blank lines separate documents;\n"
-    "                      file: one document per file\n"
-    "  --shard-tokens N    tokens per shard before a new one starts (default 16777216)\n"
-    "  --prefix NAME       shard names NAME-00000.mlm ... (default shard)\n"
-    "  --ext SUFFIX        only files whose names end in SUFFIX (e.g. .txt)\n"
-    "  --eval-out DIR      also write a held-out evaluation set to DIR (not inside --out)\n"
-    "  --eval-fraction F   share of the documents (0 < F < 1) that go to --eval-out,\n"
-    "                      every (1/F)-th document in input order (e.g. 0.02)\n"
-    "  --verify            re-open every shard written and check it fully";
 
 bool blank(const std::string& line) {
   return line.find_first_not_of(" \t\r\f\v") == std::string::npos;
@@ -147,57 +133,39 @@ int run(int argc, char** argv) {
   uint64_t shard_tokens = 16777216;
   bool verify = false;
   std::vector<std::string> inputs;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) ADA_THROW(ConfigError) << a << " needs a value\n" << kUsage;
-      return argv[++i];
-    };
-    if (a == "--vocab") {
-      vocab = value();
-    } else if (a == "--out") {
-      out = value();
-    } else if (a == "--docs") {
-      docs = value();
-      if (docs != "blank-line" && docs != "file")
-        ADA_THROW(ConfigError) << "--docs " << docs << ": known: blank-line, file";
-    } else if (a == "--shard-tokens") {
-      const std::string v = value();
-      try {
-        shard_tokens = std::stoull(v);
-      } catch (const std::exception&) {
-        shard_tokens = 0;
-      }
-      if (shard_tokens == 0)
-        ADA_THROW(ConfigError) << "--shard-tokens " << v << ": need a positive integer";
-    } else if (a == "--prefix") {
-      prefix = value();
-      if (prefix.empty() || prefix.find('/') != std::string::npos)
-        ADA_THROW(ConfigError) << "--prefix '" << prefix << "': need a plain file-name prefix";
-    } else if (a == "--ext") {
-      ext = value();
-    } else if (a == "--eval-out") {
-      eval_out = value();
-    } else if (a == "--eval-fraction") {
-      const std::string v = value();
-      char* end = nullptr;
-      eval_fraction = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end != '\0' || !(eval_fraction > 0 && eval_fraction < 1))
-        ADA_THROW(ConfigError) << "--eval-fraction " << v
-                               << ": need a number strictly between 0 and 1 (e.g. 0.02)";
-    } else if (a == "--verify") {
-      verify = true;
-    } else if (a == "-h" || a == "--help") {
-      std::cout << kUsage << "\n";
-      return 0;
-    } else if (!a.empty() && a[0] == '-') {
-      ADA_THROW(ConfigError) << "unknown option '" << a << "'\n" << kUsage;
-    } else {
-      inputs.push_back(a);
-    }
-  }
-  if (vocab.empty() || out.empty() || inputs.empty())
-    ADA_THROW(ConfigError) << "--vocab, --out and at least one INPUT are required\n" << kUsage;
+  CLI::App app("Tokenises a text corpus once into MLM shards (data/mlm_shards.h) for BERT pre-training",
+               "prepare_mlm");
+  app.add_option("INPUT", inputs, "text files or folders (walked recursively, in path order)")->required();
+  app.add_option("--vocab", vocab, "BERT vocab.txt (tools/fetch_data.sh bert-vocab: data/bert/vocab.txt)")->required();
+  app.add_option("--out", out, "where the shards go (created if missing)")->required();
+  app.add_option("--docs", docs, "blank-line (default): blank lines separate documents; file: one document per file")
+      ->check(CLI::IsMember({"blank-line", "file"}));
+  app.add_option("--shard-tokens", shard_tokens, "tokens per shard before a new one starts (default 16777216)")
+      ->check(CLI::Validator(
+          [](const std::string& v) {
+            return v.find_first_not_of("0123456789") == std::string::npos && std::strtoull(v.c_str(), nullptr, 10) > 0
+                       ? std::string()
+                       : "need a positive integer, got " + v;
+          },
+          "N > 0"));
+  app.add_option("--prefix", prefix, "shard names NAME-00000.mlm ... (default shard)")
+      ->check([](const std::string& v) {
+        return v.empty() || v.find('/') != std::string::npos ? std::string("need a plain file-name prefix") : "";
+      });
+  app.add_option("--ext", ext, "only files whose names end in SUFFIX (e.g. .txt)");
+  app.add_option("--eval-out", eval_out, "also write a held-out evaluation set to DIR (not inside --out)");
+  app.add_option("--eval-fraction", eval_fraction,
+                 "share of the documents (0 < F < 1) that go to --eval-out, every (1/F)-th in input order (e.g. 0.02)")
+      ->check(CLI::Validator(
+          [](const std::string& v) {
+            char* end = nullptr;
+            const double f = std::strtod(v.c_str(), &end);
+            return *end == '\0' && f > 0 && f < 1 ? std::string() : "need a number strictly between 0 and 1, got " + v;
+          },
+          "F in (0, 1)"));
+  app.add_flag("--verify", verify, "re-open every shard written and check it fully");
+  if (!cli::parse_command_line(app, argc, argv, "prepare_mlm --vocab FILE --out DIR [options] INPUT..."))
+    return 0;
   if (eval_out.empty() != (eval_fraction == 0))
     ADA_THROW(ConfigError) << "--eval-out and --eval-fraction go together: give both (e.g. "
                               "--eval-out data/mlm-eval --eval-fraction 0.02) or neither";

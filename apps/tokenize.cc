@@ -7,45 +7,27 @@
 #include <iostream>
 #include <string>
 
+#include "apps/common/cli.h"
 #include "core/error.h"
 #include "data/tokenizer.h"
 
 namespace {
 using namespace ada;
 
-const char* kUsage =
-    "usage: tokenize --vocab FILE [--print ids|tokens|basic] [--no-special-tokens] < lines\n"
-    "  --vocab FILE         vocab.txt, one token per line (tools/fetch_data.sh bert-vocab writes\n"
-    "                       data/bert/vocab.txt)\n"
-    "  --print WHAT         ids (default): token ids; tokens: word pieces; basic: words before\n"
-    "                       word-piece splitting\n"
-    "  --no-special-tokens  treat the text [CLS], [SEP], [PAD], [UNK], [MASK] as plain text";
-
 int run(int argc, char** argv) {
   std::string vocab, what = "ids";
+  bool no_special = false;
+  CLI::App app("BERT WordPiece tokenisation of stdin lines (as bert-base-uncased)", "tokenize");
+  app.add_option("--vocab", vocab, "vocab.txt, one token per line (tools/fetch_data.sh bert-vocab writes "
+                                   "data/bert/vocab.txt)")->required();
+  app.add_option("--print", what, "ids (default): token ids; tokens: word pieces; basic: words before word-piece "
+                                  "splitting")->check(CLI::IsMember({"basic", "ids", "tokens"}));
+  app.add_flag("--no-special-tokens", no_special, "treat the text [CLS], [SEP], [PAD], [UNK], [MASK] as plain text");
+  if (!cli::parse_command_line(app, argc, argv,
+                               "tokenize --vocab FILE [--print ids|tokens|basic] [--no-special-tokens] < lines"))
+    return 0;
   data::TokenizerOptions opt;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) ADA_THROW(ConfigError) << a << " needs a value\n" << kUsage;
-      return argv[++i];
-    };
-    if (a == "--vocab") {
-      vocab = value();
-    } else if (a == "--print") {
-      what = value();
-      if (what != "ids" && what != "tokens" && what != "basic")
-        ADA_THROW(ConfigError) << "--print " << what << ": known: basic, ids, tokens";
-    } else if (a == "--no-special-tokens") {
-      opt.keep_special_tokens = false;
-    } else if (a == "-h" || a == "--help") {
-      std::cout << kUsage << "\n";
-      return 0;
-    } else {
-      ADA_THROW(ConfigError) << "unknown option '" << a << "'\n" << kUsage;
-    }
-  }
-  if (vocab.empty()) ADA_THROW(ConfigError) << "--vocab is required\n" << kUsage;
+  opt.keep_special_tokens = !no_special;
   const data::Tokenizer tok = data::Tokenizer::from_file(vocab, opt);
 
   std::ios::sync_with_stdio(false);
