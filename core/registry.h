@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -33,27 +35,30 @@ inline size_t edit_distance(const std::string& a, const std::string& b) {
   return d[n][m];
 }
 
-// The candidate closest to `name` within `max_distance` edits (ties: the one nearest in length,
-// then the alphabetically first),
-// or "" if none is that close. A candidate that starts with `name` (or that `name` starts with),
-// both at least 3 characters, counts as 1 edit away: "warmup" suggests "warmup_steps".
+// The candidate closest to `name` within `max_distance` edits, or "" if none is that close.
+// A candidate that starts with `name` (or that `name` starts with), both at least 3 characters,
+// counts as 1 edit away: "warmup" suggests "warmup_steps". Ties go to such a prefix relative
+// ("adamm" suggests "adam", not "adamw"), then to the one nearest in length ("warmup" suggests
+// "warmup_steps", not "warmup_start_factor"), then to the alphabetically first.
 // `name` itself is never suggested.
 inline std::string closest_name(const std::string& name, const std::vector<std::string>& candidates,
                                 size_t max_distance = 2) {
-  std::string best;
-  size_t best_d = max_distance + 1;
+  // Smaller is closer: (edits, not a prefix relative, length gap, the candidate itself).
+  using Rank = std::tuple<size_t, bool, size_t, std::string>;
+  auto rank = [&](const std::string& c) {
+    const size_t shorter = std::min(name.size(), c.size());
+    const bool prefix = shorter >= 3 && name.compare(0, shorter, c, 0, shorter) == 0;
+    const size_t d = prefix ? std::min<size_t>(edit_distance(name, c), 1) : edit_distance(name, c);
+    const size_t gap = c.size() > name.size() ? c.size() - name.size() : name.size() - c.size();
+    return Rank{d, !prefix, gap, c};
+  };
+  std::optional<Rank> best;
   for (const auto& c : candidates) {
     if (c == name) continue;
-    size_t d = edit_distance(name, c);
-    const size_t shorter = std::min(name.size(), c.size());
-    if (shorter >= 3 && name.compare(0, shorter, c, 0, shorter) == 0) d = std::min<size_t>(d, 1);
-    auto gap = [&](const std::string& x) { return x.size() > name.size() ? x.size() - name.size() : name.size() - x.size(); };
-    if (d < best_d || (d == best_d && !best.empty() && (gap(c) < gap(best) || (gap(c) == gap(best) && c < best)))) {
-      best = c;
-      best_d = d;
-    }
+    Rank r = rank(c);
+    if (!best || r < *best) best = std::move(r);
   }
-  return best_d <= max_distance ? best : std::string();
+  return best && std::get<0>(*best) <= max_distance ? std::get<3>(*best) : std::string();
 }
 
 template <class Factory>

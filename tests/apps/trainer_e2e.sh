@@ -195,6 +195,7 @@ assert overlapped > 0, "no bucket reduction started while backward ran"
 print(f"{sys.argv[2]}: {len(spans)} spans, {overlapped} bucket reductions started during backward")
 PY
   done
+  ;;
 mlm_eval)
   vocab=$src/data/bert/vocab.txt
   [ -f "$vocab" ] || fail "$vocab is missing: run tools/fetch_data.sh bert-vocab (tools/test.sh does)"
