@@ -1,11 +1,17 @@
 // bench_allreduce: our reducers against raw MPI_Allreduce, in one run, under mpirun.
 //   mpirun -np 4 bench_allreduce [--min-log2 10] [--max-log2 26] [--sets resnet50,bert_large]
-//                                [--reps N] [--json]
+//                                [--reducers sum,average,adasum] [--hierarchical N]
+//                                [--adasum KEY=VALUE ...] [--reps N] [--json]
 // Single tensors of 2^10 .. 2^26 floats: raw MPI_Allreduce in place vs reducer.reduce() on the
 // same buffer. Parameter sets (ResNet-50: 161 tensors, 25,557,032 floats; BERT-Large with MLM
-// and NSP heads): raw MPI_Allreduce on one fused buffer vs the GradBucketer (25 MB buckets,
-// grads as bucket views, launched in backward order) with each reducer. Every figure is the
-// median over repetitions of the slowest rank's time; ratios are ours / MPI_Allreduce.
+// and NSP heads): raw MPI_Allreduce on one fused buffer and per bucket of the bucketer's layout,
+// vs the GradBucketer (25 MB buckets, grads as bucket views, launched in backward order) with
+// each reducer. --hierarchical N adds hierarchical Adasum with nodes of N ranks (0: the nodes
+// MPI reports); --adasum KEY=VALUE sets an option of both Adasum columns (e.g. gather_below=0). Each repetition times the per-bucket baseline and every reducer back to back on
+// the same buffers (one bucketer; the machine's load then changes alike for all), after one
+// warm-up repetition. Figures: the median over repetitions of the slowest rank's time; (x) is
+// ours / raw MPI_Allreduce of the same layout (per bucket for the sets); X/sum is the median
+// over repetitions of each Adasum's time over our sum reducer's.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -18,6 +24,7 @@
 #include "comm/bucketer.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_runtime.h"
+#include "core/config.h"
 #include "core/log.h"
 #include "core/parallel.h"
 #include "core/random.h"
@@ -60,34 +67,50 @@ std::vector<Shape> bert_large_shapes() {
 
 struct Row {
   std::string name;
-  int64_t floats;
-  double mpi, sum, average, adasum;  // seconds
-  double mpi_buckets = -1;           // raw MPI_Allreduce per bucket of the same layout (sets)
+  int64_t floats = 0;
+  double mpi = 0;                // raw MPI_Allreduce on the whole buffer, seconds
+  double mpi_buckets = -1;       // raw MPI_Allreduce per bucket of the same layout (sets)
+  std::vector<double> reducers;  // one per Bench column, seconds
+  std::vector<double> over_sum;  // per column: median over repetitions of (column / sum)
+  double baseline() const { return mpi_buckets > 0 ? mpi_buckets : mpi; }
 };
+
+struct Column {
+  std::string label;
+  std::unique_ptr<Reducer> reducer;
+};
+
+// Forwards to the reducer of the column being timed, so that one bucketer (one set of bucket
+// buffers) serves every column and the columns can be timed back to back in each repetition.
+class SwitchReducer : public Reducer {
+ public:
+  Reducer* current = nullptr;
+  std::string name() const override { return current->name(); }
+  void reduce(Tensor& buffer, const std::vector<TensorSpan>& spans, Communicator& comm) override {
+    current->reduce(buffer, spans, comm);
+  }
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
 
 class Bench {
  public:
-  Bench(MpiCommunicator& world, int reps_override) : world_(world), reps_override_(reps_override) {
-    ReducerRegistry reg("reducer");
-    register_builtin_reducers(reg);
-    for (const char* n : {"sum", "average", "adasum"}) reducers_.push_back(reg.get(n)());
-  }
+  Bench(MpiCommunicator& world, int reps_override, std::vector<Column> columns, int sum_column)
+      : world_(world), reps_override_(reps_override), columns_(std::move(columns)), sum_column_(sum_column) {}
 
-  // Median over reps of the slowest rank's time of f(); prepare() runs untimed before each rep.
+  // The slowest rank's time of one call of f(); prepare() runs untimed before it.
   template <class P, class F>
-  double time(int reps, P prepare, F f) {
-    std::vector<double> ts;
-    for (int i = 0; i < reps + 1; ++i) {  // first run is a warm-up
-      prepare();
-      world_.barrier();
-      double t0 = MPI_Wtime();
-      f();
-      double t = MPI_Wtime() - t0;
-      world_.allreduce(&t, 1, ReduceOp::max);
-      if (i > 0) ts.push_back(t);
-    }
-    std::sort(ts.begin(), ts.end());
-    return ts[ts.size() / 2];
+  double once(P prepare, F f) {
+    prepare();
+    world_.barrier();
+    double t0 = MPI_Wtime();
+    f();
+    double t = MPI_Wtime() - t0;
+    world_.allreduce(&t, 1, ReduceOp::max);
+    return t;
   }
 
   int reps_for(int64_t floats) const {
@@ -95,72 +118,108 @@ class Bench {
     return floats <= (1 << 16) ? 50 : floats <= (1 << 22) ? 10 : 5;
   }
 
+  // Repetitions of: the baseline, then every column, back to back (the machine's load changes
+  // alike for all of them); the first repetition is a warm-up. Fills the medians into `row`.
+  template <class P, class B, class C>
+  void measure(Row& row, int reps, P prepare, B baseline, C column, double& baseline_out) {
+    std::vector<double> tb;
+    std::vector<std::vector<double>> tc(columns_.size()), ratio(columns_.size());
+    for (int i = 0; i < reps + 1; ++i) {
+      const double b = once(prepare, baseline);
+      std::vector<double> t(columns_.size());
+      for (size_t k = 0; k < columns_.size(); ++k) t[k] = once(prepare, [&] { column(k); });
+      if (i == 0) continue;
+      tb.push_back(b);
+      for (size_t k = 0; k < columns_.size(); ++k) {
+        tc[k].push_back(t[k]);
+        if (sum_column_ >= 0) ratio[k].push_back(t[k] / t[sum_column_]);
+      }
+    }
+    baseline_out = median(tb);
+    for (size_t k = 0; k < columns_.size(); ++k) {
+      row.reducers.push_back(median(tc[k]));
+      row.over_sum.push_back(sum_column_ >= 0 ? median(ratio[k]) : 0.0);
+    }
+  }
+
   Row single(int64_t n) {
     Generator g(world_.rank() + 1);
     Tensor pristine = Tensor::uniform({n}, g, -1.f, 1.f), buf = Tensor::empty({n});
     auto refill = [&] { buf.copy_from(pristine); };
-    Row row{"2^" + std::to_string(static_cast<int>(std::log2(double(n)))) + " floats", n, 0, 0, 0, 0};
-    const int reps = reps_for(n);
-    row.mpi = time(reps, refill, [&] {
-      MPI_Allreduce(MPI_IN_PLACE, buf.raw_data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, world_.handle());
-    });
+    Row row;
+    row.name = "2^" + std::to_string(static_cast<int>(std::log2(double(n)))) + " floats";
+    row.floats = n;
     std::vector<TensorSpan> spans{{0, n}};
-    double* out[3] = {&row.sum, &row.average, &row.adasum};
-    for (int k = 0; k < 3; ++k) *out[k] = time(reps, refill, [&] { reducers_[k]->reduce(buf, spans, world_); });
+    measure(
+        row, reps_for(n), refill,
+        [&] {
+          MPI_Allreduce(MPI_IN_PLACE, buf.raw_data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM,
+                        world_.handle());
+        },
+        [&](size_t k) { columns_[k].reducer->reduce(buf, spans, world_); }, row.mpi);
     return row;
   }
 
   Row set(const std::string& name, const std::vector<Shape>& shapes) {
     int64_t total = 0;
     for (const auto& s : shapes) total += shape_numel(s);
-    Row row{name + " (" + std::to_string(shapes.size()) + " tensors)", total, 0, 0, 0, 0};
-    const int reps = reps_for(total) > 5 ? 5 : reps_for(total);
+    Row row;
+    row.name = name + " (" + std::to_string(shapes.size()) + " tensors)";
+    row.floats = total;
+    const int reps = reps_override_ > 0 ? reps_override_ : std::min(5, reps_for(total));
     {
       Generator g(world_.rank() + 1);
       Tensor buf = Tensor::uniform({total}, g, -1.f, 1.f);
       // MPI counts are int: a set above 2^31 floats would need chunks (BERT-Large is 3.4e8).
-      row.mpi = time(reps, [] {}, [&] {
-        MPI_Allreduce(MPI_IN_PLACE, buf.raw_data(), static_cast<int>(total), MPI_FLOAT, MPI_SUM,
-                      world_.handle());
-      });
-      // The like-for-like baseline: one MPI_Allreduce per bucket of the bucketer's layout.
-      std::vector<int64_t> numels;
-      for (size_t i = shapes.size(); i-- > 0;) numels.push_back(shape_numel(shapes[i]));
-      std::vector<int64_t> sizes;
-      for (const auto& b : assign_buckets(numels, BucketOptions{})) {
-        int64_t n = 0;
-        for (size_t k : b) n += numels[k];
-        sizes.push_back(n);
+      std::vector<double> ts;
+      for (int i = 0; i < reps + 1; ++i) {
+        const double t = once([] {}, [&] {
+          MPI_Allreduce(MPI_IN_PLACE, buf.raw_data(), static_cast<int>(total), MPI_FLOAT, MPI_SUM,
+                        world_.handle());
+        });
+        if (i > 0) ts.push_back(t);
       }
-      row.mpi_buckets = time(reps, [] {}, [&] {
-        float* p = buf.data<float>();
-        for (int64_t n : sizes) {
-          MPI_Allreduce(MPI_IN_PLACE, p, static_cast<int>(n), MPI_FLOAT, MPI_SUM, world_.handle());
-          p += n;
-        }
-      });
+      row.mpi = median(ts);
     }
-    double* out[3] = {&row.sum, &row.average, &row.adasum};
-    for (int k = 0; k < 3; ++k) {
-      std::vector<Variable> params;
-      for (size_t i = 0; i < shapes.size(); ++i)  // values are never read: left uninitialised
-        params.emplace_back(Tensor::empty(shapes[i]), true, std::string("p") + std::to_string(i));
-      GradBucketer bucketer(params, world_, *reducers_[k]);
-      Generator g(world_.rank() + 7);
-      for (auto& p : params) p.grad().copy_from(Tensor::uniform(p.value().shape(), g, -1.f, 1.f));
-      *out[k] = time(reps, [] {}, [&] {
-        bucketer.begin_step();
-        for (size_t i = params.size(); i-- > 0;) bucketer.on_grad_ready(params[i]);  // backward order
-        bucketer.finish();
-      });
+    std::vector<Variable> params;
+    for (size_t i = 0; i < shapes.size(); ++i)  // values are never read: left uninitialised
+      params.emplace_back(Tensor::empty(shapes[i]), true, std::string("p") + std::to_string(i));
+    SwitchReducer reducer;
+    reducer.current = columns_.empty() ? nullptr : columns_[0].reducer.get();
+    GradBucketer bucketer(params, world_, reducer);
+    Generator g(world_.rank() + 7);
+    for (auto& p : params) p.grad().copy_from(Tensor::uniform(p.value().shape(), g, -1.f, 1.f));
+    // The like-for-like baseline: one MPI_Allreduce per bucket, on the bucketer's own buffers
+    // (a bucket starts at the gradient of its first parameter in backward order).
+    std::vector<int64_t> numels;
+    for (size_t i = shapes.size(); i-- > 0;) numels.push_back(shape_numel(shapes[i]));
+    std::vector<std::pair<float*, int64_t>> buckets;
+    for (const auto& b : assign_buckets(numels, BucketOptions{})) {
+      int64_t n = 0;
+      for (size_t k : b) n += numels[k];
+      buckets.emplace_back(params[shapes.size() - 1 - b.front()].grad().data<float>(), n);
     }
+    measure(
+        row, reps, [] {},
+        [&] {
+          for (auto [p, n] : buckets)
+            MPI_Allreduce(MPI_IN_PLACE, p, static_cast<int>(n), MPI_FLOAT, MPI_SUM, world_.handle());
+        },
+        [&](size_t k) {
+          reducer.current = columns_[k].reducer.get();
+          bucketer.begin_step();
+          for (size_t i = params.size(); i-- > 0;) bucketer.on_grad_ready(params[i]);  // backward order
+          bucketer.finish();
+        },
+        row.mpi_buckets);
     return row;
   }
 
  private:
   MpiCommunicator& world_;
   int reps_override_;
-  std::vector<std::unique_ptr<Reducer>> reducers_;
+  std::vector<Column> columns_;
+  int sum_column_;
 };
 
 std::vector<std::string> split_list(const std::string& s) {
@@ -177,29 +236,52 @@ int main(int argc, char** argv) {
   ada::comm::MpiRuntime mpi(&argc, &argv);
   ada::init_logging(mpi.rank(), mpi.size());
   try {
-    int min_log2 = 10, max_log2 = 26, reps = 0;
+    int min_log2 = 10, max_log2 = 26, reps = 0, hierarchical = -1;
     bool json = false;
     std::vector<std::string> sets = {"resnet50", "bert_large"};
+    std::vector<std::string> names = {"sum", "average", "adasum"}, adasum_options;
+    const char* usage =
+        "usage: bench_allreduce [--min-log2 10] [--max-log2 26] [--sets resnet50,bert_large] "
+        "[--reducers sum,average,adasum] [--hierarchical N] [--adasum KEY=VALUE ...] [--reps N] [--json]";
     for (int i = 1; i < argc; ++i) {
       std::string a = argv[i];
       auto value = [&]() -> std::string {
-        if (i + 1 >= argc) ADA_THROW(ConfigError) << a << " needs a value";
+        if (i + 1 >= argc) ADA_THROW(ConfigError) << a << " needs a value; " << usage;
         return argv[++i];
       };
       if (a == "--min-log2") min_log2 = std::stoi(value());
       else if (a == "--max-log2") max_log2 = std::stoi(value());
       else if (a == "--reps") reps = std::stoi(value());
       else if (a == "--sets") sets = split_list(value());
+      else if (a == "--reducers") names = split_list(value());
+      else if (a == "--hierarchical") hierarchical = std::stoi(value());
+      else if (a == "--adasum") adasum_options.push_back(value());
       else if (a == "--json") json = true;
-      else
-        ADA_THROW(ConfigError) << "unknown option '" << a
-                               << "'; usage: bench_allreduce [--min-log2 10] [--max-log2 26] "
-                                  "[--sets resnet50,bert_large] [--reps N] [--json]";
+      else ADA_THROW(ConfigError) << "unknown option '" << a << "'; " << usage;
     }
     auto world = MpiCommunicator::world();
     // The node's cores shared among its ranks: oversubscribed OpenMP teams would spin.
     ada::set_num_threads(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / world->local_size()));
-    Bench bench(*world, reps);
+    ReducerRegistry registry("reducer");
+    register_builtin_reducers(registry);
+    // A reducer from its options; options nobody reads are errors, as in the trainer.
+    auto make = [&](const std::string& name, const std::string& yaml, bool adasum) {
+      Config c = Config::parse(yaml, "bench_allreduce");
+      if (adasum)
+        for (const auto& o : adasum_options) c.set_override(o);
+      auto r = registry.get(name, "--reducers")(c);
+      c.finish();
+      return r;
+    };
+    std::vector<Column> columns;
+    for (const auto& n : names) columns.push_back({n, make(n, "{}", n == "adasum")});
+    if (hierarchical >= 0)
+      columns.push_back({"adasum-h" + std::to_string(hierarchical),
+                         make("adasum", "{hierarchical: true, local_size: " + std::to_string(hierarchical) + "}", true)});
+    int sum_col = -1;
+    for (size_t k = 0; k < columns.size(); ++k)
+      if (columns[k].label == "sum") sum_col = static_cast<int>(k);
+    Bench bench(*world, reps, std::move(columns), sum_col);
     std::vector<Row> rows;
     for (int k = min_log2; k <= max_log2; k += 2) rows.push_back(bench.single(int64_t(1) << k));
     for (const auto& s : sets) {
@@ -208,33 +290,46 @@ int main(int argc, char** argv) {
       else ADA_THROW(ConfigError) << "--sets: unknown set '" << s << "'; known: resnet50, bert_large";
     }
     if (mpi.rank() == 0) {
+      std::vector<std::string> labels;
+      for (const auto& n : names) labels.push_back(n);
+      if (hierarchical >= 0) labels.push_back("adasum-h" + std::to_string(hierarchical));
+      auto is_adasum = [](const std::string& l) { return l.rfind("adasum", 0) == 0; };
       if (json) {
         std::cout << "{\"ranks\": " << mpi.size() << ", \"rows\": [";
         for (size_t i = 0; i < rows.size(); ++i) {
           const Row& r = rows[i];
           std::cout << (i ? ",\n  " : "") << "{\"case\": \"" << r.name << "\", \"floats\": " << r.floats
-                    << ", \"mpi_allreduce_s\": " << r.mpi << ", \"sum_s\": " << r.sum
-                    << ", \"average_s\": " << r.average << ", \"adasum_s\": " << r.adasum
-                    << ", \"sum_ratio\": " << r.sum / r.mpi << ", \"average_ratio\": " << r.average / r.mpi
-                    << ", \"adasum_ratio\": " << r.adasum / r.mpi;
+                    << ", \"mpi_allreduce_s\": " << r.mpi;
           if (r.mpi_buckets > 0) std::cout << ", \"mpi_per_bucket_s\": " << r.mpi_buckets;
+          for (size_t k = 0; k < labels.size(); ++k) {
+            std::cout << ", \"" << labels[k] << "_s\": " << r.reducers[k] << ", \"" << labels[k]
+                      << "_ratio\": " << r.reducers[k] / r.baseline();
+            if (sum_col >= 0 && is_adasum(labels[k]))
+              std::cout << ", \"" << labels[k] << "_over_sum\": " << r.over_sum[k];
+          }
           std::cout << "}";
         }
         std::cout << "]}\n";
       } else {
-        std::printf("bench_allreduce: %d ranks; median of the slowest rank; ratio = ours / MPI_Allreduce\n", mpi.size());
-        std::printf("%-26s %12s %12s %16s %16s %16s\n", "case", "floats", "MPI ms", "sum ms (x)",
-                    "average ms (x)", "adasum ms (x)");
-        for (const auto& r : rows)
-          std::printf("%-26s %12lld %12.3f %9.3f (%4.2f) %9.3f (%4.2f) %9.3f (%4.2f)\n", r.name.c_str(),
-                      static_cast<long long>(r.floats), r.mpi * 1e3, r.sum * 1e3, r.sum / r.mpi,
-                      r.average * 1e3, r.average / r.mpi, r.adasum * 1e3, r.adasum / r.mpi);
-        for (const auto& r : rows)
-          if (r.mpi_buckets > 0)
-            std::printf("%s: raw MPI_Allreduce per 25 MB bucket %.3f ms; against it sum x%.2f, average x%.2f, "
-                        "adasum x%.2f; adasum / sum x%.2f\n",
-                        r.name.c_str(), r.mpi_buckets * 1e3, r.sum / r.mpi_buckets, r.average / r.mpi_buckets,
-                        r.adasum / r.mpi_buckets, r.adasum / r.sum);
+        std::printf("bench_allreduce: %d ranks (%d per node by MPI); times: median over repetitions of the "
+                    "slowest rank\n(x) = ours / raw MPI_Allreduce of the same layout (per 25 MB bucket for the "
+                    "sets); X/sum = median over repetitions of X's time / our sum reducer's, timed back to back\n",
+                    mpi.size(), world->local_size());
+        std::printf("%-24s %10s %9s %9s", "case", "floats", "MPI ms", "MPI/bkt");
+        for (const auto& l : labels) std::printf(" %18s", (l + " ms (x)").c_str());
+        for (const auto& l : labels)
+          if (sum_col >= 0 && is_adasum(l)) std::printf(" %11s", (l + "/sum").c_str());
+        std::printf("\n");
+        for (const auto& r : rows) {
+          std::printf("%-24s %10lld %9.3f", r.name.c_str(), static_cast<long long>(r.floats), r.mpi * 1e3);
+          if (r.mpi_buckets > 0) std::printf(" %9.3f", r.mpi_buckets * 1e3);
+          else std::printf(" %9s", "-");
+          for (size_t k = 0; k < labels.size(); ++k)
+            std::printf(" %11.3f (%4.2f)", r.reducers[k] * 1e3, r.reducers[k] / r.baseline());
+          for (size_t k = 0; k < labels.size(); ++k)
+            if (sum_col >= 0 && is_adasum(labels[k])) std::printf(" %11.2f", r.over_sum[k]);
+          std::printf("\n");
+        }
       }
     }
     return 0;

@@ -1,15 +1,19 @@
 // reduce_tool: applies a reducer to tensors read from files, one file per rank. For people
 // studying reducers, and for tests outside the C++ suite.
-//   mpirun -np P reduce_tool --reducer adasum --in DIR --out DIR
+//   mpirun -np P reduce_tool --reducer adasum [--set KEY=VALUE ...] --in DIR --out DIR
+// --set passes a reducer option as in the trainer's `reducer:` section (hierarchical=true,
+// local_size=2); options the reducer does not read are errors.
 // Rank r reads DIR/rank{r}.safetensors (f32 tensors), treats them, in file order, as one bucket
 // of per-tensor gradients, reduces it and writes OUT/rank{r}.safetensors with the same names.
 #include <filesystem>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_runtime.h"
 #include "comm/reducer.h"
+#include "core/config.h"
 #include "core/log.h"
 #include "core/serialize.h"
 
@@ -17,8 +21,8 @@ namespace {
 using namespace ada;
 
 const char* kUsage =
-    "usage: reduce_tool --reducer NAME --in DIR --out DIR   (run under mpirun; rank r reads "
-    "DIR/rank{r}.safetensors)";
+    "usage: reduce_tool --reducer NAME [--set KEY=VALUE ...] --in DIR --out DIR   (run under mpirun; "
+    "rank r reads DIR/rank{r}.safetensors; --set gives reducer options, e.g. hierarchical=true)";
 
 // FNV-1a of the names, dtypes and shapes, to check that all ranks hold the same layout.
 uint64_t layout_hash(const NamedTensors& nt) {
@@ -32,6 +36,7 @@ uint64_t layout_hash(const NamedTensors& nt) {
 
 int run(int argc, char** argv, comm::MpiRuntime& mpi) {
   std::string reducer_name, in_dir, out_dir;
+  std::vector<std::string> options;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -39,6 +44,7 @@ int run(int argc, char** argv, comm::MpiRuntime& mpi) {
       return argv[++i];
     };
     if (a == "--reducer") reducer_name = value();
+    else if (a == "--set") options.push_back(value());
     else if (a == "--in") in_dir = value();
     else if (a == "--out") out_dir = value();
     else if (a == "-h" || a == "--help") {
@@ -51,7 +57,10 @@ int run(int argc, char** argv, comm::MpiRuntime& mpi) {
 
   comm::ReducerRegistry registry("reducer");
   comm::register_builtin_reducers(registry);
-  auto reducer = registry.get(reducer_name, "--reducer")();
+  Config section = Config::parse("{}", "reduce_tool --set");
+  for (const auto& o : options) section.set_override(o);
+  auto reducer = registry.get(reducer_name, "--reducer")(section);
+  section.finish();  // an option the reducer did not read is a typo
   auto world = comm::MpiCommunicator::world();
 
   const std::string in_path = in_dir + "/rank" + std::to_string(mpi.rank()) + ".safetensors";

@@ -10,6 +10,9 @@ namespace ada::comm {
 namespace {
 
 constexpr int kTagFold = 7101, kTagUnfold = 7102, kTagLevel = 7200, kTagGather = 7300;
+// Elements per piece of a pipelined exchange: the piece and the matching part of our own data
+// stay in L2 while their partial sums are taken.
+constexpr int64_t kPipelineChunk = 1 << 17;
 
 // One pass over a and b: (a.b, |a|^2, |b|^2) in double. The simd reduction lets the compiler
 // keep vector accumulators (fixed order for a given build, so deterministic).
@@ -33,10 +36,32 @@ void combine(const float* a, const float* b, float* out, int64_t n, double ca, d
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(ca * a[i] + cb * b[i]);
 }
 
-int64_t floor_pow2(int64_t p) {
-  int64_t q = 1;
+int floor_pow2(int p) {
+  int q = 1;
   while (q * 2 <= p) q *= 2;
   return q;
+}
+
+// Tensor i's part of [lo, hi) as an offset relative to `base` and a count. An empty part sits
+// where the tensor would be (clamped into [lo, hi]), so clipped spans stay in buffer order.
+struct Clip {
+  int64_t off, n;
+};
+Clip clip(const TensorSpan& s, int64_t lo, int64_t hi, int64_t base) {
+  const int64_t s0 = std::clamp(s.offset, lo, hi), s1 = std::clamp(s.offset + s.numel, lo, hi);
+  return {s0 - base, std::max<int64_t>(0, s1 - s0)};
+}
+
+// Sums the per-tensor triples `mine` over `group` (null or one rank: nothing to do) in group
+// rank order, so every member gets bit-identical totals.
+void sum_triples(Communicator* group, std::vector<double>& mine, std::vector<double>& all) {
+  if (!group || group->size() == 1) return;
+  const size_t k = mine.size();
+  all.assign(k * group->size(), 0.0);
+  group->allgather(mine.data(), static_cast<int64_t>(k), all.data());
+  std::fill(mine.begin(), mine.end(), 0.0);
+  for (int g = 0; g < group->size(); ++g)
+    for (size_t i = 0; i < k; ++i) mine[i] += all[k * g + i];
 }
 
 }  // namespace
@@ -46,53 +71,111 @@ AdasumCoefficients adasum_coefficients(double dot, double a2, double b2, double 
   return {a2 >= kTiny ? 1.0 - w_a * dot / a2 : 1.0, b2 >= kTiny ? 1.0 - w_b * dot / b2 : 1.0};
 }
 
-AdasumReducer::Groups& AdasumReducer::groups_for(Communicator& comm) {
-  auto it = groups_.find(&comm);
-  if (it != groups_.end()) return it->second;
-  Groups g;
-  const int p = comm.size(), r = comm.rank();
-  const int q = static_cast<int>(floor_pow2(p));
-  for (int d = 1; d < q; d *= 2) g.by_level.push_back(comm.split(r < q ? r / (2 * d) : -1, r));
-  return groups_.emplace(&comm, std::move(g)).first->second;
+AdasumOptions AdasumOptions::from_config(const Config& section) {
+  AdasumOptions o;
+  o.hierarchical = section.get_or<bool>("hierarchical", false);
+  o.local_size = section.get_or<int>("local_size", 0);
+  o.gather_below = section.get_or<int64_t>("gather_below", o.gather_below);
+  ADA_CHECK_ARG(o.gather_below >= 0, ConfigError)
+      << section.where("gather_below") << ": must be >= 0 (0: never gather), got " << o.gather_below;
+  o.where = section.where("local_size");
+  ADA_CHECK_ARG(o.local_size >= 0, ConfigError)
+      << o.where << ": must be >= 0 (0: the nodes MPI reports), got " << o.local_size;
+  const std::string hier_key = section.path().empty() ? "hierarchical" : section.path() + ".hierarchical";
+  ADA_CHECK_ARG(o.hierarchical || !section.has("local_size"), ConfigError)
+      << o.where << ": only used by the hierarchical form; set " << hier_key
+      << ": true, or remove local_size";
+  return o;
 }
 
-void AdasumReducer::reduce(Tensor& buffer, const std::vector<TensorSpan>& spans, Communicator& comm) {
-  check_dtype(buffer, DType::f32, "adasum", "buffer");
-  const int p = comm.size(), r = comm.rank();
+AdasumReducer::AdasumReducer(AdasumOptions options) : options_(std::move(options)) {}
+
+Tensor AdasumReducer::scratch(int64_t n) {
+  if (!scratch_.defined() || scratch_.numel() < n) {
+    scratch_ = Tensor();  // free the old one first: peak memory stays one scratch buffer
+    scratch_ = Tensor::empty({n});
+  }
+  return scratch_.narrow(0, n);
+}
+
+AdasumReducer::Topology& AdasumReducer::topology_for(Communicator& comm) {
+  auto it = topologies_.find(&comm);
+  if (it != topologies_.end()) return it->second;
+  Topology t;
+  int node = comm.rank(), nodes = comm.size();
+  if (options_.hierarchical) {
+    t.layout = std::make_unique<NodeLayout>(make_node_layout(comm, options_.local_size, options_.where));
+    t.local_size = t.layout->local_size;
+    t.peers = t.layout->cross_comm.get();
+    t.fold_group = t.layout->node_comm.get();
+    node = t.layout->node;
+    nodes = t.layout->nodes;
+  } else {
+    t.peers = &comm;
+  }
+  // Level d's partial sums are summed over every rank of the 2d nodes of this node's block.
+  const int q = floor_pow2(nodes);
+  for (int d = 1; d < q; d *= 2) t.level_groups.push_back(comm.split(node < q ? node / (2 * d) : -1, comm.rank()));
+  return topologies_.emplace(&comm, std::move(t)).first->second;
+}
+
+void AdasumReducer::exchange_and_sum(Communicator& peers, int partner, int tag, Tensor& x, int64_t klo,
+                                     int64_t khi, int64_t glo, int64_t ghi, bool left,
+                                     const std::vector<TensorSpan>& pieces, std::vector<double>& mine) {
+  Tensor theirs = scratch(khi - klo);
+  const float* own = x.data<float>() + klo;
+  const float* got = theirs.data<float>();
+  std::fill(mine.begin(), mine.end(), 0.0);
+  size_t first = 0;  // pieces are in buffer order: the first tensor not yet behind
+  auto on_piece = [&](int64_t off, int64_t count) {
+    const int64_t lo = klo + off, hi = lo + count;
+    while (first < pieces.size() && pieces[first].offset + pieces[first].numel <= lo) ++first;
+    for (size_t i = first; i < pieces.size() && pieces[i].offset < hi; ++i) {
+      const Clip c = clip(pieces[i], lo, hi, klo);
+      if (c.n == 0) continue;
+      const float* a = (left ? own : got) + c.off;
+      const float* b = (left ? got : own) + c.off;
+      partial_sums(a, b, c.n, mine[3 * i], mine[3 * i + 1], mine[3 * i + 2]);
+    }
+  };
+  Tensor give = glo < 0 ? Tensor::empty({0}) : x.narrow(glo, ghi - glo);  // the fold only receives
+  peers.sendrecv_pipelined(give, partner, theirs, partner, tag, kPipelineChunk, on_piece);
+}
+
+void AdasumReducer::tree(Tensor& x, const std::vector<TensorSpan>& pieces, Topology& topo) {
+  Communicator& peers = *topo.peers;
+  const int p = peers.size(), r = peers.rank();
   if (p == 1) return;
-  const int64_t n = buffer.numel();
-  for (const auto& s : spans)
-    ADA_CHECK_ARG(s.offset >= 0 && s.numel >= 0 && s.offset + s.numel <= n, ShapeError)
-        << "adasum: span [" << s.offset << ", " << s.offset + s.numel << ") outside the buffer of "
-        << n << " elements";
-  Groups& groups = groups_for(comm);  // collective on first use: before any rank returns early
-  const int q = static_cast<int>(floor_pow2(p)), extra = p - q;
-  Tensor x = buffer.reshape({n});
+  const int q = floor_pow2(p), extra = p - q;
+  const int64_t n = x.numel();
   float* xp = x.data<float>();
+  const size_t t = pieces.size();
+  std::vector<double> mine(3 * t), all;
 
   if (r >= q) {  // fold into rank r - q, then receive the result
-    comm.send(x, r - q, kTagFold);
-    comm.recv(x, r - q, kTagUnfold);
+    Tensor none = Tensor::empty({0});
+    peers.sendrecv_pipelined(x, r - q, none, r - q, kTagFold, kPipelineChunk, [](int64_t, int64_t) {});
+    peers.recv(x, r - q, kTagUnfold);
     return;
   }
-  Tensor tmp = Tensor::empty({n});
-  float* tp = tmp.data<float>();
   if (r < extra) {
-    comm.recv(tmp, r + q, kTagFold);
-    for (const auto& s : spans) {
-      double d = 0, aa = 0, bb = 0;
-      partial_sums(xp + s.offset, tp + s.offset, s.numel, d, aa, bb);
-      auto c = adasum_coefficients(d, aa, bb);
-      combine(xp + s.offset, tp + s.offset, xp + s.offset, s.numel, c.ca, c.cb);
+    // Both vectors are whole here; in the hierarchical form the slices of the other local ranks
+    // hold the rest of each tensor, so the sums go over the node.
+    exchange_and_sum(peers, r + q, kTagFold, x, 0, n, -1, -1, true, pieces, mine);
+    sum_triples(topo.fold_group, mine, all);
+    const float* theirs = scratch_.data<float>();
+    for (size_t i = 0; i < t; ++i) {
+      if (pieces[i].numel == 0) continue;
+      const auto c = adasum_coefficients(mine[3 * i], mine[3 * i + 1], mine[3 * i + 2]);
+      const int64_t o = pieces[i].offset;
+      combine(xp + o, theirs + o, xp + o, pieces[i].numel, c.ca, c.cb);
     }
   }
-  // Number of original ranks a tree node (rank i < q) stands for, summed over [start, start+len).
-  auto ranks_in = [&](int start, int len) {
+  // Number of original tree nodes a node i < q stands for, summed over [start, start+len).
+  auto nodes_in = [&](int start, int len) {
     return len + std::max(0, std::min(start + len, extra) - start);
   };
 
-  const size_t t = spans.size();
-  std::vector<double> mine(3 * t), all;
   std::vector<std::pair<int64_t, int64_t>> parents;
   int64_t lo = 0, hi = n;
   int level = 0;
@@ -102,35 +185,21 @@ void AdasumReducer::reduce(Tensor& buffer, const std::vector<TensorSpan>& spans,
     const int64_t mid = lo + (hi - lo) / 2;
     const int64_t klo = left ? lo : mid, khi = left ? mid : hi;  // kept half
     const int64_t glo = left ? mid : lo, ghi = left ? hi : mid;  // given half
-    Tensor recv_half = tmp.narrow(klo, khi - klo);
-    comm.sendrecv(x.narrow(glo, ghi - glo), partner, recv_half, partner, kTagLevel + level);
+    exchange_and_sum(peers, partner, kTagLevel + level, x, klo, khi, glo, ghi, left, pieces, mine);
+    sum_triples(topo.level_groups[level].get(), mine, all);
     fault_point("adasum");
-    const float* a = left ? xp : tp;
-    const float* b = left ? tp : xp;
-    std::fill(mine.begin(), mine.end(), 0.0);
-    for (size_t i = 0; i < t; ++i) {
-      const int64_t s0 = std::max(spans[i].offset, klo);
-      const int64_t s1 = std::min(spans[i].offset + spans[i].numel, khi);
-      if (s1 > s0) partial_sums(a + s0, b + s0, s1 - s0, mine[3 * i], mine[3 * i + 1], mine[3 * i + 2]);
-    }
-    Communicator& group = *groups.by_level[level];
-    all.assign(3 * t * group.size(), 0.0);
-    group.allgather(mine.data(), static_cast<int64_t>(3 * t), all.data());
     const int base = (r / (2 * d)) * (2 * d);
-    const double na = ranks_in(base, d), nb = ranks_in(base + d, d);
+    const double na = nodes_in(base, d), nb = nodes_in(base + d, d);
     const double wa = na / (na + nb), wb = nb / (na + nb);
+    const float* theirs = scratch_.data<float>();
     for (size_t i = 0; i < t; ++i) {
-      const int64_t s0 = std::max(spans[i].offset, klo);
-      const int64_t s1 = std::min(spans[i].offset + spans[i].numel, khi);
-      if (s1 <= s0) continue;
-      double dot = 0, a2 = 0, b2 = 0;  // summed in group-rank order: identical on every rank
-      for (int g = 0; g < group.size(); ++g) {
-        dot += all[3 * t * g + 3 * i];
-        a2 += all[3 * t * g + 3 * i + 1];
-        b2 += all[3 * t * g + 3 * i + 2];
-      }
-      auto c = adasum_coefficients(dot, a2, b2, wa, wb);
-      combine(a + s0, b + s0, xp + s0, s1 - s0, c.ca, c.cb);
+      const Clip c = clip(pieces[i], klo, khi, klo);
+      if (c.n == 0) continue;
+      const auto k = adasum_coefficients(mine[3 * i], mine[3 * i + 1], mine[3 * i + 2], wa, wb);
+      float* own = xp + klo + c.off;
+      const float* a = left ? own : theirs + c.off;
+      const float* b = left ? theirs + c.off : own;
+      combine(a, b, own, c.n, k.ca, k.cb);
     }
     parents.emplace_back(lo, hi);
     lo = klo;
@@ -144,11 +213,105 @@ void AdasumReducer::reduce(Tensor& buffer, const std::vector<TensorSpan>& spans,
     const int partner = r ^ d;
     const int64_t olo = lo == plo ? hi : plo, ohi = lo == plo ? phi : lo;  // partner's segment
     Tensor theirs = x.narrow(olo, ohi - olo);
-    comm.sendrecv(x.narrow(lo, hi - lo), partner, theirs, partner, kTagGather + level);
+    peers.sendrecv(x.narrow(lo, hi - lo), partner, theirs, partner, kTagGather + level);
     lo = plo;
     hi = phi;
   }
-  if (r < extra) comm.send(x, r + q, kTagUnfold);
+  if (r < extra) peers.send(x, r + q, kTagUnfold);
+}
+
+void AdasumReducer::reduce_gathered(Tensor& x, const std::vector<TensorSpan>& spans, Communicator& comm,
+                                    int local_size) {
+  const int p = comm.size(), nodes = p / local_size;
+  const int64_t n = x.numel();
+  Tensor all = scratch(int64_t(p) * n);
+  comm.allgather(x, all);
+  float* a = all.data<float>();
+  auto input = [&](int k) { return a + int64_t(k) * local_size * n; };  // node k's vector
+  for (int k = 0; k < nodes; ++k)  // node sums, in local rank order
+    for (int j = 1; j < local_size; ++j) {
+      float* v = input(k);
+      const float* w = v + int64_t(j) * n;
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) v[i] += w[i];
+    }
+  // u <- the count-weighted pair operator of u and w, per tensor, rounded to float like the
+  // distributed schedule's combine.
+  auto pair = [&](float* u, const float* w, double wu, double ww) {
+    for (const auto& s : spans) {
+      double d = 0, uu = 0, vv = 0;
+      partial_sums(u + s.offset, w + s.offset, s.numel, d, uu, vv);
+      const auto c = adasum_coefficients(d, uu, vv, wu, ww);
+      combine(u + s.offset, w + s.offset, u + s.offset, s.numel, c.ca, c.cb);
+    }
+  };
+  const int q = floor_pow2(nodes), extra = nodes - q;
+  std::vector<int> count(q, 1);
+  for (int i = 0; i < extra; ++i) {  // the fold
+    pair(input(i), input(q + i), 0.5, 0.5);
+    count[i] = 2;
+  }
+  for (int d = 1; d < q; d *= 2)  // the balanced tree over adjacent blocks
+    for (int i = 0; i < q; i += 2 * d) {
+      const double na = count[i], nb = count[i + d];
+      pair(input(i), input(i + d), na / (na + nb), nb / (na + nb));
+      count[i] += count[i + d];
+    }
+  const float* r = input(0);
+  float* xp = x.data<float>();
+  const double inv = 1.0 / local_size;
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) xp[i] = local_size == 1 ? r[i] : static_cast<float>(r[i] * inv);
+}
+
+void AdasumReducer::reduce(Tensor& buffer, const std::vector<TensorSpan>& spans, Communicator& comm) {
+  check_dtype(buffer, DType::f32, "adasum", "buffer");
+  const int64_t n = buffer.numel();
+  int64_t end = 0;
+  for (const auto& s : spans) {
+    ADA_CHECK_ARG(s.offset >= end && s.numel >= 0 && s.offset + s.numel <= n, ShapeError)
+        << "adasum: span [" << s.offset << ", " << s.offset + s.numel << ") is outside the buffer of "
+        << n << " elements or before the end of the previous span (" << end
+        << "); spans must be in buffer order and disjoint";
+    end = s.offset + s.numel;
+  }
+  // Collective on first use, before any rank returns early; also checks the options.
+  Topology& topo = topology_for(comm);
+  if (comm.size() == 1) return;
+  Tensor x = buffer.reshape({n});
+  const int L = topo.local_size;
+  if (n * comm.size() <= options_.gather_below) {
+    reduce_gathered(x, spans, comm, L);
+    return;
+  }
+  if (L == 1) {  // flat, or one rank per node
+    tree(x, spans, topo);
+    return;
+  }
+  // Hierarchical: local rank j owns slice j of the node sum.
+  NodeLayout& nl = *topo.layout;
+  std::vector<int64_t> counts(L);
+  for (int j = 0; j < L; ++j) counts[j] = n / L + (j < n % L ? 1 : 0);
+  const int64_t s0 = (n / L) * nl.local_rank + std::min<int64_t>(nl.local_rank, n % L);
+  const int64_t m = counts[nl.local_rank];
+  if (!slice_.defined() || slice_.numel() < m) {
+    slice_ = Tensor();
+    slice_ = Tensor::empty({m});
+  }
+  Tensor s = slice_.narrow(0, m);
+  nl.node_comm->reduce_scatter(x, s, counts);
+  std::vector<TensorSpan> pieces(spans.size());
+  for (size_t i = 0; i < spans.size(); ++i) {
+    const Clip c = clip(spans[i], s0, s0 + m, s0);
+    pieces[i] = {c.off, c.n};
+  }
+  tree(s, pieces, topo);
+  const float* sp = s.data<float>();
+  float* xp = x.data<float>() + s0;
+  const double inv = 1.0 / L;
+#pragma omp simd
+  for (int64_t i = 0; i < m; ++i) xp[i] = static_cast<float>(sp[i] * inv);
+  nl.node_comm->allgather_inplace(x, counts);
 }
 
 }  // namespace ada::comm

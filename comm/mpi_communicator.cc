@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <climits>
+#include <exception>
+#include <vector>
 
 #include "comm/comm_thread.h"
 #include "comm/mpi_check.h"
@@ -157,6 +159,50 @@ void MpiCommunicator::reduce_scatter(const Tensor& in, Tensor& out) {
   });
 }
 
+// MPI's int counts and displacements for uneven blocks; checks that `counts` has one
+// non-negative entry per rank summing to `total`.
+void MpiCommunicator::block_layout(const char* op, const std::vector<int64_t>& counts, int64_t total,
+                                   std::vector<int>& icounts, std::vector<int>& displs) const {
+  ADA_CHECK_ARG(static_cast<int>(counts.size()) == size_, ShapeError)
+      << op << ": " << counts.size() << " block counts for a communicator of " << size_ << " ranks";
+  icounts.resize(size_);
+  displs.resize(size_);
+  int64_t off = 0;
+  for (int i = 0; i < size_; ++i) {
+    ADA_CHECK_ARG(counts[i] >= 0, ShapeError) << op << ": block " << i << " has a negative count";
+    ADA_CHECK_ARG(off <= INT_MAX && counts[i] <= INT_MAX, CommError)
+        << op << ": block " << i << " (offset " << off << ", " << counts[i]
+        << " elements) exceeds MPI's int counts; use smaller buckets";
+    icounts[i] = static_cast<int>(counts[i]);
+    displs[i] = static_cast<int>(off);
+    off += counts[i];
+  }
+  ADA_CHECK_ARG(off == total, ShapeError)
+      << op << ": block counts sum to " << off << " but the buffer holds " << total << " elements";
+}
+
+void MpiCommunicator::reduce_scatter(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts) {
+  MPI_Datatype type = mpi_type(in, "reduce_scatter");
+  std::vector<int> icounts, displs;
+  block_layout("reduce_scatter", counts, in.numel(), icounts, displs);
+  ADA_CHECK_ARG(out.dtype() == in.dtype() && out.numel() == counts[rank_], ShapeError)
+      << "reduce_scatter: output " << out.str() << " must hold block " << rank_ << " ("
+      << counts[rank_] << " elements of " << dtype_name(in.dtype()) << ")";
+  run([&] {
+    ADA_MPI_CHECK(MPI_Reduce_scatter(in.raw_data(), out.raw_data(), icounts.data(), type, MPI_SUM, comm_));
+  });
+}
+
+void MpiCommunicator::allgather_inplace(Tensor& buffer, const std::vector<int64_t>& counts) {
+  MPI_Datatype type = mpi_type(buffer, "allgather_inplace");
+  std::vector<int> icounts, displs;
+  block_layout("allgather_inplace", counts, buffer.numel(), icounts, displs);
+  run([&] {
+    ADA_MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer.raw_data(), icounts.data(),
+                                 displs.data(), type, comm_));
+  });
+}
+
 void MpiCommunicator::send(const Tensor& t, int peer, int tag) {
   MPI_Datatype type = mpi_type(t, "send");
   const char* p = static_cast<const char*>(t.raw_data());
@@ -200,6 +246,55 @@ void MpiCommunicator::sendrecv(const Tensor& out, int to, Tensor& in, int from, 
                                  tag, comm_, MPI_STATUS_IGNORE));
       if (total == 0) break;
     }
+  });
+}
+
+void MpiCommunicator::sendrecv_pipelined(const Tensor& out, int to, Tensor& in, int from, int tag,
+                                         int64_t chunk,
+                                         const std::function<void(int64_t, int64_t)>& on_piece) {
+  MPI_Datatype type = mpi_type(out, "sendrecv_pipelined");
+  ADA_CHECK_ARG(in.dtype() == out.dtype(), DTypeError)
+      << "sendrecv_pipelined: send and receive dtypes differ";
+  const int64_t total = std::max<int64_t>(1, std::max(out.numel(), in.numel()));
+  const int64_t piece = chunk <= 0 ? std::min(total, kMaxChunk) : std::min(chunk, kMaxChunk);
+  const char* sp = static_cast<const char*>(out.raw_data());
+  char* rp = static_cast<char*>(in.raw_data());
+  const size_t es = dtype_size(out.dtype());
+  const int64_t ns = (out.numel() + piece - 1) / piece, nr = (in.numel() + piece - 1) / piece;
+  auto count = [&](const Tensor& t, int64_t k) { return static_cast<int>(std::min(piece, t.numel() - k * piece)); };
+  run([&] {
+    // Every send is posted at once (the receiver pulls them as it goes); receives run one piece
+    // ahead, so a piece is copied in just before it is used. After an exception from on_piece
+    // the remaining pieces are still received (and not reported), so no message is left behind.
+    std::vector<MPI_Request> sends(ns, MPI_REQUEST_NULL);
+    MPI_Request recvs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    for (int64_t k = 0; k < ns; ++k)
+      ADA_MPI_CHECK(MPI_Isend(sp + k * piece * es, count(out, k), type, to, tag, comm_, &sends[k]));
+    auto post = [&](int64_t k) {
+      if (k < nr)
+        ADA_MPI_CHECK(MPI_Irecv(rp + k * piece * es, count(in, k), type, from, tag, comm_, &recvs[k % 2]));
+    };
+    post(0);
+    post(1);
+    std::exception_ptr error;
+    for (int64_t k = 0; k < nr; ++k) {
+      MPI_Status st;
+      ADA_MPI_CHECK(MPI_Wait(&recvs[k % 2], &st));
+      int got = 0;
+      MPI_Get_count(&st, type, &got);
+      ADA_CHECK_ARG(got == count(in, k), CommError)
+          << "sendrecv_pipelined from rank " << from << ": piece " << k << " has " << got
+          << " elements, expected " << count(in, k) << " (sizes or chunks differ between the ranks)";
+      post(k + 2);
+      if (error) continue;
+      try {
+        on_piece(k * piece, count(in, k));
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    if (ns > 0) ADA_MPI_CHECK(MPI_Waitall(static_cast<int>(ns), sends.data(), MPI_STATUSES_IGNORE));
+    if (error) std::rethrow_exception(error);
   });
 }
 

@@ -31,9 +31,13 @@ class MpiCommunicator : public Communicator {
   void allgather(const Tensor& in, Tensor& out) override;
   void allgather(const double* in, int64_t count, double* out) override;
   void reduce_scatter(const Tensor& in, Tensor& out) override;
+  void reduce_scatter(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts) override;
+  void allgather_inplace(Tensor& buffer, const std::vector<int64_t>& counts) override;
   void send(const Tensor& t, int peer, int tag = 0) override;
   void recv(Tensor& t, int peer, int tag = 0) override;
   void sendrecv(const Tensor& out, int to, Tensor& in, int from, int tag = 0) override;
+  void sendrecv_pipelined(const Tensor& out, int to, Tensor& in, int from, int tag, int64_t chunk,
+                          const std::function<void(int64_t offset, int64_t count)>& on_piece) override;
   void barrier() override;
   std::unique_ptr<Communicator> split(int color, int key) override;
   void post_signal(int peer, int tag, int64_t value) override;
@@ -47,6 +51,8 @@ class MpiCommunicator : public Communicator {
 
  private:
   void reap_signals();  // frees the requests of signals that have been delivered (comm thread)
+  void block_layout(const char* op, const std::vector<int64_t>& counts, int64_t total,
+                    std::vector<int>& icounts, std::vector<int>& displs) const;
 
   MPI_Comm comm_;
   bool owned_;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "core/config.h"
 #include "core/registry.h"
 
 namespace ada::comm {
@@ -38,7 +39,10 @@ class Reducer {
   virtual void reduce(Tensor& buffer, const std::vector<TensorSpan>& spans, Communicator& comm) = 0;
 };
 
-using ReducerFactory = std::function<std::unique_ptr<Reducer>()>;
+// Builds a reducer from its config section (the trainer's `reducer:`; tools pass a small
+// parsed one). A factory reads only the options it understands (marking them read), so keys no
+// reducer reads stay errors at Config::finish().
+using ReducerFactory = std::function<std::unique_ptr<Reducer>(const Config& section)>;
 using ReducerRegistry = Registry<ReducerFactory>;
 // Adds sum, average and adasum.
 void register_builtin_reducers(ReducerRegistry& registry);

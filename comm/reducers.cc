@@ -38,9 +38,11 @@ ReduceTarget target_from_name(const std::string& name, const std::string& where)
 }
 
 void register_builtin_reducers(ReducerRegistry& registry) {
-  registry.add("sum", [] { return std::make_unique<SumReducer>(); });
-  registry.add("average", [] { return std::make_unique<AverageReducer>(); });
-  registry.add("adasum", [] { return std::make_unique<AdasumReducer>(); });
+  registry.add("sum", [](const Config&) { return std::make_unique<SumReducer>(); });
+  registry.add("average", [](const Config&) { return std::make_unique<AverageReducer>(); });
+  registry.add("adasum", [](const Config& c) {
+    return std::make_unique<AdasumReducer>(AdasumOptions::from_config(c));
+  });
 }
 
 }  // namespace ada::comm

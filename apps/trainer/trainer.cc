@@ -247,7 +247,7 @@ void Trainer::setup() {
 
   comm::ReducerRegistry reducers("reducer");
   comm::register_builtin_reducers(reducers);
-  reducer_ = reducers.get(reducer_name_, red.where("name"))();
+  reducer_ = reducers.get(reducer_name_, red.where("name"))(red);
 
   // ---- model ---------------------------------------------------------------------------------
   nn::ModelRegistry models("model");

@@ -1,7 +1,8 @@
-// Reducers under mpiexec at 1, 2, 3, 4, 5 and 8 ranks: closed forms for sum/average; for Adasum
-// the pair formula, orthogonal -> sum, parallel -> mean, b = -a -> 0, zero/empty/one-element
-// tensors, odd sizes straddling the halving points, per-tensor independence, agreement with a
-// sequential tree reference computed here, and bit-identical results on every rank.
+// Reducers under mpiexec at 1, 2, 3, 4, 5, 6 and 8 ranks: closed forms for sum/average; for
+// Adasum, on both schedules (distributed and gathered), the pair formula, orthogonal -> sum,
+// parallel -> mean, b = -a -> 0, zero/empty/one-element tensors, odd sizes straddling the
+// halving points, per-tensor independence, agreement with a sequential tree reference computed
+// here, and bit-identical results on every rank.
 #include <gtest/gtest.h>
 
 #include <cfloat>
@@ -11,110 +12,12 @@
 #include "comm/adasum_reducer.h"
 #include "comm/bucketer.h"
 #include "comm_test_util.h"
+#include "reducer_test_util.h"
 #include "core/functional.h"
 
 namespace ada::comm {
 namespace {
-using testing::gather_all;
-using testing::world;
-
-ReducerRegistry& registry() {
-  static ReducerRegistry reg = [] {
-    ReducerRegistry r("reducer");
-    register_builtin_reducers(r);
-    return r;
-  }();
-  return reg;
-}
-
-// Tensor sizes of one bucket: odd sizes straddling split points, empty and one-element ones.
-std::vector<int64_t> bucket_sizes(int p) { return {20 * p - 17, 0, 1, 7, 2 * p + 1, 13, p + 2, 33}; }
-
-std::vector<TensorSpan> spans_of(const std::vector<int64_t>& sizes) {
-  std::vector<TensorSpan> s;
-  int64_t off = 0;
-  for (int64_t n : sizes) {
-    s.push_back({off, n});
-    off += n;
-  }
-  return s;
-}
-
-int64_t total(const std::vector<int64_t>& sizes) {
-  int64_t t = 0;
-  for (auto n : sizes) t += n;
-  return t;
-}
-
-// Runs `reducer` on this rank's buffer and returns the result.
-std::vector<float> reduce_with(const std::string& name, const std::vector<float>& mine,
-                               const std::vector<int64_t>& sizes, Communicator& comm = world()) {
-  auto reducer = registry().get(name)();
-  Tensor buf = Tensor::from_vector<float>(mine, {static_cast<int64_t>(mine.size())});
-  reducer->reduce(buf, spans_of(sizes), comm);
-  return buf.to_vector<float>();
-}
-
-std::vector<float> random_vec(int64_t n, uint64_t seed, float scale = 1.f) {
-  Generator g(seed);
-  return Tensor::randn({n}, g, 0.f, scale).to_vector<float>();
-}
-
-void expect_same_on_every_rank(const std::vector<float>& v, const std::string& what) {
-  auto all = gather_all(v);
-  for (size_t r = 1; r < all.size(); ++r)
-    EXPECT_EQ(std::memcmp(all[r].data(), all[0].data(), v.size() * sizeof(float)), 0)
-        << what << ": rank " << r << " differs from rank 0";
-}
-
-void expect_near_rel(const std::vector<float>& got, const std::vector<double>& want, double tol,
-                     const std::string& what) {
-  ASSERT_EQ(got.size(), want.size());
-  double err = 0, norm = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    err += (got[i] - want[i]) * (got[i] - want[i]);
-    norm += want[i] * want[i];
-  }
-  EXPECT_LE(std::sqrt(err), tol * std::max(1e-30, std::sqrt(norm))) << what;
-}
-
-// ---- the sequential reference: pair operator + the documented tree for any P -------------
-void pair_op(std::vector<double>& a, const std::vector<double>& b, const std::vector<int64_t>& sizes,
-             double wa, double wb) {
-  int64_t off = 0;
-  for (int64_t n : sizes) {
-    double d = 0, aa = 0, bb = 0;
-    for (int64_t i = off; i < off + n; ++i) {
-      d += a[i] * b[i];
-      aa += a[i] * a[i];
-      bb += b[i] * b[i];
-    }
-    auto c = adasum_coefficients(d, aa, bb, wa, wb);
-    for (int64_t i = off; i < off + n; ++i) a[i] = c.ca * a[i] + c.cb * b[i];
-    off += n;
-  }
-}
-
-std::vector<double> tree_reference(const std::vector<std::vector<float>>& x,
-                                   const std::vector<int64_t>& sizes) {
-  const int p = static_cast<int>(x.size());
-  int q = 1;
-  while (q * 2 <= p) q *= 2;
-  std::vector<std::vector<double>> node(q);
-  std::vector<int> count(q, 1);
-  for (int i = 0; i < q; ++i) node[i].assign(x[i].begin(), x[i].end());
-  for (int i = q; i < p; ++i) {  // fold the extra ranks into ranks 0..p-q-1
-    pair_op(node[i - q], std::vector<double>(x[i].begin(), x[i].end()), sizes, 0.5, 0.5);
-    count[i - q] = 2;
-  }
-  for (int width = 1; width < q; width *= 2)  // balanced tree over adjacent blocks
-    for (int i = 0; i < q; i += 2 * width) {
-      double na = count[i], nb = count[i + width];
-      pair_op(node[i], node[i + width], sizes, na / (na + nb), nb / (na + nb));
-      count[i] += count[i + width];
-    }
-  return node[0];
-}
+using namespace testing;
 
 TEST(Reducers, SumAndAverageClosedForms) {
   const int p = world().size(), r = world().rank();
@@ -133,13 +36,20 @@ TEST(Reducers, SumAndAverageClosedForms) {
   expect_same_on_every_rank(a, "average");
 }
 
-TEST(Adasum, TwoRankClosedFormInEveryPair) {
+// Every Adasum test runs on both schedules: the distributed one (vector halving) and the
+// latency path (gather, then the same tree on every rank).
+class Adasum : public ::testing::TestWithParam<std::string> {};
+INSTANTIATE_TEST_SUITE_P(Schedules, Adasum,
+                         ::testing::Values("{gather_below: 0}", "{gather_below: 1000000000}"),
+                         [](const auto& info) { return info.index == 0 ? "Distributed" : "Gathered"; });
+
+TEST_P(Adasum, TwoRankClosedFormInEveryPair) {
   Communicator& c = world();
   const int r = c.rank();
   auto pair = c.split(r / 2, r);  // (0,1), (2,3), ...; an odd last rank is alone
   const std::vector<int64_t> sizes = {5, 9};
   auto mine = random_vec(14, 100 + r);
-  auto got = reduce_with("adasum", mine, sizes, *pair);
+  auto got = reduce_with("adasum", mine, sizes, *pair, GetParam());
   auto both = gather_all(mine);  // collective on the world: every rank takes part
   if (pair->size() == 1) {
     EXPECT_EQ(got, mine);
@@ -163,7 +73,7 @@ TEST(Adasum, TwoRankClosedFormInEveryPair) {
   }
 }
 
-TEST(Adasum, OrthogonalInputsGiveTheSum) {
+TEST_P(Adasum, OrthogonalInputsGiveTheSum) {
   const int p = world().size(), r = world().rank();
   const auto sizes = bucket_sizes(p);
   const int64_t n = total(sizes);
@@ -175,12 +85,12 @@ TEST(Adasum, OrthogonalInputsGiveTheSum) {
     if (i % p == r) mine[i] = v[i];
     want[i] = v[i];
   }
-  auto got = reduce_with("adasum", mine, sizes);
+  auto got = reduce_with("adasum", mine, sizes, world(), GetParam());
   expect_near_rel(got, want, 1.2e-5, "orthogonal");  // Horovod's bound: 100 * eps(f32)
   expect_same_on_every_rank(got, "orthogonal");
 }
 
-TEST(Adasum, ParallelInputsGiveTheMean) {
+TEST_P(Adasum, ParallelInputsGiveTheMean) {
   const int p = world().size(), r = world().rank();
   const auto sizes = bucket_sizes(p);
   const int64_t n = total(sizes);
@@ -194,16 +104,16 @@ TEST(Adasum, ParallelInputsGiveTheMean) {
     mine[i] = scale(r) * a[i];
     want[i] = mean_scale * a[i];
   }
-  auto got = reduce_with("adasum", mine, sizes);
+  auto got = reduce_with("adasum", mine, sizes, world(), GetParam());
   expect_near_rel(got, want, 1.2e-5, "parallel");
   expect_same_on_every_rank(got, "parallel");
   // Identical inputs come back unchanged.
-  auto same = reduce_with("adasum", a, sizes);
+  auto same = reduce_with("adasum", a, sizes, world(), GetParam());
   std::vector<double> a_d(a.begin(), a.end());
   expect_near_rel(same, a_d, 1.2e-5, "identical");
 }
 
-TEST(Adasum, OppositePairsCancelAndZerosAreGuarded) {
+TEST_P(Adasum, OppositePairsCancelAndZerosAreGuarded) {
   Communicator& c = world();
   const int r = c.rank();
   auto pair = c.split(r / 2, r);
@@ -211,32 +121,32 @@ TEST(Adasum, OppositePairsCancelAndZerosAreGuarded) {
   std::vector<float> mine = a;
   if (pair->size() == 2 && r % 2 == 1)
     for (auto& v : mine) v = -v;
-  auto got = reduce_with("adasum", mine, {11}, *pair);
+  auto got = reduce_with("adasum", mine, {11}, *pair, GetParam());
   if (pair->size() == 2) {
     for (float v : got) EXPECT_NEAR(v, 0.f, 1e-6f);
   }
   // All-zero tensors stay zero (no NaN); one non-zero rank: adasum(0, b) = b throughout.
   const auto sizes = std::vector<int64_t>{4, 6};
   std::vector<float> zeros(10, 0.f);
-  for (float v : reduce_with("adasum", zeros, sizes)) EXPECT_EQ(v, 0.f);
+  for (float v : reduce_with("adasum", zeros, sizes, world(), GetParam())) EXPECT_EQ(v, 0.f);
   auto b = random_vec(10, 10);
   std::vector<float> only_last = c.rank() == c.size() - 1 ? b : zeros;
-  auto got2 = reduce_with("adasum", only_last, sizes);
+  auto got2 = reduce_with("adasum", only_last, sizes, world(), GetParam());
   for (size_t i = 0; i < b.size(); ++i) EXPECT_NEAR(got2[i], b[i], 1e-6f * std::fabs(b[i]) + 1e-7f);
   // Tiny magnitudes (near FLT_MIN) keep their mean: double accumulation, no underflow to NaN.
   std::vector<float> tiny(10, FLT_MIN * 4 * (1 + c.rank()));
   double m = 0;
   for (int k = 0; k < c.size(); ++k) m += FLT_MIN * 4 * (1 + k) / c.size();
-  for (float v : reduce_with("adasum", tiny, sizes)) EXPECT_NEAR(v, m, m * 1e-5);
+  for (float v : reduce_with("adasum", tiny, sizes, world(), GetParam())) EXPECT_NEAR(v, m, m * 1e-5);
 }
 
-TEST(Adasum, MatchesTheSequentialTreeAndIsPerTensor) {
+TEST_P(Adasum, MatchesTheSequentialTreeAndIsPerTensor) {
   const int p = world().size(), r = world().rank();
   const auto sizes = bucket_sizes(p);
   const int64_t n = total(sizes);
   auto mine = random_vec(n, 200 + r);
   for (int64_t i = 0; i < n; ++i) mine[i] += 0.3f;  // correlated across ranks: non-trivial dots
-  auto got = reduce_with("adasum", mine, sizes);
+  auto got = reduce_with("adasum", mine, sizes, world(), GetParam());
   auto all = gather_all(mine);
   auto want = tree_reference(all, sizes);
   int64_t off = 0;
@@ -249,7 +159,7 @@ TEST(Adasum, MatchesTheSequentialTreeAndIsPerTensor) {
   expect_same_on_every_rank(got, "tree");
   if (p > 1) {
     // Treating the bucket as one vector gives a different answer: tensors are independent.
-    auto fused = reduce_with("adasum", mine, {n});
+    auto fused = reduce_with("adasum", mine, {n}, world(), GetParam());
     double diff = 0;
     for (int64_t i = 0; i < n; ++i) diff = std::max(diff, double(std::fabs(fused[i] - got[i])));
     EXPECT_GT(diff, 1e-3);
@@ -290,7 +200,7 @@ TEST(Bucketer, AssignmentIsGreedyWithSmallFirstBucket) {
 TEST(Bucketer, OverlappedBucketsEqualOneUnbucketedReduction) {
   Communicator& c = world();
   for (const char* name : {"sum", "average", "adasum"}) {
-    auto reducer = registry().get(name)();
+    auto reducer = make_reducer(name);
     TinyNet a(3), b(3);
     // a: many small buckets launched from the grad-ready hook during backward.
     GradBucketer small(a.params, c, *reducer, BucketOptions{48, 16});
@@ -320,7 +230,7 @@ TEST(Bucketer, DeltaModeWithPlainSgdEqualsGradientMode) {
   Communicator& c = world();
   const float lr = 0.1f;
   for (const char* name : {"sum", "average", "adasum"}) {
-    auto reducer = registry().get(name)();
+    auto reducer = make_reducer(name);
     // Gradient mode: reduce gradients, then w -= lr * g.
     TinyNet g;
     GradBucketer gb(g.params, c, *reducer);
@@ -350,7 +260,7 @@ TEST(Bucketer, DeltaModeWithPlainSgdEqualsGradientMode) {
 
 TEST(Bucketer, GradsAreBucketViewsAndAccumulatedGradsSurvive) {
   Communicator& c = world();
-  auto reducer = registry().get("sum")();
+  auto reducer = make_reducer("sum");
   TinyNet net(2);
   GradBucketer b(net.params, c, *reducer, BucketOptions{64, 32});
   for (auto& p : net.params) ASSERT_TRUE(p.grad().defined()) << p.name();

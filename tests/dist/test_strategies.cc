@@ -25,7 +25,7 @@ using testing::world;
 std::unique_ptr<comm::Reducer> reducer(const std::string& name) {
   comm::ReducerRegistry r("reducer");
   comm::register_builtin_reducers(r);
-  return r.get(name)();
+  return r.get(name)(Config::parse("{name: " + name + "}", "test"));
 }
 
 std::unique_ptr<optim::Optimizer> optimizer(const std::string& yaml) {

@@ -145,7 +145,7 @@ std::unique_ptr<optim::Optimizer> plain_sgd(double lr) {
 std::unique_ptr<comm::Reducer> reducer(const std::string& name) {
   comm::ReducerRegistry r("reducer");
   comm::register_builtin_reducers(r);
-  return r.get(name)();
+  return r.get(name)(Config::parse("{name: " + name + "}", "test"));
 }
 
 // Two parameters whose gradient on rank r is a fixed function of (r, step).
