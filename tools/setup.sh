@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
 # Installs what Adatrain needs from Debian's packages, and only what is missing.
 # Idempotent: a second run installs nothing. Runs `apt-get update` at most once.
-#   tools/setup.sh            build + test dependencies
+#   tools/setup.sh            build + test dependencies (with python3-yaml and matplotlib for
+#                             the study runner, its test and the plots tools/train.sh draws)
 #   tools/setup.sh --bench    also PyTorch (python3-torch) for the benchmark twins and golden files
-#   tools/setup.sh --train    also matplotlib, for the plots tools/train.sh draws
+#   tools/setup.sh --train    the same as no option (kept for scripts that pass it)
 #   tools/setup.sh --fuzz     also clang, libFuzzer and clang's OpenMP, for tools/fuzz.sh
 set -euo pipefail
 
 packages=(cmake g++ make ccache libeigen3-dev libyaml-cpp-dev libspdlog-dev libopenmpi-dev
           openmpi-bin libgtest-dev zlib1g-dev libjpeg62-turbo-dev python3-numpy
-          nlohmann-json3-dev libcli11-dev)
+          nlohmann-json3-dev libcli11-dev python3-yaml python3-matplotlib)
 for arg in "$@"; do
   case "$arg" in
     --bench) packages+=(python3-torch python3-torchvision python3-numpy libopenblas0-openmp) ;;
-    --train) packages+=(python3-matplotlib) ;;
+    --train) ;;
     --fuzz) packages+=(clang libclang-rt-14-dev libomp-dev) ;;
-    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown option '$arg' (known: --bench, --train, --fuzz)" >&2; exit 2 ;;
   esac
 done

@@ -1,0 +1,244 @@
+#!/usr/bin/python3
+"""tools/study.py: grid expansion, expressions, bad study files, aggregation and divergence
+(pure), then tiny real studies (LeNet-5 on synthetic data, a few steps, 1 and 2 ranks) for
+running, caching, resuming, reruns after a change, divergence and failures.
+
+    /usr/bin/python3 tests/tools/test_study.py TRAINER_BINARY   (CTest runs it)
+"""
+import contextlib
+import io
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import study  # noqa: E402
+
+TRAINER = None  # set from argv
+
+BASE = """\
+model: {name: lenet5, num_classes: 10}
+data: {name: synthetic, size: 256, eval_size: 64, workers: 0}
+optimizer: {name: sgd, lr: 0.05, momentum: 0.9}
+schedule: {name: constant}
+reducer: {name: average}
+train: {batch_per_rank: 8, log_every: 1, checksum_every: 0}
+checkpoint: {every: 1000000}
+"""
+
+
+def write(folder, name, text):
+    path = os.path.join(folder, name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def study_text(base, methods, extra=""):
+    return f"""\
+base: {base}
+question: a test
+train_size: 256
+budget: {{steps: 4}}
+metric: {{name: eval_top1, goal: max, target: 0.05, diverged: 0.0, chance: 0.1}}
+ranks: [1, 2]
+seeds: [1]
+set: {{schedule.warmup_steps: "=min(2, steps_per_epoch)", train.eval_every: 2}}
+methods:
+{methods}
+{extra}"""
+
+
+TWO_METHODS = """\
+  adasum: {label: Adasum, set: {reducer.name: adasum}}
+  average: {label: average, set: {reducer.name: average}, sweep: {optimizer.lr: [0.05, 0.1]}}
+"""
+
+
+class Pure(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="ada_test_study_")
+        self.base = write(self.tmp, "base.yaml", BASE)
+
+    def load(self, text):
+        return study.Study(write(self.tmp, "s.yaml", text))
+
+    def error(self, text):
+        with self.assertRaises(study.StudyError) as cm:
+            self.load(text)
+        return str(cm.exception)
+
+    def test_grid_names_hashes_and_expressions(self):
+        s = self.load(study_text(self.base, TWO_METHODS, "seeds: [1, 2]\n").replace("seeds: [1]\n", ""))
+        cells = s.cells()
+        # 2 ranks x (1 + 2 sweep points) x 2 seeds
+        self.assertEqual(len(cells), 12)
+        self.assertEqual(len({c.name for c in cells}), 12)
+        self.assertEqual(len({c.hash for c in cells}), 12)
+        c = next(c for c in cells if c.name == "average-lr0.1-np2-s2")
+        self.assertEqual(c.overrides["optimizer.lr"], 0.1)
+        self.assertEqual(c.overrides["train.seed"], 2)
+        self.assertEqual(c.overrides["train.steps"], 4)
+        self.assertEqual(c.examples_per_step, 16)
+        # steps_per_epoch = 256 // 2 // 8 // 1 = 16 -> min(2, 16)
+        self.assertEqual(c.overrides["schedule.warmup_steps"], 2)
+        self.assertIn("optimizer.lr=0.1", c.trainer_sets())
+        # The hash follows the settings, not the cell's place in the grid.
+        again = {x.name: x.hash for x in self.load(study_text(self.base, TWO_METHODS)).cells()}
+        self.assertEqual(again["average-lr0.1-np2-s1"],
+                         next(x.hash for x in cells if x.name == "average-lr0.1-np2-s1"))
+
+    def test_bad_study_files_name_the_key(self):
+        self.assertIn("unknown key(s) rankz", self.error(study_text(self.base, TWO_METHODS, "rankz: [1]\n")))
+        self.assertIn("'base' is required", self.error("budget: {steps: 1}\n"))
+        self.assertIn("budget must be", self.error(study_text(self.base, TWO_METHODS).replace(
+            "budget: {steps: 4}", "budget: {steps: 0}")))
+        self.assertIn("'ranks' must be", self.error(study_text(self.base, TWO_METHODS).replace(
+            "ranks: [1, 2]", "ranks: [0]")))
+        self.assertIn("methods.x.sweep.optimizer.lr", self.error(study_text(
+            self.base, "  x: {set: {}, sweep: {optimizer.lr: 0.1}}\n")))
+        self.assertIn("set.train.seed", self.error(study_text(self.base, TWO_METHODS).replace(
+            "train.eval_every: 2", "train.seed: 3")))
+        self.assertIn("cannot read", self.error(study_text(self.tmp + "/missing.yaml", TWO_METHODS)))
+        self.assertIn("baseline 'nope'", self.error(study_text(self.base, TWO_METHODS, "baseline: nope\n")))
+        # An expression that needs train_size without it, and one that does not evaluate.
+        no_size = self.load(study_text(self.base, TWO_METHODS).replace("train_size: 256\n", ""))
+        with self.assertRaises(study.StudyError) as cm:
+            no_size.cells()
+        self.assertIn("needs 'train_size'", str(cm.exception))
+        broken = self.load(study_text(self.base, TWO_METHODS).replace("min(2, steps_per_epoch)", "nope(1)"))
+        with self.assertRaises(study.StudyError) as cm:
+            broken.cells()
+        self.assertIn("schedule.warmup_steps: cannot evaluate", str(cm.exception))
+
+    def test_aggregation_divergence_and_best_sweep_point(self):
+        s = self.load(study_text(self.base, TWO_METHODS))
+
+        def rec(method, lr, seed, final, status="ok", evals=()):
+            return {"method": method, "point": {"optimizer.lr": lr} if lr else {}, "ranks": 2,
+                    "micro_batches": 1, "seed": seed, "examples_per_step": 16, "status": status,
+                    "final": final, "wall_s": 10.0 * seed, "evals": list(evals)}
+        records = [
+            rec("adasum", None, 1, 0.5, evals=[(2, 0.01), (4, 0.5)]),
+            rec("adasum", None, 2, 0.7, evals=[(2, 0.06), (4, 0.7)]),
+            rec("average", 0.05, 1, 0.3, evals=[(2, 0.2), (4, 0.3)]),
+            rec("average", 0.05, 2, None, status="diverged"),  # NaN before any evaluation
+            rec("average", 0.1, 1, 0.6, evals=[(4, 0.6)]),
+            rec("average", 0.1, 2, 0.0, status="diverged", evals=[(2, 0.0)]),
+            rec("average", 0.1, 3, None, status="failed"),
+        ]
+        rows = study.aggregate(s, records)
+        by = {(r["method"], r["point"].get("optimizer.lr")): r for r in rows}
+        a = by[("adasum", None)]
+        self.assertAlmostEqual(a["mean"], 0.6)
+        self.assertAlmostEqual(a["std"], (0.02 ** 0.5))  # sample std of 0.5, 0.7
+        self.assertEqual((a["reached"], a["steps_to_target"]), (2, 3.0))  # steps 4 and 2
+        lo = by[("average", 0.05)]
+        self.assertEqual(lo["diverged"], 1)
+        self.assertAlmostEqual(lo["mean"], (0.3 + 0.1) / 2)  # the diverged seed counts at chance
+        hi = by[("average", 0.1)]
+        self.assertEqual((hi["seeds"], hi["failed"], hi["diverged"]), (2, 1, 1))
+        self.assertAlmostEqual(hi["mean"], 0.3)
+        best = study.best_rows(s, rows)
+        # average: lr 0.05 has mean 0.2, lr 0.1 has 0.3: the best is 0.1 (and 0.05 for a min goal).
+        self.assertEqual([(r["method"], r["point"].get("optimizer.lr")) for r in best],
+                         [("adasum", None), ("average", 0.1)])
+        s.goal = "min"
+        self.assertEqual(study.best_rows(s, rows)[1]["point"]["optimizer.lr"], 0.05)
+        self.assertTrue(study.is_diverged_value(s, float("nan")))
+        s.goal, s.diverged = "max", 0.2
+        self.assertTrue(study.is_diverged_value(s, 0.2))
+        self.assertFalse(study.is_diverged_value(s, 0.21))
+
+    def test_only_filter(self):
+        s = self.load(study_text(self.base, TWO_METHODS))
+        only = study.parse_only(["method=average", "ranks=2"])
+        self.assertEqual(sorted(c.name for c in s.cells() if study.selected(c, only)),
+                         ["average-lr0.05-np2-s1", "average-lr0.1-np2-s1"])
+        with self.assertRaises(study.StudyError):
+            study.parse_only(["rank=2"])
+
+
+class EndToEnd(unittest.TestCase):
+    """Real runs: the trainer on synthetic data under mpirun."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="ada_test_study_e2e_")
+        self.base = write(self.tmp, "base.yaml", BASE)
+        self.runs = os.path.join(self.tmp, "runs")
+        self.results = os.path.join(self.tmp, "results")
+
+    def run_study(self, text, *extra):
+        path = write(self.tmp, "s.yaml", text)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            rc = study.main([path, "--runs", self.runs, "--results", self.results, "--trainer", TRAINER,
+                             "--no-build", *extra])
+        return rc, out.getvalue()
+
+    def cells(self):
+        with open(os.path.join(self.results, "cells.json")) as f:
+            return {c["name"]: c for c in json.load(f)["cells"]}
+
+    def test_run_cache_resume_change_diverge_fail(self):
+        methods = "  adasum: {set: {reducer.name: adasum}}\n  average: {set: {reducer.name: average}}\n"
+        rc, out = self.run_study(study_text(self.base, methods))
+        self.assertEqual(rc, 0, out)
+        self.assertIn("4 cells (0 cached, 4 to run)", out)
+        self.assertIn("[4/4]", out)
+        self.assertIn("ETA", out)
+        cells = self.cells()
+        self.assertEqual(sorted(cells), ["adasum-np1-s1", "adasum-np2-s1", "average-np1-s1", "average-np2-s1"])
+        for c in cells.values():
+            self.assertEqual(c["status"], "ok", c)
+            self.assertEqual(c["steps"], 4)
+            self.assertEqual([s for s, _ in c["evals"]], [2, 4])
+        for f in ("report.md", "curves.png", "final_vs_examples.png", "steps_to_target.png"):
+            self.assertTrue(os.path.getsize(os.path.join(self.results, f)) > 0, f)
+        with open(os.path.join(self.results, "report.md")) as f:
+            report = f.read()
+        self.assertIn("tools/study.py", report)
+        self.assertIn("Commit:", report)
+        self.assertIn("| adasum | – | 2 | 16 | 1 |", report)
+
+        # Cached: nothing runs again.
+        rc, out = self.run_study(study_text(self.base, methods))
+        self.assertEqual(rc, 0, out)
+        self.assertIn("4 cells (4 cached, 0 to run)", out)
+        # Interrupted: a cell without its marker runs again, alone.
+        folder = next(d for d in os.listdir(self.runs) if d.startswith("average-np2-s1-"))
+        os.remove(os.path.join(self.runs, folder, study.CELL_MARKER))
+        rc, out = self.run_study(study_text(self.base, methods))
+        self.assertIn("(3 cached, 1 to run)", out)
+        self.assertIn("[1/1] average-np2-s1", out)
+        # A changed setting reruns the cells it touches only.
+        changed = methods.replace("{reducer.name: average}", "{reducer.name: average, optimizer.lr: 0.02}")
+        rc, out = self.run_study(study_text(self.base, changed))
+        self.assertEqual(rc, 0, out)
+        self.assertIn("(2 cached, 2 to run)", out)
+
+        # Divergence is a result (cached); a failure is not, and the runner exits 1.
+        bad = ("  blowup: {set: {optimizer.lr: 1.0e+30}}\n"
+               "  typo: {set: {optimizer.lrr: 0.1}}\n")
+        rc, out = self.run_study(study_text(self.base, bad), "--only", "ranks=2")
+        self.assertEqual(rc, 1, out)
+        self.assertIn("blowup-np2-s1 ... diverged", out)
+        self.assertIn("typo-np2-s1 ... failed", out)
+        self.assertIn("optimizer.lrr", out)  # the trainer's message, in the runner's output
+        cells = self.cells()
+        self.assertEqual(cells["blowup-np2-s1"]["status"], "diverged")
+        self.assertEqual(cells["typo-np2-s1"]["status"], "failed")
+        with open(os.path.join(self.results, "report.md")) as f:
+            self.assertIn("## Failed cells", f.read())
+        rc, out = self.run_study(study_text(self.base, bad), "--only", "ranks=2")
+        self.assertIn("(1 cached, 1 to run)", out)  # the failed cell runs again, the diverged one not
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit("usage: test_study.py TRAINER_BINARY [unittest args]")
+    TRAINER = os.path.abspath(sys.argv.pop(1))
+    unittest.main()

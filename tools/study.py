@@ -1,0 +1,817 @@
+#!/usr/bin/python3
+"""Study runner: trains every cell of a grid (method x ranks x micro-batches x seeds, plus LR
+sweeps) under mpirun, caches finished cells, and writes a report with plots.
+
+    /usr/bin/python3 tools/study.py studies/mnist_lenet_scaling.yaml          # run / resume
+    /usr/bin/python3 tools/study.py studies/mnist_lenet_scaling.yaml --dry-run
+    /usr/bin/python3 tools/study.py studies/mnist_lenet_scaling.yaml --report-only
+    /usr/bin/python3 tools/study.py STUDY --only method=adasum_delta --only ranks=4,8
+
+A study file (studies/*.yaml; the format is documented in studies/README.md) names a base
+config, a budget, the metric and its target, the axes (ranks, micro_batches, seeds), common
+overrides and the methods: each method is a set of trainer overrides, optionally with a sweep
+(lists of values; the report keeps, per rank count, the sweep point with the best mean metric
+and lists all of them). A value written "=EXPR" is a Python expression over ranks,
+micro_batches, batch_per_rank, examples_per_step, steps_per_epoch, epochs and total_steps
+(e.g. "=1/ranks" or "=steps_per_epoch").
+
+A cell is one trainer run; its folder (under --runs, default runs/studies/<study>/) is named by
+the cell and a hash of its resolved settings, and holds the run's output plus study_cell.json
+once it has finished. A later invocation skips finished cells, so an interrupted study resumes
+where it stopped (an unfinished cell starts again); changing a setting changes the hash and
+reruns only the cells it touches. Diverged runs (NaN/Inf stop, or a final metric past
+`metric.diverged`) are results, kept and counted; other failures are not cached, are reported,
+and make the runner exit non-zero after the remaining cells ran.
+
+Output in --results (default docs/results/<study>/): report.md, cells.json (every cell's
+settings, status, final metric, eval curve), curves.png, final_vs_examples.png,
+steps_to_target.png. Needs Debian's python3-yaml and python3-matplotlib (/usr/bin/python3).
+"""
+import argparse
+import datetime
+import hashlib
+import itertools
+import json
+import math
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CELL_MARKER = "study_cell.json"
+EXPR_NAMES = ("ranks", "micro_batches", "batch_per_rank", "examples_per_step", "steps_per_epoch",
+              "epochs", "total_steps")
+
+
+class StudyError(Exception):
+    """A bad study file or command line; the message names the file and key."""
+
+
+# ---------------------------------------------------------------------------------------------
+# The study file
+
+
+def _flat(d, prefix=""):
+    """{'a': {'b': 1}} -> {'a.b': 1}; dotted keys stay as they are."""
+    out = {}
+    for k, v in (d or {}).items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flat(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def _get(tree, dotted, default=None):
+    node = tree
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return default
+        node = node[part]
+    return node
+
+
+class Study:
+    KEYS = {"name", "base", "question", "budget", "metric", "train_size", "set", "ranks",
+            "micro_batches", "seeds", "methods", "fetch", "findings", "baseline", "trainer_args"}
+
+    def __init__(self, path):
+        self.path = path
+        where = f"study {path}"
+        try:
+            with open(path) as f:
+                doc = yaml.safe_load(f)
+        except OSError as e:
+            raise StudyError(f"{where}: cannot read ({e.strerror})")
+        except yaml.YAMLError as e:
+            raise StudyError(f"{where}: not valid YAML: {e}")
+        if not isinstance(doc, dict):
+            raise StudyError(f"{where}: must be a mapping of keys (name, base, budget, ...)")
+        unknown = sorted(set(doc) - self.KEYS)
+        if unknown:
+            raise StudyError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(self.KEYS))}")
+
+        def need(key, kind):
+            if key not in doc:
+                raise StudyError(f"{where}: '{key}' is required")
+            if not isinstance(doc[key], kind):
+                raise StudyError(f"{where}: '{key}' must be a {kind.__name__ if isinstance(kind, type) else 'list'}, "
+                                 f"got {doc[key]!r}")
+            return doc[key]
+
+        self.name = doc.get("name") or os.path.splitext(os.path.basename(path))[0]
+        self.base = need("base", str)
+        base_path = self.base if os.path.isabs(self.base) else os.path.join(ROOT, self.base)
+        try:
+            with open(base_path) as f:
+                self.base_cfg = yaml.safe_load(f) or {}
+        except OSError as e:
+            raise StudyError(f"{where}: base config {self.base}: cannot read ({e.strerror})")
+        self.question = str(doc.get("question", "")).strip()
+        self.findings = str(doc.get("findings", "")).strip()
+        self.fetch = list(doc.get("fetch", []))
+        self.trainer_args = [str(a) for a in doc.get("trainer_args", [])]
+
+        budget = need("budget", dict)
+        if set(budget) not in ({"epochs"}, {"steps"}) or not isinstance(next(iter(budget.values())), int) \
+                or next(iter(budget.values())) < 1:
+            raise StudyError(f"{where}: budget must be {{epochs: N}} or {{steps: N}} with N >= 1, got {budget!r}")
+        self.budget_key, self.budget = next(iter(budget.items()))
+
+        metric = need("metric", dict)
+        self.metric = metric.get("name")
+        self.goal = metric.get("goal", "max")
+        self.target = metric.get("target")
+        self.diverged = metric.get("diverged")
+        self.chance = metric.get("chance")
+        self.plot_range = metric.get("plot_range")
+        if self.plot_range is not None and not (isinstance(self.plot_range, list) and len(self.plot_range) == 2
+                                                and all(isinstance(x, (int, float)) for x in self.plot_range)):
+            raise StudyError(f"{where}: metric.plot_range must be [low, high], got {self.plot_range!r}")
+        bad = sorted(set(metric) - {"name", "goal", "target", "diverged", "chance", "plot_range"})
+        if bad or not isinstance(self.metric, str) or self.goal not in ("max", "min") or \
+                not all(v is None or isinstance(v, (int, float)) for v in (self.target, self.diverged, self.chance)):
+            raise StudyError(f"{where}: metric must be {{name: eval_top1, goal: max|min, target: X, "
+                             f"diverged: X, chance: X}} (numbers; only name is required), got {metric!r}")
+
+        self.train_size = doc.get("train_size")
+        if self.train_size is not None and (not isinstance(self.train_size, int) or self.train_size < 1):
+            raise StudyError(f"{where}: train_size must be a positive integer (examples in the training set)")
+
+        def int_list(key, default):
+            v = doc.get(key, default)
+            if not isinstance(v, list) or not v or not all(isinstance(x, int) and x >= 1 for x in v):
+                raise StudyError(f"{where}: '{key}' must be a non-empty list of positive integers, got {v!r}")
+            return v
+
+        self.ranks = int_list("ranks", None) if "ranks" in doc else need("ranks", list)
+        self.micro_batches = int_list("micro_batches", [1])
+        self.seeds = int_list("seeds", [1])
+        self.common = _flat(doc.get("set", {}))
+        for k in ("train.epochs", "train.steps", "train.seed", "train.micro_batches", "output.dir"):
+            if k in self.common:
+                raise StudyError(f"{where}: set.{k}: the runner sets it (budget, seeds, micro_batches, --runs)")
+
+        methods = need("methods", dict)
+        if not methods:
+            raise StudyError(f"{where}: methods is empty")
+        self.methods = {}
+        for mname, m in methods.items():
+            mw = f"{where}: methods.{mname}"
+            if not isinstance(m, dict) or not set(m) <= {"set", "sweep", "label"}:
+                raise StudyError(f"{mw}: must be a mapping with 'set' (overrides), optional 'sweep' "
+                                 f"(key: [values]) and 'label', got {m!r}")
+            sweep = _flat(m.get("sweep", {}))
+            for k, vals in sweep.items():
+                if not isinstance(vals, list) or not vals:
+                    raise StudyError(f"{mw}.sweep.{k}: must be a non-empty list of values")
+            self.methods[mname] = {"set": _flat(m.get("set", {})), "sweep": sweep,
+                                   "label": str(m.get("label", mname))}
+        self.baseline = doc.get("baseline")
+        if self.baseline is not None and self.baseline not in self.methods:
+            raise StudyError(f"{where}: baseline '{self.baseline}' is not one of the methods")
+
+    # ---- grid ---------------------------------------------------------------------------------
+
+    def batch_per_rank(self, overrides):
+        return int(overrides.get("train.batch_per_rank", _get(self.base_cfg, "train.batch_per_rank", 32)))
+
+    def cells(self):
+        """Every cell of the grid, in run order: small rank counts first (quick feedback)."""
+        out = []
+        for ranks, mb, (mname, m) in itertools.product(self.ranks, self.micro_batches, self.methods.items()):
+            keys = list(m["sweep"])
+            for values in itertools.product(*(m["sweep"][k] for k in keys)):
+                point = dict(zip(keys, values))
+                for seed in self.seeds:
+                    out.append(Cell(self, mname, ranks, mb, seed, point))
+        return out
+
+
+def _fmt_value(v):
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
+
+
+class Cell:
+    def __init__(self, study, method, ranks, micro_batches, seed, point):
+        self.study, self.method, self.ranks, self.mb, self.seed, self.point = \
+            study, method, ranks, micro_batches, seed, point
+        self.overrides = self._resolve()
+        self.examples_per_step = ranks * micro_batches * study.batch_per_rank(self.overrides)
+        settings = {"base": study.base_cfg, "overrides": self.overrides, "ranks": ranks,
+                    "trainer_args": study.trainer_args}
+        self.hash = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:10]
+        sweep = "".join(f"-{k.split('.')[-1]}{_fmt_value(v)}" for k, v in point.items())
+        self.name = f"{method}{sweep}-np{ranks}" + (f"-mb{micro_batches}" if len(study.micro_batches) > 1 or
+                                                     micro_batches != 1 else "") + f"-s{seed}"
+        self.point_label = ", ".join(f"{k.split('.')[-1]} {_fmt_value(v)}" for k, v in point.items())
+
+    def _resolve(self):
+        s = self.study
+        raw = {}
+        raw.update(s.common)
+        raw.update(s.methods[self.method]["set"])
+        raw.update(self.point)
+        raw[f"train.{s.budget_key}"] = s.budget
+        raw["train.seed"] = self.seed
+        raw["train.micro_batches"] = self.mb
+        batch = s.batch_per_rank(raw)
+        env = {"ranks": self.ranks, "micro_batches": self.mb, "batch_per_rank": batch,
+               "examples_per_step": self.ranks * self.mb * batch, "epochs": None, "steps_per_epoch": None,
+               "total_steps": None}
+        if s.train_size:
+            spe = s.train_size // self.ranks // batch // self.mb
+            env["steps_per_epoch"] = spe
+            env["epochs"] = s.budget if s.budget_key == "epochs" else None
+            env["total_steps"] = s.budget * spe if s.budget_key == "epochs" else s.budget
+        elif s.budget_key == "steps":
+            env["total_steps"] = s.budget
+        names = {"sqrt": math.sqrt, "log2": math.log2, "max": max, "min": min, "round": round, "int": int,
+                 "ceil": math.ceil, "floor": math.floor}
+        out = {}
+        for k, v in raw.items():
+            if isinstance(v, str) and v.startswith("="):
+                missing = [n for n in EXPR_NAMES if n in v[1:] and env[n] is None]
+                if missing:
+                    raise StudyError(f"study {s.path}: {k}: '{v}' uses {', '.join(missing)}, which needs "
+                                     f"'train_size' in the study (and an epochs budget for epochs)")
+                try:
+                    v = eval(v[1:], {"__builtins__": {}}, {**names, **env})  # noqa: S307 (our own files)
+                except Exception as e:  # noqa: BLE001
+                    raise StudyError(f"study {s.path}: {k}: cannot evaluate '{v}': {e}")
+                if isinstance(v, float) and v.is_integer() and ("steps" in k or "every" in k):
+                    v = int(v)
+            out[k] = v
+        return out
+
+    def trainer_sets(self):
+        def text(v):
+            if isinstance(v, bool):
+                return "true" if v else "false"
+            if isinstance(v, (list, dict)):
+                return json.dumps(v)
+            return _fmt_value(v) if isinstance(v, float) else str(v)
+        return [f"{k}={text(v)}" for k, v in sorted(self.overrides.items())]
+
+
+# ---------------------------------------------------------------------------------------------
+# Running cells
+
+
+def read_curve(folder, metric):
+    """(eval points [(step, value)], loss points [(step, loss)]) from a run's metrics.jsonl."""
+    evals, losses = {}, {}
+    path = os.path.join(folder, "metrics.jsonl")
+    if not os.path.isfile(path):
+        return [], []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut by a crash
+            if metric in row and isinstance(row.get("step"), int):
+                evals[row["step"]] = row[metric]
+            if "loss" in row and isinstance(row.get("step"), int):
+                losses[row["step"]] = row["loss"]
+    return sorted(evals.items()), sorted(losses.items())
+
+
+def first_error(log_text):
+    """The first error the trainer logged (with its indented continuation lines), else the log's
+    last lines: what to show for a failed cell instead of mpirun's abort banner."""
+    lines = log_text.splitlines()
+    for i, line in enumerate(lines):
+        if " error: " in line:
+            more = list(itertools.takewhile(lambda l: l.startswith("  "), lines[i + 1:i + 4]))
+            return " ".join([line.split(" error: ", 1)[1]] + [m.strip() for m in more])
+    return " | ".join([l for l in lines if l.strip()][-4:])
+
+
+def is_diverged_value(study, value):
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return True
+    if study.diverged is None:
+        return False
+    return value <= study.diverged if study.goal == "max" else value >= study.diverged
+
+
+def run_cell(cell, args, folder):
+    """Runs one cell; returns its record (also written as study_cell.json unless it failed)."""
+    study = cell.study
+    if os.path.isdir(folder):
+        shutil.rmtree(folder)  # an unfinished earlier attempt
+    os.makedirs(folder)
+    mpirun = [args.mpirun, "-np", str(cell.ranks), "--oversubscribe", "--bind-to", "none",
+              "--mca", "mpi_yield_when_idle", "1"]
+    base = study.base if os.path.isabs(study.base) else os.path.join(ROOT, study.base)
+    cmd = mpirun + [args.trainer, "--config", base]
+    for s in cell.trainer_sets() + [f"output.dir={folder}", "checkpoint.overwrite=true"]:
+        cmd += ["--set", s]
+    cmd += study.trainer_args
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    start = time.time()
+    with open(os.path.join(folder, "log.txt"), "w") as log:
+        log.write("$ " + " ".join(shlex.quote(c) for c in cmd) + "\n")
+        log.flush()
+        rc = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+    wall = time.time() - start
+    with open(os.path.join(folder, "log.txt"), errors="replace") as f:
+        log_text = f.read()
+    evals, losses = read_curve(folder, study.metric)
+    summary = {}
+    if os.path.isfile(os.path.join(folder, "summary.json")):
+        with open(os.path.join(folder, "summary.json")) as f:
+            summary = json.load(f)
+    final = summary.get(study.metric, evals[-1][1] if evals else None) if rc == 0 else (evals[-1][1] if evals else None)
+    nonfinite = "is NaN/Inf" in log_text  # the trainer's stop on a non-finite loss or gradient
+    if rc == 0 and study.metric not in summary:
+        status = "failed"
+        reason = f"the run ended without '{study.metric}' in summary.json (no evaluation set?)"
+    elif rc == 0:
+        status, reason = ("diverged", f"final {study.metric} {final}") if is_diverged_value(study, final) else ("ok", "")
+    elif nonfinite:
+        status, reason = "diverged", "stopped on NaN/Inf"
+    else:
+        status = "failed"
+        reason = f"exit code {rc}: " + first_error(log_text)
+    rec = {"name": cell.name, "hash": cell.hash, "method": cell.method, "ranks": cell.ranks,
+           "micro_batches": cell.mb, "seed": cell.seed, "point": cell.point,
+           "examples_per_step": cell.examples_per_step, "overrides": cell.overrides, "status": status,
+           "reason": reason, "exit_code": rc, "final": final, "wall_s": round(wall, 2),
+           "steps": summary.get("steps", evals[-1][0] if evals else None),
+           "evals": evals, "losses": losses[:: max(1, len(losses) // 200)],
+           "command": " ".join(shlex.quote(c) for c in cmd)}
+    if status != "failed":
+        with open(os.path.join(folder, CELL_MARKER), "w") as f:
+            json.dump(rec, f)
+    return rec
+
+
+def load_cached(folder, cell):
+    path = os.path.join(folder, CELL_MARKER)
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path) as f:
+            rec = json.load(f)
+    except (OSError, json.JSONDecodeError):
+        return None
+    return rec if rec.get("hash") == cell.hash else None
+
+
+def fmt_time(s):
+    s = int(round(s))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
+class Eta:
+    """Remaining time from the cells run so far, per rank count where known (runs at the same
+    rank count cost about the same), else the mean over all."""
+
+    def __init__(self):
+        self.by_ranks = {}
+
+    def add(self, ranks, seconds):
+        self.by_ranks.setdefault(ranks, []).append(seconds)
+
+    def remaining(self, cells):
+        all_t = [t for ts in self.by_ranks.values() for t in ts]
+        if not all_t:
+            return None
+        mean_all = sum(all_t) / len(all_t)
+        return sum(sum(self.by_ranks[c.ranks]) / len(self.by_ranks[c.ranks]) if c.ranks in self.by_ranks
+                   else mean_all for c in cells)
+
+
+# ---------------------------------------------------------------------------------------------
+# Aggregation
+
+
+def mean_std(xs):
+    if not xs:
+        return None, None
+    m = sum(xs) / len(xs)
+    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else 0.0
+    return m, sd
+
+
+def steps_to_target(study, evals):
+    if study.target is None:
+        return None
+    for step, v in evals:
+        if (v >= study.target) if study.goal == "max" else (v <= study.target):
+            return step
+    return None
+
+
+def aggregate(study, records):
+    """Groups records into rows: one per (method, sweep point, ranks, micro_batches)."""
+    groups = {}
+    for r in records:
+        key = (r["method"], json.dumps(r["point"], sort_keys=True), r["ranks"], r["micro_batches"])
+        groups.setdefault(key, []).append(r)
+    rows = []
+    for (method, point, ranks, mb), recs in groups.items():
+        done = [r for r in recs if r["status"] in ("ok", "diverged")]
+        finals = []
+        for r in done:
+            v = r["final"]
+            if v is None or not math.isfinite(v):
+                v = study.chance  # diverged before any evaluation: counted at chance
+            if v is not None:
+                finals.append(v)
+        mean, sd = mean_std(finals)
+        hits = [steps_to_target(study, r["evals"]) for r in done]
+        reached = [h for h in hits if h is not None]
+        rows.append({"method": method, "point": json.loads(point), "ranks": ranks, "micro_batches": mb,
+                     "examples_per_step": recs[0]["examples_per_step"], "seeds": len(done),
+                     "failed": sum(r["status"] == "failed" for r in recs),
+                     "diverged": sum(r["status"] == "diverged" for r in done),
+                     "mean": mean, "std": sd, "reached": len(reached),
+                     "steps_to_target": mean_std(reached)[0] if reached else None,
+                     "wall_s": mean_std([r["wall_s"] for r in done])[0],
+                     "records": done})
+    rows.sort(key=lambda r: (r["ranks"], r["micro_batches"], list(study.methods).index(r["method"]),
+                             json.dumps(r["point"], sort_keys=True)))
+    return rows
+
+
+def better(study, a, b):
+    """Is row a better than row b (mean metric; a row with no result never is)?"""
+    if a["mean"] is None:
+        return False
+    if b["mean"] is None:
+        return True
+    return a["mean"] > b["mean"] if study.goal == "max" else a["mean"] < b["mean"]
+
+
+def best_rows(study, rows):
+    """Per (method, ranks, micro_batches): the sweep point with the best mean metric."""
+    best = {}
+    for r in rows:
+        key = (r["method"], r["ranks"], r["micro_batches"])
+        if key not in best or better(study, r, best[key]):
+            best[key] = r
+    return [best[k] for k in sorted(best, key=lambda k: (k[1], k[2], list(study.methods).index(k[0])))]
+
+
+# ---------------------------------------------------------------------------------------------
+# Report
+
+
+def machine():
+    cpu = "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem = "?"
+    try:
+        with open("/proc/meminfo") as f:
+            kb = int(f.readline().split()[1])
+            mem = f"{kb / 2**20:.0f} GiB"
+    except (OSError, ValueError, IndexError):
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, {mem}, {platform.system()} {platform.release()}"
+
+
+def commit():
+    try:
+        sha = subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
+                                      stderr=subprocess.DEVNULL).strip()
+        dirty = subprocess.check_output(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                                        text=True, stderr=subprocess.DEVNULL).strip()
+        return sha + (" (with uncommitted changes)" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)"
+
+
+def fmt_metric(study, v, sd=None):
+    if v is None:
+        return "–"
+    pct = study.metric.endswith(("top1", "accuracy"))
+    if pct:
+        s = f"{100 * v:.2f}%"
+        return s + (f" ± {100 * sd:.2f}" if sd is not None else "")
+    return f"{v:.4f}" + (f" ± {sd:.4f}" if sd is not None else "")
+
+
+def write_plots(study, rows, best, out_dir):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise StudyError("matplotlib is missing: install Debian's python3-matplotlib "
+                         "(tools/setup.sh --train) and run with /usr/bin/python3")
+    methods = list(study.methods)
+    colors = {m: plt.cm.tab10(i % 10) for i, m in enumerate(methods)}
+    label = {m: study.methods[m]["label"] for m in methods}
+    scale = 100.0 if study.metric.endswith(("top1", "accuracy")) else 1.0
+    ylab = study.metric + (" (%)" if scale == 100 else "")
+
+    # 1. Metric against step, one panel per (ranks, micro_batches), mean over seeds (band: min-max).
+    combos = sorted({(r["ranks"], r["micro_batches"]) for r in best})
+    n = len(combos)
+    cols = min(3, n)
+    nrows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(nrows, cols, figsize=(5 * cols, 3.6 * nrows), squeeze=False)
+    for ax, (ranks, mb) in zip(axes.flat, combos):
+        for r in best:
+            if (r["ranks"], r["micro_batches"]) != (ranks, mb) or not r["records"]:
+                continue
+            steps = sorted({s for rec in r["records"] for s, _ in rec["evals"]})
+            ys = []
+            for s in steps:
+                vals = [dict(rec["evals"]).get(s) for rec in r["records"]]
+                vals = [v for v in vals if v is not None and math.isfinite(v)]
+                ys.append((sum(vals) / len(vals), min(vals), max(vals)) if vals else (math.nan,) * 3)
+            if not steps:
+                continue
+            lab = label[r["method"]] + (f" ({r['point_label']})" if r.get("point_label") else "")
+            ax.plot(steps, [scale * y[0] for y in ys], color=colors[r["method"]], label=lab, marker=".", ms=3)
+            ax.fill_between(steps, [scale * y[1] for y in ys], [scale * y[2] for y in ys],
+                            color=colors[r["method"]], alpha=0.15)
+        if study.target is not None:
+            ax.axhline(scale * study.target, color="grey", lw=0.8, ls="--")
+        eps = next(r["examples_per_step"] for r in best if (r["ranks"], r["micro_batches"]) == (ranks, mb))
+        ax.set_title(f"{ranks} ranks" + (f" x {mb} micro-batches" if mb > 1 else "") + f" ({eps} examples/step)")
+        ax.set_xlabel("step")
+        ax.set_ylabel(ylab)
+        if study.plot_range:
+            ax.set_ylim(scale * study.plot_range[0], scale * study.plot_range[1])
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    fig.suptitle(f"{study.name}: {study.metric} against step (mean over seeds, band min-max)")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "curves.png"), dpi=110)
+    plt.close(fig)
+
+    # 2. Final metric against examples per step; 3. steps to target against examples per step.
+    for fname, field, ytitle in (("final_vs_examples.png", "mean", f"final {ylab}"),
+                                 ("steps_to_target.png", "steps_to_target",
+                                  f"steps to {study.metric} {fmt_metric(study, study.target)}")):
+        if field == "steps_to_target" and study.target is None:
+            continue
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for m in methods:
+            pts = sorted((r["examples_per_step"], r) for r in best if r["method"] == m)
+            xs = [x for x, r in pts if r[field] is not None]
+            if field == "mean":
+                ys = [scale * r["mean"] for _, r in pts if r["mean"] is not None]
+                es = [scale * (r["std"] or 0) for _, r in pts if r["mean"] is not None]
+                ax.errorbar(xs, ys, yerr=es, color=colors[m], label=label[m], marker="o", capsize=3)
+            else:
+                ys = [r[field] for _, r in pts if r[field] is not None]
+                ax.plot(xs, ys, color=colors[m], label=label[m], marker="o")
+                miss = [x for x, r in pts if r[field] is None]
+                if miss:
+                    ax.plot(miss, [ax.get_ylim()[1]] * len(miss) if ys else [1] * len(miss), "x",
+                            color=colors[m])
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("examples per step (ranks x micro-batches x batch per rank)")
+        ax.set_ylabel(ytitle)
+        if field == "steps_to_target":
+            ax.set_yscale("log")
+            ax.set_title(f"{study.name}: steps to target (x: never reached by any seed)")
+        else:
+            ax.set_title(f"{study.name}: final {study.metric} (mean ± std over seeds)")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out_dir, fname), dpi=110)
+        plt.close(fig)
+
+
+def write_report(study, records, out_dir, argv, total_wall, planned):
+    os.makedirs(out_dir, exist_ok=True)
+    rows = aggregate(study, records)
+    for r in rows:
+        r["point_label"] = ", ".join(f"{k.split('.')[-1]} {_fmt_value(v)}" for k, v in r["point"].items())
+    best = best_rows(study, rows)
+    write_plots(study, rows, best, out_dir)
+
+    L = []
+    L.append(f"# Study `{study.name}`\n")
+    if study.question:
+        L.append(study.question + "\n")
+    L.append("## How it was made\n")
+    L.append(f"- Regenerate: `/usr/bin/python3 tools/study.py {os.path.relpath(study.path, ROOT)}` "
+             f"(finished cells are cached in `runs/studies/{study.name}/`; `--report-only` redraws this "
+             f"report from them, and `cells.json` here holds every cell's settings, status and eval curve).")
+    L.append(f"- Base config `{study.base}`; budget {study.budget} {study.budget_key} per run; seeds "
+             f"{', '.join(map(str, study.seeds))}; metric `{study.metric}` ({study.goal}"
+             + (f", target {fmt_metric(study, study.target)}" if study.target is not None else "")
+             + (f", diverged if {'≤' if study.goal == 'max' else '≥'} {fmt_metric(study, study.diverged)}"
+                if study.diverged is not None else "") + ").")
+    if study.common:
+        L.append("- Common overrides: " + ", ".join(f"`{k}: {_fmt_value(v)}`" for k, v in study.common.items()) + ".")
+    L.append(f"- Machine: {machine()}.")
+    L.append(f"- Commit: {commit()}; report written {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}.")
+    done = [r for r in records if r["status"] != "failed"]
+    L.append(f"- Cells: {len(done)} of {planned} finished; compute time of the finished runs "
+             f"{fmt_time(sum(r['wall_s'] for r in done))}"
+             + (f" (this invocation: {fmt_time(total_wall)})" if total_wall else "") + ".")
+    L.append("- Ranks run oversubscribed on this machine (`mpirun --oversubscribe --mca "
+             "mpi_yield_when_idle 1`): wall times compare methods at one rank count, not machines.\n")
+    L.append("Methods:\n")
+    for m, spec in study.methods.items():
+        sets = ", ".join(f"`{k}: {_fmt_value(v)}`" for k, v in spec["set"].items())
+        sweep = "; sweep " + ", ".join(f"`{k}` ∈ {{{', '.join(_fmt_value(x) for x in v)}}}"
+                                       for k, v in spec["sweep"].items()) + \
+                " (the best mean per rank count is kept)" if spec["sweep"] else ""
+        L.append(f"- **{spec['label']}** (`{m}`): {sets or 'the base config'}{sweep}")
+    L.append("")
+
+    # Headline: final metric, method x examples per step.
+    combos = sorted({(r["ranks"], r["micro_batches"]) for r in best})
+    head = ["method"] + [f"{rk}×{mb}×{study.batch_per_rank({})}" if mb > 1 else f"{rk} ranks"
+                         for rk, mb in combos]
+    L.append(f"## Final {study.metric} (mean ± std over seeds; † = some seeds diverged)\n")
+    L.append("| " + " | ".join(head) + " |")
+    L.append("|" + "---|" * len(head))
+    for m in study.methods:
+        cells = []
+        for rk, mb in combos:
+            r = next((x for x in best if (x["method"], x["ranks"], x["micro_batches"]) == (m, rk, mb)), None)
+            if r is None or r["mean"] is None:
+                cells.append("–")
+                continue
+            s = fmt_metric(study, r["mean"], r["std"]) + (" †" if r["diverged"] else "")
+            if r["point_label"]:
+                s += f" ({r['point_label']})"
+            cells.append(s)
+        L.append(f"| {study.methods[m]['label']} | " + " | ".join(cells) + " |")
+    L.append("")
+    L.append("![final metric](final_vs_examples.png)\n")
+    if study.target is not None:
+        L.append("![steps to target](steps_to_target.png)\n")
+    L.append("![curves](curves.png)\n")
+    if study.findings:
+        L.append("## Findings\n")
+        L.append(study.findings + "\n")
+
+    L.append("## Every cell\n")
+    L.append("One row per method, sweep point and rank count. Steps to target: mean over the seeds "
+             "that reached it (first evaluation at or past the target); examples to target = steps × "
+             "examples per step. Wall: mean seconds per run.\n")
+    L.append("| method | sweep | ranks | examples/step | seeds | final | diverged | reached | steps to target | "
+             "examples to target | wall s |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        s2t = f"{r['steps_to_target']:.0f}" if r["steps_to_target"] is not None else "–"
+        e2t = f"{r['steps_to_target'] * r['examples_per_step']:.0f}" if r["steps_to_target"] is not None else "–"
+        wall = f"{r['wall_s']:.0f}" if r["wall_s"] is not None else "–"
+        ranks = f"{r['ranks']}" + (f"×{r['micro_batches']}" if r["micro_batches"] > 1 else "")
+        seeds = f"{r['seeds']}" + (f" (+{r['failed']} failed)" if r["failed"] else "")
+        L.append(f"| {study.methods[r['method']]['label']} | {r['point_label'] or '–'} | {ranks} "
+                 f"| {r['examples_per_step']} | {seeds} | {fmt_metric(study, r['mean'], r['std'])} "
+                 f"| {r['diverged']} | {r['reached']}/{r['seeds']} | {s2t} | {e2t} | {wall} |")
+    failed = [r for r in records if r["status"] == "failed"]
+    if failed:
+        L.append("\n## Failed cells (not counted above)\n")
+        for r in failed:
+            L.append(f"- `{r['name']}`: {r['reason']}")
+    with open(os.path.join(out_dir, "report.md"), "w") as f:
+        f.write("\n".join(L) + "\n")
+    with open(os.path.join(out_dir, "cells.json"), "w") as f:
+        json.dump({"study": study.name, "metric": study.metric, "commit": commit(), "machine": machine(),
+                   "cells": sorted(records, key=lambda r: r["name"])}, f, indent=1)
+    return rows, best
+
+
+# ---------------------------------------------------------------------------------------------
+# Main
+
+
+def parse_only(only):
+    """--only method=a,b --only ranks=4 -> {'method': {'a','b'}, 'ranks': {'4'}}"""
+    out = {}
+    for o in only:
+        if "=" not in o:
+            raise StudyError(f"--only {o}: expected KEY=V1,V2 with KEY one of method, ranks, micro_batches, seed")
+        k, v = o.split("=", 1)
+        if k not in ("method", "ranks", "micro_batches", "seed"):
+            raise StudyError(f"--only {o}: unknown key '{k}'; known: method, ranks, micro_batches, seed")
+        out.setdefault(k, set()).update(x.strip() for x in v.split(","))
+    return out
+
+
+def selected(cell, only):
+    vals = {"method": cell.method, "ranks": str(cell.ranks), "micro_batches": str(cell.mb), "seed": str(cell.seed)}
+    return all(vals[k] in v for k, v in only.items())
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("study", help="study file (studies/*.yaml)")
+    ap.add_argument("--runs", help="where cells run (default runs/studies/<study>)")
+    ap.add_argument("--results", help="where the report goes (default docs/results/<study>)")
+    ap.add_argument("--trainer", default=os.path.join(ROOT, "build", "bin", "trainer"))
+    ap.add_argument("--mpirun", default="mpirun")
+    ap.add_argument("--only", action="append", default=[], help="KEY=V1,V2: run only these cells "
+                    "(method, ranks, micro_batches, seed); the report covers every cached cell")
+    ap.add_argument("--dry-run", action="store_true", help="list the cells and which are cached")
+    ap.add_argument("--report-only", action="store_true", help="write the report from cached cells")
+    ap.add_argument("--no-build", action="store_true", help="do not build the trainer first")
+    args = ap.parse_args(argv)
+    try:
+        study = Study(args.study)
+        only = parse_only(args.only)
+        runs = args.runs or os.path.join(ROOT, "runs", "studies", study.name)
+        results = args.results or os.path.join(ROOT, "docs", "results", study.name)
+        cells = study.cells()
+        names = [c.name for c in cells]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise StudyError(f"study {study.path}: two cells share the name {sorted(dup)[0]}; give methods distinct names")
+    except StudyError as e:
+        print(f"study.py: {e}", file=sys.stderr)
+        return 2
+
+    folder = {c.name: os.path.join(runs, f"{c.name}-{c.hash}") for c in cells}
+    cached = {c.name: load_cached(folder[c.name], c) for c in cells}
+    todo = [c for c in cells if cached[c.name] is None and selected(c, only)]
+    print(f"study.py: {study.name}: {len(cells)} cells ({len(cells) - sum(v is None for v in cached.values())} "
+          f"cached, {len(todo)} to run); runs in {os.path.relpath(runs, ROOT)}")
+    if args.dry_run:
+        for c in cells:
+            state = "cached" if cached[c.name] else ("to run" if c in todo else "not selected")
+            print(f"  {c.name:40s} {c.hash}  {state:12s} {' '.join(c.trainer_sets())}")
+        return 0
+
+    if todo and not args.report_only:
+        if not args.no_build:
+            subprocess.check_call(["cmake", "-S", ROOT, "-B", os.path.join(ROOT, "build"),
+                                   "-DCMAKE_BUILD_TYPE=Release"], stdout=subprocess.DEVNULL)
+            subprocess.check_call(["cmake", "--build", os.path.join(ROOT, "build"), "-j", str(os.cpu_count()),
+                                   "--target", "trainer"], stdout=subprocess.DEVNULL)
+        if study.fetch:
+            subprocess.check_call(["bash", os.path.join(ROOT, "tools", "fetch_data.sh")] + study.fetch)
+        if not os.access(args.trainer, os.X_OK):
+            print(f"study.py: trainer {args.trainer} not found; build it (cmake --build build --target trainer)",
+                  file=sys.stderr)
+            return 2
+    start = time.time()
+    eta = Eta()
+    failures = 0
+    for i, c in enumerate([] if args.report_only else todo):
+        t0 = time.time()
+        print(f"[{i + 1}/{len(todo)}] {c.name} ...", end="", flush=True)
+        rec = run_cell(c, args, folder[c.name])
+        eta.add(c.ranks, time.time() - t0)
+        if rec["status"] == "failed":
+            failures += 1
+        else:
+            cached[c.name] = rec
+        rem = eta.remaining(todo[i + 1:])
+        print(f" {rec['status']}, {study.metric} {fmt_metric(study, rec['final'])}, {fmt_time(rec['wall_s'])}"
+              f" | elapsed {fmt_time(time.time() - start)}" + (f", ETA {fmt_time(rem)}" if rem is not None else "")
+              + (f"\n    {rec['reason']}\n    log: {os.path.join(folder[c.name], 'log.txt')}"
+                 if rec["status"] == "failed" else ""), flush=True)
+        if rec["status"] == "failed":
+            cached.setdefault("__failed__", [])
+            cached["__failed__"].append(rec)
+    records = [v for k, v in cached.items() if k != "__failed__" and v] + cached.get("__failed__", [])
+    if not records:
+        print("study.py: no finished cells yet: nothing to report")
+        return 1 if failures else 0
+    try:
+        write_report(study, records, results, argv, time.time() - start if todo else 0, len(cells))
+    except StudyError as e:
+        print(f"study.py: {e}", file=sys.stderr)
+        return 2
+    print(f"study.py: report {os.path.relpath(os.path.join(results, 'report.md'), ROOT)} "
+          f"({len([r for r in records if r['status'] != 'failed'])}/{len(cells)} cells)")
+    if failures:
+        print(f"study.py: {failures} cell(s) failed; see the report's 'Failed cells' and their logs", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
