@@ -268,8 +268,9 @@ class Cell:
 
 
 def read_curve(folder, metric):
-    """(eval points [(step, value)], loss points [(step, loss)]) from a run's metrics.jsonl."""
-    evals, losses = {}, {}
+    """From a run's metrics.jsonl: eval points [(step, value)], loss points [(step, loss)] and
+    the wall time of each evaluation [(step, seconds since the run started)]."""
+    evals, losses, walls = {}, {}, {}
     path = os.path.join(folder, "metrics.jsonl")
     if not os.path.isfile(path):
         return [], []
@@ -284,9 +285,11 @@ def read_curve(folder, metric):
                 continue  # a line cut by a crash
             if metric in row and isinstance(row.get("step"), int):
                 evals[row["step"]] = row[metric]
+                if isinstance(row.get("wall_s"), (int, float)):
+                    walls[row["step"]] = row["wall_s"]
             if "loss" in row and isinstance(row.get("step"), int):
                 losses[row["step"]] = row["loss"]
-    return sorted(evals.items()), sorted(losses.items())
+    return sorted(evals.items()), sorted(losses.items()), sorted(walls.items())
 
 
 def first_error(log_text):
@@ -330,7 +333,7 @@ def run_cell(cell, args, folder):
     wall = time.time() - start
     with open(os.path.join(folder, "log.txt"), errors="replace") as f:
         log_text = f.read()
-    evals, losses = read_curve(folder, study.metric)
+    evals, losses, walls = read_curve(folder, study.metric)
     summary = {}
     if os.path.isfile(os.path.join(folder, "summary.json")):
         with open(os.path.join(folder, "summary.json")) as f:
@@ -352,7 +355,7 @@ def run_cell(cell, args, folder):
            "examples_per_step": cell.examples_per_step, "overrides": cell.overrides, "status": status,
            "reason": reason, "exit_code": rc, "final": final, "wall_s": round(wall, 2),
            "steps": summary.get("steps", evals[-1][0] if evals else None),
-           "evals": evals, "losses": losses[:: max(1, len(losses) // 200)],
+           "evals": evals, "eval_wall": walls, "losses": losses[:: max(1, len(losses) // 200)],
            "command": " ".join(shlex.quote(c) for c in cmd)}
     if status != "failed":
         with open(os.path.join(folder, CELL_MARKER), "w") as f:
@@ -369,7 +372,11 @@ def load_cached(folder, cell):
             rec = json.load(f)
     except (OSError, json.JSONDecodeError):
         return None
-    return rec if rec.get("hash") == cell.hash else None
+    if rec.get("hash") != cell.hash:
+        return None
+    if "eval_wall" not in rec:  # written by an older runner
+        rec["eval_wall"] = read_curve(folder, cell.study.metric)[2]
+    return rec
 
 
 def fmt_time(s):
@@ -438,14 +445,16 @@ def aggregate(study, records):
             if v is not None:
                 finals.append(v)
         mean, sd = mean_std(finals)
-        hits = [steps_to_target(study, r["evals"]) for r in done]
-        reached = [h for h in hits if h is not None]
+        hits = [(steps_to_target(study, r["evals"]), dict(r.get("eval_wall", []))) for r in done]
+        reached = [h for h, _ in hits if h is not None]
+        times = [w[h] for h, w in hits if h is not None and h in w]
         rows.append({"method": method, "point": json.loads(point), "ranks": ranks, "micro_batches": mb,
                      "examples_per_step": recs[0]["examples_per_step"], "seeds": len(done),
                      "failed": sum(r["status"] == "failed" for r in recs),
                      "diverged": sum(r["status"] == "diverged" for r in done),
                      "mean": mean, "std": sd, "reached": len(reached),
                      "steps_to_target": mean_std(reached)[0] if reached else None,
+                     "time_to_target": mean_std(times)[0] if times else None,
                      "wall_s": mean_std([r["wall_s"] for r in done])[0],
                      "records": done})
     rows.sort(key=lambda r: (r["ranks"], r["micro_batches"], list(study.methods).index(r["method"]),
@@ -677,19 +686,21 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
     L.append("## Every cell\n")
     L.append("One row per method, sweep point and rank count. Steps to target: mean over the seeds "
              "that reached it (first evaluation at or past the target); examples to target = steps × "
-             "examples per step. Wall: mean seconds per run.\n")
+             "examples per step; time to target: the trainer's wall seconds at that evaluation (mean over "
+             "the same seeds). Wall: mean seconds per run, mpirun start-up included.\n")
     L.append("| method | sweep | ranks | examples/step | seeds | final | diverged | reached | steps to target | "
-             "examples to target | wall s |")
-    L.append("|---|---|---|---|---|---|---|---|---|---|---|")
+             "examples to target | time to target s | wall s |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         s2t = f"{r['steps_to_target']:.0f}" if r["steps_to_target"] is not None else "–"
         e2t = f"{r['steps_to_target'] * r['examples_per_step']:.0f}" if r["steps_to_target"] is not None else "–"
+        t2t = f"{r['time_to_target']:.1f}" if r["time_to_target"] is not None else "–"
         wall = f"{r['wall_s']:.0f}" if r["wall_s"] is not None else "–"
         ranks = f"{r['ranks']}" + (f"×{r['micro_batches']}" if r["micro_batches"] > 1 else "")
         seeds = f"{r['seeds']}" + (f" (+{r['failed']} failed)" if r["failed"] else "")
         L.append(f"| {study.methods[r['method']]['label']} | {r['point_label'] or '–'} | {ranks} "
                  f"| {r['examples_per_step']} | {seeds} | {fmt_metric(study, r['mean'], r['std'])} "
-                 f"| {r['diverged']} | {r['reached']}/{r['seeds']} | {s2t} | {e2t} | {wall} |")
+                 f"| {r['diverged']} | {r['reached']}/{r['seeds']} | {s2t} | {e2t} | {t2t} | {wall} |")
     failed = [r for r in records if r["status"] == "failed"]
     if failed:
         L.append("\n## Failed cells (not counted above)\n")

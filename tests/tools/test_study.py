@@ -120,7 +120,8 @@ class Pure(unittest.TestCase):
         def rec(method, lr, seed, final, status="ok", evals=()):
             return {"method": method, "point": {"optimizer.lr": lr} if lr else {}, "ranks": 2,
                     "micro_batches": 1, "seed": seed, "examples_per_step": 16, "status": status,
-                    "final": final, "wall_s": 10.0 * seed, "evals": list(evals)}
+                    "final": final, "wall_s": 10.0 * seed, "evals": list(evals),
+                    "eval_wall": [(st, 5.0 * st + seed) for st, _ in evals]}
         records = [
             rec("adasum", None, 1, 0.5, evals=[(2, 0.01), (4, 0.5)]),
             rec("adasum", None, 2, 0.7, evals=[(2, 0.06), (4, 0.7)]),
@@ -136,6 +137,7 @@ class Pure(unittest.TestCase):
         self.assertAlmostEqual(a["mean"], 0.6)
         self.assertAlmostEqual(a["std"], (0.02 ** 0.5))  # sample std of 0.5, 0.7
         self.assertEqual((a["reached"], a["steps_to_target"]), (2, 3.0))  # steps 4 and 2
+        self.assertEqual(a["time_to_target"], 16.5)  # seed 1 at step 4: 21 s; seed 2 at step 2: 12 s
         lo = by[("average", 0.05)]
         self.assertEqual(lo["diverged"], 1)
         self.assertAlmostEqual(lo["mean"], (0.3 + 0.1) / 2)  # the diverged seed counts at chance
@@ -203,6 +205,8 @@ class EndToEnd(unittest.TestCase):
         self.assertIn("tools/study.py", report)
         self.assertIn("Commit:", report)
         self.assertIn("| adasum | – | 2 | 16 | 1 |", report)
+        for c in cells.values():  # the eval lines' wall times are kept for time to target
+            self.assertEqual([s for s, _ in c["eval_wall"]], [2, 4])
 
         # Cached: nothing runs again.
         rc, out = self.run_study(study_text(self.base, methods))
