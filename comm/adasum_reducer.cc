@@ -90,6 +90,26 @@ AdasumOptions AdasumOptions::from_config(const Config& section) {
 
 AdasumReducer::AdasumReducer(AdasumOptions options) : options_(std::move(options)) {}
 
+void AdasumReducer::add_pair_cosines(const std::vector<double>& triples) {
+  static const double kTiny = std::sqrt(DBL_MIN);
+  double sum = 0, count = 0;
+  for (size_t i = 0; i + 2 < triples.size(); i += 3) {
+    if (triples[i + 1] < kTiny || triples[i + 2] < kTiny) continue;
+    sum += triples[i] / std::sqrt(triples[i + 1] * triples[i + 2]);
+    count += 1;
+  }
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  cos_sum_ += sum;
+  cos_count_ += count;
+}
+
+std::vector<std::pair<double, double>> AdasumReducer::take_stats() {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  std::vector<std::pair<double, double>> out = {{cos_sum_, cos_count_}};
+  cos_sum_ = cos_count_ = 0;
+  return out;
+}
+
 Tensor AdasumReducer::scratch(int64_t n) {
   if (!scratch_.defined() || scratch_.numel() < n) {
     scratch_ = Tensor();  // free the old one first: peak memory stays one scratch buffer
@@ -187,6 +207,7 @@ void AdasumReducer::tree(Tensor& x, const std::vector<TensorSpan>& pieces, Topol
     const int64_t glo = left ? mid : lo, ghi = left ? hi : mid;  // given half
     exchange_and_sum(peers, partner, kTagLevel + level, x, klo, khi, glo, ghi, left, pieces, mine);
     sum_triples(topo.level_groups[level].get(), mine, all);
+    if (d == 1) add_pair_cosines(mine);
     fault_point("adasum");
     const int base = (r / (2 * d)) * (2 * d);
     const double na = nodes_in(base, d), nb = nodes_in(base + d, d);
@@ -237,10 +258,12 @@ void AdasumReducer::reduce_gathered(Tensor& x, const std::vector<TensorSpan>& sp
     }
   // u <- the count-weighted pair operator of u and w, per tensor, rounded to float like the
   // distributed schedule's combine.
-  auto pair = [&](float* u, const float* w, double wu, double ww) {
+  std::vector<double> first_level;  // the diagnostic's triples, as the distributed schedule sees them
+  auto pair = [&](float* u, const float* w, double wu, double ww, bool first) {
     for (const auto& s : spans) {
       double d = 0, uu = 0, vv = 0;
       partial_sums(u + s.offset, w + s.offset, s.numel, d, uu, vv);
+      if (first) first_level.insert(first_level.end(), {d, uu, vv});
       const auto c = adasum_coefficients(d, uu, vv, wu, ww);
       combine(u + s.offset, w + s.offset, u + s.offset, s.numel, c.ca, c.cb);
     }
@@ -248,15 +271,16 @@ void AdasumReducer::reduce_gathered(Tensor& x, const std::vector<TensorSpan>& sp
   const int q = floor_pow2(nodes), extra = nodes - q;
   std::vector<int> count(q, 1);
   for (int i = 0; i < extra; ++i) {  // the fold
-    pair(input(i), input(q + i), 0.5, 0.5);
+    pair(input(i), input(q + i), 0.5, 0.5, false);
     count[i] = 2;
   }
   for (int d = 1; d < q; d *= 2)  // the balanced tree over adjacent blocks
     for (int i = 0; i < q; i += 2 * d) {
       const double na = count[i], nb = count[i + d];
-      pair(input(i), input(i + d), na / (na + nb), nb / (na + nb));
+      pair(input(i), input(i + d), na / (na + nb), nb / (na + nb), d == 1);
       count[i] += count[i + d];
     }
+  add_pair_cosines(first_level);
   const float* r = input(0);
   float* xp = x.data<float>();
   const double inv = 1.0 / local_size;

@@ -42,6 +42,11 @@
 // buffer kept by the reducer (no page faults after the first call), in pieces whose partial sums
 // are taken as each arrives (sendrecv_pipelined), while the data is in cache.
 //
+// Diagnostic (stat "adasum_pair_cos"): the cosine a.b/(|a||b|) of every tensor at the tree's
+// first level (two ranks, or two nodes' sums in the hierarchical form), averaged over tensors
+// with both norms non-zero. Near 1 Adasum averages, near 0 it sums (the paper: gradients grow
+// more orthogonal as training goes on); free, from partial sums the combine needs anyway.
+//
 // Latency path: for a small bucket the schedule above is ~3 log2(P) message latencies for
 // little data. When world size x elements <= gather_below (default 2^14), every rank instead
 // allgathers every buffer and evaluates the same definition (node sums in local rank order,
@@ -51,6 +56,7 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -77,6 +83,8 @@ class AdasumReducer : public Reducer {
   ReduceTarget default_target() const override { return ReduceTarget::model_delta; }
   void reduce(Tensor& buffer, const std::vector<TensorSpan>& spans, Communicator& comm) override;
   const AdasumOptions& options() const { return options_; }
+  std::vector<std::string> stat_names() const override { return {"adasum_pair_cos"}; }
+  std::vector<std::pair<double, double>> take_stats() override;
 
  private:
   // Who does what for one communicator: created collectively on the first reduce() over it and
@@ -102,11 +110,15 @@ class AdasumReducer : public Reducer {
   void reduce_gathered(Tensor& x, const std::vector<TensorSpan>& spans, Communicator& comm,
                        int local_size);
   Tensor scratch(int64_t n);
+  // Adds tensor-wise cosines of the first tree level to the diagnostic.
+  void add_pair_cosines(const std::vector<double>& triples);
 
   AdasumOptions options_;
   std::map<const Communicator*, Topology> topologies_;
   Tensor scratch_;  // the partner's halves; grows to the largest need, reused across calls
   Tensor slice_;    // hierarchical: this rank's slice of the node sum
+  std::mutex stats_mu_;
+  double cos_sum_ = 0, cos_count_ = 0;
 };
 
 // The pair operator with weights (w_a = w_b = 1/2 is plain Adasum), in place into a, for one

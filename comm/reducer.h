@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -37,6 +38,12 @@ class Reducer {
   // Reduces `buffer` (f32, CPU) across `comm` in place. Spans are in buffer order, disjoint.
   // Collective: every rank calls it with the same spans.
   virtual void reduce(Tensor& buffer, const std::vector<TensorSpan>& spans, Communicator& comm) = 0;
+  // Diagnostics, for the metrics: fixed names (the same on every rank, from construction on),
+  // and for each the (sum, count) accumulated by reduce() since the previous take_stats(),
+  // which resets them. The caller sums both over ranks and logs sum/count. May be called from
+  // another thread than reduce(), but not while a reduce() of this step is still to come.
+  virtual std::vector<std::string> stat_names() const { return {}; }
+  virtual std::vector<std::pair<double, double>> take_stats() { return {}; }
 };
 
 // Builds a reducer from its config section (the trainer's `reducer:`; tools pass a small

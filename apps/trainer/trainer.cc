@@ -696,17 +696,27 @@ void Trainer::flush_due(double lr) {
   if (!strategy_->replicas_identical()) return;
   if (log_due_) {
     log_due_ = false;
-    // The loss averaged over ranks and over the steps since the last line; times are rank 0's.
-    double agg[2] = {window_loss_, static_cast<double>(window_steps_)};
-    world_->allreduce(agg, 2);
+    // The loss averaged over ranks and over the steps since the last line, with the reducer's
+    // diagnostics (sums and counts over ranks) in the same allreduce; times are rank 0's.
+    const std::vector<std::string> stat_names = reducer_->stat_names();
+    const auto stats = reducer_->take_stats();
+    ADA_CHECK(stats.size() == stat_names.size()) << "reducer " << reducer_->name() << ": " << stats.size()
+                                                 << " stats for " << stat_names.size() << " names";
+    std::vector<double> agg = {window_loss_, static_cast<double>(window_steps_)};
+    for (const auto& [sum, count] : stats) agg.insert(agg.end(), {sum, count});
+    world_->allreduce(agg.data(), static_cast<int64_t>(agg.size()));
     last_mean_loss_ = agg[1] > 0 ? agg[0] / agg[1] : 0.0;
     if (window_steps_ > 0) {
       const double n = static_cast<double>(window_steps_);
       const double wsps = static_cast<double>(s_.batch * s_.micro * world_->size()) * n / window_seconds_;
       const double per_step = window_seconds_ / n, comm_per_step = window_comm_ / n;
-      log_metrics({{"step", step_}, {"epoch", epoch_}, {"lr", lr}, {"loss", last_mean_loss_}, {"samples_per_s", wsps},
-                   {"compute_s", per_step - comm_per_step}, {"comm_s", comm_per_step},
-                   {"exposed_comm_s", window_exposed_ / n}, {"wall_s", wall_offset_ + seconds_since(start_)}});
+      nlohmann::ordered_json rec = {{"step", step_}, {"epoch", epoch_}, {"lr", lr}, {"loss", last_mean_loss_},
+                                    {"samples_per_s", wsps}, {"compute_s", per_step - comm_per_step},
+                                    {"comm_s", comm_per_step}, {"exposed_comm_s", window_exposed_ / n},
+                                    {"wall_s", wall_offset_ + seconds_since(start_)}};
+      for (size_t i = 0; i < stat_names.size(); ++i)
+        if (agg[3 + 2 * i] > 0) rec[stat_names[i]] = agg[2 + 2 * i] / agg[3 + 2 * i];
+      log_metrics(rec);
     }
     window_loss_ = window_seconds_ = window_comm_ = window_exposed_ = 0;
     window_steps_ = 0;

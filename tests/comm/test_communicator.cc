@@ -86,7 +86,9 @@ TEST(Communicator, PipelinedSendrecvDeliversPiecesInOrder) {
       c.sendrecv_pipelined(out, to, in, from, 5, chunk, [&](int64_t off, int64_t count) {
         EXPECT_EQ(off, next);
         EXPECT_GT(count, 0);
-        if (chunk > 0) EXPECT_LE(count, chunk);
+        if (chunk > 0) {
+          EXPECT_LE(count, chunk);
+        }
         for (int64_t k = off; k < off + count; ++k) ASSERT_EQ(in.data<float>()[k], float(from * 10000 + k));
         next = off + count;
       });

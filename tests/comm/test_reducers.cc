@@ -113,6 +113,41 @@ TEST_P(Adasum, ParallelInputsGiveTheMean) {
   expect_near_rel(same, a_d, 1.2e-5, "identical");
 }
 
+// The diagnostic: the first tree level's per-tensor cosine, summed with its count over ranks.
+TEST_P(Adasum, PairCosineIsOneForParallelAndZeroForOrthogonalInputs) {
+  const int p = world().size(), r = world().rank();
+  const auto sizes = bucket_sizes(p);
+  const int64_t n = total(sizes);
+  auto reducer = make_reducer("adasum", GetParam());
+  ASSERT_EQ(reducer->stat_names(), std::vector<std::string>{"adasum_pair_cos"});
+  auto cosine = [&](const std::vector<float>& mine) {
+    Tensor buf = Tensor::from_vector<float>(mine, {n});
+    reducer->reduce(buf, spans_of(sizes), world());
+    const auto st = reducer->take_stats();
+    EXPECT_EQ(st.size(), 1u);
+    double agg[2] = {st[0].first, st[0].second};
+    world().allreduce(agg, 2);
+    return std::make_pair(agg[0], agg[1]);
+  };
+  auto a = random_vec(n, 8);
+  std::vector<float> mine(n), ortho(n, 0.f);
+  for (int64_t i = 0; i < n; ++i) {
+    mine[i] = (1.f + 0.5f * r) * a[i];
+    if (i % p == r) ortho[i] = a[i];
+  }
+  const auto [par_sum, par_count] = cosine(mine);
+  if (p == 1) {
+    EXPECT_EQ(par_count, 0);  // no tree, no pairs
+    return;
+  }
+  EXPECT_GT(par_count, 0);
+  EXPECT_NEAR(par_sum / par_count, 1.0, 1e-6);
+  const auto [orth_sum, orth_count] = cosine(ortho);
+  EXPECT_GT(orth_count, 0);
+  EXPECT_NEAR(orth_sum / orth_count, 0.0, 1e-12);
+  EXPECT_EQ(reducer->take_stats()[0].second, 0);  // taking resets
+}
+
 TEST_P(Adasum, OppositePairsCancelAndZerosAreGuarded) {
   Communicator& c = world();
   const int r = c.rank();
