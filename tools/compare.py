@@ -37,7 +37,7 @@ def load_run(path):
     if os.path.isfile(summary):
         with open(summary) as f:
             s = json.load(f)
-        label = f"{s.get('reducer', '?')} ({s.get('target', '?')}), {s.get('world_size', '?')} ranks"
+        label = f"{s.get('sync', s.get('reducer', '?'))}, {s.get('world_size', '?')} ranks"
         if "eval_top1" in s:
             label += f", top-1 {100 * s['eval_top1']:.2f}%"
     return label, [train[k] for k in sorted(train)], [evals[k] for k in sorted(evals)]

@@ -80,7 +80,7 @@ def _get(tree, dotted, default=None):
 
 class Study:
     KEYS = {"name", "base", "question", "budget", "metric", "train_size", "set", "ranks",
-            "micro_batches", "seeds", "methods", "fetch", "findings", "baseline", "trainer_args"}
+            "micro_batches", "seeds", "methods", "variants", "fetch", "findings", "baseline", "trainer_args"}
 
     def __init__(self, path):
         self.path = path
@@ -174,6 +174,15 @@ class Study:
                     raise StudyError(f"{mw}.sweep.{k}: must be a non-empty list of values")
             self.methods[mname] = {"set": _flat(m.get("set", {})), "sweep": sweep,
                                    "label": str(m.get("label", mname))}
+        variants = doc.get("variants", {"": {}})
+        if not isinstance(variants, dict) or not variants:
+            raise StudyError(f"{where}: variants must be a mapping name -> {{label, set}}, got {variants!r}")
+        self.variants = {}
+        for vname, v in variants.items():
+            vw = f"{where}: variants.{vname}"
+            if not isinstance(v, dict) or not set(v) <= {"set", "label"}:
+                raise StudyError(f"{vw}: must be a mapping with 'set' (overrides) and optional 'label', got {v!r}")
+            self.variants[str(vname)] = {"set": _flat(v.get("set", {})), "label": str(v.get("label", vname))}
         self.baseline = doc.get("baseline")
         if self.baseline is not None and self.baseline not in self.methods:
             raise StudyError(f"{where}: baseline '{self.baseline}' is not one of the methods")
@@ -186,13 +195,19 @@ class Study:
     def cells(self):
         """Every cell of the grid, in run order: small rank counts first (quick feedback)."""
         out = []
-        for ranks, mb, (mname, m) in itertools.product(self.ranks, self.micro_batches, self.methods.items()):
+        for ranks, mb, variant, (mname, m) in itertools.product(self.ranks, self.micro_batches, self.variants,
+                                                                self.methods.items()):
             keys = list(m["sweep"])
             for values in itertools.product(*(m["sweep"][k] for k in keys)):
                 point = dict(zip(keys, values))
                 for seed in self.seeds:
-                    out.append(Cell(self, mname, ranks, mb, seed, point))
+                    out.append(Cell(self, mname, ranks, mb, seed, point, variant))
         return out
+
+    def column_label(self, ranks, mb, variant):
+        """A report column: ranks (x micro-batches), and the variant's label when there are several."""
+        s = f"{ranks} ranks" if mb == 1 else f"{ranks}×{mb}×{self.batch_per_rank({})}"
+        return s + (f", {self.variants[variant]['label']}" if len(self.variants) > 1 else "")
 
 
 def _fmt_value(v):
@@ -202,23 +217,24 @@ def _fmt_value(v):
 
 
 class Cell:
-    def __init__(self, study, method, ranks, micro_batches, seed, point):
-        self.study, self.method, self.ranks, self.mb, self.seed, self.point = \
-            study, method, ranks, micro_batches, seed, point
+    def __init__(self, study, method, ranks, micro_batches, seed, point, variant=""):
+        self.study, self.method, self.ranks, self.mb, self.seed, self.point, self.variant = \
+            study, method, ranks, micro_batches, seed, point, variant
         self.overrides = self._resolve()
         self.examples_per_step = ranks * micro_batches * study.batch_per_rank(self.overrides)
         settings = {"base": study.base_cfg, "overrides": self.overrides, "ranks": ranks,
                     "trainer_args": study.trainer_args}
         self.hash = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:10]
         sweep = "".join(f"-{k.split('.')[-1]}{_fmt_value(v)}" for k, v in point.items())
-        self.name = f"{method}{sweep}-np{ranks}" + (f"-mb{micro_batches}" if len(study.micro_batches) > 1 or
-                                                     micro_batches != 1 else "") + f"-s{seed}"
+        mb = f"-mb{micro_batches}" if len(study.micro_batches) > 1 or micro_batches != 1 else ""
+        self.name = f"{method}{sweep}" + (f"-{variant}" if variant else "") + f"-np{ranks}{mb}-s{seed}"
         self.point_label = ", ".join(f"{k.split('.')[-1]} {_fmt_value(v)}" for k, v in point.items())
 
     def _resolve(self):
         s = self.study
         raw = {}
         raw.update(s.common)
+        raw.update(s.variants[self.variant]["set"])
         raw.update(s.methods[self.method]["set"])
         raw.update(self.point)
         raw[f"train.{s.budget_key}"] = s.budget
@@ -351,7 +367,7 @@ def run_cell(cell, args, folder):
         status = "failed"
         reason = f"exit code {rc}: " + first_error(log_text)
     rec = {"name": cell.name, "hash": cell.hash, "method": cell.method, "ranks": cell.ranks,
-           "micro_batches": cell.mb, "seed": cell.seed, "point": cell.point,
+           "micro_batches": cell.mb, "variant": cell.variant, "seed": cell.seed, "point": cell.point,
            "examples_per_step": cell.examples_per_step, "overrides": cell.overrides, "status": status,
            "reason": reason, "exit_code": rc, "final": final, "wall_s": round(wall, 2),
            "steps": summary.get("steps", evals[-1][0] if evals else None),
@@ -428,14 +444,24 @@ def steps_to_target(study, evals):
     return None
 
 
+def column(r):
+    """The report column of a record or row: (ranks, micro_batches, variant)."""
+    return r["ranks"], r["micro_batches"], r.get("variant", "")
+
+
+def column_order(study, col):
+    ranks, mb, variant = col
+    return ranks, mb, list(study.variants).index(variant) if variant in study.variants else len(study.variants)
+
+
 def aggregate(study, records):
-    """Groups records into rows: one per (method, sweep point, ranks, micro_batches)."""
+    """Groups records into rows: one per (method, sweep point, ranks, micro_batches, variant)."""
     groups = {}
     for r in records:
-        key = (r["method"], json.dumps(r["point"], sort_keys=True), r["ranks"], r["micro_batches"])
+        key = (r["method"], json.dumps(r["point"], sort_keys=True)) + column(r)
         groups.setdefault(key, []).append(r)
     rows = []
-    for (method, point, ranks, mb), recs in groups.items():
+    for (method, point, ranks, mb, variant), recs in groups.items():
         done = [r for r in recs if r["status"] in ("ok", "diverged")]
         finals = []
         for r in done:
@@ -449,6 +475,7 @@ def aggregate(study, records):
         reached = [h for h, _ in hits if h is not None]
         times = [w[h] for h, w in hits if h is not None and h in w]
         rows.append({"method": method, "point": json.loads(point), "ranks": ranks, "micro_batches": mb,
+                     "variant": variant,
                      "examples_per_step": recs[0]["examples_per_step"], "seeds": len(done),
                      "failed": sum(r["status"] == "failed" for r in recs),
                      "diverged": sum(r["status"] == "diverged" for r in done),
@@ -457,7 +484,7 @@ def aggregate(study, records):
                      "time_to_target": mean_std(times)[0] if times else None,
                      "wall_s": mean_std([r["wall_s"] for r in done])[0],
                      "records": done})
-    rows.sort(key=lambda r: (r["ranks"], r["micro_batches"], list(study.methods).index(r["method"]),
+    rows.sort(key=lambda r: (column_order(study, column(r)), list(study.methods).index(r["method"]),
                              json.dumps(r["point"], sort_keys=True)))
     return rows
 
@@ -472,13 +499,14 @@ def better(study, a, b):
 
 
 def best_rows(study, rows):
-    """Per (method, ranks, micro_batches): the sweep point with the best mean metric."""
+    """Per (method, column): the sweep point with the best mean metric."""
     best = {}
     for r in rows:
-        key = (r["method"], r["ranks"], r["micro_batches"])
+        key = (r["method"],) + column(r)
         if key not in best or better(study, r, best[key]):
             best[key] = r
-    return [best[k] for k in sorted(best, key=lambda k: (k[1], k[2], list(study.methods).index(k[0])))]
+    return [best[k] for k in sorted(best, key=lambda k: (column_order(study, k[1:]),
+                                                          list(study.methods).index(k[0])))]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -540,15 +568,16 @@ def write_plots(study, rows, best, out_dir):
     scale = 100.0 if study.metric.endswith(("top1", "accuracy")) else 1.0
     ylab = study.metric + (" (%)" if scale == 100 else "")
 
-    # 1. Metric against step, one panel per (ranks, micro_batches), mean over seeds (band: min-max).
-    combos = sorted({(r["ranks"], r["micro_batches"]) for r in best})
-    n = len(combos)
-    cols = min(3, n)
-    nrows = (n + cols - 1) // cols
-    fig, axes = plt.subplots(nrows, cols, figsize=(5 * cols, 3.6 * nrows), squeeze=False)
-    for ax, (ranks, mb) in zip(axes.flat, combos):
+    # 1. Metric against step, one panel per column (ranks, micro-batches, variant), mean over
+    # seeds (band: min-max).
+    cols_ = sorted({column(r) for r in best}, key=lambda c: column_order(study, c))
+    n = len(cols_)
+    ncols = min(3, n)
+    nrows = (n + ncols - 1) // ncols
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5 * ncols, 3.6 * nrows), squeeze=False)
+    for ax, col in zip(axes.flat, cols_):
         for r in best:
-            if (r["ranks"], r["micro_batches"]) != (ranks, mb) or not r["records"]:
+            if column(r) != col or not r["records"]:
                 continue
             steps = sorted({s for rec in r["records"] for s, _ in rec["evals"]})
             ys = []
@@ -564,8 +593,8 @@ def write_plots(study, rows, best, out_dir):
                             color=colors[r["method"]], alpha=0.15)
         if study.target is not None:
             ax.axhline(scale * study.target, color="grey", lw=0.8, ls="--")
-        eps = next(r["examples_per_step"] for r in best if (r["ranks"], r["micro_batches"]) == (ranks, mb))
-        ax.set_title(f"{ranks} ranks" + (f" x {mb} micro-batches" if mb > 1 else "") + f" ({eps} examples/step)")
+        eps = next(r["examples_per_step"] for r in best if column(r) == col)
+        ax.set_title(f"{study.column_label(*col)} ({eps} examples/step)", fontsize=10)
         ax.set_xlabel("step")
         ax.set_ylabel(ylab)
         if study.plot_range:
@@ -579,37 +608,63 @@ def write_plots(study, rows, best, out_dir):
     fig.savefig(os.path.join(out_dir, "curves.png"), dpi=110)
     plt.close(fig)
 
-    # 2. Final metric against examples per step; 3. steps to target against examples per step.
-    for fname, field, ytitle in (("final_vs_examples.png", "mean", f"final {ylab}"),
-                                 ("steps_to_target.png", "steps_to_target",
-                                  f"steps to {study.metric} {fmt_metric(study, study.target)}")):
-        if field == "steps_to_target" and study.target is None:
-            continue
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        for m in methods:
-            pts = sorted((r["examples_per_step"], r) for r in best if r["method"] == m)
-            xs = [x for x, r in pts if r[field] is not None]
-            if field == "mean":
-                ys = [scale * r["mean"] for _, r in pts if r["mean"] is not None]
-                es = [scale * (r["std"] or 0) for _, r in pts if r["mean"] is not None]
-                ax.errorbar(xs, ys, yerr=es, color=colors[m], label=label[m], marker="o", capsize=3)
-            else:
-                ys = [r[field] for _, r in pts if r[field] is not None]
-                ax.plot(xs, ys, color=colors[m], label=label[m], marker="o")
-                miss = [x for x, r in pts if r[field] is None]
-                if miss:
-                    ax.plot(miss, [ax.get_ylim()[1]] * len(miss) if ys else [1] * len(miss), "x",
-                            color=colors[m])
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("examples per step (ranks x micro-batches x batch per rank)")
-        ax.set_ylabel(ytitle)
-        if field == "steps_to_target":
-            ax.set_yscale("log")
-            ax.set_title(f"{study.name}: steps to target (x: never reached by any seed)")
+    # 2. Final metric, 3. steps to target: against examples per step (a line per method and
+    # variant), or, when every cell has the same examples per step, as bars per method.
+    styles = {v: ls for v, ls in zip(study.variants, ["-", "--", ":", "-."] * 8)}
+    hatches = {v: h for v, h in zip(study.variants, ["", "//", "..", "xx"] * 8)}
+    one_x = len({r["examples_per_step"] for r in best}) == 1
+    panels = [("final_vs_examples.png", "mean", f"final {ylab}", f"final {study.metric} (mean ± std over seeds)")]
+    if study.target is not None:
+        what = f"{study.metric} {fmt_metric(study, study.target)}"
+        panels.append(("steps_to_target.png", "steps_to_target", f"steps to {what}",
+                       "steps to target, mean over the seeds that reached it (x / no bar: none did)"))
+        if one_x:
+            panels.append(("time_to_target.png", "time_to_target", f"seconds to {what}",
+                           "wall time to target, mean over the seeds that reached it"))
+    for fname, field, ytitle, title in panels:
+        fig, ax = plt.subplots(figsize=(8 if one_x else 7, 4.5))
+        val = (lambda r: scale * r["mean"] if r["mean"] is not None else None) if field == "mean" else \
+            (lambda r, f=field: r[f])
+        if one_x:
+            width = 0.8 / len(study.variants)
+            for j, v in enumerate(study.variants):
+                for i, m in enumerate(methods):
+                    r = next((x for x in best if x["method"] == m and x.get("variant", "") == v), None)
+                    if r is None or val(r) is None:
+                        continue
+                    err = scale * (r["std"] or 0) if field == "mean" else None
+                    ax.bar(i + (j - (len(study.variants) - 1) / 2) * width, val(r), width, yerr=err,
+                           color=colors[m], hatch=hatches[v], edgecolor="black", capsize=3,
+                           label=study.variants[v]["label"] if i == 0 and len(study.variants) > 1 else None)
+            ax.set_xticks(range(len(methods)), [label[m] for m in methods], rotation=20, ha="right", fontsize=8)
+            if field == "mean" and study.plot_range:
+                ax.set_ylim(scale * study.plot_range[0], scale * study.plot_range[1])
         else:
-            ax.set_title(f"{study.name}: final {study.metric} (mean ± std over seeds)")
+            for v in study.variants:
+                for m in methods:
+                    pts = sorted((r["examples_per_step"], r) for r in best
+                                 if r["method"] == m and r.get("variant", "") == v)
+                    got = [(x, r) for x, r in pts if val(r) is not None]
+                    lab = label[m] + (f" [{study.variants[v]['label']}]" if len(study.variants) > 1 else "")
+                    if field == "mean":
+                        ax.errorbar([x for x, _ in got], [val(r) for _, r in got],
+                                    yerr=[scale * (r["std"] or 0) for _, r in got], color=colors[m],
+                                    ls=styles[v], label=lab, marker="o", capsize=3)
+                    else:
+                        ax.plot([x for x, _ in got], [val(r) for _, r in got], color=colors[m], ls=styles[v],
+                                label=lab, marker="o")
+                        miss = [x for x, r in pts if val(r) is None]
+                        if miss and got:
+                            ax.plot(miss, [max(val(r) for _, r in got)] * len(miss), "x", color=colors[m], ms=9)
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("examples per step (ranks x micro-batches x batch per rank)")
+            if field != "mean":
+                ax.set_yscale("log")
+        ax.set_ylabel(ytitle)
+        ax.set_title(f"{study.name}: {title}", fontsize=10)
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=8)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
         fig.tight_layout()
         fig.savefig(os.path.join(out_dir, fname), dpi=110)
         plt.close(fig)
@@ -655,36 +710,47 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
         L.append(f"- **{spec['label']}** (`{m}`): {sets or 'the base config'}{sweep}")
     L.append("")
 
-    # Headline: final metric, method x examples per step.
-    combos = sorted({(r["ranks"], r["micro_batches"]) for r in best})
-    head = ["method"] + [f"{rk}×{mb}×{study.batch_per_rank({})}" if mb > 1 else f"{rk} ranks"
-                         for rk, mb in combos]
-    L.append(f"## Final {study.metric} (mean ± std over seeds; † = some seeds diverged)\n")
-    L.append("| " + " | ".join(head) + " |")
-    L.append("|" + "---|" * len(head))
-    for m in study.methods:
-        cells = []
-        for rk, mb in combos:
-            r = next((x for x in best if (x["method"], x["ranks"], x["micro_batches"]) == (m, rk, mb)), None)
-            if r is None or r["mean"] is None:
-                cells.append("–")
-                continue
-            s = fmt_metric(study, r["mean"], r["std"]) + (" †" if r["diverged"] else "")
-            if r["point_label"]:
-                s += f" ({r['point_label']})"
-            cells.append(s)
-        L.append(f"| {study.methods[m]['label']} | " + " | ".join(cells) + " |")
-    L.append("")
+    # Headlines: final metric (and time to target), method x column.
+    cols_ = sorted({column(r) for r in best}, key=lambda c: column_order(study, c))
+    head = ["method"] + [study.column_label(*c) for c in cols_]
+
+    def table(title, cell_text):
+        L.append(title + "\n")
+        L.append("| " + " | ".join(head) + " |")
+        L.append("|" + "---|" * len(head))
+        for m in study.methods:
+            cells = []
+            for c in cols_:
+                r = next((x for x in best if x["method"] == m and column(x) == c), None)
+                cells.append("–" if r is None else cell_text(r))
+            L.append(f"| {study.methods[m]['label']} | " + " | ".join(cells) + " |")
+        L.append("")
+
+    def final_text(r):
+        if r["mean"] is None:
+            return "–"
+        s = fmt_metric(study, r["mean"], r["std"]) + (" †" if r["diverged"] else "")
+        return s + (f" ({r['point_label']})" if r["point_label"] else "")
+
+    table(f"## Final {study.metric} (mean ± std over seeds; † = some seeds diverged)", final_text)
+    if study.target is not None:
+        table(f"## Steps and wall seconds to {study.metric} {fmt_metric(study, study.target)} (mean over the "
+              "seeds that reached it; k/n = seeds that did)",
+              lambda r: "–" if r["steps_to_target"] is None else
+              f"{r['steps_to_target']:.0f} steps, {r['time_to_target']:.0f} s ({r['reached']}/{r['seeds']})"
+              if r["time_to_target"] is not None else f"{r['steps_to_target']:.0f} steps ({r['reached']}/{r['seeds']})")
     L.append("![final metric](final_vs_examples.png)\n")
     if study.target is not None:
         L.append("![steps to target](steps_to_target.png)\n")
+        if os.path.isfile(os.path.join(out_dir, "time_to_target.png")):
+            L.append("![time to target](time_to_target.png)\n")
     L.append("![curves](curves.png)\n")
     if study.findings:
         L.append("## Findings\n")
         L.append(study.findings + "\n")
 
     L.append("## Every cell\n")
-    L.append("One row per method, sweep point and rank count. Steps to target: mean over the seeds "
+    L.append("One row per method, sweep point and column. Steps to target: mean over the seeds "
              "that reached it (first evaluation at or past the target); examples to target = steps × "
              "examples per step; time to target: the trainer's wall seconds at that evaluation (mean over "
              "the same seeds). Wall: mean seconds per run, mpirun start-up included.\n")
@@ -697,6 +763,8 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
         t2t = f"{r['time_to_target']:.1f}" if r["time_to_target"] is not None else "–"
         wall = f"{r['wall_s']:.0f}" if r["wall_s"] is not None else "–"
         ranks = f"{r['ranks']}" + (f"×{r['micro_batches']}" if r["micro_batches"] > 1 else "")
+        if len(study.variants) > 1:
+            ranks += f", {study.variants[r['variant']]['label']}" if r["variant"] in study.variants else f", {r['variant']}"
         seeds = f"{r['seeds']}" + (f" (+{r['failed']} failed)" if r["failed"] else "")
         L.append(f"| {study.methods[r['method']]['label']} | {r['point_label'] or '–'} | {ranks} "
                  f"| {r['examples_per_step']} | {seeds} | {fmt_metric(study, r['mean'], r['std'])} "
@@ -723,16 +791,18 @@ def parse_only(only):
     out = {}
     for o in only:
         if "=" not in o:
-            raise StudyError(f"--only {o}: expected KEY=V1,V2 with KEY one of method, ranks, micro_batches, seed")
+            raise StudyError(f"--only {o}: expected KEY=V1,V2 with KEY one of method, ranks, micro_batches, "
+                             "variant, seed")
         k, v = o.split("=", 1)
-        if k not in ("method", "ranks", "micro_batches", "seed"):
-            raise StudyError(f"--only {o}: unknown key '{k}'; known: method, ranks, micro_batches, seed")
+        if k not in ("method", "ranks", "micro_batches", "variant", "seed"):
+            raise StudyError(f"--only {o}: unknown key '{k}'; known: method, ranks, micro_batches, variant, seed")
         out.setdefault(k, set()).update(x.strip() for x in v.split(","))
     return out
 
 
 def selected(cell, only):
-    vals = {"method": cell.method, "ranks": str(cell.ranks), "micro_batches": str(cell.mb), "seed": str(cell.seed)}
+    vals = {"method": cell.method, "ranks": str(cell.ranks), "micro_batches": str(cell.mb), "variant": cell.variant,
+            "seed": str(cell.seed)}
     return all(vals[k] in v for k, v in only.items())
 
 
@@ -745,7 +815,7 @@ def main(argv=None):
     ap.add_argument("--trainer", default=os.path.join(ROOT, "build", "bin", "trainer"))
     ap.add_argument("--mpirun", default="mpirun")
     ap.add_argument("--only", action="append", default=[], help="KEY=V1,V2: run only these cells "
-                    "(method, ranks, micro_batches, seed); the report covers every cached cell")
+                    "(method, ranks, micro_batches, variant, seed); the report covers every cached cell")
     ap.add_argument("--dry-run", action="store_true", help="list the cells and which are cached")
     ap.add_argument("--report-only", action="store_true", help="write the report from cached cells")
     ap.add_argument("--no-build", action="store_true", help="do not build the trainer first")

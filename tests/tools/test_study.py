@@ -9,6 +9,7 @@ import contextlib
 import io
 import json
 import os
+import shutil
 import sys
 import tempfile
 import unittest
@@ -61,6 +62,7 @@ TWO_METHODS = """\
 class Pure(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="ada_test_study_")
+        self.addCleanup(shutil.rmtree, self.tmp, ignore_errors=True)
         self.base = write(self.tmp, "base.yaml", BASE)
 
     def load(self, text):
@@ -155,6 +157,35 @@ class Pure(unittest.TestCase):
         self.assertTrue(study.is_diverged_value(s, 0.2))
         self.assertFalse(study.is_diverged_value(s, 0.21))
 
+    def test_variants_cross_the_methods_and_one_column_reports_as_bars(self):
+        variants = ("variants:\n  calm: {label: no straggler}\n"
+                    "  slow: {label: a straggler, set: {train.straggler.delay_ms: 5, optimizer.lr: 0.3}}\n")
+        s = self.load(study_text(self.base, TWO_METHODS, variants).replace("ranks: [1, 2]", "ranks: [2]"))
+        cells = {c.name: c for c in s.cells()}
+        self.assertEqual(len(cells), 6)  # 2 variants x (1 + 2 sweep points)
+        self.assertEqual(cells["adasum-slow-np2-s1"].overrides["train.straggler.delay_ms"], 5)
+        self.assertEqual(cells["adasum-slow-np2-s1"].overrides["optimizer.lr"], 0.3)  # the variant's
+        self.assertEqual(cells["average-lr0.1-slow-np2-s1"].overrides["optimizer.lr"], 0.1)  # the sweep wins
+        self.assertNotIn("train.straggler.delay_ms", cells["adasum-calm-np2-s1"].overrides)
+        self.assertEqual(study.parse_only(["variant=slow"]), {"variant": {"slow"}})
+        records = []
+        for c in cells.values():
+            records.append({"name": c.name, "hash": c.hash, "method": c.method, "ranks": 2, "micro_batches": 1,
+                            "variant": c.variant, "seed": 1, "point": c.point, "examples_per_step": 16,
+                            "status": "ok", "reason": "", "final": 0.5 if c.variant == "calm" else 0.4,
+                            "wall_s": 3.0, "evals": [(2, 0.3), (4, 0.5)], "eval_wall": [(2, 1.0), (4, 2.0)]})
+        out = os.path.join(self.tmp, "report")
+        study.write_report(s, records, out, [], 0, len(cells))
+        with open(os.path.join(out, "report.md")) as f:
+            report = f.read()
+        self.assertIn("| method | 2 ranks, no straggler | 2 ranks, a straggler |", report)
+        self.assertIn("| Adasum | 50.00% ± 0.00 | 40.00% ± 0.00 |", report)
+        self.assertIn("| Adasum | 2 steps, 1 s (1/1) |", report)
+        for f in ("curves.png", "final_vs_examples.png", "steps_to_target.png", "time_to_target.png"):
+            self.assertGreater(os.path.getsize(os.path.join(out, f)), 0, f)
+        with self.assertRaises(study.StudyError):
+            self.load(study_text(self.base, TWO_METHODS, "variants: {a: {sett: {}}}\n"))
+
     def test_only_filter(self):
         s = self.load(study_text(self.base, TWO_METHODS))
         only = study.parse_only(["method=average", "ranks=2"])
@@ -169,6 +200,7 @@ class EndToEnd(unittest.TestCase):
 
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="ada_test_study_e2e_")
+        self.addCleanup(shutil.rmtree, self.tmp, ignore_errors=True)
         self.base = write(self.tmp, "base.yaml", BASE)
         self.runs = os.path.join(self.tmp, "runs")
         self.results = os.path.join(self.tmp, "results")
