@@ -289,7 +289,7 @@ def read_curve(folder, metric):
     evals, losses, walls = {}, {}, {}
     path = os.path.join(folder, "metrics.jsonl")
     if not os.path.isfile(path):
-        return [], []
+        return [], [], []
     with open(path) as f:
         for line in f:
             line = line.strip()
@@ -372,7 +372,7 @@ def run_cell(cell, args, folder):
            "reason": reason, "exit_code": rc, "final": final, "wall_s": round(wall, 2),
            "steps": summary.get("steps", evals[-1][0] if evals else None),
            "evals": evals, "eval_wall": walls, "losses": losses[:: max(1, len(losses) // 200)],
-           "command": " ".join(shlex.quote(c) for c in cmd)}
+           "command": " ".join(shlex.quote(c) for c in cmd), "machine": machine(), "commit": commit()}
     if status != "failed":
         with open(os.path.join(folder, CELL_MARKER), "w") as f:
             json.dump(rec, f)
@@ -393,6 +393,29 @@ def load_cached(folder, cell):
     if "eval_wall" not in rec:  # written by an older runner
         rec["eval_wall"] = read_curve(folder, cell.study.metric)[2]
     return rec
+
+
+def load_published(path):
+    """Finished cells of an earlier report's cells.json by settings hash ({} when there is none).
+    Reports written before records carried their origin take it from the file's header."""
+    if not os.path.isfile(path):
+        return {}
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        print(f"study.py: warning: {path} is unreadable ({e}); its cells are not reused", file=sys.stderr)
+        return {}
+    out = {}
+    for rec in doc.get("cells", []):
+        if not isinstance(rec, dict) or rec.get("status") == "failed" or "hash" not in rec:
+            continue
+        rec.setdefault("eval_wall", [])
+        for key in ("machine", "commit"):
+            if key not in rec and key in doc:
+                rec[key] = doc[key]
+        out[rec["hash"]] = rec
+    return out
 
 
 def fmt_time(s):
@@ -685,7 +708,8 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
     L.append("## How it was made\n")
     L.append(f"- Regenerate: `/usr/bin/python3 tools/study.py {os.path.relpath(study.path, ROOT)}` "
              f"(finished cells are cached in `runs/studies/{study.name}/`; `--report-only` redraws this "
-             f"report from them, and `cells.json` here holds every cell's settings, status and eval curve).")
+             f"report from them; `cells.json` here holds every cell's settings, status and eval curve, and a "
+             f"fresh clone reuses its cells instead of rerunning them).")
     L.append(f"- Base config `{study.base}`; budget {study.budget} {study.budget_key} per run; seeds "
              f"{', '.join(map(str, study.seeds))}; metric `{study.metric}` ({study.goal}"
              + (f", target {fmt_metric(study, study.target)}" if study.target is not None else "")
@@ -693,8 +717,24 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
                 if study.diverged is not None else "") + ").")
     if study.common:
         L.append("- Common overrides: " + ", ".join(f"`{k}: {_fmt_value(v)}`" for k, v in study.common.items()) + ".")
-    L.append(f"- Machine: {machine()}.")
-    L.append(f"- Commit: {commit()}; report written {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}.")
+    # Each record knows where it ran: cells run now carry this machine and commit, cells taken
+    # from an earlier report's cells.json carry theirs.
+    here = (machine(), commit())
+    for r in records:
+        r.setdefault("machine", here[0])
+        r.setdefault("commit", here[1])
+    origins = {}
+    for r in records:
+        origins[(r["machine"], r["commit"])] = origins.get((r["machine"], r["commit"]), 0) + 1
+    if len(origins) == 1:
+        (m, c), = origins
+        L.append(f"- Machine: {m}.")
+        L.append(f"- Commit: {c}; report written {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}.")
+    else:
+        L.append(f"- Cells ran on several machines/commits; report written "
+                 f"{datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}:")
+        for (m, c), n in sorted(origins.items(), key=lambda kv: -kv[1]):
+            L.append(f"  - {n} cells: {m}, commit {c}")
     done = [r for r in records if r["status"] != "failed"]
     L.append(f"- Cells: {len(done)} of {planned} finished; compute time of the finished runs "
              f"{fmt_time(sum(r['wall_s'] for r in done))}"
@@ -777,8 +817,8 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
     with open(os.path.join(out_dir, "report.md"), "w") as f:
         f.write("\n".join(L) + "\n")
     with open(os.path.join(out_dir, "cells.json"), "w") as f:
-        json.dump({"study": study.name, "metric": study.metric, "commit": commit(), "machine": machine(),
-                   "cells": sorted(records, key=lambda r: r["name"])}, f, indent=1)
+        json.dump({"study": study.name, "metric": study.metric, "cells": sorted(records, key=lambda r: r["name"])},
+                  f, indent=1)
     return rows, best
 
 
@@ -836,6 +876,18 @@ def main(argv=None):
 
     folder = {c.name: os.path.join(runs, f"{c.name}-{c.hash}") for c in cells}
     cached = {c.name: load_cached(folder[c.name], c) for c in cells}
+    # A fresh clone has no runs/ but has the committed report: its cells.json records count as
+    # finished cells when their settings hash matches and no run folder says otherwise (an
+    # unfinished attempt reruns), so a study can be extended or its findings rewritten without
+    # rerunning what is already measured.
+    published = load_published(os.path.join(results, "cells.json"))
+    from_report = 0
+    for c in cells:
+        if cached[c.name] is None and c.hash in published and not os.path.exists(folder[c.name]):
+            cached[c.name] = published[c.hash]
+            from_report += 1
+    if from_report:
+        print(f"study.py: {from_report} finished cell(s) taken from {os.path.relpath(results, ROOT)}/cells.json")
     todo = [c for c in cells if cached[c.name] is None and selected(c, only)]
     print(f"study.py: {study.name}: {len(cells)} cells ({len(cells) - sum(v is None for v in cached.values())} "
           f"cached, {len(todo)} to run); runs in {os.path.relpath(runs, ROOT)}")

@@ -255,6 +255,15 @@ class EndToEnd(unittest.TestCase):
         rc, out = self.run_study(study_text(self.base, changed))
         self.assertEqual(rc, 0, out)
         self.assertIn("(2 cached, 2 to run)", out)
+        # A fresh clone has the published cells.json but no runs: its cells count as finished.
+        shutil.rmtree(self.runs)
+        rc, out = self.run_study(study_text(self.base, changed))
+        self.assertEqual(rc, 0, out)
+        self.assertIn("4 finished cell(s) taken from", out)
+        self.assertIn("(4 cached, 0 to run)", out)
+        self.assertEqual(len(self.cells()), 4)
+        with open(os.path.join(self.results, "report.md")) as f:
+            self.assertIn("Commit:", f.read())
 
         # Divergence is a result (cached); a failure is not, and the runner exits 1.
         bad = ("  blowup: {set: {optimizer.lr: 1.0e+30}}\n"
