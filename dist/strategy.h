@@ -99,6 +99,9 @@ struct StrategySpec {
   int64_t global_every = 10;
   bool wait_avoiding = true;
 };
+// reducer.target when the config leaves it out: the reducer's own default (model_delta for adasum),
+// except gradients for adasum with optimizer 'sgd' (measured; see strategy.cc).
+comm::ReduceTarget default_target(const comm::Reducer& reducer, const std::string& optimizer);
 // ConfigError naming the key for impossible values and combinations (e.g. wagma with adasum,
 // a non-power-of-two world for wagma, reducer.target with a decentralised sync).
 StrategySpec read_strategy_spec(const Config& root, const comm::Reducer& reducer, int world_size);

@@ -237,11 +237,11 @@ def cases(src):
     R("resume_auto_all_damaged", lambda d: (ckpt_run([])(d), [flip(f"{d}/good/checkpoints/{f}") for f in
                                                                os.listdir(f"{d}/good/checkpoints") if f.endswith(".safetensors")]),
       ["--resume", "auto", "--set", "output.dir=good"], "no valid checkpoint in good/checkpoints", "rejected")
-    R("resume_missing_rank_file", lambda d: (ckpt_run(["--set", "reducer.name=adasum"])(d),
+    R("resume_missing_rank_file", lambda d: (ckpt_run(["--set", "reducer.name=adasum", "--set", "reducer.target=model_delta"])(d),
                                              os.remove(f"{d}/good/checkpoints/ckpt-00000004.optim-rank1.safetensors")),
-      ["--resume", "good/checkpoints/ckpt-00000004.json", "--set", "reducer.name=adasum"],
+      ["--resume", "good/checkpoints/ckpt-00000004.json", "--set", "reducer.name=adasum", "--set", "reducer.target=model_delta"],
       "ckpt-00000004.optim-rank1.safetensors is missing")
-    R("resume_local_into_shared", ckpt_run(["--set", "reducer.name=adasum"]),
+    R("resume_local_into_shared", ckpt_run(["--set", "reducer.name=adasum", "--set", "reducer.target=model_delta"]),
       ["--resume", "good/checkpoints/ckpt-00000004.json"], "holds each rank's own optimizer state")
     R("fresh_run_into_used_folder", ckpt_run([]), ["--set", "output.dir=good"], "already holds",
       "--resume auto", "checkpoint.overwrite: true")

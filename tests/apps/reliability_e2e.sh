@@ -63,7 +63,7 @@ faults)
   ;;
 
 checkpoints)
-  run() { mpi 2 "$trainer" --config tiny.yaml "$@"; }
+  run() { mpi 2 "$trainer" --config tiny.yaml --set reducer.target=model_delta "$@"; }  # per-rank optimizer files too
   run --set output.dir=a --set train.steps=30 > a1.txt 2>&1 || { cat a1.txt; fail "first run"; }
   ls a/checkpoints/ckpt-00000020.json a/checkpoints/ckpt-00000030.json >/dev/null || fail "keep: 2 should leave steps 20 and 30"
   [ ! -e a/checkpoints/ckpt-00000010.json ] || fail "step 10 should have been pruned"
@@ -113,7 +113,7 @@ kill)
   RANDOM=7
   good=0 kills=0 target=1000
   cfg=(--config tiny.yaml --set output.dir=k --set train.steps=$target --set checkpoint.every=2 --set checkpoint.keep=2
-       --set train.eval_every=0 --set train.checksum_every=0 --set reducer.name=adasum)
+       --set train.eval_every=0 --set train.checksum_every=0 --set reducer.name=adasum --set reducer.target=model_delta)
   mpi 2 "$trainer" "${cfg[@]}" --set train.steps=2 > k0.txt 2>&1 || { cat k0.txt; fail "initial run"; }
   good=2
   for i in $(seq 1 20); do
@@ -170,7 +170,10 @@ YAML
     (( n >= 1 )) || fail "$tag: no final checkpoint"
     echo "bitwise ($tag): $n final checkpoint file(s) byte-identical"
   }
-  for red in sum average adasum; do compare tiny.yaml $red --set model.name=resnet20_mnist --set train.steps=20 --set checkpoint.every=10 --set train.eval_every=0; done
+  for red in sum average adasum; do
+    extra=(); [ $red = adasum ] && extra=(--set reducer.target=model_delta)  # each rank's own optimizer state
+    compare tiny.yaml $red --set model.name=resnet20_mnist --set train.steps=20 --set checkpoint.every=10 --set train.eval_every=0 "${extra[@]}"
+  done
   for red in average adasum; do compare bert.yaml $red; done
   # Decentralised syncs, stopped and resumed mid-period (step 10 of periods of 4): each rank's own
   # weights, optimizer and the anchor / outer momentum come back.

@@ -51,9 +51,10 @@ PY
 resume)
   # average: gradient mode; adasum: model-delta mode, where each rank's optimizer state is its own.
   for red in average adasum; do
-    mpi 2 "$trainer" --config tiny.yaml --set reducer.name=$red --set output.dir=full_$red > full.txt 2>&1 || { cat full.txt; fail "$red full run"; }
-    mpi 2 "$trainer" --config tiny.yaml --set reducer.name=$red --set train.steps=10 --set output.dir=part_$red > part1.txt 2>&1 || { cat part1.txt; fail "$red part 1"; }
-    mpi 2 "$trainer" --config tiny.yaml --set reducer.name=$red --set output.dir=part_$red --resume auto > part2.txt 2>&1 || { cat part2.txt; fail "$red part 2"; }
+    set_red=(--set reducer.name=$red); [ $red = adasum ] && set_red+=(--set reducer.target=model_delta)
+    mpi 2 "$trainer" --config tiny.yaml "${set_red[@]}" --set output.dir=full_$red > full.txt 2>&1 || { cat full.txt; fail "$red full run"; }
+    mpi 2 "$trainer" --config tiny.yaml "${set_red[@]}" --set train.steps=10 --set output.dir=part_$red > part1.txt 2>&1 || { cat part1.txt; fail "$red part 1"; }
+    mpi 2 "$trainer" --config tiny.yaml "${set_red[@]}" --set output.dir=part_$red --resume auto > part2.txt 2>&1 || { cat part2.txt; fail "$red part 2"; }
     grep -q "resumed from .*ckpt-00000010.json" part2.txt || { cat part2.txt; fail "did not say which checkpoint it resumed"; }
     a=$(losses full_$red/metrics.jsonl); b=$(losses part_$red/metrics.jsonl)
     [ "$a" = "$b" ] || fail "$red: resumed losses differ:\n unbroken: $a\n resumed:  $b"
@@ -172,8 +173,9 @@ smoke)
   exit $status
   ;;
 timeline)
-  for red in average adasum; do
-    mpi 2 "$trainer" --config tiny.yaml --set model.name=resnet20_mnist --set reducer.name=$red \
+  for red in average adasum; do  # adasum: the overlapped delta path
+    set_red=(--set reducer.name=$red); [ $red = adasum ] && set_red+=(--set reducer.target=model_delta)
+    mpi 2 "$trainer" --config tiny.yaml --set model.name=resnet20_mnist "${set_red[@]}" \
       --set reducer.bucket_mb=0.02 --set reducer.first_bucket_mb=0.005 --set train.steps=4 \
       --set train.eval_every=4 --set output.dir=tl_$red --set train.timeline=tl_$red/trace.json > tl.txt 2>&1 \
       || { cat tl.txt; fail "$red timeline run"; }

@@ -224,6 +224,22 @@ TEST(DeltaSync, OptimizerStateStaysLocal) {
   EXPECT_NE(0, std::memcmp(x.data(), x.data() + m1.size(), m1.size() * sizeof(float)));
 }
 
+TEST(StrategySpec, AdasumTargetDefaultsToGradientsForSgdAndModelDeltaForAdaptiveOptimizers) {
+  auto target = [](const std::string& red, const std::string& opt, const std::string& extra = "") {
+    Config root = Config::parse("{optimizer: {name: " + opt + "}, reducer: {name: " + red + extra + "}}", "test");
+    return read_strategy_spec(root, *reducer(red), world().size()).target;
+  };
+  using comm::ReduceTarget;
+  EXPECT_EQ(target("adasum", "sgd"), ReduceTarget::gradients);  // measured: mnist_lenet_scaling
+  for (const char* opt : {"adam", "adamw", "lamb"}) EXPECT_EQ(target("adasum", opt), ReduceTarget::model_delta) << opt;
+  EXPECT_EQ(target("adasum", "sgd", ", target: model_delta"), ReduceTarget::model_delta);  // asked for
+  EXPECT_EQ(target("adasum", "lamb", ", target: gradients"), ReduceTarget::gradients);
+  for (const char* red : {"average", "sum"}) {
+    EXPECT_EQ(target(red, "sgd"), ReduceTarget::gradients) << red;
+    EXPECT_EQ(target(red, "adam"), ReduceTarget::gradients) << red;
+  }
+}
+
 TEST(GradientSync, EqualsReduceThenStepBitForBit) {
   for (const char* opt : kOptimizers)
     for (const char* red : {"adasum", "average", "sum"}) {
