@@ -673,6 +673,10 @@ def write_plots(study, rows, best, out_dir):
                         ax.errorbar([x for x, _ in got], [val(r) for _, r in got],
                                     yerr=[scale * (r["std"] or 0) for _, r in got], color=colors[m],
                                     ls=styles[v], label=lab, marker="o", capsize=3)
+                        if study.plot_range:  # means below the zoomed axis: a triangle on its floor
+                            lo = scale * min(study.plot_range)
+                            off = [x for x, r in got if val(r) < lo]
+                            ax.plot(off, [lo] * len(off), "v", color=colors[m], ms=10, clip_on=False)
                     else:
                         ax.plot([x for x, _ in got], [val(r) for _, r in got], color=colors[m], ls=styles[v],
                                 label=lab, marker="o")
@@ -683,6 +687,9 @@ def write_plots(study, rows, best, out_dir):
             ax.set_xlabel("examples per step (ranks x micro-batches x batch per rank)")
             if field != "mean":
                 ax.set_yscale("log")
+            elif study.plot_range:
+                ax.set_ylim(scale * study.plot_range[0], scale * study.plot_range[1])
+                title += "; ▼ mean below the axis"
         ax.set_ylabel(ytitle)
         ax.set_title(f"{study.name}: {title}", fontsize=10)
         ax.grid(alpha=0.3, which="both")
