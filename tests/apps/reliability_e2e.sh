@@ -174,7 +174,7 @@ YAML
     extra=(); [ $red = adasum ] && extra=(--set reducer.target=model_delta)  # each rank's own optimizer state
     compare tiny.yaml $red --set model.name=resnet20_mnist --set train.steps=20 --set checkpoint.every=10 --set train.eval_every=0 "${extra[@]}"
   done
-  for red in average adasum; do compare bert.yaml $red; done
+  for red in sum average adasum; do compare bert.yaml $red; done  # sum: no LR scaling (its default)
   # Decentralised syncs, stopped and resumed mid-period (step 10 of periods of 4): each rank's own
   # weights, optimizer and the anchor / outer momentum come back.
   compare tiny.yaml average --set sync.name=local_sgd --set sync.period=4 --set train.steps=20 --set train.eval_every=0
