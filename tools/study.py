@@ -537,15 +537,20 @@ def best_rows(study, rows):
 
 
 def machine():
-    cpu = "?"
+    cpu, flags = "?", set()
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("model name"):
+                if line.startswith("model name") and cpu == "?":
                     cpu = line.split(":", 1)[1].strip()
+                elif line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
                     break
     except OSError:
         pass
+    # The model name is often just "AMD EPYC": the vector width says which kernels ran.
+    isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else ""
+    cpu += f" ({isa})" if isa else ""
     mem = "?"
     try:
         with open("/proc/meminfo") as f:
@@ -560,9 +565,14 @@ def commit():
     try:
         sha = subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
                                       stderr=subprocess.DEVNULL).strip()
-        dirty = subprocess.check_output(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                                        text=True, stderr=subprocess.DEVNULL).strip()
-        return sha + (" (with uncommitted changes)" if dirty else "")
+        # Changes to reports and study files do not change what a cell runs (its settings are
+        # recorded with it); any other uncommitted file is named.
+        status = subprocess.check_output(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                                         text=True, stderr=subprocess.DEVNULL).splitlines()
+        dirty = [l[3:] for l in status if not l[3:].startswith(("docs/results/", "studies/"))]
+        if not dirty:
+            return sha
+        return sha + " (with uncommitted changes to " + ", ".join(dirty[:3]) + (" ..." if len(dirty) > 3 else "") + ")"
     except (OSError, subprocess.CalledProcessError):
         return "unknown (not a git checkout)"
 
@@ -741,7 +751,7 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
         L.append(f"- Cells ran on several machines/commits; report written "
                  f"{datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}:")
         for (m, c), n in sorted(origins.items(), key=lambda kv: -kv[1]):
-            L.append(f"  - {n} cells: {m}, commit {c}")
+            L.append(f"  - {n} cell{'s' if n != 1 else ''}: {m}, commit {c}")
     done = [r for r in records if r["status"] != "failed"]
     L.append(f"- Cells: {len(done)} of {planned} finished; compute time of the finished runs "
              f"{fmt_time(sum(r['wall_s'] for r in done))}"
