@@ -14,8 +14,8 @@ comm::ReduceTarget default_target(const comm::Reducer& reducer, const std::strin
   // gradients win: in docs/results/mnist_lenet_scaling (3 seeds, 4-64 ranks) Adasum of gradients
   // ends 0.5-1.7 points above Adasum of model deltas from 8 to 64 ranks, and one delta seed of
   // three diverged at 4 ranks. Local momentum filters each rank's noise before the combine, so
-  // the deltas are more parallel (first-level pair cosine ~0.57 against ~0.2 for gradients early
-  // in an 8-rank run) and Adasum averages them where it should add them.
+  // the deltas are more parallel (first-level pair cosine at 16 ranks, steps 30/70/90: deltas
+  // 0.68/0.74/0.56, gradients 0.73/0.30/0.14) and Adasum averages them where it should add them.
   if (reducer.default_target() == comm::ReduceTarget::model_delta && optimizer == "sgd")
     return comm::ReduceTarget::gradients;
   return reducer.default_target();

@@ -396,8 +396,7 @@ def load_cached(folder, cell):
 
 
 def load_published(path):
-    """Finished cells of an earlier report's cells.json by settings hash ({} when there is none).
-    Reports written before records carried their origin take it from the file's header."""
+    """Finished cells of an earlier report's cells.json by settings hash ({} when there is none)."""
     if not os.path.isfile(path):
         return {}
     try:
@@ -410,10 +409,6 @@ def load_published(path):
     for rec in doc.get("cells", []):
         if not isinstance(rec, dict) or rec.get("status") == "failed" or "hash" not in rec:
             continue
-        rec.setdefault("eval_wall", [])
-        for key in ("machine", "commit"):
-            if key not in rec and key in doc:
-                rec[key] = doc[key]
         out[rec["hash"]] = rec
     return out
 

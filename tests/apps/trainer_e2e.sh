@@ -30,6 +30,10 @@ train: {steps: 20, batch_per_rank: 8, log_every: 1, checksum_every: 1, eval_ever
 checkpoint: {every: 10, keep: 5}
 YAML
 
+# --set for a reducer; adasum asks for model-delta mode (each rank's own optimizer state), which
+# is no longer its default with SGD.
+red_args() { echo --set reducer.name=$1; [ "$1" != adasum ] || echo --set reducer.target=model_delta; }
+
 losses() { python3 -c 'import json,sys; print(" ".join("%.9g" % json.loads(l)["loss"] for l in open(sys.argv[1]) if "\"loss\"" in l))' "$1"; }
 
 case $case in
@@ -51,7 +55,7 @@ PY
 resume)
   # average: gradient mode; adasum: model-delta mode, where each rank's optimizer state is its own.
   for red in average adasum; do
-    set_red=(--set reducer.name=$red); [ $red = adasum ] && set_red+=(--set reducer.target=model_delta)
+    set_red=($(red_args $red))
     mpi 2 "$trainer" --config tiny.yaml "${set_red[@]}" --set output.dir=full_$red > full.txt 2>&1 || { cat full.txt; fail "$red full run"; }
     mpi 2 "$trainer" --config tiny.yaml "${set_red[@]}" --set train.steps=10 --set output.dir=part_$red > part1.txt 2>&1 || { cat part1.txt; fail "$red part 1"; }
     mpi 2 "$trainer" --config tiny.yaml "${set_red[@]}" --set output.dir=part_$red --resume auto > part2.txt 2>&1 || { cat part2.txt; fail "$red part 2"; }
@@ -174,7 +178,7 @@ smoke)
   ;;
 timeline)
   for red in average adasum; do  # adasum: the overlapped delta path
-    set_red=(--set reducer.name=$red); [ $red = adasum ] && set_red+=(--set reducer.target=model_delta)
+    set_red=($(red_args $red))
     mpi 2 "$trainer" --config tiny.yaml --set model.name=resnet20_mnist "${set_red[@]}" \
       --set reducer.bucket_mb=0.02 --set reducer.first_bucket_mb=0.005 --set train.steps=4 \
       --set train.eval_every=4 --set output.dir=tl_$red --set train.timeline=tl_$red/trace.json > tl.txt 2>&1 \
