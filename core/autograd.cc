@@ -61,7 +61,7 @@ void backward(const Variable& root, const Tensor& seed, const GradReadyHook& on_
   if (!root_grad.defined()) {
     ADA_CHECK_ARG(root.value().numel() == 1, ShapeError)
         << "backward() without a seed gradient needs a scalar output, got " << root.value().str();
-    root_grad = Tensor::ones(root.shape());
+    root_grad = Tensor::ones(root.shape(), DType::f32, root.value().device());
   } else {
     check_same_shape(root.value(), root_grad, "backward (seed gradient)");
   }

@@ -224,7 +224,7 @@ Variable embedding(const Variable& weight, const Tensor& ids) {
   Shape ws = w.shape();
   return make_result(ops::embedding_forward(w, ids), "embedding", {weight},
                      [ids, ws](const Tensor& g) {
-                       Tensor dw = Tensor::zeros(ws);
+                       Tensor dw = Tensor::zeros(ws, DType::f32, g.device());
                        ops::embedding_backward(g, ids, dw);
                        return G{dw};
                      });

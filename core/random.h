@@ -8,14 +8,13 @@
 #include <array>
 #include <cstdint>
 
+#include "core/philox.h"
+
 namespace ada {
 
 // One Philox4x32-10 block: 4 random 32-bit words for a 128-bit counter and a 64-bit key.
 std::array<uint32_t, 4> philox4x32(uint64_t counter_lo, uint64_t counter_hi, uint64_t key);
 
-// Maps 32 random bits to a float in [0, 1) (24-bit resolution) and (0, 1] respectively.
-inline float uint_to_unit(uint32_t x) { return (x >> 8) * (1.0f / 16777216.0f); }
-inline float uint_to_unit_open0(uint32_t x) { return ((x >> 8) + 1) * (1.0f / 16777216.0f); }
 
 class Generator {
  public:

@@ -505,7 +505,12 @@ void save_safetensors(const std::string& path,
   unsigned char len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
   std::vector<ByteRange> parts = {{len, 8}, {header.data(), header.size()}};
-  for (const auto& [name, t] : tensors) parts.push_back({t.raw_data(), t.nbytes()});
+  std::vector<Tensor> host;  // device tensors are written from host copies
+  host.reserve(tensors.size());
+  for (const auto& [name, t] : tensors) {
+    host.push_back(t.device().is_cpu() ? t : t.to(Device::cpu()));
+    parts.push_back({host.back().raw_data(), t.nbytes()});
+  }
   write_file_atomically(path, parts);
 }
 

@@ -8,10 +8,14 @@ std::pair<int64_t, int64_t> count_correct(const Tensor& logits, const Tensor& la
   ADA_CHECK_ARG(labels.numel() == logits.size(0), ShapeError)
       << "count_correct: " << labels.numel() << " labels for " << logits.size(0) << " rows";
   const int64_t n = logits.size(0), c = logits.size(1);
-  const float* p = logits.data<float>();
+  // Metrics are read on the host: device tensors are copied once (small: one row per example).
+  const Tensor host_logits = logits.to(Device::cpu());
+  const Tensor host_labels = labels.to(Device::cpu());
+  const float* p = host_logits.data<float>();
   int64_t correct = 0, count = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t t = labels.dtype() == DType::i64 ? labels.data<int64_t>()[i] : labels.data<int32_t>()[i];
+    const int64_t t = host_labels.dtype() == DType::i64 ? host_labels.data<int64_t>()[i]
+                                                        : host_labels.data<int32_t>()[i];
     if (t == ignore_index) continue;
     int64_t best = 0;
     for (int64_t j = 1; j < c; ++j)

@@ -24,10 +24,20 @@ Variable& Module::register_parameter(const std::string& name, Tensor init, bool 
   return params_.back().var;
 }
 
-Tensor& Module::register_buffer(const std::string& name, Tensor init) {
+Variable Module::register_buffer(const std::string& name, Tensor init) {
   check_new_name(name);
-  buffers_.emplace_back(name, std::move(init));
+  buffers_.emplace_back(name, Variable(std::move(init), false, name));
   return buffers_.back().second;
+}
+
+void Module::to(Device device) {
+  for (auto& p : params_) {
+    VarImpl* v = p.var.impl();
+    v->value = v->value.to(device);
+    if (v->grad.defined()) v->grad = v->grad.to(device);
+  }
+  for (auto& b : buffers_) b.second.mutable_value() = b.second.value().to(device);
+  for (auto& c : children_) c.second->to(device);
 }
 
 void Module::collect(const std::string& prefix, std::vector<Param>* params,
@@ -39,7 +49,7 @@ void Module::collect(const std::string& prefix, std::vector<Param>* params,
       params->push_back(std::move(out));
     }
   if (buffers)
-    for (const auto& b : buffers_) buffers->emplace_back(prefix + b.first, b.second);
+    for (const auto& b : buffers_) buffers->emplace_back(prefix + b.first, b.second.value());
   for (const auto& [name, child] : children_) child->collect(prefix + name + ".", params, buffers);
 }
 

@@ -35,6 +35,10 @@ class Module {
   bool training() const { return training_; }
   // Zeroes every parameter's gradient in place (keeps the buffers; no allocation).
   void zero_grad();
+  // Moves every parameter (value and gradient) and buffer to `device`. Params and buffers keep
+  // their identity (the same Variables), so optimizers and hooks made afterwards see the moved
+  // tensors; call it before making them.
+  void to(Device device);
 
   // Parameters then buffers, by name, sharing storage (save with save_safetensors).
   std::vector<std::pair<std::string, Tensor>> state() const;
@@ -49,7 +53,9 @@ class Module {
 
  protected:
   Variable& register_parameter(const std::string& name, Tensor init, bool weight_decay = true);
-  Tensor& register_buffer(const std::string& name, Tensor init);
+  // A buffer is held as a Variable that never requires grad, so that to() can move it while the
+  // layer keeps its handle.
+  Variable register_buffer(const std::string& name, Tensor init);
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
     check_new_name(name);
@@ -69,7 +75,7 @@ class Module {
     bool weight_decay;
   };
   std::vector<OwnParam> params_;
-  std::vector<std::pair<std::string, Tensor>> buffers_;
+  std::vector<std::pair<std::string, Variable>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
 };

@@ -19,6 +19,7 @@
 #include "apps/common/cli.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_runtime.h"
+#include "core/backend/cuda_runtime.h"
 #include "core/atomic_file.h"
 #include "core/fault.h"
 #include "core/log.h"
@@ -125,7 +126,32 @@ struct Settings {
   bool skip_nonfinite = false, ckpt_overwrite = false;
   double clip = 0;
   std::string out_dir, ckpt_dir, timeline;
+  Device device;  // train.device: where the model, its optimizer state and the batches live
 };
+
+// train.device: "cpu", "cuda" (this rank's node-local index modulo the visible GPUs) or
+// "cuda:N". A GPU that cannot be used is a ConfigError naming the key and why.
+Device read_device(const Config& t, int local_rank) {
+  const std::string s = t.get_or<std::string>("device", "cpu");
+  if (s == "cpu") return Device::cpu();
+  int index = -1;
+  if (s == "cuda") {
+    index = cuda::device_count() > 0 ? local_rank % cuda::device_count() : 0;
+  } else if (s.rfind("cuda:", 0) == 0 && s.size() > 5 &&
+             s.find_first_not_of("0123456789", 5) == std::string::npos && s.size() < 9) {
+    index = std::stoi(s.substr(5));
+  } else {
+    ADA_THROW(ConfigError) << t.where("device") << ": unknown device '" << s
+                           << "'; known: cpu, cuda, cuda:N (N a GPU index)";
+  }
+  try {
+    cuda::require_device(index);
+  } catch (const DeviceError& e) {
+    ADA_THROW(ConfigError) << t.where("device") << ": " << e.what()
+                           << "; train on the CPU with train.device: cpu";
+  }
+  return Device::cuda(index);
+}
 
 class Trainer {
  public:
@@ -219,6 +245,7 @@ void Trainer::setup() {
   ADA_CHECK_ARG(s_.clip >= 0, ConfigError) << t.where("clip_grad_norm") << ": must be >= 0 (0: off), got " << s_.clip;
   init_from_ = t.get_or<std::string>("init_from", "");
   s_.timeline = t.get_or<std::string>("timeline", "");
+  s_.device = read_device(t, world_->local_rank());
   if (t.has("straggler")) straggler_.emplace(t.child("straggler"), world);
   const std::string nonfinite = t.get_or<std::string>("on_nonfinite", "stop");
   ADA_CHECK_ARG(nonfinite == "stop" || nonfinite == "skip", ConfigError)
@@ -299,6 +326,19 @@ void Trainer::setup() {
   optim::register_builtin_schedules(schedules);
   schedule_ = optim::make_schedule(schedules, sc, base_lr);
   spec_ = dist::read_strategy_spec(cfg, *reducer_, world);
+  if (!s_.device.is_cpu()) {
+    // Until the NCCL communicator lands, a GPU run is one rank: its step is the optimizer's step
+    // whatever the reducer (any reducer of one rank is the identity; a model delta of one rank is
+    // the step itself), and the decentralised syncs have no one to average with.
+    ADA_CHECK_ARG(world == 1, ConfigError)
+        << t.where("device") << ": " << s_.device.str() << " with " << world
+        << " ranks needs the NCCL communicator, which is not built yet; run one rank on the GPU "
+           "or train on the CPU (train.device: cpu)";
+    ADA_CHECK_ARG(spec_.sync == "none", ConfigError)
+        << cfg.where("sync.name") << ": sync '" << spec_.sync << "' on " << s_.device.str()
+        << " is not supported yet (the GPU path runs one rank); use sync: none or train.device: cpu";
+    spec_.target = comm::ReduceTarget::gradients;
+  }
   comm::BucketOptions bo;
   bo.bucket_bytes = static_cast<int64_t>(red.get_or<double>("bucket_mb", 25.0) * (1 << 20));
   bo.first_bucket_bytes = static_cast<int64_t>(red.get_or<double>("first_bucket_mb", 1.0) * (1 << 20));
@@ -333,6 +373,11 @@ void Trainer::setup() {
     log_info("model weights initialised from {}", path);
   }
   broadcast_state();
+  if (!s_.device.is_cpu()) {
+    model_->to(s_.device);
+    params_ = model_->parameters();
+    log_info("device {} ({})", s_.device.str(), cuda::device_name(s_.device.index));
+  }
   dist::StrategyOptions so_;
   so_.clip_grad_norm = s_.clip;
   so_.skip_nonfinite = s_.skip_nonfinite;
@@ -371,6 +416,7 @@ void Trainer::setup() {
 }
 
 void Trainer::broadcast_state(bool buffers_only) {
+  if (world_->size() == 1) return;
   for (auto& [name, t] : buffers_only ? model_->buffers() : model_->state()) world_->broadcast(t, 0);
 }
 
@@ -461,7 +507,7 @@ std::map<std::string, double> Trainer::evaluate() {
     int64_t keep = std::min<int64_t>(batch->size(), mine - seen);
     if (keep <= 0) break;
     nn::TensorMap fields;
-    for (auto& [k, v] : batch->fields) fields[k] = keep < batch->size() ? v.narrow(0, keep) : v;
+    for (auto& [k, v] : batch->fields) fields[k] = (keep < batch->size() ? v.narrow(0, keep) : v).to(s_.device);
     seen += keep;
     fault_point("eval");
     auto out = model_->forward(fields);
@@ -647,6 +693,10 @@ void Trainer::train_step() {
         ADA_CHECK_ARG(batch.has_value(), Error) << "data: an epoch produced no batch";
       }
     }
+    if (!s_.device.is_cpu()) {
+      TraceSpan span("copy batch to device", "data");
+      for (auto& [k, v] : batch->fields) v = v.to(s_.device);
+    }
     nn::ModelOutput out;
     {
       TraceSpan span("forward", "compute");
@@ -821,6 +871,9 @@ int Trainer::run() {
   getrusage(RUSAGE_SELF, &ru);
   double peak_mb = static_cast<double>(ru.ru_maxrss) / 1024.0;
   world_->allreduce(&peak_mb, 1, comm::ReduceOp::max);
+  double gpu_peak_mb = 0;
+  if (!s_.device.is_cpu())
+    gpu_peak_mb = static_cast<double>(cuda::memory_stats(s_.device.index).peak_allocated) / (1 << 20);
   if (world_->rank() == 0) {
     nlohmann::ordered_json sum = {{"steps", step_},
                           {"world_size", world_->size()},
@@ -832,7 +885,9 @@ int Trainer::run() {
                           {"comm_seconds", comm_seconds_},
                           {"exposed_comm_seconds", exposed_seconds_},
                           {"skipped_steps", skipped_},
-                          {"peak_rss_mb_max_rank", peak_mb}};
+                          {"peak_rss_mb_max_rank", peak_mb},
+                          {"device", s_.device.str()}};
+    if (!s_.device.is_cpu()) sum["gpu_peak_allocated_mb"] = gpu_peak_mb;
     if (last_eval.count("count") && last_eval["count"] > 0) {
       sum["eval_top1"] = last_eval["correct"] / last_eval["count"];
       sum["eval_loss"] = last_eval["loss_sum"] / last_eval["count"];

@@ -1,19 +1,51 @@
-// The seam between core and the CUDA runtime: device memory and copies.
-// Built from backend/cuda/runtime.cc with ADA_WITH_CUDA, otherwise from backend/cuda_stub.cc,
-// whose functions throw DeviceError saying how to enable CUDA.
+// The seam between core and the CUDA runtime: device memory (a caching allocator), the compute
+// stream, copies and the allocator's statistics. Built from backend/cuda/runtime.cc with
+// ADA_WITH_CUDA, otherwise from backend/cuda_stub.cc, whose functions that need a GPU throw
+// DeviceError saying how to enable CUDA. No CUDA header is included here: core stays plain C++.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <string>
 
 namespace ada::cuda {
 
 bool built_with_cuda();
 int device_count();  // 0 when built without CUDA or when no GPU is visible
+// Why no CUDA device can be used here, or "" when one can (the text the `cuda` tests print
+// when they skip, and the trainer's error for train.device: cuda).
+std::string unavailable_reason();
+// Checks `index` names a visible device; throws DeviceError naming what exists otherwise.
+void require_device(int index);
+std::string device_name(int index);
+
+// Device memory from a caching allocator: freed blocks go back to a size-binned free list of
+// their device and are reused by later allocations of the same bin, so a training step in steady
+// state calls cudaMalloc/cudaFree not at all. Every kernel runs on the device's one compute
+// stream, so a block freed on the host can be handed out again at once: the stream orders the
+// old user's kernels before the new user's. (A second stream, for communication, must record
+// its use of a block before freeing it; that is the comm backend's business.)
 void* alloc(size_t bytes, int device);
 void free(void* ptr, int device) noexcept;
-// Copies between host and device memory in any direction; synchronous.
+// Returns every cached (unused) block to the driver.
+void empty_cache(int device);
+struct MemoryStats {
+  int64_t allocated = 0;       // bytes in live blocks (rounded to the allocator's bins)
+  int64_t peak_allocated = 0;  // since the start or the last reset_peak
+  int64_t reserved = 0;        // bytes held from cudaMalloc, live or cached
+  int64_t peak_reserved = 0;
+  int64_t device_mallocs = 0;  // cudaMalloc calls so far (steady state: constant)
+};
+MemoryStats memory_stats(int device);
+void reset_peak(int device);
+
+// Copies between host and device memory in any direction, ordered on the device's compute
+// stream; returns when the destination may be read by the host (device to host) and the source
+// may be reused by the host (host to device).
 void copy(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t bytes,
           int device);
 void zero(void* ptr, size_t bytes, int device);
+// Waits for everything queued on the device's compute stream (benchmarks, tests).
+void synchronize(int device);
 
 }  // namespace ada::cuda

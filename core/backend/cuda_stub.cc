@@ -4,16 +4,22 @@
 
 namespace ada::cuda {
 namespace {
-[[noreturn]] void no_cuda(const char* what) {
-  ADA_THROW(DeviceError) << what
-                         << ": Adatrain was built without CUDA; reconfigure with "
-                            "-DADA_WITH_CUDA=ON (needs nvcc, cuBLAS and cuDNN under /usr/local/cuda)";
-}
+const char* kHowTo =
+    "Adatrain was built without CUDA; reconfigure with -DADA_WITH_CUDA=ON (needs nvcc, cuBLAS "
+    "and cuDNN under /usr/local/cuda)";
+[[noreturn]] void no_cuda(const char* what) { ADA_THROW(DeviceError) << what << ": " << kHowTo; }
 }  // namespace
 bool built_with_cuda() { return false; }
 int device_count() { return 0; }
+std::string unavailable_reason() { return kHowTo; }
+void require_device(int) { no_cuda("using a CUDA device"); }
+std::string device_name(int) { no_cuda("naming a CUDA device"); }
 void* alloc(size_t, int) { no_cuda("allocating CUDA memory"); }
 void free(void*, int) noexcept {}
+void empty_cache(int) {}
+MemoryStats memory_stats(int) { return {}; }
+void reset_peak(int) {}
 void copy(void*, bool, const void*, bool, size_t, int) { no_cuda("copying to/from a CUDA tensor"); }
 void zero(void*, size_t, int) { no_cuda("zeroing a CUDA tensor"); }
+void synchronize(int) { no_cuda("synchronising a CUDA device"); }
 }  // namespace ada::cuda

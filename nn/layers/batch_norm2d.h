@@ -18,7 +18,8 @@ class BatchNorm2d : public Module {
   }
   // The running statistics share storage with the registered buffers: updated in place.
   Variable forward(const Variable& x) {
-    return fn::batch_norm(x, gamma_, beta_, running_mean_, running_var_, training(), momentum_, eps_);
+    return fn::batch_norm(x, gamma_, beta_, running_mean_.mutable_value(),
+                          running_var_.mutable_value(), training(), momentum_, eps_);
   }
   Variable& weight() { return gamma_; }
   std::string type_name() const override { return "BatchNorm2d"; }
@@ -26,7 +27,7 @@ class BatchNorm2d : public Module {
  private:
   float momentum_, eps_;
   Variable gamma_, beta_;
-  Tensor running_mean_, running_var_;
+  Variable running_mean_, running_var_;  // buffers (see Module::register_buffer)
 };
 
 }  // namespace ada::nn

@@ -35,18 +35,20 @@ Variable MultiHeadAttention::forward(const Variable& x, const Tensor& mask, Gene
     ADA_CHECK_ARG(mask.shape() == Shape({b, s}), ShapeError)
         << "attention: mask " << mask.str() << " should be [" << b << "," << s << "]";
     // Additive mask: -10000 on padded keys (BERT's constant), broadcast over heads and queries.
+    // Built on the host from a host copy of the mask, then moved to the scores' device.
+    const Tensor m = mask.to(Device::cpu());
     Tensor add = Tensor::empty({b * heads_, s, s});
     float* ap = add.data<float>();
     for (int64_t i = 0; i < b; ++i)
       for (int64_t j = 0; j < s; ++j) {
-        const bool keep = mask.dtype() == DType::f32 ? mask.data<float>()[i * s + j] != 0.f
-                          : mask.dtype() == DType::i64 ? mask.data<int64_t>()[i * s + j] != 0
-                                                       : mask.data<int32_t>()[i * s + j] != 0;
+        const bool keep = m.dtype() == DType::f32 ? m.data<float>()[i * s + j] != 0.f
+                          : m.dtype() == DType::i64 ? m.data<int64_t>()[i * s + j] != 0
+                                                    : m.data<int32_t>()[i * s + j] != 0;
         const float val = keep ? 0.f : -10000.f;
         for (int64_t h = 0; h < heads_; ++h)
           for (int64_t qi = 0; qi < s; ++qi) ap[((i * heads_ + h) * s + qi) * s + j] = val;
       }
-    scores = fn::add(scores, Variable(add));
+    scores = fn::add(scores, Variable(add.to(scores.value().device())));
   }
   Variable probs = dropout_->forward(fn::softmax(scores), gen);
   Variable ctx = fn::bmm(probs, v);  // [B*heads, S, hd]

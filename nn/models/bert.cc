@@ -106,11 +106,14 @@ class Bert : public Model {
     ADA_CHECK_ARG(s <= c_.max_positions, ShapeError)
         << "bert: sequence length " << s << " exceeds max_positions " << c_.max_positions;
     auto seg_it = batch.find("segment_ids");
-    Tensor segments = seg_it != batch.end() ? seg_it->second : Tensor::zeros(ids.shape(), DType::i64);
+    const Device dev = ids.device();  // the batch's device is the model's (Trainer places both)
+    Tensor segments =
+        seg_it != batch.end() ? seg_it->second : Tensor::zeros(ids.shape(), DType::i64, dev);
     auto mask_it = batch.find("attention_mask");
     Tensor mask = mask_it != batch.end() ? mask_it->second : Tensor();
     Tensor positions = Tensor::empty({b, s}, DType::i64);
     for (int64_t i = 0; i < b * s; ++i) positions.data<int64_t>()[i] = i % s;
+    positions = positions.to(dev);
 
     Variable x = fn::add(fn::add(word_->forward(ids), pos_->forward(positions)), type_->forward(segments));
     x = dropout_->forward(emb_norm_->forward(x), rng_);
@@ -118,8 +121,10 @@ class Bert : public Model {
 
     // MLM head at the masked positions only (labels != -100).
     std::vector<int64_t> where, target;
+    const Tensor host_labels = labels.to(Device::cpu());
     for (int64_t i = 0; i < b * s; ++i) {
-      const int64_t l = labels.dtype() == DType::i64 ? labels.data<int64_t>()[i] : labels.data<int32_t>()[i];
+      const int64_t l = host_labels.dtype() == DType::i64 ? host_labels.data<int64_t>()[i]
+                                                          : host_labels.data<int32_t>()[i];
       if (l != -100) {
         where.push_back(i);
         target.push_back(l);
@@ -130,10 +135,10 @@ class Bert : public Model {
     ModelOutput out;
     Variable loss;
     if (m > 0) {
-      Variable h = fn::embedding(flat, Tensor::from_vector<int64_t>(where, {m}));  // row gather
+      Variable h = fn::embedding(flat, Tensor::from_vector<int64_t>(where, {m}).to(dev));  // row gather
       h = transform_norm_->forward(fn::gelu(transform_->forward(h)));
       Variable logits = fn::add_bias(fn::matmul(h, word_->weight(), false, true), decoder_bias_);
-      Tensor t = Tensor::from_vector<int64_t>(target, {m});
+      Tensor t = Tensor::from_vector<int64_t>(target, {m}).to(dev);
       loss = mlm_loss(logits, t);
       auto [correct, count] = count_correct(logits.value(), t);
       out.metrics["mlm_correct"] = static_cast<double>(correct);
@@ -148,7 +153,7 @@ class Bert : public Model {
       const Tensor& nsp_label = field(batch, "nsp_label");
       std::vector<int64_t> firsts(b);
       for (int64_t i = 0; i < b; ++i) firsts[i] = i * s;
-      Variable cls = fn::embedding(flat, Tensor::from_vector<int64_t>(firsts, {b}));
+      Variable cls = fn::embedding(flat, Tensor::from_vector<int64_t>(firsts, {b}).to(dev));
       Variable logits = nsp_->forward(fn::tanh(pooler_->forward(cls)));
       loss = fn::add(loss, nsp_loss(logits, nsp_label));
       auto [correct, count] = count_correct(logits.value(), nsp_label);

@@ -19,6 +19,10 @@
 // different summation orders; the defects they exist to catch (a wrong layer order, padding,
 // stride, mask, eps, GELU form, tied weight, weight-decay flag, optimizer formula) change these
 // values by 1e-3 relative or more. Regenerate with `/usr/bin/python3 tools/make_model_golden.py`.
+//
+// The same file is compiled into test_cuda with ADA_GOLDEN_ON_GPU: model and batch then live on
+// cuda:0 and every check and tolerance stays as it is (cuBLAS/cuDNN sum in other orders than our
+// CPU kernels, well inside the margins above); without a usable GPU each test skips, saying why.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -43,7 +47,22 @@
 #include "nn/models/image_classifier.h"
 #include "optim/optimizer.h"
 
+#ifdef ADA_GOLDEN_ON_GPU
+#include "cuda/cuda_test_util.h"
+#define ADA_GOLDEN_REQUIRE_DEVICE() ADA_REQUIRE_GPU()
+#else
+#define ADA_GOLDEN_REQUIRE_DEVICE() \
+  do {                              \
+  } while (0)
+#endif
+
 namespace {
+
+#ifdef ADA_GOLDEN_ON_GPU
+const ada::Device kDevice = ada::Device::cuda(0);
+#else
+const ada::Device kDevice = ada::Device::cpu();
+#endif
 
 using ada::Config;
 using ada::NamedTensors;
@@ -222,6 +241,7 @@ struct Rule {
 class ModelGolden : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
+    ADA_GOLDEN_REQUIRE_DEVICE();
     model_ = GetParam();
     ASSERT_NO_FATAL_FAILURE(ada::testing::load_golden("model_" + model_, kRegenerate, &g_));
     ASSERT_EQ(meta("model"), model_);
@@ -242,6 +262,7 @@ class ModelGolden : public ::testing::TestWithParam<std::string> {
     cfg.finish();  // every key of the twin's configuration is one our model reads
     m->load_state(initial_state(*m));
     m->train(meta("training") == "true");
+    m->to(kDevice);
     return m;
   }
 
@@ -265,7 +286,7 @@ class ModelGolden : public ::testing::TestWithParam<std::string> {
   nn::TensorMap batch() const {
     nn::TensorMap b;
     for (const auto& [name, t] : g_.tensors)
-      if (name.rfind("batch/", 0) == 0) b[name.substr(6)] = t;
+      if (name.rfind("batch/", 0) == 0) b[name.substr(6)] = t.to(kDevice);
     return b;
   }
 

@@ -31,6 +31,7 @@ void gemm_raw(const float* a, const float* b, float* c, const GemmDims& d, bool 
 }  // namespace
 
 void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, float alpha, float beta) {
+  ADA_ON_CUDA(cuda::gemm(a, b, c, ta, tb, alpha, beta), a, b, c);
   cpu::require_cpu_f32("gemm", {&a, &b, &c});
   check_dim(a, 2, "gemm", "a");
   check_dim(b, 2, "gemm", "b");
@@ -42,6 +43,7 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, float a
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  ADA_ON_CUDA(cuda::matmul(a, b, ta, tb), a, b);
   cpu::require_cpu_f32("matmul", {&a, &b});
   check_dim(a, 2, "matmul", "a");
   check_dim(b, 2, "matmul", "b");
@@ -53,6 +55,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
 
 void gemm_batched(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, float alpha,
                   float beta) {
+  ADA_ON_CUDA(cuda::gemm_batched(a, b, c, ta, tb, alpha, beta), a, b, c);
   cpu::require_cpu_f32("gemm_batched", {&a, &b, &c});
   check_dim(a, 3, "gemm_batched", "a");
   check_dim(b, 3, "gemm_batched", "b");
@@ -79,6 +82,7 @@ void gemm_batched(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb,
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  ADA_ON_CUDA(cuda::bmm(a, b, ta, tb), a, b);
   cpu::require_cpu_f32("bmm", {&a, &b});
   check_dim(a, 3, "bmm", "a");
   check_dim(b, 3, "bmm", "b");

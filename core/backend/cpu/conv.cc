@@ -161,6 +161,7 @@ Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p)
 }
 
 Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& prm) {
+  ADA_ON_CUDA(cuda::conv2d_forward(x, w, prm), x, w);
   cpu::require_cpu_f32("conv2d_forward", {&x, &w});
   ConvGeom g = make_geom("conv2d_forward", x.shape(), w.shape(), prm);
   Tensor y = Tensor::empty({g.n, g.k, g.p, g.q});
@@ -212,6 +213,7 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& prm)
 
 Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape,
                             const Conv2dParams& prm) {
+  ADA_ON_CUDA(cuda::conv2d_backward_data(dy, w, x_shape, prm), dy, w);
   cpu::require_cpu_f32("conv2d_backward_data", {&dy, &w});
   ConvGeom g = make_geom("conv2d_backward_data", x_shape, w.shape(), prm);
   ADA_CHECK_ARG(dy.shape() == Shape({g.n, g.k, g.p, g.q}), ShapeError)
@@ -257,6 +259,7 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
 
 Tensor conv2d_backward_filter(const Tensor& dy, const Tensor& x, const Shape& w_shape,
                               const Conv2dParams& prm) {
+  ADA_ON_CUDA(cuda::conv2d_backward_filter(dy, x, w_shape, prm), dy, x);
   cpu::require_cpu_f32("conv2d_backward_filter", {&dy, &x});
   ConvGeom g = make_geom("conv2d_backward_filter", x.shape(), w_shape, prm);
   ADA_CHECK_ARG(dy.shape() == Shape({g.n, g.k, g.p, g.q}), ShapeError)

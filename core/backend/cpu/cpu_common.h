@@ -1,5 +1,8 @@
 // Helpers shared by the CPU kernels: argument checks that name the op, and device dispatch.
-// Until the CUDA backend implements an op, a CUDA tensor reaching it gets a DeviceError.
+// Every op of core/ops.h starts with ADA_ON_CUDA(cuda::op(args...), tensors...): when any of
+// its tensors lives on a CUDA device the call goes to the CUDA backend (core/backend/cuda),
+// which checks that all of them are on that one device. In builds without CUDA no CUDA tensor
+// can exist (allocation throws), so the macro compiles to nothing.
 #pragma once
 
 #include <initializer_list>
@@ -7,16 +10,32 @@
 #include "core/parallel.h"
 #include "core/tensor.h"
 
+#ifdef ADA_WITH_CUDA
+#include "core/backend/cuda/cuda_ops.h"
+#define ADA_ON_CUDA(call, ...)                                \
+  do {                                                        \
+    if (::ada::cpu::any_cuda(__VA_ARGS__)) return call;       \
+  } while (0)
+#else
+#define ADA_ON_CUDA(call, ...) \
+  do {                         \
+  } while (0)
+#endif
+
 namespace ada::cpu {
+
+template <class... Ts>
+bool any_cuda(const Ts&... ts) {
+  return ((ts.defined() && !ts.device().is_cpu()) || ...);
+}
 
 // Every tensor defined, f32, on the CPU.
 inline void require_cpu_f32(const char* op, std::initializer_list<const Tensor*> ts) {
   for (const Tensor* t : ts) {
     ADA_CHECK_ARG(t->defined(), ShapeError) << op << ": an argument is undefined";
     ADA_CHECK_ARG(t->device().is_cpu(), DeviceError)
-        << op << ": tensor " << t->str()
-        << " is on a CUDA device, and the CUDA backend does not implement '" << op
-        << "' yet; move it to the CPU with .to(Device::cpu())";
+        << op << ": tensor " << t->str() << " is on a CUDA device while another argument is on "
+        << "the CPU; move them to one device";
     ADA_CHECK_ARG(t->dtype() == DType::f32, DTypeError)
         << op << ": expected f32, got " << t->str();
   }
@@ -25,8 +44,8 @@ inline void require_cpu_f32(const char* op, std::initializer_list<const Tensor*>
 inline void require_cpu(const char* op, const Tensor& t) {
   ADA_CHECK_ARG(t.defined(), ShapeError) << op << ": an argument is undefined";
   ADA_CHECK_ARG(t.device().is_cpu(), DeviceError)
-      << op << ": tensor " << t.str() << " is on a CUDA device, and the CUDA backend does not "
-      << "implement '" << op << "' yet";
+      << op << ": tensor " << t.str() << " is on a CUDA device while another argument is on the "
+      << "CPU; move them to one device";
 }
 
 // Index tensors (labels, ids) as i64 values regardless of stored i32/i64.

@@ -45,6 +45,7 @@ void check_stat(const char* op, const Tensor& t, int64_t c, const char* arg) {
 Tensor batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                         Tensor& running_mean, Tensor& running_var, float momentum, float eps,
                         Tensor& save_mean, Tensor& save_invstd) {
+  ADA_ON_CUDA(cuda::batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps, save_mean, save_invstd), x, gamma, beta, running_mean, running_var, save_mean, save_invstd);
   cpu::require_cpu_f32("batch_norm_train", {&x, &gamma, &beta});
   BnGeom g = bn_geom("batch_norm_train", x, gamma, beta);
   const bool track = running_mean.defined();
@@ -95,6 +96,7 @@ Tensor batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta
 
 Tensor batch_norm_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                        const Tensor& running_mean, const Tensor& running_var, float eps) {
+  ADA_ON_CUDA(cuda::batch_norm_eval(x, gamma, beta, running_mean, running_var, eps), x, gamma, beta, running_mean, running_var);
   cpu::require_cpu_f32("batch_norm_eval", {&x, &gamma, &beta});
   BnGeom g = bn_geom("batch_norm_eval", x, gamma, beta);
   check_stat("batch_norm_eval", running_mean, g.c, "running_mean");
@@ -119,6 +121,7 @@ Tensor batch_norm_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
 
 BatchNormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                    const Tensor& save_mean, const Tensor& save_invstd) {
+  ADA_ON_CUDA(cuda::batch_norm_backward(dy, x, gamma, save_mean, save_invstd), dy, x, gamma, save_mean, save_invstd);
   cpu::require_cpu_f32("batch_norm_backward", {&dy, &x, &gamma});
   BnGeom g = bn_geom("batch_norm_backward", x, gamma, Tensor());
   check_same_shape(dy, x, "batch_norm_backward");
@@ -159,6 +162,7 @@ BatchNormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Tens
 BatchNormGrads batch_norm_eval_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                         const Tensor& running_mean, const Tensor& running_var,
                                         float eps) {
+  ADA_ON_CUDA(cuda::batch_norm_eval_backward(dy, x, gamma, running_mean, running_var, eps), dy, x, gamma, running_mean, running_var);
   cpu::require_cpu_f32("batch_norm_eval_backward", {&dy, &x, &gamma});
   BnGeom g = bn_geom("batch_norm_eval_backward", x, gamma, Tensor());
   check_same_shape(dy, x, "batch_norm_eval_backward");
@@ -202,6 +206,7 @@ int64_t ln_width(const char* op, const Tensor& x, const Tensor& gamma) {
 
 Tensor layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                           Tensor& save_mean, Tensor& save_rstd) {
+  ADA_ON_CUDA(cuda::layer_norm_forward(x, gamma, beta, eps, save_mean, save_rstd), x, gamma, beta, save_mean, save_rstd);
   cpu::require_cpu_f32("layer_norm_forward", {&x, &gamma, &beta});
   const int64_t d = ln_width("layer_norm_forward", x, gamma);
   check_same_shape(gamma, beta, "layer_norm_forward (gamma vs beta)");
@@ -236,6 +241,7 @@ Tensor layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& be
 
 LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                    const Tensor& save_mean, const Tensor& save_rstd) {
+  ADA_ON_CUDA(cuda::layer_norm_backward(dy, x, gamma, save_mean, save_rstd), dy, x, gamma, save_mean, save_rstd);
   cpu::require_cpu_f32("layer_norm_backward", {&dy, &x, &gamma, &save_mean, &save_rstd});
   const int64_t d = ln_width("layer_norm_backward", x, gamma);
   check_same_shape(dy, x, "layer_norm_backward");

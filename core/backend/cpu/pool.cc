@@ -31,6 +31,7 @@ Shape pool2d_output_shape(const Shape& x, const Pool2dParams& p) {
 }
 
 Tensor max_pool2d_forward(const Tensor& x, const Pool2dParams& p, Tensor& indices) {
+  ADA_ON_CUDA(cuda::max_pool2d_forward(x, p, indices), x, indices);
   cpu::require_cpu_f32("max_pool2d_forward", {&x});
   Shape os = pool2d_output_shape(x.shape(), p);
   Tensor y = Tensor::empty(os);
@@ -70,6 +71,7 @@ Tensor max_pool2d_forward(const Tensor& x, const Pool2dParams& p, Tensor& indice
 }
 
 Tensor max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Shape& x_shape) {
+  ADA_ON_CUDA(cuda::max_pool2d_backward(dy, indices, x_shape), dy, indices);
   cpu::require_cpu_f32("max_pool2d_backward", {&dy});
   check_dtype(indices, DType::i32, "max_pool2d_backward", "indices");
   check_same_shape(dy, indices, "max_pool2d_backward");
@@ -90,6 +92,7 @@ Tensor max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Shape&
 }
 
 Tensor avg_pool2d_forward(const Tensor& x, const Pool2dParams& p) {
+  ADA_ON_CUDA(cuda::avg_pool2d_forward(x, p), x);
   cpu::require_cpu_f32("avg_pool2d_forward", {&x});
   Shape os = pool2d_output_shape(x.shape(), p);
   Tensor y = Tensor::empty(os);
@@ -121,6 +124,7 @@ Tensor avg_pool2d_forward(const Tensor& x, const Pool2dParams& p) {
 }
 
 Tensor avg_pool2d_backward(const Tensor& dy, const Shape& x_shape, const Pool2dParams& p) {
+  ADA_ON_CUDA(cuda::avg_pool2d_backward(dy, x_shape, p), dy);
   cpu::require_cpu_f32("avg_pool2d_backward", {&dy});
   Shape os = pool2d_output_shape(x_shape, p);
   ADA_CHECK_ARG(dy.shape() == os, ShapeError)
@@ -153,6 +157,7 @@ Tensor avg_pool2d_backward(const Tensor& dy, const Shape& x_shape, const Pool2dP
 }
 
 Tensor global_avg_pool_forward(const Tensor& x) {
+  ADA_ON_CUDA(cuda::global_avg_pool_forward(x), x);
   cpu::require_cpu_f32("global_avg_pool_forward", {&x});
   check_dim(x, 4, "global_avg_pool_forward", "x");
   const int64_t planes = x.size(0) * x.size(1), HW = x.size(2) * x.size(3);
@@ -171,6 +176,7 @@ Tensor global_avg_pool_forward(const Tensor& x) {
 }
 
 Tensor global_avg_pool_backward(const Tensor& dy, const Shape& x_shape) {
+  ADA_ON_CUDA(cuda::global_avg_pool_backward(dy, x_shape), dy);
   cpu::require_cpu_f32("global_avg_pool_backward", {&dy});
   ADA_CHECK_ARG(x_shape.size() == 4 && dy.shape() == Shape({x_shape[0], x_shape[1]}), ShapeError)
       << "global_avg_pool_backward: gradient " << dy.str() << " does not match input "

@@ -50,6 +50,7 @@ Tensor rowwise_backward(const char* op, const Tensor& dy, const Tensor& y, F f) 
 }  // namespace
 
 Tensor softmax(const Tensor& x) {
+  ADA_ON_CUDA(cuda::softmax(x), x);
   return rowwise("softmax", x, [](const float* in, float* out, int64_t d) {
     float mx = -std::numeric_limits<float>::infinity();
     for (int64_t j = 0; j < d; ++j) mx = std::max(mx, in[j]);
@@ -64,6 +65,7 @@ Tensor softmax(const Tensor& x) {
 }
 
 Tensor softmax_backward(const Tensor& dy, const Tensor& y) {
+  ADA_ON_CUDA(cuda::softmax_backward(dy, y), dy, y);
   return rowwise_backward("softmax_backward", dy, y,
                           [](const float* g, const float* yv, float* dx, int64_t d) {
                             double s = 0;
@@ -73,9 +75,13 @@ Tensor softmax_backward(const Tensor& dy, const Tensor& y) {
                           });
 }
 
-Tensor log_softmax(const Tensor& x) { return rowwise("log_softmax", x, log_softmax_row); }
+Tensor log_softmax(const Tensor& x) {
+  ADA_ON_CUDA(cuda::log_softmax(x), x);
+  return rowwise("log_softmax", x, log_softmax_row);
+}
 
 Tensor log_softmax_backward(const Tensor& dy, const Tensor& y) {
+  ADA_ON_CUDA(cuda::log_softmax_backward(dy, y), dy, y);
   return rowwise_backward("log_softmax_backward", dy, y,
                           [](const float* g, const float* yv, float* dx, int64_t d) {
                             double s = 0;
@@ -99,6 +105,7 @@ void check_ce(const char* op, const Tensor& logits, const Tensor& targets, float
 
 Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, float smoothing,
                              int64_t ignore_index, Tensor& save_logp) {
+  ADA_ON_CUDA(cuda::cross_entropy_forward(logits, targets, smoothing, ignore_index, save_logp), logits, targets, save_logp);
   check_ce("cross_entropy_forward", logits, targets, smoothing);
   save_logp = log_softmax(logits);
   const int64_t n = logits.size(0), c = logits.size(1);
@@ -127,6 +134,7 @@ Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, float 
 
 Tensor cross_entropy_backward(float dloss, const Tensor& save_logp, const Tensor& targets,
                               float smoothing, int64_t ignore_index) {
+  ADA_ON_CUDA(cuda::cross_entropy_backward(dloss, save_logp, targets, smoothing, ignore_index), save_logp, targets);
   check_ce("cross_entropy_backward", save_logp, targets, smoothing);
   const int64_t n = save_logp.size(0), c = save_logp.size(1);
   int64_t count = 0;

@@ -1,0 +1,80 @@
+// Helpers shared by the CUDA backend's files: status checks that name the call, file:line and
+// rank; the per-device compute stream and the cuBLAS/cuDNN handles bound to it; argument checks
+// that name the op; launch geometry; scratch memory from the caching allocator.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <initializer_list>
+
+#include "core/backend/cuda_runtime.h"
+#include "core/error.h"
+#include "core/tensor.h"
+
+#define ADA_CUDA_CHECK(call)                                            \
+  ADA_CHECK_STATUS(ExternalError, "CUDA", call, cudaSuccess, [](cudaError_t e) { \
+    return std::string(cudaGetErrorString(e));                           \
+  })
+#define ADA_CUBLAS_CHECK(call)                                                           \
+  ADA_CHECK_STATUS(ExternalError, "cuBLAS", call, CUBLAS_STATUS_SUCCESS, [](cublasStatus_t e) { \
+    return std::string(cublasGetStatusString(e));                                         \
+  })
+#define ADA_CUDNN_CHECK(call)                                                            \
+  ADA_CHECK_STATUS(ExternalError, "cuDNN", call, CUDNN_STATUS_SUCCESS, [](cudnnStatus_t e) { \
+    return std::string(cudnnGetErrorString(e));                                           \
+  })
+// After a kernel launch: a bad configuration shows up here, not at the next sync.
+#define ADA_CUDA_LAUNCH_CHECK() ADA_CUDA_CHECK(cudaGetLastError())
+
+namespace ada::cuda {
+
+// The device's compute stream (non-blocking, created on first use). Every kernel, cuBLAS and
+// cuDNN call and every copy of the backend goes on it.
+cudaStream_t stream(int device);
+// Handles bound to stream(device), created on first use.
+cublasHandle_t cublas(int device);
+cudnnHandle_t cudnn(int device);
+
+// Makes `device` current for the calling thread (cheap when it already is).
+void set_device(int device);
+
+// Every tensor defined, f32 and on one CUDA device; returns that device's index and makes it
+// current. Throws ShapeError/DTypeError/DeviceError naming `op`.
+int require_f32(const char* op, std::initializer_list<const Tensor*> ts);
+// An index tensor (i32 or i64) on `device`.
+void require_index(const char* op, const Tensor& t, const char* arg, int device);
+
+// A device buffer from the caching allocator, freed (returned to the cache) on scope exit.
+class Scratch {
+ public:
+  Scratch(size_t bytes, int device) : device_(device), bytes_(bytes) {
+    ptr_ = bytes ? alloc(bytes, device) : nullptr;
+  }
+  ~Scratch() {
+    if (ptr_) free(ptr_, device_);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  void* get() const { return ptr_; }
+  template <class T>
+  T* as() const { return static_cast<T*>(ptr_); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  int device_;
+  size_t bytes_;
+  void* ptr_ = nullptr;
+};
+
+// Grid-stride launch geometry for n elements.
+constexpr int kThreads = 256;
+inline unsigned blocks_for(int64_t n, int threads = kThreads) {
+  int64_t b = (n + threads - 1) / threads;
+  if (b < 1) b = 1;
+  if (b > 65535LL * 8) b = 65535LL * 8;
+  return static_cast<unsigned>(b);
+}
+
+}  // namespace ada::cuda

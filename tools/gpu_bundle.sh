@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Builds the CUDA configuration here (nvcc 13, sm_90, a baseline x86-64-v3 CPU target so the
+# binaries run on the GPU machine's other CPU) and gathers what tools/gpu_test.sh needs on a lent
+# GPU machine into .gpu/ (ignored by git, carried by the device tool): the test and benchmark
+# binaries, the shared libraries they need that such a machine lacks (not the driver, cuBLAS or
+# cuDNN, which it has), and the small MNIST test files. Then, through the device tool:
+#   run(command="bash tools/gpu_test.sh", carry=[".gpu"])
+#   tools/gpu_bundle.sh [--no-build]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=build-cuda
+out=.gpu
+if [[ "${1:-}" != "--no-build" ]]; then
+  command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DADA_BUILD_TESTS=ON -DADA_WITH_CUDA=ON \
+        -DADA_WITH_NCCL=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DADA_MARCH=x86-64-v3 >/dev/null
+  cmake --build "$build" -j "$(nproc)" --target test_cuda bench_step bench_ops
+fi
+grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
+rm -rf "$out"
+mkdir -p "$out/bin" "$out/lib" "$out/data/mnist"
+for b in test_cuda bench_step bench_ops; do
+  cp "$build/bin/$b" "$out/bin/"
+  strip --strip-debug "$out/bin/$b"
+done
+# Shared libraries: everything ldd resolves except the C runtime, the dynamic loader and the
+# GPU libraries the machine provides (a carried libcuda would not match its driver).
+for b in "$out"/bin/*; do
+  ldd "$b" | awk '/=> \//{print $3}'
+done | sort -u | while read -r lib; do
+  case "$(basename "$lib")" in
+    libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libcuda.so*|libcublas*|libcudnn*) ;;
+    *) cp -L "$lib" "$out/lib/" ;;
+  esac
+done
+for f in t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+  if [[ -f data/mnist/$f.gz ]]; then cp "data/mnist/$f.gz" "$out/data/mnist/"
+  elif [[ -f data/mnist/$f ]]; then gzip -c "data/mnist/$f" > "$out/data/mnist/$f.gz"
+  else echo "gpu_bundle: data/mnist/$f missing: run tools/fetch_data.sh mnist" >&2; exit 1
+  fi
+done
+# The binaries have this checkout's absolute paths compiled in (golden files, data).
+pwd > "$out/source_dir"
+git rev-parse HEAD > "$out/commit" 2>/dev/null || true
+git status --short > "$out/dirty" 2>/dev/null || true
+du -sh "$out"
+echo "gpu_bundle: ready; run tools/gpu_test.sh on the GPU machine with .gpu carried"

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Runs on a lent GPU machine (the device tool), from the repository root, with .gpu/ carried
+# (made here by tools/gpu_bundle.sh): the `cuda` tests, then the GPU benchmarks against PyTorch
+# eager on the same GPU. Logs go to $OUT (or out/gpu when OUT is unset).
+#   bash tools/gpu_test.sh [tests|bench|all] [gtest filter]     (default: all)
+# That machine has the driver, CUDA 13 with cuBLAS, PyTorch (whose wheels bring cuDNN) and no
+# package registry; everything else our binaries need is in .gpu/lib.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+what=${1:-all}
+filter=${2:-*}
+out=${OUT:-out/gpu}
+mkdir -p "$out"
+[[ -d .gpu/bin ]] || { echo "gpu_test: .gpu/ missing: run tools/gpu_bundle.sh here and carry .gpu" >&2; exit 2; }
+
+# The binaries have the bundling checkout's absolute paths compiled in: make them point here.
+src=$(cat .gpu/source_dir)
+if [[ "$src" != "$PWD" && ! -e "$src" ]]; then mkdir -p "$(dirname "$src")" && ln -s "$PWD" "$src"; fi
+mkdir -p data/mnist && cp -n .gpu/data/mnist/* data/mnist/ 2>/dev/null
+
+# cuBLAS and cuDNN: the toolkit's, else the ones PyTorch's wheels installed.
+libdirs="$PWD/.gpu/lib"
+for want in libcublas.so.13 libcublasLt.so.13 libcudnn.so.9; do
+  dir=""
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+    [[ -e "$d/$want" ]] && { dir=$d; break; }
+  done
+  if [[ -z "$dir" ]]; then
+    hit=$(find /usr /opt -name "$want" 2>/dev/null | head -1)
+    [[ -n "$hit" ]] && dir=$(dirname "$hit")
+  fi
+  if [[ -z "$dir" ]]; then echo "gpu_test: $want not found on this machine" | tee -a "$out/env.log"; continue; fi
+  case ":$libdirs:" in *":$dir:"*) ;; *) libdirs="$libdirs:$dir" ;; esac
+done
+export LD_LIBRARY_PATH="$libdirs:${LD_LIBRARY_PATH:-}"
+{
+  echo "commit $(cat .gpu/commit 2>/dev/null) (uncommitted at bundling: $(wc -l < .gpu/dirty 2>/dev/null) files)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1
+  lscpu | grep -m1 'Model name'
+  echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  ldd .gpu/bin/test_cuda | grep -E 'not found|cublas|cudnn'
+} >> "$out/env.log" 2>&1
+cat "$out/env.log"
+
+status=0
+if [[ "$what" == tests || "$what" == all ]]; then
+  echo "== cuda tests"
+  OMP_NUM_THREADS=8 timeout 900 .gpu/bin/test_cuda --gtest_filter="$filter" 2>&1 | tee "$out/test_cuda.log"
+  status=${PIPESTATUS[0]}
+  grep -E '^\[  (PASSED|FAILED)|tests? ran|FAILED TEST' "$out/test_cuda.log" | tail -30
+fi
+if [[ "$what" == bench || "$what" == all ]]; then
+  echo "== benchmarks (ours against PyTorch eager on this GPU)"
+  py=$(command -v python3)
+  {
+    for m in "resnet50 --batch 64" "resnet50 --batch 128" "bert_large --batch 16 --seq 128" \
+             "bert_large --batch 4 --seq 512" "bert_base --batch 32 --seq 128" "resnet20_mnist --batch 256"; do
+      echo "-- bench_step --model $m --device cuda"
+      timeout 300 .gpu/bin/bench_step --model $m --device cuda --steps 20 --python "$py" 2>&1
+    done
+    echo "-- bench_ops --device cuda"
+    timeout 300 .gpu/bin/bench_ops --device cuda --python "$py" 2>&1
+  } | tee "$out/bench.log"
+fi
+exit "$status"
