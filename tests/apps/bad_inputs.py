@@ -154,6 +154,11 @@ def cases(src):
     T("value_threads_negative", {"train": {"threads": -2}}, "train.threads")
     T("value_eval_every_negative", {"train": {"eval_every": -1}}, "train.eval_every")
     T("value_clip_negative", {"train": {"clip_grad_norm": -1}}, "train.clip_grad_norm")
+    T("device_unknown", {"train": {"device": "gpu"}}, "train.device", "unknown device 'gpu'", "known: cpu, cuda")
+    T("device_index_bad", {"train": {"device": "cuda:x"}}, "train.device", "unknown device 'cuda:x'")
+    # Without a usable GPU (no CUDA build, no device) or at 2 ranks (no NCCL yet): refused, naming
+    # the key and the way out.
+    T("device_cuda_unavailable", {"train": {"device": "cuda"}}, "train.device", "train.device: cpu")
     # Decentralised syncs.
     T("sync_unknown", {"sync": {"name": "gossip"}}, "unknown sync 'gossip'", "known: diloco, local_sgd, none, wagma")
     T("sync_local_sgd_without_period", {"sync": {"name": "local_sgd"}}, "sync.period", "needs period")
