@@ -1,9 +1,17 @@
-// bench_ops: throughput of the CPU kernels against PyTorch, measured in the same run.
+// bench_ops: throughput of the CPU (or CUDA) kernels against PyTorch, measured in the same run.
 // Cases: fp32 GEMM 2048^3, and forward + backward-data + backward-filter of every convolution
 // of ResNet-50 (batch 32, 224x224, weighted by how often each shape occurs). For each thread
-// count the PyTorch twin (tools/bench_ops_torch.py, run with /usr/bin/python3) times the same
-// shapes; the bench prints GFLOP/s for both and the ratio ours/PyTorch.
-//   bench_ops [--threads 1,2] [--repeats 3] [--batch 32] [--json] [--no-torch] [--verbose]
+// count the PyTorch twin (tools/bench_ops_torch.py, run with --python, default /usr/bin/python3)
+// times the same shapes; the bench prints GFLOP/s for both and the ratio ours/PyTorch.
+//   bench_ops [--threads 1,2] [--repeats 3] [--batch 32] [--gemm 2048] [--json]
+//             [--no-torch] [--verbose] [--device cpu|cuda] [--python /usr/bin/python3]
+// --device cuda: tensors on cuda:0, one pass (--threads is ignored), GEMM 4096^3 and 8192^3
+// unless --gemm says otherwise (a list there, e.g. --gemm 4096,8192; on cpu only the first
+// size counts), and the convolutions' forward, backward-data and backward-filter timed and
+// reported separately (plus their sum). Each timed sample is 10 calls between two device
+// synchronizes; the median of --repeats samples counts. fp32 without
+// TF32 on both sides, unless ADA_CUDA_TF32=1: then our cuBLAS/cuDNN may use TF32 and the twin
+// gets --tf32 (fp32-vs-fp32 or tf32-vs-tf32, never mixed).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -16,6 +24,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "core/backend/cuda_runtime.h"
 #include "core/ops.h"
 #include "core/parallel.h"
 
@@ -52,14 +61,24 @@ double conv_flops(const ConvShape& s, int64_t batch) {
   return 2.0 * batch * s.k * s.c * s.r * s.r * o * o;
 }
 
+// --device cuda: where tensors live, and how many calls one timed sample makes.
+Device g_device = Device::cpu();
+int g_inner = 1;
+void sync() {
+  if (!g_device.is_cpu()) cuda::synchronize(g_device.index);
+}
+
 template <class F>
 double median_seconds(int repeats, F f) {
   f();  // warm-up
+  sync();
   std::vector<double> t;
   for (int i = 0; i < repeats; ++i) {
     auto a = std::chrono::steady_clock::now();
-    f();
-    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
+    for (int j = 0; j < g_inner; ++j) f();
+    sync();
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count() /
+                g_inner);
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
@@ -75,6 +94,7 @@ struct Result {
 double bench_gemm(int64_t n, int repeats) {
   Generator g(1);
   Tensor a = Tensor::randn({n, n}, g), b = Tensor::randn({n, n}, g), c = Tensor::empty({n, n});
+  if (!g_device.is_cpu()) a = a.to(g_device), b = b.to(g_device), c = c.to(g_device);
   double s = median_seconds(repeats, [&] { ops::gemm(a, b, c); });
   return 2.0 * n * n * n / s / 1e9;
 }
@@ -93,12 +113,42 @@ double bench_conv(const ConvShape& cs, int64_t batch, int repeats) {
   });
 }
 
+// --device cuda: the three passes timed one by one (seconds each).
+struct ConvTimes {
+  double fwd, bwd_data, bwd_filter;
+};
+ConvTimes bench_conv_passes(const ConvShape& cs, int64_t batch, int repeats) {
+  Generator g(2);
+  ops::Conv2dParams p{int(cs.stride), int(cs.stride), int(cs.r / 2), int(cs.r / 2), 1, 1};
+  Tensor x = Tensor::randn({batch, cs.c, cs.hw, cs.hw}, g).to(g_device);
+  Tensor w = Tensor::randn({cs.k, cs.c, cs.r, cs.r}, g, 0.f, 0.05f).to(g_device);
+  int64_t o = out_size(cs);
+  Tensor dy = Tensor::randn({batch, cs.k, o, o}, g).to(g_device);
+  ConvTimes t{};
+  t.fwd = median_seconds(repeats, [&] { Tensor y = ops::conv2d_forward(x, w, p); });
+  t.bwd_data =
+      median_seconds(repeats, [&] { Tensor dx = ops::conv2d_backward_data(dy, w, x.shape(), p); });
+  t.bwd_filter = median_seconds(
+      repeats, [&] { Tensor dw = ops::conv2d_backward_filter(dy, x, w.shape(), p); });
+  return t;
+}
+
+std::string join(const std::vector<int64_t>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(v[i]);
+  }
+  return s;
+}
+
 // Runs the PyTorch twin; returns its YAML/JSON answer or an empty node with a note on stderr.
-YAML::Node run_torch(int threads, int64_t batch, int repeats, int64_t gemm_n) {
+YAML::Node run_torch(const std::string& python, const std::string& extra, int threads,
+                     int64_t batch, int repeats, const std::string& gemm_n) {
   std::string script = std::string(ADA_SOURCE_DIR) + "/tools/bench_ops_torch.py";
   std::ostringstream cmd;
-  cmd << "/usr/bin/python3 " << script << " --threads " << threads << " --batch " << batch
-      << " --repeats " << repeats << " --gemm " << gemm_n << " 2>/tmp/bench_ops_torch.err";
+  cmd << python << " " << script << " --threads " << threads << " --batch " << batch
+      << " --repeats " << repeats << " --gemm " << gemm_n << extra << " 2>/tmp/bench_ops_torch.err";
   FILE* p = popen(cmd.str().c_str(), "r");
   if (!p) return {};
   std::string out;
@@ -109,6 +159,15 @@ YAML::Node run_torch(int threads, int64_t batch, int repeats, int64_t gemm_n) {
   if (rc != 0) {
     std::cerr << "bench_ops: the PyTorch twin failed (exit " << rc
               << "); see /tmp/bench_ops_torch.err. Install it with: tools/setup.sh --bench\n";
+    if (!extra.empty()) {  // --device cuda: show the command and the end of its stderr
+      std::cerr << "bench_ops: it ran: " << cmd.str() << "\n";
+      if (FILE* e = std::fopen("/tmp/bench_ops_torch.err", "r")) {
+        std::string err;
+        while ((n = std::fread(buf, 1, sizeof buf, e)) > 0) err.append(buf, n);
+        std::fclose(e);
+        std::cerr << (err.size() > 3000 ? err.substr(err.size() - 3000) : err);
+      }
+    }
     return {};
   }
   try {
@@ -127,13 +186,81 @@ std::vector<int> parse_list(const std::string& s) {
   return v;
 }
 
+std::string conv_name(const ConvShape& cs) {
+  char name[128];
+  std::snprintf(name, sizeof name, "  conv %lldx%lld/%lld %lld->%lld @%lld (x%lld)",
+                (long long)cs.r, (long long)cs.r, (long long)cs.stride, (long long)cs.c,
+                (long long)cs.k, (long long)cs.hw, (long long)cs.count);
+  return name;
+}
+
+// --device cuda: GEMMs, then per pass (fwd, bwd-data, bwd-filter, their sum) the ResNet-50
+// convolutions weighted by use, and with --verbose per shape and pass.
+std::vector<Result> run_cuda(const std::string& python, bool torch, bool verbose, bool tf32,
+                             int64_t batch, int repeats, const std::vector<int64_t>& gemm_sizes) {
+  const auto convs = resnet50_convs();
+  std::vector<double> gemm;
+  for (int64_t n : gemm_sizes) gemm.push_back(bench_gemm(n, repeats));
+  std::vector<ConvTimes> per;
+  for (const auto& cs : convs) per.push_back(bench_conv_passes(cs, batch, repeats));
+  YAML::Node tr;
+  if (torch)
+    tr = run_torch(
+        python,
+        std::string(" --device cuda --inner ") + std::to_string(g_inner) + (tf32 ? " --tf32" : ""),
+        1, batch, repeats, join(gemm_sizes));
+  std::vector<Result> results;
+  for (size_t i = 0; i < gemm_sizes.size(); ++i) {
+    double th = tr["gemm_gflops_all"] && tr["gemm_gflops_all"].size() == gemm_sizes.size()
+                    ? tr["gemm_gflops_all"][i].as<double>()
+                    : -1;
+    results.push_back({"gemm " + std::to_string(gemm_sizes[i]) + "^3", 1, gemm[i], th});
+  }
+  const char* pass_names[3] = {"fwd", "bwd-data", "bwd-filter"};
+  const char* torch_keys[3] = {"conv_fwd_seconds", "conv_bwd_data_seconds",
+                               "conv_bwd_filter_seconds"};
+  bool have_torch = true;
+  for (const char* k : torch_keys) have_torch = have_torch && tr[k] && tr[k].size() == convs.size();
+  auto ours_s = [&](size_t i, int pass) {
+    return pass == 0 ? per[i].fwd : pass == 1 ? per[i].bwd_data : per[i].bwd_filter;
+  };
+  auto torch_s = [&](size_t i, int pass) { return tr[torch_keys[pass]][i].as<double>(); };
+  const std::string b = " b" + std::to_string(batch);
+  double all_ours = 0, all_torch = 0, all_flop = 0;
+  for (int pass = 0; pass < 3; ++pass) {
+    double to = 0, tt = 0, flop = 0;
+    for (size_t i = 0; i < convs.size(); ++i) {
+      to += ours_s(i, pass) * convs[i].count;
+      if (have_torch) tt += torch_s(i, pass) * convs[i].count;
+      flop += conv_flops(convs[i], batch) * convs[i].count;
+    }
+    all_ours += to, all_torch += tt, all_flop += flop;
+    results.push_back({std::string("resnet50 conv ") + pass_names[pass] + b, 1, flop / to / 1e9,
+                       have_torch ? flop / tt / 1e9 : -1});
+  }
+  results.push_back({"resnet50 conv fwd+bwd" + b, 1, all_flop / all_ours / 1e9,
+                     have_torch ? all_flop / all_torch / 1e9 : -1});
+  if (verbose) {
+    for (size_t i = 0; i < convs.size(); ++i) {
+      const double f = conv_flops(convs[i], batch);
+      for (int pass = 0; pass < 3; ++pass)
+        results.push_back({conv_name(convs[i]) + " " + pass_names[pass], 1,
+                           f / ours_s(i, pass) / 1e9,
+                           have_torch ? f / torch_s(i, pass) / 1e9 : -1});
+    }
+  }
+  return results;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<int> threads = {1, 2};
   int repeats = 3;
-  int64_t batch = 32, gemm_n = 2048;
+  int64_t batch = 32;
+  std::vector<int64_t> gemm_sizes;  // default: 2048 (cpu), 4096,8192 (cuda)
   bool json = false, torch = true, verbose = false;
+  std::string device = "cpu", python = "/usr/bin/python3";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -147,14 +274,19 @@ int main(int argc, char** argv) {
       if (a == "--threads") threads = parse_list(next());
       else if (a == "--repeats") repeats = std::stoi(next());
       else if (a == "--batch") batch = std::stoll(next());
-      else if (a == "--gemm") gemm_n = std::stoll(next());
+      else if (a == "--gemm") {
+        gemm_sizes.clear();
+        for (int v : parse_list(next())) gemm_sizes.push_back(v);
+      } else if (a == "--device") device = next();
+      else if (a == "--python") python = next();
       else if (a == "--json") json = true;
       else if (a == "--no-torch") torch = false;
       else if (a == "--verbose") verbose = true;
       else {
         std::cerr << "bench_ops: unknown option '" << a
-                  << "'; usage: bench_ops [--threads 1,2] [--repeats 3] [--batch 32] [--gemm 2048] "
-                     "[--json] [--no-torch] [--verbose]\n";
+                  << "'; usage: bench_ops [--threads 1,2] [--repeats 3] [--batch 32] "
+                     "[--gemm 2048[,4096]] [--json] [--no-torch] [--verbose] [--device cpu|cuda] "
+                     "[--python PATH]\n";
         return 2;
       }
     } catch (const std::exception&) {
@@ -162,10 +294,43 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (device != "cpu" && device != "cuda") {
+    std::cerr << "bench_ops: --device must be cpu or cuda, not '" << device << "'\n";
+    return 2;
+  }
+  if (gemm_sizes.empty())
+    gemm_sizes = device == "cuda" ? std::vector<int64_t>{4096, 8192} : std::vector<int64_t>{2048};
+  if (repeats < 1) {
+    std::cerr << "bench_ops: --repeats must be at least 1\n";
+    return 2;
+  }
   const auto convs = resnet50_convs();
   std::vector<Result> results;
+  const bool on_cuda = device == "cuda";
+  bool tf32 = false;
+  std::string device_name;
+  if (on_cuda) {
+    const std::string why = cuda::unavailable_reason();
+    if (!why.empty()) {
+      std::cerr << "bench_ops: --device cuda: " << why << "\n";
+      return 1;
+    }
+    const char* env = std::getenv("ADA_CUDA_TF32");
+    tf32 = env && std::string(env) == "1";
+    g_device = Device::cuda(0);
+    g_inner = 10;
+    try {
+      device_name = cuda::device_name(0);
+      results = run_cuda(python, torch, verbose, tf32, batch, repeats, gemm_sizes);
+    } catch (const std::exception& e) {
+      std::cerr << "bench_ops: " << e.what() << "\n";
+      return 1;
+    }
+    threads.clear();  // the CPU loop below does not run
+  }
   for (int t : threads) {
     set_num_threads(t);
+    const int64_t gemm_n = gemm_sizes[0];
     double gemm = bench_gemm(gemm_n, repeats);
     double conv_time = 0, conv_flop = 0;
     std::vector<double> per;
@@ -175,7 +340,8 @@ int main(int argc, char** argv) {
       conv_time += s * cs.count;
       conv_flop += 3 * conv_flops(cs, batch) * cs.count;
     }
-    YAML::Node tr = torch ? run_torch(t, batch, repeats, gemm_n) : YAML::Node();
+    YAML::Node tr =
+        torch ? run_torch(python, "", t, batch, repeats, std::to_string(gemm_n)) : YAML::Node();
     double tgemm = tr["gemm_gflops"] ? tr["gemm_gflops"].as<double>() : -1;
     double tconv = -1;
     if (tr["conv_seconds"] && tr["conv_seconds"].size() == convs.size()) {
@@ -202,15 +368,22 @@ int main(int argc, char** argv) {
     std::cout << "[";
     for (size_t i = 0; i < results.size(); ++i) {
       const auto& r = results[i];
-      std::cout << (i ? ",\n " : "") << "{\"case\": \"" << r.name << "\", \"threads\": " << r.threads
-                << ", \"ours_gflops\": " << r.ours_gflops << ", \"torch_gflops\": "
-                << (r.torch_gflops > 0 ? std::to_string(r.torch_gflops) : "null")
-                << ", \"ratio\": "
-                << (r.torch_gflops > 0 ? std::to_string(r.ours_gflops / r.torch_gflops) : "null") << "}";
+      std::cout << (i ? ",\n " : "") << "{\"case\": \"" << r.name << "\", "
+                << (on_cuda ? std::string("\"device\": \"cuda:0 ") + device_name +
+                                  "\", \"precision\": \"" + (tf32 ? "tf32" : "fp32") + "\", "
+                            : std::string())
+                << "\"threads\": " << r.threads << ", \"ours_gflops\": " << r.ours_gflops
+                << ", \"torch_gflops\": "
+                << (r.torch_gflops > 0 ? std::to_string(r.torch_gflops) : "null") << ", \"ratio\": "
+                << (r.torch_gflops > 0 ? std::to_string(r.ours_gflops / r.torch_gflops) : "null")
+                << "}";
     }
     std::cout << "]\n";
     return 0;
   }
+  if (on_cuda)
+    std::printf("device cuda:0 (%s), %s, 10 calls per sample\n", device_name.c_str(),
+                tf32 ? "tf32" : "fp32");
   std::printf("%-44s %7s %12s %14s %7s\n", "case", "threads", "ours GF/s", "PyTorch GF/s", "ratio");
   for (const auto& r : results) {
     if (r.torch_gflops > 0)

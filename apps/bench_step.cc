@@ -1,21 +1,33 @@
-// bench_step: training-step throughput (forward + backward + optimizer step) and peak resident
-// memory of one model, against PyTorch measured in the same run by tools/bench_step_torch.py.
-//   bench_step --model resnet50|bert_base|bert_mini|resnet20_mnist|lenet5 [--batch B]
-//              [--threads T] [--steps N] [--seq 128] [--no-torch]
-// Optimizers: Momentum-SGD for the CNNs, AdamW for bert_base, LAMB for bert_mini (PyTorch has
-// no LAMB: its twin runs AdamW). Synthetic inputs; images 224x224 (28x28 for the MNIST models).
-// Peak memory is each process's maximum resident set (getrusage), so run one case per process.
+// bench_step: training-step throughput (forward + backward + optimizer step) and peak memory
+// of one model, against PyTorch measured in the same run by tools/bench_step_torch.py.
+//   bench_step --model resnet50|bert_large|bert_base|bert_mini|resnet20_mnist|lenet5 [--batch B]
+//              [--threads T] [--steps N] [--seq 128] [--device cpu|cuda]
+//              [--python /usr/bin/python3] [--no-torch]
+// Optimizers: Momentum-SGD for the CNNs, AdamW for bert_large and bert_base, LAMB for bert_mini
+// (PyTorch has no LAMB: its twin runs AdamW). Synthetic inputs; images 224x224 (28x28 for the
+// MNIST models). The median step time gives samples/s.
+// --device cpu (default): one warm-up step; peak memory is each process's maximum resident set
+// (getrusage), so run one case per process.
+// --device cuda: model and the fixed batch live on cuda:0; three warm-up steps, then each timed
+// step is bracketed by a device synchronize. Peak memory is the caching allocator's
+// peak_allocated and peak_reserved over the whole run (parameters, optimizer state, batch and
+// activations), against torch.cuda.max_memory_allocated / max_memory_reserved. Both sides run
+// fp32 without TF32, unless ADA_CUDA_TF32=1 is set: then our cuBLAS/cuDNN may use TF32 and the
+// twin gets --tf32, so the comparison is always fp32-vs-fp32 or tf32-vs-tf32.
+// The twin runs under --python (default /usr/bin/python3; e.g. --python python3 for a pip torch).
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include <yaml-cpp/yaml.h>
 
+#include "core/backend/cuda_runtime.h"
 #include "core/config.h"
 #include "core/parallel.h"
 #include "nn/model.h"
@@ -45,12 +57,15 @@ Case case_for(const std::string& name) {
   if (name == "resnet20_mnist")
     return {"name: resnet20_mnist", "{name: sgd, lr: 0.1, momentum: 0.9, weight_decay: 1.0e-4}", false, 28, 1, 10};
   if (name == "lenet5") return {"name: lenet5", "{name: sgd, lr: 0.1, momentum: 0.9}", false, 28, 1, 10};
+  if (name == "bert_large")
+    return {"{name: bert, preset: large}", "{name: adamw, lr: 1.0e-4, weight_decay: 0.01}", true};
   if (name == "bert_base")
     return {"{name: bert, preset: base}", "{name: adamw, lr: 1.0e-4, weight_decay: 0.01}", true};
   if (name == "bert_mini")
     return {"{name: bert, preset: mini}", "{name: lamb, lr: 1.0e-3, weight_decay: 0.01}", true};
-  ADA_THROW(ConfigError) << "bench_step: unknown --model '" << name
-                         << "'; known: bert_base, bert_mini, lenet5, resnet20_mnist, resnet50";
+  ADA_THROW(ConfigError)
+      << "bench_step: unknown --model '" << name
+      << "'; known: bert_base, bert_large, bert_mini, lenet5, resnet20_mnist, resnet50";
   return {};
 }
 
@@ -84,6 +99,7 @@ int main(int argc, char** argv) {
   int64_t batch = 0, steps = 5, seq = 128;
   int threads = 1;
   bool torch = true;
+  std::string device = "cpu", python = "/usr/bin/python3";
   try {
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
@@ -96,23 +112,46 @@ int main(int argc, char** argv) {
       else if (a == "--threads") threads = std::stoi(value());
       else if (a == "--steps") steps = std::stoll(value());
       else if (a == "--seq") seq = std::stoll(value());
+      else if (a == "--device") device = value();
+      else if (a == "--python") python = value();
       else if (a == "--no-torch") torch = false;
       else
-        ADA_THROW(ConfigError) << "unknown option '" << a
-                               << "'; usage: bench_step --model NAME [--batch B] [--threads T] [--steps N] "
-                                  "[--seq L] [--no-torch]";
+        ADA_THROW(ConfigError)
+            << "unknown option '" << a
+            << "'; usage: bench_step --model NAME [--batch B] [--threads T] [--steps N] "
+               "[--seq L] [--device cpu|cuda] [--python PATH] [--no-torch]";
+    }
+    ADA_CHECK_ARG(device == "cpu" || device == "cuda", ConfigError)
+        << "--device must be cpu or cuda, not '" << device << "'";
+    ADA_CHECK_ARG(steps >= 1, ConfigError) << "--steps must be at least 1";
+    const bool on_cuda = device == "cuda";
+    const char* tf32_env = std::getenv("ADA_CUDA_TF32");
+    const bool tf32 = on_cuda && tf32_env && std::string(tf32_env) == "1";
+    std::string device_name;
+    if (on_cuda) {
+      const std::string why = cuda::unavailable_reason();
+      ADA_CHECK_ARG(why.empty(), DeviceError) << "--device cuda: " << why;
+      device_name = cuda::device_name(0);
     }
     const Case c = case_for(model);
-    if (batch <= 0) batch = model == "resnet50" ? 32 : model == "bert_base" ? 8 : model == "bert_mini" ? 32 : 64;
+    if (batch <= 0)
+      batch = model == "resnet50"     ? 32
+              : model == "bert_base"  ? 8
+              : model == "bert_large" ? 4
+              : model == "bert_mini"  ? 32
+                                      : 64;
     set_num_threads(threads);
     nn::ModelRegistry models("model");
     nn::register_builtin_models(models);
     Config mc = Config::parse(c.model_yaml, "bench");
     auto net = models.get(mc.get<std::string>("name"))(mc, 1);
+    if (on_cuda) net->to(Device::cuda(0));  // before the optimizer sees the parameters
     optim::OptimizerRegistry optimizers("optimizer");
     optim::register_builtin_optimizers(optimizers);
     auto opt = optim::make_optimizer(optimizers, Config::parse(c.optimizer_yaml, "bench"));
-    const auto batch_map = make_batch(c, batch, seq);
+    auto batch_map = make_batch(c, batch, seq);
+    if (on_cuda)
+      for (auto& kv : batch_map) kv.second = kv.second.to(Device::cuda(0));
     auto params = net->parameters();
     auto one_step = [&] {
       net->zero_grad();
@@ -120,23 +159,36 @@ int main(int argc, char** argv) {
       backward(out.loss);
       opt->step(params, 1e-4f);
     };
-    one_step();  // warm-up (allocations, first-touch)
+    const int warmup = on_cuda ? 3 : 1;           // the twin uses the same counts
+    for (int w = 0; w < warmup; ++w) one_step();  // warm-up (allocations, first-touch, cuDNN plans)
     std::vector<double> t;
     for (int64_t s = 0; s < steps; ++s) {
+      if (on_cuda) cuda::synchronize(0);
       auto a = std::chrono::steady_clock::now();
       one_step();
+      if (on_cuda) cuda::synchronize(0);
       t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
     }
     std::sort(t.begin(), t.end());
-    const double step_s = t[t.size() / 2], ours_sps = batch / step_s, ours_mb = peak_rss_mb();
+    const double step_s = t[t.size() / 2], ours_sps = batch / step_s;
+    double ours_mb = 0, ours_reserved_mb = 0;
+    if (on_cuda) {
+      const cuda::MemoryStats ms = cuda::memory_stats(0);
+      ours_mb = static_cast<double>(ms.peak_allocated) / (1024.0 * 1024.0);
+      ours_reserved_mb = static_cast<double>(ms.peak_reserved) / (1024.0 * 1024.0);
+    } else {
+      ours_mb = peak_rss_mb();
+    }
 
-    double torch_sps = -1, torch_mb = -1;
+    double torch_sps = -1, torch_mb = -1, torch_reserved_mb = -1;
     std::string torch_note;
     if (torch) {
-      const std::string cmd = std::string("/usr/bin/python3 ") + ADA_SOURCE_DIR + "/tools/bench_step_torch.py --model " +
-                              model + " --batch " + std::to_string(batch) + " --threads " + std::to_string(threads) +
-                              " --steps " + std::to_string(steps) + " --seq " + std::to_string(seq) +
-                              " 2>/tmp/bench_step_torch.err";
+      std::string cmd = python + " " + ADA_SOURCE_DIR + "/tools/bench_step_torch.py --model " +
+                        model + " --batch " + std::to_string(batch) + " --threads " +
+                        std::to_string(threads) + " --steps " + std::to_string(steps) + " --seq " +
+                        std::to_string(seq);
+      if (on_cuda) cmd += std::string(" --device cuda") + (tf32 ? " --tf32" : "");
+      cmd += " 2>/tmp/bench_step_torch.err";
       FILE* p = popen(cmd.c_str(), "r");
       std::string outs;
       char buf[4096];
@@ -144,14 +196,51 @@ int main(int argc, char** argv) {
       while (p && (n = fread(buf, 1, sizeof buf, p)) > 0) outs.append(buf, n);
       const int rc = p ? pclose(p) : -1;
       if (rc == 0) {
-        YAML::Node r = YAML::Load(outs);
-        torch_sps = r["samples_per_s"].as<double>();
-        torch_mb = r["peak_rss_mb"].as<double>();
-        torch_note = r["optimizer"].as<std::string>();
+        try {
+          YAML::Node r = YAML::Load(outs);
+          if (on_cuda) {
+            torch_mb = r["peak_allocated_mb"].as<double>();
+            torch_reserved_mb = r["peak_reserved_mb"].as<double>();
+          } else {
+            torch_mb = r["peak_rss_mb"].as<double>();
+          }
+          torch_note = r["optimizer"].as<std::string>();
+          torch_sps = r["samples_per_s"].as<double>();
+        } catch (const std::exception& e) {
+          torch_sps = -1;
+          std::cerr << "bench_step: cannot read the PyTorch twin's output (" << e.what()
+                    << "): " << outs << "\n";
+        }
+      } else if (on_cuda) {
+        std::cerr << "bench_step: the PyTorch twin failed (exit " << rc << ", ran: " << cmd
+                  << "); its stderr is in /tmp/bench_step_torch.err\n";
+        if (FILE* e = std::fopen("/tmp/bench_step_torch.err", "r")) {  // show its last lines
+          std::string err;
+          while ((n = std::fread(buf, 1, sizeof buf, e)) > 0) err.append(buf, n);
+          std::fclose(e);
+          std::cerr << (err.size() > 3000 ? err.substr(err.size() - 3000) : err);
+        }
       } else {
         std::cerr << "bench_step: the PyTorch twin failed (see /tmp/bench_step_torch.err); "
                      "install it with tools/setup.sh --bench\n";
       }
+    }
+    if (on_cuda) {
+      const std::string seq_note = c.bert ? " seq " + std::to_string(seq) : "";
+      std::printf(
+          "%-15s batch %-3lld%s cuda:0 (%s) %s | ours %8.2f samples/s (%.3f steps/s), "
+          "peak alloc %7.0f MB, reserved %7.0f MB",
+          model.c_str(), static_cast<long long>(batch), seq_note.c_str(), device_name.c_str(),
+          tf32 ? "tf32" : "fp32", ours_sps, 1.0 / step_s, ours_mb, ours_reserved_mb);
+      if (torch_sps > 0)
+        std::printf(
+            " | PyTorch (%s) %8.2f samples/s, peak alloc %7.0f MB, reserved %7.0f MB"
+            " | throughput x%.2f, memory (alloc) x%.2f, (reserved) x%.2f\n",
+            torch_note.c_str(), torch_sps, torch_mb, torch_reserved_mb, ours_sps / torch_sps,
+            ours_mb / torch_mb, ours_reserved_mb / torch_reserved_mb);
+      else
+        std::printf("\n");
+      return 0;
     }
     std::printf("%-15s batch %-3lld threads %d | ours %7.2f samples/s (%.3f steps/s), peak %7.0f MB",
                 model.c_str(), static_cast<long long>(batch), threads, ours_sps, 1.0 / step_s, ours_mb);

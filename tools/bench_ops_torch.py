@@ -1,7 +1,16 @@
 #!/usr/bin/python3
 """PyTorch twin of build/bin/bench_ops: times the same GEMM and ResNet-50 convolution shapes
 (forward + backward-data + backward-filter) and prints JSON on stdout. Run by bench_ops; needs
-Debian's python3-torch (tools/setup.sh --bench)."""
+Debian's python3-torch (tools/setup.sh --bench).
+
+  bench_ops_torch.py [--threads 1] [--batch 32] [--repeats 3] [--gemm 2048[,4096...]]
+                     [--device cpu|cuda] [--tf32] [--inner 1]
+
+--device cuda (run by bench_ops --device cuda, under its --python): tensors on cuda:0, fp32 with
+TF32 off for cuBLAS and cuDNN unless --tf32; each timed sample is --inner calls between two
+torch.cuda.synchronize() calls, and the three convolution passes are also timed one by one
+(conv_fwd_seconds, conv_bwd_data_seconds, conv_bwd_filter_seconds, through
+torch.ops.aten.convolution_backward with one output mask each)."""
 import argparse
 import json
 import time
@@ -33,17 +42,81 @@ def median_seconds(repeats, f):
     return ts[len(ts) // 2]
 
 
+def median_seconds_cuda(repeats, inner, f):
+    f()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(repeats):
+        a = time.perf_counter()
+        for _ in range(inner):
+            f()
+        torch.cuda.synchronize()
+        ts.append((time.perf_counter() - a) / inner)
+    ts.sort()
+    return ts[len(ts) // 2]
+
+
+def main_cuda(args, sizes):
+    if not torch.cuda.is_available():
+        raise SystemExit("bench_ops_torch.py: --device cuda, but torch.cuda.is_available() is False "
+                         f"(torch {torch.__version__}, built for CUDA {torch.version.cuda})")
+    torch.backends.cuda.matmul.allow_tf32 = args.tf32
+    torch.backends.cudnn.allow_tf32 = args.tf32
+    dev = torch.device("cuda", 0)
+
+    def timed(f):
+        return median_seconds_cuda(args.repeats, args.inner, f)
+
+    gemm = []
+    for n in sizes:
+        a, b = torch.randn(n, n, device=dev), torch.randn(n, n, device=dev)
+        c = torch.empty(n, n, device=dev)
+        s = timed(lambda: torch.mm(a, b, out=c))
+        gemm.append(2.0 * n ** 3 / s / 1e9)
+        del a, b, c
+    out = {"torch_version": torch.__version__, "cuda_version": torch.version.cuda, "device": "cuda",
+           "device_name": torch.cuda.get_device_name(0), "tf32": args.tf32, "threads": args.threads,
+           "inner": args.inner, "gemm_gflops": gemm[0], "gemm_gflops_all": gemm, "conv_seconds": [],
+           "conv_fwd_seconds": [], "conv_bwd_data_seconds": [], "conv_bwd_filter_seconds": []}
+    with torch.no_grad():
+        for cin, cout, size, k, stride, _ in CONVS:
+            x = torch.randn(args.batch, cin, size, size, device=dev)
+            w = torch.randn(cout, cin, k, k, device=dev) * 0.05
+            o = (size + 2 * (k // 2) - k) // stride + 1
+            dy = torch.randn(args.batch, cout, o, o, device=dev)
+            st, pad = [stride, stride], [k // 2, k // 2]
+
+            def bwd(mask):
+                return torch.ops.aten.convolution_backward(dy, x, w, None, st, pad, [1, 1], False, [0, 0], 1, mask)
+
+            fwd_s = timed(lambda: F.conv2d(x, w, stride=stride, padding=k // 2))
+            data_s = timed(lambda: bwd([True, False, False]))
+            filt_s = timed(lambda: bwd([False, True, False]))
+            out["conv_fwd_seconds"].append(fwd_s)
+            out["conv_bwd_data_seconds"].append(data_s)
+            out["conv_bwd_filter_seconds"].append(filt_s)
+            out["conv_seconds"].append(fwd_s + data_s + filt_s)
+    print(json.dumps(out))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--gemm", type=int, default=2048)
+    ap.add_argument("--gemm", default="2048", help="size, or comma-separated sizes (cuda; cpu uses the first)")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    ap.add_argument("--tf32", action="store_true", help="allow TF32 in cuBLAS and cuDNN (cuda only)")
+    ap.add_argument("--inner", type=int, default=1, help="calls per timed sample (cuda only)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
+    sizes = [int(v) for v in args.gemm.split(",")]
+    if args.device == "cuda":
+        main_cuda(args, sizes)
+        return
 
-    n = args.gemm
+    n = sizes[0]
     a, b = torch.randn(n, n), torch.randn(n, n)
     c = torch.empty(n, n)
     s = median_seconds(args.repeats, lambda: torch.mm(a, b, out=c))

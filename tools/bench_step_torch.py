@@ -2,7 +2,16 @@
 """PyTorch twin of build/bin/bench_step: one model's training step (forward + backward +
 optimizer) on a fixed synthetic batch; prints JSON (samples/s, peak RSS). Debian's python3-torch
 and python3-torchvision (tools/setup.sh --bench). LAMB does not exist in PyTorch: bert_mini's
-twin uses AdamW, as the issue specifies."""
+twin uses AdamW, as the issue specifies.
+
+  bench_step_torch.py --model NAME --batch B [--threads T] [--steps N] [--seq L]
+                      [--device cpu|cuda] [--tf32]
+
+--device cuda (run by bench_step --device cuda, under its --python): model, optimizer state and
+batch on cuda:0, fp32 with TF32 off for cuBLAS and cuDNN unless --tf32 (bench_step passes it
+when ADA_CUDA_TF32=1); three warm-up steps, each timed step between torch.cuda.synchronize()
+calls; adds peak_allocated_mb / peak_reserved_mb (torch.cuda.max_memory_allocated /
+max_memory_reserved over the whole run), device_name and tf32 to the JSON."""
 import argparse
 import json
 import resource
@@ -61,6 +70,44 @@ class LeNet5(nn.Module):
         return self.fc3(F.relu(self.fc2(F.relu(self.fc1(h)))))
 
 
+class Bottleneck(nn.Module):
+    """torchvision's ResNet-50 v1.5 block (stride on the 3x3 conv)."""
+
+    def __init__(self, cin, width, stride):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(cin, width, 1, bias=False), nn.BatchNorm2d(width)
+        self.conv2, self.bn2 = nn.Conv2d(width, width, 3, stride, 1, bias=False), nn.BatchNorm2d(width)
+        self.conv3, self.bn3 = nn.Conv2d(width, width * 4, 1, bias=False), nn.BatchNorm2d(width * 4)
+        self.down = None
+        if stride != 1 or cin != width * 4:
+            self.down = nn.Sequential(nn.Conv2d(cin, width * 4, 1, stride, bias=False), nn.BatchNorm2d(width * 4))
+
+    def forward(self, x):
+        h = F.relu(self.bn1(self.conv1(x)))
+        h = F.relu(self.bn2(self.conv2(h)))
+        h = self.bn3(self.conv3(h))
+        return F.relu(h + (self.down(x) if self.down is not None else x))
+
+
+class ResNet50(nn.Module):
+    """Same layers as torchvision.models.resnet50(); used only where torchvision is missing."""
+
+    def __init__(self, classes=1000):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64)
+        blocks, cin = [], 64
+        for i, (width, n) in enumerate([(64, 3), (128, 4), (256, 6), (512, 3)]):
+            for b in range(n):
+                blocks.append(Bottleneck(cin, width, 2 if (i > 0 and b == 0) else 1))
+                cin = width * 4
+        self.blocks = nn.Sequential(*blocks)
+        self.fc = nn.Linear(2048, classes)
+
+    def forward(self, x):
+        h = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 3, 2, 1)
+        return self.fc(self.blocks(h).mean((2, 3)))
+
+
 class Bert(nn.Module):
     """Post-LN BERT encoder with the MLM head evaluated at the masked positions (tied decoder)."""
 
@@ -80,7 +127,7 @@ class Bert(nn.Module):
 
     def forward(self, ids, labels):
         b, s = ids.shape
-        pos = torch.arange(s).unsqueeze(0).expand(b, s)
+        pos = torch.arange(s, device=ids.device).unsqueeze(0).expand(b, s)
         x = self.drop(self.ln(self.word(ids) + self.pos(pos) + self.token_type(torch.zeros_like(ids))))
         x = self.encoder(x)
         sel = labels.flatten() != -100
@@ -96,26 +143,43 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    ap.add_argument("--tf32", action="store_true", help="allow TF32 in cuBLAS and cuDNN (cuda only)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
+    cuda = a.device == "cuda"
+    if cuda:
+        if not torch.cuda.is_available():
+            raise SystemExit("bench_step_torch.py: --device cuda, but torch.cuda.is_available() is False "
+                             f"(torch {torch.__version__}, built for CUDA {torch.version.cuda})")
+        torch.backends.cuda.matmul.allow_tf32 = a.tf32
+        torch.backends.cudnn.allow_tf32 = a.tf32
     if a.model in ("resnet50", "resnet20_mnist", "lenet5"):
         if a.model == "resnet50":
-            import torchvision
-            net, size, ch, classes = torchvision.models.resnet50(), 224, 3, 1000
+            try:
+                import torchvision
+                net = torchvision.models.resnet50()
+            except ImportError:  # e.g. a pip torch without torchvision on the GPU machine
+                net = ResNet50()
+            size, ch, classes = 224, 3, 1000
         else:
             net, size, ch, classes = (ResNet20Mnist() if a.model == "resnet20_mnist" else LeNet5()), 28, 1, 10
-        x = torch.randn(a.batch, ch, size, size)
-        y = torch.arange(a.batch) * 7919 % classes
+        x = torch.randn(a.batch, ch, size, size).to(a.device)
+        y = (torch.arange(a.batch) * 7919 % classes).to(a.device)
+        net.to(a.device)
         loss_fn = lambda: F.cross_entropy(net(x), y)
         opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
         opt_name = "SGD momentum"
     else:
-        cfg = {"bert_base": (12, 768, 12, 3072), "bert_mini": (4, 256, 4, 1024)}[a.model]
+        cfg = {"bert_large": (24, 1024, 16, 4096), "bert_base": (12, 768, 12, 3072),
+               "bert_mini": (4, 256, 4, 1024)}[a.model]
         net = Bert(*cfg)
         i = torch.arange(a.batch * a.seq)
         ids = (1000 + i * 7919 % 29000).reshape(a.batch, a.seq)
         labels = torch.where(i % 7 == 3, ids.flatten(), torch.full_like(i, -100)).reshape(a.batch, a.seq)
+        ids, labels = ids.to(a.device), labels.to(a.device)
+        net.to(a.device)
         loss_fn = lambda: net(ids, labels)
         opt = torch.optim.AdamW(net.parameters(), lr=1e-4, weight_decay=0.01)
         opt_name = "AdamW"
@@ -126,17 +190,38 @@ def main():
         loss_fn().backward()
         opt.step()
 
-    step()
+    if not cuda:
+        step()
+        ts = []
+        for _ in range(a.steps):
+            t = time.perf_counter()
+            step()
+            ts.append(time.perf_counter() - t)
+        ts.sort()
+        s = ts[len(ts) // 2]
+        print(json.dumps({"samples_per_s": a.batch / s, "steps_per_s": 1 / s, "optimizer": opt_name,
+                          "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                          "torch_version": torch.__version__}))
+        return
+
+    for _ in range(3):  # warm-up, as bench_step --device cuda
+        step()
     ts = []
     for _ in range(a.steps):
+        torch.cuda.synchronize()
         t = time.perf_counter()
         step()
+        torch.cuda.synchronize()
         ts.append(time.perf_counter() - t)
     ts.sort()
     s = ts[len(ts) // 2]
+    mib = 1024.0 * 1024.0
     print(json.dumps({"samples_per_s": a.batch / s, "steps_per_s": 1 / s, "optimizer": opt_name,
                       "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                      "torch_version": torch.__version__}))
+                      "peak_allocated_mb": torch.cuda.max_memory_allocated() / mib,
+                      "peak_reserved_mb": torch.cuda.max_memory_reserved() / mib,
+                      "device": "cuda", "device_name": torch.cuda.get_device_name(0), "tf32": a.tf32,
+                      "torch_version": torch.__version__, "cuda_version": torch.version.cuda}))
 
 
 if __name__ == "__main__":

@@ -16,20 +16,24 @@ if [[ "${1:-}" != "--no-build" ]]; then
         -DADA_WITH_NCCL=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DADA_MARCH=x86-64-v3 >/dev/null
   cmake --build "$build" -j "$(nproc)" --target test_cuda bench_step bench_ops
 fi
+mkdir -p .git/info
 grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
 rm -rf "$out"
-mkdir -p "$out/bin" "$out/lib" "$out/data/mnist"
+mkdir -p "$out/bin" "$out/lib" "$out/lib-fallback" "$out/data/mnist"
 for b in test_cuda bench_step bench_ops; do
   cp "$build/bin/$b" "$out/bin/"
   strip --strip-debug "$out/bin/$b"
 done
 # Shared libraries: everything ldd resolves except the C runtime, the dynamic loader and the
-# GPU libraries the machine provides (a carried libcuda would not match its driver).
+# GPU libraries the machine provides (a carried libcuda would not match its driver). The
+# compiler's runtimes go to lib-fallback, used there only if the machine lacks them: an older
+# libstdc++ ahead of the system's would break PyTorch, which the benchmarks start as their peer.
 for b in "$out"/bin/*; do
   ldd "$b" | awk '/=> \//{print $3}'
 done | sort -u | while read -r lib; do
   case "$(basename "$lib")" in
     libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libcuda.so*|libcublas*|libcudnn*) ;;
+    libstdc++*|libgcc_s*|libgomp*|libz.so*) cp -L "$lib" "$out/lib-fallback/" ;;
     *) cp -L "$lib" "$out/lib/" ;;
   esac
 done

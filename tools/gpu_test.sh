@@ -20,6 +20,9 @@ mkdir -p data/mnist && cp -n .gpu/data/mnist/* data/mnist/ 2>/dev/null
 
 # cuBLAS and cuDNN: the toolkit's, else the ones PyTorch's wheels installed.
 libdirs="$PWD/.gpu/lib"
+for f in .gpu/lib-fallback/*; do
+  ldconfig -p | grep -q "$(basename "$f")" || { libdirs="$libdirs:$PWD/.gpu/lib-fallback"; break; }
+done
 for want in libcublas.so.13 libcublasLt.so.13 libcudnn.so.9; do
   dir=""
   for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
@@ -59,7 +62,7 @@ if [[ "$what" == bench || "$what" == all ]]; then
       timeout 300 .gpu/bin/bench_step --model $m --device cuda --steps 20 --python "$py" 2>&1
     done
     echo "-- bench_ops --device cuda"
-    timeout 300 .gpu/bin/bench_ops --device cuda --python "$py" 2>&1
+    timeout 300 .gpu/bin/bench_ops --device cuda --python "$py" --batch 64 --repeats 5 --verbose 2>&1
   } | tee "$out/bench.log"
 fi
 exit "$status"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, configures and builds in Release with the tests,
 # and runs every test (unit tests, then MPI tests under mpiexec at several rank counts, the fuzz
-# corpora replayed), then fuzzes each target for 10 s (tools/fuzz.sh; 50 s in all) in a clang
+# corpora replayed), compiles the CUDA build when nvcc is installed (its tests skip without a
+# GPU, saying why), then fuzzes each target for 10 s (tools/fuzz.sh; 50 s in all) in a clang
 # build when clang is installed. Exits non-zero on any failure. CI (.ci/run) runs exactly this.
 #   tools/test.sh [extra cmake -D options]     e.g. -DADA_SANITIZE=address,undefined
 set -euo pipefail
@@ -17,6 +18,18 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DADA_BUILD_TESTS=ON "$@"
 cmake --build "$build" -j "$jobs"
 # MPI tests ask for 2 processors each, so ctest never runs two of them at once on 2 cores.
 ctest --test-dir "$build" --output-on-failure -j "$jobs" --timeout 600
+# The CUDA backend compiles here (nvcc 13, no GPU): its targets are built so that GPU code
+# cannot rot unseen, and its tests run, each skipping with the printed reason. On a lent GPU
+# machine tools/gpu_bundle.sh + tools/gpu_test.sh run them for real.
+nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+if [[ -x "$nvcc" && -z "${ADA_NO_CUDA:-}" && $# -eq 0 ]]; then
+  cmake -S . -B "$build-cuda" -DCMAKE_BUILD_TYPE=Release -DADA_BUILD_TESTS=ON -DADA_WITH_CUDA=ON \
+        -DADA_WITH_NCCL=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_COMPILER="$nvcc"
+  cmake --build "$build-cuda" -j "$jobs" --target test_cuda trainer bench_step bench_ops
+  "$build-cuda/bin/test_cuda" --gtest_brief=1
+else
+  echo "test.sh: nvcc not found: the CUDA build was not compiled"
+fi
 # Bounded fuzzing (ASan + UBSan, libFuzzer); a crash fails the run. Longer: tools/fuzz.sh all 600.
 if command -v clang++ >/dev/null 2>&1; then
   bash tools/fuzz.sh all 10

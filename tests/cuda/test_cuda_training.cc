@@ -41,12 +41,12 @@ nn::TensorMap make_batch(const data::MnistDataset& ds, const std::vector<int64_t
   return {{"image", images.to(device)}, {"label", labels.to(device)}};
 }
 
-struct Run {
+struct TrainResult {
   std::vector<double> losses;
   double accuracy = 0;
 };
 
-Run train(const data::MnistDataset& ds, Device device) {
+TrainResult train(const data::MnistDataset& ds, Device device) {
   nn::ModelRegistry models("model");
   nn::register_builtin_models(models);
   Config mc = Config::parse("{name: lenet5, num_classes: 10}", "test model");
@@ -60,7 +60,7 @@ Run train(const data::MnistDataset& ds, Device device) {
 
   std::vector<int64_t> order(kTrain + kEval);
   std::iota(order.begin(), order.end(), 0);
-  Run run;
+  TrainResult run;
   for (int64_t epoch = 0; epoch < kEpochs; ++epoch) {
     // A fixed shuffle per epoch (the same on both devices).
     std::vector<int64_t> perm(order.begin(), order.begin() + kTrain);
@@ -100,8 +100,8 @@ TEST(CudaTraining, LeNetOnMnistMatchesTheCpu) {
     FAIL() << e.what();
   }
   ASSERT_GE(ds->size(), kTrain + kEval);
-  const Run cpu = train(*ds, Device::cpu());
-  const Run gpu = train(*ds, ada::testing::gpu());
+  const TrainResult cpu = train(*ds, Device::cpu());
+  const TrainResult gpu = train(*ds, ada::testing::gpu());
   std::printf("[ training ] LeNet-5, %lld steps: accuracy cpu %.2f%%, cuda %.2f%%; last loss cpu %.4f, cuda %.4f\n",
               static_cast<long long>(cpu.losses.size()), 100 * cpu.accuracy, 100 * gpu.accuracy,
               cpu.losses.back(), gpu.losses.back());

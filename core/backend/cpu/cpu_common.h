@@ -1,6 +1,7 @@
 // Helpers shared by the CPU kernels: argument checks that name the op, and device dispatch.
 // Every op of core/ops.h starts with ADA_ON_CUDA(cuda::op(args...), tensors...): when any of
-// its tensors lives on a CUDA device the call goes to the CUDA backend (core/backend/cuda),
+// its input tensors (pure outputs such as saved statistics or masks are not consulted) lives on
+// a CUDA device the call goes to the CUDA backend (core/backend/cuda),
 // which checks that all of them are on that one device. In builds without CUDA no CUDA tensor
 // can exist (allocation throws), so the macro compiles to nothing.
 #pragma once

@@ -8,7 +8,7 @@
 namespace ada::ops {
 
 Tensor dropout_forward(const Tensor& x, float p, Generator& gen, Tensor& mask) {
-  ADA_ON_CUDA(cuda::dropout_forward(x, p, gen, mask), x, mask);
+  ADA_ON_CUDA(cuda::dropout_forward(x, p, gen, mask), x);
   cpu::require_cpu_f32("dropout_forward", {&x});
   ADA_CHECK_ARG(p >= 0.f && p < 1.f, ShapeError)
       << "dropout: probability must be in [0, 1), got " << p;

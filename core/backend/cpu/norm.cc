@@ -45,7 +45,8 @@ void check_stat(const char* op, const Tensor& t, int64_t c, const char* arg) {
 Tensor batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                         Tensor& running_mean, Tensor& running_var, float momentum, float eps,
                         Tensor& save_mean, Tensor& save_invstd) {
-  ADA_ON_CUDA(cuda::batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps, save_mean, save_invstd), x, gamma, beta, running_mean, running_var, save_mean, save_invstd);
+  ADA_ON_CUDA(cuda::batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps, save_mean, save_invstd),
+              x, gamma, beta, running_mean, running_var);
   cpu::require_cpu_f32("batch_norm_train", {&x, &gamma, &beta});
   BnGeom g = bn_geom("batch_norm_train", x, gamma, beta);
   const bool track = running_mean.defined();
@@ -206,7 +207,7 @@ int64_t ln_width(const char* op, const Tensor& x, const Tensor& gamma) {
 
 Tensor layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                           Tensor& save_mean, Tensor& save_rstd) {
-  ADA_ON_CUDA(cuda::layer_norm_forward(x, gamma, beta, eps, save_mean, save_rstd), x, gamma, beta, save_mean, save_rstd);
+  ADA_ON_CUDA(cuda::layer_norm_forward(x, gamma, beta, eps, save_mean, save_rstd), x, gamma, beta);
   cpu::require_cpu_f32("layer_norm_forward", {&x, &gamma, &beta});
   const int64_t d = ln_width("layer_norm_forward", x, gamma);
   check_same_shape(gamma, beta, "layer_norm_forward (gamma vs beta)");

@@ -31,7 +31,7 @@ Shape pool2d_output_shape(const Shape& x, const Pool2dParams& p) {
 }
 
 Tensor max_pool2d_forward(const Tensor& x, const Pool2dParams& p, Tensor& indices) {
-  ADA_ON_CUDA(cuda::max_pool2d_forward(x, p, indices), x, indices);
+  ADA_ON_CUDA(cuda::max_pool2d_forward(x, p, indices), x);
   cpu::require_cpu_f32("max_pool2d_forward", {&x});
   Shape os = pool2d_output_shape(x.shape(), p);
   Tensor y = Tensor::empty(os);

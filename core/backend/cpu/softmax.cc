@@ -105,7 +105,8 @@ void check_ce(const char* op, const Tensor& logits, const Tensor& targets, float
 
 Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, float smoothing,
                              int64_t ignore_index, Tensor& save_logp) {
-  ADA_ON_CUDA(cuda::cross_entropy_forward(logits, targets, smoothing, ignore_index, save_logp), logits, targets, save_logp);
+  ADA_ON_CUDA(cuda::cross_entropy_forward(logits, targets, smoothing, ignore_index, save_logp),
+              logits, targets);
   check_ce("cross_entropy_forward", logits, targets, smoothing);
   save_logp = log_softmax(logits);
   const int64_t n = logits.size(0), c = logits.size(1);

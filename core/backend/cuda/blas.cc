@@ -1,0 +1,154 @@
+// CUDA GEMM of core/ops.h (gemm, matmul, gemm_batched, bmm) on cuBLAS, and the process-wide
+// TF32 switch of cuda_blas.h. Row-major operands go to column-major cuBLAS as their transposes:
+// C^T = op(B)^T op(A)^T, so every call passes B first. Empty products (K = 0) only scale c by
+// beta without touching cuBLAS's GEMM; beta = 0 never reads c, so NaN in c cannot leak through.
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cstdlib>
+#include <string>
+
+#include "core/backend/cuda/cuda_blas.h"
+#include "core/backend/cuda/cuda_common.h"
+#include "core/backend/cuda/cuda_ops.h"
+
+namespace ada::cuda {
+namespace {
+
+// -1: not yet read from ADA_CUDA_TF32; 0: off; 1: on.
+std::atomic<int> g_tf32{-1};
+
+struct GemmDims {
+  int64_t m, n, k;
+};
+
+GemmDims gemm_dims(const char* op, const Shape& a, const Shape& b, bool ta, bool tb) {
+  int64_t m = ta ? a[1] : a[0], ka = ta ? a[0] : a[1];
+  int64_t kb = tb ? b[1] : b[0], n = tb ? b[0] : b[1];
+  ADA_CHECK_ARG(ka == kb, ShapeError)
+      << op << ": inner dimensions differ: op(a) is " << m << "x" << ka << ", op(b) is " << kb
+      << "x" << n << " (a " << shape_str(a) << (ta ? "^T" : "") << ", b " << shape_str(b)
+      << (tb ? "^T" : "") << ")";
+  return {m, n, ka};
+}
+
+// cuBLAS's 32-bit interface: sizes, leading dimensions and batch counts must fit an int.
+int to_int(const char* op, const char* what, int64_t v) {
+  ADA_CHECK_ARG(v <= INT_MAX, ShapeError)
+      << op << ": " << what << " " << v << " exceeds cuBLAS's 32-bit limit (" << INT_MAX << ")";
+  return static_cast<int>(v);
+}
+
+// c[0, count) *= beta on the device's stream; beta = 0 writes zeros without reading c.
+void scale_c(int dev, float* c, int64_t count, float beta) {
+  if (count == 0 || beta == 1.f) return;
+  if (beta == 0.f) {
+    zero(c, static_cast<size_t>(count) * sizeof(float), dev);
+    return;
+  }
+  cublasHandle_t h = cublas(dev);
+  constexpr int64_t kChunk = int64_t{1} << 30;
+  for (int64_t off = 0; off < count; off += kChunk) {
+    const int len = static_cast<int>(std::min(kChunk, count - off));
+    ADA_CUBLAS_CHECK(cublasSscal(h, len, &beta, c + off, 1));
+  }
+}
+
+// c[i] = alpha * op(a[i]) op(b[i]) + beta * c[i] for i < batch, on densely packed row-major
+// matrices laid one after another (a[i] is m x k or k x m, b[i] k x n or n x k, c[i] m x n).
+void gemm_strided(const char* op, int dev, const float* a, const float* b, float* c,
+                  const GemmDims& d, bool ta, bool tb, float alpha, float beta, int64_t batch) {
+  if (batch == 0 || d.m == 0 || d.n == 0) return;
+  if (d.k == 0) {
+    scale_c(dev, c, batch * d.m * d.n, beta);
+    return;
+  }
+  // Column-major view: C^T (n x m, ld n) = op(B)^T (n x k) * op(A)^T (k x m).
+  const int m = to_int(op, "N", d.n), n = to_int(op, "M", d.m), k = to_int(op, "K", d.k);
+  const int ldb = tb ? k : m;  // B stored [K,N] (row length N) or, transposed, [N,K]
+  const int lda = ta ? n : k;  // A stored [M,K] (row length K) or, transposed, [K,M]
+  const int ldc = m;
+  const cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasComputeType_t compute =
+      allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  cublasHandle_t h = cublas(dev);
+  if (batch == 1) {
+    ADA_CUBLAS_CHECK(cublasGemmEx(h, opb, opa, m, n, k, &alpha, b, CUDA_R_32F, ldb, a, CUDA_R_32F,
+                                  lda, &beta, c, CUDA_R_32F, ldc, compute, CUBLAS_GEMM_DEFAULT));
+    return;
+  }
+  const int count = to_int(op, "batch", batch);
+  const long long sa = d.m * d.k, sb = d.k * d.n, sc = d.m * d.n;
+  ADA_CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, opb, opa, m, n, k, &alpha, b, CUDA_R_32F, ldb, sb,
+                                              a, CUDA_R_32F, lda, sa, &beta, c, CUDA_R_32F, ldc,
+                                              sc, count, compute, CUBLAS_GEMM_DEFAULT));
+}
+
+}  // namespace
+
+bool allow_tf32() {
+  int v = g_tf32.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const char* env = std::getenv("ADA_CUDA_TF32");
+    int expected = -1;
+    // A set_allow_tf32 that raced ahead of this first read wins.
+    g_tf32.compare_exchange_strong(expected, env && std::string(env) == "1" ? 1 : 0);
+    v = g_tf32.load();
+  }
+  return v == 1;
+}
+
+void set_allow_tf32(bool on) { g_tf32.store(on ? 1 : 0); }
+
+void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, float alpha, float beta) {
+  const int dev = require_f32("gemm", {&a, &b, &c});
+  check_dim(a, 2, "gemm", "a");
+  check_dim(b, 2, "gemm", "b");
+  check_dim(c, 2, "gemm", "c");
+  GemmDims d = gemm_dims("gemm", a.shape(), b.shape(), ta, tb);
+  ADA_CHECK_ARG(c.size(0) == d.m && c.size(1) == d.n, ShapeError)
+      << "gemm: output " << c.str() << " should be [" << d.m << "," << d.n << "]";
+  gemm_strided("gemm", dev, a.data<float>(), b.data<float>(), c.data<float>(), d, ta, tb, alpha,
+               beta, 1);
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  const int dev = require_f32("matmul", {&a, &b});
+  check_dim(a, 2, "matmul", "a");
+  check_dim(b, 2, "matmul", "b");
+  GemmDims d = gemm_dims("matmul", a.shape(), b.shape(), ta, tb);
+  Tensor c = Tensor::empty({d.m, d.n}, DType::f32, a.device());
+  gemm_strided("matmul", dev, a.data<float>(), b.data<float>(), c.data<float>(), d, ta, tb, 1.f,
+               0.f, 1);
+  return c;
+}
+
+void gemm_batched(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, float alpha,
+                  float beta) {
+  const int dev = require_f32("gemm_batched", {&a, &b, &c});
+  check_dim(a, 3, "gemm_batched", "a");
+  check_dim(b, 3, "gemm_batched", "b");
+  check_dim(c, 3, "gemm_batched", "c");
+  const int64_t batch = a.size(0);
+  ADA_CHECK_ARG(b.size(0) == batch && c.size(0) == batch, ShapeError)
+      << "gemm_batched: batch sizes differ: " << a.str() << ", " << b.str() << ", " << c.str();
+  GemmDims d = gemm_dims("gemm_batched", {a.size(1), a.size(2)}, {b.size(1), b.size(2)}, ta, tb);
+  ADA_CHECK_ARG(c.size(1) == d.m && c.size(2) == d.n, ShapeError)
+      << "gemm_batched: output " << c.str() << " should be [" << batch << "," << d.m << ","
+      << d.n << "]";
+  gemm_strided("gemm_batched", dev, a.data<float>(), b.data<float>(), c.data<float>(), d, ta, tb,
+               alpha, beta, batch);
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  require_f32("bmm", {&a, &b});
+  check_dim(a, 3, "bmm", "a");
+  check_dim(b, 3, "bmm", "b");
+  int64_t m = ta ? a.size(2) : a.size(1), n = tb ? b.size(1) : b.size(2);
+  Tensor c = Tensor::empty({a.size(0), m, n}, DType::f32, a.device());
+  gemm_batched(a, b, c, ta, tb, 1.f, 0.f);
+  return c;
+}
+
+}  // namespace ada::cuda

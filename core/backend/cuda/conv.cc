@@ -1,0 +1,290 @@
+// CUDA conv2d forward, backward-data and backward-filter of core/ops.h (NCHW, weights
+// [Cout, Cin, kh, kw]) on cuDNN's legacy convolution API, float data and float compute.
+// Argument checks and messages are those of core/backend/cpu/conv.cc. Each (device, direction,
+// shapes, parameters, math mode) gets a plan once: descriptors plus the algorithm chosen by
+// cuDNN's heuristics (see choose_*), cached for the life of the process.
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/backend/cuda/cuda_blas.h"
+#include "core/backend/cuda/cuda_common.h"
+#include "core/backend/cuda/cuda_ops.h"
+
+// cuDNN 9 marks the legacy convolution API deprecated (warned about only when
+// CUDNN_WARN_DEPRECATED is defined); it is still shipped in libcudnn_cnn and is what we use.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
+namespace ada::cuda {
+namespace {
+
+// Algorithms that need more workspace than this are passed over.
+constexpr size_t kMaxWorkspace = size_t{1} << 30;
+
+struct ConvGeom {
+  int64_t n, c, h, w;  // input
+  int64_t k, r, s;     // filter
+  int64_t p, q;        // output spatial
+  Conv2dParams prm;
+};
+
+// The CPU's geometry checks and messages (core/backend/cpu/conv.cc), naming `op`.
+ConvGeom make_geom(const char* op, const Shape& x, const Shape& w, const Conv2dParams& p) {
+  ADA_CHECK_ARG(x.size() == 4, ShapeError) << op << ": input must be [N,C,H,W], got " << shape_str(x);
+  ADA_CHECK_ARG(w.size() == 4, ShapeError) << op << ": weight must be [Cout,Cin,kh,kw], got " << shape_str(w);
+  ADA_CHECK_ARG(w[1] == x[1], ShapeError)
+      << op << ": weight " << shape_str(w) << " expects " << w[1] << " input channels, input "
+      << shape_str(x) << " has " << x[1];
+  ADA_CHECK_ARG(p.stride_h > 0 && p.stride_w > 0 && p.dil_h > 0 && p.dil_w > 0 && p.pad_h >= 0 &&
+                    p.pad_w >= 0, ShapeError)
+      << op << ": strides and dilations must be positive and paddings non-negative";
+  ConvGeom g{x[0], x[1], x[2], x[3], w[0], w[2], w[3], 0, 0, p};
+  int64_t eff_r = (g.r - 1) * p.dil_h + 1, eff_s = (g.s - 1) * p.dil_w + 1;
+  int64_t hp = g.h + 2 * p.pad_h, wp = g.w + 2 * p.pad_w;
+  ADA_CHECK_ARG(hp >= eff_r && wp >= eff_s, ShapeError)
+      << op << ": kernel " << g.r << "x" << g.s << " (dilated " << eff_r << "x" << eff_s
+      << ") is larger than the padded input " << hp << "x" << wp;
+  g.p = (hp - eff_r) / p.stride_h + 1;
+  g.q = (wp - eff_s) / p.stride_w + 1;
+  return g;
+}
+
+// True when some operand is empty: the result is then all zeros (or empty) without cuDNN,
+// which rejects zero-sized descriptors.
+bool degenerate(const ConvGeom& g) {
+  return g.n == 0 || g.c == 0 || g.h == 0 || g.w == 0 || g.k == 0 || g.r == 0 || g.s == 0 ||
+         g.p == 0 || g.q == 0;
+}
+
+// The legacy API describes tensors with int dimensions and at most 2^31-1 elements each.
+void require_int_sizes(const char* op, const ConvGeom& g) {
+  const int64_t sizes[] = {g.n * g.c * g.h * g.w, g.k * g.c * g.r * g.s, g.n * g.k * g.p * g.q};
+  for (int64_t s : sizes)
+    ADA_CHECK_ARG(s <= INT_MAX, ShapeError)
+        << op << ": a tensor of " << s << " elements exceeds cuDNN's limit of " << INT_MAX
+        << " (input [" << g.n << "," << g.c << "," << g.h << "," << g.w << "], output ["
+        << g.n << "," << g.k << "," << g.p << "," << g.q << "]); lower the batch size";
+}
+
+enum class Dir { forward = 0, backward_data = 1, backward_filter = 2 };
+
+// Descriptors of one convolution in one direction, and its algorithm. Immutable once built,
+// so concurrent calls may share it; conv carries the math type the algorithm was chosen with.
+struct Plan {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  int algo = 0;  // cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t by direction
+  size_t workspace = 0;
+  Plan() = default;
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+  ~Plan() {
+    if (conv) cudnnDestroyConvolutionDescriptor(conv);
+    if (w) cudnnDestroyFilterDescriptor(w);
+    if (y) cudnnDestroyTensorDescriptor(y);
+    if (x) cudnnDestroyTensorDescriptor(x);
+  }
+};
+
+// The first heuristic result that succeeded, fits kMaxWorkspace, never down-converts to fp16
+// and, without TF32, runs in CUDNN_FMA_MATH (cuDNN's other math types may use TF32 tensor cores
+// for fp32). The heuristics' order is kept as is: non-deterministic (atomic) backward
+// algorithms are not avoided, so backward results may differ between runs by fp32 rounding.
+template <class Perf>
+bool pick(const std::vector<Perf>& perfs, int got, bool tf32, Perf& out) {
+  for (int i = 0; i < got && i < static_cast<int>(perfs.size()); ++i) {
+    const Perf& p = perfs[static_cast<size_t>(i)];
+    if (p.status != CUDNN_STATUS_SUCCESS || p.memory > kMaxWorkspace) continue;
+    if (!tf32 && p.mathType != CUDNN_FMA_MATH) continue;
+    if (p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;  // may round to fp16
+    out = p;
+    return true;
+  }
+  return false;
+}
+
+// Each choose_* sets plan.algo, the conv descriptor's math type and plan.workspace. When no
+// heuristic result qualifies, the always-supported algorithm 0 (implicit GEMM) in `math` is used.
+void choose_forward(cudnnHandle_t h, Plan& pl, bool tf32, cudnnMathType_t math) {
+  int max = 0;
+  ADA_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max));
+  std::vector<cudnnConvolutionFwdAlgoPerf_t> perfs(static_cast<size_t>(std::max(max, 1)));
+  int got = 0;
+  ADA_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
+      h, pl.x, pl.w, pl.conv, pl.y, static_cast<int>(perfs.size()), &got, perfs.data()));
+  cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  cudnnConvolutionFwdAlgoPerf_t best{};
+  if (pick(perfs, got, tf32, best)) {
+    algo = best.algo;
+    math = best.mathType;
+  }
+  ADA_CUDNN_CHECK(cudnnSetConvolutionMathType(pl.conv, math));
+  ADA_CUDNN_CHECK(
+      cudnnGetConvolutionForwardWorkspaceSize(h, pl.x, pl.w, pl.conv, pl.y, algo, &pl.workspace));
+  pl.algo = static_cast<int>(algo);
+}
+
+void choose_backward_data(cudnnHandle_t h, Plan& pl, bool tf32, cudnnMathType_t math) {
+  int max = 0;
+  ADA_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max));
+  std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perfs(static_cast<size_t>(std::max(max, 1)));
+  int got = 0;
+  ADA_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+      h, pl.w, pl.y, pl.conv, pl.x, static_cast<int>(perfs.size()), &got, perfs.data()));
+  cudnnConvolutionBwdDataAlgo_t algo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
+  cudnnConvolutionBwdDataAlgoPerf_t best{};
+  if (pick(perfs, got, tf32, best)) {
+    algo = best.algo;
+    math = best.mathType;
+  }
+  ADA_CUDNN_CHECK(cudnnSetConvolutionMathType(pl.conv, math));
+  ADA_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(h, pl.w, pl.y, pl.conv, pl.x, algo,
+                                                               &pl.workspace));
+  pl.algo = static_cast<int>(algo);
+}
+
+void choose_backward_filter(cudnnHandle_t h, Plan& pl, bool tf32, cudnnMathType_t math) {
+  int max = 0;
+  ADA_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max));
+  std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perfs(static_cast<size_t>(std::max(max, 1)));
+  int got = 0;
+  ADA_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+      h, pl.x, pl.y, pl.conv, pl.w, static_cast<int>(perfs.size()), &got, perfs.data()));
+  cudnnConvolutionBwdFilterAlgo_t algo = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0;
+  cudnnConvolutionBwdFilterAlgoPerf_t best{};
+  if (pick(perfs, got, tf32, best)) {
+    algo = best.algo;
+    math = best.mathType;
+  }
+  ADA_CUDNN_CHECK(cudnnSetConvolutionMathType(pl.conv, math));
+  ADA_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, pl.x, pl.y, pl.conv, pl.w,
+                                                                 algo, &pl.workspace));
+  pl.algo = static_cast<int>(algo);
+}
+
+std::unique_ptr<Plan> make_plan(int dev, Dir dir, const ConvGeom& g, bool tf32) {
+  auto pl = std::make_unique<Plan>();
+  ADA_CUDNN_CHECK(cudnnCreateTensorDescriptor(&pl->x));
+  ADA_CUDNN_CHECK(cudnnCreateTensorDescriptor(&pl->y));
+  ADA_CUDNN_CHECK(cudnnCreateFilterDescriptor(&pl->w));
+  ADA_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&pl->conv));
+  // require_int_sizes has bounded every dimension by INT_MAX.
+  auto i = [](int64_t v) { return static_cast<int>(v); };
+  ADA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(pl->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(g.n),
+                                             i(g.c), i(g.h), i(g.w)));
+  ADA_CUDNN_CHECK(cudnnSetFilter4dDescriptor(pl->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, i(g.k),
+                                             i(g.c), i(g.r), i(g.s)));
+  const Conv2dParams& p = g.prm;
+  ADA_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(pl->conv, p.pad_h, p.pad_w, p.stride_h,
+                                                  p.stride_w, p.dil_h, p.dil_w,
+                                                  CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  const cudnnMathType_t math = tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+  ADA_CUDNN_CHECK(cudnnSetConvolutionMathType(pl->conv, math));
+  int on = 0, oc = 0, oh = 0, ow = 0;
+  ADA_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(pl->conv, pl->x, pl->w, &on, &oc, &oh, &ow));
+  ADA_CHECK(on == g.n && oc == g.k && oh == g.p && ow == g.q)
+      << "cuDNN's conv output [" << on << "," << oc << "," << oh << "," << ow << "] differs from ["
+      << g.n << "," << g.k << "," << g.p << "," << g.q << "]";
+  ADA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(pl->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(g.n),
+                                             i(g.k), i(g.p), i(g.q)));
+  cudnnHandle_t h = cudnn(dev);
+  switch (dir) {
+    case Dir::forward: choose_forward(h, *pl, tf32, math); break;
+    case Dir::backward_data: choose_backward_data(h, *pl, tf32, math); break;
+    case Dir::backward_filter: choose_backward_filter(h, *pl, tf32, math); break;
+  }
+  return pl;
+}
+
+// The cached plan for this convolution under the current math mode (allow_tf32()). Plans are
+// never evicted or destroyed (the cache outlives static destruction on purpose), so the
+// reference stays valid.
+const Plan& get_plan(int dev, Dir dir, const ConvGeom& g) {
+  using Key = std::array<int64_t, 16>;
+  static std::mutex* mu = new std::mutex;
+  static auto* cache = new std::map<Key, std::unique_ptr<Plan>>;
+  const bool tf32 = allow_tf32();
+  const Conv2dParams& p = g.prm;
+  const Key key{dev,       static_cast<int64_t>(dir), g.n,     g.c,     g.h,     g.w,
+                g.k,       g.r,                       g.s,     p.stride_h, p.stride_w, p.pad_h,
+                p.pad_w,   p.dil_h,                   p.dil_w, tf32 ? 1 : 0};
+  std::lock_guard<std::mutex> lock(*mu);
+  auto it = cache->find(key);
+  if (it != cache->end()) return *it->second;
+  std::unique_ptr<Plan> plan = make_plan(dev, dir, g, tf32);
+  const Plan& ref = *plan;
+  cache->emplace(key, std::move(plan));
+  return ref;
+}
+
+}  // namespace
+
+Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& prm) {
+  const int dev = require_f32("conv2d_forward", {&x, &w});
+  ConvGeom g = make_geom("conv2d_forward", x.shape(), w.shape(), prm);
+  Tensor y = Tensor::empty({g.n, g.k, g.p, g.q}, DType::f32, x.device());
+  if (y.numel() == 0) return y;
+  if (degenerate(g)) {  // no input channels, an empty kernel or image: every output is 0
+    zero(y.raw_data(), y.nbytes(), dev);
+    return y;
+  }
+  require_int_sizes("conv2d_forward", g);
+  const Plan& pl = get_plan(dev, Dir::forward, g);
+  Scratch ws(pl.workspace, dev);
+  const float one = 1.f, zero_f = 0.f;  // beta = 0: y is not read
+  ADA_CUDNN_CHECK(cudnnConvolutionForward(
+      cudnn(dev), &one, pl.x, x.data<float>(), pl.w, w.data<float>(), pl.conv,
+      static_cast<cudnnConvolutionFwdAlgo_t>(pl.algo), ws.get(), pl.workspace, &zero_f, pl.y,
+      y.data<float>()));
+  return y;
+}
+
+Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape,
+                            const Conv2dParams& prm) {
+  const int dev = require_f32("conv2d_backward_data", {&dy, &w});
+  ConvGeom g = make_geom("conv2d_backward_data", x_shape, w.shape(), prm);
+  ADA_CHECK_ARG(dy.shape() == Shape({g.n, g.k, g.p, g.q}), ShapeError)
+      << "conv2d_backward_data: gradient " << dy.str() << " should be "
+      << shape_str({g.n, g.k, g.p, g.q});
+  if (degenerate(g)) return Tensor::zeros(x_shape, DType::f32, dy.device());
+  require_int_sizes("conv2d_backward_data", g);
+  Tensor dx = Tensor::empty(x_shape, DType::f32, dy.device());
+  const Plan& pl = get_plan(dev, Dir::backward_data, g);
+  Scratch ws(pl.workspace, dev);
+  const float one = 1.f, zero_f = 0.f;  // beta = 0: dx is not read
+  ADA_CUDNN_CHECK(cudnnConvolutionBackwardData(
+      cudnn(dev), &one, pl.w, w.data<float>(), pl.y, dy.data<float>(), pl.conv,
+      static_cast<cudnnConvolutionBwdDataAlgo_t>(pl.algo), ws.get(), pl.workspace, &zero_f, pl.x,
+      dx.data<float>()));
+  return dx;
+}
+
+Tensor conv2d_backward_filter(const Tensor& dy, const Tensor& x, const Shape& w_shape,
+                              const Conv2dParams& prm) {
+  const int dev = require_f32("conv2d_backward_filter", {&dy, &x});
+  ConvGeom g = make_geom("conv2d_backward_filter", x.shape(), w_shape, prm);
+  ADA_CHECK_ARG(dy.shape() == Shape({g.n, g.k, g.p, g.q}), ShapeError)
+      << "conv2d_backward_filter: gradient " << dy.str() << " should be "
+      << shape_str({g.n, g.k, g.p, g.q});
+  if (degenerate(g)) return Tensor::zeros(w_shape, DType::f32, dy.device());
+  require_int_sizes("conv2d_backward_filter", g);
+  Tensor dw = Tensor::empty(w_shape, DType::f32, dy.device());
+  const Plan& pl = get_plan(dev, Dir::backward_filter, g);
+  Scratch ws(pl.workspace, dev);
+  const float one = 1.f, zero_f = 0.f;  // beta = 0: dw is not read
+  ADA_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+      cudnn(dev), &one, pl.x, x.data<float>(), pl.y, dy.data<float>(), pl.conv,
+      static_cast<cudnnConvolutionBwdFilterAlgo_t>(pl.algo), ws.get(), pl.workspace, &zero_f, pl.w,
+      dw.data<float>()));
+  return dw;
+}
+
+}  // namespace ada::cuda
+
+#pragma GCC diagnostic pop

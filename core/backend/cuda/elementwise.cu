@@ -1,0 +1,617 @@
+// CUDA elementwise ops, activations, bias broadcasts and their gradients, permute and the
+// reductions (sum/mean over axes, sum_backward, sum_all, dot, norm2_sq, all_finite) of
+// core/ops.h. Semantics and argument checks mirror core/backend/cpu/elementwise.cc. Every
+// reduction accumulates in double over a fixed pattern (no floating atomics), so its result
+// has the same bits on every run.
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "core/backend/cuda/cuda_common.h"
+#include "core/backend/cuda/cuda_ops.h"
+
+namespace ada::cuda {
+namespace {
+
+// ---- launch helpers ------------------------------------------------------------------------
+
+__device__ __forceinline__ int64_t global_tid() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ int64_t global_stride() {
+  return static_cast<int64_t>(gridDim.x) * blockDim.x;
+}
+
+__global__ void fill_kernel(float* p, int64_t n, float v) {
+  for (int64_t i = global_tid(); i < n; i += global_stride()) p[i] = v;
+}
+
+template <class F>
+__global__ void map1_kernel(const float* x, float* y, int64_t n, F f) {
+  for (int64_t i = global_tid(); i < n; i += global_stride()) y[i] = f(x[i]);
+}
+
+// y may alias a or b: each element is read before it is written, by the same thread.
+template <class F>
+__global__ void map2_kernel(const float* a, const float* b, float* y, int64_t n, F f) {
+  for (int64_t i = global_tid(); i < n; i += global_stride()) y[i] = f(a[i], b[i]);
+}
+
+struct AddF {
+  __device__ float operator()(float x, float y) const { return x + y; }
+};
+struct SubF {
+  __device__ float operator()(float x, float y) const { return x - y; }
+};
+struct MulF {
+  __device__ float operator()(float x, float y) const { return x * y; }
+};
+struct ScaleF {
+  float s;
+  __device__ float operator()(float x) const { return s * x; }
+};
+struct ReluF {
+  __device__ float operator()(float v) const { return v > 0.f ? v : 0.f; }
+};
+struct ReluBackF {
+  __device__ float operator()(float g, float v) const { return v > 0.f ? g : 0.f; }
+};
+struct GeluF {
+  __device__ float operator()(float v) const {
+    return 0.5f * v * (1.f + erff(v * 0.70710678118654752440f));
+  }
+};
+struct GeluBackF {
+  __device__ float operator()(float g, float v) const {
+    const float cdf = 0.5f * (1.f + erff(v * 0.70710678118654752440f));
+    const float pdf = 0.39894228040143267794f * expf(-0.5f * v * v);
+    return g * (cdf + v * pdf);
+  }
+};
+struct TanhF {
+  __device__ float operator()(float v) const { return tanhf(v); }
+};
+struct TanhBackF {
+  __device__ float operator()(float g, float v) const { return g * (1.f - v * v); }
+};
+
+template <class F>
+Tensor map1(const char* op, const Tensor& a, F f) {
+  const int dev = require_f32(op, {&a});
+  Tensor y = Tensor::empty(a.shape(), DType::f32, a.device());
+  const int64_t n = a.numel();
+  if (n == 0) return y;
+  map1_kernel<<<blocks_for(n), kThreads, 0, stream(dev)>>>(a.data<float>(), y.data<float>(), n,
+                                                           f);
+  ADA_CUDA_LAUNCH_CHECK();
+  return y;
+}
+
+template <class F>
+void map2_into(const char* op, const Tensor& a, const Tensor& b, Tensor& y, F f) {
+  const int dev = require_f32(op, {&a, &b, &y});
+  check_same_shape(a, b, op);
+  check_same_shape(a, y, op);
+  const int64_t n = a.numel();
+  if (n == 0) return;
+  map2_kernel<<<blocks_for(n), kThreads, 0, stream(dev)>>>(a.data<float>(), b.data<float>(),
+                                                           y.data<float>(), n, f);
+  ADA_CUDA_LAUNCH_CHECK();
+}
+
+template <class F>
+Tensor map2(const char* op, const Tensor& a, const Tensor& b, F f) {
+  require_f32(op, {&a, &b});
+  check_same_shape(a, b, op);
+  Tensor y = Tensor::empty(a.shape(), DType::f32, a.device());
+  map2_into(op, a, b, y, f);
+  return y;
+}
+
+// ---- strided index maps ----------------------------------------------------------------------
+
+// Up to this many dims after merging (size-1 dims dropped, mergeable neighbours fused).
+constexpr int kMaxDims = 8;
+
+// A row-major index space of `nd` dims; stride[d] is the element stride, in some other tensor,
+// of a step along dim d. Passed to kernels by value.
+struct Dims {
+  int nd = 0;
+  int64_t size[kMaxDims] = {};
+  int64_t stride[kMaxDims] = {};
+};
+
+// Offset of linear index i (row-major over d.size) under d.stride. Requires i < prod(size).
+__device__ __forceinline__ int64_t offset_of(const Dims& d, int64_t i) {
+  int64_t off = 0;
+  for (int k = d.nd - 1; k >= 0; --k) {
+    const int64_t s = d.size[k];
+    off += (i % s) * d.stride[k];
+    i /= s;
+  }
+  return off;
+}
+
+struct DimList {
+  std::vector<int64_t> size, stride;
+};
+
+// Fuses neighbours (a, b) where stepping b's full extent equals one step of a.
+DimList merge_dims(const DimList& in) {
+  DimList out;
+  for (size_t i = 0; i < in.size.size(); ++i) {
+    if (in.size[i] == 1) continue;
+    if (!out.size.empty() && out.stride.back() == in.stride[i] * in.size[i]) {
+      out.size.back() *= in.size[i];
+      out.stride.back() = in.stride[i];
+    } else {
+      out.size.push_back(in.size[i]);
+      out.stride.push_back(in.stride[i]);
+    }
+  }
+  return out;
+}
+
+Dims to_dims(const DimList& l, const char* op) {
+  ADA_CHECK_ARG(static_cast<int>(l.size.size()) <= kMaxDims, ShapeError)
+      << op << ": the CUDA kernel supports at most " << kMaxDims
+      << " dims after merging neighbours, got " << l.size.size();
+  Dims d;
+  d.nd = static_cast<int>(l.size.size());
+  for (int i = 0; i < d.nd; ++i) {
+    d.size[i] = l.size[i];
+    d.stride[i] = l.stride[i];
+  }
+  return d;
+}
+
+int64_t dims_numel(const Dims& d) {
+  int64_t n = 1;
+  for (int i = 0; i < d.nd; ++i) n *= d.size[i];
+  return n;
+}
+
+std::vector<int64_t> contiguous_strides(const Shape& s) {
+  std::vector<int64_t> st(s.size(), 1);
+  for (int i = static_cast<int>(s.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * s[i + 1];
+  return st;
+}
+
+// out[i] = in[offset_of(d, i)] for i < n = prod(d.size).
+__global__ void gather_kernel(const float* in, float* out, int64_t n, Dims d) {
+  for (int64_t i = global_tid(); i < n; i += global_stride()) out[i] = in[offset_of(d, i)];
+}
+
+// ---- sums over axes ------------------------------------------------------------------------
+
+// Normalises axes (negative from the end), checks them, returns a per-dim "reduced" mask.
+std::vector<bool> reduced_mask(const Shape& s, const std::vector<int>& axes, const char* op) {
+  const int nd = static_cast<int>(s.size());
+  std::vector<bool> red(nd, false);
+  for (int a : axes) {
+    int ax = a < 0 ? a + nd : a;
+    ADA_CHECK_ARG(ax >= 0 && ax < nd, ShapeError)
+        << op << ": axis " << a << " out of range for shape " << shape_str(s);
+    ADA_CHECK_ARG(!red[ax], ShapeError) << op << ": axis " << a << " given twice";
+    red[ax] = true;
+  }
+  return red;
+}
+Shape kept_shape(const Shape& s, const std::vector<bool>& red) {
+  Shape k = s;
+  for (size_t i = 0; i < s.size(); ++i)
+    if (red[i]) k[i] = 1;
+  return k;
+}
+Shape squeezed_shape(const Shape& s, const std::vector<bool>& red) {
+  Shape k;
+  for (size_t i = 0; i < s.size(); ++i)
+    if (!red[i]) k.push_back(s[i]);
+  return k;
+}
+
+constexpr int kColsX = 32, kColsY = 8;
+
+// One output per x-lane; the 8 y-lanes split the reduction, combined in a fixed order.
+// Coalesced when consecutive outputs are adjacent in x (the innermost dim is kept).
+// out[o] = sum_r x[offset_of(kept, o) + offset_of(red, r)], o < n_out, r < n_red.
+__global__ void reduce_cols_kernel(const float* x, float* out, int64_t n_out, int64_t n_red,
+                                   Dims kept, Dims red) {
+  __shared__ double sh[kColsY][kColsX];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  for (int64_t o0 = static_cast<int64_t>(blockIdx.x) * kColsX; o0 < n_out;
+       o0 += static_cast<int64_t>(gridDim.x) * kColsX) {
+    const int64_t o = o0 + tx;
+    double acc = 0.0;
+    if (o < n_out) {
+      const int64_t base = offset_of(kept, o);
+      for (int64_t r = ty; r < n_red; r += kColsY) acc += static_cast<double>(x[base + offset_of(red, r)]);
+    }
+    sh[ty][tx] = acc;
+    __syncthreads();
+    if (ty == 0 && o < n_out) {
+      double s = 0.0;
+      for (int k = 0; k < kColsY; ++k) s += sh[k][tx];
+      out[o] = static_cast<float>(s);
+    }
+    __syncthreads();
+  }
+}
+
+// Tree sum of sh[0..kThreads) in place (blockDim.x == kThreads); returns the total to all.
+__device__ double block_sum(double* sh, double v) {
+  const int t = threadIdx.x;
+  sh[t] = v;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s >>= 1) {
+    if (t < s) sh[t] += sh[t + s];
+    __syncthreads();
+  }
+  const double total = sh[0];
+  __syncthreads();  // sh is reused by the caller's next round
+  return total;
+}
+
+// One block per output, its threads striding over the reduction (innermost dim reduced).
+__global__ void reduce_rows_kernel(const float* x, float* out, int64_t n_out, int64_t n_red,
+                                   Dims kept, Dims red) {
+  __shared__ double sh[kThreads];
+  for (int64_t o = blockIdx.x; o < n_out; o += gridDim.x) {
+    const int64_t base = offset_of(kept, o);
+    double acc = 0.0;
+    for (int64_t r = threadIdx.x; r < n_red; r += kThreads)
+      acc += static_cast<double>(x[base + offset_of(red, r)]);
+    const double total = block_sum(sh, acc);
+    if (threadIdx.x == 0) out[o] = static_cast<float>(total);
+  }
+}
+
+// ---- whole-tensor reductions -----------------------------------------------------------------
+
+// Fixed geometry: the summation pattern depends only on n, so results are bit-reproducible.
+constexpr int kRedBlocks = 256;
+
+struct ValueF {
+  const float* x;
+  __device__ double operator()(int64_t i) const { return static_cast<double>(x[i]); }
+};
+struct ProductF {
+  const float* x;
+  const float* y;
+  __device__ double operator()(int64_t i) const {
+    return static_cast<double>(x[i]) * static_cast<double>(y[i]);
+  }
+};
+struct SquareF {
+  const float* x;
+  __device__ double operator()(int64_t i) const {
+    const double v = static_cast<double>(x[i]);
+    return v * v;
+  }
+};
+
+// partials[block] = sum of f(i) over this block's grid-stride share of [0, n).
+template <class F>
+__global__ void partial_sum_kernel(int64_t n, F f, double* partials) {
+  __shared__ double sh[kThreads];
+  double acc = 0.0;
+  for (int64_t i = global_tid(); i < n; i += global_stride()) acc += f(i);
+  const double total = block_sum(sh, acc);
+  if (threadIdx.x == 0) partials[blockIdx.x] = total;
+}
+
+// *result = sum of partials[0..kRedBlocks), one block of kThreads threads.
+template <class T>
+__global__ void final_sum_kernel(const double* partials, T* result) {
+  __shared__ double sh[kThreads];
+  double acc = 0.0;
+  for (int i = threadIdx.x; i < kRedBlocks; i += kThreads) acc += partials[i];
+  const double total = block_sum(sh, acc);
+  if (threadIdx.x == 0) *result = static_cast<T>(total);
+}
+
+// Writes the sum of x (contiguous, shape s) over the dims marked in `red` to out, laid out
+// row-major over the kept dims; an empty reduction gives 0. Double accumulation.
+void reduce_sum_into(const float* x, const Shape& s, const std::vector<bool>& red, float* out,
+                     int dev, const char* op) {
+  const std::vector<int64_t> st = contiguous_strides(s);
+  DimList k, r;
+  for (size_t i = 0; i < s.size(); ++i) {
+    DimList& l = red[i] ? r : k;
+    l.size.push_back(s[i]);
+    l.stride.push_back(st[i]);
+  }
+  const Dims kept = to_dims(merge_dims(k), op), rd = to_dims(merge_dims(r), op);
+  const int64_t n_out = dims_numel(kept), n_red = dims_numel(rd);
+  if (n_out == 0) return;
+  // The innermost non-trivial input dim is reduced when the reduction has stride 1.
+  const bool inner_reduced = rd.nd > 0 && rd.stride[rd.nd - 1] == 1;
+  if (n_out == 1 && rd.nd == 1 && rd.stride[0] == 1) {
+    // One contiguous run (e.g. a full sum): spread it over the fixed reduction grid.
+    Scratch buf(kRedBlocks * sizeof(double), dev);
+    partial_sum_kernel<<<kRedBlocks, kThreads, 0, stream(dev)>>>(n_red, ValueF{x},
+                                                                 buf.as<double>());
+    ADA_CUDA_LAUNCH_CHECK();
+    final_sum_kernel<<<1, kThreads, 0, stream(dev)>>>(buf.as<const double>(), out);
+  } else if (inner_reduced && n_red >= 64) {
+    const unsigned blocks = static_cast<unsigned>(n_out < 65535LL * 8 ? n_out : 65535LL * 8);
+    reduce_rows_kernel<<<blocks, kThreads, 0, stream(dev)>>>(x, out, n_out, n_red, kept, rd);
+  } else {
+    const unsigned blocks = blocks_for(n_out, kColsX);
+    reduce_cols_kernel<<<blocks, dim3(kColsX, kColsY), 0, stream(dev)>>>(x, out, n_out, n_red,
+                                                                         kept, rd);
+  }
+  ADA_CUDA_LAUNCH_CHECK();
+}
+
+template <class F>
+double reduce_double(int64_t n, F f, int dev) {
+  if (n == 0) return 0.0;
+  Scratch buf((kRedBlocks + 1) * sizeof(double), dev);
+  double* partials = buf.as<double>();
+  double* result = partials + kRedBlocks;
+  cudaStream_t s = stream(dev);
+  partial_sum_kernel<<<kRedBlocks, kThreads, 0, s>>>(n, f, partials);
+  ADA_CUDA_LAUNCH_CHECK();
+  final_sum_kernel<<<1, kThreads, 0, s>>>(partials, result);
+  ADA_CUDA_LAUNCH_CHECK();
+  double host = 0.0;
+  ADA_CUDA_CHECK(cudaMemcpyAsync(&host, result, sizeof(double), cudaMemcpyDeviceToHost, s));
+  ADA_CUDA_CHECK(cudaStreamSynchronize(s));
+  return host;
+}
+
+// Sets *flag when some element is NaN or infinite (|v| <= FLT_MAX is false for both).
+__global__ void nonfinite_kernel(const float* x, int64_t n, int* flag) {
+  bool bad = false;
+  for (int64_t i = global_tid(); i < n; i += global_stride())
+    if (!(fabsf(x[i]) <= 3.402823466e+38f)) bad = true;
+  if (bad) atomicOr(flag, 1);
+}
+
+// ---- bias broadcasts -------------------------------------------------------------------------
+
+__global__ void add_bias_kernel(const float* x, const float* b, float* y, int64_t total,
+                                int64_t n) {
+  for (int64_t i = global_tid(); i < total; i += global_stride()) y[i] = x[i] + b[i % n];
+}
+
+__global__ void add_channel_bias_kernel(const float* x, const float* b, float* y, int64_t total,
+                                        int64_t c, int64_t inner) {
+  for (int64_t i = global_tid(); i < total; i += global_stride())
+    y[i] = x[i] + b[(i / inner) % c];
+}
+
+__global__ void axpby_kernel(float alpha, const float* x, float beta, float* y, int64_t n) {
+  if (beta == 1.f) {
+    for (int64_t i = global_tid(); i < n; i += global_stride()) y[i] += alpha * x[i];
+  } else {
+    for (int64_t i = global_tid(); i < n; i += global_stride()) y[i] = alpha * x[i] + beta * y[i];
+  }
+}
+
+__global__ void scale_inplace_kernel(float* y, int64_t n, float s) {
+  for (int64_t i = global_tid(); i < n; i += global_stride()) y[i] *= s;
+}
+
+}  // namespace
+
+// ---- creation / elementwise ----------------------------------------------------------------
+
+void fill_(Tensor& t, float value) {
+  const int dev = require_f32("fill_", {&t});
+  const int64_t n = t.numel();
+  if (n == 0) return;
+  fill_kernel<<<blocks_for(n), kThreads, 0, stream(dev)>>>(t.data<float>(), n, value);
+  ADA_CUDA_LAUNCH_CHECK();
+}
+
+Tensor add(const Tensor& a, const Tensor& b) { return map2("add", a, b, AddF{}); }
+Tensor sub(const Tensor& a, const Tensor& b) { return map2("sub", a, b, SubF{}); }
+Tensor mul(const Tensor& a, const Tensor& b) { return map2("mul", a, b, MulF{}); }
+Tensor scale(const Tensor& a, float s) { return map1("scale", a, ScaleF{s}); }
+
+void add_out(const Tensor& a, const Tensor& b, Tensor& out) {
+  map2_into("add_out", a, b, out, AddF{});
+}
+void sub_out(const Tensor& a, const Tensor& b, Tensor& out) {
+  map2_into("sub_out", a, b, out, SubF{});
+}
+
+void scale_(Tensor& y, float s) {
+  const int dev = require_f32("scale_", {&y});
+  const int64_t n = y.numel();
+  if (n == 0) return;
+  scale_inplace_kernel<<<blocks_for(n), kThreads, 0, stream(dev)>>>(y.data<float>(), n, s);
+  ADA_CUDA_LAUNCH_CHECK();
+}
+
+void axpby_(float alpha, const Tensor& x, float beta, Tensor& y) {
+  const int dev = require_f32("axpby_", {&x, &y});
+  check_same_shape(x, y, "axpby_");
+  const int64_t n = y.numel();
+  if (n == 0) return;
+  axpby_kernel<<<blocks_for(n), kThreads, 0, stream(dev)>>>(alpha, x.data<float>(), beta,
+                                                            y.data<float>(), n);
+  ADA_CUDA_LAUNCH_CHECK();
+}
+
+Tensor add_bias(const Tensor& x, const Tensor& bias) {
+  const int dev = require_f32("add_bias", {&x, &bias});
+  ADA_CHECK_ARG(x.dim() >= 1 && bias.dim() == 1 && bias.size(0) == x.size(-1), ShapeError)
+      << "add_bias: bias " << bias.str() << " does not match the last dim of " << x.str();
+  Tensor y = Tensor::empty(x.shape(), DType::f32, x.device());
+  const int64_t total = x.numel(), n = x.size(-1);
+  if (total == 0) return y;
+  add_bias_kernel<<<blocks_for(total), kThreads, 0, stream(dev)>>>(
+      x.data<float>(), bias.data<float>(), y.data<float>(), total, n);
+  ADA_CUDA_LAUNCH_CHECK();
+  return y;
+}
+
+Tensor bias_grad(const Tensor& dy) {
+  const int dev = require_f32("bias_grad", {&dy});
+  ADA_CHECK_ARG(dy.dim() >= 1, ShapeError) << "bias_grad: needs at least 1 dim, got " << dy.str();
+  const int64_t n = dy.size(-1), rows = n ? dy.numel() / n : 0;
+  Tensor g = Tensor::empty({n}, DType::f32, dy.device());
+  if (n == 0) return g;
+  reduce_sum_into(dy.data<float>(), {rows, n}, {true, false}, g.data<float>(), dev, "bias_grad");
+  return g;
+}
+
+Tensor add_channel_bias(const Tensor& x, const Tensor& bias) {
+  const int dev = require_f32("add_channel_bias", {&x, &bias});
+  ADA_CHECK_ARG(x.dim() >= 2 && bias.dim() == 1 && bias.size(0) == x.size(1), ShapeError)
+      << "add_channel_bias: bias " << bias.str() << " does not match dim 1 of " << x.str();
+  const int64_t total = x.numel(), n = x.size(0), c = x.size(1);
+  Tensor y = Tensor::empty(x.shape(), DType::f32, x.device());
+  if (total == 0) return y;
+  const int64_t inner = total / (n * c);
+  add_channel_bias_kernel<<<blocks_for(total), kThreads, 0, stream(dev)>>>(
+      x.data<float>(), bias.data<float>(), y.data<float>(), total, c, inner);
+  ADA_CUDA_LAUNCH_CHECK();
+  return y;
+}
+
+Tensor channel_bias_grad(const Tensor& dy) {
+  const int dev = require_f32("channel_bias_grad", {&dy});
+  ADA_CHECK_ARG(dy.dim() >= 2, ShapeError)
+      << "channel_bias_grad: needs [N, C, ...], got " << dy.str();
+  const int64_t n = dy.size(0), c = dy.size(1);
+  Tensor g = Tensor::empty({c}, DType::f32, dy.device());
+  if (c == 0) return g;
+  const int64_t inner = n == 0 ? 0 : dy.numel() / (n * c);
+  // With n == 0 the reduction is empty whatever `inner` is: every channel gets 0.
+  reduce_sum_into(dy.data<float>(), {n, c, inner}, {true, false, true}, g.data<float>(), dev,
+                  "channel_bias_grad");
+  return g;
+}
+
+Tensor permute(const Tensor& x, const std::vector<int>& perm) {
+  const int dev = require_f32("permute", {&x});
+  const int nd = static_cast<int>(x.dim());
+  ADA_CHECK_ARG(static_cast<int>(perm.size()) == nd, ShapeError)
+      << "permute: " << perm.size() << " axes given for " << x.str();
+  std::vector<bool> seen(nd, false);
+  for (int p : perm) {
+    ADA_CHECK_ARG(p >= 0 && p < nd && !seen[p], ShapeError)
+        << "permute: axes must be a permutation of 0.." << nd - 1;
+    seen[p] = true;
+  }
+  Shape out(nd);
+  for (int i = 0; i < nd; ++i) out[i] = x.shape()[perm[i]];
+  Tensor y = Tensor::empty(out, DType::f32, x.device());
+  const int64_t n = x.numel();
+  if (n == 0) return y;
+  // Output dims in order, each with its stride in the input; then merged.
+  const std::vector<int64_t> in_stride = contiguous_strides(x.shape());
+  DimList l;
+  for (int i = 0; i < nd; ++i) {
+    l.size.push_back(out[i]);
+    l.stride.push_back(in_stride[perm[i]]);
+  }
+  const Dims d = to_dims(merge_dims(l), "permute");
+  if (d.nd == 0 || (d.nd == 1 && d.stride[0] == 1)) {
+    // The identity on memory (only size-1 dims moved).
+    ADA_CUDA_CHECK(cudaMemcpyAsync(y.data<float>(), x.data<float>(), n * sizeof(float),
+                                   cudaMemcpyDeviceToDevice, stream(dev)));
+    return y;
+  }
+  gather_kernel<<<blocks_for(n), kThreads, 0, stream(dev)>>>(x.data<float>(), y.data<float>(), n,
+                                                             d);
+  ADA_CUDA_LAUNCH_CHECK();
+  return y;
+}
+
+// ---- activations ----------------------------------------------------------------------------
+
+Tensor relu(const Tensor& x) { return map1("relu", x, ReluF{}); }
+Tensor relu_backward(const Tensor& dy, const Tensor& y) {
+  return map2("relu_backward", dy, y, ReluBackF{});
+}
+Tensor gelu(const Tensor& x) { return map1("gelu", x, GeluF{}); }
+Tensor gelu_backward(const Tensor& dy, const Tensor& x) {
+  return map2("gelu_backward", dy, x, GeluBackF{});
+}
+Tensor tanh(const Tensor& x) { return map1("tanh", x, TanhF{}); }
+Tensor tanh_backward(const Tensor& dy, const Tensor& y) {
+  return map2("tanh_backward", dy, y, TanhBackF{});
+}
+
+// ---- reductions -----------------------------------------------------------------------------
+
+Tensor sum(const Tensor& x, const std::vector<int>& axes, bool keepdim) {
+  const int dev = require_f32("sum", {&x});
+  const std::vector<bool> red = reduced_mask(x.shape(), axes, "sum");
+  Tensor y = Tensor::empty(keepdim ? kept_shape(x.shape(), red) : squeezed_shape(x.shape(), red),
+                           DType::f32, x.device());
+  if (y.numel() == 0) return y;
+  reduce_sum_into(x.data<float>(), x.shape(), red, y.data<float>(), dev, "sum");
+  return y;
+}
+
+Tensor mean(const Tensor& x, const std::vector<int>& axes, bool keepdim) {
+  Tensor y = cuda::sum(x, axes, keepdim);
+  const int64_t count = y.numel() ? x.numel() / y.numel() : 0;
+  if (count > 0) cuda::scale_(y, 1.f / static_cast<float>(count));
+  else cuda::fill_(y, NAN);  // mean over an empty axis, as PyTorch
+  return y;
+}
+
+Tensor sum_backward(const Tensor& dy, const Shape& x_shape, const std::vector<int>& axes) {
+  const int dev = require_f32("sum_backward", {&dy});
+  const std::vector<bool> red = reduced_mask(x_shape, axes, "sum_backward");
+  const Shape k = kept_shape(x_shape, red);
+  ADA_CHECK_ARG(dy.numel() == shape_numel(k), ShapeError)
+      << "sum_backward: gradient " << dy.str() << " does not match a reduction of "
+      << shape_str(x_shape);
+  Tensor dx = Tensor::empty(x_shape, DType::f32, dy.device());
+  const int64_t n = dx.numel();
+  if (n == 0) return dx;
+  // dx[i] = dy[o(i)]: dx's dims with their stride in dy's (kept) layout, 0 along reduced dims.
+  const std::vector<int64_t> kst = contiguous_strides(k);
+  DimList l;
+  for (size_t i = 0; i < x_shape.size(); ++i) {
+    l.size.push_back(x_shape[i]);
+    l.stride.push_back(red[i] ? 0 : kst[i]);
+  }
+  const Dims d = to_dims(merge_dims(l), "sum_backward");
+  gather_kernel<<<blocks_for(n), kThreads, 0, stream(dev)>>>(dy.data<float>(), dx.data<float>(), n,
+                                                             d);
+  ADA_CUDA_LAUNCH_CHECK();
+  return dx;
+}
+
+double sum_all(const Tensor& x) {
+  const int dev = require_f32("sum_all", {&x});
+  return reduce_double(x.numel(), ValueF{x.data<float>()}, dev);
+}
+
+double dot(const Tensor& a, const Tensor& b) {
+  const int dev = require_f32("dot", {&a, &b});
+  ADA_CHECK_ARG(a.numel() == b.numel(), ShapeError)
+      << "dot: " << a.str() << " and " << b.str() << " differ in size";
+  return reduce_double(a.numel(), ProductF{a.data<float>(), b.data<float>()}, dev);
+}
+
+double norm2_sq(const Tensor& a) {
+  const int dev = require_f32("norm2_sq", {&a});
+  return reduce_double(a.numel(), SquareF{a.data<float>()}, dev);
+}
+
+bool all_finite(const Tensor& x) {
+  const int dev = require_f32("all_finite", {&x});
+  const int64_t n = x.numel();
+  if (n == 0) return true;
+  cudaStream_t s = stream(dev);
+  Scratch flag(sizeof(int), dev);
+  ADA_CUDA_CHECK(cudaMemsetAsync(flag.get(), 0, sizeof(int), s));
+  nonfinite_kernel<<<blocks_for(n), kThreads, 0, s>>>(x.data<float>(), n, flag.as<int>());
+  ADA_CUDA_LAUNCH_CHECK();
+  int host = 0;
+  ADA_CUDA_CHECK(cudaMemcpyAsync(&host, flag.get(), sizeof(int), cudaMemcpyDeviceToHost, s));
+  ADA_CUDA_CHECK(cudaStreamSynchronize(s));
+  return host == 0;
+}
+
+}  // namespace ada::cuda

@@ -1,0 +1,163 @@
+// CUDA dropout (the same Philox keep-mask as the CPU for the same generator state) and
+// embedding gather / scatter-add of core/ops.h; checks mirror core/backend/cpu/misc.cc.
+// The embedding ops synchronise the host once each, to report an out-of-range id as the CPU
+// does. embedding_backward adds with atomics: repeated ids sum in no fixed order, so its result
+// is not bit-deterministic (it is exact when every id occurs once).
+#include <algorithm>
+#include <cstdint>
+
+#include "core/backend/cuda/cuda_common.h"
+#include "core/backend/cuda/cuda_ops.h"
+#include "core/philox.h"
+
+namespace ada::cuda {
+namespace {
+
+__device__ __forceinline__ int64_t global_tid() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ int64_t global_stride() {
+  return static_cast<int64_t>(gridDim.x) * blockDim.x;
+}
+
+__device__ __forceinline__ int64_t load_index(const void* p, bool is64, int64_t i) {
+  return is64 ? static_cast<const int64_t*>(p)[i]
+              : static_cast<int64_t>(static_cast<const int32_t*>(p)[i]);
+}
+
+// Element i kept iff philox_uniform_at(seed, first, i) >= p (Generator::uniform_at).
+__global__ void dropout_kernel(const float* x, float* y, float* mask, int64_t n, uint64_t seed,
+                               uint64_t first, float p, float keep_scale) {
+  for (int64_t i = global_tid(); i < n; i += global_stride()) {
+    const float m =
+        philox_uniform_at(seed, first, static_cast<uint64_t>(i)) >= p ? keep_scale : 0.f;
+    mask[i] = m;
+    y[i] = x[i] * m;
+  }
+}
+
+// Lowers *bad to the first position whose id lies outside [0, v).
+__global__ void check_ids_kernel(const void* ids, bool i64, int64_t n, int64_t v,
+                                 unsigned long long* bad) {
+  for (int64_t i = global_tid(); i < n; i += global_stride()) {
+    const int64_t id = load_index(ids, i64, i);
+    if (id < 0 || id >= v) atomicMin(bad, static_cast<unsigned long long>(i));
+  }
+}
+
+// y[i, :] = w[ids[i], :]; rows with an out-of-range id are left unwritten (the op throws).
+__global__ void embedding_gather_kernel(const float* w, const void* ids, bool i64, int64_t n,
+                                        int64_t v, int64_t d, float* y) {
+  const int64_t total = n * d;
+  for (int64_t e = global_tid(); e < total; e += global_stride()) {
+    const int64_t i = e / d, j = e - i * d;
+    const int64_t id = load_index(ids, i64, i);
+    if (id >= 0 && id < v) y[e] = w[id * d + j];
+  }
+}
+
+// dw[ids[i], :] += dy[i, :]; out-of-range ids are skipped (the op throws).
+__global__ void embedding_scatter_kernel(const float* dy, const void* ids, bool i64, int64_t n,
+                                         int64_t v, int64_t d, float* dw) {
+  const int64_t total = n * d;
+  for (int64_t e = global_tid(); e < total; e += global_stride()) {
+    const int64_t i = e / d, j = e - i * d;
+    const int64_t id = load_index(ids, i64, i);
+    if (id >= 0 && id < v) atomicAdd(dw + id * d + j, dy[e]);
+  }
+}
+
+// A device word for check_ids_kernel, set to "none found" on the stream.
+unsigned long long* init_bad_flag(const Scratch& s, int dev) {
+  auto* bad = s.as<unsigned long long>();
+  ADA_CUDA_CHECK(cudaMemsetAsync(bad, 0xFF, sizeof(unsigned long long), stream(dev)));
+  return bad;
+}
+
+// Waits for the stream and returns the first bad position (-1 if none) and its id.
+int64_t read_bad(const unsigned long long* bad_dev, const Tensor& ids, int dev, int64_t* id) {
+  unsigned long long bad = 0;
+  copy(&bad, false, bad_dev, true, sizeof(bad), dev);
+  if (bad == ~0ULL) return -1;
+  const int64_t i = static_cast<int64_t>(bad);
+  if (ids.dtype() == DType::i64) {
+    copy(id, false, ids.data<int64_t>() + i, true, sizeof(int64_t), dev);
+  } else {
+    int32_t v = 0;
+    copy(&v, false, ids.data<int32_t>() + i, true, sizeof(int32_t), dev);
+    *id = v;
+  }
+  return i;
+}
+
+}  // namespace
+
+Tensor dropout_forward(const Tensor& x, float p, Generator& gen, Tensor& mask) {
+  const int dev = require_f32("dropout_forward", {&x});
+  ADA_CHECK_ARG(p >= 0.f && p < 1.f, ShapeError)
+      << "dropout: probability must be in [0, 1), got " << p;
+  const int64_t n = x.numel();
+  Tensor y = Tensor::empty(x.shape(), DType::f32, x.device());
+  mask = Tensor::empty(x.shape(), DType::f32, x.device());
+  const uint64_t seed = gen.seed(), first = gen.take(static_cast<uint64_t>(n));
+  const float keep_scale = 1.f / (1.f - p);
+  if (n == 0) return y;
+  dropout_kernel<<<blocks_for(n), kThreads, 0, stream(dev)>>>(
+      x.data<float>(), y.data<float>(), mask.data<float>(), n, seed, first, p, keep_scale);
+  ADA_CUDA_LAUNCH_CHECK();
+  return y;
+}
+
+Tensor embedding_forward(const Tensor& weight, const Tensor& ids) {
+  const int dev = require_f32("embedding_forward", {&weight});
+  require_index("embedding_forward", ids, "ids", dev);
+  check_dim(weight, 2, "embedding_forward", "weight");
+  const int64_t v = weight.size(0), d = weight.size(1), n = ids.numel();
+  Shape os = ids.shape();
+  os.push_back(d);
+  Tensor y = Tensor::empty(os, DType::f32, weight.device());
+  if (n == 0) return y;
+  const bool i64 = ids.dtype() == DType::i64;
+  cudaStream_t s = stream(dev);
+  Scratch flag(sizeof(unsigned long long), dev);
+  unsigned long long* bad = init_bad_flag(flag, dev);
+  check_ids_kernel<<<blocks_for(n), kThreads, 0, s>>>(ids.raw_data(), i64, n, v, bad);
+  ADA_CUDA_LAUNCH_CHECK();
+  if (d > 0) {
+    embedding_gather_kernel<<<blocks_for(n * d), kThreads, 0, s>>>(
+        weight.data<float>(), ids.raw_data(), i64, n, v, d, y.data<float>());
+    ADA_CUDA_LAUNCH_CHECK();
+  }
+  int64_t id = 0;
+  const int64_t i = read_bad(bad, ids, dev, &id);
+  ADA_CHECK_ARG(i < 0, ShapeError)
+      << "embedding: id " << id << " at position " << i << " is outside the vocabulary [0, "
+      << v << ")";
+  return y;
+}
+
+void embedding_backward(const Tensor& dy, const Tensor& ids, Tensor& dweight) {
+  const int dev = require_f32("embedding_backward", {&dy, &dweight});
+  require_index("embedding_backward", ids, "ids", dev);
+  check_dim(dweight, 2, "embedding_backward", "dweight");
+  const int64_t v = dweight.size(0), d = dweight.size(1), n = ids.numel();
+  ADA_CHECK_ARG(dy.numel() == n * d, ShapeError)
+      << "embedding_backward: gradient " << dy.str() << " does not match ids " << ids.str()
+      << " and width " << d;
+  if (n == 0 || d == 0) return;  // the CPU checks ids only while adding columns
+  const bool i64 = ids.dtype() == DType::i64;
+  cudaStream_t s = stream(dev);
+  Scratch flag(sizeof(unsigned long long), dev);
+  unsigned long long* bad = init_bad_flag(flag, dev);
+  check_ids_kernel<<<blocks_for(n), kThreads, 0, s>>>(ids.raw_data(), i64, n, v, bad);
+  ADA_CUDA_LAUNCH_CHECK();
+  embedding_scatter_kernel<<<blocks_for(n * d), kThreads, 0, s>>>(
+      dy.data<float>(), ids.raw_data(), i64, n, v, d, dweight.data<float>());
+  ADA_CUDA_LAUNCH_CHECK();
+  int64_t id = 0;
+  const int64_t i = read_bad(bad, ids, dev, &id);
+  ADA_CHECK_ARG(i < 0, ShapeError)
+      << "embedding_backward: id " << id << " outside [0, " << v << ")";
+}
+
+}  // namespace ada::cuda

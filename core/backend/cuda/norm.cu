@@ -1,0 +1,469 @@
+// CUDA batch-norm (over dim 1 of [N, C, ...]) and layer-norm (over the last dim) of core/ops.h,
+// forward and backward. Own kernels rather than cuDNN, to follow core/backend/cpu/norm.cc
+// formula for formula: statistics are two-pass and accumulate in double; batch-norm runs one
+// block per channel, layer-norm one block per row; every sum has a fixed order, so results are
+// bit-reproducible.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "core/backend/cuda/cuda_common.h"
+#include "core/backend/cuda/cuda_ops.h"
+
+namespace ada::cuda {
+namespace {
+
+__device__ __forceinline__ int64_t global_tid() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ int64_t global_stride() {
+  return static_cast<int64_t>(gridDim.x) * blockDim.x;
+}
+
+__device__ __forceinline__ double warp_sum(double v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Block-wide sum returned to every thread. Every thread of the block must call it (blockDim.x a
+// multiple of 32, at most 1024); sh holds 33 values and is free again on return.
+__device__ double block_sum(double v, double* sh) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  v = warp_sum(v);
+  if (lane == 0) sh[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    double t = lane < nw ? sh[lane] : 0.0;
+    t = warp_sum(t);
+    if (lane == 0) sh[32] = t;
+  }
+  __syncthreads();
+  const double total = sh[32];
+  __syncthreads();
+  return total;
+}
+
+// Threads per row block: a power of two from 32 to 512, enough to cover short rows once.
+int row_threads(int64_t d) {
+  int t = 32;
+  while (t < d && t < 512) t *= 2;
+  return t;
+}
+unsigned grid_for(int64_t items) {
+  return static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(items, 1), 1 << 20));
+}
+
+// ---- batch-norm ------------------------------------------------------------------------------
+
+constexpr int kBnThreads = 512;
+
+// x [n, c, inner...]: element m (0 <= m < n*inner) of channel ch.
+struct BnGeom {
+  int64_t n, c, inner;
+  __host__ __device__ int64_t count() const { return n * inner; }
+};
+__device__ __forceinline__ int64_t bn_index(const BnGeom& g, int64_t ch, int64_t m) {
+  const int64_t i = m / g.inner, k = m - i * g.inner;
+  return (i * g.c + ch) * g.inner + k;
+}
+
+BnGeom bn_geom(const char* op, const Tensor& x, const Tensor& gamma, const Tensor& beta) {
+  ADA_CHECK_ARG(x.dim() >= 2, ShapeError) << op << ": input must be [N, C, ...], got " << x.str();
+  const int64_t c = x.size(1);
+  ADA_CHECK_ARG(gamma.shape() == Shape{c}, ShapeError)
+      << op << ": gamma " << gamma.str() << " should be [" << c << "] for input " << x.str();
+  if (beta.defined()) {
+    ADA_CHECK_ARG(beta.shape() == Shape{c}, ShapeError)
+        << op << ": beta " << beta.str() << " should be [" << c << "] for input " << x.str();
+  }
+  return {x.size(0), c, c ? x.numel() / std::max<int64_t>(1, x.size(0) * c) : 0};
+}
+
+// A per-channel statistic: f32, [c], on the device of x.
+void check_stat(const char* op, const Tensor& x, const Tensor& t, int64_t c, const char* arg) {
+  require_f32(op, {&x, &t});
+  ADA_CHECK_ARG(t.shape() == Shape{c}, ShapeError)
+      << op << ": " << arg << " " << t.str() << " should be [" << c << "]";
+}
+
+// Batch statistics, normalisation and (rm/rv non-null) the running-stat update, per channel.
+__global__ void bn_train_kernel(const float* x, const float* gamma, const float* beta, float* y,
+                                float* save_mean, float* save_invstd, float* rm, float* rv,
+                                BnGeom g, float momentum, float eps) {
+  __shared__ double sh[33];
+  const int64_t cnt = g.count();
+  const double m = static_cast<double>(cnt);
+  for (int64_t ch = blockIdx.x; ch < g.c; ch += gridDim.x) {
+    double s = 0.0;
+    for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) s += x[bn_index(g, ch, e)];
+    s = block_sum(s, sh);
+    const double mean = s / m;
+    double ss = 0.0;
+    for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
+      const double d = x[bn_index(g, ch, e)] - mean;
+      ss += d * d;
+    }
+    ss = block_sum(ss, sh);
+    const double var = ss / m;
+    const double invstd = 1.0 / sqrt(var + eps);
+    const float a = static_cast<float>(gamma[ch] * invstd);
+    const float c0 = static_cast<float>(beta[ch] - mean * gamma[ch] * invstd);
+    for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
+      const int64_t i = bn_index(g, ch, e);
+      y[i] = x[i] * a + c0;
+    }
+    if (threadIdx.x == 0) {
+      save_mean[ch] = static_cast<float>(mean);
+      save_invstd[ch] = static_cast<float>(invstd);
+      if (rm) {
+        rm[ch] = static_cast<float>((1.0 - momentum) * rm[ch] + momentum * mean);
+        rv[ch] = static_cast<float>((1.0 - momentum) * rv[ch] + momentum * var * m / (m - 1.0));
+      }
+    }
+  }
+}
+
+// Per-channel affine of eval mode: ab[ch] = gamma*invstd, ab[c + ch] = beta - mean*gamma*invstd.
+__global__ void bn_eval_coef_kernel(const float* gamma, const float* beta, const float* rm,
+                                    const float* rv, int64_t c, float eps, float* ab) {
+  for (int64_t ch = global_tid(); ch < c; ch += global_stride()) {
+    const double invstd = 1.0 / sqrt(static_cast<double>(rv[ch]) + eps);
+    ab[ch] = static_cast<float>(gamma[ch] * invstd);
+    ab[c + ch] = static_cast<float>(beta[ch] - rm[ch] * gamma[ch] * invstd);
+  }
+}
+
+__global__ void bn_eval_apply_kernel(const float* x, const float* ab, float* y, int64_t total,
+                                     int64_t c, int64_t inner) {
+  for (int64_t i = global_tid(); i < total; i += global_stride()) {
+    const int64_t ch = (i / inner) % c;
+    y[i] = x[i] * ab[ch] + ab[c + ch];
+  }
+}
+
+// Training-mode gradients per channel:
+// dx = gamma*invstd * (dy - mean(dy) - (x-mean) * dgamma*invstd/m).
+__global__ void bn_backward_kernel(const float* dy, const float* x, const float* gamma,
+                                   const float* save_mean, const float* save_invstd, BnGeom g,
+                                   float* dx, float* dgamma, float* dbeta) {
+  __shared__ double sh[33];
+  const int64_t cnt = g.count();
+  const double m = static_cast<double>(cnt);
+  for (int64_t ch = blockIdx.x; ch < g.c; ch += gridDim.x) {
+    const double mean = save_mean[ch], invstd = save_invstd[ch];
+    double sdy = 0.0, sdyx = 0.0;
+    for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
+      const int64_t i = bn_index(g, ch, e);
+      sdy += dy[i];
+      sdyx += dy[i] * (x[i] - mean);
+    }
+    sdy = block_sum(sdy, sh);
+    sdyx = block_sum(sdyx, sh);
+    const double dg = sdyx * invstd;
+    if (threadIdx.x == 0) {
+      dgamma[ch] = static_cast<float>(dg);
+      dbeta[ch] = static_cast<float>(sdy);
+    }
+    const double k = gamma[ch] * invstd;
+    const double mean_dy = sdy / m, coef = dg * invstd / m;
+    for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
+      const int64_t i = bn_index(g, ch, e);
+      dx[i] = static_cast<float>(k * (dy[i] - mean_dy - (x[i] - mean) * coef));
+    }
+  }
+}
+
+// Eval-mode gradients per channel (statistics constant): dx = dy * gamma*invstd. As the CPU,
+// the dgamma terms dy*(x - running_mean) are formed in f32 and summed in double.
+__global__ void bn_eval_backward_kernel(const float* dy, const float* x, const float* gamma,
+                                        const float* rm, const float* rv, float eps, BnGeom g,
+                                        float* dx, float* dgamma, float* dbeta) {
+  __shared__ double sh[33];
+  const int64_t cnt = g.count();
+  for (int64_t ch = blockIdx.x; ch < g.c; ch += gridDim.x) {
+    const double invstd = 1.0 / sqrt(static_cast<double>(rv[ch]) + eps);
+    const float k = static_cast<float>(gamma[ch] * invstd);
+    const float mu = rm[ch];
+    double sdy = 0.0, sdyx = 0.0;
+    for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
+      const int64_t i = bn_index(g, ch, e);
+      const float gy = dy[i];
+      sdy += gy;
+      sdyx += gy * (x[i] - mu);
+      dx[i] = gy * k;
+    }
+    sdy = block_sum(sdy, sh);
+    sdyx = block_sum(sdyx, sh);
+    if (threadIdx.x == 0) {
+      dgamma[ch] = static_cast<float>(sdyx * invstd);
+      dbeta[ch] = static_cast<float>(sdy);
+    }
+  }
+}
+
+// ---- layer-norm ------------------------------------------------------------------------------
+
+int64_t ln_width(const char* op, const Tensor& x, const Tensor& gamma) {
+  ADA_CHECK_ARG(x.dim() >= 1, ShapeError) << op << ": input must have at least 1 dim";
+  const int64_t d = x.size(-1);
+  ADA_CHECK_ARG(gamma.shape() == Shape{d}, ShapeError)
+      << op << ": gamma " << gamma.str() << " should be [" << d << "] for input " << x.str();
+  return d;
+}
+
+__global__ void ln_forward_kernel(const float* x, const float* gamma, const float* beta,
+                                  float eps, int64_t rows, int64_t d, float* y, float* save_mean,
+                                  float* save_rstd) {
+  __shared__ double sh[33];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* xr = x + r * d;
+    float* yr = y + r * d;
+    double s = 0.0;
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) s += xr[j];
+    s = block_sum(s, sh);
+    const double mean = s / d;
+    double ss = 0.0;
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) ss += (xr[j] - mean) * (xr[j] - mean);
+    ss = block_sum(ss, sh);
+    const double rstd = 1.0 / sqrt(ss / d + eps);
+    if (threadIdx.x == 0) {
+      save_mean[r] = static_cast<float>(mean);
+      save_rstd[r] = static_cast<float>(rstd);
+    }
+    const float fm = static_cast<float>(mean), fr = static_cast<float>(rstd);
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+      yr[j] = (xr[j] - fm) * fr * gamma[j] + beta[j];
+  }
+}
+
+// dx per row: rstd * (dy*gamma - mean(dy*gamma) - xhat * mean(dy*gamma*xhat)).
+__global__ void ln_backward_dx_kernel(const float* dy, const float* x, const float* gamma,
+                                      const float* save_mean, const float* save_rstd,
+                                      int64_t rows, int64_t d, float* dx) {
+  __shared__ double sh[33];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* xr = x + r * d;
+    const float* gr = dy + r * d;
+    float* dr = dx + r * d;
+    const double mean = save_mean[r], rstd = save_rstd[r];
+    double s1 = 0.0, s2 = 0.0;
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+      const double xh = (xr[j] - mean) * rstd, dxh = static_cast<double>(gr[j]) * gamma[j];
+      s1 += dxh;
+      s2 += dxh * xh;
+    }
+    s1 = block_sum(s1, sh);
+    s2 = block_sum(s2, sh);
+    const double m1 = s1 / d, m2 = s2 / d;
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+      const double xh = (xr[j] - mean) * rstd;
+      dr[j] = static_cast<float>(rstd * (static_cast<double>(gr[j]) * gamma[j] - m1 - xh * m2));
+    }
+  }
+}
+
+// dgamma/dbeta in two fixed-order stages. Stage 1: block (x = 32 columns, y = 8 row lanes) of
+// grid (column tiles, chunks) writes, for its chunk of rows, pg[chunk*d + j] = sum dy*xhat and
+// pb[chunk*d + j] = sum dy.
+constexpr int kLnCols = 32, kLnLanes = 8;
+
+__global__ void ln_param_partial_kernel(const float* dy, const float* x, const float* save_mean,
+                                        const float* save_rstd, int64_t rows, int64_t d,
+                                        int64_t chunks, double* pg, double* pb) {
+  __shared__ double shg[kLnLanes][kLnCols], shb[kLnLanes][kLnCols];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t chunk = blockIdx.y;
+  const int64_t r0 = rows * chunk / chunks, r1 = rows * (chunk + 1) / chunks;
+  for (int64_t j0 = static_cast<int64_t>(blockIdx.x) * kLnCols; j0 < d;
+       j0 += static_cast<int64_t>(gridDim.x) * kLnCols) {
+    const int64_t j = j0 + tx;
+    double ag = 0.0, ab = 0.0;
+    if (j < d) {
+      for (int64_t r = r0 + ty; r < r1; r += kLnLanes) {
+        const double mean = save_mean[r], rstd = save_rstd[r];
+        const float g = dy[r * d + j];
+        const double xh = (x[r * d + j] - mean) * rstd;
+        ag += g * xh;
+        ab += g;
+      }
+    }
+    shg[ty][tx] = ag;
+    shb[ty][tx] = ab;
+    __syncthreads();
+    if (ty == 0 && j < d) {
+      double sg = 0.0, sb = 0.0;
+      for (int k = 0; k < kLnLanes; ++k) {
+        sg += shg[k][tx];
+        sb += shb[k][tx];
+      }
+      pg[chunk * d + j] = sg;
+      pb[chunk * d + j] = sb;
+    }
+    __syncthreads();
+  }
+}
+
+// Stage 2: dgamma[j] = sum over chunks of pg, dbeta[j] likewise, in chunk order.
+__global__ void ln_param_final_kernel(const double* pg, const double* pb, int64_t d,
+                                      int64_t chunks, float* dgamma, float* dbeta) {
+  for (int64_t j = global_tid(); j < d; j += global_stride()) {
+    double sg = 0.0, sb = 0.0;
+    for (int64_t c = 0; c < chunks; ++c) {
+      sg += pg[c * d + j];
+      sb += pb[c * d + j];
+    }
+    dgamma[j] = static_cast<float>(sg);
+    dbeta[j] = static_cast<float>(sb);
+  }
+}
+
+}  // namespace
+
+Tensor batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                        Tensor& running_mean, Tensor& running_var, float momentum, float eps,
+                        Tensor& save_mean, Tensor& save_invstd) {
+  const char* op = "batch_norm_train";
+  const int dev = require_f32(op, {&x, &gamma, &beta});
+  const BnGeom g = bn_geom(op, x, gamma, beta);
+  const bool track = running_mean.defined();
+  if (track) {
+    check_stat(op, x, running_mean, g.c, "running_mean");
+    check_stat(op, x, running_var, g.c, "running_var");
+  }
+  ADA_CHECK_ARG(g.count() > 1, ShapeError)
+      << "batch_norm_train: needs more than one value per channel in training mode, got input "
+      << x.str();
+  Tensor y = Tensor::empty(x.shape(), DType::f32, x.device());
+  save_mean = Tensor::empty({g.c}, DType::f32, x.device());
+  save_invstd = Tensor::empty({g.c}, DType::f32, x.device());
+  if (g.c == 0) return y;
+  bn_train_kernel<<<grid_for(g.c), kBnThreads, 0, stream(dev)>>>(
+      x.data<float>(), gamma.data<float>(), beta.data<float>(), y.data<float>(),
+      save_mean.data<float>(), save_invstd.data<float>(),
+      track ? running_mean.data<float>() : nullptr, track ? running_var.data<float>() : nullptr,
+      g, momentum, eps);
+  ADA_CUDA_LAUNCH_CHECK();
+  return y;
+}
+
+Tensor batch_norm_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                       const Tensor& running_mean, const Tensor& running_var, float eps) {
+  const char* op = "batch_norm_eval";
+  const int dev = require_f32(op, {&x, &gamma, &beta});
+  const BnGeom g = bn_geom(op, x, gamma, beta);
+  check_stat(op, x, running_mean, g.c, "running_mean");
+  check_stat(op, x, running_var, g.c, "running_var");
+  Tensor y = Tensor::empty(x.shape(), DType::f32, x.device());
+  const int64_t total = x.numel();
+  if (total == 0) return y;
+  cudaStream_t s = stream(dev);
+  Scratch ab(2 * static_cast<size_t>(g.c) * sizeof(float), dev);
+  bn_eval_coef_kernel<<<blocks_for(g.c), kThreads, 0, s>>>(
+      gamma.data<float>(), beta.data<float>(), running_mean.data<float>(),
+      running_var.data<float>(), g.c, eps, ab.as<float>());
+  ADA_CUDA_LAUNCH_CHECK();
+  bn_eval_apply_kernel<<<blocks_for(total), kThreads, 0, s>>>(x.data<float>(), ab.as<float>(),
+                                                              y.data<float>(), total, g.c,
+                                                              g.inner);
+  ADA_CUDA_LAUNCH_CHECK();
+  return y;
+}
+
+BatchNormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                   const Tensor& save_mean, const Tensor& save_invstd) {
+  const char* op = "batch_norm_backward";
+  const int dev = require_f32(op, {&dy, &x, &gamma});
+  const BnGeom g = bn_geom(op, x, gamma, Tensor());
+  check_same_shape(dy, x, op);
+  check_stat(op, x, save_mean, g.c, "save_mean");
+  check_stat(op, x, save_invstd, g.c, "save_invstd");
+  const Device dv = x.device();
+  BatchNormGrads r{Tensor::empty(x.shape(), DType::f32, dv), Tensor::empty({g.c}, DType::f32, dv),
+                   Tensor::empty({g.c}, DType::f32, dv)};
+  if (g.c == 0) return r;
+  bn_backward_kernel<<<grid_for(g.c), kBnThreads, 0, stream(dev)>>>(
+      dy.data<float>(), x.data<float>(), gamma.data<float>(), save_mean.data<float>(),
+      save_invstd.data<float>(), g, r.dx.data<float>(), r.dgamma.data<float>(),
+      r.dbeta.data<float>());
+  ADA_CUDA_LAUNCH_CHECK();
+  return r;
+}
+
+BatchNormGrads batch_norm_eval_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                        const Tensor& running_mean, const Tensor& running_var,
+                                        float eps) {
+  const char* op = "batch_norm_eval_backward";
+  const int dev = require_f32(op, {&dy, &x, &gamma});
+  const BnGeom g = bn_geom(op, x, gamma, Tensor());
+  check_same_shape(dy, x, op);
+  check_stat(op, x, running_mean, g.c, "running_mean");
+  check_stat(op, x, running_var, g.c, "running_var");
+  const Device dv = x.device();
+  BatchNormGrads r{Tensor::empty(x.shape(), DType::f32, dv), Tensor::empty({g.c}, DType::f32, dv),
+                   Tensor::empty({g.c}, DType::f32, dv)};
+  if (g.c == 0) return r;
+  bn_eval_backward_kernel<<<grid_for(g.c), kBnThreads, 0, stream(dev)>>>(
+      dy.data<float>(), x.data<float>(), gamma.data<float>(), running_mean.data<float>(),
+      running_var.data<float>(), eps, g, r.dx.data<float>(), r.dgamma.data<float>(),
+      r.dbeta.data<float>());
+  ADA_CUDA_LAUNCH_CHECK();
+  return r;
+}
+
+Tensor layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                          Tensor& save_mean, Tensor& save_rstd) {
+  const char* op = "layer_norm_forward";
+  const int dev = require_f32(op, {&x, &gamma, &beta});
+  const int64_t d = ln_width(op, x, gamma);
+  check_same_shape(gamma, beta, "layer_norm_forward (gamma vs beta)");
+  const int64_t rows = d ? x.numel() / d : 0;
+  Tensor y = Tensor::empty(x.shape(), DType::f32, x.device());
+  save_mean = Tensor::empty({rows}, DType::f32, x.device());
+  save_rstd = Tensor::empty({rows}, DType::f32, x.device());
+  if (rows == 0) return y;
+  ln_forward_kernel<<<grid_for(rows), row_threads(d), 0, stream(dev)>>>(
+      x.data<float>(), gamma.data<float>(), beta.data<float>(), eps, rows, d, y.data<float>(),
+      save_mean.data<float>(), save_rstd.data<float>());
+  ADA_CUDA_LAUNCH_CHECK();
+  return y;
+}
+
+LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                   const Tensor& save_mean, const Tensor& save_rstd) {
+  const char* op = "layer_norm_backward";
+  const int dev = require_f32(op, {&dy, &x, &gamma, &save_mean, &save_rstd});
+  const int64_t d = ln_width(op, x, gamma);
+  check_same_shape(dy, x, op);
+  const int64_t rows = d ? x.numel() / d : 0;
+  ADA_CHECK_ARG(save_mean.numel() == rows && save_rstd.numel() == rows, ShapeError)
+      << "layer_norm_backward: saved statistics do not match input " << x.str();
+  const Device dv = x.device();
+  if (rows == 0)
+    return {Tensor::empty(x.shape(), DType::f32, dv), Tensor::zeros({d}, DType::f32, dv),
+            Tensor::zeros({d}, DType::f32, dv)};
+  LayerNormGrads r{Tensor::empty(x.shape(), DType::f32, dv), Tensor::empty({d}, DType::f32, dv),
+                   Tensor::empty({d}, DType::f32, dv)};
+  cudaStream_t s = stream(dev);
+  ln_backward_dx_kernel<<<grid_for(rows), row_threads(d), 0, s>>>(
+      dy.data<float>(), x.data<float>(), gamma.data<float>(), save_mean.data<float>(),
+      save_rstd.data<float>(), rows, d, r.dx.data<float>());
+  ADA_CUDA_LAUNCH_CHECK();
+  // About 64 rows per chunk, at most 256 chunks.
+  const int64_t chunks = std::min<int64_t>((rows + 63) / 64, 256);
+  const int64_t col_tiles = std::min<int64_t>((d + kLnCols - 1) / kLnCols, 65535);
+  Scratch partial(2 * static_cast<size_t>(chunks) * static_cast<size_t>(d) * sizeof(double), dev);
+  double* pg = partial.as<double>();
+  double* pb = pg + chunks * d;
+  ln_param_partial_kernel<<<dim3(static_cast<unsigned>(col_tiles), static_cast<unsigned>(chunks)),
+                            dim3(kLnCols, kLnLanes), 0, s>>>(
+      dy.data<float>(), x.data<float>(), save_mean.data<float>(), save_rstd.data<float>(), rows,
+      d, chunks, pg, pb);
+  ADA_CUDA_LAUNCH_CHECK();
+  ln_param_final_kernel<<<blocks_for(d), kThreads, 0, s>>>(pg, pb, d, chunks,
+                                                           r.dgamma.data<float>(),
+                                                           r.dbeta.data<float>());
+  ADA_CUDA_LAUNCH_CHECK();
+  return r;
+}
+
+}  // namespace ada::cuda

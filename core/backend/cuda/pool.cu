@@ -1,0 +1,233 @@
+// CUDA max-, average- and global-average pooling on NCHW of core/ops.h, forward and backward;
+// windows, padding, divisors, argmax tie-breaking and checks as core/backend/cpu/pool.cc.
+// One thread per output (forward) or input (avg backward, a gather in the CPU's summation
+// order); max-pool backward scatters through the saved argmax with atomics, so overlapping
+// windows (stride < kernel) add in no fixed order.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "core/backend/cuda/cuda_common.h"
+#include "core/backend/cuda/cuda_ops.h"
+
+namespace ada::cuda {
+namespace {
+
+__device__ __forceinline__ int64_t global_tid() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ int64_t global_stride() {
+  return static_cast<int64_t>(gridDim.x) * blockDim.x;
+}
+
+// Plane geometry: input H x W, output P x Q, and the window parameters.
+struct PoolGeom {
+  int64_t H, W, P, Q;
+  int kh, kw, sh, sw, ph, pw;
+  bool count_include_pad;
+};
+
+PoolGeom pool_geom(const Shape& x, const Shape& out, const Pool2dParams& p) {
+  return {x[2],       x[3],       out[2],   out[3],   p.kernel_h,         p.kernel_w,
+          p.stride_h, p.stride_w, p.pad_h,  p.pad_w,  p.count_include_pad};
+}
+
+// y and argmax (flat index into the H*W plane) of every output; the first maximum in row-major
+// window order wins, and a NaN wins at once.
+__global__ void max_pool_forward_kernel(const float* x, float* y, int32_t* idx, int64_t total,
+                                        PoolGeom g) {
+  for (int64_t o = global_tid(); o < total; o += global_stride()) {
+    const int64_t j = o % g.Q, i = (o / g.Q) % g.P, plane = o / (g.P * g.Q);
+    const float* xs = x + plane * g.H * g.W;
+    int64_t h0 = i * g.sh - g.ph, h1 = min(h0 + g.kh, g.H);
+    h0 = max(h0, static_cast<int64_t>(0));
+    int64_t w0 = j * g.sw - g.pw, w1 = min(w0 + g.kw, g.W);
+    w0 = max(w0, static_cast<int64_t>(0));
+    float best = -INFINITY;
+    int64_t arg = h0 * g.W + w0;
+    bool stop = false;
+    for (int64_t h = h0; h < h1 && !stop; ++h)
+      for (int64_t w = w0; w < w1; ++w) {
+        const float v = xs[h * g.W + w];
+        if (v > best || isnan(v)) {
+          best = v;
+          arg = h * g.W + w;
+          if (isnan(v)) {
+            stop = true;
+            break;
+          }
+        }
+      }
+    y[o] = best;
+    idx[o] = static_cast<int32_t>(arg);
+  }
+}
+
+// dx[plane, idx[o]] += dy[o]; dx must be zeroed. Indices outside the plane are skipped.
+__global__ void max_pool_backward_kernel(const float* dy, const int32_t* idx, float* dx,
+                                         int64_t total, int64_t pq, int64_t hw) {
+  for (int64_t o = global_tid(); o < total; o += global_stride()) {
+    const int64_t k = idx[o];
+    if (k >= 0 && k < hw) atomicAdd(dx + (o / pq) * hw + k, dy[o]);
+  }
+}
+
+// The window of output (i, j), clipped as the CPU: [h0, h1) x [w0, w1) inside the input and
+// the divisor (the window clipped to the padded input when count_include_pad).
+struct AvgWindow {
+  int64_t h0, h1, w0, w1, div;
+};
+__device__ __forceinline__ AvgWindow avg_window(const PoolGeom& g, int64_t i, int64_t j) {
+  int64_t h0 = i * g.sh - g.ph, w0 = j * g.sw - g.pw;
+  int64_t h1 = min(h0 + g.kh, g.H + g.ph);
+  int64_t w1 = min(w0 + g.kw, g.W + g.pw);
+  const int64_t div_full = (h1 - h0) * (w1 - w0);
+  h0 = max(h0, static_cast<int64_t>(0));
+  w0 = max(w0, static_cast<int64_t>(0));
+  h1 = min(h1, g.H);
+  w1 = min(w1, g.W);
+  return {h0, h1, w0, w1, g.count_include_pad ? div_full : (h1 - h0) * (w1 - w0)};
+}
+
+__global__ void avg_pool_forward_kernel(const float* x, float* y, int64_t total, PoolGeom g) {
+  for (int64_t o = global_tid(); o < total; o += global_stride()) {
+    const int64_t j = o % g.Q, i = (o / g.Q) % g.P, plane = o / (g.P * g.Q);
+    const float* xs = x + plane * g.H * g.W;
+    const AvgWindow a = avg_window(g, i, j);
+    float s = 0.f;
+    for (int64_t h = a.h0; h < a.h1; ++h)
+      for (int64_t w = a.w0; w < a.w1; ++w) s += xs[h * g.W + w];
+    y[o] = s / static_cast<float>(a.div);
+  }
+}
+
+// dx[h, w] = sum of dy[i, j]/div(i, j) over the outputs whose clipped window holds (h, w),
+// added in row-major (i, j) order as the CPU's scatter does.
+__global__ void avg_pool_backward_kernel(const float* dy, float* dx, int64_t total, PoolGeom g) {
+  for (int64_t e = global_tid(); e < total; e += global_stride()) {
+    const int64_t w = e % g.W, h = (e / g.W) % g.H, plane = e / (g.H * g.W);
+    const float* gs = dy + plane * g.P * g.Q;
+    // Outputs i with i*sh - ph <= h < i*sh - ph + kh, i.e. h + ph - kh < i*sh <= h + ph.
+    const int64_t ah = h + g.ph - g.kh, aw = w + g.pw - g.kw;
+    const int64_t i0 = ah < 0 ? 0 : ah / g.sh + 1, i1 = min((h + g.ph) / g.sh, g.P - 1);
+    const int64_t j0 = aw < 0 ? 0 : aw / g.sw + 1, j1 = min((w + g.pw) / g.sw, g.Q - 1);
+    float acc = 0.f;
+    for (int64_t i = i0; i <= i1; ++i)
+      for (int64_t j = j0; j <= j1; ++j) {
+        const AvgWindow a = avg_window(g, i, j);
+        acc += gs[i * g.Q + j] / static_cast<float>(a.div);
+      }
+    dx[e] = acc;
+  }
+}
+
+// One warp per plane: y[plane] = float(double sum / hw).
+__global__ void global_avg_forward_kernel(const float* x, float* y, int64_t planes, int64_t hw) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x >> 5);
+  for (int64_t pl = global_tid() >> 5; pl < planes; pl += warps) {
+    const float* xs = x + pl * hw;
+    double s = 0.0;
+    for (int64_t i = lane; i < hw; i += 32) s += xs[i];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
+    if (lane == 0) y[pl] = static_cast<float>(s / static_cast<double>(hw));
+  }
+}
+
+__global__ void global_avg_backward_kernel(const float* dy, float* dx, int64_t total,
+                                           int64_t hw) {
+  const float fhw = static_cast<float>(hw);
+  for (int64_t e = global_tid(); e < total; e += global_stride()) dx[e] = dy[e / hw] / fhw;
+}
+
+}  // namespace
+
+Tensor max_pool2d_forward(const Tensor& x, const Pool2dParams& p, Tensor& indices) {
+  const int dev = require_f32("max_pool2d_forward", {&x});
+  const Shape os = ops::pool2d_output_shape(x.shape(), p);
+  Tensor y = Tensor::empty(os, DType::f32, x.device());
+  indices = Tensor::empty(os, DType::i32, x.device());
+  const int64_t total = y.numel();
+  if (total == 0) return y;
+  max_pool_forward_kernel<<<blocks_for(total), kThreads, 0, stream(dev)>>>(
+      x.data<float>(), y.data<float>(), indices.data<int32_t>(), total,
+      pool_geom(x.shape(), os, p));
+  ADA_CUDA_LAUNCH_CHECK();
+  return y;
+}
+
+Tensor max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Shape& x_shape) {
+  const char* op = "max_pool2d_backward";
+  const int dev = require_f32(op, {&dy});
+  check_dtype(indices, DType::i32, op, "indices");
+  ADA_CHECK_ARG(!indices.device().is_cpu() && indices.device().index == dev, DeviceError)
+      << op << ": 'indices' is " << indices.str() << ", expected on cuda:" << dev;
+  check_same_shape(dy, indices, op);
+  ADA_CHECK_ARG(x_shape.size() == 4 && dy.dim() == 4 && dy.size(0) == x_shape[0] &&
+                    dy.size(1) == x_shape[1], ShapeError)
+      << "max_pool2d_backward: gradient " << dy.str() << " does not match input "
+      << shape_str(x_shape);
+  Tensor dx = Tensor::zeros(x_shape, DType::f32, dy.device());
+  const int64_t total = dy.numel(), hw = x_shape[2] * x_shape[3];
+  if (total == 0 || dx.numel() == 0) return dx;
+  max_pool_backward_kernel<<<blocks_for(total), kThreads, 0, stream(dev)>>>(
+      dy.data<float>(), indices.data<int32_t>(), dx.data<float>(), total,
+      dy.size(2) * dy.size(3), hw);
+  ADA_CUDA_LAUNCH_CHECK();
+  return dx;
+}
+
+Tensor avg_pool2d_forward(const Tensor& x, const Pool2dParams& p) {
+  const int dev = require_f32("avg_pool2d_forward", {&x});
+  const Shape os = ops::pool2d_output_shape(x.shape(), p);
+  Tensor y = Tensor::empty(os, DType::f32, x.device());
+  const int64_t total = y.numel();
+  if (total == 0) return y;
+  avg_pool_forward_kernel<<<blocks_for(total), kThreads, 0, stream(dev)>>>(
+      x.data<float>(), y.data<float>(), total, pool_geom(x.shape(), os, p));
+  ADA_CUDA_LAUNCH_CHECK();
+  return y;
+}
+
+Tensor avg_pool2d_backward(const Tensor& dy, const Shape& x_shape, const Pool2dParams& p) {
+  const int dev = require_f32("avg_pool2d_backward", {&dy});
+  const Shape os = ops::pool2d_output_shape(x_shape, p);
+  ADA_CHECK_ARG(dy.shape() == os, ShapeError)
+      << "avg_pool2d_backward: gradient " << dy.str() << " should be " << shape_str(os);
+  Tensor dx = Tensor::empty(x_shape, DType::f32, dy.device());
+  const int64_t total = dx.numel();
+  if (total == 0) return dx;
+  avg_pool_backward_kernel<<<blocks_for(total), kThreads, 0, stream(dev)>>>(
+      dy.data<float>(), dx.data<float>(), total, pool_geom(x_shape, os, p));
+  ADA_CUDA_LAUNCH_CHECK();
+  return dx;
+}
+
+Tensor global_avg_pool_forward(const Tensor& x) {
+  const int dev = require_f32("global_avg_pool_forward", {&x});
+  check_dim(x, 4, "global_avg_pool_forward", "x");
+  const int64_t planes = x.size(0) * x.size(1), hw = x.size(2) * x.size(3);
+  ADA_CHECK_ARG(hw > 0, ShapeError) << "global_avg_pool_forward: empty spatial size in " << x.str();
+  Tensor y = Tensor::empty({x.size(0), x.size(1)}, DType::f32, x.device());
+  if (planes == 0) return y;
+  global_avg_forward_kernel<<<blocks_for(planes * 32), kThreads, 0, stream(dev)>>>(
+      x.data<float>(), y.data<float>(), planes, hw);
+  ADA_CUDA_LAUNCH_CHECK();
+  return y;
+}
+
+Tensor global_avg_pool_backward(const Tensor& dy, const Shape& x_shape) {
+  const int dev = require_f32("global_avg_pool_backward", {&dy});
+  ADA_CHECK_ARG(x_shape.size() == 4 && dy.shape() == Shape({x_shape[0], x_shape[1]}), ShapeError)
+      << "global_avg_pool_backward: gradient " << dy.str() << " does not match input "
+      << shape_str(x_shape);
+  Tensor dx = Tensor::empty(x_shape, DType::f32, dy.device());
+  const int64_t total = dx.numel(), hw = x_shape[2] * x_shape[3];
+  if (total == 0) return dx;
+  global_avg_backward_kernel<<<blocks_for(total), kThreads, 0, stream(dev)>>>(
+      dy.data<float>(), dx.data<float>(), total, hw);
+  ADA_CUDA_LAUNCH_CHECK();
+  return dx;
+}
+
+}  // namespace ada::cuda

@@ -1,0 +1,320 @@
+// CUDA softmax, log-softmax and their gradients over the last dim, and softmax cross-entropy
+// (forward and backward) of core/ops.h. One block per row, max-subtracted, sums in double in a
+// fixed pattern (results are bit-reproducible); semantics and argument checks mirror
+// core/backend/cpu/softmax.cc. cross_entropy_forward synchronises the host once, to report an
+// out-of-range target as the CPU does.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "core/backend/cuda/cuda_common.h"
+#include "core/backend/cuda/cuda_ops.h"
+
+namespace ada::cuda {
+namespace {
+
+__device__ __forceinline__ int64_t global_tid() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ int64_t global_stride() {
+  return static_cast<int64_t>(gridDim.x) * blockDim.x;
+}
+
+__device__ __forceinline__ double warp_sum(double v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Block-wide sum / max returned to every thread. Every thread of the block must call them
+// (blockDim.x a multiple of 32, at most 1024); sh holds 33 values and is free again on return.
+__device__ double block_sum(double v, double* sh) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  v = warp_sum(v);
+  if (lane == 0) sh[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    double t = lane < nw ? sh[lane] : 0.0;
+    t = warp_sum(t);
+    if (lane == 0) sh[32] = t;
+  }
+  __syncthreads();
+  const double total = sh[32];
+  __syncthreads();
+  return total;
+}
+__device__ float block_max(float v, float* sh) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  v = warp_max(v);
+  if (lane == 0) sh[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    float t = lane < nw ? sh[lane] : -INFINITY;
+    t = warp_max(t);
+    if (lane == 0) sh[32] = t;
+  }
+  __syncthreads();
+  const float m = sh[32];
+  __syncthreads();
+  return m;
+}
+
+// Threads per row block: a power of two from 32 to 512, enough to cover short rows once.
+int row_threads(int64_t d) {
+  int t = 32;
+  while (t < d && t < 512) t *= 2;
+  return t;
+}
+unsigned row_blocks(int64_t rows) {
+  return static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(rows, 1), 1 << 20));
+}
+
+// y = softmax(x) (log_softmax when kLog) over rows of width d, as the CPU: float max; softmax
+// sums the float exps in double and scales by float(1/sum); log-softmax subtracts
+// max + float(log(sum of double exps)).
+template <bool kLog>
+__global__ void softmax_rows_kernel(const float* x, float* y, int64_t rows, int64_t d) {
+  __shared__ double shd[33];
+  __shared__ float shf[33];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* xr = x + r * d;
+    float* yr = y + r * d;
+    float mx = -INFINITY;
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) mx = fmaxf(mx, xr[j]);
+    mx = block_max(mx, shf);
+    double s = 0.0;
+    if (kLog) {
+      for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+        s += exp(static_cast<double>(xr[j] - mx));
+      s = block_sum(s, shd);
+      const float lse = mx + static_cast<float>(log(s));
+      for (int64_t j = threadIdx.x; j < d; j += blockDim.x) yr[j] = xr[j] - lse;
+    } else {
+      // Each thread rescales exactly the elements it wrote.
+      for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+        const float e = expf(xr[j] - mx);
+        yr[j] = e;
+        s += static_cast<double>(e);
+      }
+      s = block_sum(s, shd);
+      const float inv = static_cast<float>(1.0 / s);
+      for (int64_t j = threadIdx.x; j < d; j += blockDim.x) yr[j] *= inv;
+    }
+  }
+}
+
+// softmax: dx = y * (g - sum(g*y)); log-softmax (kLog): dx = g - exp(y) * sum(g).
+template <bool kLog>
+__global__ void softmax_backward_rows_kernel(const float* g, const float* y, float* dx,
+                                             int64_t rows, int64_t d) {
+  __shared__ double shd[33];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* gr = g + r * d;
+    const float* yr = y + r * d;
+    float* dr = dx + r * d;
+    double s = 0.0;
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+      s += kLog ? static_cast<double>(gr[j]) : static_cast<double>(gr[j]) * yr[j];
+    s = block_sum(s, shd);
+    const float fs = static_cast<float>(s);
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+      dr[j] = kLog ? gr[j] - expf(yr[j]) * fs : yr[j] * (gr[j] - fs);
+  }
+}
+
+template <bool kLog>
+Tensor softmax_forward_impl(const char* op, const Tensor& x) {
+  const int dev = require_f32(op, {&x});
+  ADA_CHECK_ARG(x.dim() >= 1, ShapeError) << op << ": input must have at least 1 dim";
+  const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
+  Tensor y = Tensor::empty(x.shape(), DType::f32, x.device());
+  if (rows == 0) return y;
+  softmax_rows_kernel<kLog><<<row_blocks(rows), row_threads(d), 0, stream(dev)>>>(
+      x.data<float>(), y.data<float>(), rows, d);
+  ADA_CUDA_LAUNCH_CHECK();
+  return y;
+}
+
+template <bool kLog>
+Tensor softmax_backward_impl(const char* op, const Tensor& dy, const Tensor& y) {
+  const int dev = require_f32(op, {&dy, &y});
+  check_same_shape(dy, y, op);
+  const int64_t d = y.dim() ? y.size(-1) : 1, rows = d ? y.numel() / d : 0;
+  Tensor dx = Tensor::empty(y.shape(), DType::f32, y.device());
+  if (rows == 0) return dx;
+  softmax_backward_rows_kernel<kLog><<<row_blocks(rows), row_threads(d), 0, stream(dev)>>>(
+      dy.data<float>(), y.data<float>(), dx.data<float>(), rows, d);
+  ADA_CUDA_LAUNCH_CHECK();
+  return dx;
+}
+
+// ---- cross-entropy ---------------------------------------------------------------------------
+
+__device__ __forceinline__ int64_t load_index(const void* p, bool is64, int64_t i) {
+  return is64 ? static_cast<const int64_t*>(p)[i]
+              : static_cast<int64_t>(static_cast<const int32_t*>(p)[i]);
+}
+
+int check_ce(const char* op, const Tensor& logits, const Tensor& targets, float smoothing) {
+  const int dev = require_f32(op, {&logits});
+  require_index(op, targets, "targets", dev);
+  ADA_CHECK_ARG(logits.dim() == 2, ShapeError)
+      << op << ": logits must be [N, C], got " << logits.str();
+  ADA_CHECK_ARG(targets.dim() == 1 && targets.size(0) == logits.size(0), ShapeError)
+      << op << ": targets " << targets.str() << " should be [" << logits.size(0) << "]";
+  ADA_CHECK_ARG(smoothing >= 0.f && smoothing <= 1.f, ShapeError)
+      << op << ": label_smoothing must be in [0, 1], got " << smoothing;
+  return dev;
+}
+
+// row_loss[r] = (1-e)*(-lp[t]) + e*mean_c(-lp[c]) for rows whose target t is in range and not
+// ignore_index, else 0. Rows with an out-of-range target lower *bad_row to their index.
+__global__ void ce_rows_kernel(const float* lp, const void* targets, bool t64, int64_t n,
+                               int64_t c, float smoothing, int64_t ignore_index, double* row_loss,
+                               unsigned long long* bad_row) {
+  __shared__ double shd[33];
+  for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
+    const int64_t t = load_index(targets, t64, r);  // uniform over the block
+    if (t == ignore_index || t < 0 || t >= c) {
+      if (threadIdx.x == 0) {
+        row_loss[r] = 0.0;
+        if (t != ignore_index) atomicMin(bad_row, static_cast<unsigned long long>(r));
+      }
+      continue;
+    }
+    const float* lr = lp + r * c;
+    double row = -(1.0 - smoothing) * lr[t];
+    if (smoothing > 0.f) {
+      double s = 0.0;
+      for (int64_t j = threadIdx.x; j < c; j += blockDim.x) s += lr[j];
+      s = block_sum(s, shd);
+      row -= smoothing * s / static_cast<double>(c);
+    }
+    if (threadIdx.x == 0) row_loss[r] = row;
+  }
+}
+
+// *loss = mean of row_loss over rows whose target is not ignore_index (0 if none). One block.
+__global__ void ce_mean_kernel(const double* row_loss, const void* targets, bool t64, int64_t n,
+                               int64_t ignore_index, float* loss) {
+  __shared__ double shd[33];
+  double total = 0.0, count = 0.0;
+  for (int64_t r = threadIdx.x; r < n; r += blockDim.x) {
+    if (load_index(targets, t64, r) == ignore_index) continue;
+    total += row_loss[r];
+    count += 1.0;
+  }
+  total = block_sum(total, shd);
+  count = block_sum(count, shd);
+  if (threadIdx.x == 0) *loss = count > 0.0 ? static_cast<float>(total / count) : 0.f;
+}
+
+// *count = number of rows whose target is not ignore_index. One block.
+__global__ void ce_count_kernel(const void* targets, bool t64, int64_t n, int64_t ignore_index,
+                                int64_t* count) {
+  __shared__ double shd[33];
+  double k = 0.0;
+  for (int64_t r = threadIdx.x; r < n; r += blockDim.x)
+    k += load_index(targets, t64, r) != ignore_index ? 1.0 : 0.0;
+  k = block_sum(k, shd);
+  if (threadIdx.x == 0) *count = static_cast<int64_t>(k);
+}
+
+// dx = k*(exp(lp) - e/C) - k*(1-e)*[j == t] with k = dloss/count on non-ignored rows, 0 on
+// ignored rows and everywhere when count is 0. An out-of-range target only drops its one-hot term.
+__global__ void ce_backward_kernel(const float* lp, const void* targets, bool t64, int64_t n,
+                                   int64_t c, float dloss, float smoothing, float uni,
+                                   int64_t ignore_index, const int64_t* count, float* dx) {
+  const int64_t total = n * c, cnt = *count;
+  const float k = cnt ? dloss / static_cast<float>(cnt) : 0.f;
+  for (int64_t e = global_tid(); e < total; e += global_stride()) {
+    const int64_t i = e / c, j = e - i * c;
+    const int64_t t = load_index(targets, t64, i);
+    if (cnt == 0 || t == ignore_index) {
+      dx[e] = 0.f;
+      continue;
+    }
+    float v = k * (expf(lp[e]) - uni);
+    if (j == t) v -= k * (1.f - smoothing);
+    dx[e] = v;
+  }
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x) { return softmax_forward_impl<false>("softmax", x); }
+
+Tensor softmax_backward(const Tensor& dy, const Tensor& y) {
+  return softmax_backward_impl<false>("softmax_backward", dy, y);
+}
+
+Tensor log_softmax(const Tensor& x) { return softmax_forward_impl<true>("log_softmax", x); }
+
+Tensor log_softmax_backward(const Tensor& dy, const Tensor& y) {
+  return softmax_backward_impl<true>("log_softmax_backward", dy, y);
+}
+
+Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, float label_smoothing,
+                             int64_t ignore_index, Tensor& save_logp) {
+  const int dev = check_ce("cross_entropy_forward", logits, targets, label_smoothing);
+  save_logp = log_softmax(logits);
+  const int64_t n = logits.size(0), c = logits.size(1);
+  if (n == 0) return Tensor::zeros({}, DType::f32, logits.device());
+  Tensor loss = Tensor::empty({}, DType::f32, logits.device());
+  const bool t64 = targets.dtype() == DType::i64;
+  cudaStream_t s = stream(dev);
+  Scratch buf(static_cast<size_t>(n) * sizeof(double) + sizeof(unsigned long long), dev);
+  double* row_loss = buf.as<double>();
+  auto* bad_row = reinterpret_cast<unsigned long long*>(row_loss + n);
+  ADA_CUDA_CHECK(cudaMemsetAsync(bad_row, 0xFF, sizeof(unsigned long long), s));
+  ce_rows_kernel<<<row_blocks(n), row_threads(c), 0, s>>>(
+      save_logp.data<float>(), targets.raw_data(), t64, n, c, label_smoothing, ignore_index,
+      row_loss, bad_row);
+  ADA_CUDA_LAUNCH_CHECK();
+  ce_mean_kernel<<<1, kThreads, 0, s>>>(row_loss, targets.raw_data(), t64, n, ignore_index,
+                                        loss.data<float>());
+  ADA_CUDA_LAUNCH_CHECK();
+  // The CPU throws on the first non-ignored target outside [0, C): read back that row, if any.
+  unsigned long long bad = 0;
+  copy(&bad, false, bad_row, true, sizeof(bad), dev);
+  if (bad != ~0ULL) {
+    const int64_t i = static_cast<int64_t>(bad);
+    int64_t t = 0;
+    if (t64) {
+      copy(&t, false, targets.data<int64_t>() + i, true, sizeof(int64_t), dev);
+    } else {
+      int32_t t32 = 0;
+      copy(&t32, false, targets.data<int32_t>() + i, true, sizeof(int32_t), dev);
+      t = t32;
+    }
+    ADA_CHECK_ARG(false, ShapeError)
+        << "cross_entropy: target " << t << " at row " << i << " is outside [0, " << c
+        << ") (and is not ignore_index " << ignore_index << ")";
+  }
+  return loss;
+}
+
+Tensor cross_entropy_backward(float dloss, const Tensor& save_logp, const Tensor& targets,
+                              float label_smoothing, int64_t ignore_index) {
+  const int dev = check_ce("cross_entropy_backward", save_logp, targets, label_smoothing);
+  const int64_t n = save_logp.size(0), c = save_logp.size(1);
+  Tensor dx = Tensor::empty(save_logp.shape(), DType::f32, save_logp.device());
+  if (n * c == 0) return dx;
+  const bool t64 = targets.dtype() == DType::i64;
+  cudaStream_t s = stream(dev);
+  Scratch count(sizeof(int64_t), dev);
+  ce_count_kernel<<<1, kThreads, 0, s>>>(targets.raw_data(), t64, n, ignore_index,
+                                         count.as<int64_t>());
+  ADA_CUDA_LAUNCH_CHECK();
+  const float uni = label_smoothing / static_cast<float>(c);
+  ce_backward_kernel<<<blocks_for(n * c), kThreads, 0, s>>>(
+      save_logp.data<float>(), targets.raw_data(), t64, n, c, dloss, label_smoothing, uni,
+      ignore_index, count.as<const int64_t>(), dx.data<float>());
+  ADA_CUDA_LAUNCH_CHECK();
+  return dx;
+}
+
+}  // namespace ada::cuda

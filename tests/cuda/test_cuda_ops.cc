@@ -1,0 +1,1524 @@
+// Every op of the CUDA backend (core/backend/cuda/cuda_ops.h) against the CPU op of core/ops.h,
+// forward and backward: the same random CPU inputs go through the CPU op and, moved with
+// .to(gpu()), through the same ops:: function, which dispatches to CUDA. Shapes include odd and
+// empty sizes; each failure names the op, its shapes and parameters (SCOPED_TRACE and the
+// `what` strings) and the worst element as a multi-index. Argument errors must match the CPU's
+// exception types; mixing devices must throw DeviceError.
+//
+// Tolerances (|gpu - cpu| <= atol + rtol * |cpu|), chosen from what fp32 can justify:
+//  - elementwise: 1e-6 relative. One or two roundings per element on each device; the only
+//    differences are FMA contraction (nvcc contracts a*b+c) and CUDA's erff/expf/tanhf vs the
+//    host libm (both within ~2 ulp). Where a result cancels towards zero (gelu for x << 0,
+//    gelu'/tanh' near their zeros, axpby) a small atol covers an ulp of the cancelled terms.
+//  - reductions, softmax, norms, losses: 1e-5 relative; atol ~1e-6 * sqrt(count) for sums of
+//    `count` N(0,1) terms, i.e. 1e-6 of the sum's typical magnitude. That admits any double or
+//    pairwise fp32 accumulation but not a naive sequential fp32 sum over long rows.
+//  - GEMM and convolution: rtol 1e-4, atol 1e-4 * sqrt(K) (K = the length of each dot product).
+//    Outputs are sums of K products of N(0,1) values, magnitude ~sqrt(K); cuBLAS/cuDNN tile,
+//    split K and may use Winograd/FFT, changing the summation order, which in fp32 moves a
+//    result by far less than 1e-4*sqrt(K) for any K used here. TF32 tensor-op math (10-bit
+//    mantissa, error ~4e-4*sqrt(K) rms per output) fails these bounds on purpose: the backend
+//    must compute in full fp32, like the CPU reference.
+//  - gathers, permutes, masks, max-pool values and indices, broadcasts: exact.
+//  - sum_all / dot / norm2_sq: both devices accumulate in double; 1e-9 of sum(|terms|).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "core/backend/cuda/cuda_ops.h"
+#include "core/ops.h"
+#include "core/random.h"
+#include "core/tensor.h"
+#include "cuda/cuda_test_util.h"
+
+namespace ada {
+namespace {
+
+using ::ada::testing::close_to_cpu;
+using ::ada::testing::gpu;
+using ::ada::testing::rand_cpu;
+
+// ---- helpers ---------------------------------------------------------------------------------
+
+Tensor on_gpu(const Tensor& t) {
+  return t.to(gpu());
+}
+
+template <class... Ts>
+std::string cat(const Ts&... xs) {
+  std::ostringstream os;
+  os.precision(9);
+  (os << ... << xs);
+  return os.str();
+}
+
+std::string ints_str(const std::vector<int>& v) {
+  std::string r = "{";
+  for (size_t i = 0; i < v.size(); ++i) r += (i ? "," : "") + std::to_string(v[i]);
+  return r + "}";
+}
+
+std::string conv_str(const ops::Conv2dParams& p) {
+  return cat("stride ", p.stride_h, "x", p.stride_w, " pad ", p.pad_h, "x", p.pad_w, " dil ",
+             p.dil_h, "x", p.dil_w);
+}
+
+std::string pool_str(const ops::Pool2dParams& p) {
+  return cat("kernel ", p.kernel_h, "x", p.kernel_w, " stride ", p.stride_h, "x", p.stride_w,
+             " pad ", p.pad_h, "x", p.pad_w,
+             p.count_include_pad ? " count_include_pad" : " exclude_pad");
+}
+
+// Multi-index of flat element `flat` in shape s, e.g. "[1,0,4]".
+std::string index_str(const Shape& s, int64_t flat) {
+  std::vector<int64_t> idx(s.size(), 0);
+  for (size_t d = s.size(); d-- > 0;) {
+    if (s[d] > 0) {
+      idx[d] = flat % s[d];
+      flat /= s[d];
+    }
+  }
+  std::string r = "[";
+  for (size_t d = 0; d < idx.size(); ++d) r += (d ? "," : "") + std::to_string(idx[d]);
+  return r + "]";
+}
+
+// close_to_cpu, plus on failure: which op (`what`), the worst and first bad elements as
+// multi-indices and how many elements are outside the tolerance.
+::testing::AssertionResult near(const std::string& what, const Tensor& g, const Tensor& c,
+                                double rtol, double atol) {
+  if (!g.defined()) return ::testing::AssertionFailure() << what << ": the GPU result is undefined";
+  ::testing::AssertionResult base = close_to_cpu(g, c, rtol, atol);
+  if (base) return base;
+  std::ostringstream os;
+  os.precision(9);
+  os << what << ": " << base.message();
+  if (g.shape() == c.shape() && !g.device().is_cpu() && g.dtype() == DType::f32) {
+    const std::vector<float> gv = g.to(Device::cpu()).to_vector<float>();
+    const std::vector<float> cv = c.to_vector<float>();
+    int64_t bad = 0, first = -1, worst = -1;
+    double worst_excess = 0;
+    for (size_t i = 0; i < cv.size(); ++i) {
+      const double d = std::fabs(static_cast<double>(gv[i]) - cv[i]);
+      const double lim = atol + rtol * std::fabs(cv[i]);
+      if (d <= lim) continue;
+      ++bad;
+      if (first < 0) first = static_cast<int64_t>(i);
+      if (worst < 0 || !(d - lim <= worst_excess)) {
+        worst_excess = d - lim;
+        worst = static_cast<int64_t>(i);
+      }
+    }
+    if (worst >= 0)
+      os << "; worst element " << index_str(c.shape(), worst) << " gpu " << gv[worst] << " cpu "
+         << cv[worst] << "; first bad element " << index_str(c.shape(), first) << " gpu "
+         << gv[first] << " cpu " << cv[first] << "; " << bad << " of " << cv.size()
+         << " elements outside tolerance";
+  }
+  return ::testing::AssertionFailure() << os.str();
+}
+
+// Exact equality element by element (NaN equals NaN), same shape and dtype, result on the GPU.
+template <class T>
+::testing::AssertionResult same(const std::string& what, const Tensor& g, const Tensor& c) {
+  if (!g.defined()) return ::testing::AssertionFailure() << what << ": the GPU result is undefined";
+  if (g.device().is_cpu())
+    return ::testing::AssertionFailure() << what << ": result " << g.str() << " is not on the GPU";
+  if (g.shape() != c.shape() || g.dtype() != c.dtype())
+    return ::testing::AssertionFailure() << what << ": gpu " << g.str() << " vs cpu " << c.str();
+  const std::vector<T> gv = g.to(Device::cpu()).to_vector<T>();
+  const std::vector<T> cv = c.to_vector<T>();
+  int64_t bad = 0, first = -1;
+  for (size_t i = 0; i < cv.size(); ++i) {
+    bool eq = gv[i] == cv[i];
+    if constexpr (std::is_floating_point_v<T>) eq = eq || (std::isnan(gv[i]) && std::isnan(cv[i]));
+    if (!eq && bad++ == 0) first = static_cast<int64_t>(i);
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  std::ostringstream os;
+  os.precision(9);
+  os << what << ": element " << index_str(c.shape(), first) << " (flat " << first << ") gpu "
+     << +gv[first] << " cpu " << +cv[first] << "; " << bad << " of " << cv.size()
+     << " elements differ (exact comparison, " << c.str() << ")";
+  return ::testing::AssertionFailure() << os.str();
+}
+::testing::AssertionResult same_f(const std::string& what, const Tensor& g, const Tensor& c) {
+  return same<float>(what, g, c);
+}
+
+// Reductions to a double: |g - c| <= tol.
+::testing::AssertionResult near_scalar(const std::string& what, double g, double c, double tol) {
+  if (std::fabs(g - c) <= tol) return ::testing::AssertionSuccess();
+  std::ostringstream os;
+  os.precision(17);
+  os << what << ": gpu " << g << " cpu " << c << " (|diff| " << std::fabs(g - c) << " > tol " << tol
+     << ")";
+  return ::testing::AssertionFailure() << os.str();
+}
+
+template <class E>
+const char* error_name();
+template <>
+const char* error_name<ShapeError>() {
+  return "ShapeError";
+}
+template <>
+const char* error_name<DTypeError>() {
+  return "DTypeError";
+}
+template <>
+const char* error_name<DeviceError>() {
+  return "DeviceError";
+}
+template <>
+const char* error_name<InternalError>() {
+  return "InternalError";
+}
+
+// "" when f throws E, otherwise what happened.
+template <class E, class F>
+std::string throw_outcome(F&& f) {
+  try {
+    f();
+  } catch (const E&) {
+    return "";
+  } catch (const std::exception& e) {
+    return std::string("it threw another error: ") + e.what();
+  }
+  return "it threw nothing";
+}
+
+template <class E, class F>
+void expect_error(const std::string& what, F&& gpu_call) {
+  const std::string g = throw_outcome<E>(gpu_call);
+  if (!g.empty()) ADD_FAILURE() << what << ": expected " << error_name<E>() << ", but " << g;
+}
+
+// The CPU reference throws E for these arguments; the GPU must throw E too.
+template <class E, class F1, class F2>
+void expect_same_error(const std::string& what, F1&& cpu_call, F2&& gpu_call) {
+  const std::string c = throw_outcome<E>(cpu_call);
+  if (!c.empty())
+    ADD_FAILURE() << what << ": the CPU reference was expected to throw " << error_name<E>()
+                  << ", but " << c;
+  const std::string g = throw_outcome<E>(gpu_call);
+  if (!g.empty())
+    ADD_FAILURE() << what << " on the GPU: expected " << error_name<E>() << " like the CPU, but "
+                  << g;
+}
+
+Tensor index_tensor(const std::vector<int64_t>& v, const Shape& s, DType dt) {
+  if (dt == DType::i64) return Tensor::from_vector<int64_t>(v, s);
+  std::vector<int32_t> w(v.begin(), v.end());
+  return Tensor::from_vector<int32_t>(w, s);
+}
+
+// Copy of t with f applied to every element (host side).
+template <class F>
+Tensor map_host(const Tensor& t, F f) {
+  std::vector<float> v = t.to_vector<float>();
+  for (float& x : v) x = f(x);
+  return Tensor::from_vector<float>(v, t.shape());
+}
+
+Tensor with_value_at(const Tensor& t, int64_t flat, float value) {
+  std::vector<float> v = t.to_vector<float>();
+  v[static_cast<size_t>(flat)] = value;
+  return Tensor::from_vector<float>(v, t.shape());
+}
+
+double sqrt_count(int64_t n) {
+  return std::sqrt(static_cast<double>(std::max<int64_t>(n, 1)));
+}
+
+// GEMM / conv absolute tolerance for dot products of length k of N(0,1) values, times |alpha|.
+double mm_atol(int64_t k, double scale = 1.0) {
+  return 1e-4 * sqrt_count(k) * scale;
+}
+constexpr double kMmRtol = 1e-4;
+constexpr double kEltRtol = 1e-6;
+constexpr double kRedRtol = 1e-5;
+
+const std::vector<Shape>& elementwise_shapes() {
+  static const std::vector<Shape> s = {{0},     {1},       {7},        {33}, {1000},
+                                       {65537}, {3, 0, 5}, {4, 33, 7}, {}};
+  return s;
+}
+
+// ---- elementwise ---------------------------------------------------------------------------
+
+TEST(CudaOps, ElementwiseArithmetic) {
+  ADA_REQUIRE_GPU();
+  for (const Shape& s : elementwise_shapes()) {
+    SCOPED_TRACE("shape " + shape_str(s));
+    const std::string sh = " " + shape_str(s);
+    const Tensor a = rand_cpu(s, 11), b = rand_cpu(s, 12, 2.f);
+    const Tensor ga = on_gpu(a), gb = on_gpu(b);
+    // add/sub/mul/scale: one correctly rounded operation per element.
+    EXPECT_TRUE(near("add" + sh, ops::add(ga, gb), ops::add(a, b), kEltRtol, 0));
+    EXPECT_TRUE(near("sub" + sh, ops::sub(ga, gb), ops::sub(a, b), kEltRtol, 0));
+    EXPECT_TRUE(near("mul" + sh, ops::mul(ga, gb), ops::mul(a, b), kEltRtol, 0));
+    EXPECT_TRUE(
+        near("scale(-1.75)" + sh, ops::scale(ga, -1.75f), ops::scale(a, -1.75f), kEltRtol, 0));
+
+    // add_out / sub_out into a fresh output and aliasing a or b.
+    Tensor out = Tensor::empty(s), gout = Tensor::empty(s, DType::f32, gpu());
+    ops::add_out(a, b, out);
+    ops::add_out(ga, gb, gout);
+    EXPECT_TRUE(near("add_out" + sh, gout, out, kEltRtol, 0));
+    ops::sub_out(a, b, out);
+    ops::sub_out(ga, gb, gout);
+    EXPECT_TRUE(near("sub_out" + sh, gout, out, kEltRtol, 0));
+    Tensor a2 = a.clone(), ga2 = on_gpu(a);
+    ops::sub_out(a2, b, a2);
+    ops::sub_out(ga2, gb, ga2);
+    EXPECT_TRUE(near("sub_out with out aliasing a" + sh, ga2, a2, kEltRtol, 0));
+    Tensor b2 = b.clone(), gb2 = on_gpu(b);
+    ops::add_out(a, b2, b2);
+    ops::add_out(ga, gb2, gb2);
+    EXPECT_TRUE(near("add_out with out aliasing b" + sh, gb2, b2, kEltRtol, 0));
+
+    // In place: scale_, axpby_ (beta == 1 and general), add_ (axpby_ with 1, 1).
+    Tensor y = b.clone(), gy = on_gpu(b);
+    ops::scale_(y, 0.3f);
+    ops::scale_(gy, 0.3f);
+    EXPECT_TRUE(near("scale_(0.3)" + sh, gy, y, kEltRtol, 0));
+    // axpby_: alpha*x + beta*y may be contracted into an FMA on either side: atol 1e-6 covers
+    // half an ulp of |alpha*x| <= ~10.
+    ops::axpby_(-0.7f, a, 1.f, y);
+    ops::axpby_(-0.7f, ga, 1.f, gy);
+    EXPECT_TRUE(near("axpby_(alpha -0.7, beta 1)" + sh, gy, y, kEltRtol, 1e-6));
+    ops::axpby_(1.25f, a, -0.5f, y);
+    ops::axpby_(1.25f, ga, -0.5f, gy);
+    EXPECT_TRUE(near("axpby_(alpha 1.25, beta -0.5)" + sh, gy, y, kEltRtol, 1e-6));
+    ops::axpby_(2.f, a, 0.f, y);
+    ops::axpby_(2.f, ga, 0.f, gy);
+    EXPECT_TRUE(near("axpby_(alpha 2, beta 0)" + sh, gy, y, kEltRtol, 1e-6));
+    ops::add_(y, b);
+    ops::add_(gy, gb);
+    EXPECT_TRUE(near("add_" + sh, gy, y, kEltRtol, 1e-6));
+
+    Tensor gf = Tensor::empty(s, DType::f32, gpu());
+    ops::fill_(gf, -2.625f);
+    EXPECT_TRUE(same_f("fill_(-2.625)" + sh, gf, Tensor::full(s, -2.625)));
+    ops::fill_(gf, 0.f);
+    EXPECT_TRUE(same_f("fill_(0)" + sh, gf, Tensor::zeros(s)));
+  }
+}
+
+TEST(CudaOps, Activations) {
+  ADA_REQUIRE_GPU();
+  for (const Shape& s : elementwise_shapes()) {
+    SCOPED_TRACE("shape " + shape_str(s));
+    const std::string sh = " " + shape_str(s);
+    const Tensor x = rand_cpu(s, 21, 3.f), dy = rand_cpu(s, 22);
+    const Tensor gx = on_gpu(x), gdy = on_gpu(dy);
+    const Tensor r = ops::relu(x);
+    EXPECT_TRUE(same_f("relu" + sh, ops::relu(gx), r));
+    EXPECT_TRUE(same_f("relu_backward" + sh, ops::relu_backward(gdy, on_gpu(r)),
+                       ops::relu_backward(dy, r)));
+    // gelu = x/2 * (1 + erf(x/sqrt 2)): for x << 0 the bracket cancels, so an ulp of erf (~1e-7)
+    // is multiplied by |x|/2 <= ~3 where the result is not exactly 0: atol 2e-6.
+    EXPECT_TRUE(near("gelu" + sh, ops::gelu(gx), ops::gelu(x), kEltRtol, 2e-6));
+    // gelu' = cdf + x*pdf crosses 0 near x = -0.75 (cancellation), scaled by |dy| <= ~5.
+    EXPECT_TRUE(near("gelu_backward" + sh, ops::gelu_backward(gdy, gx), ops::gelu_backward(dy, x),
+                     kEltRtol, 2e-6));
+    const Tensor t = ops::tanh(x);
+    EXPECT_TRUE(near("tanh" + sh, ops::tanh(gx), t, kEltRtol, 1e-7));
+    // 1 - y*y cancels for |y| -> 1; FMA or not changes it by an ulp of 1, times |dy|.
+    EXPECT_TRUE(near("tanh_backward" + sh, ops::tanh_backward(gdy, on_gpu(t)),
+                     ops::tanh_backward(dy, t), kEltRtol, 1e-6));
+  }
+}
+
+TEST(CudaOps, BiasBroadcastsAndGradients) {
+  ADA_REQUIRE_GPU();
+  // add_bias / bias_grad: bias over the last dim.
+  for (const Shape& s : std::vector<Shape>{
+           {5, 7}, {2, 3, 33}, {1000, 1}, {7}, {0, 7}, {4, 0}, {65537, 3}, {3, 1000}}) {
+    SCOPED_TRACE("x " + shape_str(s));
+    const int64_t n = s.back(), rows = n ? shape_numel(s) / n : 0;
+    const Tensor x = rand_cpu(s, 31), b = rand_cpu({n}, 32);
+    EXPECT_TRUE(near("add_bias " + shape_str(s), ops::add_bias(on_gpu(x), on_gpu(b)),
+                     ops::add_bias(x, b), kEltRtol, 0));
+    EXPECT_TRUE(near("bias_grad " + shape_str(s), ops::bias_grad(on_gpu(x)), ops::bias_grad(x),
+                     kRedRtol, 1e-6 * sqrt_count(rows)));
+  }
+  // add_channel_bias / channel_bias_grad: bias over dim 1 of [N, C, ...], rank 2, 3, 4.
+  for (const Shape& s : std::vector<Shape>{{4, 7},
+                                           {2, 5, 33},
+                                           {2, 3, 4, 5},
+                                           {0, 3, 4, 4},
+                                           {3, 1, 1, 1},
+                                           {8, 64, 14, 14},
+                                           {2, 3, 0, 5},
+                                           {1, 16, 1000}}) {
+    SCOPED_TRACE("x " + shape_str(s));
+    const int64_t c = s[1], count = c ? shape_numel(s) / c : 0;
+    const Tensor x = rand_cpu(s, 33), b = rand_cpu({c}, 34);
+    EXPECT_TRUE(near("add_channel_bias " + shape_str(s),
+                     ops::add_channel_bias(on_gpu(x), on_gpu(b)), ops::add_channel_bias(x, b),
+                     kEltRtol, 0));
+    EXPECT_TRUE(near("channel_bias_grad " + shape_str(s), ops::channel_bias_grad(on_gpu(x)),
+                     ops::channel_bias_grad(x), kRedRtol, 1e-6 * sqrt_count(count)));
+  }
+}
+
+TEST(CudaOps, Permute) {
+  ADA_REQUIRE_GPU();
+  struct Case {
+    Shape s;
+    std::vector<int> perm;
+  };
+  std::vector<Case> cases = {
+      {{33, 65}, {1, 0}},
+      {{7}, {0}},
+      {{}, {}},
+      {{2, 0, 3}, {2, 0, 1}},
+      {{2, 3, 5, 7}, {0, 2, 3, 1}},
+      {{2, 3, 5, 7}, {0, 3, 1, 2}},
+      {{2, 3, 5, 7}, {3, 2, 1, 0}},
+      {{2, 3, 5, 7}, {1, 0, 3, 2}},
+      {{2, 3, 5, 7}, {0, 1, 2, 3}},
+      {{2, 3, 5, 7}, {2, 0, 3, 1}},
+      {{4, 12, 33, 64}, {0, 2, 1, 3}},  // attention heads [B, T, H, Dh] -> [B, H, T, Dh]
+      {{33, 1, 17}, {2, 1, 0}},
+      {{2, 3, 1, 4, 5}, {4, 0, 3, 2, 1}}};
+  const std::vector<std::vector<int>> perms3 = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2},
+                                                {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+  for (const auto& p : perms3) cases.push_back({{2, 3, 4}, p});
+  for (const auto& p : perms3) cases.push_back({{17, 9, 65}, p});
+  for (const Case& c : cases) {
+    const std::string what = "permute " + shape_str(c.s) + " by " + ints_str(c.perm);
+    const Tensor x = rand_cpu(c.s, 41);
+    EXPECT_TRUE(same_f(what, ops::permute(on_gpu(x), c.perm), ops::permute(x, c.perm)));
+  }
+}
+
+// ---- reductions ---------------------------------------------------------------------------
+
+TEST(CudaOps, SumMeanAndSumBackward) {
+  ADA_REQUIRE_GPU();
+  struct Case {
+    Shape s;
+    std::vector<int> axes;
+  };
+  const std::vector<Case> cases = {{{2, 3, 4, 5}, {}},
+                                   {{2, 3, 4, 5}, {0}},
+                                   {{2, 3, 4, 5}, {1}},
+                                   {{2, 3, 4, 5}, {-1}},
+                                   {{2, 3, 4, 5}, {0, 2}},
+                                   {{2, 3, 4, 5}, {-3, -1}},
+                                   {{2, 3, 4, 5}, {3, 0}},
+                                   {{2, 3, 4, 5}, {0, 1, 2, 3}},
+                                   {{2, 3, 4, 5}, {1, 2, 3}},
+                                   {{2, 3, 4, 5}, {-4, 2}},
+                                   {{1000, 33}, {0}},
+                                   {{1000, 33}, {1}},
+                                   {{1000, 33}, {-2, -1}},
+                                   {{65537}, {0}},
+                                   {{65537}, {-1}},
+                                   {{7, 1, 5}, {1}},
+                                   {{7, 1, 5}, {0, 2}},
+                                   {{3, 1000, 7}, {1}},
+                                   {{3, 1000, 7}, {0, 2}},
+                                   {{33}, {0}},
+                                   {{1}, {0}},
+                                   {{8, 64, 14, 14}, {0, 2, 3}},  // batch-norm-like statistics
+                                   {{0, 4}, {0}},
+                                   {{0, 4}, {1}},
+                                   {{3, 0, 5}, {0, 2}},
+                                   {{3, 0, 5}, {1}}};
+  for (const Case& c : cases)
+    for (bool keepdim : {false, true}) {
+      const std::string what =
+          cat(shape_str(c.s), " over axes ", ints_str(c.axes), keepdim ? " keepdim" : "");
+      SCOPED_TRACE(what);
+      const Tensor x = rand_cpu(c.s, 51), gx = on_gpu(x);
+      const Tensor s = ops::sum(x, c.axes, keepdim);
+      const int64_t count = s.numel() ? x.numel() / s.numel() : 0;
+      EXPECT_TRUE(near("sum " + what, ops::sum(gx, c.axes, keepdim), s, kRedRtol,
+                       1e-6 * sqrt_count(count)));
+      const Tensor m = ops::mean(x, c.axes, keepdim);
+      if (count == 0)  // mean over an empty axis: NaN, as PyTorch
+        EXPECT_TRUE(
+            same_f("mean (NaN over an empty axis) " + what, ops::mean(gx, c.axes, keepdim), m));
+      else
+        EXPECT_TRUE(near("mean " + what, ops::mean(gx, c.axes, keepdim), m, kRedRtol,
+                         1e-6 / sqrt_count(count)));
+      // sum_backward broadcasts dy (shape of the reduction, with or without keepdim) back: exact.
+      const Tensor dy = rand_cpu(s.shape(), 52);
+      EXPECT_TRUE(same_f("sum_backward " + what, ops::sum_backward(on_gpu(dy), c.s, c.axes),
+                         ops::sum_backward(dy, c.s, c.axes)));
+    }
+}
+
+// Sum of |terms| in double: the scale against which double accumulation in another order errs.
+double l1_of(const std::vector<float>& a, const std::vector<float>* b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    s += std::fabs(static_cast<double>(a[i]) * (b ? (*b)[i] : a[i]));
+  return s;
+}
+
+TEST(CudaOps, DoubleReductionsMatchAndAreDeterministic) {
+  ADA_REQUIRE_GPU();
+  for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{33}, int64_t{1001}, int64_t{65537},
+                    int64_t{(1 << 20) + 7}}) {
+    SCOPED_TRACE(cat("numel ", n));
+    const Tensor a = rand_cpu({n}, 61, 2.f), b = rand_cpu({n}, 62);
+    const Tensor ga = on_gpu(a), gb = on_gpu(b);
+    const std::vector<float> av = a.to_vector<float>(), bv = b.to_vector<float>();
+    std::vector<float> ones(av.size(), 1.f);
+    // Both devices accumulate in double: they may differ only by double rounding in another
+    // order, 1e-9 of sum(|terms|) (that is also 1e-9 relative when nothing cancels).
+    const double s_tol = 1e-9 * l1_of(av, &ones), d_tol = 1e-9 * l1_of(av, &bv),
+                 n_tol = 1e-9 * l1_of(av, nullptr);
+    const double s1 = ops::sum_all(ga), d1 = ops::dot(ga, gb), q1 = ops::norm2_sq(ga);
+    EXPECT_TRUE(near_scalar(cat("sum_all [", n, "]"), s1, ops::sum_all(a), s_tol));
+    EXPECT_TRUE(near_scalar(cat("dot [", n, "]"), d1, ops::dot(a, b), d_tol));
+    EXPECT_TRUE(near_scalar(cat("norm2_sq [", n, "]"), q1, ops::norm2_sq(a), n_tol));
+    // Determinism: the same bits on a second call.
+    const double s2 = ops::sum_all(ga), d2 = ops::dot(ga, gb), q2 = ops::norm2_sq(ga);
+    EXPECT_EQ(std::memcmp(&s1, &s2, sizeof s1), 0)
+        << "sum_all [" << n << "] not deterministic: " << s1 << " vs " << s2;
+    EXPECT_EQ(std::memcmp(&d1, &d2, sizeof d1), 0)
+        << "dot [" << n << "] not deterministic: " << d1 << " vs " << d2;
+    EXPECT_EQ(std::memcmp(&q1, &q2, sizeof q1), 0)
+        << "norm2_sq [" << n << "] not deterministic: " << q1 << " vs " << q2;
+  }
+  // Double, not float, accumulation: 1e8 + 100000 ones is exact in double, lost in float.
+  std::vector<float> v(100001, 1.f);
+  v[0] = 1e8f;
+  const Tensor big = on_gpu(Tensor::from_vector<float>(v, {100001}));
+  const Tensor ones = Tensor::ones({100001}, DType::f32, gpu());
+  EXPECT_EQ(ops::dot(big, ones), 1e8 + 100000.0) << "dot must accumulate in double";
+  EXPECT_EQ(ops::sum_all(big), 1e8 + 100000.0) << "sum_all must accumulate in double";
+  v[0] = 1e6f;  // 1e12 + 100000: exact in double, lost in float
+  EXPECT_EQ(ops::norm2_sq(on_gpu(Tensor::from_vector<float>(v, {100001}))), 1e12 + 100000.0)
+      << "norm2_sq must accumulate in double";
+}
+
+TEST(CudaOps, AllFinite) {
+  ADA_REQUIRE_GPU();
+  const float inf = std::numeric_limits<float>::infinity(),
+              nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(ops::all_finite(Tensor::zeros({0}, DType::f32, gpu())))
+      << "all_finite of an empty tensor";
+  for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{33}, int64_t{1001}, int64_t{65537},
+                    int64_t{(1 << 20) + 3}}) {
+    const Tensor x = rand_cpu({n}, 71);
+    EXPECT_TRUE(ops::all_finite(on_gpu(x))) << "all_finite [" << n << "] of finite values";
+    const float fmax = std::numeric_limits<float>::max();
+    EXPECT_TRUE(ops::all_finite(on_gpu(with_value_at(x, n - 1, fmax))))
+        << "all_finite [" << n << "] with FLT_MAX last (must not overflow)";
+    EXPECT_TRUE(ops::all_finite(on_gpu(with_value_at(x, n - 1, -fmax))))
+        << "all_finite [" << n << "] with -FLT_MAX last";
+    const struct {
+      const char* name;
+      float v;
+      int64_t at;
+    } bad[] = {{"+inf last", inf, n - 1},
+               {"-inf last", -inf, n - 1},
+               {"nan last", nan, n - 1},
+               {"nan first", nan, 0},
+               {"inf middle", inf, n / 2}};
+    for (const auto& b : bad) {
+      const Tensor y = with_value_at(x, b.at, b.v);
+      ASSERT_FALSE(ops::all_finite(y)) << "CPU reference, [" << n << "] " << b.name;
+      EXPECT_FALSE(ops::all_finite(on_gpu(y))) << "all_finite [" << n << "] with " << b.name;
+    }
+  }
+}
+
+// ---- BLAS -----------------------------------------------------------------------------------
+
+struct MKN {
+  int64_t m, k, n;
+};
+
+TEST(CudaOps, GemmAndMatmulAllTransposes) {
+  ADA_REQUIRE_GPU();
+  const std::vector<MKN> dims = {{17, 33, 5},  {1, 1, 1},      {1, 1000, 1}, {5, 1, 7},
+                                 {64, 64, 64}, {129, 257, 65}, {3, 1000, 2}, {200, 1024, 96},
+                                 {0, 5, 3},    {3, 5, 0},      {4, 0, 6},    {0, 0, 0}};
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const MKN& d : dims)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        const std::string what =
+            cat("M=", d.m, " K=", d.k, " N=", d.n, ta ? " a^T" : " a", tb ? " b^T" : " b");
+        SCOPED_TRACE(what);
+        const Tensor a = rand_cpu(ta ? Shape{d.k, d.m} : Shape{d.m, d.k}, 81);
+        const Tensor b = rand_cpu(tb ? Shape{d.n, d.k} : Shape{d.k, d.n}, 82);
+        const Tensor ga = on_gpu(a), gb = on_gpu(b);
+        EXPECT_TRUE(near("matmul " + what, ops::matmul(ga, gb, ta, tb), ops::matmul(a, b, ta, tb),
+                         kMmRtol, mm_atol(d.k)));
+        // alpha/beta != defaults: c = 1.5 op(a) op(b) - 0.75 c (with K = 0: c = -0.75 c).
+        const Tensor c0 = rand_cpu({d.m, d.n}, 83);
+        Tensor c = c0.clone(), gc = on_gpu(c0);
+        ops::gemm(a, b, c, ta, tb, 1.5f, -0.75f);
+        ops::gemm(ga, gb, gc, ta, tb, 1.5f, -0.75f);
+        EXPECT_TRUE(
+            near("gemm alpha 1.5 beta -0.75 " + what, gc, c, kMmRtol, mm_atol(d.k, 1.5) + 1e-6));
+        // beta = 1 accumulates (the backward passes' pattern).
+        c = c0.clone();
+        gc = on_gpu(c0);
+        ops::gemm(a, b, c, ta, tb, -0.5f, 1.f);
+        ops::gemm(ga, gb, gc, ta, tb, -0.5f, 1.f);
+        EXPECT_TRUE(
+            near("gemm alpha -0.5 beta 1 " + what, gc, c, kMmRtol, mm_atol(d.k, 0.5) + 1e-6));
+        // beta = 0 never reads c: NaN in c must not reach the result.
+        c = Tensor::full({d.m, d.n}, nan);
+        gc = on_gpu(c);
+        ops::gemm(a, b, c, ta, tb, 2.f, 0.f);
+        ops::gemm(ga, gb, gc, ta, tb, 2.f, 0.f);
+        EXPECT_TRUE(near("gemm alpha 2 beta 0 over a NaN-filled c " + what, gc, c, kMmRtol,
+                         mm_atol(d.k, 2.0)));
+      }
+}
+
+TEST(CudaOps, GemmBatchedAndBmmAllTransposes) {
+  ADA_REQUIRE_GPU();
+  const std::vector<MKN> dims = {{7, 9, 11},   {17, 33, 5}, {1, 1, 1},
+                                 {33, 64, 33}, {4, 0, 3},   {0, 3, 2}};
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t batch : {int64_t{0}, int64_t{1}, int64_t{3}, int64_t{12}})
+    for (const MKN& d : dims)
+      for (bool ta : {false, true})
+        for (bool tb : {false, true}) {
+          const std::string what = cat("B=", batch, " M=", d.m, " K=", d.k, " N=", d.n,
+                                       ta ? " a^T" : " a", tb ? " b^T" : " b");
+          SCOPED_TRACE(what);
+          const Tensor a = rand_cpu(ta ? Shape{batch, d.k, d.m} : Shape{batch, d.m, d.k}, 91);
+          const Tensor b = rand_cpu(tb ? Shape{batch, d.n, d.k} : Shape{batch, d.k, d.n}, 92);
+          const Tensor ga = on_gpu(a), gb = on_gpu(b);
+          EXPECT_TRUE(near("bmm " + what, ops::bmm(ga, gb, ta, tb), ops::bmm(a, b, ta, tb), kMmRtol,
+                           mm_atol(d.k)));
+          const Tensor c0 = rand_cpu({batch, d.m, d.n}, 93);
+          Tensor c = c0.clone(), gc = on_gpu(c0);
+          ops::gemm_batched(a, b, c, ta, tb, 0.5f, 2.f);
+          ops::gemm_batched(ga, gb, gc, ta, tb, 0.5f, 2.f);
+          EXPECT_TRUE(near("gemm_batched alpha 0.5 beta 2 " + what, gc, c, kMmRtol,
+                           mm_atol(d.k, 0.5) + 2e-6));
+          c = Tensor::full({batch, d.m, d.n}, nan);
+          gc = on_gpu(c);
+          ops::gemm_batched(a, b, c, ta, tb, -1.f, 0.f);
+          ops::gemm_batched(ga, gb, gc, ta, tb, -1.f, 0.f);
+          EXPECT_TRUE(near("gemm_batched alpha -1 beta 0 over a NaN-filled c " + what, gc, c,
+                           kMmRtol, mm_atol(d.k)));
+        }
+}
+
+// ---- convolution ---------------------------------------------------------------------------
+
+TEST(CudaOps, Conv2dForwardAndBackward) {
+  ADA_REQUIRE_GPU();
+  struct Case {
+    const char* name;
+    Shape x, w;
+    ops::Conv2dParams p;
+  };
+  const Case cases[] = {
+      {"3x3 s1 p1", {2, 3, 9, 8}, {4, 3, 3, 3}, {1, 1, 1, 1, 1, 1}},
+      {"3x3 s2 p1", {2, 5, 11, 10}, {6, 5, 3, 3}, {2, 2, 1, 1, 1, 1}},
+      {"3x2 s2x1 p1x0 dil 2", {2, 2, 9, 7}, {3, 2, 3, 2}, {2, 1, 1, 0, 2, 2}},
+      {"3x3 dil 2 p2", {1, 4, 12, 13}, {5, 4, 3, 3}, {1, 1, 2, 2, 2, 2}},
+      {"1x1", {3, 8, 5, 6}, {4, 8, 1, 1}, {}},
+      {"1x1 s2", {2, 3, 5, 7}, {2, 3, 1, 1}, {2, 2, 0, 0, 1, 1}},
+      {"7x7 s2 p3 stem on 3x224x224", {2, 3, 224, 224}, {16, 3, 7, 7}, {2, 2, 3, 3, 1, 1}},
+      {"1x5 p0x2", {2, 4, 10, 12}, {6, 4, 1, 5}, {1, 1, 0, 2, 1, 1}},
+      {"5x1 s1x2 p2x0", {2, 4, 10, 12}, {6, 4, 5, 1}, {1, 2, 2, 0, 1, 1}},
+      {"3x3 p1 32->64", {4, 32, 14, 14}, {64, 32, 3, 3}, {1, 1, 1, 1, 1, 1}},
+      {"3x3 s2 p1 64->128 on 28x28", {2, 64, 28, 28}, {128, 64, 3, 3}, {2, 2, 1, 1, 1, 1}},
+      {"kernel as large as the input", {2, 3, 5, 5}, {4, 3, 5, 5}, {}},
+      {"1x1 on a 1x1 image", {3, 16, 1, 1}, {8, 16, 1, 1}, {}},
+      {"3x5 s2x3 p1x2 dil 1x2, odd everything", {3, 7, 13, 11}, {5, 7, 3, 5}, {2, 3, 1, 2, 1, 2}},
+  };
+  for (const Case& c : cases) {
+    const std::string what =
+        cat(c.name, ": x ", shape_str(c.x), " w ", shape_str(c.w), " ", conv_str(c.p));
+    SCOPED_TRACE(what);
+    const Tensor x = rand_cpu(c.x, 101), w = rand_cpu(c.w, 102);
+    const Tensor gx = on_gpu(x), gw = on_gpu(w);
+    const Tensor y = ops::conv2d_forward(x, w, c.p);
+    const int64_t cin = c.w[1], cout = c.w[0], kk = c.w[2] * c.w[3];
+    EXPECT_TRUE(near("conv2d_forward " + what, ops::conv2d_forward(gx, gw, c.p), y, kMmRtol,
+                     mm_atol(cin * kk)));
+    const Tensor dy = rand_cpu(y.shape(), 103), gdy = on_gpu(dy);
+    // Each dx element sums at most Cout*kh*kw products; each dw element N*P*Q products.
+    EXPECT_TRUE(near("conv2d_backward_data " + what, ops::conv2d_backward_data(gdy, gw, c.x, c.p),
+                     ops::conv2d_backward_data(dy, w, c.x, c.p), kMmRtol, mm_atol(cout * kk)));
+    const int64_t npq = y.size(0) * y.size(2) * y.size(3);
+    EXPECT_TRUE(near("conv2d_backward_filter " + what,
+                     ops::conv2d_backward_filter(gdy, gx, c.w, c.p),
+                     ops::conv2d_backward_filter(dy, x, c.w, c.p), kMmRtol, mm_atol(npq)));
+  }
+}
+
+// ---- pooling --------------------------------------------------------------------------------
+
+struct PoolCase {
+  Shape x;
+  ops::Pool2dParams p;
+};
+const std::vector<PoolCase>& pool_cases() {
+  static const std::vector<PoolCase> c = {
+      {{2, 3, 8, 8}, {2, 2, 2, 2, 0, 0, true}},
+      {{2, 3, 9, 7}, {2, 2, 2, 2, 0, 0, true}},  // odd sizes: last row/column dropped
+      {{2, 3, 9, 7}, {3, 3, 2, 2, 1, 1, true}},  // padded, overlapping windows
+      {{1, 2, 5, 5}, {3, 3, 1, 1, 1, 1, true}},  // heavy overlap
+      {{2, 4, 7, 9}, {2, 3, 1, 2, 1, 1, true}},  // non-square kernel and stride
+      {{1, 1, 33, 65}, {5, 3, 4, 1, 2, 1, true}},
+      {{3, 5, 1, 1}, {1, 1, 1, 1, 0, 0, true}},
+      {{1, 2, 6, 7}, {3, 3, 2, 2, 1, 1, true}},     // clipped last windows
+      {{2, 64, 56, 56}, {3, 3, 2, 2, 1, 1, true}},  // ResNet stem pool
+  };
+  return c;
+}
+
+TEST(CudaOps, MaxPool) {
+  ADA_REQUIRE_GPU();
+  for (const PoolCase& c : pool_cases())
+    for (bool ties : {false, true}) {
+      const std::string what =
+          cat("x ", shape_str(c.x), " ", pool_str(c.p), ties ? " (tie-heavy input)" : "");
+      SCOPED_TRACE(what);
+      Tensor x = rand_cpu(c.x, 111);
+      // Integer-valued input: many equal maxima per window; ties go to the first maximum in
+      // row-major window order on both devices, so the indices must agree exactly.
+      if (ties) x = map_host(x, [](float v) { return std::round(v * 1.5f); });
+      Tensor idx, gidx;
+      const Tensor y = ops::max_pool2d_forward(x, c.p, idx);
+      const Tensor gy = ops::max_pool2d_forward(on_gpu(x), c.p, gidx);
+      EXPECT_TRUE(same_f("max_pool2d_forward values " + what, gy, y));
+      EXPECT_TRUE(same<int32_t>("max_pool2d_forward indices " + what, gidx, idx));
+      // Backward from the CPU's indices (isolates the scatter); overlapping windows add a few
+      // values into one input element in another order.
+      const Tensor dy = rand_cpu(y.shape(), 112);
+      EXPECT_TRUE(near("max_pool2d_backward " + what,
+                       ops::max_pool2d_backward(on_gpu(dy), on_gpu(idx), c.x),
+                       ops::max_pool2d_backward(dy, idx, c.x), kEltRtol, 1e-6));
+    }
+}
+
+TEST(CudaOps, MaxPoolPropagatesNaNLikeTheCpu) {
+  ADA_REQUIRE_GPU();
+  // The CPU takes the first NaN of a window as its maximum (value NaN, index of that NaN).
+  Tensor x = rand_cpu({1, 2, 6, 6}, 113);
+  for (int64_t at : {int64_t{7}, int64_t{8}, int64_t{36 + 35}})
+    x = with_value_at(x, at, std::numeric_limits<float>::quiet_NaN());
+  const ops::Pool2dParams p{3, 3, 2, 2, 1, 1, true};
+  Tensor idx, gidx;
+  const Tensor y = ops::max_pool2d_forward(x, p, idx);
+  EXPECT_TRUE(same_f("max_pool2d_forward with NaN inputs, values",
+                     ops::max_pool2d_forward(on_gpu(x), p, gidx), y));
+  EXPECT_TRUE(same<int32_t>("max_pool2d_forward with NaN inputs, indices", gidx, idx));
+}
+
+TEST(CudaOps, AvgPoolBothPaddingModes) {
+  ADA_REQUIRE_GPU();
+  for (PoolCase c : pool_cases())
+    for (bool include : {true, false}) {
+      c.p.count_include_pad = include;
+      const std::string what = cat("x ", shape_str(c.x), " ", pool_str(c.p));
+      SCOPED_TRACE(what);
+      const Tensor x = rand_cpu(c.x, 121);
+      const Tensor y = ops::avg_pool2d_forward(x, c.p);
+      EXPECT_TRUE(near("avg_pool2d_forward " + what, ops::avg_pool2d_forward(on_gpu(x), c.p), y,
+                       kEltRtol, 1e-6));
+      const Tensor dy = rand_cpu(y.shape(), 122);
+      EXPECT_TRUE(near("avg_pool2d_backward " + what,
+                       ops::avg_pool2d_backward(on_gpu(dy), c.x, c.p),
+                       ops::avg_pool2d_backward(dy, c.x, c.p), kEltRtol, 1e-6));
+    }
+}
+
+TEST(CudaOps, GlobalAvgPool) {
+  ADA_REQUIRE_GPU();
+  for (const Shape& s : std::vector<Shape>{{2, 3, 7, 7},
+                                           {4, 64, 1, 1},
+                                           {1, 1, 33, 65},
+                                           {2, 512, 7, 7},
+                                           {0, 3, 4, 4},
+                                           {3, 0, 2, 2}}) {
+    const std::string what = "x " + shape_str(s);
+    SCOPED_TRACE(what);
+    const Tensor x = rand_cpu(s, 131);
+    // A mean of H*W values: a reduction (CPU in double).
+    EXPECT_TRUE(near("global_avg_pool_forward " + what, ops::global_avg_pool_forward(on_gpu(x)),
+                     ops::global_avg_pool_forward(x), kRedRtol, 1e-6));
+    const Tensor dy = rand_cpu({s[0], s[1]}, 132);
+    EXPECT_TRUE(near("global_avg_pool_backward " + what,
+                     ops::global_avg_pool_backward(on_gpu(dy), s),
+                     ops::global_avg_pool_backward(dy, s), kEltRtol, 0));
+  }
+}
+
+// ---- normalisation --------------------------------------------------------------------------
+
+TEST(CudaOps, BatchNormTrainEvalAndBackward) {
+  ADA_REQUIRE_GPU();
+  struct Case {
+    Shape x;
+    float offset;  // added to x: a large mean tests a numerically stable variance
+  };
+  const Case cases[] = {{{33, 7}, 0.f},           {{4, 5, 17}, 3.f},   {{3, 6, 9, 11}, -5.f},
+                        {{8, 64, 14, 14}, 100.f}, {{2, 3, 1, 1}, 0.f}, {{1, 4, 33}, 1.f},
+                        {{64, 1}, 0.5f}};
+  const float momentum = 0.1f, eps = 1e-5f;
+  for (const Case& c : cases) {
+    const std::string what = cat("x ", shape_str(c.x), " + ", c.offset);
+    SCOPED_TRACE(what);
+    const int64_t ch = c.x[1], count = shape_numel(c.x) / ch;
+    const Tensor x = map_host(rand_cpu(c.x, 141, 2.f), [&](float v) { return v + c.offset; });
+    const Tensor gamma = rand_cpu({ch}, 142), beta = rand_cpu({ch}, 143);
+    Generator gen(144);
+    const Tensor rm0 = rand_cpu({ch}, 145), rv0 = Tensor::uniform({ch}, gen, 0.5f, 2.f);
+    const Tensor gx = on_gpu(x), ggamma = on_gpu(gamma), gbeta = on_gpu(beta);
+
+    Tensor rm = rm0.clone(), rv = rv0.clone(), grm = on_gpu(rm0), grv = on_gpu(rv0);
+    Tensor mean, invstd, gmean, ginvstd;
+    const Tensor y = ops::batch_norm_train(x, gamma, beta, rm, rv, momentum, eps, mean, invstd);
+    const Tensor gy =
+        ops::batch_norm_train(gx, ggamma, gbeta, grm, grv, momentum, eps, gmean, ginvstd);
+    const double mean_atol = 1e-6 * (1.0 + std::fabs(c.offset));
+    // y = x*a + c0 with a = gamma*invstd, c0 = beta - mean*a: with a mean of ~offset both terms
+    // are ~|offset*a| and cancel, so y carries an fp32 ulp of |offset*a| (|a| <= ~3) on either
+    // device: atol grows with the offset (2e-4 at offset 100, ~14 ulps of the cancelled terms).
+    const double y_atol = 1e-5 * (1.0 + 0.2 * std::fabs(c.offset));
+    EXPECT_TRUE(near("batch_norm_train y " + what, gy, y, kRedRtol, y_atol));
+    EXPECT_TRUE(near("batch_norm_train save_mean " + what, gmean, mean, kRedRtol, mean_atol));
+    EXPECT_TRUE(near("batch_norm_train save_invstd " + what, ginvstd, invstd, kRedRtol, 0));
+    EXPECT_TRUE(near("batch_norm_train running_mean " + what, grm, rm, kRedRtol, mean_atol));
+    EXPECT_TRUE(near("batch_norm_train running_var (unbiased) " + what, grv, rv, kRedRtol, 1e-7));
+
+    // Without running statistics (undefined tensors): batch statistics only.
+    Tensor no_rm, no_rv, gno_rm, gno_rv, m2, i2, gm2, gi2;
+    const Tensor y2 = ops::batch_norm_train(x, gamma, beta, no_rm, no_rv, momentum, eps, m2, i2);
+    EXPECT_TRUE(
+        near("batch_norm_train without running stats, y " + what,
+             ops::batch_norm_train(gx, ggamma, gbeta, gno_rm, gno_rv, momentum, eps, gm2, gi2), y2,
+             kRedRtol, y_atol));
+
+    // Training backward from the CPU's saved statistics (the same inputs on both devices).
+    const Tensor dy = rand_cpu(c.x, 146), gdy = on_gpu(dy);
+    const ops::BatchNormGrads r = ops::batch_norm_backward(dy, x, gamma, mean, invstd);
+    const ops::BatchNormGrads gr =
+        ops::batch_norm_backward(gdy, gx, ggamma, on_gpu(mean), on_gpu(invstd));
+    EXPECT_TRUE(near("batch_norm_backward dx " + what, gr.dx, r.dx, kRedRtol, 1e-5));
+    EXPECT_TRUE(near("batch_norm_backward dgamma " + what, gr.dgamma, r.dgamma, kRedRtol,
+                     1e-6 * sqrt_count(count)));
+    EXPECT_TRUE(near("batch_norm_backward dbeta " + what, gr.dbeta, r.dbeta, kRedRtol,
+                     1e-6 * sqrt_count(count)));
+
+    // Eval: running statistics are constants.
+    EXPECT_TRUE(near("batch_norm_eval y " + what,
+                     ops::batch_norm_eval(gx, ggamma, gbeta, on_gpu(rm), on_gpu(rv), eps),
+                     ops::batch_norm_eval(x, gamma, beta, rm, rv, eps), kRedRtol, y_atol));
+    const ops::BatchNormGrads e = ops::batch_norm_eval_backward(dy, x, gamma, rm, rv, eps);
+    const ops::BatchNormGrads ge =
+        ops::batch_norm_eval_backward(gdy, gx, ggamma, on_gpu(rm), on_gpu(rv), eps);
+    EXPECT_TRUE(near("batch_norm_eval_backward dx " + what, ge.dx, e.dx, kRedRtol, 1e-6));
+    // dgamma sums dy*(x - running_mean): with the offset, terms are ~|offset| in size.
+    EXPECT_TRUE(near("batch_norm_eval_backward dgamma " + what, ge.dgamma, e.dgamma, kRedRtol,
+                     1e-6 * sqrt_count(count) * (1.0 + std::fabs(c.offset))));
+    EXPECT_TRUE(near("batch_norm_eval_backward dbeta " + what, ge.dbeta, e.dbeta, kRedRtol,
+                     1e-6 * sqrt_count(count)));
+  }
+}
+
+TEST(CudaOps, LayerNormForwardAndBackward) {
+  ADA_REQUIRE_GPU();
+  struct Case {
+    Shape x;
+    float offset, eps;
+  };
+  const Case cases[] = {
+      {{4, 7}, 0.f, 1e-5f},       {{2, 3, 33}, 2.f, 1e-5f},  {{5, 1000}, 0.f, 1e-5f},
+      {{3, 1}, 0.f, 1e-5f},       {{2, 4096}, -1.f, 1e-12f}, {{6, 768}, 50.f, 1e-12f},
+      {{8, 16, 128}, 0.f, 1e-5f}, {{0, 8}, 0.f, 1e-5f},      {{7}, 0.f, 1e-5f}};
+  for (const Case& c : cases) {
+    const std::string what = cat("x ", shape_str(c.x), " + ", c.offset, " eps ", c.eps);
+    SCOPED_TRACE(what);
+    const int64_t d = c.x.back(), rows = d ? shape_numel(c.x) / d : 0;
+    const Tensor x = map_host(rand_cpu(c.x, 151, 1.5f), [&](float v) { return v + c.offset; });
+    const Tensor gamma = rand_cpu({d}, 152), beta = rand_cpu({d}, 153);
+    const Tensor gx = on_gpu(x), ggamma = on_gpu(gamma);
+    Tensor mean, rstd, gmean, grstd;
+    const Tensor y = ops::layer_norm_forward(x, gamma, beta, c.eps, mean, rstd);
+    const Tensor gy = ops::layer_norm_forward(gx, ggamma, on_gpu(beta), c.eps, gmean, grstd);
+    // y = (x - mean)*rstd*gamma + beta: a one-ulp difference in the f32 mean (~6e-8*|offset|)
+    // moves y by that times rstd*|gamma|; atol grows with the offset accordingly.
+    EXPECT_TRUE(near("layer_norm_forward y " + what, gy, y, kRedRtol,
+                     1e-5 * (1.0 + 0.1 * std::fabs(c.offset))));
+    EXPECT_TRUE(near("layer_norm_forward save_mean " + what, gmean, mean, kRedRtol,
+                     1e-6 * (1.0 + std::fabs(c.offset))));
+    EXPECT_TRUE(near("layer_norm_forward save_rstd " + what, grstd, rstd, kRedRtol, 0));
+    const Tensor dy = rand_cpu(c.x, 154);
+    const ops::LayerNormGrads r = ops::layer_norm_backward(dy, x, gamma, mean, rstd);
+    const ops::LayerNormGrads gr =
+        ops::layer_norm_backward(on_gpu(dy), gx, ggamma, on_gpu(mean), on_gpu(rstd));
+    EXPECT_TRUE(near("layer_norm_backward dx " + what, gr.dx, r.dx, kRedRtol, 1e-5));
+    EXPECT_TRUE(near("layer_norm_backward dgamma " + what, gr.dgamma, r.dgamma, kRedRtol,
+                     1e-6 * sqrt_count(rows)));
+    EXPECT_TRUE(near("layer_norm_backward dbeta " + what, gr.dbeta, r.dbeta, kRedRtol,
+                     1e-6 * sqrt_count(rows)));
+  }
+}
+
+// ---- softmax and losses ---------------------------------------------------------------------
+
+TEST(CudaOps, SoftmaxAndLogSoftmax) {
+  ADA_REQUIRE_GPU();
+  struct Case {
+    Shape x;
+    float scale;
+  };
+  const Case cases[] = {{{7, 1}, 3.f},     {{3, 5}, 3.f},    {{4, 1000}, 3.f},
+                        {{2, 30522}, 3.f}, {{2, 3, 5}, 1.f}, {{5}, 1.f},
+                        {{0, 5}, 1.f},     {{3, 17}, 100.f},  // max subtraction
+                        {{64, 128}, 2.f}};
+  for (const Case& c : cases) {
+    const std::string what = cat("x ", shape_str(c.x), " ~ N(0, ", c.scale, "^2)");
+    SCOPED_TRACE(what);
+    const Tensor x = rand_cpu(c.x, 161, c.scale), dy = rand_cpu(c.x, 162);
+    const Tensor gx = on_gpu(x), gdy = on_gpu(dy);
+    // softmax is relatively accurate element by element (exp within ulps, the row sum in double
+    // or a tree): relative 1e-5, atol only for underflowing entries.
+    const Tensor s = ops::softmax(x);
+    EXPECT_TRUE(near("softmax " + what, ops::softmax(gx), s, kRedRtol, 1e-9));
+    // dx = y*(dy - sum(dy*y)): cancels when dy ~ sum; an fp32 error of ~1e-7 in the sum times y.
+    EXPECT_TRUE(near("softmax_backward " + what, ops::softmax_backward(gdy, on_gpu(s)),
+                     ops::softmax_backward(dy, s), kRedRtol, 1e-7));
+    // log_softmax = x - logsumexp: an ulp of |x| and of the logsumexp in absolute terms.
+    const Tensor l = ops::log_softmax(x);
+    EXPECT_TRUE(near("log_softmax " + what, ops::log_softmax(gx), l, kRedRtol,
+                     1e-6 * (1.0 + 5.0 * c.scale)));
+    EXPECT_TRUE(near("log_softmax_backward " + what, ops::log_softmax_backward(gdy, on_gpu(l)),
+                     ops::log_softmax_backward(dy, l), kRedRtol, 1e-6));
+  }
+}
+
+TEST(CudaOps, CrossEntropyWithSmoothingAndIgnoreIndex) {
+  ADA_REQUIRE_GPU();
+  struct Case {
+    int64_t n, c;
+  };
+  for (const Case& sz :
+       {Case{1, 1}, Case{7, 5}, Case{33, 10}, Case{64, 1000}, Case{4, 30522}, Case{0, 5}})
+    for (DType dt : {DType::i64, DType::i32})
+      for (float smoothing : {0.f, 0.1f})
+        for (int64_t ignore : {int64_t{-100}, int64_t{2}})
+          for (bool all_ignored : {false, true}) {
+            if (ignore == 2 && sz.c <= 2) continue;
+            const std::string what =
+                cat("logits [", sz.n, ",", sz.c, "] targets ", dtype_name(dt), " smoothing ",
+                    smoothing, " ignore_index ", ignore, all_ignored ? " (all rows ignored)" : "");
+            SCOPED_TRACE(what);
+            std::vector<int64_t> t(static_cast<size_t>(sz.n));
+            int64_t counted = 0;
+            for (int64_t i = 0; i < sz.n; ++i) {
+              int64_t v = (i * 7919 + 13) % sz.c;
+              if (all_ignored || i % 3 == 1) v = ignore;  // some ignored rows
+              t[static_cast<size_t>(i)] = v;
+              counted += v != ignore;
+            }
+            const Tensor logits = rand_cpu({sz.n, sz.c}, 171, 2.f),
+                         targets = index_tensor(t, {sz.n}, dt);
+            const Tensor gl = on_gpu(logits), gt = on_gpu(targets);
+            Tensor logp, glogp;
+            const Tensor loss =
+                ops::cross_entropy_forward(logits, targets, smoothing, ignore, logp);
+            const Tensor gloss = ops::cross_entropy_forward(gl, gt, smoothing, ignore, glogp);
+            if (counted == 0) {
+              EXPECT_TRUE(same_f("cross_entropy_forward loss (no counted rows: exactly 0) " + what,
+                                 gloss, loss));
+            } else {
+              EXPECT_TRUE(near("cross_entropy_forward loss " + what, gloss, loss, kRedRtol, 1e-6));
+            }
+            EXPECT_TRUE(
+                near("cross_entropy_forward save_logp " + what, glogp, logp, kRedRtol, 1e-5));
+            for (float dloss : {1.f, 0.37f}) {
+              const Tensor dx =
+                  ops::cross_entropy_backward(dloss, logp, targets, smoothing, ignore);
+              const Tensor gdx =
+                  ops::cross_entropy_backward(dloss, on_gpu(logp), gt, smoothing, ignore);
+              if (counted == 0) {
+                EXPECT_TRUE(same_f(
+                    cat("cross_entropy_backward (all zero) dloss ", dloss, " ", what), gdx, dx));
+              } else {
+                // dx = k*(p - e/C) (minus k*(1-e) at the target), k = dloss/count: exp within
+                // ulps, so the absolute error is ~1e-7 * k where p - e/C cancels.
+                const double k = dloss / static_cast<double>(counted);
+                EXPECT_TRUE(near(cat("cross_entropy_backward dloss ", dloss, " ", what), gdx, dx,
+                                 kRedRtol, 1e-6 * k));
+              }
+            }
+          }
+}
+
+// ---- dropout and embedding ------------------------------------------------------------------
+
+TEST(CudaOps, DropoutMaskEqualsCpuMaskBitForBit) {
+  ADA_REQUIRE_GPU();
+  for (const Shape& s : std::vector<Shape>{{0}, {1}, {7}, {65537}, {3, 33, 7}, {1000, 1000}})
+    for (float p : {0.f, 0.1f, 0.5f, 0.9f}) {
+      const std::string what = cat("x ", shape_str(s), " p ", p);
+      SCOPED_TRACE(what);
+      const Tensor x = rand_cpu(s, 181), dy = rand_cpu(s, 182);
+      const Tensor gx = on_gpu(x);
+      Generator gc(1234, 77), gg(1234, 77);   // same seed and offset
+      for (int draw = 0; draw < 2; ++draw) {  // the second draw starts where the first ended
+        const std::string dw = cat(" (draw ", draw, ") ", what);
+        Tensor mask, gmask;
+        const Tensor y = ops::dropout_forward(x, p, gc, mask);
+        const Tensor gy = ops::dropout_forward(gx, p, gg, gmask);
+        EXPECT_TRUE(same_f("dropout_forward mask" + dw, gmask, mask));
+        EXPECT_TRUE(same_f("dropout_forward y" + dw, gy, y));
+        EXPECT_EQ(gg.seed(), gc.seed()) << "dropout_forward generator seed" << dw;
+        EXPECT_EQ(gg.offset(), gc.offset())
+            << "dropout_forward: the GPU generator must advance like the CPU's" << dw;
+        EXPECT_TRUE(same_f("dropout_backward" + dw, ops::dropout_backward(on_gpu(dy), gmask),
+                           ops::dropout_backward(dy, mask)));
+      }
+    }
+}
+
+TEST(CudaOps, EmbeddingGatherAndScatterAdd) {
+  ADA_REQUIRE_GPU();
+  struct Case {
+    int64_t v, d;
+    Shape ids;
+    int64_t distinct;  // ids cycle through [0, distinct): fewer distinct ids, more repeats
+  };
+  const Case cases[] = {{50, 33, {7}, 50},           {50, 33, {3, 5}, 50},        {50, 33, {0}, 50},
+                        {50, 33, {2, 3, 4}, 50},     {50, 33, {200}, 5},          {1, 8, {17}, 1},
+                        {1000, 128, {8, 128}, 1000}, {30522, 16, {4, 64}, 30522}, {64, 1, {65}, 3}};
+  for (const Case& c : cases)
+    for (DType dt : {DType::i32, DType::i64}) {
+      const std::string what = cat("weight [", c.v, ",", c.d, "] ids ", shape_str(c.ids), " ",
+                                   dtype_name(dt), " from ", c.distinct, " distinct values");
+      SCOPED_TRACE(what);
+      const int64_t n = shape_numel(c.ids);
+      std::vector<int64_t> iv(static_cast<size_t>(n));
+      std::vector<int64_t> repeats(static_cast<size_t>(c.v), 0);
+      for (int64_t i = 0; i < n; ++i) {
+        iv[static_cast<size_t>(i)] = (i * 7919 + 3) % c.distinct;
+        ++repeats[static_cast<size_t>(iv[static_cast<size_t>(i)])];
+      }
+      const int64_t max_rep = *std::max_element(repeats.begin(), repeats.end());
+      const Tensor w = rand_cpu({c.v, c.d}, 191), ids = index_tensor(iv, c.ids, dt);
+      const Tensor gids = on_gpu(ids);
+      EXPECT_TRUE(same_f("embedding_forward " + what, ops::embedding_forward(on_gpu(w), gids),
+                         ops::embedding_forward(w, ids)));
+      Shape ys = c.ids;
+      ys.push_back(c.d);
+      const Tensor dy = rand_cpu(ys, 192);
+      // Scatter-add into an existing, non-zero dweight; repeated ids add up in another order on
+      // the GPU: a sum of max_rep N(0,1) values and the start value.
+      const Tensor dw0 = rand_cpu({c.v, c.d}, 193);
+      Tensor dw = dw0.clone(), gdw = on_gpu(dw0);
+      ops::embedding_backward(dy, ids, dw);
+      ops::embedding_backward(on_gpu(dy), gids, gdw);
+      EXPECT_TRUE(near(cat("embedding_backward (ids repeat up to ", max_rep, " times) ", what), gdw,
+                       dw, kRedRtol, 1e-6 * static_cast<double>(max_rep + 1)));
+    }
+}
+
+// ---- optimizer updates ----------------------------------------------------------------------
+
+TEST(CudaOps, AdamUpdateAndDirectionOverSeveralSteps) {
+  ADA_REQUIRE_GPU();
+  struct Config {
+    const char* name;
+    ops::AdamArgs a;
+    double lr, decay;
+    bool warm_state;  // non-zero initial m, v (a resumed run)
+  };
+  const Config configs[] = {
+      {"adam", {0.9, 0.999, 1e-8, 1, 0.0}, 1e-3, 0.0, false},
+      {"adamw decay 0.01", {0.9, 0.999, 1e-8, 1, 0.0}, 3e-3, 0.01, false},
+      {"adam l2 0.01", {0.9, 0.999, 1e-8, 1, 0.01}, 1e-3, 0.0, false},
+      {"betas 0.8/0.99 eps 1e-6 from step 100", {0.8, 0.99, 1e-6, 100, 0.0}, 1e-2, 0.1, true},
+  };
+  for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1000}, int64_t{65537}})
+    for (const Config& cf : configs)
+      for (bool direction : {false, true}) {
+        const std::string what =
+            cat(direction ? "adam_direction_ " : "adam_update_ ", cf.name, " [", n, "]");
+        SCOPED_TRACE(what);
+        Tensor w = rand_cpu({n}, 201), m = Tensor::zeros({n}), v = Tensor::zeros({n});
+        if (cf.warm_state) {
+          m = rand_cpu({n}, 202, 0.1f);
+          v = map_host(rand_cpu({n}, 203, 0.1f), [](float x) { return x * x; });
+        }
+        Tensor gw = on_gpu(w), gm = on_gpu(m), gv = on_gpu(v);
+        Tensor u = Tensor::zeros({n}), gu = Tensor::zeros({n}, DType::f32, gpu());
+        for (int step = 0; step < 5; ++step) {
+          ops::AdamArgs a = cf.a;
+          a.step = cf.a.step + step;
+          // Every 11th gradient element is exactly 0 (d falls back to eps on the first step).
+          const Tensor g = map_host(rand_cpu({n}, 210 + step),
+                                    [k = 0](float x) mutable { return k++ % 11 ? x : 0.f; });
+          const Tensor gg = on_gpu(g);
+          const std::string at = cat(" after step ", a.step, " ", what);
+          if (direction) {
+            ops::adam_direction_(u, w, g, m, v, a, cf.decay);
+            ops::adam_direction_(gu, gw, gg, gm, gv, a, cf.decay);
+            // u = m_hat / d + decay*w, O(1): a few ulps of fp32 per step.
+            EXPECT_TRUE(near("u" + at, gu, u, kRedRtol, 1e-6));
+            EXPECT_TRUE(same_f("w (only read)" + at, gw, w));
+          } else {
+            ops::adam_update_(w, g, m, v, a, cf.lr, cf.decay);
+            ops::adam_update_(gw, gg, gm, gv, a, cf.lr, cf.decay);
+            // w changes by ~lr per step: its error is an ulp of w plus lr times that of m/d.
+            EXPECT_TRUE(near("w" + at, gw, w, 2e-6, 1e-7));
+          }
+          // m may cancel (beta1*m + (1-beta1)*g of opposite signs); v is a sum of positives.
+          EXPECT_TRUE(near("m" + at, gm, m, kRedRtol, 1e-7));
+          EXPECT_TRUE(near("v" + at, gv, v, kRedRtol, 1e-12));
+        }
+      }
+}
+
+// ---- empty batches, errors ------------------------------------------------------------------
+
+TEST(CudaOps, EmptyBatchesBehaveLikeTheCpu) {
+  ADA_REQUIRE_GPU();
+  // Convolution with batch 0: the CPU returns empty y and dx and a zero dw.
+  const ops::Conv2dParams p{1, 1, 1, 1, 1, 1};
+  const Tensor x0 = Tensor::zeros({0, 2, 5, 5}), w = rand_cpu({3, 2, 3, 3}, 221),
+               dy0 = Tensor::zeros({0, 3, 5, 5});
+  EXPECT_TRUE(same_f("conv2d_forward batch 0", ops::conv2d_forward(on_gpu(x0), on_gpu(w), p),
+                     ops::conv2d_forward(x0, w, p)));
+  EXPECT_TRUE(same_f("conv2d_backward_data batch 0",
+                     ops::conv2d_backward_data(on_gpu(dy0), on_gpu(w), x0.shape(), p),
+                     ops::conv2d_backward_data(dy0, w, x0.shape(), p)));
+  EXPECT_TRUE(same_f("conv2d_backward_filter batch 0 (zero dw)",
+                     ops::conv2d_backward_filter(on_gpu(dy0), on_gpu(x0), w.shape(), p),
+                     ops::conv2d_backward_filter(dy0, x0, w.shape(), p)));
+  // Zero output channels: empty y, and the CPU's dx is zeros of the input's shape.
+  const Tensor x = rand_cpu({2, 2, 5, 5}, 222), wz = Tensor::zeros({0, 2, 3, 3}),
+               dyz = Tensor::zeros({2, 0, 5, 5});
+  EXPECT_TRUE(same_f("conv2d_forward with 0 output channels",
+                     ops::conv2d_forward(on_gpu(x), on_gpu(wz), p), ops::conv2d_forward(x, wz, p)));
+  EXPECT_TRUE(same_f("conv2d_backward_data with 0 output channels (zero dx)",
+                     ops::conv2d_backward_data(on_gpu(dyz), on_gpu(wz), x.shape(), p),
+                     ops::conv2d_backward_data(dyz, wz, x.shape(), p)));
+  // Pools, softmax, layer norm and losses on batch 0.
+  const ops::Pool2dParams pp{3, 3, 2, 2, 1, 1, true};
+  Tensor idx, gidx;
+  EXPECT_TRUE(same_f("max_pool2d_forward batch 0", ops::max_pool2d_forward(on_gpu(x0), pp, gidx),
+                     ops::max_pool2d_forward(x0, pp, idx)));
+  EXPECT_TRUE(same<int32_t>("max_pool2d_forward batch 0 indices", gidx, idx));
+  EXPECT_TRUE(same_f("avg_pool2d_forward batch 0", ops::avg_pool2d_forward(on_gpu(x0), pp),
+                     ops::avg_pool2d_forward(x0, pp)));
+  EXPECT_TRUE(same_f("global_avg_pool_forward batch 0", ops::global_avg_pool_forward(on_gpu(x0)),
+                     ops::global_avg_pool_forward(x0)));
+  // bias_grad of no rows: zeros.
+  const Tensor e = Tensor::zeros({0, 7});
+  EXPECT_TRUE(same_f("bias_grad of [0,7]", ops::bias_grad(on_gpu(e)), ops::bias_grad(e)));
+  EXPECT_TRUE(same_f("sum over an empty axis", ops::sum(on_gpu(e), {0}), ops::sum(e, {0})));
+  EXPECT_EQ(ops::dot(on_gpu(e), on_gpu(e)), 0.0) << "dot of empty tensors";
+  // Batch norm with no values per channel: the CPU throws ShapeError, so must the GPU.
+  {
+    const Tensor g = Tensor::ones({2}), b = Tensor::zeros({2});
+    Tensor rm = Tensor::zeros({2}), rv = Tensor::ones({2}), grm = on_gpu(rm), grv = on_gpu(rv);
+    const Tensor bx = Tensor::zeros({0, 2, 3});
+    Tensor m, s, gm, gs;
+    expect_same_error<ShapeError>(
+        "batch_norm_train on batch 0",
+        [&] { ops::batch_norm_train(bx, g, b, rm, rv, 0.1f, 1e-5f, m, s); },
+        [&] {
+          ops::batch_norm_train(on_gpu(bx), on_gpu(g), on_gpu(b), grm, grv, 0.1f, 1e-5f, gm, gs);
+        });
+  }
+}
+
+TEST(CudaOps, MixingDevicesThrowsDeviceError) {
+  ADA_REQUIRE_GPU();
+  const Tensor a = rand_cpu({4, 5}, 1), ga = on_gpu(a);
+  const Tensor bt = rand_cpu({5, 3}, 2);
+  expect_error<DeviceError>("add(gpu, cpu)", [&] { ops::add(ga, a); });
+  expect_error<DeviceError>("add(cpu, gpu)", [&] { ops::add(a, ga); });
+  expect_error<DeviceError>("mul(gpu, cpu)", [&] { ops::mul(ga, a); });
+  {
+    Tensor out = Tensor::empty({4, 5});
+    expect_error<DeviceError>("add_out(gpu, gpu -> cpu out)", [&] { ops::add_out(ga, ga, out); });
+    Tensor gy = on_gpu(a);
+    expect_error<DeviceError>("axpby_(cpu x, gpu y)", [&] { ops::axpby_(1.f, a, 1.f, gy); });
+  }
+  try {
+    ops::add(ga, a);
+  } catch (const DeviceError& e) {
+    EXPECT_NE(std::string(e.what()).find("add"), std::string::npos)
+        << "a DeviceError should name the op; got: " << e.what();
+  } catch (...) {  // the wrong type is reported above
+  }
+  expect_error<DeviceError>("matmul(gpu, cpu)", [&] { ops::matmul(ga, bt); });
+  {
+    Tensor c = Tensor::zeros({4, 3});
+    const Tensor gbt = on_gpu(bt);
+    expect_error<DeviceError>("gemm(gpu a, gpu b, cpu c)", [&] { ops::gemm(ga, gbt, c); });
+  }
+  expect_error<DeviceError>("add_bias(gpu x, cpu bias)",
+                            [&] { ops::add_bias(ga, Tensor::zeros({5})); });
+  expect_error<DeviceError>("relu_backward(gpu dy, cpu y)", [&] { ops::relu_backward(ga, a); });
+  expect_error<DeviceError>("dot(gpu, cpu)", [&] { ops::dot(ga, a); });
+  expect_error<DeviceError>("softmax_backward(gpu dy, cpu y)",
+                            [&] { ops::softmax_backward(ga, a); });
+  {
+    const Tensor x = rand_cpu({1, 2, 5, 5}, 5), w = rand_cpu({3, 2, 3, 3}, 5);
+    expect_error<DeviceError>("conv2d_forward(gpu x, cpu w)",
+                              [&] { ops::conv2d_forward(on_gpu(x), w, {}); });
+    const Tensor dy = rand_cpu({1, 3, 3, 3}, 5);
+    expect_error<DeviceError>("conv2d_backward_filter(cpu dy, gpu x)",
+                              [&] { ops::conv2d_backward_filter(dy, on_gpu(x), w.shape(), {}); });
+    Tensor idx;
+    const ops::Pool2dParams pp{};
+    const Tensor y = ops::max_pool2d_forward(x, pp, idx);
+    expect_error<DeviceError>("max_pool2d_backward(gpu dy, cpu indices)", [&] {
+      ops::max_pool2d_backward(on_gpu(rand_cpu(y.shape(), 6)), idx, x.shape());
+    });
+  }
+  {
+    const Tensor w = rand_cpu({10, 4}, 5);
+    const Tensor ids = Tensor::from_vector<int64_t>({1, 2, 3}, {3});
+    expect_error<DeviceError>("embedding_forward(gpu weight, cpu ids)",
+                              [&] { ops::embedding_forward(on_gpu(w), ids); });
+    expect_error<DeviceError>("embedding_forward(cpu weight, gpu ids)",
+                              [&] { ops::embedding_forward(w, on_gpu(ids)); });
+    Tensor dw = Tensor::zeros({10, 4});
+    expect_error<DeviceError>("embedding_backward(gpu dy, gpu ids, cpu dweight)", [&] {
+      ops::embedding_backward(on_gpu(rand_cpu({3, 4}, 5)), on_gpu(ids), dw);
+    });
+  }
+  {
+    const Tensor logits = rand_cpu({3, 4}, 5);
+    const Tensor t = Tensor::from_vector<int64_t>({0, 1, 2}, {3});
+    Tensor lp;
+    expect_error<DeviceError>("cross_entropy_forward(gpu logits, cpu targets)", [&] {
+      ops::cross_entropy_forward(on_gpu(logits), t, 0.f, -100, lp);
+    });
+  }
+  {
+    const Tensor x = rand_cpu({4, 3}, 5), g = Tensor::ones({3}), b = Tensor::zeros({3});
+    Tensor rm = Tensor::zeros({3}), rv = Tensor::ones({3}), m, s;
+    expect_error<DeviceError>("batch_norm_train(gpu x/gamma/beta, cpu running stats)", [&] {
+      ops::batch_norm_train(on_gpu(x), on_gpu(g), on_gpu(b), rm, rv, 0.1f, 1e-5f, m, s);
+    });
+    Tensor lm, lr;
+    expect_error<DeviceError>("layer_norm_forward(gpu x, cpu gamma)", [&] {
+      ops::layer_norm_forward(on_gpu(x), g, on_gpu(b), 1e-5f, lm, lr);
+    });
+  }
+  {
+    Tensor w = on_gpu(rand_cpu({8}, 5)), m = Tensor::zeros({8}, DType::f32, gpu()),
+           v = Tensor::zeros({8}, DType::f32, gpu());
+    const Tensor g = rand_cpu({8}, 5);
+    expect_error<DeviceError>("adam_update_(cpu g)",
+                              [&] { ops::adam_update_(w, g, m, v, {}, 1e-3, 0.0); });
+  }
+  // The device stays usable after the errors.
+  EXPECT_TRUE(near("add after the device errors", ops::add(ga, ga), ops::add(a, a), kEltRtol, 0));
+}
+
+TEST(CudaOps, BadArgumentsThrowLikeTheCpu) {
+  ADA_REQUIRE_GPU();
+  // Each pair: the CPU call and the same call on GPU tensors must throw the same error type.
+  const Tensor a23 = rand_cpu({2, 3}, 5), a32 = rand_cpu({3, 2}, 5);
+  const Tensor g23 = on_gpu(a23), g32 = on_gpu(a32);
+  expect_same_error<ShapeError>(
+      "add [2,3] + [3,2]", [&] { ops::add(a23, a32); }, [&] { ops::add(g23, g32); });
+  expect_same_error<ShapeError>(
+      "mul [2,3] * [3,2]", [&] { ops::mul(a23, a32); }, [&] { ops::mul(g23, g32); });
+  {
+    Tensor o = Tensor::empty({3, 2}), go = on_gpu(o);
+    expect_same_error<ShapeError>(
+        "add_out into a wrong-shaped out", [&] { ops::add_out(a23, a23, o); },
+        [&] { ops::add_out(g23, g23, go); });
+    Tensor y = a32.clone(), gy = on_gpu(a32);
+    expect_same_error<ShapeError>(
+        "axpby_ [2,3] into [3,2]", [&] { ops::axpby_(1.f, a23, 1.f, y); },
+        [&] { ops::axpby_(1.f, g23, 1.f, gy); });
+  }
+  expect_same_error<ShapeError>(
+      "matmul inner dims differ", [&] { ops::matmul(a23, a23); }, [&] { ops::matmul(g23, g23); });
+  {
+    Tensor c = Tensor::zeros({2, 3}), gc = on_gpu(c);
+    expect_same_error<ShapeError>(
+        "gemm with a wrong-shaped c", [&] { ops::gemm(a23, a32, c); },
+        [&] { ops::gemm(g23, g32, gc); });
+    const Tensor b1 = rand_cpu({2, 3, 4}, 5), b2 = rand_cpu({3, 4, 5}, 5);
+    Tensor cb = Tensor::zeros({2, 3, 5}), gcb = on_gpu(cb);
+    expect_same_error<ShapeError>(
+        "gemm_batched batch sizes differ", [&] { ops::gemm_batched(b1, b2, cb); },
+        [&] { ops::gemm_batched(on_gpu(b1), on_gpu(b2), gcb); });
+    expect_same_error<ShapeError>(
+        "bmm inner dims differ", [&] { ops::bmm(b1, b1); },
+        [&] { ops::bmm(on_gpu(b1), on_gpu(b1)); });
+    expect_same_error<ShapeError>(
+        "matmul of a 3-d tensor", [&] { ops::matmul(b1, a32); },
+        [&] { ops::matmul(on_gpu(b1), g32); });
+  }
+  expect_same_error<ShapeError>(
+      "add_bias with a wrong-sized bias", [&] { ops::add_bias(a23, Tensor::zeros({2})); },
+      [&] { ops::add_bias(g23, Tensor::zeros({2}, DType::f32, gpu())); });
+  expect_same_error<ShapeError>(
+      "add_channel_bias with a wrong-sized bias",
+      [&] { ops::add_channel_bias(a23, Tensor::zeros({2})); },
+      [&] { ops::add_channel_bias(g23, Tensor::zeros({2}, DType::f32, gpu())); });
+  expect_same_error<ShapeError>(
+      "permute with a repeated axis",
+      [&] {
+        ops::permute(a23, {0, 0});
+      },
+      [&] {
+        ops::permute(g23, {0, 0});
+      });
+  expect_same_error<ShapeError>(
+      "permute with too few axes", [&] { ops::permute(a23, {0}); },
+      [&] { ops::permute(g23, {0}); });
+  expect_same_error<ShapeError>(
+      "sum over axis 2 of a 2-d tensor", [&] { ops::sum(a23, {2}); }, [&] { ops::sum(g23, {2}); });
+  expect_same_error<ShapeError>(
+      "sum over axes {1, -1} (the same axis twice)",
+      [&] {
+        ops::sum(a23, {1, -1});
+      },
+      [&] {
+        ops::sum(g23, {1, -1});
+      });
+  expect_same_error<ShapeError>(
+      "mean over axis -3 of a 2-d tensor", [&] { ops::mean(a23, {-3}); },
+      [&] { ops::mean(g23, {-3}); });
+  expect_same_error<ShapeError>(
+      "sum_backward with a wrong-sized dy",
+      [&] {
+        ops::sum_backward(a23, {2, 3, 4}, {1});
+      },
+      [&] {
+        ops::sum_backward(g23, {2, 3, 4}, {1});
+      });
+  expect_same_error<ShapeError>(
+      "dot of different sizes", [&] { ops::dot(a23, Tensor::zeros({5})); },
+      [&] { ops::dot(g23, Tensor::zeros({5}, DType::f32, gpu())); });
+  {
+    const Tensor x = rand_cpu({1, 3, 5, 5}, 5), w = rand_cpu({4, 2, 3, 3}, 5),
+                 big = rand_cpu({1, 3, 7, 7}, 5);
+    const Tensor gx = on_gpu(x);
+    expect_same_error<ShapeError>(
+        "conv2d_forward with mismatched input channels", [&] { ops::conv2d_forward(x, w, {}); },
+        [&] { ops::conv2d_forward(gx, on_gpu(w), {}); });
+    expect_same_error<ShapeError>(
+        "conv2d_forward with a kernel larger than the input",
+        [&] { ops::conv2d_forward(x, big, {}); },
+        [&] { ops::conv2d_forward(gx, on_gpu(big), {}); });
+    const Tensor x3 = rand_cpu({3, 5, 5}, 5);
+    expect_same_error<ShapeError>(
+        "conv2d_forward of a 3-d input", [&] { ops::conv2d_forward(x3, big, {}); },
+        [&] { ops::conv2d_forward(on_gpu(x3), on_gpu(big), {}); });
+    const Tensor w4 = rand_cpu({4, 3, 3, 3}, 5),
+                 dy = rand_cpu({1, 4, 2, 2}, 5);  // should be [1,4,3,3]
+    expect_same_error<ShapeError>(
+        "conv2d_backward_data with a wrong-shaped dy",
+        [&] { ops::conv2d_backward_data(dy, w4, x.shape(), {}); },
+        [&] { ops::conv2d_backward_data(on_gpu(dy), on_gpu(w4), x.shape(), {}); });
+    expect_same_error<ShapeError>(
+        "conv2d_backward_filter with a wrong-shaped dy",
+        [&] { ops::conv2d_backward_filter(dy, x, w4.shape(), {}); },
+        [&] { ops::conv2d_backward_filter(on_gpu(dy), gx, w4.shape(), {}); });
+    const ops::Conv2dParams zero_stride{0, 1, 0, 0, 1, 1};
+    expect_same_error<ShapeError>(
+        "conv2d_forward with stride 0", [&] { ops::conv2d_forward(x, w4, zero_stride); },
+        [&] { ops::conv2d_forward(gx, on_gpu(w4), zero_stride); });
+    Tensor idx, gidx;
+    const ops::Pool2dParams too_big{7, 7, 1, 1, 0, 0, true}, bad_pad{2, 2, 2, 2, 2, 2, true};
+    expect_same_error<ShapeError>(
+        "max_pool2d_forward with a kernel larger than the input",
+        [&] { ops::max_pool2d_forward(x, too_big, idx); },
+        [&] { ops::max_pool2d_forward(gx, too_big, gidx); });
+    expect_same_error<ShapeError>(
+        "avg_pool2d_forward with padding over half the kernel",
+        [&] { ops::avg_pool2d_forward(x, bad_pad); },
+        [&] { ops::avg_pool2d_forward(gx, bad_pad); });
+    const ops::Pool2dParams pp{};
+    const Tensor pdy = rand_cpu({1, 3, 3, 3}, 5);  // should be [1,3,2,2]
+    expect_same_error<ShapeError>(
+        "avg_pool2d_backward with a wrong-shaped dy",
+        [&] { ops::avg_pool2d_backward(pdy, x.shape(), pp); },
+        [&] { ops::avg_pool2d_backward(on_gpu(pdy), x.shape(), pp); });
+    expect_same_error<ShapeError>(
+        "global_avg_pool_backward with a wrong-shaped dy",
+        [&] { ops::global_avg_pool_backward(a23, x.shape()); },
+        [&] { ops::global_avg_pool_backward(g23, x.shape()); });
+    const Tensor fidx = Tensor::zeros({1, 3, 2, 2});
+    expect_same_error<DTypeError>(
+        "max_pool2d_backward with f32 indices",
+        [&] {
+          ops::max_pool2d_backward(Tensor::zeros({1, 3, 2, 2}), fidx, x.shape());
+        },
+        [&] {
+          ops::max_pool2d_backward(on_gpu(Tensor::zeros({1, 3, 2, 2})), on_gpu(fidx), x.shape());
+        });
+  }
+  {
+    const Tensor x = rand_cpu({1, 2}, 5), g = Tensor::ones({2}), b = Tensor::zeros({2});
+    Tensor rm = Tensor::zeros({2}), rv = Tensor::ones({2}), grm = on_gpu(rm), grv = on_gpu(rv), m,
+           s, gm, gs;
+    expect_same_error<ShapeError>(
+        "batch_norm_train with one value per channel",
+        [&] { ops::batch_norm_train(x, g, b, rm, rv, 0.1f, 1e-5f, m, s); },
+        [&] {
+          ops::batch_norm_train(on_gpu(x), on_gpu(g), on_gpu(b), grm, grv, 0.1f, 1e-5f, gm, gs);
+        });
+    const Tensor x4 = rand_cpu({4, 3}, 5), g3 = Tensor::ones({3});
+    expect_same_error<ShapeError>(
+        "batch_norm_train with a wrong-sized gamma",
+        [&] { ops::batch_norm_train(x4, g, g3, rm, rv, 0.1f, 1e-5f, m, s); },
+        [&] {
+          ops::batch_norm_train(on_gpu(x4), on_gpu(g), on_gpu(g3), grm, grv, 0.1f, 1e-5f, gm, gs);
+        });
+    Tensor lm, lr, glm, glr;
+    expect_same_error<ShapeError>(
+        "layer_norm_forward with a wrong-sized gamma",
+        [&] { ops::layer_norm_forward(x4, g, g, 1e-5f, lm, lr); },
+        [&] { ops::layer_norm_forward(on_gpu(x4), on_gpu(g), on_gpu(g), 1e-5f, glm, glr); });
+  }
+  {
+    const Tensor scalar = Tensor::zeros({});
+    expect_same_error<ShapeError>(
+        "softmax of a 0-d tensor", [&] { ops::softmax(scalar); },
+        [&] { ops::softmax(on_gpu(scalar)); });
+    expect_same_error<ShapeError>(
+        "softmax_backward with mismatched shapes", [&] { ops::softmax_backward(a23, a32); },
+        [&] { ops::softmax_backward(g23, g32); });
+    expect_same_error<ShapeError>(
+        "log_softmax_backward with mismatched shapes", [&] { ops::log_softmax_backward(a23, a32); },
+        [&] { ops::log_softmax_backward(g23, g32); });
+  }
+  // Cross-entropy: targets out of range (above C, negative but not ignore_index) in both index
+  // dtypes, wrong target count, float targets, smoothing outside [0, 1].
+  {
+    const Tensor logits = rand_cpu({2, 3}, 5), gl = on_gpu(logits);
+    for (DType dt : {DType::i64, DType::i32})
+      for (int64_t bad : {int64_t{3}, int64_t{7}, int64_t{-1}}) {
+        const Tensor t = index_tensor({0, bad}, {2}, dt), gt = on_gpu(t);
+        Tensor lp, glp;
+        expect_same_error<ShapeError>(
+            cat("cross_entropy_forward with target ", bad, " (", dtype_name(dt), ") for C=3"),
+            [&] { ops::cross_entropy_forward(logits, t, 0.f, -100, lp); },
+            [&] { ops::cross_entropy_forward(gl, gt, 0.f, -100, glp); });
+      }
+    Tensor lp, glp;
+    const Tensor t3 = Tensor::from_vector<int64_t>({0, 1, 2}, {3}), tf = Tensor::zeros({2});
+    expect_same_error<ShapeError>(
+        "cross_entropy_forward with 3 targets for 2 rows",
+        [&] { ops::cross_entropy_forward(logits, t3, 0.f, -100, lp); },
+        [&] { ops::cross_entropy_forward(gl, on_gpu(t3), 0.f, -100, glp); });
+    expect_same_error<DTypeError>(
+        "cross_entropy_forward with f32 targets",
+        [&] { ops::cross_entropy_forward(logits, tf, 0.f, -100, lp); },
+        [&] { ops::cross_entropy_forward(gl, on_gpu(tf), 0.f, -100, glp); });
+    const Tensor t2 = Tensor::from_vector<int64_t>({0, 1}, {2});
+    expect_same_error<ShapeError>(
+        "cross_entropy_forward with label_smoothing 1.5",
+        [&] { ops::cross_entropy_forward(logits, t2, 1.5f, -100, lp); },
+        [&] { ops::cross_entropy_forward(gl, on_gpu(t2), 1.5f, -100, glp); });
+    expect_same_error<ShapeError>(
+        "cross_entropy_forward with 1-d logits",
+        [&] { ops::cross_entropy_forward(Tensor::zeros({2}), t2, 0.f, -100, lp); },
+        [&] {
+          ops::cross_entropy_forward(Tensor::zeros({2}, DType::f32, gpu()), on_gpu(t2), 0.f, -100,
+                                     glp);
+        });
+  }
+  // Embedding: ids outside [0, V) in both index dtypes, forward and backward; float ids.
+  {
+    const Tensor w = rand_cpu({10, 4}, 5), gw = on_gpu(w);
+    for (DType dt : {DType::i64, DType::i32})
+      for (int64_t bad : {int64_t{10}, int64_t{-1}, int64_t{1000000}}) {
+        const Tensor ids = index_tensor({1, bad, 2}, {3}, dt), gids = on_gpu(ids);
+        const std::string what = cat("id ", bad, " (", dtype_name(dt), ") for V=10");
+        expect_same_error<ShapeError>(
+            "embedding_forward with " + what, [&] { ops::embedding_forward(w, ids); },
+            [&] { ops::embedding_forward(gw, gids); });
+        Tensor dw = Tensor::zeros({10, 4}), gdw = on_gpu(dw);
+        const Tensor dy = rand_cpu({3, 4}, 5);
+        expect_same_error<ShapeError>(
+            "embedding_backward with " + what, [&] { ops::embedding_backward(dy, ids, dw); },
+            [&] { ops::embedding_backward(on_gpu(dy), gids, gdw); });
+      }
+    const Tensor fids = Tensor::zeros({3});
+    expect_same_error<DTypeError>(
+        "embedding_forward with f32 ids", [&] { ops::embedding_forward(w, fids); },
+        [&] { ops::embedding_forward(gw, on_gpu(fids)); });
+    Tensor dw = Tensor::zeros({10, 4}), gdw = on_gpu(dw);
+    const Tensor ids = Tensor::from_vector<int64_t>({1, 2, 3}, {3}), dy5 = rand_cpu({3, 5}, 5);
+    expect_same_error<ShapeError>(
+        "embedding_backward with a wrong-width dy", [&] { ops::embedding_backward(dy5, ids, dw); },
+        [&] { ops::embedding_backward(on_gpu(dy5), on_gpu(ids), gdw); });
+  }
+  // Dropout probability outside [0, 1).
+  {
+    const Tensor x = rand_cpu({5}, 5);
+    Generator g1(1), g2(1);
+    Tensor m, gm;
+    expect_same_error<ShapeError>(
+        "dropout_forward with p = 1", [&] { ops::dropout_forward(x, 1.f, g1, m); },
+        [&] { ops::dropout_forward(on_gpu(x), 1.f, g2, gm); });
+    expect_same_error<ShapeError>(
+        "dropout_forward with p = -0.1", [&] { ops::dropout_forward(x, -0.1f, g1, m); },
+        [&] { ops::dropout_forward(on_gpu(x), -0.1f, g2, gm); });
+  }
+  // Dtypes.
+  {
+    const Tensor i = Tensor::zeros({2, 3}, DType::i32);
+    expect_same_error<DTypeError>(
+        "relu of an i32 tensor", [&] { ops::relu(i); }, [&] { ops::relu(on_gpu(i)); });
+    expect_same_error<DTypeError>(
+        "add of i32 tensors", [&] { ops::add(i, i); }, [&] { ops::add(on_gpu(i), on_gpu(i)); });
+  }
+  // Adam: shapes, aliasing, step.
+  {
+    Tensor w = rand_cpu({8}, 5), g = rand_cpu({8}, 5), m = Tensor::zeros({8}),
+           v = Tensor::zeros({8}), g7 = rand_cpu({7}, 5);
+    Tensor gw = on_gpu(w), gg = on_gpu(g), gm = on_gpu(m), gv = on_gpu(v), gg7 = on_gpu(g7);
+    expect_same_error<ShapeError>(
+        "adam_update_ with a wrong-sized gradient",
+        [&] { ops::adam_update_(w, g7, m, v, {}, 1e-3, 0.0); },
+        [&] { ops::adam_update_(gw, gg7, gm, gv, {}, 1e-3, 0.0); });
+    expect_same_error<InternalError>(
+        "adam_update_ with m and v the same tensor",
+        [&] { ops::adam_update_(w, g, m, m, {}, 1e-3, 0.0); },
+        [&] { ops::adam_update_(gw, gg, gm, gm, {}, 1e-3, 0.0); });
+    ops::AdamArgs step0;
+    step0.step = 0;
+    expect_same_error<InternalError>(
+        "adam_update_ with step 0", [&] { ops::adam_update_(w, g, m, v, step0, 1e-3, 0.0); },
+        [&] { ops::adam_update_(gw, gg, gm, gv, step0, 1e-3, 0.0); });
+    Tensor u7 = Tensor::zeros({7}), gu7 = on_gpu(u7);
+    expect_same_error<ShapeError>(
+        "adam_direction_ with a wrong-sized u",
+        [&] { ops::adam_direction_(u7, w, g, m, v, {}, 0.0); },
+        [&] { ops::adam_direction_(gu7, gw, gg, gm, gv, {}, 0.0); });
+    expect_same_error<InternalError>(
+        "adam_direction_ with u aliasing m", [&] { ops::adam_direction_(m, w, g, m, v, {}, 0.0); },
+        [&] { ops::adam_direction_(gm, gw, gg, gm, gv, {}, 0.0); });
+  }
+  // The device stays usable after the errors.
+  EXPECT_TRUE(
+      near("add after the argument errors", ops::add(g23, g23), ops::add(a23, a23), kEltRtol, 0));
+}
+
+}  // namespace
+}  // namespace ada
