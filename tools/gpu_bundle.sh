@@ -2,8 +2,9 @@
 # Builds the CUDA configuration here (nvcc 13, sm_90, a baseline x86-64-v3 CPU target so the
 # binaries run on the GPU machine's other CPU) and gathers what tools/gpu_test.sh needs on a lent
 # GPU machine into .gpu/ (ignored by git, carried by the device tool): the test and benchmark
-# binaries, the shared libraries they need that such a machine lacks (not the driver, cuBLAS or
-# cuDNN, which it has), and the small MNIST test files. Then, through the device tool:
+# binaries and the trainer, the shared libraries they need that such a machine lacks (not the
+# driver, cuBLAS or cuDNN, which it has), OpenMPI's runtime, and MNIST gzipped. Then, through the
+# device tool:
 #   run(command="bash tools/gpu_test.sh", carry=[".gpu"])
 #   tools/gpu_bundle.sh [--no-build]
 set -euo pipefail
@@ -14,13 +15,13 @@ if [[ "${1:-}" != "--no-build" ]]; then
   command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DADA_BUILD_TESTS=ON -DADA_WITH_CUDA=ON \
         -DADA_WITH_NCCL=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DADA_MARCH=x86-64-v3 >/dev/null
-  cmake --build "$build" -j "$(nproc)" --target test_cuda bench_step bench_ops
+  cmake --build "$build" -j "$(nproc)" --target test_cuda bench_step bench_ops trainer
 fi
 mkdir -p .git/info
 grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/lib-fallback" "$out/data/mnist"
-for b in test_cuda bench_step bench_ops; do
+for b in test_cuda bench_step bench_ops trainer; do
   cp "$build/bin/$b" "$out/bin/"
   strip --strip-debug "$out/bin/$b"
 done
@@ -37,7 +38,14 @@ done | sort -u | while read -r lib; do
     *) cp -L "$lib" "$out/lib/" ;;
   esac
 done
-for f in t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+# The trainer's MPI runtime (a one-rank run starts as an MPI singleton, which needs orted, the
+# MCA plugins and PMIx at the paths OpenMPI was built with; gpu_test.sh puts them there).
+mkdir -p "$out/mpi"
+cp /usr/bin/orted "$out/bin/"
+cp -r /usr/lib/x86_64-linux-gnu/openmpi "$out/mpi/openmpi"
+cp -r /usr/lib/x86_64-linux-gnu/pmix2 "$out/mpi/pmix2"
+cp -r /usr/share/openmpi "$out/mpi/share-openmpi"
+for f in t10k-images-idx3-ubyte t10k-labels-idx1-ubyte train-images-idx3-ubyte train-labels-idx1-ubyte; do
   if [[ -f data/mnist/$f.gz ]]; then cp "data/mnist/$f.gz" "$out/data/mnist/"
   elif [[ -f data/mnist/$f ]]; then gzip -c "data/mnist/$f" > "$out/data/mnist/$f.gz"
   else echo "gpu_bundle: data/mnist/$f missing: run tools/fetch_data.sh mnist" >&2; exit 1

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs on a lent GPU machine (the device tool), from the repository root, with .gpu/ carried
-# (made here by tools/gpu_bundle.sh): the `cuda` tests, then the GPU benchmarks against PyTorch
-# eager on the same GPU. Logs go to $OUT (or out/gpu when OUT is unset).
-#   bash tools/gpu_test.sh [tests|bench|all] [gtest filter]     (default: all)
+# (made here by tools/gpu_bundle.sh): the `cuda` tests, a one-rank MNIST run of the trainer on the
+# GPU beside the same run on the CPU, then the GPU benchmarks against PyTorch eager on the same
+# GPU. Logs go to $OUT (or out/gpu when OUT is unset).
+#   bash tools/gpu_test.sh [tests|train|bench|all] [gtest filter]     (default: all)
 # That machine has the driver, CUDA 13 with cuBLAS, PyTorch (whose wheels bring cuDNN) and no
 # package registry; everything else our binaries need is in .gpu/lib.
 set -uo pipefail
@@ -51,6 +52,20 @@ if [[ "$what" == tests || "$what" == all ]]; then
   OMP_NUM_THREADS=8 timeout 900 .gpu/bin/test_cuda --gtest_filter="$filter" 2>&1 | tee "$out/test_cuda.log"
   status=${PIPESTATUS[0]}
   grep -E '^\[  (PASSED|FAILED)|tests? ran|FAILED TEST' "$out/test_cuda.log" | tail -30
+fi
+if [[ "$what" == train || "$what" == all ]]; then
+  echo "== trainer: LeNet-5 on MNIST, one rank, train.device cuda against cpu (1 epoch)"
+  for d in /usr/lib/x86_64-linux-gnu/openmpi:openmpi /usr/lib/x86_64-linux-gnu/pmix2:pmix2 /usr/share/openmpi:share-openmpi; do
+    [[ -e "${d%%:*}" ]] || cp -r ".gpu/mpi/${d##*:}" "${d%%:*}"
+  done
+  export PATH="$PWD/.gpu/bin:$PATH" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  for dev in cuda cpu; do
+    echo "-- train.device $dev"
+    OMP_NUM_THREADS=8 timeout 300 .gpu/bin/trainer --config configs/mnist_lenet_adasum.yaml \
+      --set train.device=$dev --set train.epochs=1 --set output.dir=out/gpu-train-$dev \
+      --set checkpoint.overwrite=true 2>&1 | grep -v '^step ' | tail -8
+    cat out/gpu-train-$dev/summary.json 2>/dev/null
+  done 2>&1 | tee "$out/train.log"
 fi
 if [[ "$what" == bench || "$what" == all ]]; then
   echo "== benchmarks (ours against PyTorch eager on this GPU)"

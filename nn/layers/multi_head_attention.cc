@@ -1,6 +1,8 @@
 #include "nn/layers/multi_head_attention.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace ada::nn {
 
@@ -21,7 +23,29 @@ MultiHeadAttention::MultiHeadAttention(int64_t hidden, int64_t heads, float drop
   dropout_ = register_module("dropout", std::make_shared<Dropout>(dropout));
 }
 
-Variable MultiHeadAttention::forward(const Variable& x, const Tensor& mask, Generator& gen) {
+Tensor MultiHeadAttention::additive_mask(const Tensor& mask, int64_t heads, Device device) {
+  if (!mask.defined()) return {};
+  ADA_CHECK_ARG(mask.dim() == 2, ShapeError)
+      << "attention: mask " << mask.str() << " should be [batch, seq]";
+  const int64_t b = mask.size(0), s = mask.size(1);
+  const Tensor m = mask.to(Device::cpu());  // built on the host, moved once
+  Tensor add = Tensor::empty({b * heads, s, s});
+  float* ap = add.data<float>();
+  std::vector<float> row(static_cast<size_t>(s));
+  for (int64_t i = 0; i < b; ++i) {
+    for (int64_t j = 0; j < s; ++j) {
+      const bool keep = m.dtype() == DType::f32 ? m.data<float>()[i * s + j] != 0.f
+                        : m.dtype() == DType::i64 ? m.data<int64_t>()[i * s + j] != 0
+                                                  : m.data<int32_t>()[i * s + j] != 0;
+      row[static_cast<size_t>(j)] = keep ? 0.f : -10000.f;
+    }
+    for (int64_t r = 0; r < heads * s; ++r)  // every (head, query) row of example i
+      std::copy(row.begin(), row.end(), ap + (i * heads * s + r) * s);
+  }
+  return add.to(device);
+}
+
+Variable MultiHeadAttention::forward(const Variable& x, const Tensor& additive, Generator& gen) {
   ADA_CHECK_ARG(x.value().dim() == 3 && x.shape()[2] == hidden_, ShapeError)
       << "attention: input must be [batch, seq, " << hidden_ << "], got " << x.value().str();
   const int64_t b = x.shape()[0], s = x.shape()[1], hd = hidden_ / heads_;
@@ -31,24 +55,11 @@ Variable MultiHeadAttention::forward(const Variable& x, const Tensor& mask, Gene
   };
   Variable q = split(query_->forward(x)), k = split(key_->forward(x)), v = split(value_->forward(x));
   Variable scores = fn::scale(fn::bmm(q, k, false, true), 1.f / std::sqrt(static_cast<float>(hd)));
-  if (mask.defined()) {
-    ADA_CHECK_ARG(mask.shape() == Shape({b, s}), ShapeError)
-        << "attention: mask " << mask.str() << " should be [" << b << "," << s << "]";
-    // Additive mask: -10000 on padded keys (BERT's constant), broadcast over heads and queries.
-    // Built on the host from a host copy of the mask, then moved to the scores' device.
-    const Tensor m = mask.to(Device::cpu());
-    Tensor add = Tensor::empty({b * heads_, s, s});
-    float* ap = add.data<float>();
-    for (int64_t i = 0; i < b; ++i)
-      for (int64_t j = 0; j < s; ++j) {
-        const bool keep = m.dtype() == DType::f32 ? m.data<float>()[i * s + j] != 0.f
-                          : m.dtype() == DType::i64 ? m.data<int64_t>()[i * s + j] != 0
-                                                    : m.data<int32_t>()[i * s + j] != 0;
-        const float val = keep ? 0.f : -10000.f;
-        for (int64_t h = 0; h < heads_; ++h)
-          for (int64_t qi = 0; qi < s; ++qi) ap[((i * heads_ + h) * s + qi) * s + j] = val;
-      }
-    scores = fn::add(scores, Variable(add.to(scores.value().device())));
+  if (additive.defined()) {
+    ADA_CHECK_ARG(additive.shape() == Shape({b * heads_, s, s}), ShapeError)
+        << "attention: additive mask " << additive.str() << " should be [" << b * heads_ << "," << s
+        << "," << s << "] (MultiHeadAttention::additive_mask of a [" << b << "," << s << "] mask)";
+    scores = fn::add(scores, Variable(additive));
   }
   Variable probs = dropout_->forward(fn::softmax(scores), gen);
   Variable ctx = fn::bmm(probs, v);  // [B*heads, S, hd]
