@@ -478,9 +478,6 @@ void save_safetensors(const std::string& path,
         << "cannot save " << path << ": tensor name '" << name << "' appears twice";
     ADA_CHECK_ARG(t.defined(), IoError)
         << "cannot save " << path << ": tensor '" << name << "' is undefined";
-    ADA_CHECK_ARG(t.device().is_cpu(), DeviceError)
-        << "cannot save " << path << ": tensor '" << name << "' is " << t.str()
-        << "; copy it with .to(Device::cpu()) first";
     if (header.size() > 1) header += ',';
     json_quote(header, name);
     header += ":{\"dtype\":\"";

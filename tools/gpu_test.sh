@@ -66,6 +66,10 @@ if [[ "$what" == train || "$what" == all ]]; then
       --set checkpoint.overwrite=true 2>&1 | grep -v '^step ' | tail -8
     cat out/gpu-train-$dev/summary.json 2>/dev/null
   done 2>&1 | tee "$out/train.log"
+  echo "-- train.device cuda: resumed from its checkpoint for a second epoch" | tee -a "$out/train.log"
+  OMP_NUM_THREADS=8 timeout 300 .gpu/bin/trainer --config configs/mnist_lenet_adasum.yaml \
+    --set train.device=cuda --set train.epochs=2 --set output.dir=out/gpu-train-cuda --resume auto 2>&1 |
+    grep -v '^step ' | grep -E 'resumed|eval at|done|error|accuracy' | tee -a "$out/train.log"
 fi
 if [[ "$what" == bench || "$what" == all ]]; then
   echo "== benchmarks (ours against PyTorch eager on this GPU)"
