@@ -2,7 +2,7 @@
 // of one model, against PyTorch measured in the same run by tools/bench_step_torch.py.
 //   bench_step --model resnet50|bert_large|bert_base|bert_mini|resnet20_mnist|lenet5 [--batch B]
 //              [--threads T] [--steps N] [--seq 128] [--device cpu|cuda]
-//              [--python /usr/bin/python3] [--no-torch]
+//              [--python /usr/bin/python3] [--no-torch] [--profile]
 // Optimizers: Momentum-SGD for the CNNs, AdamW for bert_large and bert_base, LAMB for bert_mini
 // (PyTorch has no LAMB: its twin runs AdamW). Synthetic inputs; images 224x224 (28x28 for the
 // MNIST models). The median step time gives samples/s.
@@ -14,6 +14,8 @@
 // activations), against torch.cuda.max_memory_allocated / max_memory_reserved. Both sides run
 // fp32 without TF32, unless ADA_CUDA_TF32=1 is set: then our cuBLAS/cuDNN may use TF32 and the
 // twin gets --tf32, so the comparison is always fp32-vs-fp32 or tf32-vs-tf32.
+// --profile (cuda): after the timed steps, `steps` more steps with every op bracketed by CUDA
+// events; prints GPU milliseconds per op (an op that calls another is counted in both).
 // The twin runs under --python (default /usr/bin/python3; e.g. --python python3 for a pip torch).
 #include <sys/resource.h>
 
@@ -98,7 +100,7 @@ int main(int argc, char** argv) {
   std::string model = "resnet20_mnist";
   int64_t batch = 0, steps = 5, seq = 128;
   int threads = 1;
-  bool torch = true;
+  bool torch = true, profile = false;
   std::string device = "cpu", python = "/usr/bin/python3";
   try {
     for (int i = 1; i < argc; ++i) {
@@ -115,15 +117,18 @@ int main(int argc, char** argv) {
       else if (a == "--device") device = value();
       else if (a == "--python") python = value();
       else if (a == "--no-torch") torch = false;
+      else if (a == "--profile") profile = true;
       else
         ADA_THROW(ConfigError)
             << "unknown option '" << a
             << "'; usage: bench_step --model NAME [--batch B] [--threads T] [--steps N] "
-               "[--seq L] [--device cpu|cuda] [--python PATH] [--no-torch]";
+               "[--seq L] [--device cpu|cuda] [--python PATH] [--no-torch] [--profile]";
     }
     ADA_CHECK_ARG(device == "cpu" || device == "cuda", ConfigError)
         << "--device must be cpu or cuda, not '" << device << "'";
     ADA_CHECK_ARG(steps >= 1, ConfigError) << "--steps must be at least 1";
+    ADA_CHECK_ARG(!profile || device == "cuda", ConfigError)
+        << "--profile times the ops on the GPU (--device cuda); on the CPU use perf";
     const bool on_cuda = device == "cuda";
     const char* tf32_env = std::getenv("ADA_CUDA_TF32");
     const bool tf32 = on_cuda && tf32_env && std::string(tf32_env) == "1";
@@ -171,6 +176,14 @@ int main(int argc, char** argv) {
     }
     std::sort(t.begin(), t.end());
     const double step_s = t[t.size() / 2], ours_sps = batch / step_s;
+    if (profile) {  // after the timed steps, so the events do not disturb them
+      cuda::set_profiling(true);
+      for (int64_t s = 0; s < steps; ++s) one_step();
+      cuda::synchronize(0);
+      cuda::set_profiling(false);
+      std::printf("profile: %lld steps of %s, median step %.2f ms (wall)\n%s", static_cast<long long>(steps),
+                  model.c_str(), 1e3 * step_s, cuda::profile_report().c_str());
+    }
     double ours_mb = 0, ours_reserved_mb = 0;
     if (on_cuda) {
       const cuda::MemoryStats ms = cuda::memory_stats(0);

@@ -3,7 +3,8 @@
 # (made here by tools/gpu_bundle.sh): the `cuda` tests, a one-rank MNIST run of the trainer on the
 # GPU beside the same run on the CPU, then the GPU benchmarks against PyTorch eager on the same
 # GPU. Logs go to $OUT (or out/gpu when OUT is unset).
-#   bash tools/gpu_test.sh [tests|train|bench|all] [gtest filter]     (default: all)
+#   bash tools/gpu_test.sh [tests|train|bench|profile|all] [gtest filter]     (default: all;
+#                                                      profile: per-op GPU time, not in all)
 # That machine has the driver, CUDA 13 with cuBLAS, PyTorch (whose wheels bring cuDNN) and no
 # package registry; everything else our binaries need is in .gpu/lib.
 set -uo pipefail
@@ -83,5 +84,12 @@ if [[ "$what" == bench || "$what" == all ]]; then
     echo "-- bench_ops --device cuda"
     timeout 300 .gpu/bin/bench_ops --device cuda --python "$py" --batch 64 --repeats 5 --verbose 2>&1
   } | tee "$out/bench.log"
+fi
+if [[ "$what" == profile ]]; then
+  echo "== per-op GPU time (bench_step --profile)"
+  for m in "resnet50 --batch 64" "bert_large --batch 16 --seq 128" "bert_base --batch 32 --seq 128"; do
+    echo "-- $m"
+    timeout 300 .gpu/bin/bench_step --model $m --device cuda --steps 5 --no-torch --profile 2>&1 | head -40
+  done | tee "$out/profile.log"
 fi
 exit "$status"

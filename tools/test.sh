@@ -16,8 +16,6 @@ build=${ADA_BUILD_DIR:-build}
 jobs=$(nproc)
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DADA_BUILD_TESTS=ON "$@"
 cmake --build "$build" -j "$jobs"
-# MPI tests ask for 2 processors each, so ctest never runs two of them at once on 2 cores.
-ctest --test-dir "$build" --output-on-failure -j "$jobs" --timeout 600
 # The CUDA backend compiles here (nvcc 13, no GPU): its targets are built so that GPU code
 # cannot rot unseen, and its tests run, each skipping with the printed reason. On a lent GPU
 # machine tools/gpu_bundle.sh + tools/gpu_test.sh run them for real.
@@ -30,6 +28,8 @@ if [[ -x "$nvcc" && -z "${ADA_NO_CUDA:-}" && $# -eq 0 ]]; then
 else
   echo "test.sh: nvcc not found: the CUDA build was not compiled"
 fi
+# MPI tests ask for 2 processors each, so ctest never runs two of them at once on 2 cores.
+ctest --test-dir "$build" --output-on-failure -j "$jobs" --timeout 600
 # Bounded fuzzing (ASan + UBSan, libFuzzer); a crash fails the run. Longer: tools/fuzz.sh all 600.
 if command -v clang++ >/dev/null 2>&1; then
   bash tools/fuzz.sh all 10

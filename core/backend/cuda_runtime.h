@@ -48,4 +48,23 @@ void zero(void* ptr, size_t bytes, int device);
 // Waits for everything queued on the device's compute stream (benchmarks, tests).
 void synchronize(int device);
 
+// Per-op GPU time (bench_step --profile): while enabled, every op that the dispatch sends to the
+// CUDA backend is bracketed by two events on its stream; profile_report() waits for them and
+// returns one line per op name with its calls, total milliseconds and share, largest first.
+// Off by default; then an OpTimer costs one branch.
+void set_profiling(bool on);
+std::string profile_report();
+class OpTimer {
+ public:
+  explicit OpTimer(const char* op);
+  ~OpTimer();
+  OpTimer(const OpTimer&) = delete;
+  OpTimer& operator=(const OpTimer&) = delete;
+
+ private:
+  const char* op_;
+  void* start_ = nullptr;  // a cudaEvent_t while profiling
+  int device_ = 0;
+};
+
 }  // namespace ada::cuda

@@ -13,9 +13,13 @@
 
 #ifdef ADA_WITH_CUDA
 #include "core/backend/cuda/cuda_ops.h"
-#define ADA_ON_CUDA(call, ...)                                \
-  do {                                                        \
-    if (::ada::cpu::any_cuda(__VA_ARGS__)) return call;       \
+#include "core/backend/cuda_runtime.h"
+#define ADA_ON_CUDA(call, ...)                       \
+  do {                                               \
+    if (::ada::cpu::any_cuda(__VA_ARGS__)) {         \
+      ::ada::cuda::OpTimer ada_op_timer_(__func__);  \
+      return call;                                   \
+    }                                                \
   } while (0)
 #else
 #define ADA_ON_CUDA(call, ...) \

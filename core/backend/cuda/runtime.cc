@@ -1,7 +1,11 @@
 // CUDA runtime seam: the caching device allocator, the per-device compute stream with its
 // cuBLAS/cuDNN handles, copies and argument checks. Every CUDA status is checked.
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <map>
+#include <sstream>
+#include <vector>
 #include <mutex>
 #include <unordered_map>
 
@@ -267,6 +271,74 @@ void require_index(const char* op, const Tensor& t, const char* arg, int device)
       << op << ": '" << arg << "' is " << t.str() << ", expected on cuda:" << device;
   ADA_CHECK_ARG(t.dtype() == DType::i64 || t.dtype() == DType::i32, DTypeError)
       << op << ": '" << arg << "' must be i64 or i32, got " << t.str();
+}
+
+namespace {
+std::atomic<bool> g_profiling{false};
+struct ProfileRecord {
+  const char* op;
+  cudaEvent_t start, end;
+};
+std::mutex g_profile_mu;
+std::vector<ProfileRecord> g_profile;
+cudaEvent_t make_event() {
+  cudaEvent_t e;
+  ADA_CUDA_CHECK(cudaEventCreate(&e));
+  return e;
+}
+}  // namespace
+
+void set_profiling(bool on) { g_profiling = on; }
+
+OpTimer::OpTimer(const char* op) : op_(op) {
+  if (!g_profiling) return;
+  cudaGetDevice(&device_);
+  cudaEvent_t e = make_event();
+  ADA_CUDA_CHECK(cudaEventRecord(e, stream(device_)));
+  start_ = e;
+}
+
+OpTimer::~OpTimer() {
+  if (!start_) return;
+  cudaEvent_t end = nullptr;
+  if (cudaEventCreate(&end) != cudaSuccess || cudaEventRecord(end, stream(device_)) != cudaSuccess) return;
+  std::lock_guard<std::mutex> lock(g_profile_mu);
+  g_profile.push_back({op_, static_cast<cudaEvent_t>(start_), end});
+}
+
+std::string profile_report() {
+  std::vector<ProfileRecord> recs;
+  {
+    std::lock_guard<std::mutex> lock(g_profile_mu);
+    recs.swap(g_profile);
+  }
+  std::map<std::string, std::pair<int64_t, double>> by_op;  // calls, ms
+  double total = 0;
+  for (const auto& r : recs) {
+    ADA_CUDA_CHECK(cudaEventSynchronize(r.end));
+    float ms = 0;
+    ADA_CUDA_CHECK(cudaEventElapsedTime(&ms, r.start, r.end));
+    auto& e = by_op[r.op];
+    e.first += 1;
+    e.second += ms;
+    total += ms;
+    cudaEventDestroy(r.start);
+    cudaEventDestroy(r.end);
+  }
+  std::vector<std::pair<std::string, std::pair<int64_t, double>>> rows(by_op.begin(), by_op.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
+  std::ostringstream os;
+  char line[160];
+  std::snprintf(line, sizeof line, "%-28s %8s %10s %6s\n", "op (GPU time, events)", "calls", "ms", "share");
+  os << line;
+  for (const auto& [op, v] : rows) {
+    std::snprintf(line, sizeof line, "%-28s %8lld %10.2f %5.1f%%\n", op.c_str(),
+                  static_cast<long long>(v.first), v.second, total > 0 ? 100 * v.second / total : 0.0);
+    os << line;
+  }
+  std::snprintf(line, sizeof line, "%-28s %8zu %10.2f\n", "total", recs.size(), total);
+  os << line;
+  return os.str();
 }
 
 }  // namespace ada::cuda
