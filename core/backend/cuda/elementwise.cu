@@ -3,6 +3,7 @@
 // core/ops.h. Semantics and argument checks mirror core/backend/cpu/elementwise.cc. Every
 // reduction accumulates in double over a fixed pattern (no floating atomics), so its result
 // has the same bits on every run.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -238,6 +239,43 @@ __global__ void reduce_cols_kernel(const float* x, float* out, int64_t n_out, in
   }
 }
 
+// reduce_cols_kernel over rows [blockIdx.y * chunk, +chunk) only, the double partial written to
+// part[blockIdx.y * n_out + o]: a reduction with few outputs and many rows (a bias gradient:
+// 1,024 outputs over 2,048 rows) fills the GPU instead of n_out / 32 blocks.
+__global__ void reduce_cols_partial_kernel(const float* x, double* part, int64_t n_out,
+                                           int64_t n_red, int64_t chunk, Dims kept, Dims red) {
+  __shared__ double sh[kColsY][kColsX];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * chunk;
+  const int64_t r1 = r0 + chunk < n_red ? r0 + chunk : n_red;
+  for (int64_t o0 = static_cast<int64_t>(blockIdx.x) * kColsX; o0 < n_out;
+       o0 += static_cast<int64_t>(gridDim.x) * kColsX) {
+    const int64_t o = o0 + tx;
+    double acc = 0.0;
+    if (o < n_out) {
+      const int64_t base = offset_of(kept, o);
+      for (int64_t r = r0 + ty; r < r1; r += kColsY) acc += static_cast<double>(x[base + offset_of(red, r)]);
+    }
+    sh[ty][tx] = acc;
+    __syncthreads();
+    if (ty == 0 && o < n_out) {
+      double s = 0.0;
+      for (int k = 0; k < kColsY; ++k) s += sh[k][tx];
+      part[static_cast<int64_t>(blockIdx.y) * n_out + o] = s;
+    }
+    __syncthreads();
+  }
+}
+
+// out[o] = sum over c < chunks of part[c * n_out + o], in order.
+__global__ void sum_partials_kernel(const double* part, float* out, int64_t n_out, int64_t chunks) {
+  for (int64_t o = global_tid(); o < n_out; o += global_stride()) {
+    double s = 0.0;
+    for (int64_t c = 0; c < chunks; ++c) s += part[c * n_out + o];
+    out[o] = static_cast<float>(s);
+  }
+}
+
 // Tree sum of sh[0..kThreads) in place (blockDim.x == kThreads); returns the total to all.
 __device__ double block_sum(double* sh, double v) {
   const int t = threadIdx.x;
@@ -338,8 +376,22 @@ void reduce_sum_into(const float* x, const Shape& s, const std::vector<bool>& re
     reduce_rows_kernel<<<blocks, kThreads, 0, stream(dev)>>>(x, out, n_out, n_red, kept, rd);
   } else {
     const unsigned blocks = blocks_for(n_out, kColsX);
-    reduce_cols_kernel<<<blocks, dim3(kColsX, kColsY), 0, stream(dev)>>>(x, out, n_out, n_red,
-                                                                         kept, rd);
+    // Enough row chunks for ~528 blocks (4 per SM of an H100/H200; a constant, so the sum order
+    // depends on the shape alone), each of at least 64 rows.
+    const int64_t want = (528 + blocks - 1) / blocks, most = (n_red + 63) / 64;
+    const int64_t chunks = std::min<int64_t>({want, most, 1024});
+    if (chunks <= 1) {
+      reduce_cols_kernel<<<blocks, dim3(kColsX, kColsY), 0, stream(dev)>>>(x, out, n_out, n_red,
+                                                                           kept, rd);
+    } else {
+      const int64_t chunk = (n_red + chunks - 1) / chunks;
+      Scratch part(static_cast<size_t>(chunks * n_out) * sizeof(double), dev);
+      reduce_cols_partial_kernel<<<dim3(blocks, static_cast<unsigned>(chunks)), dim3(kColsX, kColsY),
+                                   0, stream(dev)>>>(x, part.as<double>(), n_out, n_red, chunk, kept, rd);
+      ADA_CUDA_LAUNCH_CHECK();
+      sum_partials_kernel<<<blocks_for(n_out), kThreads, 0, stream(dev)>>>(part.as<const double>(), out,
+                                                                           n_out, chunks);
+    }
   }
   ADA_CUDA_LAUNCH_CHECK();
 }

@@ -231,10 +231,10 @@ void copy(void* dst, bool dst_on_device, const void* src, bool src_on_device, si
   cudaMemcpyKind kind = dst_on_device ? (src_on_device ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
                                       : (src_on_device ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
   ADA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, s));
-  // Device to host: the host reads dst next. Host to device from pageable memory: the call
-  // returns once the source is staged, but a stream sync keeps the contract simple and the
-  // hot path (batches) uses its own pinned, overlapped path.
-  if (!dst_on_device || !src_on_device) ADA_CUDA_CHECK(cudaStreamSynchronize(s));
+  // Device to host: the host reads dst next, so wait. Host to device: an async copy from
+  // pageable memory returns once the source is staged (CUDA's documented behaviour), so the
+  // host may reuse it at once and the queued kernels keep running (no drain per batch copy).
+  if (!dst_on_device) ADA_CUDA_CHECK(cudaStreamSynchronize(s));
 }
 
 void zero(void* ptr, size_t bytes, int device) {
