@@ -10,18 +10,14 @@
 
 #include "core/backend/cuda/cuda_common.h"
 #include "core/backend/cuda/cuda_ops.h"
+#include "core/backend/cuda/kernel_util.cuh"
 
 namespace ada::cuda {
 namespace {
+using namespace kernel;
 
 // ---- launch helpers ------------------------------------------------------------------------
 
-__device__ __forceinline__ int64_t global_tid() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ __forceinline__ int64_t global_stride() {
-  return static_cast<int64_t>(gridDim.x) * blockDim.x;
-}
 
 __global__ void fill_kernel(float* p, int64_t n, float v) {
   for (int64_t i = global_tid(); i < n; i += global_stride()) p[i] = v;
@@ -277,7 +273,7 @@ __global__ void sum_partials_kernel(const double* part, float* out, int64_t n_ou
 }
 
 // Tree sum of sh[0..kThreads) in place (blockDim.x == kThreads); returns the total to all.
-__device__ double block_sum(double* sh, double v) {
+__device__ double block_tree_sum(double* sh, double v) {
   const int t = threadIdx.x;
   sh[t] = v;
   __syncthreads();
@@ -299,7 +295,7 @@ __global__ void reduce_rows_kernel(const float* x, float* out, int64_t n_out, in
     double acc = 0.0;
     for (int64_t r = threadIdx.x; r < n_red; r += kThreads)
       acc += static_cast<double>(x[base + offset_of(red, r)]);
-    const double total = block_sum(sh, acc);
+    const double total = block_tree_sum(sh, acc);
     if (threadIdx.x == 0) out[o] = static_cast<float>(total);
   }
 }
@@ -334,7 +330,7 @@ __global__ void partial_sum_kernel(int64_t n, F f, double* partials) {
   __shared__ double sh[kThreads];
   double acc = 0.0;
   for (int64_t i = global_tid(); i < n; i += global_stride()) acc += f(i);
-  const double total = block_sum(sh, acc);
+  const double total = block_tree_sum(sh, acc);
   if (threadIdx.x == 0) partials[blockIdx.x] = total;
 }
 
@@ -344,7 +340,7 @@ __global__ void final_sum_kernel(const double* partials, T* result) {
   __shared__ double sh[kThreads];
   double acc = 0.0;
   for (int i = threadIdx.x; i < kRedBlocks; i += kThreads) acc += partials[i];
-  const double total = block_sum(sh, acc);
+  const double total = block_tree_sum(sh, acc);
   if (threadIdx.x == 0) *result = static_cast<T>(total);
 }
 

@@ -8,17 +8,13 @@
 
 #include "core/backend/cuda/cuda_common.h"
 #include "core/backend/cuda/cuda_ops.h"
+#include "core/backend/cuda/kernel_util.cuh"
 #include "core/philox.h"
 
 namespace ada::cuda {
 namespace {
+using namespace kernel;
 
-__device__ __forceinline__ int64_t global_tid() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ __forceinline__ int64_t global_stride() {
-  return static_cast<int64_t>(gridDim.x) * blockDim.x;
-}
 
 __device__ __forceinline__ int64_t load_index(const void* p, bool is64, int64_t i) {
   return is64 ? static_cast<const int64_t*>(p)[i]

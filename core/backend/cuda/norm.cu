@@ -9,49 +9,15 @@
 
 #include "core/backend/cuda/cuda_common.h"
 #include "core/backend/cuda/cuda_ops.h"
+#include "core/backend/cuda/kernel_util.cuh"
 
 namespace ada::cuda {
 namespace {
+using namespace kernel;
 
-__device__ __forceinline__ int64_t global_tid() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ __forceinline__ int64_t global_stride() {
-  return static_cast<int64_t>(gridDim.x) * blockDim.x;
-}
 
-__device__ __forceinline__ double warp_sum(double v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-  return v;
-}
 
-// Block-wide sum returned to every thread. Every thread of the block must call it (blockDim.x a
-// multiple of 32, at most 1024); sh holds 33 values and is free again on return.
-__device__ double block_sum(double v, double* sh) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-  v = warp_sum(v);
-  if (lane == 0) sh[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    double t = lane < nw ? sh[lane] : 0.0;
-    t = warp_sum(t);
-    if (lane == 0) sh[32] = t;
-  }
-  __syncthreads();
-  const double total = sh[32];
-  __syncthreads();
-  return total;
-}
 
-// Threads per row block: a power of two from 32 to 512, enough to cover short rows once.
-int row_threads(int64_t d) {
-  int t = 32;
-  while (t < d && t < 512) t *= 2;
-  return t;
-}
-unsigned grid_for(int64_t items) {
-  return static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(items, 1), 1 << 20));
-}
 
 // ---- batch-norm ------------------------------------------------------------------------------
 
@@ -337,7 +303,7 @@ Tensor batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta
   save_mean = Tensor::empty({g.c}, DType::f32, x.device());
   save_invstd = Tensor::empty({g.c}, DType::f32, x.device());
   if (g.c == 0) return y;
-  bn_train_kernel<<<grid_for(g.c), kBnThreads, 0, stream(dev)>>>(
+  bn_train_kernel<<<row_blocks(g.c), kBnThreads, 0, stream(dev)>>>(
       x.data<float>(), gamma.data<float>(), beta.data<float>(), y.data<float>(),
       save_mean.data<float>(), save_invstd.data<float>(),
       track ? running_mean.data<float>() : nullptr, track ? running_var.data<float>() : nullptr,
@@ -381,7 +347,7 @@ BatchNormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Tens
   BatchNormGrads r{Tensor::empty(x.shape(), DType::f32, dv), Tensor::empty({g.c}, DType::f32, dv),
                    Tensor::empty({g.c}, DType::f32, dv)};
   if (g.c == 0) return r;
-  bn_backward_kernel<<<grid_for(g.c), kBnThreads, 0, stream(dev)>>>(
+  bn_backward_kernel<<<row_blocks(g.c), kBnThreads, 0, stream(dev)>>>(
       dy.data<float>(), x.data<float>(), gamma.data<float>(), save_mean.data<float>(),
       save_invstd.data<float>(), g, r.dx.data<float>(), r.dgamma.data<float>(),
       r.dbeta.data<float>());
@@ -402,7 +368,7 @@ BatchNormGrads batch_norm_eval_backward(const Tensor& dy, const Tensor& x, const
   BatchNormGrads r{Tensor::empty(x.shape(), DType::f32, dv), Tensor::empty({g.c}, DType::f32, dv),
                    Tensor::empty({g.c}, DType::f32, dv)};
   if (g.c == 0) return r;
-  bn_eval_backward_kernel<<<grid_for(g.c), kBnThreads, 0, stream(dev)>>>(
+  bn_eval_backward_kernel<<<row_blocks(g.c), kBnThreads, 0, stream(dev)>>>(
       dy.data<float>(), x.data<float>(), gamma.data<float>(), running_mean.data<float>(),
       running_var.data<float>(), eps, g, r.dx.data<float>(), r.dgamma.data<float>(),
       r.dbeta.data<float>());
@@ -421,7 +387,7 @@ Tensor layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& be
   save_mean = Tensor::empty({rows}, DType::f32, x.device());
   save_rstd = Tensor::empty({rows}, DType::f32, x.device());
   if (rows == 0) return y;
-  ln_forward_kernel<<<grid_for(rows), row_threads(d), 0, stream(dev)>>>(
+  ln_forward_kernel<<<row_blocks(rows), row_threads(d), 0, stream(dev)>>>(
       x.data<float>(), gamma.data<float>(), beta.data<float>(), eps, rows, d, y.data<float>(),
       save_mean.data<float>(), save_rstd.data<float>());
   ADA_CUDA_LAUNCH_CHECK();
@@ -444,7 +410,7 @@ LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tens
   LayerNormGrads r{Tensor::empty(x.shape(), DType::f32, dv), Tensor::empty({d}, DType::f32, dv),
                    Tensor::empty({d}, DType::f32, dv)};
   cudaStream_t s = stream(dev);
-  ln_backward_dx_kernel<<<grid_for(rows), row_threads(d), 0, s>>>(
+  ln_backward_dx_kernel<<<row_blocks(rows), row_threads(d), 0, s>>>(
       dy.data<float>(), x.data<float>(), gamma.data<float>(), save_mean.data<float>(),
       save_rstd.data<float>(), rows, d, r.dx.data<float>());
   ADA_CUDA_LAUNCH_CHECK();

@@ -9,16 +9,12 @@
 
 #include "core/backend/cuda/cuda_common.h"
 #include "core/backend/cuda/cuda_ops.h"
+#include "core/backend/cuda/kernel_util.cuh"
 
 namespace ada::cuda {
 namespace {
+using namespace kernel;
 
-__device__ __forceinline__ int64_t global_tid() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ __forceinline__ int64_t global_stride() {
-  return static_cast<int64_t>(gridDim.x) * blockDim.x;
-}
 
 // Plane geometry: input H x W, output P x Q, and the window parameters.
 struct PoolGeom {

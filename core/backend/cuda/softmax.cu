@@ -9,43 +9,13 @@
 
 #include "core/backend/cuda/cuda_common.h"
 #include "core/backend/cuda/cuda_ops.h"
+#include "core/backend/cuda/kernel_util.cuh"
 
 namespace ada::cuda {
 namespace {
+using namespace kernel;
 
-__device__ __forceinline__ int64_t global_tid() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ __forceinline__ int64_t global_stride() {
-  return static_cast<int64_t>(gridDim.x) * blockDim.x;
-}
-
-__device__ __forceinline__ double warp_sum(double v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-  return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, o));
-  return v;
-}
-
-// Block-wide sum / max returned to every thread. Every thread of the block must call them
-// (blockDim.x a multiple of 32, at most 1024); sh holds 33 values and is free again on return.
-__device__ double block_sum(double v, double* sh) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-  v = warp_sum(v);
-  if (lane == 0) sh[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    double t = lane < nw ? sh[lane] : 0.0;
-    t = warp_sum(t);
-    if (lane == 0) sh[32] = t;
-  }
-  __syncthreads();
-  const double total = sh[32];
-  __syncthreads();
-  return total;
-}
+// Block-wide max returned to every thread, as kernel::block_sum (sh holds 33 values).
 __device__ float block_max(float v, float* sh) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   v = warp_max(v);
@@ -62,15 +32,6 @@ __device__ float block_max(float v, float* sh) {
   return m;
 }
 
-// Threads per row block: a power of two from 32 to 512, enough to cover short rows once.
-int row_threads(int64_t d) {
-  int t = 32;
-  while (t < d && t < 512) t *= 2;
-  return t;
-}
-unsigned row_blocks(int64_t rows) {
-  return static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(rows, 1), 1 << 20));
-}
 
 // y = softmax(x) (log_softmax when kLog) over rows of width d, as the CPU: float max; softmax
 // sums the float exps in double and scales by float(1/sum); log-softmax subtracts
