@@ -257,6 +257,10 @@ TEST(Ops, BadArgumentsGiveClearErrors) {
   Tensor big_w = Tensor::zeros({1, 3, 7, 7});
   EXPECT_NE(msg_of([&] { ops::conv2d_forward(x, big_w, {}); }).find("larger than the padded input"), std::string::npos);
   EXPECT_THROW(ops::cross_entropy_forward(Tensor::zeros({2, 3}), Tensor::zeros({2}), 0.f, -100, a), DTypeError);
+  // The backward alone with a target outside the classes: refused, nothing written out of bounds.
+  EXPECT_THROW(ops::cross_entropy_backward(1.f, Tensor::zeros({2, 3}), Tensor::from_vector<int64_t>({1, 3}, {2}),
+                                           0.f, -100),
+               ShapeError);
   Tensor bad_t = Tensor::from_vector<int64_t>({0, 7}, {2});
   EXPECT_NE(msg_of([&] { Tensor lp; ops::cross_entropy_forward(Tensor::zeros({2, 3}), bad_t, 0.f, -100, lp); })
                 .find("target 7 at row 1 is outside [0, 3)"),

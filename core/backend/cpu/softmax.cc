@@ -139,7 +139,15 @@ Tensor cross_entropy_backward(float dloss, const Tensor& save_logp, const Tensor
   check_ce("cross_entropy_backward", save_logp, targets, smoothing);
   const int64_t n = save_logp.size(0), c = save_logp.size(1);
   int64_t count = 0;
-  for (int64_t i = 0; i < n; ++i) count += cpu::index_at(targets, i) != ignore_index;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t t = cpu::index_at(targets, i);
+    if (t == ignore_index) continue;
+    // (the forward checks too, but this op is callable on its own: no write outside the row)
+    ADA_CHECK_ARG(t >= 0 && t < c, ShapeError)
+        << "cross_entropy_backward: target " << t << " at row " << i << " is outside [0, " << c
+        << ") (and is not ignore_index " << ignore_index << ")";
+    ++count;
+  }
   Tensor dx = Tensor::zeros(save_logp.shape());
   if (count == 0) return dx;
   const float* lp = save_logp.data<float>();
