@@ -337,6 +337,9 @@ void Trainer::setup() {
     ADA_CHECK_ARG(spec_.sync == "none", ConfigError)
         << cfg.where("sync.name") << ": sync '" << spec_.sync << "' on " << s_.device.str()
         << " is not supported yet (the GPU path runs one rank); use sync: none or train.device: cpu";
+    if (spec_.target == comm::ReduceTarget::model_delta)
+      log_info("one rank on {}: the model-delta target is the optimizer's own step there; "
+               "gradients are used (same update)", s_.device.str());
     spec_.target = comm::ReduceTarget::gradients;
   }
   comm::BucketOptions bo;
