@@ -1,8 +1,8 @@
 // CUDA batch-norm (over dim 1 of [N, C, ...]) and layer-norm (over the last dim) of core/ops.h,
 // forward and backward. Own kernels rather than cuDNN, to follow core/backend/cpu/norm.cc
-// formula for formula: statistics are two-pass and accumulate in double; batch-norm runs one
-// block per channel, layer-norm one block per row; every sum has a fixed order, so results are
-// bit-reproducible.
+// formula for formula: statistics are two-pass and accumulate in double; batch-norm splits each
+// channel over many blocks, layer-norm runs one block per row; every sum has a fixed order, so
+// results are bit-reproducible.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -52,41 +52,116 @@ void check_stat(const char* op, const Tensor& x, const Tensor& t, int64_t c, con
       << op << ": " << arg << " " << t.str() << " should be [" << c << "]";
 }
 
-// Batch statistics, normalisation and (rm/rv non-null) the running-stat update, per channel.
-__global__ void bn_train_kernel(const float* x, const float* gamma, const float* beta, float* y,
-                                float* save_mean, float* save_invstd, float* rm, float* rv,
-                                BnGeom g, float momentum, float eps) {
-  __shared__ double sh[33];
-  const int64_t cnt = g.count();
-  const double m = static_cast<double>(cnt);
-  for (int64_t ch = blockIdx.x; ch < g.c; ch += gridDim.x) {
-    double s = 0.0;
-    for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) s += x[bn_index(g, ch, e)];
-    s = block_sum(s, sh);
-    const double mean = s / m;
-    double ss = 0.0;
-    for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
-      const double d = x[bn_index(g, ch, e)] - mean;
-      ss += d * d;
-    }
-    ss = block_sum(ss, sh);
-    const double var = ss / m;
-    const double invstd = 1.0 / sqrt(var + eps);
-    const float a = static_cast<float>(gamma[ch] * invstd);
-    const float c0 = static_cast<float>(beta[ch] - mean * gamma[ch] * invstd);
-    for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
-      const int64_t i = bn_index(g, ch, e);
-      y[i] = x[i] * a + c0;
-    }
-    if (threadIdx.x == 0) {
-      save_mean[ch] = static_cast<float>(mean);
-      save_invstd[ch] = static_cast<float>(invstd);
-      if (rm) {
-        rm[ch] = static_cast<float>((1.0 - momentum) * rm[ch] + momentum * mean);
-        rv[ch] = static_cast<float>((1.0 - momentum) * rv[ch] + momentum * var * m / (m - 1.0));
-      }
+// Training-mode batch-norm is split so that every channel's statistics use many blocks (one
+// block per channel left most of the GPU idle: 64 blocks for ResNet-50's first stages): the
+// blocks of (channel, chunk) write double partial sums, a per-channel kernel combines them in
+// chunk order (fixed: bit-reproducible), and the element-wise pass runs over rows of `inner`.
+
+// Sum of f(flat index) over elements [e0, e1) of channel ch, this thread's share.
+template <class F>
+__device__ double bn_chunk_sum(const BnGeom& g, int64_t ch, int64_t e0, int64_t e1, F f) {
+  double acc = 0.0;
+  int64_t e = e0 + threadIdx.x;
+  if (e >= e1) return acc;
+  int64_t i = e / g.inner, k = e - i * g.inner;
+  for (; e < e1; e += blockDim.x) {
+    acc += f((i * g.c + ch) * g.inner + k);
+    k += blockDim.x;
+    while (k >= g.inner) {
+      k -= g.inner;
+      ++i;
     }
   }
+  return acc;
+}
+struct BnValue {
+  const float* x;
+  __device__ double operator()(int64_t i) const { return static_cast<double>(x[i]); }
+};
+struct BnSquaredDeviation {
+  const float* x;
+  double mean;
+  __device__ double operator()(int64_t i) const {
+    const double d = static_cast<double>(x[i]) - mean;
+    return d * d;
+  }
+};
+struct BnProduct {  // dy * (x - mean)
+  const float* dy;
+  const float* x;
+  double mean;
+  __device__ double operator()(int64_t i) const {
+    return static_cast<double>(dy[i]) * (static_cast<double>(x[i]) - mean);
+  }
+};
+
+// Chunks per channel: about 1,024 blocks in all, each chunk at least 2,048 elements.
+int64_t bn_chunks(const BnGeom& g) {
+  const int64_t want = (1024 + g.c - 1) / std::max<int64_t>(g.c, 1);
+  return std::max<int64_t>(1, std::min<int64_t>({want, g.count() / 2048, 1024}));
+}
+
+// part[ch * S + s] = sum over chunk s of channel ch (grid: c x S). mean_or_null: deviations
+// from mean_or_null[ch] squared instead of values.
+__global__ void bn_stat_partial_kernel(const float* x, const double* mean_or_null, BnGeom g,
+                                       int64_t chunk, double* part) {
+  __shared__ double sh[33];
+  const int64_t S = gridDim.y;
+  for (int64_t ch = blockIdx.x; ch < g.c; ch += gridDim.x) {
+    const int64_t e0 = static_cast<int64_t>(blockIdx.y) * chunk;
+    const int64_t e1 = e0 + chunk < g.count() ? e0 + chunk : g.count();
+    double v = mean_or_null ? bn_chunk_sum(g, ch, e0, e1, BnSquaredDeviation{x, mean_or_null[ch]})
+                            : bn_chunk_sum(g, ch, e0, e1, BnValue{x});
+    v = block_sum(v, sh);
+    if (threadIdx.x == 0) part[ch * S + blockIdx.y] = v;
+  }
+}
+
+// out[ch] = (sum of part[ch * S .. ch * S + S) in order) / m.
+__global__ void bn_combine_kernel(const double* part, int64_t c, int64_t S, double m, double* out) {
+  for (int64_t ch = global_tid(); ch < c; ch += global_stride()) {
+    double t = 0.0;
+    for (int64_t s = 0; s < S; ++s) t += part[ch * S + s];
+    out[ch] = t / m;
+  }
+}
+
+// From mean and var: the saved statistics, the running-stat update (rm non-null) and the affine
+// ab[ch] = gamma*invstd, ab[c + ch] = beta - mean*gamma*invstd, as the CPU forms them.
+__global__ void bn_train_finish_kernel(const double* mean, const double* var, const float* gamma,
+                                       const float* beta, int64_t c, double m, float momentum,
+                                       float eps, float* save_mean, float* save_invstd, float* rm,
+                                       float* rv, float* ab) {
+  for (int64_t ch = global_tid(); ch < c; ch += global_stride()) {
+    const double invstd = 1.0 / sqrt(var[ch] + eps);
+    ab[ch] = static_cast<float>(gamma[ch] * invstd);
+    ab[c + ch] = static_cast<float>(beta[ch] - mean[ch] * gamma[ch] * invstd);
+    save_mean[ch] = static_cast<float>(mean[ch]);
+    save_invstd[ch] = static_cast<float>(invstd);
+    if (rm) {
+      rm[ch] = static_cast<float>((1.0 - momentum) * rm[ch] + momentum * mean[ch]);
+      rv[ch] = static_cast<float>((1.0 - momentum) * rv[ch] + momentum * var[ch] * m / (m - 1.0));
+    }
+  }
+}
+
+// y = x * ab[ch] + ab[c + ch] over rows r = (n, ch) of `inner` contiguous elements.
+__global__ void bn_apply_rows_kernel(const float* x, const float* ab, float* y, int64_t rows,
+                                     int64_t c, int64_t inner) {
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const int64_t ch = r % c;
+    const float a = ab[ch], b = ab[c + ch];
+    const float* xr = x + r * inner;
+    float* yr = y + r * inner;
+    for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < inner;
+         k += static_cast<int64_t>(gridDim.x) * blockDim.x)
+      yr[k] = xr[k] * a + b;
+  }
+}
+dim3 bn_rows_grid(const BnGeom& g) {
+  const int64_t rows = g.n * g.c;
+  return dim3(static_cast<unsigned>(std::min<int64_t>((g.inner + kThreads - 1) / kThreads, 64)),
+              static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(rows, 1), 65535)));
 }
 
 // Per-channel affine of eval mode: ab[ch] = gamma*invstd, ab[c + ch] = beta - mean*gamma*invstd.
@@ -107,34 +182,59 @@ __global__ void bn_eval_apply_kernel(const float* x, const float* ab, float* y, 
   }
 }
 
-// Training-mode gradients per channel:
-// dx = gamma*invstd * (dy - mean(dy) - (x-mean) * dgamma*invstd/m).
-__global__ void bn_backward_kernel(const float* dy, const float* x, const float* gamma,
-                                   const float* save_mean, const float* save_invstd, BnGeom g,
-                                   float* dx, float* dgamma, float* dbeta) {
+// Training-mode gradients, split as the forward: per (channel, chunk) partial sums of dy and
+// dy*(x-mean); per channel dgamma = sum(dy*(x-mean))*invstd, dbeta = sum(dy) and the
+// coefficients of dx = gamma*invstd * (dy - mean(dy) - (x-mean) * dgamma*invstd/m).
+__global__ void bn_backward_partial_kernel(const float* dy, const float* x, const float* save_mean,
+                                           BnGeom g, int64_t chunk, double* part_dy,
+                                           double* part_dyx) {
   __shared__ double sh[33];
-  const int64_t cnt = g.count();
-  const double m = static_cast<double>(cnt);
+  const int64_t S = gridDim.y;
   for (int64_t ch = blockIdx.x; ch < g.c; ch += gridDim.x) {
-    const double mean = save_mean[ch], invstd = save_invstd[ch];
-    double sdy = 0.0, sdyx = 0.0;
-    for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
-      const int64_t i = bn_index(g, ch, e);
-      sdy += dy[i];
-      sdyx += dy[i] * (x[i] - mean);
-    }
-    sdy = block_sum(sdy, sh);
-    sdyx = block_sum(sdyx, sh);
-    const double dg = sdyx * invstd;
+    const int64_t e0 = static_cast<int64_t>(blockIdx.y) * chunk;
+    const int64_t e1 = e0 + chunk < g.count() ? e0 + chunk : g.count();
+    double a = bn_chunk_sum(g, ch, e0, e1, BnValue{dy});
+    a = block_sum(a, sh);
+    double b = bn_chunk_sum(g, ch, e0, e1, BnProduct{dy, x, static_cast<double>(save_mean[ch])});
+    b = block_sum(b, sh);
     if (threadIdx.x == 0) {
-      dgamma[ch] = static_cast<float>(dg);
-      dbeta[ch] = static_cast<float>(sdy);
+      part_dy[ch * S + blockIdx.y] = a;
+      part_dyx[ch * S + blockIdx.y] = b;
     }
-    const double k = gamma[ch] * invstd;
-    const double mean_dy = sdy / m, coef = dg * invstd / m;
-    for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
-      const int64_t i = bn_index(g, ch, e);
-      dx[i] = static_cast<float>(k * (dy[i] - mean_dy - (x[i] - mean) * coef));
+  }
+}
+
+// coef[4 ch .. 4 ch + 3] = {gamma*invstd, mean(dy), dgamma*invstd/m, mean}.
+__global__ void bn_backward_finish_kernel(const double* part_dy, const double* part_dyx,
+                                          const float* gamma, const float* save_mean,
+                                          const float* save_invstd, int64_t c, int64_t S, double m,
+                                          float* dgamma, float* dbeta, double* coef) {
+  for (int64_t ch = global_tid(); ch < c; ch += global_stride()) {
+    double sdy = 0.0, sdyx = 0.0;
+    for (int64_t s = 0; s < S; ++s) {
+      sdy += part_dy[ch * S + s];
+      sdyx += part_dyx[ch * S + s];
+    }
+    const double invstd = save_invstd[ch];
+    const double dg = sdyx * invstd;
+    dgamma[ch] = static_cast<float>(dg);
+    dbeta[ch] = static_cast<float>(sdy);
+    coef[4 * ch] = gamma[ch] * invstd;
+    coef[4 * ch + 1] = sdy / m;
+    coef[4 * ch + 2] = dg * invstd / m;
+    coef[4 * ch + 3] = save_mean[ch];
+  }
+}
+
+__global__ void bn_backward_rows_kernel(const float* dy, const float* x, const double* coef,
+                                        float* dx, int64_t rows, int64_t c, int64_t inner) {
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const double* k = coef + 4 * (r % c);
+    const double kk = k[0], mean_dy = k[1], cf = k[2], mean = k[3];
+    for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < inner;
+         j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+      const int64_t i = r * inner + j;
+      dx[i] = static_cast<float>(kk * (dy[i] - mean_dy - (x[i] - mean) * cf));
     }
   }
 }
@@ -303,11 +403,35 @@ Tensor batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta
   save_mean = Tensor::empty({g.c}, DType::f32, x.device());
   save_invstd = Tensor::empty({g.c}, DType::f32, x.device());
   if (g.c == 0) return y;
-  bn_train_kernel<<<row_blocks(g.c), kBnThreads, 0, stream(dev)>>>(
-      x.data<float>(), gamma.data<float>(), beta.data<float>(), y.data<float>(),
+  const int64_t S = bn_chunks(g), chunk = (g.count() + S - 1) / S;
+  const double m = static_cast<double>(g.count());
+  cudaStream_t st = stream(dev);
+  Scratch part(static_cast<size_t>(g.c * S) * sizeof(double), dev);
+  Scratch stats(2 * static_cast<size_t>(g.c) * sizeof(double), dev);  // mean, var
+  Scratch ab(2 * static_cast<size_t>(g.c) * sizeof(float), dev);
+  double* mean = stats.as<double>();
+  double* var = mean + g.c;
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>(g.c, 65535)), static_cast<unsigned>(S));
+  bn_stat_partial_kernel<<<grid, kBnThreads, 0, st>>>(x.data<float>(), nullptr, g, chunk,
+                                                      part.as<double>());
+  ADA_CUDA_LAUNCH_CHECK();
+  bn_combine_kernel<<<blocks_for(g.c), kThreads, 0, st>>>(part.as<const double>(), g.c, S, m, mean);
+  ADA_CUDA_LAUNCH_CHECK();
+  bn_stat_partial_kernel<<<grid, kBnThreads, 0, st>>>(x.data<float>(), mean, g, chunk,
+                                                      part.as<double>());
+  ADA_CUDA_LAUNCH_CHECK();
+  bn_combine_kernel<<<blocks_for(g.c), kThreads, 0, st>>>(part.as<const double>(), g.c, S, m, var);
+  ADA_CUDA_LAUNCH_CHECK();
+  bn_train_finish_kernel<<<blocks_for(g.c), kThreads, 0, st>>>(
+      mean, var, gamma.data<float>(), beta.data<float>(), g.c, m, momentum, eps,
       save_mean.data<float>(), save_invstd.data<float>(),
       track ? running_mean.data<float>() : nullptr, track ? running_var.data<float>() : nullptr,
-      g, momentum, eps);
+      ab.as<float>());
+  ADA_CUDA_LAUNCH_CHECK();
+  if (g.n * g.inner > 0)
+    bn_apply_rows_kernel<<<bn_rows_grid(g), kThreads, 0, st>>>(x.data<float>(), ab.as<const float>(),
+                                                              y.data<float>(), g.n * g.c, g.c,
+                                                              g.inner);
   ADA_CUDA_LAUNCH_CHECK();
   return y;
 }
@@ -347,10 +471,30 @@ BatchNormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Tens
   BatchNormGrads r{Tensor::empty(x.shape(), DType::f32, dv), Tensor::empty({g.c}, DType::f32, dv),
                    Tensor::empty({g.c}, DType::f32, dv)};
   if (g.c == 0) return r;
-  bn_backward_kernel<<<row_blocks(g.c), kBnThreads, 0, stream(dev)>>>(
-      dy.data<float>(), x.data<float>(), gamma.data<float>(), save_mean.data<float>(),
-      save_invstd.data<float>(), g, r.dx.data<float>(), r.dgamma.data<float>(),
-      r.dbeta.data<float>());
+  if (g.count() == 0) {  // no values: zero parameter gradients, an empty dx
+    ADA_CUDA_CHECK(cudaMemsetAsync(r.dgamma.data<float>(), 0, g.c * sizeof(float), stream(dev)));
+    ADA_CUDA_CHECK(cudaMemsetAsync(r.dbeta.data<float>(), 0, g.c * sizeof(float), stream(dev)));
+    return r;
+  }
+  const int64_t S = bn_chunks(g), chunk = (g.count() + S - 1) / S;
+  cudaStream_t st = stream(dev);
+  Scratch part(2 * static_cast<size_t>(g.c * S) * sizeof(double), dev);
+  Scratch coef(4 * static_cast<size_t>(g.c) * sizeof(double), dev);
+  double* part_dy = part.as<double>();
+  double* part_dyx = part_dy + g.c * S;
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>(g.c, 65535)), static_cast<unsigned>(S));
+  bn_backward_partial_kernel<<<grid, kBnThreads, 0, st>>>(dy.data<float>(), x.data<float>(),
+                                                          save_mean.data<float>(), g, chunk,
+                                                          part_dy, part_dyx);
+  ADA_CUDA_LAUNCH_CHECK();
+  bn_backward_finish_kernel<<<blocks_for(g.c), kThreads, 0, st>>>(
+      part_dy, part_dyx, gamma.data<float>(), save_mean.data<float>(), save_invstd.data<float>(),
+      g.c, S, static_cast<double>(g.count()), r.dgamma.data<float>(), r.dbeta.data<float>(),
+      coef.as<double>());
+  ADA_CUDA_LAUNCH_CHECK();
+  bn_backward_rows_kernel<<<bn_rows_grid(g), kThreads, 0, st>>>(
+      dy.data<float>(), x.data<float>(), coef.as<const double>(), r.dx.data<float>(), g.n * g.c,
+      g.c, g.inner);
   ADA_CUDA_LAUNCH_CHECK();
   return r;
 }
