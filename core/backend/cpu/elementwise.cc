@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/backend/axes.h"
 #include "core/backend/cpu/cpu_common.h"
 #include "core/ops.h"
 
@@ -264,32 +265,9 @@ Tensor tanh_backward(const Tensor& dy, const Tensor& y) {
 }
 
 namespace {
-// Normalises axes (negative from the end), checks them, returns a per-dim "reduced" mask.
-std::vector<bool> reduced_mask(const Shape& s, const std::vector<int>& axes, const char* op) {
-  const int nd = static_cast<int>(s.size());
-  std::vector<bool> red(nd, false);
-  for (int a : axes) {
-    int ax = a < 0 ? a + nd : a;
-    ADA_CHECK_ARG(ax >= 0 && ax < nd, ShapeError)
-        << op << ": axis " << a << " out of range for shape " << shape_str(s);
-    ADA_CHECK_ARG(!red[ax], ShapeError) << op << ": axis " << a << " given twice";
-    red[ax] = true;
-  }
-  return red;
-}
-// Shape of the reduction result with keepdim (reduced dims become 1).
-Shape kept_shape(const Shape& s, const std::vector<bool>& red) {
-  Shape k = s;
-  for (size_t i = 0; i < s.size(); ++i)
-    if (red[i]) k[i] = 1;
-  return k;
-}
-Shape squeezed_shape(const Shape& s, const std::vector<bool>& red) {
-  Shape k;
-  for (size_t i = 0; i < s.size(); ++i)
-    if (!red[i]) k.push_back(s[i]);
-  return k;
-}
+using backend::kept_shape;
+using backend::reduced_mask;
+using backend::squeezed_shape;
 // Maps each input element to its output slot (keepdim layout) and visits it.
 template <class F>
 void for_each_reduced(const Shape& s, const std::vector<bool>& red, F f) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/backend/axes.h"
 #include "core/backend/cuda/cuda_common.h"
 #include "core/backend/cuda/cuda_ops.h"
 #include "core/backend/cuda/kernel_util.cuh"
@@ -181,31 +182,9 @@ __global__ void gather_kernel(const float* in, float* out, int64_t n, Dims d) {
 
 // ---- sums over axes ------------------------------------------------------------------------
 
-// Normalises axes (negative from the end), checks them, returns a per-dim "reduced" mask.
-std::vector<bool> reduced_mask(const Shape& s, const std::vector<int>& axes, const char* op) {
-  const int nd = static_cast<int>(s.size());
-  std::vector<bool> red(nd, false);
-  for (int a : axes) {
-    int ax = a < 0 ? a + nd : a;
-    ADA_CHECK_ARG(ax >= 0 && ax < nd, ShapeError)
-        << op << ": axis " << a << " out of range for shape " << shape_str(s);
-    ADA_CHECK_ARG(!red[ax], ShapeError) << op << ": axis " << a << " given twice";
-    red[ax] = true;
-  }
-  return red;
-}
-Shape kept_shape(const Shape& s, const std::vector<bool>& red) {
-  Shape k = s;
-  for (size_t i = 0; i < s.size(); ++i)
-    if (red[i]) k[i] = 1;
-  return k;
-}
-Shape squeezed_shape(const Shape& s, const std::vector<bool>& red) {
-  Shape k;
-  for (size_t i = 0; i < s.size(); ++i)
-    if (!red[i]) k.push_back(s[i]);
-  return k;
-}
+using backend::kept_shape;
+using backend::reduced_mask;
+using backend::squeezed_shape;
 
 constexpr int kColsX = 32, kColsY = 8;
 
