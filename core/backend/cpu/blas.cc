@@ -2,25 +2,15 @@
 // Batched GEMM parallelises over the batch when it has at least as many entries as threads
 // (each product then runs single-threaded), otherwise each product uses all threads.
 #include "core/backend/cpu/cpu_common.h"
+#include "core/backend/op_shapes.h"
 #include "core/backend/cpu/sgemm.h"
 #include "core/ops.h"
 
 namespace ada::ops {
 namespace {
 
-struct GemmDims {
-  int64_t m, n, k;
-};
-
-GemmDims gemm_dims(const char* op, const Shape& a, const Shape& b, bool ta, bool tb) {
-  int64_t m = ta ? a[1] : a[0], ka = ta ? a[0] : a[1];
-  int64_t kb = tb ? b[1] : b[0], n = tb ? b[0] : b[1];
-  ADA_CHECK_ARG(ka == kb, ShapeError)
-      << op << ": inner dimensions differ: op(a) is " << m << "x" << ka << ", op(b) is " << kb
-      << "x" << n << " (a " << shape_str(a) << (ta ? "^T" : "") << ", b " << shape_str(b)
-      << (tb ? "^T" : "") << ")";
-  return {m, n, ka};
-}
+using backend::GemmDims;
+using backend::gemm_dims;
 
 // c[m,n] = alpha * op(a) op(b) + beta * c on raw, densely packed row-major pointers.
 void gemm_raw(const float* a, const float* b, float* c, const GemmDims& d, bool ta, bool tb,

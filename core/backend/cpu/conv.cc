@@ -12,44 +12,15 @@
 #include <vector>
 
 #include "core/backend/cpu/cpu_common.h"
+#include "core/backend/op_shapes.h"
 #include "core/backend/cpu/sgemm.h"
 #include "core/ops.h"
 
 namespace ada::ops {
 namespace {
 
-struct ConvGeom {
-  int64_t n, c, h, w;  // input
-  int64_t k, r, s;     // filter
-  int64_t p, q;        // output spatial
-  Conv2dParams prm;
-  int64_t crs() const { return c * r * s; }
-  int64_t pq() const { return p * q; }
-  bool pointwise() const {
-    return r == 1 && s == 1 && prm.stride_h == 1 && prm.stride_w == 1 && prm.pad_h == 0 &&
-           prm.pad_w == 0;
-  }
-};
-
-ConvGeom make_geom(const char* op, const Shape& x, const Shape& w, const Conv2dParams& p) {
-  ADA_CHECK_ARG(x.size() == 4, ShapeError) << op << ": input must be [N,C,H,W], got " << shape_str(x);
-  ADA_CHECK_ARG(w.size() == 4, ShapeError) << op << ": weight must be [Cout,Cin,kh,kw], got " << shape_str(w);
-  ADA_CHECK_ARG(w[1] == x[1], ShapeError)
-      << op << ": weight " << shape_str(w) << " expects " << w[1] << " input channels, input "
-      << shape_str(x) << " has " << x[1];
-  ADA_CHECK_ARG(p.stride_h > 0 && p.stride_w > 0 && p.dil_h > 0 && p.dil_w > 0 && p.pad_h >= 0 &&
-                    p.pad_w >= 0, ShapeError)
-      << op << ": strides and dilations must be positive and paddings non-negative";
-  ConvGeom g{x[0], x[1], x[2], x[3], w[0], w[2], w[3], 0, 0, p};
-  int64_t eff_r = (g.r - 1) * p.dil_h + 1, eff_s = (g.s - 1) * p.dil_w + 1;
-  int64_t hp = g.h + 2 * p.pad_h, wp = g.w + 2 * p.pad_w;
-  ADA_CHECK_ARG(hp >= eff_r && wp >= eff_s, ShapeError)
-      << op << ": kernel " << g.r << "x" << g.s << " (dilated " << eff_r << "x" << eff_s
-      << ") is larger than the padded input " << hp << "x" << wp;
-  g.p = (hp - eff_r) / p.stride_h + 1;
-  g.q = (wp - eff_s) / p.stride_w + 1;
-  return g;
-}
+using backend::ConvGeom;
+using backend::make_geom;
 
 // Range [lo, hi) of output positions o whose input position o*stride - pad + off is in [0, n).
 inline void valid_range(int64_t out, int64_t n, int64_t stride, int64_t off, int64_t& lo,

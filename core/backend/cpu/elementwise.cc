@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "core/backend/axes.h"
+#include "core/backend/op_shapes.h"
 #include "core/backend/cpu/cpu_common.h"
 #include "core/ops.h"
 
@@ -196,16 +196,7 @@ Tensor permute(const Tensor& x, const std::vector<int>& perm) {
   ADA_ON_CUDA(cuda::permute(x, perm), x);
   require_cpu_f32("permute", {&x});
   const int nd = static_cast<int>(x.dim());
-  ADA_CHECK_ARG(static_cast<int>(perm.size()) == nd, ShapeError)
-      << "permute: " << perm.size() << " axes given for " << x.str();
-  std::vector<bool> seen(nd, false);
-  for (int p : perm) {
-    ADA_CHECK_ARG(p >= 0 && p < nd && !seen[p], ShapeError)
-        << "permute: axes must be a permutation of 0.." << nd - 1;
-    seen[p] = true;
-  }
-  Shape out(nd);
-  for (int i = 0; i < nd; ++i) out[i] = x.shape()[perm[i]];
+  const Shape out = backend::permuted_shape(x, perm);
   Tensor y = Tensor::empty(out);
   if (x.numel() == 0) return y;
   std::vector<int64_t> in_stride(nd, 1);

@@ -5,26 +5,13 @@
 #include <vector>
 
 #include "core/backend/cpu/cpu_common.h"
+#include "core/backend/op_shapes.h"
 #include "core/ops.h"
 
 namespace ada::ops {
 namespace {
-struct BnGeom {
-  int64_t n, c, inner;
-  int64_t count() const { return n * inner; }
-};
-
-BnGeom bn_geom(const char* op, const Tensor& x, const Tensor& gamma, const Tensor& beta) {
-  ADA_CHECK_ARG(x.dim() >= 2, ShapeError) << op << ": input must be [N, C, ...], got " << x.str();
-  const int64_t c = x.size(1);
-  ADA_CHECK_ARG(gamma.shape() == Shape{c}, ShapeError)
-      << op << ": gamma " << gamma.str() << " should be [" << c << "] for input " << x.str();
-  if (beta.defined()) {
-    ADA_CHECK_ARG(beta.shape() == Shape{c}, ShapeError)
-        << op << ": beta " << beta.str() << " should be [" << c << "] for input " << x.str();
-  }
-  return {x.size(0), c, c ? x.numel() / std::max<int64_t>(1, x.size(0) * c) : 0};
-}
+using backend::BnGeom;
+using backend::bn_geom;
 
 // Visits every element of channel ch: f(flat_index).
 template <class F>

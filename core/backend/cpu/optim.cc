@@ -8,6 +8,7 @@
 #include <initializer_list>
 
 #include "core/backend/cpu/cpu_common.h"
+#include "core/backend/op_shapes.h"
 #include "core/ops.h"
 
 namespace ada::ops {
@@ -19,37 +20,11 @@ namespace {
 void check_adam(const char* op, const Tensor& w, const Tensor& g, const Tensor& m, const Tensor& v,
                 const AdamArgs& a) {
   require_cpu_f32(op, {&w, &g, &m, &v});
-  check_same_shape(w, g, op);
-  check_same_shape(w, m, op);
-  check_same_shape(w, v, op);
-  // The kernels assume that no output overlaps an input: the four must not share storage.
-  const Tensor* ts[] = {&w, &g, &m, &v};
-  for (int i = 0; i < 4; ++i)
-    for (int j = i + 1; j < 4; ++j)
-      ADA_CHECK_ARG(!ts[i]->shares_storage_with(*ts[j]), InternalError)
-          << op << ": w, g, m and v must be distinct tensors (arguments " << i << " and " << j
-          << " share storage)";
-  ADA_CHECK_ARG(a.step >= 1, InternalError) << op << ": step must be >= 1, got " << a.step;
-  ADA_CHECK_ARG(a.beta1 >= 0 && a.beta1 < 1 && a.beta2 >= 0 && a.beta2 < 1, InternalError)
-      << op << ": betas must lie in [0, 1), got " << a.beta1 << ", " << a.beta2;
+  backend::check_adam_args(op, w, g, m, v, a);
 }
 
-// The per-element constants of both ops.
-struct AdamConsts {
-  float b1, omb1, b2, omb2, b2_sqrt, eps, l2;
-  double bias1;  // 1 - beta1^t
-};
-AdamConsts adam_consts(const AdamArgs& a) {
-  const double t = static_cast<double>(a.step);
-  return {static_cast<float>(a.beta1),
-          static_cast<float>(1.0 - a.beta1),
-          static_cast<float>(a.beta2),
-          static_cast<float>(1.0 - a.beta2),
-          static_cast<float>(std::sqrt(1.0 - std::pow(a.beta2, t))),
-          static_cast<float>(a.eps),
-          static_cast<float>(a.l2),
-          1.0 - std::pow(a.beta1, t)};
-}
+using backend::AdamConsts;
+using backend::adam_consts;
 
 }  // namespace
 

@@ -10,6 +10,7 @@
 
 #include "core/backend/cuda/cuda_blas.h"
 #include "core/backend/cuda/cuda_common.h"
+#include "core/backend/op_shapes.h"
 #include "core/backend/cuda/cuda_ops.h"
 
 namespace ada::cuda {
@@ -18,19 +19,8 @@ namespace {
 // -1: not yet read from ADA_CUDA_TF32; 0: off; 1: on.
 std::atomic<int> g_tf32{-1};
 
-struct GemmDims {
-  int64_t m, n, k;
-};
-
-GemmDims gemm_dims(const char* op, const Shape& a, const Shape& b, bool ta, bool tb) {
-  int64_t m = ta ? a[1] : a[0], ka = ta ? a[0] : a[1];
-  int64_t kb = tb ? b[1] : b[0], n = tb ? b[0] : b[1];
-  ADA_CHECK_ARG(ka == kb, ShapeError)
-      << op << ": inner dimensions differ: op(a) is " << m << "x" << ka << ", op(b) is " << kb
-      << "x" << n << " (a " << shape_str(a) << (ta ? "^T" : "") << ", b " << shape_str(b)
-      << (tb ? "^T" : "") << ")";
-  return {m, n, ka};
-}
+using backend::GemmDims;
+using backend::gemm_dims;
 
 // cuBLAS's 32-bit interface: sizes, leading dimensions and batch counts must fit an int.
 int to_int(const char* op, const char* what, int64_t v) {

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/backend/axes.h"
+#include "core/backend/op_shapes.h"
 #include "core/backend/cuda/cuda_common.h"
 #include "core/backend/cuda/cuda_ops.h"
 #include "core/backend/cuda/kernel_util.cuh"
@@ -18,7 +18,6 @@ namespace {
 using namespace kernel;
 
 // ---- launch helpers ------------------------------------------------------------------------
-
 
 __global__ void fill_kernel(float* p, int64_t n, float v) {
   for (int64_t i = global_tid(); i < n; i += global_stride()) p[i] = v;
@@ -517,16 +516,7 @@ Tensor channel_bias_grad(const Tensor& dy) {
 Tensor permute(const Tensor& x, const std::vector<int>& perm) {
   const int dev = require_f32("permute", {&x});
   const int nd = static_cast<int>(x.dim());
-  ADA_CHECK_ARG(static_cast<int>(perm.size()) == nd, ShapeError)
-      << "permute: " << perm.size() << " axes given for " << x.str();
-  std::vector<bool> seen(nd, false);
-  for (int p : perm) {
-    ADA_CHECK_ARG(p >= 0 && p < nd && !seen[p], ShapeError)
-        << "permute: axes must be a permutation of 0.." << nd - 1;
-    seen[p] = true;
-  }
-  Shape out(nd);
-  for (int i = 0; i < nd; ++i) out[i] = x.shape()[perm[i]];
+  const Shape out = backend::permuted_shape(x, perm);
   Tensor y = Tensor::empty(out, DType::f32, x.device());
   const int64_t n = x.numel();
   if (n == 0) return y;

@@ -15,7 +15,6 @@ namespace ada::cuda {
 namespace {
 using namespace kernel;
 
-
 __device__ __forceinline__ int64_t load_index(const void* p, bool is64, int64_t i) {
   return is64 ? static_cast<const int64_t*>(p)[i]
               : static_cast<int64_t>(static_cast<const int32_t*>(p)[i]);

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "core/backend/cuda/cuda_common.h"
+#include "core/backend/op_shapes.h"
 #include "core/backend/cuda/cuda_ops.h"
 #include "core/backend/cuda/kernel_util.cuh"
 
@@ -15,34 +16,17 @@ namespace ada::cuda {
 namespace {
 using namespace kernel;
 
-
-
-
-
 // ---- batch-norm ------------------------------------------------------------------------------
 
 constexpr int kBnThreads = 512;
 
-// x [n, c, inner...]: element m (0 <= m < n*inner) of channel ch.
-struct BnGeom {
-  int64_t n, c, inner;
-  __host__ __device__ int64_t count() const { return n * inner; }
-};
+using backend::BnGeom;
+using backend::bn_geom;
+
+// Element m (0 <= m < n*inner) of channel ch.
 __device__ __forceinline__ int64_t bn_index(const BnGeom& g, int64_t ch, int64_t m) {
   const int64_t i = m / g.inner, k = m - i * g.inner;
   return (i * g.c + ch) * g.inner + k;
-}
-
-BnGeom bn_geom(const char* op, const Tensor& x, const Tensor& gamma, const Tensor& beta) {
-  ADA_CHECK_ARG(x.dim() >= 2, ShapeError) << op << ": input must be [N, C, ...], got " << x.str();
-  const int64_t c = x.size(1);
-  ADA_CHECK_ARG(gamma.shape() == Shape{c}, ShapeError)
-      << op << ": gamma " << gamma.str() << " should be [" << c << "] for input " << x.str();
-  if (beta.defined()) {
-    ADA_CHECK_ARG(beta.shape() == Shape{c}, ShapeError)
-        << op << ": beta " << beta.str() << " should be [" << c << "] for input " << x.str();
-  }
-  return {x.size(0), c, c ? x.numel() / std::max<int64_t>(1, x.size(0) * c) : 0};
 }
 
 // A per-channel statistic: f32, [c], on the device of x.

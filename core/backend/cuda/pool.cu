@@ -15,7 +15,6 @@ namespace ada::cuda {
 namespace {
 using namespace kernel;
 
-
 // Plane geometry: input H x W, output P x Q, and the window parameters.
 struct PoolGeom {
   int64_t H, W, P, Q;

@@ -32,7 +32,6 @@ __device__ float block_max(float v, float* sh) {
   return m;
 }
 
-
 // y = softmax(x) (log_softmax when kLog) over rows of width d, as the CPU: float max; softmax
 // sums the float exps in double and scales by float(1/sum); log-softmax subtracts
 // max + float(log(sum of double exps)).

@@ -1,0 +1,172 @@
+// Argument checks and derived quantities that the CPU and CUDA backends compute identically
+// (and word for word the same messages): reduction axes, permutations, GEMM dimensions,
+// convolution and batch-norm geometry, Adam's argument checks and constants. Each op checks its
+// tensors' device first, then calls these.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/ops.h"
+#include "core/tensor.h"
+
+#if defined(__CUDACC__)
+#define ADA_SHARED_HD __host__ __device__
+#else
+#define ADA_SHARED_HD
+#endif
+
+namespace ada::backend {
+
+// ---- reductions and permutations --------------------------------------------------------------
+// Normalises axes (negative from the end), checks them, returns a per-dim "reduced" mask.
+inline std::vector<bool> reduced_mask(const Shape& s, const std::vector<int>& axes, const char* op) {
+  const int nd = static_cast<int>(s.size());
+  std::vector<bool> red(nd, false);
+  for (int a : axes) {
+    int ax = a < 0 ? a + nd : a;
+    ADA_CHECK_ARG(ax >= 0 && ax < nd, ShapeError)
+        << op << ": axis " << a << " out of range for shape " << shape_str(s);
+    ADA_CHECK_ARG(!red[ax], ShapeError) << op << ": axis " << a << " given twice";
+    red[ax] = true;
+  }
+  return red;
+}
+// Shape of the reduction result with keepdim (reduced dims become 1).
+inline Shape kept_shape(const Shape& s, const std::vector<bool>& red) {
+  Shape k = s;
+  for (size_t i = 0; i < s.size(); ++i)
+    if (red[i]) k[i] = 1;
+  return k;
+}
+// Shape of the reduction result without the reduced dims.
+inline Shape squeezed_shape(const Shape& s, const std::vector<bool>& red) {
+  Shape k;
+  for (size_t i = 0; i < s.size(); ++i)
+    if (!red[i]) k.push_back(s[i]);
+  return k;
+}
+
+// The shape of x permuted by perm, after checking perm is a permutation of x's dims.
+inline Shape permuted_shape(const Tensor& x, const std::vector<int>& perm) {
+  const int nd = static_cast<int>(x.dim());
+  ADA_CHECK_ARG(static_cast<int>(perm.size()) == nd, ShapeError)
+      << "permute: " << perm.size() << " axes given for " << x.str();
+  std::vector<bool> seen(nd, false);
+  for (int p : perm) {
+    ADA_CHECK_ARG(p >= 0 && p < nd && !seen[p], ShapeError)
+        << "permute: axes must be a permutation of 0.." << nd - 1;
+    seen[p] = true;
+  }
+  Shape out(nd);
+  for (int i = 0; i < nd; ++i) out[i] = x.shape()[perm[i]];
+  return out;
+}
+
+// ---- GEMM ---------------------------------------------------------------------------------------
+struct GemmDims {
+  int64_t m, n, k;
+};
+
+inline GemmDims gemm_dims(const char* op, const Shape& a, const Shape& b, bool ta, bool tb) {
+  int64_t m = ta ? a[1] : a[0], ka = ta ? a[0] : a[1];
+  int64_t kb = tb ? b[1] : b[0], n = tb ? b[0] : b[1];
+  ADA_CHECK_ARG(ka == kb, ShapeError)
+      << op << ": inner dimensions differ: op(a) is " << m << "x" << ka << ", op(b) is " << kb
+      << "x" << n << " (a " << shape_str(a) << (ta ? "^T" : "") << ", b " << shape_str(b)
+      << (tb ? "^T" : "") << ")";
+  return {m, n, ka};
+}
+
+// ---- convolution ------------------------------------------------------------------------------
+struct ConvGeom {
+  int64_t n, c, h, w;  // input
+  int64_t k, r, s;     // filter
+  int64_t p, q;        // output spatial
+  ops::Conv2dParams prm;
+  int64_t crs() const { return c * r * s; }
+  int64_t pq() const { return p * q; }
+  bool pointwise() const {
+    return r == 1 && s == 1 && prm.stride_h == 1 && prm.stride_w == 1 && prm.pad_h == 0 &&
+           prm.pad_w == 0;
+  }
+};
+
+inline ConvGeom make_geom(const char* op, const Shape& x, const Shape& w, const ops::Conv2dParams& p) {
+  ADA_CHECK_ARG(x.size() == 4, ShapeError) << op << ": input must be [N,C,H,W], got " << shape_str(x);
+  ADA_CHECK_ARG(w.size() == 4, ShapeError) << op << ": weight must be [Cout,Cin,kh,kw], got " << shape_str(w);
+  ADA_CHECK_ARG(w[1] == x[1], ShapeError)
+      << op << ": weight " << shape_str(w) << " expects " << w[1] << " input channels, input "
+      << shape_str(x) << " has " << x[1];
+  ADA_CHECK_ARG(p.stride_h > 0 && p.stride_w > 0 && p.dil_h > 0 && p.dil_w > 0 && p.pad_h >= 0 &&
+                    p.pad_w >= 0, ShapeError)
+      << op << ": strides and dilations must be positive and paddings non-negative";
+  ConvGeom g{x[0], x[1], x[2], x[3], w[0], w[2], w[3], 0, 0, p};
+  int64_t eff_r = (g.r - 1) * p.dil_h + 1, eff_s = (g.s - 1) * p.dil_w + 1;
+  int64_t hp = g.h + 2 * p.pad_h, wp = g.w + 2 * p.pad_w;
+  ADA_CHECK_ARG(hp >= eff_r && wp >= eff_s, ShapeError)
+      << op << ": kernel " << g.r << "x" << g.s << " (dilated " << eff_r << "x" << eff_s
+      << ") is larger than the padded input " << hp << "x" << wp;
+  g.p = (hp - eff_r) / p.stride_h + 1;
+  g.q = (wp - eff_s) / p.stride_w + 1;
+  return g;
+}
+
+// ---- batch-norm ---------------------------------------------------------------------------------
+// x [n, c, inner...]: n * inner values per channel.
+struct BnGeom {
+  int64_t n, c, inner;
+  ADA_SHARED_HD int64_t count() const { return n * inner; }
+};
+inline BnGeom bn_geom(const char* op, const Tensor& x, const Tensor& gamma, const Tensor& beta) {
+  ADA_CHECK_ARG(x.dim() >= 2, ShapeError) << op << ": input must be [N, C, ...], got " << x.str();
+  const int64_t c = x.size(1);
+  ADA_CHECK_ARG(gamma.shape() == Shape{c}, ShapeError)
+      << op << ": gamma " << gamma.str() << " should be [" << c << "] for input " << x.str();
+  if (beta.defined()) {
+    ADA_CHECK_ARG(beta.shape() == Shape{c}, ShapeError)
+        << op << ": beta " << beta.str() << " should be [" << c << "] for input " << x.str();
+  }
+  return {x.size(0), c, c ? x.numel() / std::max<int64_t>(1, x.size(0) * c) : 0};
+}
+
+// ---- Adam ---------------------------------------------------------------------------------------
+// Shapes, distinct storage, step and betas of adam_update_ / adam_direction_ (devices checked
+// by the caller).
+inline void check_adam_args(const char* op, const Tensor& w, const Tensor& g, const Tensor& m,
+                            const Tensor& v, const ops::AdamArgs& a) {
+  check_same_shape(w, g, op);
+  check_same_shape(w, m, op);
+  check_same_shape(w, v, op);
+  // The kernels assume that no output overlaps an input: the four must not share storage.
+  const Tensor* ts[] = {&w, &g, &m, &v};
+  for (int i = 0; i < 4; ++i)
+    for (int j = i + 1; j < 4; ++j)
+      ADA_CHECK_ARG(!ts[i]->shares_storage_with(*ts[j]), InternalError)
+          << op << ": w, g, m and v must be distinct tensors (arguments " << i << " and " << j
+          << " share storage)";
+  ADA_CHECK_ARG(a.step >= 1, InternalError) << op << ": step must be >= 1, got " << a.step;
+  ADA_CHECK_ARG(a.beta1 >= 0 && a.beta1 < 1 && a.beta2 >= 0 && a.beta2 < 1, InternalError)
+      << op << ": betas must lie in [0, 1), got " << a.beta1 << ", " << a.beta2;
+}
+
+// The per-element constants of both ops.
+struct AdamConsts {
+  float b1, omb1, b2, omb2, b2_sqrt, eps, l2;
+  double bias1;  // 1 - beta1^t
+};
+inline AdamConsts adam_consts(const ops::AdamArgs& a) {
+  const double t = static_cast<double>(a.step);
+  return {static_cast<float>(a.beta1),
+          static_cast<float>(1.0 - a.beta1),
+          static_cast<float>(a.beta2),
+          static_cast<float>(1.0 - a.beta2),
+          static_cast<float>(std::sqrt(1.0 - std::pow(a.beta2, t))),
+          static_cast<float>(a.eps),
+          static_cast<float>(a.l2),
+          1.0 - std::pow(a.beta1, t)};
+}
+
+
+}  // namespace ada::backend
