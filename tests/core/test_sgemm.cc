@@ -1,23 +1,64 @@
-// cpu::sgemm against a naive double-accumulating reference: all transpose combinations, edge
-// sizes around the micro-tile (0, 1, MR-1, MR, MR+1, ...), leading dimensions wider than the
-// matrices (the padding must stay untouched), beta == 0 over NaN-filled C, 1-3 threads, shapes
-// that cross the KC/MC/NC block boundaries, and calls from inside a parallel region.
-// Tolerance: |got - want| <= 1e-5 * sqrt(max(k,1)) * (|alpha| sum_p |a_ip b_pj| + |beta c_ij|),
+// cpu::sgemm and cpu::sbgemm against a naive double-accumulating reference, for every kernel
+// this CPU can run (generic/Eigen, AVX2, AVX-512 fp32, AVX512_BF16; cpu::set_isa picks the
+// level): all transpose combinations, edge sizes around the micro-tile (0, 1, MR-1, MR, MR+1,
+// ...), odd k (the bf16 kernel pairs k values), leading dimensions wider than the matrices (the
+// padding must stay untouched), beta == 0 over NaN-filled C, 1-3 threads, shapes that cross the
+// KC/MC/NC block boundaries, and calls from inside a parallel region.
+// The bf16 reference uses the operands rounded to bfloat16 (nearest even), so the same bound
+// holds: |got - want| <= 1e-5 * sqrt(max(k,1)) * (|alpha| sum_p |a_ip b_pj| + |beta c_ij|),
 // i.e. relative 1e-5 scaled by sqrt(k), relative to the magnitude of the terms summed.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "core/backend/cpu/sgemm.h"
+#include "core/cpu_isa.h"
+#include "core/error.h"
 #include "core/parallel.h"
+#include "core/precision.h"
 
 namespace ada {
 namespace {
+
+// One kernel under test: an ISA level and fp32 (sgemm) or bf16 inputs (sbgemm).
+struct Variant {
+  cpu::Isa isa;
+  bool bf16;
+};
+Variant g_variant{cpu::Isa::generic, false};
+
+std::string variant_name(const Variant& v) {
+  return std::string(cpu::isa_name(v.isa)) + (v.bf16 ? "_bf16" : "_fp32");
+}
+
+// The kernels this CPU runs: every level up to the detected one, plus bf16 where it exists.
+std::vector<Variant> available_variants() {
+  std::vector<Variant> out;
+  for (cpu::Isa level : {cpu::Isa::generic, cpu::Isa::avx2, cpu::Isa::avx512})
+    if (level <= cpu::detected_isa()) out.push_back({level, false});
+  const cpu::Isa saved = cpu::isa();
+  cpu::set_isa(cpu::detected_isa());
+  if (cpu::bf16_available()) out.push_back({cpu::Isa::avx512, true});
+  cpu::set_isa(saved);
+  return out;
+}
+
+// x rounded to bfloat16, nearest even (the operands here are finite and normal).
+double round_bf16(float x) {
+  if (!g_variant.bf16) return x;
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+  float r;
+  std::memcpy(&r, &u, 4);
+  return r;
+}
 
 constexpr float kPad = 12345.f;  // fills the padding columns of every buffer
 
@@ -50,8 +91,8 @@ Operands make_operands(bool ta, bool tb, int64_t m, int64_t n, int64_t k, uint32
     for (int64_t j = 0; j < n; ++j) {
       double s = 0, g = 0;
       for (int64_t p = 0; p < k; ++p) {
-        double x = ta ? o.a[p * o.lda + i] : o.a[i * o.lda + p];
-        double y = tb ? o.b[j * o.ldb + p] : o.b[p * o.ldb + j];
+        double x = round_bf16(ta ? o.a[p * o.lda + i] : o.a[i * o.lda + p]);
+        double y = round_bf16(tb ? o.b[j * o.ldb + p] : o.b[p * o.ldb + j]);
         s += x * y;
         g += std::fabs(x * y);
       }
@@ -74,9 +115,9 @@ int check_once(const Operands& o, float alpha, float beta, uint32_t seed) {
       c0[i * o.ldc + j] = u(gen);
       c[i * o.ldc + j] = beta == 0.f ? nan : c0[i * o.ldc + j];
     }
-  cpu::sgemm(o.ta, o.tb, o.m, o.n, o.k, alpha, o.a.data(), o.lda, o.b.data(), o.ldb, beta,
-             c.data(), o.ldc);
-  const std::string what = "ta=" + std::to_string(o.ta) + " tb=" + std::to_string(o.tb) +
+  (g_variant.bf16 ? cpu::sbgemm : cpu::sgemm)(o.ta, o.tb, o.m, o.n, o.k, alpha, o.a.data(), o.lda,
+                                              o.b.data(), o.ldb, beta, c.data(), o.ldc);
+  const std::string what = variant_name(g_variant) + " ta=" + std::to_string(o.ta) + " tb=" + std::to_string(o.tb) +
                            " m=" + std::to_string(o.m) + " n=" + std::to_string(o.n) +
                            " k=" + std::to_string(o.k) + " alpha=" + std::to_string(alpha) +
                            " beta=" + std::to_string(beta) +
@@ -114,7 +155,21 @@ class ThreadsGuard {
   int saved_;
 };
 
-TEST(Sgemm, EdgeSizesAllTransposesAlphaBetaThreads) {
+// Runs each test once per kernel: sets the ISA level and the variant, restores the level.
+class Sgemm : public ::testing::TestWithParam<Variant> {
+ protected:
+  void SetUp() override {
+    saved_isa_ = cpu::isa();
+    g_variant = GetParam();
+    cpu::set_isa(g_variant.isa);
+  }
+  void TearDown() override { cpu::set_isa(saved_isa_); }
+
+ private:
+  cpu::Isa saved_isa_ = cpu::Isa::generic;
+};
+
+TEST_P(Sgemm, EdgeSizesAllTransposesAlphaBetaThreads) {
   ThreadsGuard guard;
   const int64_t sizes[] = {0, 1, 2, 5, 6, 7, 15, 16, 17, 31, 33, 64, 100, 257};
   uint32_t seed = 1;
@@ -134,7 +189,7 @@ TEST(Sgemm, EdgeSizesAllTransposesAlphaBetaThreads) {
   EXPECT_EQ(failures, 0);
 }
 
-TEST(Sgemm, LargeShapesCrossBlockBoundaries) {
+TEST_P(Sgemm, LargeShapesCrossBlockBoundaries) {
   ThreadsGuard guard;
   struct Shape3 {
     int64_t m, n, k;
@@ -154,7 +209,7 @@ TEST(Sgemm, LargeShapesCrossBlockBoundaries) {
       }
 }
 
-TEST(Sgemm, InsideParallelRegionRunsSingleThreadedAndCorrect) {
+TEST_P(Sgemm, InsideParallelRegionRunsSingleThreadedAndCorrect) {
   ThreadsGuard guard;
   set_num_threads(2);
   std::vector<Operands> ops;
@@ -166,9 +221,72 @@ TEST(Sgemm, InsideParallelRegionRunsSingleThreadedAndCorrect) {
   for (size_t i = 0; i < ops.size(); ++i) EXPECT_EQ(bad[i], 0) << "product " << i;
 }
 
-TEST(Sgemm, KernelNameIsReported) {
-  std::string name = cpu::sgemm_kernel_name();
-  EXPECT_FALSE(name.empty());
+INSTANTIATE_TEST_SUITE_P(Kernels, Sgemm, ::testing::ValuesIn(available_variants()),
+                         [](const ::testing::TestParamInfo<Variant>& info) {
+                           return variant_name(info.param);
+                         });
+
+class IsaGuard {
+ public:
+  IsaGuard() : saved_(cpu::isa()) {}
+  ~IsaGuard() {
+    cpu::set_isa(saved_);
+    set_cpu_matmul_precision(Precision::fp32);
+  }
+
+ private:
+  cpu::Isa saved_;
+};
+
+TEST(SgemmDispatch, KernelNameFollowsTheLevel) {
+  IsaGuard guard;
+  const std::pair<cpu::Isa, std::string> names[] = {
+      {cpu::Isa::generic, "eigen"}, {cpu::Isa::avx2, "avx2+fma 6x16"}, {cpu::Isa::avx512, "avx512f 8x32"}};
+  for (const auto& [level, name] : names) {
+    if (level > cpu::detected_isa()) {
+      EXPECT_THROW(cpu::set_isa(level), DeviceError) << cpu::isa_name(level);
+      continue;
+    }
+    cpu::set_isa(level);
+    EXPECT_EQ(cpu::sgemm_kernel_name(), name);
+  }
+}
+
+// Below avx512 (or on a CPU without AVX512_BF16) bf16 products are refused with the reason,
+// never silently run in fp32.
+TEST(SgemmDispatch, Bf16RefusedWithReasonWhereItCannotRun) {
+  IsaGuard guard;
+  cpu::set_isa(cpu::Isa::avx2);
+  std::string why;
+  EXPECT_FALSE(cpu::bf16_available(&why));
+  EXPECT_FALSE(why.empty());
+  float a = 1, b = 1, c = 0;
+  EXPECT_THROW(cpu::sbgemm(false, false, 1, 1, 1, 1.f, &a, 1, &b, 1, 0.f, &c, 1), DeviceError);
+  EXPECT_THROW(set_cpu_matmul_precision(Precision::bf16), DeviceError);
+  EXPECT_EQ(cpu_matmul_precision(), Precision::fp32);
+}
+
+// cpu::gemm (what the ops call) follows the process-wide precision: with bf16 the result equals
+// sbgemm's bit for bit and differs from sgemm's on operands that bf16 cannot hold.
+TEST(SgemmDispatch, GemmFollowsMatmulPrecision) {
+  if (!cpu::bf16_available()) {
+    EXPECT_THROW(set_cpu_matmul_precision(Precision::bf16), DeviceError);
+    return;
+  }
+  IsaGuard guard;
+  std::vector<float> a(64 * 48), b(48 * 40);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = 1.f + 1e-3f * float(i % 97);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = 0.5f - 1e-3f * float(i % 89);
+  std::vector<float> c32(64 * 40), cbf(64 * 40), cgemm(64 * 40);
+  cpu::sgemm(false, false, 64, 40, 48, 1.f, a.data(), 48, b.data(), 40, 0.f, c32.data(), 40);
+  cpu::sbgemm(false, false, 64, 40, 48, 1.f, a.data(), 48, b.data(), 40, 0.f, cbf.data(), 40);
+  set_cpu_matmul_precision(Precision::bf16);
+  cpu::gemm(false, false, 64, 40, 48, 1.f, a.data(), 48, b.data(), 40, 0.f, cgemm.data(), 40);
+  EXPECT_EQ(cgemm, cbf);
+  EXPECT_NE(cbf, c32);
+  set_cpu_matmul_precision(Precision::fp32);
+  cpu::gemm(false, false, 64, 40, 48, 1.f, a.data(), 48, b.data(), 40, 0.f, cgemm.data(), 40);
+  EXPECT_EQ(cgemm, c32);
 }
 
 }  // namespace

@@ -15,7 +15,7 @@ using backend::gemm_dims;
 // c[m,n] = alpha * op(a) op(b) + beta * c on raw, densely packed row-major pointers.
 void gemm_raw(const float* a, const float* b, float* c, const GemmDims& d, bool ta, bool tb,
               float alpha, float beta) {
-  cpu::sgemm(ta, tb, d.m, d.n, d.k, alpha, a, ta ? d.m : d.k, b, tb ? d.k : d.n, beta, c, d.n);
+  cpu::gemm(ta, tb, d.m, d.n, d.k, alpha, a, ta ? d.m : d.k, b, tb ? d.k : d.n, beta, c, d.n);
 }
 
 }  // namespace

@@ -148,7 +148,7 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& prm)
   const int64_t chw = g.c * g.h * g.w, kpq = g.k * g.pq();
   // y[k, cols] = W[k, crs] * col[crs, cols], row-major with leading dimension cols.
   auto w_times = [&](const float* col, int64_t cols, float* out) {
-    cpu::sgemm(false, false, g.k, cols, g.crs(), 1.f, wp, g.crs(), col, cols, 0.f, out, cols);
+    cpu::gemm(false, false, g.k, cols, g.crs(), 1.f, wp, g.crs(), col, cols, 0.f, out, cols);
   };
   run_groups(plan, [&](int64_t gi) {
     const int64_t n0 = gi * plan.group, gn = std::min(plan.group, g.n - n0);
@@ -199,7 +199,7 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
   const int64_t chw = g.c * g.h * g.w, kpq = g.k * g.pq();
   // col[crs, cols] = W^T * dy[k, cols], row-major with leading dimension cols.
   auto wt_times = [&](const float* dyc, int64_t cols, float* out) {
-    cpu::sgemm(true, false, g.crs(), cols, g.k, 1.f, wp, g.crs(), dyc, cols, 0.f, out, cols);
+    cpu::gemm(true, false, g.crs(), cols, g.k, 1.f, wp, g.crs(), dyc, cols, 0.f, out, cols);
   };
   run_groups(plan, [&](int64_t gi) {
     const int64_t n0 = gi * plan.group, gn = std::min(plan.group, g.n - n0);
@@ -249,7 +249,7 @@ Tensor conv2d_backward_filter(const Tensor& dy, const Tensor& x, const Shape& w_
     if (a.empty()) a.assign(static_cast<size_t>(g.k * g.crs()), 0.f);
     // a[k, crs] += dy[k, cols] * col[crs, cols]^T, both with leading dimension cols.
     auto accumulate = [&](const float* dyc, const float* col, int64_t cols) {
-      cpu::sgemm(false, true, g.k, g.crs(), cols, 1.f, dyc, cols, col, cols, 1.f, a.data(),
+      cpu::gemm(false, true, g.k, g.crs(), cols, 1.f, dyc, cols, col, cols, 1.f, a.data(),
                  g.crs());
     };
     const int64_t n0 = gi * plan.group, gn = std::min(plan.group, g.n - n0);

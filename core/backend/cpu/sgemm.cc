@@ -1,33 +1,34 @@
-// BLIS-style SGEMM. The loop nest one thread runs over its rectangle of C:
-//   jc over n by NC      B block (KC x NC) is packed once per (jc, pc) and lives in L2/L3
-//    pc over k by KC     partial products: the first uses the caller's beta, later ones beta=1
-//     ic over m by MC    A block (MC x KC) is packed into MR-row micro-panels; stays in L2
-//      jr over NR        one B micro-panel (KC x NR) stays in L1 while ...
-//       ir over MR       ... the micro-kernel streams A micro-panels and updates an MR x NR tile
-// Packing absorbs the transposes and leading dimensions and zero-pads partial panels, so the
-// micro-kernel always runs on full tiles; edge tiles go through a small buffer and are merged.
-// Threads: C is cut into a tm x tn grid of tile-aligned rectangles, one per thread, each running
-// the whole nest with its own thread_local packing buffers (no barriers, deterministic).
+// GEMM driver: picks the kernel for the CPU (core/cpu_isa.h) and the precision, cuts C into
+// one tile-aligned rectangle per thread and hands each to the kernel's loop nest
+// (gemm_loop.h) with its own thread_local packing buffers (no barriers, deterministic).
+// Built for the baseline ISA; the kernels live in gemm_avx2.cc, gemm_avx512.cc and
+// gemm_avx512_bf16.cc. CPUs without AVX2+FMA run Eigen's GEMM.
 #include "core/backend/cpu/sgemm.h"
 
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdlib>
 #include <new>
+#include <string>
 
-#include "core/parallel.h"
-
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-#define ADA_SGEMM_PACKED 1
-#include <immintrin.h>
-#else
 #include <Eigen/Core>
-#endif
 
-namespace ada::cpu {
+#include "core/backend/cpu/gemm_kernels.h"
+#include "core/cpu_isa.h"
+#include "core/error.h"
+#include "core/parallel.h"
+#include "core/precision.h"
+
+namespace ada {
+namespace cpu {
 namespace {
+
+using gemm_detail::Kernel;
+using gemm_detail::Problem;
+using gemm_detail::Steps;
 
 // c[m x n] = beta * c (beta == 0 writes zeros without reading c).
 void scale_c(float* c, int64_t m, int64_t n, int64_t ldc, float beta) {
@@ -39,270 +40,34 @@ void scale_c(float* c, int64_t m, int64_t n, int64_t ldc, float beta) {
   }
 }
 
-#if ADA_SGEMM_PACKED
-
-// ---- ISA: vector type and block sizes ---------------------------------------------------------
-// KC: a B micro-panel (KC x NR floats) stays in L1 (32-48 KiB) next to the streamed A panel;
-//     a larger KC also means fewer passes over C (each k block reads and writes C once).
-// MC: the packed A block (MC x KC) takes a quarter or less of L2 (512 KiB - 2 MiB).
-// NC: the packed B block (KC x NC) is a few MiB of the shared L3.
-// AVX2 sizes were tuned on Zen 3 (2048^3 and the ResNet-50 convolutions: KC 256..512 and MC
-// 48..144 are all within ~3%; KC=384 was best). The AVX-512 sizes are chosen for Sapphire Rapids
-// (48 KiB L1, 2 MiB L2) from the same reasoning, not measured.
-#if defined(__AVX512F__)
-struct Simd {
-  using V = __m512;
-  static constexpr int kWidth = 16;
-  static V zero() { return _mm512_setzero_ps(); }
-  static V load(const float* p) { return _mm512_loadu_ps(p); }
-  static V load_aligned(const float* p) { return _mm512_load_ps(p); }
-  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
-  static void store_aligned(float* p, V v) { _mm512_store_ps(p, v); }
-  static V set1(float x) { return _mm512_set1_ps(x); }
-  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
-  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
-};
-constexpr int kMR = 8, kNV = 2;  // 8 x 32: 16 zmm accumulators
-constexpr int64_t kKC = 256, kMC = 192, kNC = 4096;  // B micro-panel 32 KiB
-constexpr const char* kKernelName = "avx512f 8x32";
-#else
-struct Simd {
-  using V = __m256;
-  static constexpr int kWidth = 8;
-  static V zero() { return _mm256_setzero_ps(); }
-  static V load(const float* p) { return _mm256_loadu_ps(p); }
-  static V load_aligned(const float* p) { return _mm256_load_ps(p); }
-  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
-  static void store_aligned(float* p, V v) { _mm256_store_ps(p, v); }
-  static V set1(float x) { return _mm256_set1_ps(x); }
-  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
-  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
-};
-constexpr int kMR = 6, kNV = 2;  // 6 x 16: 12 ymm accumulators
-constexpr int64_t kKC = 384, kMC = 96, kNC = 4080;  // B micro-panel 24 KiB, A block 144 KiB
-constexpr const char* kKernelName = "avx2+fma 6x16";
-#endif
-constexpr int kW = Simd::kWidth;
-constexpr int kNR = kNV * kW;
-static_assert(kMC % kMR == 0 && kNC % kNR == 0);
-
-// ---- micro-kernel -------------------------------------------------------------------------------
-// c[MR x NR] (row stride ldc) = alpha * a b + beta * c, where a is an A micro-panel (kc steps of
-// MR floats) and b a B micro-panel (kc steps of NR floats), both 64-byte aligned. beta == 0
-// does not read c.
-__attribute__((always_inline)) inline void micro_kernel(int64_t kc, const float* __restrict a,
-                                                        const float* __restrict b,
-                                                        float* __restrict c, int64_t ldc,
-                                                        float alpha, float beta) {
-  using V = Simd::V;
-  V acc[kMR][kNV];
-#pragma GCC unroll 16
-  for (int r = 0; r < kMR; ++r) {
-#pragma GCC unroll 4
-    for (int v = 0; v < kNV; ++v) acc[r][v] = Simd::zero();
+// Eigen's GEMM on strided maps: CPUs without AVX2+FMA (and ADA_CPU_ISA=generic).
+void eigen_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0 || alpha == 0.f) {
+    scale_c(c, m, n, ldc, beta);
+    return;
   }
-#pragma GCC unroll 16
-  for (int r = 0; r < kMR; ++r) _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
-
-#pragma GCC unroll 4
-  for (int64_t p = 0; p < kc; ++p) {
-    V bv[kNV];
-#pragma GCC unroll 4
-    for (int v = 0; v < kNV; ++v) bv[v] = Simd::load_aligned(b + v * kW);
-#pragma GCC unroll 16
-    for (int r = 0; r < kMR; ++r) {
-      V ar = Simd::set1(a[r]);
-#pragma GCC unroll 4
-      for (int v = 0; v < kNV; ++v) acc[r][v] = Simd::fma(ar, bv[v], acc[r][v]);
-    }
-    a += kMR;
-    b += kNR;
-  }
-
-  const V va = Simd::set1(alpha);
-  if (beta == 0.f) {
-#pragma GCC unroll 16
-    for (int r = 0; r < kMR; ++r) {
-#pragma GCC unroll 4
-      for (int v = 0; v < kNV; ++v) Simd::store(c + r * ldc + v * kW, Simd::mul(va, acc[r][v]));
-    }
-  } else if (beta == 1.f) {
-#pragma GCC unroll 16
-    for (int r = 0; r < kMR; ++r) {
-#pragma GCC unroll 4
-      for (int v = 0; v < kNV; ++v) {
-        float* cp = c + r * ldc + v * kW;
-        Simd::store(cp, Simd::fma(va, acc[r][v], Simd::load(cp)));
-      }
-    }
-  } else {
-    const V vb = Simd::set1(beta);
-#pragma GCC unroll 16
-    for (int r = 0; r < kMR; ++r) {
-#pragma GCC unroll 4
-      for (int v = 0; v < kNV; ++v) {
-        float* cp = c + r * ldc + v * kW;
-        Simd::store(cp, Simd::fma(va, acc[r][v], Simd::mul(vb, Simd::load(cp))));
-      }
-    }
-  }
-}
-
-// A partial tile (mr < MR or nr < NR): the kernel writes a full tile to a buffer, then the
-// valid mr x nr part is merged into c.
-void edge_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t mr,
-                 int64_t nr, float alpha, float beta) {
-  alignas(64) float t[kMR * kNR];
-  micro_kernel(kc, a, b, t, kNR, alpha, 0.f);
-  for (int64_t i = 0; i < mr; ++i) {
-    float* ci = c + i * ldc;
-    const float* ti = t + i * kNR;
-    if (beta == 0.f)
-      for (int64_t j = 0; j < nr; ++j) ci[j] = ti[j];
-    else
-      for (int64_t j = 0; j < nr; ++j) ci[j] = ti[j] + beta * ci[j];
-  }
-}
-
-// ---- packing ------------------------------------------------------------------------------------
-struct Problem {
-  bool ta, tb;
-  int64_t m, n, k;
-  float alpha;
-  const float* a;
-  int64_t lda;
-  const float* b;
-  int64_t ldb;
-  float beta;
-  float* c;
-  int64_t ldc;
-};
-
-// t[q] lane r = src[r * lds + q] for r < kRows (lanes kRows.. are zero), q < 8: an 8x8
-// transpose of kRows rows of 8 floats. AVX is implied by both ISAs above.
-template <int kRows>
-inline void load_transpose_8x8(const float* src, int64_t lds, __m256 t[8]) {
-  static_assert(kRows >= 1 && kRows <= 8);
-  __m256 r[8];
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) r[i] = i < kRows ? _mm256_loadu_ps(src + i * lds) : _mm256_setzero_ps();
-  // Pairs interleaved, then quads, then 128-bit halves exchanged.
-  const __m256 u0 = _mm256_unpacklo_ps(r[0], r[1]), u1 = _mm256_unpackhi_ps(r[0], r[1]);
-  const __m256 u2 = _mm256_unpacklo_ps(r[2], r[3]), u3 = _mm256_unpackhi_ps(r[2], r[3]);
-  const __m256 u4 = _mm256_unpacklo_ps(r[4], r[5]), u5 = _mm256_unpackhi_ps(r[4], r[5]);
-  const __m256 u6 = _mm256_unpacklo_ps(r[6], r[7]), u7 = _mm256_unpackhi_ps(r[6], r[7]);
-  const __m256 s0 = _mm256_shuffle_ps(u0, u2, _MM_SHUFFLE(1, 0, 1, 0));
-  const __m256 s1 = _mm256_shuffle_ps(u0, u2, _MM_SHUFFLE(3, 2, 3, 2));
-  const __m256 s2 = _mm256_shuffle_ps(u1, u3, _MM_SHUFFLE(1, 0, 1, 0));
-  const __m256 s3 = _mm256_shuffle_ps(u1, u3, _MM_SHUFFLE(3, 2, 3, 2));
-  const __m256 s4 = _mm256_shuffle_ps(u4, u6, _MM_SHUFFLE(1, 0, 1, 0));
-  const __m256 s5 = _mm256_shuffle_ps(u4, u6, _MM_SHUFFLE(3, 2, 3, 2));
-  const __m256 s6 = _mm256_shuffle_ps(u5, u7, _MM_SHUFFLE(1, 0, 1, 0));
-  const __m256 s7 = _mm256_shuffle_ps(u5, u7, _MM_SHUFFLE(3, 2, 3, 2));
-  t[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
-  t[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
-  t[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
-  t[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
-  t[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
-  t[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
-  t[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
-  t[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
-}
-
-// Stores the first kLanes lanes of v at d.
-template <int kLanes>
-inline void store_lanes(float* d, __m256 v) {
-  if constexpr (kLanes == 8) {
-    _mm256_storeu_ps(d, v);
-  } else if constexpr (kLanes == 6) {
-    _mm_storeu_ps(d, _mm256_castps256_ps128(v));
-    _mm_storel_pi(reinterpret_cast<__m64*>(d + 4), _mm256_extractf128_ps(v, 1));
-  } else {
-    alignas(32) float t[8];
-    _mm256_store_ps(t, v);
-    for (int i = 0; i < kLanes; ++i) d[i] = t[i];
-  }
-}
-
-// op(A)[i0 : i0+mc, p0 : p0+kc] into MR-row micro-panels: panel q holds rows q*MR.., laid out
-// as kc steps of MR floats; rows past mc are zero.
-__attribute__((noinline)) void pack_a(const Problem& g, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float* dst) {
-  for (int64_t ir = 0; ir < mc; ir += kMR) {
-    const int64_t mr = std::min<int64_t>(kMR, mc - ir);
-    float* d = dst + ir * kc;
-    if (!g.ta) {
-      // Rows of A are contiguous in k: transpose MR rows x 8 k steps at a time.
-      const float* s = g.a + (i0 + ir) * g.lda + p0;
-      int64_t p = 0;
-      if (mr == kMR) {
-        for (; p + 8 <= kc; p += 8) {
-          __m256 t[8];
-          load_transpose_8x8<kMR>(s + p, g.lda, t);
-#pragma GCC unroll 8
-          for (int q = 0; q < 8; ++q) store_lanes<kMR>(d + (p + q) * kMR, t[q]);
-        }
-      }
-      for (; p < kc; ++p) {
-        for (int64_t r = 0; r < mr; ++r) d[p * kMR + r] = s[r * g.lda + p];
-        for (int64_t r = mr; r < kMR; ++r) d[p * kMR + r] = 0.f;
-      }
+  using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using Stride = Eigen::OuterStride<>;
+  Eigen::Map<Mat, 0, Stride> C(c, m, n, Stride(ldc));
+  Eigen::Map<const Mat, 0, Stride> A(a, trans_a ? k : m, trans_a ? m : k, Stride(lda));
+  Eigen::Map<const Mat, 0, Stride> B(b, trans_b ? n : k, trans_b ? k : n, Stride(ldb));
+  auto run = [&](const auto& opa, const auto& opb) {
+    if (beta == 0.f) {
+      C.noalias() = alpha * (opa * opb);
     } else {
-      // A^T: each k step is a contiguous run of MR rows.
-      const float* s = g.a + p0 * g.lda + i0 + ir;
-      for (int64_t p = 0; p < kc; ++p) {
-        const float* sp = s + p * g.lda;
-        for (int64_t r = 0; r < mr; ++r) d[p * kMR + r] = sp[r];
-        for (int64_t r = mr; r < kMR; ++r) d[p * kMR + r] = 0.f;
-      }
+      if (beta != 1.f) C *= beta;
+      C.noalias() += alpha * (opa * opb);
     }
-  }
+  };
+  if (!trans_a && !trans_b) run(A, B);
+  else if (trans_a && !trans_b) run(A.transpose(), B);
+  else if (!trans_a && trans_b) run(A, B.transpose());
+  else run(A.transpose(), B.transpose());
 }
 
-// op(B)[p0 : p0+kc, j0 : j0+nc] into NR-column micro-panels: panel q holds columns q*NR..,
-// laid out as kc steps of NR floats; columns past nc are zero.
-__attribute__((noinline)) void pack_b(const Problem& g, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* dst) {
-  for (int64_t jr = 0; jr < nc; jr += kNR) {
-    const int64_t nr = std::min<int64_t>(kNR, nc - jr);
-    float* d = dst + jr * kc;
-    if (!g.tb) {
-      const float* s = g.b + p0 * g.ldb + j0 + jr;
-      if (nr == kNR) {
-        for (int64_t p = 0; p < kc; ++p) {
-          const float* sp = s + p * g.ldb;
-#pragma GCC unroll 4
-          for (int v = 0; v < kNV; ++v)
-            Simd::store_aligned(d + p * kNR + v * kW, Simd::load(sp + v * kW));
-        }
-      } else {
-        for (int64_t p = 0; p < kc; ++p) {
-          const float* sp = s + p * g.ldb;
-          for (int64_t j = 0; j < nr; ++j) d[p * kNR + j] = sp[j];
-          for (int64_t j = nr; j < kNR; ++j) d[p * kNR + j] = 0.f;
-        }
-      }
-    } else {
-      // B^T: column j of op(B) is row j of b, contiguous in k: transpose 8 columns x 8 k steps
-      // at a time.
-      const float* s = g.b + (j0 + jr) * g.ldb + p0;
-      int64_t p = 0;
-      if (nr == kNR) {
-        for (; p + 8 <= kc; p += 8) {
-#pragma GCC unroll 4
-          for (int j = 0; j < kNR; j += 8) {
-            __m256 t[8];
-            load_transpose_8x8<8>(s + j * g.ldb + p, g.ldb, t);
-#pragma GCC unroll 8
-            for (int q = 0; q < 8; ++q) _mm256_store_ps(d + (p + q) * kNR + j, t[q]);
-          }
-        }
-      }
-      for (; p < kc; ++p) {
-        for (int64_t j = 0; j < nr; ++j) d[p * kNR + j] = s[j * g.ldb + p];
-        for (int64_t j = nr; j < kNR; ++j) d[p * kNR + j] = 0.f;
-      }
-    }
-  }
-}
 
 // ---- per-thread packing buffers ------------------------------------------------------------------
 // Grow-only, 64-byte aligned; one pair per thread (OpenMP pool threads persist, so steady-state
@@ -341,62 +106,26 @@ int64_t balanced_step(int64_t total, int64_t max_step, int64_t unit) {
   return round_up(ceil_div(total, ceil_div(total, max_step)), unit);
 }
 
-// The loop nest over C[m0:m1, n0:n1] on the calling thread.
-void gemm_block(const Problem& g, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-  const int64_t kc_step = balanced_step(g.k, kKC, 1);
-  const int64_t mc_step = balanced_step(m1 - m0, kMC, kMR);
-  const int64_t nc_step = balanced_step(n1 - n0, kNC, kNR);
-  float* pa = tls_buffers.a.get(static_cast<size_t>(mc_step * kc_step));
-  float* pb = tls_buffers.b.get(static_cast<size_t>(nc_step * kc_step));
-  for (int64_t jc = n0; jc < n1; jc += nc_step) {
-    const int64_t nc = std::min(nc_step, n1 - jc);
-    for (int64_t pc = 0; pc < g.k; pc += kc_step) {
-      const int64_t kc = std::min(kc_step, g.k - pc);
-      const float beta = pc == 0 ? g.beta : 1.f;
-      pack_b(g, pc, kc, jc, nc, pb);
-      for (int64_t ic = m0; ic < m1; ic += mc_step) {
-        const int64_t mc = std::min(mc_step, m1 - ic);
-        pack_a(g, ic, mc, pc, kc, pa);
-        for (int64_t jr = 0; jr < nc; jr += kNR) {
-          const int64_t nr = std::min<int64_t>(kNR, nc - jr);
-          const float* bp = pb + jr * kc;
-          for (int64_t ir = 0; ir < mc; ir += kMR) {
-            const int64_t mr = std::min<int64_t>(kMR, mc - ir);
-            float* ct = g.c + (ic + ir) * g.ldc + jc + jr;
-            if (mr == kMR && nr == kNR)
-              micro_kernel(kc, pa + ir * kc, bp, ct, g.ldc, g.alpha, beta);
-            else
-              edge_kernel(kc, pa + ir * kc, bp, ct, g.ldc, mr, nr, g.alpha, beta);
-          }
-        }
-      }
-    }
-  }
+// The kernel's loop nest over C[m0:m1, n0:n1] on the calling thread. k blocks are even so the
+// bf16 kernel's k pairs never straddle two blocks.
+void run_block(const Kernel& kern, const Problem& g, int64_t m0, int64_t m1, int64_t n0,
+               int64_t n1) {
+  const Steps s{balanced_step(g.k, kern.kc, 2), balanced_step(m1 - m0, kern.mc, kern.mr),
+                balanced_step(n1 - n0, kern.nc, kern.nr)};
+  float* pa = tls_buffers.a.get(static_cast<size_t>(s.mc * (s.kc + 1)));
+  float* pb = tls_buffers.b.get(static_cast<size_t>(s.nc * (s.kc + 1)));
+  kern.block(g, m0, m1, n0, n1, s, pa, pb);
 }
 
 // Below this many multiply-adds one thread is faster than waking the pool.
 constexpr int64_t kMinParallelMacs = int64_t(1) << 20;
 
-#endif  // ADA_SGEMM_PACKED
-
-}  // namespace
-
-#if ADA_SGEMM_PACKED
-
-const char* sgemm_kernel_name() { return kKernelName; }
-
-void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-           int64_t ldc) {
-  if (m <= 0 || n <= 0) return;
-  if (k <= 0 || alpha == 0.f) {
-    scale_c(c, m, n, ldc, beta);
-    return;
-  }
-  const Problem g{trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc};
+void run(const Kernel& kern, const Problem& g) {
+  const int64_t m = g.m, n = g.n, k = g.k;
   int threads = omp_in_parallel() ? 1 : num_threads();
   if (m * n * k < kMinParallelMacs) threads = 1;
-  const int64_t tiles_m = ceil_div(m, kMR), tiles_n = ceil_div(n, kNR);
+  const int64_t mr = kern.mr, nr = kern.nr;
+  const int64_t tiles_m = ceil_div(m, mr), tiles_n = ceil_div(n, nr);
   // Grid tm x tn minimising the slowest thread's padded tile area plus its packing traffic
   // (a packed float costs roughly 8 multiply-adds).
   int64_t tm = 1, tn = 1;
@@ -404,29 +133,44 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
     double best = -1;
     for (int64_t cm = 1; cm <= threads; ++cm) {
       const int64_t um = std::min(cm, tiles_m), un = std::min<int64_t>(threads / cm, tiles_n);
-      const double rows = double(ceil_div(tiles_m, um) * kMR);
-      const double cols = double(ceil_div(tiles_n, un) * kNR);
-      const double cost = rows * cols + 8.0 * (rows * double(ceil_div(int64_t(cols), kNC)) + cols);
+      const double rows = double(ceil_div(tiles_m, um) * mr);
+      const double cols = double(ceil_div(tiles_n, un) * nr);
+      const double cost =
+          rows * cols + 8.0 * (rows * double(ceil_div(int64_t(cols), kern.nc)) + cols);
       if (best < 0 || cost < best) best = cost, tm = um, tn = un;
     }
   }
   if (tm * tn == 1) {
-    gemm_block(g, 0, m, 0, n);
+    run_block(kern, g, 0, m, 0, n);
     return;
   }
   parallel_for(0, tm * tn, 1, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t ti = t / tn, tj = t % tn;
-      const int64_t m0 = tiles_m * ti / tm * kMR, m1 = std::min(m, tiles_m * (ti + 1) / tm * kMR);
-      const int64_t n0 = tiles_n * tj / tn * kNR, n1 = std::min(n, tiles_n * (tj + 1) / tn * kNR);
-      if (m0 < m1 && n0 < n1) gemm_block(g, m0, m1, n0, n1);
+      const int64_t m0 = tiles_m * ti / tm * mr, m1 = std::min(m, tiles_m * (ti + 1) / tm * mr);
+      const int64_t n0 = tiles_n * tj / tn * nr, n1 = std::min(n, tiles_n * (tj + 1) / tn * nr);
+      if (m0 < m1 && n0 < n1) run_block(kern, g, m0, m1, n0, n1);
     }
   });
 }
 
-#else  // no AVX2+FMA: Eigen's GEMM on strided maps
+const Kernel* f32_kernel() {
+  switch (isa()) {
+    case Isa::avx512: return &gemm_detail::avx512_kernel();
+    case Isa::avx2: return &gemm_detail::avx2_kernel();
+    case Isa::generic: break;
+  }
+  return nullptr;
+}
 
-const char* sgemm_kernel_name() { return "eigen"; }
+std::atomic<Precision> g_precision{Precision::fp32};
+
+}  // namespace
+
+const char* sgemm_kernel_name() {
+  const Kernel* kern = f32_kernel();
+  return kern ? kern->name : "eigen";
+}
 
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
            const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
@@ -436,25 +180,47 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
     scale_c(c, m, n, ldc, beta);
     return;
   }
-  using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  using Stride = Eigen::OuterStride<>;
-  Eigen::Map<Mat, 0, Stride> C(c, m, n, Stride(ldc));
-  Eigen::Map<const Mat, 0, Stride> A(a, trans_a ? k : m, trans_a ? m : k, Stride(lda));
-  Eigen::Map<const Mat, 0, Stride> B(b, trans_b ? n : k, trans_b ? k : n, Stride(ldb));
-  auto run = [&](const auto& opa, const auto& opb) {
-    if (beta == 0.f) {
-      C.noalias() = alpha * (opa * opb);
-    } else {
-      if (beta != 1.f) C *= beta;
-      C.noalias() += alpha * (opa * opb);
-    }
-  };
-  if (!trans_a && !trans_b) run(A, B);
-  else if (trans_a && !trans_b) run(A.transpose(), B);
-  else if (!trans_a && trans_b) run(A, B.transpose());
-  else run(A.transpose(), B.transpose());
+  if (const Kernel* kern = f32_kernel())
+    run(*kern, Problem{trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc});
+  else
+    eigen_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-#endif  // ADA_SGEMM_PACKED
+void sbgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+            const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+            int64_t ldc) {
+  std::string why;
+  if (!bf16_available(&why)) ADA_THROW(DeviceError) << "bf16 matrix products: " << why;
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0 || alpha == 0.f) {
+    scale_c(c, m, n, ldc, beta);
+    return;
+  }
+  run(gemm_detail::avx512_bf16_kernel(),
+      Problem{trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc});
+}
 
-}  // namespace ada::cpu
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+          const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+          int64_t ldc) {
+  if (g_precision.load(std::memory_order_relaxed) == Precision::bf16)
+    sbgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  else
+    sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+}  // namespace cpu
+
+const char* precision_name(Precision p) { return p == Precision::bf16 ? "bf16" : "fp32"; }
+
+void set_cpu_matmul_precision(Precision p) {
+  std::string why;
+  if (p == Precision::bf16 && !cpu::bf16_available(&why))
+    ADA_THROW(DeviceError) << "bf16 matrix products on the CPU: " << why
+                           << "; use fp32 on this machine";
+  cpu::g_precision.store(p, std::memory_order_relaxed);
+}
+
+Precision cpu_matmul_precision() { return cpu::g_precision.load(std::memory_order_relaxed); }
+
+}  // namespace ada

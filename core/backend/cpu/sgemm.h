@@ -1,13 +1,14 @@
-// Our own fp32 GEMM for the CPU backend: BLIS-style cache blocking, packing of A and B into
-// micro-panels and an FMA register-blocked micro-kernel (AVX-512: 8x32 zmm, AVX2+FMA: 6x16 ymm),
-// multi-threaded on the shared OpenMP pool. Builds without AVX2+FMA fall back to Eigen.
+// Our own GEMM for the CPU backend: BLIS-style cache blocking, packing of A and B into
+// micro-panels and a register-blocked micro-kernel, multi-threaded on the shared OpenMP pool.
+// Kernels (core/backend/cpu/gemm_kernels.h) are picked at run time by CPUID (core/cpu_isa.h):
+// AVX-512F 8x32, AVX2+FMA 6x16, Eigen on CPUs without AVX2; bf16 inputs on AVX512_BF16.
 #pragma once
 
 #include <cstdint>
 
 namespace ada::cpu {
 
-// c[m,n] = alpha * op(a) op(b) + beta * c on row-major buffers, op(x) = x or x^T.
+// c[m,n] = alpha * op(a) op(b) + beta * c on row-major buffers, op(x) = x or x^T, in fp32.
 // op(a) is m x k: a is [m, lda] (lda >= k), or [k, lda] (lda >= m) when trans_a.
 // op(b) is k x n: b is [k, ldb] (ldb >= n), or [n, ldb] (ldb >= k) when trans_b.
 // c is [m, ldc] with ldc >= n; only its m x n window is touched. beta == 0 never reads c, so c
@@ -18,7 +19,18 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
            const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
            int64_t ldc);
 
-// Which kernel this build uses, e.g. "avx2+fma 6x16"; for logs and benchmarks.
+// The same product with a and b rounded to bfloat16 (round to nearest even) and the products
+// summed in fp32. DeviceError when cpu::bf16_available() is false.
+void sbgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+            const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+            int64_t ldc);
+
+// What the ops call: sgemm, or sbgemm when cpu_matmul_precision() is bf16 (core/precision.h).
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+          const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+          int64_t ldc);
+
+// The fp32 kernel in use, e.g. "avx512f 8x32"; for logs and benchmarks.
 const char* sgemm_kernel_name();
 
 }  // namespace ada::cpu

@@ -1,0 +1,142 @@
+// Built for plain x86-64 (core/CMakeLists.txt), so that the start-up check below runs on any
+// x86-64 CPU, whatever ADA_MARCH the rest of the program uses.
+#include "core/cpu_isa.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace ada::cpu {
+namespace {
+
+// The features the baseline -march lets the compiler use anywhere (ADA_BASE_* from CMake).
+__attribute__((constructor(101))) void check_baseline() {
+  __builtin_cpu_init();
+  char missing[160] = "";
+  auto need = [&](bool have, const char* name) {
+    if (!have) {
+      std::strncat(missing, " ", sizeof(missing) - std::strlen(missing) - 1);
+      std::strncat(missing, name, sizeof(missing) - std::strlen(missing) - 1);
+    }
+  };
+#if ADA_BASE_AVX
+  need(__builtin_cpu_supports("avx"), "avx");
+#endif
+#if ADA_BASE_AVX2
+  need(__builtin_cpu_supports("avx2"), "avx2");
+#endif
+#if ADA_BASE_FMA
+  need(__builtin_cpu_supports("fma"), "fma");
+#endif
+#if ADA_BASE_BMI2
+  need(__builtin_cpu_supports("bmi2"), "bmi2");
+#endif
+#if ADA_BASE_AVX512F
+  need(__builtin_cpu_supports("avx512f"), "avx512f");
+#endif
+#if ADA_BASE_AVX512BW
+  need(__builtin_cpu_supports("avx512bw"), "avx512bw");
+#endif
+#if ADA_BASE_AVX512DQ
+  need(__builtin_cpu_supports("avx512dq"), "avx512dq");
+#endif
+#if ADA_BASE_AVX512VL
+  need(__builtin_cpu_supports("avx512vl"), "avx512vl");
+#endif
+  if (missing[0]) {
+    std::fprintf(stderr,
+                 "adatrain: this binary was built with -march=%s, but this CPU lacks:%s.\n"
+                 "Rebuild with a lower baseline, e.g. cmake -DADA_MARCH=x86-64-v2 (the GEMM "
+                 "kernels still pick AVX2/AVX-512 at run time).\n",
+                 ADA_BASE_MARCH, missing);
+    std::fflush(stderr);
+    _exit(70);
+  }
+}
+
+Isa detect() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+    return Isa::avx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::avx2;
+  return Isa::generic;
+}
+
+// -1: not chosen yet.
+std::atomic<int> g_isa{-1};
+
+Isa from_env() {
+  const Isa cpu = detected_isa();
+  const char* v = std::getenv("ADA_CPU_ISA");
+  if (!v || !*v) return cpu;
+  for (Isa level : {Isa::generic, Isa::avx2, Isa::avx512}) {
+    if (std::strcmp(v, isa_name(level)) != 0) continue;
+    if (level > cpu)
+      ADA_THROW(ConfigError) << "ADA_CPU_ISA=" << v << ": this CPU supports at most '"
+                             << isa_name(cpu) << "'; unset ADA_CPU_ISA or choose a lower level";
+    return level;
+  }
+  ADA_THROW(ConfigError) << "ADA_CPU_ISA=" << v
+                         << ": unknown level; use generic, avx2 or avx512 (or unset it)";
+}
+
+}  // namespace
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::generic: return "generic";
+    case Isa::avx2: return "avx2";
+    case Isa::avx512: return "avx512";
+  }
+  return "?";
+}
+
+Isa detected_isa() {
+  static const Isa cpu = detect();
+  return cpu;
+}
+
+Isa isa() {
+  int v = g_isa.load(std::memory_order_acquire);
+  if (v < 0) {
+    v = static_cast<int>(from_env());
+    g_isa.store(v, std::memory_order_release);
+  }
+  return static_cast<Isa>(v);
+}
+
+void set_isa(Isa level) {
+  if (level > detected_isa())
+    ADA_THROW(DeviceError) << "cpu::set_isa(" << isa_name(level) << "): this CPU supports at most '"
+                           << isa_name(detected_isa()) << "'";
+  g_isa.store(static_cast<int>(level), std::memory_order_release);
+}
+
+bool bf16_available(std::string* why) {
+  __builtin_cpu_init();
+  const char* reason = nullptr;
+  if (!__builtin_cpu_supports("avx512bf16"))
+    reason = "this CPU has no AVX512_BF16 dot products (vdpbf16ps)";
+  else if (isa() != Isa::avx512)
+    reason = "the CPU kernels are limited below avx512 (ADA_CPU_ISA or set_isa)";
+  if (reason && why) *why = reason;
+  return reason == nullptr;
+}
+
+std::string isa_description() {
+  std::string s = isa_name(isa());
+  s += " (cpu: ";
+  s += isa_name(detected_isa());
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512bf16")) s += ", bf16";
+  s += ")";
+  return s;
+}
+
+}  // namespace ada::cpu

@@ -1,0 +1,34 @@
+// Which x86 instruction set the CPU kernels run with, chosen at run time. The build targets a
+// baseline (ADA_MARCH, default x86-64-v3: AVX2+FMA) so one binary runs on every node of a
+// mixed cluster; the GEMM kernels are built once per ISA (core/backend/cpu/gemm_*.cc) and
+// picked here by CPUID. ADA_CPU_ISA=generic|avx2|avx512 lowers the level (never raises it), so
+// the tests cover every path on an AVX-512 machine. A binary started on a CPU without the
+// baseline's features stops at once with a message naming them (no SIGILL).
+#pragma once
+
+#include <string>
+
+namespace ada::cpu {
+
+enum class Isa { generic = 0, avx2 = 1, avx512 = 2 };
+
+const char* isa_name(Isa isa);
+
+// The best level this CPU supports (avx512 needs AVX-512 F, BW, DQ and VL).
+Isa detected_isa();
+
+// The level the kernels use: detected_isa(), lowered by ADA_CPU_ISA or set_isa(). Throws
+// ConfigError for an ADA_CPU_ISA value that is not a level or above what the CPU has.
+Isa isa();
+
+// Forces the level (tests, benchmarks); DeviceError when the CPU lacks it.
+void set_isa(Isa isa);
+
+// True when the CPU has AVX512_BF16 dot products and the level in use is avx512, so bf16
+// matrix products can run (core/precision.h). `why` (optional) gets the reason when false.
+bool bf16_available(std::string* why = nullptr);
+
+// One line for logs and benchmark headers, e.g. "avx512 (cpu: avx512, bf16)".
+std::string isa_description();
+
+}  // namespace ada::cpu
