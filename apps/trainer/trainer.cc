@@ -21,11 +21,13 @@
 #include "comm/mpi_runtime.h"
 #include "core/backend/cuda_runtime.h"
 #include "core/atomic_file.h"
+#include "core/cpu_isa.h"
 #include "core/fault.h"
 #include "core/log.h"
 #include "core/functional.h"
 #include "core/ops.h"
 #include "core/parallel.h"
+#include "core/precision.h"
 #include "core/timeline.h"
 #include "data/data_loader.h"
 #include "dist/straggler.h"
@@ -127,6 +129,7 @@ struct Settings {
   double clip = 0;
   std::string out_dir, ckpt_dir, timeline;
   Device device;  // train.device: where the model, its optimizer state and the batches live
+  Precision precision = Precision::fp32;  // train.precision (core/precision.h)
 };
 
 // train.device: "cpu", "cuda" (this rank's node-local index modulo the visible GPUs) or
@@ -151,6 +154,28 @@ Device read_device(const Config& t, int local_rank) {
                            << "; train on the CPU with train.device: cpu";
   }
   return Device::cuda(index);
+}
+
+// train.precision: fp32 (default) or bf16: the CPU's matrix products (linear layers, attention,
+// convolutions) take bf16 inputs and accumulate in fp32, everything else stays fp32
+// (core/precision.h). Mixed precision on a GPU (bf16/fp16 with loss scaling) is not built yet.
+Precision read_precision(const Config& t, const Device& device) {
+  const std::string s = t.get_or<std::string>("precision", "fp32");
+  if (s == "fp32") return Precision::fp32;
+  ADA_CHECK_ARG(s == "bf16" || s == "fp16", ConfigError)
+      << t.where("precision") << ": unknown precision '" << s << "'; known: fp32, bf16";
+  ADA_CHECK_ARG(device.is_cpu(), ConfigError)
+      << t.where("precision") << ": " << s << " on " << device.str()
+      << " is not built yet (GPU mixed precision comes with the NCCL and mixed-precision work); "
+         "use precision: fp32 on the GPU";
+  ADA_CHECK_ARG(s == "bf16", ConfigError)
+      << t.where("precision") << ": fp16 is not supported on the CPU (no fp16 dot products); "
+         "use bf16 on a CPU with AVX512_BF16, or fp32";
+  std::string why;
+  ADA_CHECK_ARG(cpu::bf16_available(&why), ConfigError)
+      << t.where("precision") << ": bf16 needs the CPU's bf16 dot products, but " << why
+      << "; use precision: fp32 on this machine";
+  return Precision::bf16;
 }
 
 class Trainer {
@@ -246,6 +271,8 @@ void Trainer::setup() {
   init_from_ = t.get_or<std::string>("init_from", "");
   s_.timeline = t.get_or<std::string>("timeline", "");
   s_.device = read_device(t, world_->local_rank());
+  s_.precision = read_precision(t, s_.device);
+  set_cpu_matmul_precision(s_.precision);
   if (t.has("straggler")) straggler_.emplace(t.child("straggler"), world);
   const std::string nonfinite = t.get_or<std::string>("on_nonfinite", "stop");
   ADA_CHECK_ARG(nonfinite == "stop" || nonfinite == "skip", ConfigError)
@@ -411,9 +438,9 @@ void Trainer::setup() {
     return std::string();
   });
   tty_ = isatty(STDERR_FILENO);
-  log_info("{} ranks, {} threads each; model {} ({} parameters); sync {}; {} steps of {} x {} "
-           "examples per rank; data: {}",
-           world, num_threads(), model_->type_name(), model_->parameter_count(), strategy_->describe(),
+  log_info("{} ranks, {} threads each (cpu kernels {}); precision {}; model {} ({} parameters); "
+           "sync {}; {} steps of {} x {} examples per rank; data: {}",
+           world, num_threads(), cpu::isa_description(), precision_name(s_.precision), model_->type_name(), model_->parameter_count(), strategy_->describe(),
            total_steps_, s_.micro, s_.batch, data_.train->describe());
   if (straggler_) log_info("straggler: {}", straggler_->describe());
 }
@@ -889,7 +916,9 @@ int Trainer::run() {
                           {"exposed_comm_seconds", exposed_seconds_},
                           {"skipped_steps", skipped_},
                           {"peak_rss_mb_max_rank", peak_mb},
-                          {"device", s_.device.str()}};
+                          {"device", s_.device.str()},
+                          {"precision", precision_name(s_.precision)},
+                          {"cpu_isa", cpu::isa_name(cpu::isa())}};
     if (!s_.device.is_cpu()) sum["gpu_peak_allocated_mb"] = gpu_peak_mb;
     if (last_eval.count("count") && last_eval["count"] > 0) {
       sum["eval_top1"] = last_eval["correct"] / last_eval["count"];

@@ -45,9 +45,10 @@ def merged(base, over):
 
 
 class Case:
-    def __init__(self, name, expect, cfg=None, raw=None, args=(), setup=None, ranks=2, config_arg=True):
+    def __init__(self, name, expect, cfg=None, raw=None, args=(), setup=None, ranks=2, config_arg=True, env=None):
         self.name, self.expect, self.cfg, self.raw = name, list(expect), cfg or {}, raw
         self.args, self.setup, self.ranks, self.config_arg = list(args), setup, ranks, config_arg
+        self.env = env or {}
 
 
 # ---- helpers that write data files ------------------------------------------------------------
@@ -159,6 +160,13 @@ def cases(src):
     # Without a usable GPU (no CUDA build, no device) or at 2 ranks (no NCCL yet): refused, naming
     # the key and the way out.
     T("device_cuda_unavailable", {"train": {"device": "cuda"}}, "train.device", "train.device: cpu")
+    # Precision: unknown names, fp16 on the CPU, bf16 where the CPU kernels cannot run it (forced
+    # below avx512 here, so the case holds on every CPU), a bad ADA_CPU_ISA.
+    T("precision_unknown", {"train": {"precision": "fp8"}}, "train.precision", "unknown precision 'fp8'", "known: fp32, bf16")
+    T("precision_fp16_cpu", {"train": {"precision": "fp16"}}, "train.precision", "fp16 is not supported on the CPU", "use bf16")
+    add(Case("precision_bf16_unavailable", ["train.precision", "bf16 needs", "use precision: fp32"],
+             cfg={"train": {"precision": "bf16"}}, env={"ADA_CPU_ISA": "avx2"}))
+    add(Case("cpu_isa_env_unknown", ["ADA_CPU_ISA=avx9", "use generic, avx2 or avx512"], env={"ADA_CPU_ISA": "avx9"}))
     # Decentralised syncs.
     T("sync_unknown", {"sync": {"name": "gossip"}}, "unknown sync 'gossip'", "known: diloco, local_sgd, none, wagma")
     T("sync_local_sgd_without_period", {"sync": {"name": "local_sgd"}}, "sync.period", "needs period")
@@ -281,8 +289,9 @@ def edit_json(p, key, value):
 TRAINER = None
 
 
-def run_trainer(cwd, ranks, args, timeout=60):
+def run_trainer(cwd, ranks, args, timeout=60, extra_env=None):
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
+    env.update(extra_env or {})
     cmd = ["mpiexec", "-np", str(ranks), "--oversubscribe", "--mca", "mpi_yield_when_idle", "1", "--bind-to", "none",
            TRAINER] + args
     try:
@@ -321,7 +330,7 @@ def main():
         if c.setup:
             c.setup(d)
         t0 = time.time()
-        rc, out = run_trainer(d, c.ranks, (["--config", "c.yaml"] if c.config_arg else []) + c.args)
+        rc, out = run_trainer(d, c.ranks, (["--config", "c.yaml"] if c.config_arg else []) + c.args, extra_env=c.env)
         secs = time.time() - t0
         problems = []
         if rc == 0:
