@@ -5,13 +5,25 @@
 // times the same shapes; the bench prints GFLOP/s for both and the ratio ours/PyTorch.
 //   bench_ops [--threads 1,2] [--repeats 3] [--batch 32] [--gemm 2048] [--json]
 //             [--no-torch] [--verbose] [--device cpu|cuda] [--python /usr/bin/python3]
+// On the CPU the twin runs twice per thread count, one process each: as installed ("default":
+// NCHW, glibc malloc, whatever libblas.so.3 Debian's alternatives give), then tuned, PyTorch's
+// best CPU runtime: --tuned (channels-last input, weight and output gradient for the
+// convolutions), tcmalloc preloaded and the OpenMP OpenBLAS first on LD_LIBRARY_PATH, on that
+// command only (see apps/common/torch_twin.h). Above the table, one line per run says what it
+// reported it ran with (memory format, allocator, the BLAS its GEMMs call, from libtorch_cpu and
+// /proc/self/maps). "ratio" is ours/tuned; the default figure and "vs default" (ours/default)
+// follow. A tuned run that lacks tcmalloc or the OpenMP OpenBLAS has its figure marked "*" and a
+// note naming the Debian package (tools/setup.sh --bench); --json gives per row torch_run
+// ("tuned" / "PARTLY tuned"), torch_gflops and ratio (the tuned run), torch_default_gflops and
+// ratio_default, and the notes on stderr. The twins' stderr: /tmp/bench_ops_torch{,_tuned}.err.
 // --device cuda: tensors on cuda:0, one pass (--threads is ignored), GEMM 4096^3 and 8192^3
 // unless --gemm says otherwise (a list there, e.g. --gemm 4096,8192; on cpu only the first
 // size counts), and the convolutions' forward, backward-data and backward-filter timed and
 // reported separately (plus their sum). Each timed sample is 10 calls between two device
 // synchronizes; the median of --repeats samples counts. fp32 without
 // TF32 on both sides, unless ADA_CUDA_TF32=1: then our cuBLAS/cuDNN may use TF32 and the twin
-// gets --tf32 (fp32-vs-fp32 or tf32-vs-tf32, never mixed).
+// gets --tf32 (fp32-vs-fp32 or tf32-vs-tf32, never mixed). The twin runs once there, as
+// installed (the tuned runtime is a CPU matter; torch_run "default" in --json).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -24,6 +36,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "apps/common/torch_twin.h"
 #include "core/backend/cuda_runtime.h"
 #include "core/ops.h"
 #include "core/parallel.h"
@@ -87,7 +100,10 @@ double median_seconds(int repeats, F f) {
 struct Result {
   std::string name;
   int threads;
-  double ours_gflops, torch_gflops;  // torch < 0: not measured
+  double ours_gflops;
+  double torch_gflops;                // < 0: not measured; on the CPU, the tuned twin's figure
+  double torch_default_gflops = -1;   // the CPU's default twin (< 0: not measured, or cuda)
+  std::string torch_run = "default";  // what torch_gflops is: "tuned", "PARTLY tuned", "default"
 };
 
 // Our timings: gemm GFLOP/s and per-conv-shape seconds (fwd+bwd).
@@ -142,36 +158,25 @@ std::string join(const std::vector<int64_t>& v) {
   return s;
 }
 
-// Runs the PyTorch twin; returns its YAML/JSON answer or an empty node with a note on stderr.
-YAML::Node run_torch(const std::string& python, const std::string& extra, int threads,
-                     int64_t batch, int repeats, const std::string& gemm_n) {
-  std::string script = std::string(ADA_SOURCE_DIR) + "/tools/bench_ops_torch.py";
+// Runs the PyTorch twin (with `env` in front of its command, `extra` after its options); returns
+// its JSON answer, or an empty node with a note and the end of its stderr on stderr.
+YAML::Node run_torch(const std::string& python, const std::string& env, const std::string& extra,
+                     int threads, int64_t batch, int repeats, const std::string& gemm_n,
+                     const std::string& err_path) {
   std::ostringstream cmd;
-  cmd << python << " " << script << " --threads " << threads << " --batch " << batch
-      << " --repeats " << repeats << " --gemm " << gemm_n << extra << " 2>/tmp/bench_ops_torch.err";
-  FILE* p = popen(cmd.str().c_str(), "r");
-  if (!p) return {};
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  int rc = pclose(p);
-  if (rc != 0) {
-    std::cerr << "bench_ops: the PyTorch twin failed (exit " << rc
-              << "); see /tmp/bench_ops_torch.err. Install it with: tools/setup.sh --bench\n";
-    if (!extra.empty()) {  // --device cuda: show the command and the end of its stderr
-      std::cerr << "bench_ops: it ran: " << cmd.str() << "\n";
-      if (FILE* e = std::fopen("/tmp/bench_ops_torch.err", "r")) {
-        std::string err;
-        while ((n = std::fread(buf, 1, sizeof buf, e)) > 0) err.append(buf, n);
-        std::fclose(e);
-        std::cerr << (err.size() > 3000 ? err.substr(err.size() - 3000) : err);
-      }
-    }
+  cmd << env << python << " " << ADA_SOURCE_DIR << "/tools/bench_ops_torch.py --threads " << threads
+      << " --batch " << batch << " --repeats " << repeats << " --gemm " << gemm_n << extra << " 2>"
+      << err_path;
+  const twin::Output o = twin::run(cmd.str());
+  if (o.rc != 0) {
+    std::cerr << "bench_ops: the PyTorch twin failed (exit " << o.rc << "); see " << err_path
+              << ". Install it with: tools/setup.sh --bench\n"
+              << "bench_ops: it ran: " << cmd.str() << "\n"
+              << twin::file_tail(err_path);
     return {};
   }
   try {
-    return YAML::Load(out);
+    return YAML::Load(o.out);
   } catch (const std::exception& e) {
     std::cerr << "bench_ops: cannot parse the PyTorch twin's output: " << e.what() << "\n";
     return {};
@@ -206,9 +211,9 @@ std::vector<Result> run_cuda(const std::string& python, bool torch, bool verbose
   YAML::Node tr;
   if (torch)
     tr = run_torch(
-        python,
+        python, "",
         std::string(" --device cuda --inner ") + std::to_string(g_inner) + (tf32 ? " --tf32" : ""),
-        1, batch, repeats, join(gemm_sizes));
+        1, batch, repeats, join(gemm_sizes), "/tmp/bench_ops_torch.err");
   std::vector<Result> results;
   for (size_t i = 0; i < gemm_sizes.size(); ++i) {
     double th = tr["gemm_gflops_all"] && tr["gemm_gflops_all"].size() == gemm_sizes.size()
@@ -306,6 +311,8 @@ int main(int argc, char** argv) {
   }
   const auto convs = resnet50_convs();
   std::vector<Result> results;
+  std::vector<std::string> notes, runtimes;  // the CPU twins: what tuned lacks, what each ran with
+  const twin::TunedEnv tuned_env = twin::tuned_env();
   const bool on_cuda = device == "cuda";
   bool tf32 = false;
   std::string device_name;
@@ -340,30 +347,56 @@ int main(int argc, char** argv) {
       conv_time += s * cs.count;
       conv_flop += 3 * conv_flops(cs, batch) * cs.count;
     }
-    YAML::Node tr =
-        torch ? run_torch(python, "", t, batch, repeats, std::to_string(gemm_n)) : YAML::Node();
-    double tgemm = tr["gemm_gflops"] ? tr["gemm_gflops"].as<double>() : -1;
-    double tconv = -1;
-    if (tr["conv_seconds"] && tr["conv_seconds"].size() == convs.size()) {
-      double tt = 0;
-      for (size_t i = 0; i < convs.size(); ++i) tt += tr["conv_seconds"][i].as<double>() * convs[i].count;
-      tconv = conv_flop / tt / 1e9;
+    // The twin twice, one process each: as installed, then tuned (twin::tuned_env()).
+    YAML::Node td, tt;
+    std::string tuned_label = "tuned";
+    if (torch) {
+      td = run_torch(python, "", "", t, batch, repeats, std::to_string(gemm_n),
+                     "/tmp/bench_ops_torch.err");
+      tt = run_torch(python, tuned_env.prefix, " --tuned", t, batch, repeats,
+                     std::to_string(gemm_n), "/tmp/bench_ops_torch_tuned.err");
+      const auto lacks = twin::shortfalls(tt["runtime"], tuned_env);
+      if (!lacks.empty()) tuned_label = "PARTLY tuned";
+      for (const auto& l : lacks)
+        if (std::find(notes.begin(), notes.end(), l) == notes.end()) notes.push_back(l);
+      runtimes.push_back("PyTorch " + tuned_label + ", threads " + std::to_string(t) + ": " +
+                         (tt ? twin::describe_runtime(tt["runtime"]) : std::string("failed")));
+      runtimes.push_back("PyTorch default, threads " + std::to_string(t) + ": " +
+                         (td ? twin::describe_runtime(td["runtime"]) : std::string("failed")));
     }
-    results.push_back({"gemm " + std::to_string(gemm_n) + "^3", t, gemm, tgemm});
-    results.push_back({"resnet50 conv fwd+bwd b" + std::to_string(batch), t, conv_flop / conv_time / 1e9, tconv});
+    auto gemm_of = [](const YAML::Node& r) {
+      return r["gemm_gflops"] ? r["gemm_gflops"].as<double>() : -1;
+    };
+    auto has_convs = [&](const YAML::Node& r) {
+      return r["conv_seconds"] && r["conv_seconds"].size() == convs.size();
+    };
+    auto conv_of = [&](const YAML::Node& r) {
+      if (!has_convs(r)) return -1.0;
+      double s = 0;
+      for (size_t i = 0; i < convs.size(); ++i)
+        s += r["conv_seconds"][i].as<double>() * convs[i].count;
+      return conv_flop / s / 1e9;
+    };
+    auto row = [&](std::string name, double ours, double tuned, double def) {
+      Result r{std::move(name), t, ours, tuned};
+      r.torch_default_gflops = def;
+      r.torch_run = tuned_label;
+      results.push_back(r);
+    };
+    row("gemm " + std::to_string(gemm_n) + "^3", gemm, gemm_of(tt), gemm_of(td));
+    row("resnet50 conv fwd+bwd b" + std::to_string(batch), conv_flop / conv_time / 1e9, conv_of(tt),
+        conv_of(td));
     if (verbose) {
       for (size_t i = 0; i < convs.size(); ++i) {
-        const auto& cs = convs[i];
-        double ours = 3 * conv_flops(cs, batch) / per[i] / 1e9;
-        double th = tr["conv_seconds"] ? 3 * conv_flops(cs, batch) / tr["conv_seconds"][i].as<double>() / 1e9 : -1;
-        char name[128];
-        std::snprintf(name, sizeof name, "  conv %lldx%lld/%lld %lld->%lld @%lld (x%lld)", (long long)cs.r,
-                      (long long)cs.r, (long long)cs.stride, (long long)cs.c, (long long)cs.k,
-                      (long long)cs.hw, (long long)cs.count);
-        results.push_back({name, t, ours, th});
+        const double f = 3 * conv_flops(convs[i], batch);
+        auto of = [&](const YAML::Node& r) {
+          return has_convs(r) ? f / r["conv_seconds"][i].as<double>() / 1e9 : -1;
+        };
+        row(conv_name(convs[i]), f / per[i] / 1e9, of(tt), of(td));
       }
     }
   }
+  auto num = [](double v) { return v > 0 ? std::to_string(v) : std::string("null"); };
   if (json) {
     std::cout << "[";
     for (size_t i = 0; i < results.size(); ++i) {
@@ -373,24 +406,56 @@ int main(int argc, char** argv) {
                                   "\", \"precision\": \"" + (tf32 ? "tf32" : "fp32") + "\", "
                             : std::string())
                 << "\"threads\": " << r.threads << ", \"ours_gflops\": " << r.ours_gflops
-                << ", \"torch_gflops\": "
-                << (r.torch_gflops > 0 ? std::to_string(r.torch_gflops) : "null") << ", \"ratio\": "
-                << (r.torch_gflops > 0 ? std::to_string(r.ours_gflops / r.torch_gflops) : "null")
-                << "}";
+                << ", \"torch_run\": \"" << r.torch_run
+                << "\", \"torch_gflops\": " << num(r.torch_gflops)
+                << ", \"ratio\": " << num(r.torch_gflops > 0 ? r.ours_gflops / r.torch_gflops : -1);
+      if (!on_cuda)
+        std::cout << ", \"torch_default_gflops\": " << num(r.torch_default_gflops)
+                  << ", \"ratio_default\": "
+                  << num(r.torch_default_gflops > 0 ? r.ours_gflops / r.torch_default_gflops : -1);
+      std::cout << "}";
     }
     std::cout << "]\n";
+    for (const auto& n : notes)
+      std::cerr << "bench_ops: note: the tuned PyTorch run lacks: " << n << "\n";
     return 0;
   }
-  if (on_cuda)
+  if (on_cuda) {
     std::printf("device cuda:0 (%s), %s, 10 calls per sample\n", device_name.c_str(),
                 tf32 ? "tf32" : "fp32");
-  std::printf("%-44s %7s %12s %14s %7s\n", "case", "threads", "ours GF/s", "PyTorch GF/s", "ratio");
-  for (const auto& r : results) {
-    if (r.torch_gflops > 0)
-      std::printf("%-44s %7d %12.1f %14.1f %7.2f\n", r.name.c_str(), r.threads, r.ours_gflops,
-                  r.torch_gflops, r.ours_gflops / r.torch_gflops);
-    else
-      std::printf("%-44s %7d %12.1f %14s %7s\n", r.name.c_str(), r.threads, r.ours_gflops, "n/a", "n/a");
+    std::printf("%-44s %7s %12s %14s %7s\n", "case", "threads", "ours GF/s", "PyTorch GF/s",
+                "ratio");
+    for (const auto& r : results) {
+      if (r.torch_gflops > 0)
+        std::printf("%-44s %7d %12.1f %14.1f %7.2f\n", r.name.c_str(), r.threads, r.ours_gflops,
+                    r.torch_gflops, r.ours_gflops / r.torch_gflops);
+      else
+        std::printf("%-44s %7d %12.1f %14s %7s\n", r.name.c_str(), r.threads, r.ours_gflops, "n/a",
+                    "n/a");
+    }
+    return 0;
   }
+  // The CPU: "ratio" is against the tuned twin; the default twin's figure and ratio follow.
+  for (const auto& l : runtimes) std::printf("%s\n", l.c_str());
+  std::printf("%-44s %7s %10s %14s  %7s %16s %10s\n", "case", "threads", "ours GF/s",
+              "PyTorch tuned", "ratio", "PyTorch default", "vs default");
+  auto cell = [](double v, const char* fmt, int width) {
+    char b[32];
+    if (v > 0)
+      std::snprintf(b, sizeof b, fmt, width, v);
+    else
+      std::snprintf(b, sizeof b, "%*s", width, "n/a");
+    return std::string(b);
+  };
+  for (const auto& r : results) {
+    const double tuned = r.torch_gflops, def = r.torch_default_gflops;
+    std::printf("%-44s %7d %10.1f %s%s %s %s %s\n", r.name.c_str(), r.threads, r.ours_gflops,
+                cell(tuned, "%*.1f", 14).c_str(), r.torch_run == "tuned" || tuned <= 0 ? " " : "*",
+                cell(tuned > 0 ? r.ours_gflops / tuned : -1, "%*.2f", 7).c_str(),
+                cell(def, "%*.1f", 16).c_str(),
+                cell(def > 0 ? r.ours_gflops / def : -1, "%*.2f", 10).c_str());
+  }
+  for (const auto& n : notes)
+    std::printf("note (* PARTLY tuned): the tuned PyTorch run lacks: %s\n", n.c_str());
   return 0;
 }

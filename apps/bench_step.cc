@@ -7,7 +7,16 @@
 // (PyTorch has no LAMB: its twin runs AdamW). Synthetic inputs; images 224x224 (28x28 for the
 // MNIST models). The median step time gives samples/s.
 // --device cpu (default): one warm-up step; peak memory is each process's maximum resident set
-// (getrusage), so run one case per process.
+// (getrusage), so run one case per process. The twin runs twice, one process each: as installed
+// ("default": NCHW, glibc malloc, whatever libblas.so.3 Debian's alternatives give), then tuned,
+// PyTorch's best CPU runtime: --tuned (channels-last model and batch for the CNNs), tcmalloc
+// preloaded and the OpenMP OpenBLAS first on LD_LIBRARY_PATH, on that command only (see
+// apps/common/torch_twin.h). The first line's ratios are against the tuned run; the two twin
+// lines below give each run's samples/s, peak RSS and the runtime it reported from inside
+// (memory format, allocator, the BLAS its GEMMs call, from libtorch_cpu and /proc/self/maps),
+// the default one with its own ratios, labelled "vs default". A tuned run that lacks tcmalloc or
+// the OpenMP OpenBLAS is labelled "PARTLY tuned" with a note naming the Debian package
+// (tools/setup.sh --bench). Its stderr goes to /tmp/bench_step_torch{,_tuned}.err.
 // --device cuda: model and the fixed batch live on cuda:0; three warm-up steps, then each timed
 // step is bracketed by a device synchronize. Peak memory is the caching allocator's
 // peak_allocated and peak_reserved over the whole run (parameters, optimizer state, batch and
@@ -17,6 +26,7 @@
 // --profile (cuda): after the timed steps, `steps` more steps with every op bracketed by CUDA
 // events; prints GPU milliseconds per op (an op that calls another is counted in both).
 // The twin runs under --python (default /usr/bin/python3; e.g. --python python3 for a pip torch).
+// On cuda it runs once, as installed (the tuned runtime is a CPU matter).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -29,6 +39,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "apps/common/torch_twin.h"
 #include "core/backend/cuda_runtime.h"
 #include "core/config.h"
 #include "core/parallel.h"
@@ -193,75 +204,105 @@ int main(int argc, char** argv) {
       ours_mb = peak_rss_mb();
     }
 
-    double torch_sps = -1, torch_mb = -1, torch_reserved_mb = -1;
-    std::string torch_note;
-    if (torch) {
-      std::string cmd = python + " " + ADA_SOURCE_DIR + "/tools/bench_step_torch.py --model " +
-                        model + " --batch " + std::to_string(batch) + " --threads " +
-                        std::to_string(threads) + " --steps " + std::to_string(steps) + " --seq " +
-                        std::to_string(seq);
+    // The PyTorch twin, one process per run: on cuda once, as installed; on the CPU twice, as
+    // installed ("default") and then with the tuned runtime (twin::tuned_env()).
+    struct TwinRun {
+      bool ok = false;
+      double sps = -1, mb = -1, reserved_mb = -1;
+      std::string optimizer;
+      YAML::Node runtime;
+    };
+    auto run_twin = [&](bool tuned, const std::string& env_prefix) {
+      TwinRun t;
+      const std::string err_path =
+          std::string("/tmp/bench_step_torch") + (tuned ? "_tuned" : "") + ".err";
+      std::string cmd = env_prefix + python + " " + ADA_SOURCE_DIR +
+                        "/tools/bench_step_torch.py --model " + model + " --batch " +
+                        std::to_string(batch) + " --threads " + std::to_string(threads) +
+                        " --steps " + std::to_string(steps) + " --seq " + std::to_string(seq);
       if (on_cuda) cmd += std::string(" --device cuda") + (tf32 ? " --tf32" : "");
-      cmd += " 2>/tmp/bench_step_torch.err";
-      FILE* p = popen(cmd.c_str(), "r");
-      std::string outs;
-      char buf[4096];
-      size_t n;
-      while (p && (n = fread(buf, 1, sizeof buf, p)) > 0) outs.append(buf, n);
-      const int rc = p ? pclose(p) : -1;
-      if (rc == 0) {
-        try {
-          YAML::Node r = YAML::Load(outs);
-          if (on_cuda) {
-            torch_mb = r["peak_allocated_mb"].as<double>();
-            torch_reserved_mb = r["peak_reserved_mb"].as<double>();
-          } else {
-            torch_mb = r["peak_rss_mb"].as<double>();
-          }
-          torch_note = r["optimizer"].as<std::string>();
-          torch_sps = r["samples_per_s"].as<double>();
-        } catch (const std::exception& e) {
-          torch_sps = -1;
-          std::cerr << "bench_step: cannot read the PyTorch twin's output (" << e.what()
-                    << "): " << outs << "\n";
-        }
-      } else if (on_cuda) {
-        std::cerr << "bench_step: the PyTorch twin failed (exit " << rc << ", ran: " << cmd
-                  << "); its stderr is in /tmp/bench_step_torch.err\n";
-        if (FILE* e = std::fopen("/tmp/bench_step_torch.err", "r")) {  // show its last lines
-          std::string err;
-          while ((n = std::fread(buf, 1, sizeof buf, e)) > 0) err.append(buf, n);
-          std::fclose(e);
-          std::cerr << (err.size() > 3000 ? err.substr(err.size() - 3000) : err);
-        }
-      } else {
-        std::cerr << "bench_step: the PyTorch twin failed (see /tmp/bench_step_torch.err); "
-                     "install it with tools/setup.sh --bench\n";
+      if (tuned) cmd += " --tuned";
+      cmd += " 2>" + err_path;
+      const twin::Output o = twin::run(cmd);
+      if (o.rc != 0) {
+        std::cerr << "bench_step: the PyTorch twin" << (tuned ? " (tuned)" : "") << " failed (exit "
+                  << o.rc << ", ran: " << cmd << "); its stderr is in " << err_path
+                  << (on_cuda ? "" : "; install PyTorch with tools/setup.sh --bench") << "\n"
+                  << twin::file_tail(err_path, on_cuda ? 3000 : 1000);
+        return t;
       }
-    }
+      try {
+        YAML::Node r = YAML::Load(o.out);
+        if (on_cuda) {
+          t.mb = r["peak_allocated_mb"].as<double>();
+          t.reserved_mb = r["peak_reserved_mb"].as<double>();
+        } else {
+          t.mb = r["peak_rss_mb"].as<double>();
+        }
+        t.optimizer = r["optimizer"].as<std::string>();
+        t.sps = r["samples_per_s"].as<double>();
+        t.runtime = r["runtime"];
+        t.ok = true;
+      } catch (const std::exception& e) {
+        std::cerr << "bench_step: cannot read the PyTorch twin's output (" << e.what()
+                  << "): " << o.out << "\n";
+      }
+      return t;
+    };
+
     if (on_cuda) {
+      const TwinRun tw = torch ? run_twin(false, "") : TwinRun{};
       const std::string seq_note = c.bert ? " seq " + std::to_string(seq) : "";
       std::printf(
           "%-15s batch %-3lld%s cuda:0 (%s) %s | ours %8.2f samples/s (%.3f steps/s), "
           "peak alloc %7.0f MB, reserved %7.0f MB",
           model.c_str(), static_cast<long long>(batch), seq_note.c_str(), device_name.c_str(),
           tf32 ? "tf32" : "fp32", ours_sps, 1.0 / step_s, ours_mb, ours_reserved_mb);
-      if (torch_sps > 0)
+      if (tw.ok)
         std::printf(
             " | PyTorch (%s) %8.2f samples/s, peak alloc %7.0f MB, reserved %7.0f MB"
             " | throughput x%.2f, memory (alloc) x%.2f, (reserved) x%.2f\n",
-            torch_note.c_str(), torch_sps, torch_mb, torch_reserved_mb, ours_sps / torch_sps,
-            ours_mb / torch_mb, ours_reserved_mb / torch_reserved_mb);
+            tw.optimizer.c_str(), tw.sps, tw.mb, tw.reserved_mb, ours_sps / tw.sps, ours_mb / tw.mb,
+            ours_reserved_mb / tw.reserved_mb);
       else
         std::printf("\n");
       return 0;
     }
+    TwinRun def, tuned;
+    const twin::TunedEnv env = twin::tuned_env();
+    if (torch) {
+      def = run_twin(false, "");
+      tuned = run_twin(true, env.prefix);
+    }
     std::printf("%-15s batch %-3lld threads %d | ours %7.2f samples/s (%.3f steps/s), peak %7.0f MB",
                 model.c_str(), static_cast<long long>(batch), threads, ours_sps, 1.0 / step_s, ours_mb);
-    if (torch_sps > 0)
-      std::printf(" | PyTorch (%s) %7.2f samples/s, peak %7.0f MB | throughput x%.2f, memory x%.2f\n",
-                  torch_note.c_str(), torch_sps, torch_mb, ours_sps / torch_sps, ours_mb / torch_mb);
-    else
+    if (!torch) {
       std::printf("\n");
+      return 0;
+    }
+    const std::vector<std::string> lacks = twin::shortfalls(tuned.runtime, env);
+    const std::string tuned_label = lacks.empty() ? "tuned" : "PARTLY tuned";
+    if (tuned.ok)
+      std::printf(" | vs PyTorch %s: throughput x%.2f, memory x%.2f\n", tuned_label.c_str(),
+                  ours_sps / tuned.sps, ours_mb / tuned.mb);
+    else
+      std::printf(
+          " | vs PyTorch tuned: n/a (the tuned twin failed: /tmp/bench_step_torch_tuned.err)\n");
+    auto twin_line = [&](const char* label, const TwinRun& t, bool ratio) {
+      if (!t.ok) {
+        std::printf("  PyTorch %-12s failed (see stderr)\n", label);
+        return;
+      }
+      std::printf("  PyTorch %-12s (%s) %7.2f samples/s, peak %7.0f MB | %s", label,
+                  t.optimizer.c_str(), t.sps, t.mb, twin::describe_runtime(t.runtime).c_str());
+      if (ratio)
+        std::printf(" | vs default: throughput x%.2f, memory x%.2f", ours_sps / t.sps,
+                    ours_mb / t.mb);
+      std::printf("\n");
+    };
+    twin_line(tuned_label.c_str(), tuned, false);
+    twin_line("default", def, true);
+    for (const auto& s : lacks) std::printf("  note: the tuned PyTorch run lacks: %s\n", s.c_str());
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "bench_step: " << e.what() << "\n";

@@ -4,7 +4,18 @@
 Debian's python3-torch (tools/setup.sh --bench).
 
   bench_ops_torch.py [--threads 1] [--batch 32] [--repeats 3] [--gemm 2048[,4096...]]
-                     [--device cpu|cuda] [--tf32] [--inner 1]
+                     [--device cpu|cuda] [--tf32] [--inner 1] [--tuned]
+
+--device cpu (default): GEMM of the first --gemm size (torch.mm, i.e. the BLAS library) and each
+convolution's forward + both backwards through autograd; the JSON's "runtime" says what the
+process ran with (tools/torch_runtime.py): the BLAS library PyTorch's GEMMs call (found through
+libtorch_cpu and in /proc/self/maps) and its threading, whether tcmalloc is loaded, the
+convolutions' memory format, and with --tuned the "shortfalls" of the tuned runtime.
+--tuned (cpu only): PyTorch's best CPU runtime as bench_ops runs it. The script itself only puts
+the convolutions' input, weight and output gradient in channels-last (torch.channels_last; they
+go through oneDNN, which prefers it); bench_ops starts it with tcmalloc preloaded
+(LD_PRELOAD=.../libtcmalloc_minimal.so.4) and the OpenMP OpenBLAS first on the library path
+(LD_LIBRARY_PATH=.../openblas-openmp), on that command only.
 
 --device cuda (run by bench_ops --device cuda, under its --python): tensors on cuda:0, fp32 with
 TF32 off for cuBLAS and cuDNN unless --tf32; each timed sample is --inner calls between two
@@ -17,6 +28,8 @@ import time
 
 import torch
 import torch.nn.functional as F
+
+import torch_runtime  # tools/torch_runtime.py, beside this script
 
 # Must match resnet50_convs() in apps/bench_ops.cc: (cin, cout, size, kernel, stride, count).
 CONVS = [
@@ -108,7 +121,11 @@ def main():
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("--tf32", action="store_true", help="allow TF32 in cuBLAS and cuDNN (cuda only)")
     ap.add_argument("--inner", type=int, default=1, help="calls per timed sample (cuda only)")
+    ap.add_argument("--tuned", action="store_true",
+                    help="channels-last convolutions; report the runtime's shortfalls (cpu only)")
     args = ap.parse_args()
+    if args.tuned and args.device != "cpu":
+        raise SystemExit("bench_ops_torch.py: --tuned is for --device cpu")
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     sizes = [int(v) for v in args.gemm.split(",")]
@@ -122,17 +139,19 @@ def main():
     s = median_seconds(args.repeats, lambda: torch.mm(a, b, out=c))
     out = {"torch_version": torch.__version__, "threads": args.threads,
            "gemm_gflops": 2.0 * n ** 3 / s / 1e9, "conv_seconds": []}
+    fmt = torch.channels_last if args.tuned else torch.contiguous_format
     for cin, cout, size, k, stride, _ in CONVS:
-        x = torch.randn(args.batch, cin, size, size, requires_grad=True)
-        w = (torch.randn(cout, cin, k, k) * 0.05).requires_grad_()
+        x = torch.randn(args.batch, cin, size, size).contiguous(memory_format=fmt).requires_grad_()
+        w = (torch.randn(cout, cin, k, k) * 0.05).contiguous(memory_format=fmt).requires_grad_()
         o = (size + 2 * (k // 2) - k) // stride + 1
-        dy = torch.randn(args.batch, cout, o, o)
+        dy = torch.randn(args.batch, cout, o, o).contiguous(memory_format=fmt)
 
         def step():
             y = F.conv2d(x, w, stride=stride, padding=k // 2)
             gx, gw = torch.autograd.grad(y, (x, w), dy)
             return gx, gw
         out["conv_seconds"].append(median_seconds(args.repeats, step))
+    out["runtime"] = torch_runtime.runtime(args.tuned, "channels_last" if args.tuned else "contiguous (NCHW)")
     print(json.dumps(out))
 
 

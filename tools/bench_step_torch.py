@@ -5,7 +5,18 @@ and python3-torchvision (tools/setup.sh --bench). LAMB does not exist in PyTorch
 twin uses AdamW, as the issue specifies.
 
   bench_step_torch.py --model NAME --batch B [--threads T] [--steps N] [--seq L]
-                      [--device cpu|cuda] [--tf32]
+                      [--device cpu|cuda] [--tf32] [--tuned]
+
+--device cpu (default): one warm-up step, then the median of --steps timed steps; peak_rss_mb is
+this process's maximum resident set, so one case per process. The JSON's "runtime" says what the
+process ran with (tools/torch_runtime.py): the BLAS library PyTorch's GEMMs call (found through
+libtorch_cpu and in /proc/self/maps) and its threading, whether tcmalloc is loaded, the memory
+format of model and batch, and with --tuned the "shortfalls" of the tuned runtime.
+--tuned (cpu only): PyTorch's best CPU runtime as bench_step runs it. The script itself only puts
+the CNNs' parameters and batch in channels-last (torch.channels_last; convolutions go through
+oneDNN, which prefers it; BERT has no 4-d tensors and keeps its layout); bench_step starts it
+with tcmalloc preloaded (LD_PRELOAD=.../libtcmalloc_minimal.so.4) and the OpenMP OpenBLAS first
+on the library path (LD_LIBRARY_PATH=.../openblas-openmp), on that command only.
 
 --device cuda (run by bench_step --device cuda, under its --python): model, optimizer state and
 batch on cuda:0, fp32 with TF32 off for cuBLAS and cuDNN unless --tf32 (bench_step passes it
@@ -20,6 +31,8 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+import torch_runtime  # tools/torch_runtime.py, beside this script
 
 
 class BasicBlock(nn.Module):
@@ -145,7 +158,11 @@ def main():
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("--tf32", action="store_true", help="allow TF32 in cuBLAS and cuDNN (cuda only)")
+    ap.add_argument("--tuned", action="store_true",
+                    help="channels-last CNNs; report the runtime's shortfalls (cpu only)")
     a = ap.parse_args()
+    if a.tuned and a.device != "cpu":
+        raise SystemExit("bench_step_torch.py: --tuned is for --device cpu")
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     cuda = a.device == "cuda"
@@ -168,6 +185,11 @@ def main():
         x = torch.randn(a.batch, ch, size, size).to(a.device)
         y = (torch.arange(a.batch) * 7919 % classes).to(a.device)
         net.to(a.device)
+        memory_format = "contiguous (NCHW)"
+        if a.tuned:  # before the optimizer is built, so its state follows the parameters' layout
+            net.to(memory_format=torch.channels_last)
+            x = x.contiguous(memory_format=torch.channels_last)
+            memory_format = "channels_last"
         loss_fn = lambda: F.cross_entropy(net(x), y)
         opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
         opt_name = "SGD momentum"
@@ -180,6 +202,7 @@ def main():
         labels = torch.where(i % 7 == 3, ids.flatten(), torch.full_like(i, -100)).reshape(a.batch, a.seq)
         ids, labels = ids.to(a.device), labels.to(a.device)
         net.to(a.device)
+        memory_format = "memory format n/a (no 4-d tensors)"
         loss_fn = lambda: net(ids, labels)
         opt = torch.optim.AdamW(net.parameters(), lr=1e-4, weight_decay=0.01)
         opt_name = "AdamW"
@@ -201,7 +224,8 @@ def main():
         s = ts[len(ts) // 2]
         print(json.dumps({"samples_per_s": a.batch / s, "steps_per_s": 1 / s, "optimizer": opt_name,
                           "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                          "torch_version": torch.__version__}))
+                          "torch_version": torch.__version__,
+                          "runtime": torch_runtime.runtime(a.tuned, memory_format)}))
         return
 
     for _ in range(3):  # warm-up, as bench_step --device cuda

@@ -3,7 +3,8 @@
 # Idempotent: a second run installs nothing. Runs `apt-get update` at most once.
 #   tools/setup.sh            build + test dependencies (with python3-yaml and matplotlib for
 #                             the study runner, its test and the plots tools/train.sh draws)
-#   tools/setup.sh --bench    also PyTorch (python3-torch) for the benchmark twins and golden files
+#   tools/setup.sh --bench    also PyTorch (python3-torch) for the benchmark twins and golden files,
+#                             and the tuned twin's runtime: OpenMP OpenBLAS and tcmalloc
 #   tools/setup.sh --train    the same as no option (kept for scripts that pass it)
 #   tools/setup.sh --fuzz     also clang, libFuzzer and clang's OpenMP, for tools/fuzz.sh
 set -euo pipefail
@@ -13,10 +14,11 @@ packages=(cmake g++ make ccache libeigen3-dev libyaml-cpp-dev libspdlog-dev libo
           nlohmann-json3-dev libcli11-dev python3-yaml python3-matplotlib)
 for arg in "$@"; do
   case "$arg" in
-    --bench) packages+=(python3-torch python3-torchvision python3-numpy libopenblas0-openmp) ;;
+    --bench) packages+=(python3-torch python3-torchvision python3-numpy libopenblas0-openmp
+                       libtcmalloc-minimal4) ;;
     --train) ;;
     --fuzz) packages+=(clang libclang-rt-14-dev libomp-dev) ;;
-    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown option '$arg' (known: --bench, --train, --fuzz)" >&2; exit 2 ;;
   esac
 done
