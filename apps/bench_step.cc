@@ -2,7 +2,7 @@
 // of one model, against PyTorch measured in the same run by tools/bench_step_torch.py.
 //   bench_step --model resnet50|bert_large|bert_base|bert_mini|resnet20_mnist|lenet5 [--batch B]
 //              [--threads T] [--steps N] [--seq 128] [--device cpu|cuda]
-//              [--python /usr/bin/python3] [--no-torch] [--profile]
+//              [--python /usr/bin/python3] [--no-torch] [--profile] [--precision fp32|bf16]
 // Optimizers: Momentum-SGD for the CNNs, AdamW for bert_large and bert_base, LAMB for bert_mini
 // (PyTorch has no LAMB: its twin runs AdamW). Synthetic inputs; images 224x224 (28x28 for the
 // MNIST models). The median step time gives samples/s.
@@ -25,6 +25,10 @@
 // twin gets --tf32, so the comparison is always fp32-vs-fp32 or tf32-vs-tf32.
 // --profile (cuda): after the timed steps, `steps` more steps with every op bracketed by CUDA
 // events; prints GPU milliseconds per op (an op that calls another is counted in both).
+// --precision bf16 (cpu): our matrix products with bf16 inputs and fp32 accumulation
+// (train.precision: bf16, core/precision.h; needs AVX512_BF16). The same model is timed in fp32
+// first, in the same process, and the bf16/fp32 ratio printed; the twins run their forward under
+// torch.autocast("cpu", torch.bfloat16), PyTorch's CPU mixed precision.
 // The twin runs under --python (default /usr/bin/python3; e.g. --python python3 for a pip torch).
 // On cuda it runs once, as installed (the tuned runtime is a CPU matter).
 #include <sys/resource.h>
@@ -42,7 +46,9 @@
 #include "apps/common/torch_twin.h"
 #include "core/backend/cuda_runtime.h"
 #include "core/config.h"
+#include "core/cpu_isa.h"
 #include "core/parallel.h"
+#include "core/precision.h"
 #include "nn/model.h"
 #include "optim/optimizer.h"
 
@@ -112,7 +118,7 @@ int main(int argc, char** argv) {
   int64_t batch = 0, steps = 5, seq = 128;
   int threads = 1;
   bool torch = true, profile = false;
-  std::string device = "cpu", python = "/usr/bin/python3";
+  std::string device = "cpu", python = "/usr/bin/python3", precision = "fp32";
   try {
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
@@ -129,15 +135,22 @@ int main(int argc, char** argv) {
       else if (a == "--python") python = value();
       else if (a == "--no-torch") torch = false;
       else if (a == "--profile") profile = true;
+      else if (a == "--precision") precision = value();
       else
         ADA_THROW(ConfigError)
             << "unknown option '" << a
             << "'; usage: bench_step --model NAME [--batch B] [--threads T] [--steps N] "
-               "[--seq L] [--device cpu|cuda] [--python PATH] [--no-torch] [--profile]";
+               "[--seq L] [--device cpu|cuda] [--python PATH] [--no-torch] [--profile] "
+               "[--precision fp32|bf16]";
     }
     ADA_CHECK_ARG(device == "cpu" || device == "cuda", ConfigError)
         << "--device must be cpu or cuda, not '" << device << "'";
     ADA_CHECK_ARG(steps >= 1, ConfigError) << "--steps must be at least 1";
+    ADA_CHECK_ARG(precision == "fp32" || precision == "bf16", ConfigError)
+        << "--precision must be fp32 or bf16, not '" << precision << "'";
+    const bool bf16 = precision == "bf16";
+    ADA_CHECK_ARG(!bf16 || device == "cpu", ConfigError)
+        << "--precision bf16 is built for the CPU only (GPU mixed precision is not built yet)";
     ADA_CHECK_ARG(!profile || device == "cuda", ConfigError)
         << "--profile times the ops on the GPU (--device cuda); on the CPU use perf";
     const bool on_cuda = device == "cuda";
@@ -177,16 +190,25 @@ int main(int argc, char** argv) {
     };
     const int warmup = on_cuda ? 3 : 1;           // the twin uses the same counts
     for (int w = 0; w < warmup; ++w) one_step();  // warm-up (allocations, first-touch, cuDNN plans)
-    std::vector<double> t;
-    for (int64_t s = 0; s < steps; ++s) {
-      if (on_cuda) cuda::synchronize(0);
-      auto a = std::chrono::steady_clock::now();
+    auto median_step = [&] {
+      std::vector<double> t;
+      for (int64_t s = 0; s < steps; ++s) {
+        if (on_cuda) cuda::synchronize(0);
+        auto a = std::chrono::steady_clock::now();
+        one_step();
+        if (on_cuda) cuda::synchronize(0);
+        t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
+      }
+      std::sort(t.begin(), t.end());
+      return t[t.size() / 2];
+    };
+    double fp32_step_s = 0;
+    if (bf16) {  // our fp32 step first, then bf16 from a warm-up step on
+      fp32_step_s = median_step();
+      set_cpu_matmul_precision(Precision::bf16);
       one_step();
-      if (on_cuda) cuda::synchronize(0);
-      t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
     }
-    std::sort(t.begin(), t.end());
-    const double step_s = t[t.size() / 2], ours_sps = batch / step_s;
+    const double step_s = median_step(), ours_sps = batch / step_s;
     if (profile) {  // after the timed steps, so the events do not disturb them
       cuda::set_profiling(true);
       for (int64_t s = 0; s < steps; ++s) one_step();
@@ -222,6 +244,7 @@ int main(int argc, char** argv) {
                         " --steps " + std::to_string(steps) + " --seq " + std::to_string(seq);
       if (on_cuda) cmd += std::string(" --device cuda") + (tf32 ? " --tf32" : "");
       if (tuned) cmd += " --tuned";
+      if (bf16) cmd += " --precision bf16";
       cmd += " 2>" + err_path;
       const twin::Output o = twin::run(cmd);
       if (o.rc != 0) {
@@ -274,8 +297,12 @@ int main(int argc, char** argv) {
       def = run_twin(false, "");
       tuned = run_twin(true, env.prefix);
     }
-    std::printf("%-15s batch %-3lld threads %d | ours %7.2f samples/s (%.3f steps/s), peak %7.0f MB",
-                model.c_str(), static_cast<long long>(batch), threads, ours_sps, 1.0 / step_s, ours_mb);
+    std::printf("%-15s batch %-3lld threads %d %s | ours %7.2f samples/s (%.3f steps/s), peak %7.0f MB",
+                model.c_str(), static_cast<long long>(batch), threads, precision.c_str(), ours_sps,
+                1.0 / step_s, ours_mb);
+    if (bf16)
+      std::printf(" | bf16/fp32 x%.2f (our fp32 %.2f samples/s, kernels %s)", fp32_step_s / step_s,
+                  batch / fp32_step_s, cpu::isa_description().c_str());
     if (!torch) {
       std::printf("\n");
       return 0;

@@ -5,7 +5,7 @@ and python3-torchvision (tools/setup.sh --bench). LAMB does not exist in PyTorch
 twin uses AdamW, as the issue specifies.
 
   bench_step_torch.py --model NAME --batch B [--threads T] [--steps N] [--seq L]
-                      [--device cpu|cuda] [--tf32] [--tuned]
+                      [--device cpu|cuda] [--tf32] [--tuned] [--precision fp32|bf16]
 
 --device cpu (default): one warm-up step, then the median of --steps timed steps; peak_rss_mb is
 this process's maximum resident set, so one case per process. The JSON's "runtime" says what the
@@ -17,6 +17,10 @@ the CNNs' parameters and batch in channels-last (torch.channels_last; convolutio
 oneDNN, which prefers it; BERT has no 4-d tensors and keeps its layout); bench_step starts it
 with tcmalloc preloaded (LD_PRELOAD=.../libtcmalloc_minimal.so.4) and the OpenMP OpenBLAS first
 on the library path (LD_LIBRARY_PATH=.../openblas-openmp), on that command only.
+
+--precision bf16 (cpu only; bench_step --precision bf16): forward and loss under
+torch.autocast("cpu", dtype=torch.bfloat16), PyTorch's CPU mixed precision (oneDNN bf16 matmuls
+and convolutions, fp32 parameters, gradients and optimizer), the peer of our train.precision: bf16.
 
 --device cuda (run by bench_step --device cuda, under its --python): model, optimizer state and
 batch on cuda:0, fp32 with TF32 off for cuBLAS and cuDNN unless --tf32 (bench_step passes it
@@ -160,7 +164,11 @@ def main():
     ap.add_argument("--tf32", action="store_true", help="allow TF32 in cuBLAS and cuDNN (cuda only)")
     ap.add_argument("--tuned", action="store_true",
                     help="channels-last CNNs; report the runtime's shortfalls (cpu only)")
+    ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                    help="bf16: forward under torch.autocast('cpu', torch.bfloat16) (cpu only)")
     a = ap.parse_args()
+    if a.precision != "fp32" and a.device != "cpu":
+        raise SystemExit("bench_step_torch.py: --precision bf16 is for --device cpu")
     if a.tuned and a.device != "cpu":
         raise SystemExit("bench_step_torch.py: --tuned is for --device cpu")
     torch.set_num_threads(a.threads)
@@ -207,10 +215,19 @@ def main():
         opt = torch.optim.AdamW(net.parameters(), lr=1e-4, weight_decay=0.01)
         opt_name = "AdamW"
     net.train()
+    if a.precision == "bf16":
+        # torch 1.13's CPU autocast hands layer_norm a bf16 input with fp32 weights and fails
+        # ("expected scalar type BFloat16 but found Float"); later releases run it in fp32, as here.
+        for m in net.modules():
+            if isinstance(m, nn.LayerNorm):
+                m.forward = (lambda ln: lambda x: F.layer_norm(x.float(), ln.normalized_shape, ln.weight,
+                                                               ln.bias, ln.eps))(m)
 
     def step():
         opt.zero_grad(set_to_none=False)
-        loss_fn().backward()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            loss = loss_fn()
+        loss.backward()
         opt.step()
 
     if not cuda:
@@ -224,7 +241,7 @@ def main():
         s = ts[len(ts) // 2]
         print(json.dumps({"samples_per_s": a.batch / s, "steps_per_s": 1 / s, "optimizer": opt_name,
                           "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                          "torch_version": torch.__version__,
+                          "torch_version": torch.__version__, "precision": a.precision,
                           "runtime": torch_runtime.runtime(a.tuned, memory_format)}))
         return
 
