@@ -23,6 +23,8 @@
 // activations), against torch.cuda.max_memory_allocated / max_memory_reserved. Both sides run
 // fp32 without TF32, unless ADA_CUDA_TF32=1 is set: then our cuBLAS/cuDNN may use TF32 and the
 // twin gets --tf32, so the comparison is always fp32-vs-fp32 or tf32-vs-tf32.
+// --profile (cpu): after the timed steps, `steps` more steps with every op timed by the wall clock
+// (core/backend/cpu/op_profile.h); prints milliseconds per step per op.
 // --profile (cuda): after the timed steps, `steps` more steps with every op bracketed by CUDA
 // events; prints GPU milliseconds per op (an op that calls another is counted in both).
 // --precision bf16 (cpu): our matrix products with bf16 inputs and fp32 accumulation
@@ -46,6 +48,7 @@
 #include "apps/common/torch_twin.h"
 #include "core/backend/cuda_runtime.h"
 #include "core/config.h"
+#include "core/backend/cpu/op_profile.h"
 #include "core/cpu_isa.h"
 #include "core/parallel.h"
 #include "core/precision.h"
@@ -151,8 +154,6 @@ int main(int argc, char** argv) {
     const bool bf16 = precision == "bf16";
     ADA_CHECK_ARG(!bf16 || device == "cpu", ConfigError)
         << "--precision bf16 is built for the CPU only (GPU mixed precision is not built yet)";
-    ADA_CHECK_ARG(!profile || device == "cuda", ConfigError)
-        << "--profile times the ops on the GPU (--device cuda); on the CPU use perf";
     const bool on_cuda = device == "cuda";
     const char* tf32_env = std::getenv("ADA_CUDA_TF32");
     const bool tf32 = on_cuda && tf32_env && std::string(tf32_env) == "1";
@@ -209,13 +210,21 @@ int main(int argc, char** argv) {
       one_step();
     }
     const double step_s = median_step(), ours_sps = batch / step_s;
-    if (profile) {  // after the timed steps, so the events do not disturb them
+    if (profile && on_cuda) {  // after the timed steps, so the events do not disturb them
       cuda::set_profiling(true);
       for (int64_t s = 0; s < steps; ++s) one_step();
       cuda::synchronize(0);
       cuda::set_profiling(false);
       std::printf("profile: %lld steps of %s, median step %.2f ms (wall)\n%s", static_cast<long long>(steps),
                   model.c_str(), 1e3 * step_s, cuda::profile_report().c_str());
+    } else if (profile) {
+      cpu::set_profiling(true);
+      for (int64_t s = 0; s < steps; ++s) one_step();
+      cpu::set_profiling(false);
+      std::printf("profile: %lld steps of %s (%s), median step %.2f ms (wall); ops nested in "
+                  "others count in both\n%s",
+                  static_cast<long long>(steps), model.c_str(), precision.c_str(), 1e3 * step_s,
+                  cpu::profile_report(steps).c_str());
     }
     double ours_mb = 0, ours_reserved_mb = 0;
     if (on_cuda) {

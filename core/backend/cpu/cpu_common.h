@@ -3,28 +3,28 @@
 // its input tensors (pure outputs such as saved statistics or masks are not consulted) lives on
 // a CUDA device the call goes to the CUDA backend (core/backend/cuda),
 // which checks that all of them are on that one device. In builds without CUDA no CUDA tensor
-// can exist (allocation throws), so the macro compiles to nothing.
+// can exist (allocation throws), so only the CPU part remains: an OpTimer over the rest of the
+// op's body (op_profile.h; one atomic load unless profiling). It is a declaration, so the macro
+// must open the op's body, as a statement of its own.
 #pragma once
 
 #include <initializer_list>
 
+#include "core/backend/cpu/op_profile.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
 
 #ifdef ADA_WITH_CUDA
 #include "core/backend/cuda/cuda_ops.h"
 #include "core/backend/cuda_runtime.h"
-#define ADA_ON_CUDA(call, ...)                       \
-  do {                                               \
-    if (::ada::cpu::any_cuda(__VA_ARGS__)) {         \
-      ::ada::cuda::OpTimer ada_op_timer_(__func__);  \
-      return call;                                   \
-    }                                                \
-  } while (0)
+#define ADA_ON_CUDA(call, ...)                     \
+  if (::ada::cpu::any_cuda(__VA_ARGS__)) {         \
+    ::ada::cuda::OpTimer ada_op_timer_(__func__);  \
+    return call;                                   \
+  }                                                \
+  ::ada::cpu::OpTimer ada_cpu_op_timer_(__func__)
 #else
-#define ADA_ON_CUDA(call, ...) \
-  do {                         \
-  } while (0)
+#define ADA_ON_CUDA(call, ...) ::ada::cpu::OpTimer ada_cpu_op_timer_(__func__)
 #endif
 
 namespace ada::cpu {

@@ -1,0 +1,35 @@
+// Per-op wall-clock profile of the CPU backend (bench_step --profile on the CPU): every op of
+// core/ops.h holds an OpTimer for its whole body (ADA_ON_CUDA in cpu_common.h declares it), so
+// an op that calls another op is counted in both. Off by default: an OpTimer then costs one
+// relaxed atomic load. Ops on every thread are counted (the communication thread's too).
+#pragma once
+
+#include <chrono>
+#include <string>
+
+namespace ada::cpu {
+
+void set_profiling(bool on);
+bool profiling();
+// Calls and milliseconds per op since profiling was switched on, largest first, per `steps`
+// steps; clears the records.
+std::string profile_report(int64_t steps);
+
+class OpTimer {
+ public:
+  explicit OpTimer(const char* op) : op_(profiling() ? op : nullptr) {
+    if (op_) start_ = std::chrono::steady_clock::now();
+  }
+  ~OpTimer() {
+    if (op_) record(op_, std::chrono::steady_clock::now() - start_);
+  }
+  OpTimer(const OpTimer&) = delete;
+  OpTimer& operator=(const OpTimer&) = delete;
+
+ private:
+  static void record(const char* op, std::chrono::steady_clock::duration d);
+  const char* op_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace ada::cpu
