@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Regenerates docs/results/cpu_step/bench.log: bench_step against the default and tuned PyTorch
+# twins (one case per process, so peak RSS is the case's own), fp32 then bf16.
+#   bash docs/results/cpu_step/run.sh [OUT]      (about 30 minutes on 2 cores)
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+out=${1:-docs/results/cpu_step/bench.log}
+b=build/bin/bench_step
+{
+  echo "# $(date -u +%F) commit $(git rev-parse --short HEAD); CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores;" \
+       "flags: $(grep -o -w -E 'avx2|avx512f|avx512_bf16|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+  for t in 1 2; do
+    $b --model resnet50 --batch 32 --threads $t --steps 3
+    $b --model resnet20_mnist --batch 64 --threads $t --steps 10
+    $b --model lenet5 --batch 64 --threads $t --steps 20
+    $b --model bert_base --batch 8 --threads $t --steps 3
+    $b --model bert_mini --batch 32 --threads $t --steps 5
+  done
+  for t in 1 2; do
+    $b --model resnet50 --batch 32 --threads $t --steps 3 --precision bf16
+    $b --model bert_base --batch 8 --threads $t --steps 3 --precision bf16
+    $b --model bert_mini --batch 32 --threads $t --steps 5 --precision bf16
+    $b --model resnet20_mnist --batch 64 --threads $t --steps 10 --precision bf16
+  done
+  # Where the time goes: per-op milliseconds of one step (ops nested in others count in both).
+  $b --model resnet50 --batch 32 --threads 1 --steps 2 --no-torch --profile
+  $b --model resnet50 --batch 32 --threads 1 --steps 2 --no-torch --profile --precision bf16
+  $b --model bert_base --batch 8 --threads 1 --steps 2 --no-torch --profile
+} 2>&1 | tee "$out"
