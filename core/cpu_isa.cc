@@ -14,40 +14,26 @@
 namespace ada::cpu {
 namespace {
 
-// The features the baseline -march lets the compiler use anywhere (ADA_BASE_* from CMake).
+// The features the baseline -march lets the compiler use anywhere (ADA_BASE_* = 0/1 from CMake).
 __attribute__((constructor(101))) void check_baseline() {
   __builtin_cpu_init();
+  // (in the baseline, present on this CPU, name)
+#define ADA_FEATURE(base, name) {base != 0, __builtin_cpu_supports(name) != 0, name}
+  const struct {
+    bool base, have;
+    const char* name;
+  } features[] = {ADA_FEATURE(ADA_BASE_AVX, "avx"),         ADA_FEATURE(ADA_BASE_AVX2, "avx2"),
+                  ADA_FEATURE(ADA_BASE_FMA, "fma"),         ADA_FEATURE(ADA_BASE_BMI2, "bmi2"),
+                  ADA_FEATURE(ADA_BASE_AVX512F, "avx512f"), ADA_FEATURE(ADA_BASE_AVX512BW, "avx512bw"),
+                  ADA_FEATURE(ADA_BASE_AVX512DQ, "avx512dq"), ADA_FEATURE(ADA_BASE_AVX512VL, "avx512vl")};
+#undef ADA_FEATURE
   char missing[160] = "";
-  auto need = [&](bool have, const char* name) {
-    if (!have) {
+  for (const auto& f : features) {
+    if (f.base && !f.have) {
       std::strncat(missing, " ", sizeof(missing) - std::strlen(missing) - 1);
-      std::strncat(missing, name, sizeof(missing) - std::strlen(missing) - 1);
+      std::strncat(missing, f.name, sizeof(missing) - std::strlen(missing) - 1);
     }
-  };
-#if ADA_BASE_AVX
-  need(__builtin_cpu_supports("avx"), "avx");
-#endif
-#if ADA_BASE_AVX2
-  need(__builtin_cpu_supports("avx2"), "avx2");
-#endif
-#if ADA_BASE_FMA
-  need(__builtin_cpu_supports("fma"), "fma");
-#endif
-#if ADA_BASE_BMI2
-  need(__builtin_cpu_supports("bmi2"), "bmi2");
-#endif
-#if ADA_BASE_AVX512F
-  need(__builtin_cpu_supports("avx512f"), "avx512f");
-#endif
-#if ADA_BASE_AVX512BW
-  need(__builtin_cpu_supports("avx512bw"), "avx512bw");
-#endif
-#if ADA_BASE_AVX512DQ
-  need(__builtin_cpu_supports("avx512dq"), "avx512dq");
-#endif
-#if ADA_BASE_AVX512VL
-  need(__builtin_cpu_supports("avx512vl"), "avx512vl");
-#endif
+  }
   if (missing[0]) {
     std::fprintf(stderr,
                  "adatrain: this binary was built with -march=%s, but this CPU lacks:%s.\n"

@@ -10,6 +10,7 @@
 #include <immintrin.h>
 
 #include "core/backend/cpu/gemm_loop.h"
+#include "core/backend/cpu/gemm_transpose.h"
 
 // GCC 12 reports _mm512_undefined_epi32() inside its own zero-extension and shift intrinsics as
 // "may be used uninitialized" (a false positive of the header, not of this code).
@@ -42,28 +43,10 @@ inline __m256i pair_lanes8(__m256 lo, __m256 hi) {
   return _mm256_or_si256(l, _mm256_slli_epi32(h, 16));
 }
 
-// dst[t * ldd + i] = src[i * lds + t] for i, t < 8 (32-bit lanes, moved as floats: bit-exact).
+// dst[t * ldd + i] = src[i * lds + t] for i, t < 8.
 inline void transpose_8x8(const uint32_t* src, int64_t lds, uint32_t* dst, int64_t ldd) {
-  __m256 r[8];
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(reinterpret_cast<const float*>(src + i * lds));
-  const __m256 u0 = _mm256_unpacklo_ps(r[0], r[1]), u1 = _mm256_unpackhi_ps(r[0], r[1]);
-  const __m256 u2 = _mm256_unpacklo_ps(r[2], r[3]), u3 = _mm256_unpackhi_ps(r[2], r[3]);
-  const __m256 u4 = _mm256_unpacklo_ps(r[4], r[5]), u5 = _mm256_unpackhi_ps(r[4], r[5]);
-  const __m256 u6 = _mm256_unpacklo_ps(r[6], r[7]), u7 = _mm256_unpackhi_ps(r[6], r[7]);
-  const __m256 s0 = _mm256_shuffle_ps(u0, u2, _MM_SHUFFLE(1, 0, 1, 0));
-  const __m256 s1 = _mm256_shuffle_ps(u0, u2, _MM_SHUFFLE(3, 2, 3, 2));
-  const __m256 s2 = _mm256_shuffle_ps(u1, u3, _MM_SHUFFLE(1, 0, 1, 0));
-  const __m256 s3 = _mm256_shuffle_ps(u1, u3, _MM_SHUFFLE(3, 2, 3, 2));
-  const __m256 s4 = _mm256_shuffle_ps(u4, u6, _MM_SHUFFLE(1, 0, 1, 0));
-  const __m256 s5 = _mm256_shuffle_ps(u4, u6, _MM_SHUFFLE(3, 2, 3, 2));
-  const __m256 s6 = _mm256_shuffle_ps(u5, u7, _MM_SHUFFLE(1, 0, 1, 0));
-  const __m256 s7 = _mm256_shuffle_ps(u5, u7, _MM_SHUFFLE(3, 2, 3, 2));
-  const __m256 t[8] = {
-      _mm256_permute2f128_ps(s0, s4, 0x20), _mm256_permute2f128_ps(s1, s5, 0x20),
-      _mm256_permute2f128_ps(s2, s6, 0x20), _mm256_permute2f128_ps(s3, s7, 0x20),
-      _mm256_permute2f128_ps(s0, s4, 0x31), _mm256_permute2f128_ps(s1, s5, 0x31),
-      _mm256_permute2f128_ps(s2, s6, 0x31), _mm256_permute2f128_ps(s3, s7, 0x31)};
+  __m256 t[8];
+  load_transpose_8x8<8>(reinterpret_cast<const float*>(src), lds, t);
 #pragma GCC unroll 8
   for (int q = 0; q < 8; ++q) _mm256_storeu_ps(reinterpret_cast<float*>(dst + q * ldd), t[q]);
 }
@@ -214,14 +197,7 @@ struct Bf16 {
                    int64_t mr, int64_t nr, float alpha, float beta) {
     alignas(64) float t[kMR * kNR];
     micro_kernel(ks, a, b, t, kNR, alpha, 0.f);
-    for (int64_t i = 0; i < mr; ++i) {
-      float* ci = c + i * ldc;
-      const float* ti = t + i * kNR;
-      if (beta == 0.f)
-        for (int64_t j = 0; j < nr; ++j) ci[j] = ti[j];
-      else
-        for (int64_t j = 0; j < nr; ++j) ci[j] = ti[j] + beta * ci[j];
-    }
+    merge_tile(t, kNR, c, ldc, mr, nr, beta);
   }
 };
 

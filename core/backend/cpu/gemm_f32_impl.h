@@ -9,6 +9,7 @@
 #include <immintrin.h>
 
 #include "core/backend/cpu/gemm_loop.h"
+#include "core/backend/cpu/gemm_transpose.h"
 
 #ifndef ADA_GEMM_AVX512
 #error "define ADA_GEMM_AVX512 (0 or 1) before including gemm_f32_impl.h"
@@ -130,48 +131,10 @@ void edge_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t l
                  int64_t nr, float alpha, float beta) {
   alignas(64) float t[kMR * kNR];
   micro_kernel(kc, a, b, t, kNR, alpha, 0.f);
-  for (int64_t i = 0; i < mr; ++i) {
-    float* ci = c + i * ldc;
-    const float* ti = t + i * kNR;
-    if (beta == 0.f)
-      for (int64_t j = 0; j < nr; ++j) ci[j] = ti[j];
-    else
-      for (int64_t j = 0; j < nr; ++j) ci[j] = ti[j] + beta * ci[j];
-  }
+  merge_tile(t, kNR, c, ldc, mr, nr, beta);
 }
 
 // ---- packing ------------------------------------------------------------------------------------
-
-// t[q] lane r = src[r * lds + q] for r < kRows (lanes kRows.. are zero), q < 8: an 8x8
-// transpose of kRows rows of 8 floats. AVX is implied by both ISAs above.
-template <int kRows>
-inline void load_transpose_8x8(const float* src, int64_t lds, __m256 t[8]) {
-  static_assert(kRows >= 1 && kRows <= 8);
-  __m256 r[8];
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) r[i] = i < kRows ? _mm256_loadu_ps(src + i * lds) : _mm256_setzero_ps();
-  // Pairs interleaved, then quads, then 128-bit halves exchanged.
-  const __m256 u0 = _mm256_unpacklo_ps(r[0], r[1]), u1 = _mm256_unpackhi_ps(r[0], r[1]);
-  const __m256 u2 = _mm256_unpacklo_ps(r[2], r[3]), u3 = _mm256_unpackhi_ps(r[2], r[3]);
-  const __m256 u4 = _mm256_unpacklo_ps(r[4], r[5]), u5 = _mm256_unpackhi_ps(r[4], r[5]);
-  const __m256 u6 = _mm256_unpacklo_ps(r[6], r[7]), u7 = _mm256_unpackhi_ps(r[6], r[7]);
-  const __m256 s0 = _mm256_shuffle_ps(u0, u2, _MM_SHUFFLE(1, 0, 1, 0));
-  const __m256 s1 = _mm256_shuffle_ps(u0, u2, _MM_SHUFFLE(3, 2, 3, 2));
-  const __m256 s2 = _mm256_shuffle_ps(u1, u3, _MM_SHUFFLE(1, 0, 1, 0));
-  const __m256 s3 = _mm256_shuffle_ps(u1, u3, _MM_SHUFFLE(3, 2, 3, 2));
-  const __m256 s4 = _mm256_shuffle_ps(u4, u6, _MM_SHUFFLE(1, 0, 1, 0));
-  const __m256 s5 = _mm256_shuffle_ps(u4, u6, _MM_SHUFFLE(3, 2, 3, 2));
-  const __m256 s6 = _mm256_shuffle_ps(u5, u7, _MM_SHUFFLE(1, 0, 1, 0));
-  const __m256 s7 = _mm256_shuffle_ps(u5, u7, _MM_SHUFFLE(3, 2, 3, 2));
-  t[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
-  t[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
-  t[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
-  t[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
-  t[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
-  t[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
-  t[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
-  t[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
-}
 
 // Stores the first kLanes lanes of v at d.
 template <int kLanes>

@@ -16,6 +16,20 @@ namespace {
 
 inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 
+// A partial tile: c[mr x nr] = t + beta * c (beta == 0 does not read c), where t is the full
+// tile a micro-kernel wrote with alpha applied and row stride ldt.
+inline void merge_tile(const float* t, int64_t ldt, float* c, int64_t ldc, int64_t mr, int64_t nr,
+                       float beta) {
+  for (int64_t i = 0; i < mr; ++i) {
+    float* ci = c + i * ldc;
+    const float* ti = t + i * ldt;
+    if (beta == 0.f)
+      for (int64_t j = 0; j < nr; ++j) ci[j] = ti[j];
+    else
+      for (int64_t j = 0; j < nr; ++j) ci[j] = ti[j] + beta * ci[j];
+  }
+}
+
 template <class K>
 void gemm_block(const Problem& g, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
                 const Steps& s, float* pa_raw, float* pb_raw) {

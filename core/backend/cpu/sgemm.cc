@@ -189,8 +189,11 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
 void sbgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
             const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
             int64_t ldc) {
-  std::string why;
-  if (!bf16_available(&why)) ADA_THROW(DeviceError) << "bf16 matrix products: " << why;
+  if (!bf16_available()) {  // the reason is built only when refusing
+    std::string why;
+    bf16_available(&why);
+    ADA_THROW(DeviceError) << "bf16 matrix products: " << why;
+  }
   if (m <= 0 || n <= 0) return;
   if (k <= 0 || alpha == 0.f) {
     scale_c(c, m, n, ldc, beta);
