@@ -79,6 +79,42 @@ inline GemmDims gemm_dims(const char* op, const Shape& a, const Shape& b, bool t
   return {m, n, ka};
 }
 
+// gemm's operands: a, b and c 2-d, c of shape [m, n]; matmul passes c = nullptr (a and b only).
+inline GemmDims checked_gemm(const char* op, const Tensor& a, const Tensor& b, const Tensor* c,
+                             bool ta, bool tb) {
+  check_dim(a, 2, op, "a");
+  check_dim(b, 2, op, "b");
+  GemmDims d = gemm_dims(op, a.shape(), b.shape(), ta, tb);
+  if (c) {
+    check_dim(*c, 2, op, "c");
+    ADA_CHECK_ARG(c->size(0) == d.m && c->size(1) == d.n, ShapeError)
+        << op << ": output " << c->str() << " should be [" << d.m << "," << d.n << "]";
+  }
+  return d;
+}
+
+// gemm_batched's operands: a, b and c 3-d with one batch size, c of shape [batch, m, n].
+inline GemmDims checked_gemm_batched(const char* op, const Tensor& a, const Tensor& b,
+                                     const Tensor& c, bool ta, bool tb) {
+  check_dim(a, 3, op, "a");
+  check_dim(b, 3, op, "b");
+  check_dim(c, 3, op, "c");
+  const int64_t batch = a.size(0);
+  ADA_CHECK_ARG(b.size(0) == batch && c.size(0) == batch, ShapeError)
+      << op << ": batch sizes differ: " << a.str() << ", " << b.str() << ", " << c.str();
+  GemmDims d = gemm_dims(op, {a.size(1), a.size(2)}, {b.size(1), b.size(2)}, ta, tb);
+  ADA_CHECK_ARG(c.size(1) == d.m && c.size(2) == d.n, ShapeError)
+      << op << ": output " << c.str() << " should be [" << batch << "," << d.m << "," << d.n << "]";
+  return d;
+}
+
+// bmm's output shape [batch, m, n] (a and b 3-d; gemm_batched checks the rest).
+inline Shape bmm_shape(const char* op, const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  check_dim(a, 3, op, "a");
+  check_dim(b, 3, op, "b");
+  return {a.size(0), ta ? a.size(2) : a.size(1), tb ? b.size(1) : b.size(2)};
+}
+
 // ---- convolution ------------------------------------------------------------------------------
 struct ConvGeom {
   int64_t n, c, h, w;  // input

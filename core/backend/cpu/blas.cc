@@ -10,7 +10,6 @@ namespace ada::ops {
 namespace {
 
 using backend::GemmDims;
-using backend::gemm_dims;
 
 // c[m,n] = alpha * op(a) op(b) + beta * c on raw, densely packed row-major pointers.
 void gemm_raw(const float* a, const float* b, float* c, const GemmDims& d, bool ta, bool tb,
@@ -23,21 +22,14 @@ void gemm_raw(const float* a, const float* b, float* c, const GemmDims& d, bool 
 void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, float alpha, float beta) {
   ADA_ON_CUDA(cuda::gemm(a, b, c, ta, tb, alpha, beta), a, b, c);
   cpu::require_cpu_f32("gemm", {&a, &b, &c});
-  check_dim(a, 2, "gemm", "a");
-  check_dim(b, 2, "gemm", "b");
-  check_dim(c, 2, "gemm", "c");
-  GemmDims d = gemm_dims("gemm", a.shape(), b.shape(), ta, tb);
-  ADA_CHECK_ARG(c.size(0) == d.m && c.size(1) == d.n, ShapeError)
-      << "gemm: output " << c.str() << " should be [" << d.m << "," << d.n << "]";
+  const GemmDims d = backend::checked_gemm("gemm", a, b, &c, ta, tb);
   gemm_raw(a.data<float>(), b.data<float>(), c.data<float>(), d, ta, tb, alpha, beta);
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   ADA_ON_CUDA(cuda::matmul(a, b, ta, tb), a, b);
   cpu::require_cpu_f32("matmul", {&a, &b});
-  check_dim(a, 2, "matmul", "a");
-  check_dim(b, 2, "matmul", "b");
-  GemmDims d = gemm_dims("matmul", a.shape(), b.shape(), ta, tb);
+  const GemmDims d = backend::checked_gemm("matmul", a, b, nullptr, ta, tb);
   Tensor c = Tensor::empty({d.m, d.n});
   gemm_raw(a.data<float>(), b.data<float>(), c.data<float>(), d, ta, tb, 1.f, 0.f);
   return c;
@@ -47,16 +39,8 @@ void gemm_batched(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb,
                   float beta) {
   ADA_ON_CUDA(cuda::gemm_batched(a, b, c, ta, tb, alpha, beta), a, b, c);
   cpu::require_cpu_f32("gemm_batched", {&a, &b, &c});
-  check_dim(a, 3, "gemm_batched", "a");
-  check_dim(b, 3, "gemm_batched", "b");
-  check_dim(c, 3, "gemm_batched", "c");
+  const GemmDims d = backend::checked_gemm_batched("gemm_batched", a, b, c, ta, tb);
   const int64_t batch = a.size(0);
-  ADA_CHECK_ARG(b.size(0) == batch && c.size(0) == batch, ShapeError)
-      << "gemm_batched: batch sizes differ: " << a.str() << ", " << b.str() << ", " << c.str();
-  GemmDims d = gemm_dims("gemm_batched", {a.size(1), a.size(2)}, {b.size(1), b.size(2)}, ta, tb);
-  ADA_CHECK_ARG(c.size(1) == d.m && c.size(2) == d.n, ShapeError)
-      << "gemm_batched: output " << c.str() << " should be [" << batch << "," << d.m << ","
-      << d.n << "]";
   const float* ap = a.data<float>();
   const float* bp = b.data<float>();
   float* cp = c.data<float>();
@@ -74,10 +58,7 @@ void gemm_batched(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb,
 Tensor bmm(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   ADA_ON_CUDA(cuda::bmm(a, b, ta, tb), a, b);
   cpu::require_cpu_f32("bmm", {&a, &b});
-  check_dim(a, 3, "bmm", "a");
-  check_dim(b, 3, "bmm", "b");
-  int64_t m = ta ? a.size(2) : a.size(1), n = tb ? b.size(1) : b.size(2);
-  Tensor c = Tensor::empty({a.size(0), m, n});
+  Tensor c = Tensor::empty(backend::bmm_shape("bmm", a, b, ta, tb));
   gemm_batched(a, b, c, ta, tb, 1.f, 0.f);
   return c;
 }

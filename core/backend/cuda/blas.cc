@@ -20,7 +20,6 @@ namespace {
 std::atomic<int> g_tf32{-1};
 
 using backend::GemmDims;
-using backend::gemm_dims;
 
 // cuBLAS's 32-bit interface: sizes, leading dimensions and batch counts must fit an int.
 int to_int(const char* op, const char* what, int64_t v) {
@@ -93,21 +92,14 @@ void set_allow_tf32(bool on) { g_tf32.store(on ? 1 : 0); }
 
 void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, float alpha, float beta) {
   const int dev = require_f32("gemm", {&a, &b, &c});
-  check_dim(a, 2, "gemm", "a");
-  check_dim(b, 2, "gemm", "b");
-  check_dim(c, 2, "gemm", "c");
-  GemmDims d = gemm_dims("gemm", a.shape(), b.shape(), ta, tb);
-  ADA_CHECK_ARG(c.size(0) == d.m && c.size(1) == d.n, ShapeError)
-      << "gemm: output " << c.str() << " should be [" << d.m << "," << d.n << "]";
+  const GemmDims d = backend::checked_gemm("gemm", a, b, &c, ta, tb);
   gemm_strided("gemm", dev, a.data<float>(), b.data<float>(), c.data<float>(), d, ta, tb, alpha,
                beta, 1);
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   const int dev = require_f32("matmul", {&a, &b});
-  check_dim(a, 2, "matmul", "a");
-  check_dim(b, 2, "matmul", "b");
-  GemmDims d = gemm_dims("matmul", a.shape(), b.shape(), ta, tb);
+  const GemmDims d = backend::checked_gemm("matmul", a, b, nullptr, ta, tb);
   Tensor c = Tensor::empty({d.m, d.n}, DType::f32, a.device());
   gemm_strided("matmul", dev, a.data<float>(), b.data<float>(), c.data<float>(), d, ta, tb, 1.f,
                0.f, 1);
@@ -117,26 +109,15 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
 void gemm_batched(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, float alpha,
                   float beta) {
   const int dev = require_f32("gemm_batched", {&a, &b, &c});
-  check_dim(a, 3, "gemm_batched", "a");
-  check_dim(b, 3, "gemm_batched", "b");
-  check_dim(c, 3, "gemm_batched", "c");
+  const GemmDims d = backend::checked_gemm_batched("gemm_batched", a, b, c, ta, tb);
   const int64_t batch = a.size(0);
-  ADA_CHECK_ARG(b.size(0) == batch && c.size(0) == batch, ShapeError)
-      << "gemm_batched: batch sizes differ: " << a.str() << ", " << b.str() << ", " << c.str();
-  GemmDims d = gemm_dims("gemm_batched", {a.size(1), a.size(2)}, {b.size(1), b.size(2)}, ta, tb);
-  ADA_CHECK_ARG(c.size(1) == d.m && c.size(2) == d.n, ShapeError)
-      << "gemm_batched: output " << c.str() << " should be [" << batch << "," << d.m << ","
-      << d.n << "]";
   gemm_strided("gemm_batched", dev, a.data<float>(), b.data<float>(), c.data<float>(), d, ta, tb,
                alpha, beta, batch);
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   require_f32("bmm", {&a, &b});
-  check_dim(a, 3, "bmm", "a");
-  check_dim(b, 3, "bmm", "b");
-  int64_t m = ta ? a.size(2) : a.size(1), n = tb ? b.size(1) : b.size(2);
-  Tensor c = Tensor::empty({a.size(0), m, n}, DType::f32, a.device());
+  Tensor c = Tensor::empty(backend::bmm_shape("bmm", a, b, ta, tb), DType::f32, a.device());
   gemm_batched(a, b, c, ta, tb, 1.f, 0.f);
   return c;
 }
