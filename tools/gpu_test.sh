@@ -38,11 +38,25 @@ for want in libcublas.so.13 libcublasLt.so.13 libcudnn.so.9; do
   case ":$libdirs:" in *":$dir:"*) ;; *) libdirs="$libdirs:$dir" ;; esac
 done
 export LD_LIBRARY_PATH="$libdirs:${LD_LIBRARY_PATH:-}"
+# NCCL is opened at run time (comm/nccl_library.h): the toolkit's, else PyTorch's wheel's.
+if [[ -z "${ADA_NCCL_LIBRARY:-}" ]]; then
+  for f in /usr/local/cuda/lib64/libnccl.so.2 /usr/local/cuda/targets/x86_64-linux/lib/libnccl.so.2; do
+    [[ -e "$f" ]] && { export ADA_NCCL_LIBRARY=$f; break; }
+  done
+  [[ -n "${ADA_NCCL_LIBRARY:-}" ]] || export ADA_NCCL_LIBRARY=$(find /usr /opt -name libnccl.so.2 2>/dev/null | head -1)
+fi
+# The MPI runtime (a one-rank run starts as an MPI singleton, which needs orted, the MCA
+# plugins and PMIx at the paths OpenMPI was built with).
+for d in /usr/lib/x86_64-linux-gnu/openmpi:openmpi /usr/lib/x86_64-linux-gnu/pmix2:pmix2 /usr/share/openmpi:share-openmpi; do
+  [[ -e "${d%%:*}" ]] || cp -r ".gpu/mpi/${d##*:}" "${d%%:*}"
+done
+export PATH="$PWD/.gpu/bin:$PATH" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 {
   echo "commit $(cat .gpu/commit 2>/dev/null) (uncommitted at bundling: $(wc -l < .gpu/dirty 2>/dev/null) files)"
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1
   lscpu | grep -m1 'Model name'
   echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  echo "ADA_NCCL_LIBRARY=${ADA_NCCL_LIBRARY:-(none found)}"
   ldd .gpu/bin/test_cuda | grep -E 'not found|cublas|cudnn'
 } >> "$out/env.log" 2>&1
 cat "$out/env.log"
@@ -53,13 +67,13 @@ if [[ "$what" == tests || "$what" == all ]]; then
   OMP_NUM_THREADS=8 timeout 900 .gpu/bin/test_cuda --gtest_filter="$filter" 2>&1 | tee "$out/test_cuda.log"
   status=${PIPESTATUS[0]}
   grep -E '^\[  (PASSED|FAILED)|tests? ran|FAILED TEST' "$out/test_cuda.log" | tail -30
+  echo "== NCCL communicator, one rank (NCCL refuses two ranks on one GPU)"
+  timeout 300 .gpu/bin/test_nccl 2>&1 | tee "$out/test_nccl.log"
+  nccl_status=${PIPESTATUS[0]}
+  [[ $status -ne 0 ]] || status=$nccl_status
 fi
 if [[ "$what" == train || "$what" == all ]]; then
   echo "== trainer: LeNet-5 on MNIST, one rank, train.device cuda against cpu (1 epoch)"
-  for d in /usr/lib/x86_64-linux-gnu/openmpi:openmpi /usr/lib/x86_64-linux-gnu/pmix2:pmix2 /usr/share/openmpi:share-openmpi; do
-    [[ -e "${d%%:*}" ]] || cp -r ".gpu/mpi/${d##*:}" "${d%%:*}"
-  done
-  export PATH="$PWD/.gpu/bin:$PATH" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   for dev in cuda cpu; do
     echo "-- train.device $dev"
     OMP_NUM_THREADS=8 timeout 300 .gpu/bin/trainer --config configs/mnist_lenet_adasum.yaml \
