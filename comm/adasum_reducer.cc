@@ -5,36 +5,20 @@
 #include <cmath>
 
 #include "core/fault.h"
+#include "core/ops.h"
 
 namespace ada::comm {
 namespace {
 
 constexpr int kTagFold = 7101, kTagUnfold = 7102, kTagLevel = 7200, kTagGather = 7300;
-// Elements per piece of a pipelined exchange: the piece and the matching part of our own data
-// stay in L2 while their partial sums are taken.
+// Elements per piece of a pipelined exchange on the CPU: the piece and the matching part of our
+// own data stay in L2 while their partial sums are taken. On a GPU a piece would cost a launch
+// and a host sync for no cache benefit: one piece.
 constexpr int64_t kPipelineChunk = 1 << 17;
+int64_t pipeline_chunk(const Tensor& x) { return x.device().is_cpu() ? kPipelineChunk : 0; }
 
-// One pass over a and b: (a.b, |a|^2, |b|^2) in double. The simd reduction lets the compiler
-// keep vector accumulators (fixed order for a given build, so deterministic).
-void partial_sums(const float* a, const float* b, int64_t n, double& dot, double& aa, double& bb) {
-  double d = 0, x = 0, y = 0;
-#pragma omp simd reduction(+ : d, x, y)
-  for (int64_t i = 0; i < n; ++i) {
-    const double ai = a[i], bi = b[i];
-    d += ai * bi;
-    x += ai * ai;
-    y += bi * bi;
-  }
-  dot += d;
-  aa += x;
-  bb += y;
-}
-
-// out[i] = ca * a[i] + cb * b[i] in double, rounded to float; out may alias a or b.
-void combine(const float* a, const float* b, float* out, int64_t n, double ca, double cb) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(ca * a[i] + cb * b[i]);
-}
+// The coefficients of every tensor's pair operator from its summed triples (slot i: tensor i).
+std::vector<double> coefficients(const std::vector<double>& triples, double w_a, double w_b);
 
 int floor_pow2(int p) {
   int q = 1;
@@ -70,6 +54,18 @@ AdasumCoefficients adasum_coefficients(double dot, double a2, double b2, double 
   static const double kTiny = std::sqrt(DBL_MIN);
   return {a2 >= kTiny ? 1.0 - w_a * dot / a2 : 1.0, b2 >= kTiny ? 1.0 - w_b * dot / b2 : 1.0};
 }
+
+namespace {
+std::vector<double> coefficients(const std::vector<double>& triples, double w_a, double w_b) {
+  std::vector<double> coef(2 * (triples.size() / 3));
+  for (size_t i = 0; i < coef.size() / 2; ++i) {
+    const auto c = adasum_coefficients(triples[3 * i], triples[3 * i + 1], triples[3 * i + 2], w_a, w_b);
+    coef[2 * i] = c.ca;
+    coef[2 * i + 1] = c.cb;
+  }
+  return coef;
+}
+}  // namespace
 
 AdasumOptions AdasumOptions::from_config(const Config& section) {
   AdasumOptions o;
@@ -110,10 +106,10 @@ std::vector<std::pair<double, double>> AdasumReducer::take_stats() {
   return out;
 }
 
-Tensor AdasumReducer::scratch(int64_t n) {
-  if (!scratch_.defined() || scratch_.numel() < n) {
+Tensor AdasumReducer::scratch(int64_t n, Device device) {
+  if (!scratch_.defined() || scratch_.numel() < n || scratch_.device() != device) {
     scratch_ = Tensor();  // free the old one first: peak memory stays one scratch buffer
-    scratch_ = Tensor::empty({n});
+    scratch_ = Tensor::empty({n}, DType::f32, device);
   }
   return scratch_.narrow(0, n);
 }
@@ -142,24 +138,26 @@ AdasumReducer::Topology& AdasumReducer::topology_for(Communicator& comm) {
 void AdasumReducer::exchange_and_sum(Communicator& peers, int partner, int tag, Tensor& x, int64_t klo,
                                      int64_t khi, int64_t glo, int64_t ghi, bool left,
                                      const std::vector<TensorSpan>& pieces, std::vector<double>& mine) {
-  Tensor theirs = scratch(khi - klo);
-  const float* own = x.data<float>() + klo;
-  const float* got = theirs.data<float>();
+  Tensor theirs = scratch(khi - klo, x.device());
+  const Tensor own = x.narrow(klo, khi - klo);
+  const Tensor& a = left ? own : theirs;
+  const Tensor& b = left ? theirs : own;
   std::fill(mine.begin(), mine.end(), 0.0);
   size_t first = 0;  // pieces are in buffer order: the first tensor not yet behind
+  std::vector<ops::Segment> segs;
   auto on_piece = [&](int64_t off, int64_t count) {
     const int64_t lo = klo + off, hi = lo + count;
     while (first < pieces.size() && pieces[first].offset + pieces[first].numel <= lo) ++first;
+    segs.clear();
     for (size_t i = first; i < pieces.size() && pieces[i].offset < hi; ++i) {
       const Clip c = clip(pieces[i], lo, hi, klo);
-      if (c.n == 0) continue;
-      const float* a = (left ? own : got) + c.off;
-      const float* b = (left ? got : own) + c.off;
-      partial_sums(a, b, c.n, mine[3 * i], mine[3 * i + 1], mine[3 * i + 2]);
+      if (c.n > 0) segs.push_back({c.off, c.n, static_cast<int64_t>(i)});
     }
+    ops::segment_partial_sums(a, b, segs, mine.data());
   };
-  Tensor give = glo < 0 ? Tensor::empty({0}) : x.narrow(glo, ghi - glo);  // the fold only receives
-  peers.sendrecv_pipelined(give, partner, theirs, partner, tag, kPipelineChunk, on_piece);
+  // The fold only receives.
+  Tensor give = glo < 0 ? Tensor::empty({0}, DType::f32, x.device()) : x.narrow(glo, ghi - glo);
+  peers.sendrecv_pipelined(give, partner, theirs, partner, tag, pipeline_chunk(x), on_piece);
 }
 
 void AdasumReducer::tree(Tensor& x, const std::vector<TensorSpan>& pieces, Topology& topo) {
@@ -168,13 +166,12 @@ void AdasumReducer::tree(Tensor& x, const std::vector<TensorSpan>& pieces, Topol
   if (p == 1) return;
   const int q = floor_pow2(p), extra = p - q;
   const int64_t n = x.numel();
-  float* xp = x.data<float>();
-  const size_t t = pieces.size();
-  std::vector<double> mine(3 * t), all;
+  std::vector<double> mine(3 * pieces.size()), all;
+  std::vector<ops::Segment> segs;
 
   if (r >= q) {  // fold into rank r - q, then receive the result
-    Tensor none = Tensor::empty({0});
-    peers.sendrecv_pipelined(x, r - q, none, r - q, kTagFold, kPipelineChunk, [](int64_t, int64_t) {});
+    Tensor none = Tensor::empty({0}, DType::f32, x.device());
+    peers.sendrecv_pipelined(x, r - q, none, r - q, kTagFold, pipeline_chunk(x), [](int64_t, int64_t) {});
     peers.recv(x, r - q, kTagUnfold);
     return;
   }
@@ -183,13 +180,9 @@ void AdasumReducer::tree(Tensor& x, const std::vector<TensorSpan>& pieces, Topol
     // hold the rest of each tensor, so the sums go over the node.
     exchange_and_sum(peers, r + q, kTagFold, x, 0, n, -1, -1, true, pieces, mine);
     sum_triples(topo.fold_group, mine, all);
-    const float* theirs = scratch_.data<float>();
-    for (size_t i = 0; i < t; ++i) {
-      if (pieces[i].numel == 0) continue;
-      const auto c = adasum_coefficients(mine[3 * i], mine[3 * i + 1], mine[3 * i + 2]);
-      const int64_t o = pieces[i].offset;
-      combine(xp + o, theirs + o, xp + o, pieces[i].numel, c.ca, c.cb);
-    }
+    for (size_t i = 0; i < pieces.size(); ++i)
+      if (pieces[i].numel > 0) segs.push_back({pieces[i].offset, pieces[i].numel, static_cast<int64_t>(i)});
+    ops::segment_combine(x, scratch_.narrow(0, n), x, segs, coefficients(mine, 0.5, 0.5).data());
   }
   // Number of original tree nodes a node i < q stands for, summed over [start, start+len).
   auto nodes_in = [&](int start, int len) {
@@ -211,17 +204,15 @@ void AdasumReducer::tree(Tensor& x, const std::vector<TensorSpan>& pieces, Topol
     fault_point("adasum");
     const int base = (r / (2 * d)) * (2 * d);
     const double na = nodes_in(base, d), nb = nodes_in(base + d, d);
-    const double wa = na / (na + nb), wb = nb / (na + nb);
-    const float* theirs = scratch_.data<float>();
-    for (size_t i = 0; i < t; ++i) {
+    segs.clear();
+    for (size_t i = 0; i < pieces.size(); ++i) {
       const Clip c = clip(pieces[i], klo, khi, klo);
-      if (c.n == 0) continue;
-      const auto k = adasum_coefficients(mine[3 * i], mine[3 * i + 1], mine[3 * i + 2], wa, wb);
-      float* own = xp + klo + c.off;
-      const float* a = left ? own : theirs + c.off;
-      const float* b = left ? theirs + c.off : own;
-      combine(a, b, own, c.n, k.ca, k.cb);
+      if (c.n > 0) segs.push_back({c.off, c.n, static_cast<int64_t>(i)});
     }
+    Tensor own = x.narrow(klo, khi - klo);
+    const Tensor theirs = scratch_.narrow(0, khi - klo);
+    ops::segment_combine(left ? own : theirs, left ? theirs : own, own, segs,
+                         coefficients(mine, na / (na + nb), nb / (na + nb)).data());
     parents.emplace_back(lo, hi);
     lo = klo;
     hi = khi;
@@ -245,28 +236,24 @@ void AdasumReducer::reduce_gathered(Tensor& x, const std::vector<TensorSpan>& sp
                                     int local_size) {
   const int p = comm.size(), nodes = p / local_size;
   const int64_t n = x.numel();
-  Tensor all = scratch(int64_t(p) * n);
+  Tensor all = scratch(int64_t(p) * n, x.device());
   comm.allgather(x, all);
-  float* a = all.data<float>();
-  auto input = [&](int k) { return a + int64_t(k) * local_size * n; };  // node k's vector
-  for (int k = 0; k < nodes; ++k)  // node sums, in local rank order
-    for (int j = 1; j < local_size; ++j) {
-      float* v = input(k);
-      const float* w = v + int64_t(j) * n;
-#pragma omp simd
-      for (int64_t i = 0; i < n; ++i) v[i] += w[i];
-    }
+  auto input = [&](int k) { return all.narrow(int64_t(k) * local_size * n, n); };  // node k's vector
+  for (int k = 0; k < nodes; ++k) {  // node sums, in local rank order
+    Tensor v = input(k);
+    for (int j = 1; j < local_size; ++j) ops::add_(v, all.narrow((int64_t(k) * local_size + j) * n, n));
+  }
+  std::vector<ops::Segment> segs;
+  for (size_t i = 0; i < spans.size(); ++i)
+    if (spans[i].numel > 0) segs.push_back({spans[i].offset, spans[i].numel, static_cast<int64_t>(i)});
   // u <- the count-weighted pair operator of u and w, per tensor, rounded to float like the
   // distributed schedule's combine.
-  std::vector<double> first_level;  // the diagnostic's triples, as the distributed schedule sees them
-  auto pair = [&](float* u, const float* w, double wu, double ww, bool first) {
-    for (const auto& s : spans) {
-      double d = 0, uu = 0, vv = 0;
-      partial_sums(u + s.offset, w + s.offset, s.numel, d, uu, vv);
-      if (first) first_level.insert(first_level.end(), {d, uu, vv});
-      const auto c = adasum_coefficients(d, uu, vv, wu, ww);
-      combine(u + s.offset, w + s.offset, u + s.offset, s.numel, c.ca, c.cb);
-    }
+  std::vector<double> triples(3 * spans.size());
+  auto pair = [&](Tensor u, const Tensor& w, double wu, double ww, bool first) {
+    std::fill(triples.begin(), triples.end(), 0.0);
+    ops::segment_partial_sums(u, w, segs, triples.data());
+    if (first) add_pair_cosines(triples);  // the diagnostic's triples, as the distributed schedule sees them
+    ops::segment_combine(u, w, u, segs, coefficients(triples, wu, ww).data());
   };
   const int q = floor_pow2(nodes), extra = nodes - q;
   std::vector<int> count(q, 1);
@@ -280,12 +267,12 @@ void AdasumReducer::reduce_gathered(Tensor& x, const std::vector<TensorSpan>& sp
       pair(input(i), input(i + d), na / (na + nb), nb / (na + nb), d == 1);
       count[i] += count[i + d];
     }
-  add_pair_cosines(first_level);
-  const float* r = input(0);
-  float* xp = x.data<float>();
-  const double inv = 1.0 / local_size;
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) xp[i] = local_size == 1 ? r[i] : static_cast<float>(r[i] * inv);
+  if (local_size == 1) {
+    x.copy_from(input(0));
+  } else {
+    const std::vector<double> inv = {1.0 / local_size, 0.0};
+    ops::segment_combine(input(0), input(0), x, {{0, n, 0}}, inv.data());
+  }
 }
 
 void AdasumReducer::reduce(Tensor& buffer, const std::vector<TensorSpan>& spans, Communicator& comm) {
@@ -318,9 +305,9 @@ void AdasumReducer::reduce(Tensor& buffer, const std::vector<TensorSpan>& spans,
   for (int j = 0; j < L; ++j) counts[j] = n / L + (j < n % L ? 1 : 0);
   const int64_t s0 = (n / L) * nl.local_rank + std::min<int64_t>(nl.local_rank, n % L);
   const int64_t m = counts[nl.local_rank];
-  if (!slice_.defined() || slice_.numel() < m) {
+  if (!slice_.defined() || slice_.numel() < m || slice_.device() != x.device()) {
     slice_ = Tensor();
-    slice_ = Tensor::empty({m});
+    slice_ = Tensor::empty({m}, DType::f32, x.device());
   }
   Tensor s = slice_.narrow(0, m);
   nl.node_comm->reduce_scatter(x, s, counts);
@@ -330,11 +317,9 @@ void AdasumReducer::reduce(Tensor& buffer, const std::vector<TensorSpan>& spans,
     pieces[i] = {c.off, c.n};
   }
   tree(s, pieces, topo);
-  const float* sp = s.data<float>();
-  float* xp = x.data<float>() + s0;
-  const double inv = 1.0 / L;
-#pragma omp simd
-  for (int64_t i = 0; i < m; ++i) xp[i] = static_cast<float>(sp[i] * inv);
+  Tensor mine = x.narrow(s0, m);
+  const std::vector<double> inv = {1.0 / L, 0.0};
+  ops::segment_combine(s, s, mine, {{0, m, 0}}, inv.data());
   nl.node_comm->allgather_inplace(x, counts);
 }
 

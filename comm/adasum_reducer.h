@@ -40,7 +40,10 @@
 // Cost: the data moved is that of a reduce-scatter plus an allgather (as MPI_Allreduce), plus
 // one small allgather of 3 doubles per tensor per level. Received halves land in a scratch
 // buffer kept by the reducer (no page faults after the first call), in pieces whose partial sums
-// are taken as each arrives (sendrecv_pipelined), while the data is in cache.
+// are taken as each arrives (sendrecv_pipelined), while the data is in cache. The arithmetic is
+// core's segment ops (ops::segment_partial_sums, ops::segment_combine: every tensor of a level
+// in one call), so a bucket on a CUDA device is reduced there, one launch per level, with the
+// exchanges through a communicator that takes device tensors (NCCL) and no pipelining.
 //
 // Diagnostic (stat "adasum_pair_cos"): the cosine a.b/(|a||b|) of every tensor at the tree's
 // first level (two ranks, or two nodes' sums in the hierarchical form), averaged over tensors
@@ -109,7 +112,7 @@ class AdasumReducer : public Reducer {
   // The latency path: every rank gathers every buffer and evaluates the same tree.
   void reduce_gathered(Tensor& x, const std::vector<TensorSpan>& spans, Communicator& comm,
                        int local_size);
-  Tensor scratch(int64_t n);
+  Tensor scratch(int64_t n, Device device);  // the partner's data, on the buffer's device
   // Adds tensor-wise cosines of the first tree level to the diagnostic.
   void add_pair_cosines(const std::vector<double>& triples);
 

@@ -35,7 +35,9 @@ class Reducer {
   virtual std::string name() const = 0;
   // The target this reducer is meant for when the config does not say.
   virtual ReduceTarget default_target() const { return ReduceTarget::gradients; }
-  // Reduces `buffer` (f32, CPU) across `comm` in place. Spans are in buffer order, disjoint.
+  // Reduces `buffer` (f32) across `comm` in place. Spans are in buffer order, disjoint. The
+  // buffer may live on a CUDA device when `comm` takes device tensors (NCCL): the built-in
+  // reducers do their arithmetic with core ops, which run where the buffer is.
   // Collective: every rank calls it with the same spans.
   virtual void reduce(Tensor& buffer, const std::vector<TensorSpan>& spans, Communicator& comm) = 0;
   // Diagnostics, for the metrics: fixed names (the same on every rank, from construction on),

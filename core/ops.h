@@ -159,4 +159,19 @@ void adam_update_(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamAr
 void adam_direction_(Tensor& u, const Tensor& w, const Tensor& g, Tensor& m, Tensor& v,
                      const AdamArgs& a, double decay);
 
+// ---- Adasum's arithmetic (comm/adasum_reducer.h), over segments of 1-d f32 tensors -------------
+// Segment s covers elements [s.off, s.off + s.n) of every tensor passed with it, and writes or
+// reads slot s.slot of the per-segment arrays. One call covers many tensors (one launch on a GPU).
+struct Segment {
+  int64_t off = 0, n = 0;
+  int64_t slot = 0;
+};
+// sums[3*slot + 0..2] += (a.b, |a|^2, |b|^2) over the segment, accumulated in double in an order
+// fixed by the segment's length (the same bits on every run). a and b: 1-d, same numel.
+void segment_partial_sums(const Tensor& a, const Tensor& b, const std::vector<Segment>& segs, double* sums);
+// out = coef[2*slot] * a + coef[2*slot+1] * b over the segment, in double, rounded to f32; b is
+// not read where its coefficient is 0. out may alias a or b; 1-d, same numel as a and b.
+void segment_combine(const Tensor& a, const Tensor& b, Tensor& out, const std::vector<Segment>& segs,
+                     const double* coef);
+
 }  // namespace ada::ops

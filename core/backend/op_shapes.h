@@ -205,4 +205,19 @@ inline AdamConsts adam_consts(const ops::AdamArgs& a) {
 }
 
 
+// ---- Adasum's segment ops -----------------------------------------------------------------------
+// a, b (and out) 1-d of one length; every segment inside it with a non-negative slot.
+inline void check_segments(const char* op, const Tensor& a, const Tensor& b, const Tensor* out,
+                           const std::vector<ops::Segment>& segs) {
+  ADA_CHECK_ARG(a.dim() == 1 && b.dim() == 1 && a.numel() == b.numel() &&
+                    (!out || (out->dim() == 1 && out->numel() == a.numel())),
+                ShapeError)
+      << op << ": operands must be 1-d of one length, got " << a.str() << ", " << b.str()
+      << (out ? ", " + out->str() : std::string());
+  for (const ops::Segment& s : segs)
+    ADA_CHECK_ARG(s.off >= 0 && s.n >= 0 && s.off + s.n <= a.numel() && s.slot >= 0, ShapeError)
+        << op << ": segment [" << s.off << ", " << s.off + s.n << ") slot " << s.slot << " outside the "
+        << a.numel() << " elements";
+}
+
 }  // namespace ada::backend

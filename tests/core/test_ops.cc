@@ -287,3 +287,54 @@ TEST(Ops, EmptyTensorsAreHandled) {
 
 }  // namespace
 }  // namespace ada
+
+namespace ada {
+namespace {
+
+// Adasum's segment ops against plain loops: the triples in double (another summation order, so
+// within 1e-12 of the sum of |terms|), the combine as ca*a + cb*b rounded once to f32.
+TEST(Ops, SegmentPartialSumsAndCombine) {
+  const Tensor a = rnd({1000}, 71), b = rnd({1000}, 72);
+  const std::vector<float> av = a.to_vector<float>(), bv = b.to_vector<float>();
+  // Out of order slots, an empty segment, a one-element segment, and two pieces of slot 0.
+  const std::vector<ops::Segment> segs = {{0, 300, 2}, {300, 0, 1}, {300, 1, 3}, {301, 400, 0}, {701, 299, 0}};
+  std::vector<double> sums(12, 0.5);  // accumulated onto what is there
+  ops::segment_partial_sums(a, b, segs, sums.data());
+  std::vector<double> want(12, 0.5), l1(12, 0.0);
+  for (const auto& s : segs)
+    for (int64_t i = s.off; i < s.off + s.n; ++i) {
+      const double x = av[i], y = bv[i];
+      want[3 * s.slot] += x * y;
+      want[3 * s.slot + 1] += x * x;
+      want[3 * s.slot + 2] += y * y;
+      l1[3 * s.slot] += std::fabs(x * y);
+    }
+  for (int k = 0; k < 12; ++k) EXPECT_NEAR(sums[k], want[k], 1e-12 * (1 + l1[k] + want[k])) << k;
+  EXPECT_EQ(sums[3], 0.5) << "the empty segment adds nothing";
+
+  const std::vector<double> coef = {0.25, -1.5, 9.0, 9.0, 1.0, 0.5, 3.0, 0.0};  // slot 3: b not read
+  Tensor out = Tensor::full({1000}, 42.0);
+  ops::segment_combine(a, b, out, segs, coef.data());
+  const std::vector<float> got = out.to_vector<float>();
+  for (const auto& s : segs)
+    for (int64_t i = s.off; i < s.off + s.n; ++i) {
+      const double w = coef[2 * s.slot] * av[i] + coef[2 * s.slot + 1] * bv[i];
+      EXPECT_NEAR(got[i], static_cast<float>(w), 2e-7 * std::fabs(w)) << i;
+    }
+  EXPECT_EQ(got[999], static_cast<float>(0.25 * av[999] - 1.5 * bv[999]));
+  // In place into a, and a segment with cb = 0 ignores a non-finite b.
+  Tensor x = a.clone();
+  Tensor inf = Tensor::full({1000}, INFINITY);
+  ops::segment_combine(x, inf, x, {{300, 1, 3}}, coef.data());
+  EXPECT_EQ(x.to_vector<float>()[300], static_cast<float>(3.0 * av[300]));
+  EXPECT_EQ(x.to_vector<float>()[0], av[0]) << "outside every segment: untouched";
+
+  EXPECT_THROW(ops::segment_partial_sums(a, b, {{990, 11, 0}}, sums.data()), ShapeError);
+  EXPECT_THROW(ops::segment_partial_sums(a, rnd({999}, 1), {}, sums.data()), ShapeError);
+  EXPECT_THROW(ops::segment_combine(a, b, out, {{0, 1, -1}}, coef.data()), ShapeError);
+  Tensor two_d = Tensor::zeros({10, 100});
+  EXPECT_THROW(ops::segment_combine(a, b, two_d, {}, coef.data()), ShapeError);
+}
+
+}  // namespace
+}  // namespace ada

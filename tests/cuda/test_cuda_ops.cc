@@ -469,6 +469,38 @@ double l1_of(const std::vector<float>& a, const std::vector<float>* b) {
   return s;
 }
 
+// Adasum's segment ops: the triples as on the CPU up to summation order, the same bits on a
+// second call; the combine within one f32 rounding (the GPU may fuse ca*a + cb*b); segments
+// longer than one block's chunk, empty ones, shared slots.
+TEST(CudaOps, SegmentOpsMatchTheCpuAndAreDeterministic) {
+  ADA_REQUIRE_GPU();
+  const int64_t n = 200000;
+  const Tensor a = rand_cpu({n}, 81), b = rand_cpu({n}, 82, 0.5f);
+  const Tensor ga = on_gpu(a), gb = on_gpu(b);
+  const std::vector<ops::Segment> segs = {{0, 70001, 1}, {70001, 0, 2}, {70001, 3, 0}, {70004, 100000, 3},
+                                          {170004, 29996, 1}};
+  std::vector<double> cpu(12, 0.0), g1(12, 0.0), g2(12, 0.0);
+  ops::segment_partial_sums(a, b, segs, cpu.data());
+  ops::segment_partial_sums(ga, gb, segs, g1.data());
+  ops::segment_partial_sums(ga, gb, segs, g2.data());
+  for (int k = 0; k < 12; ++k) {
+    EXPECT_TRUE(near_scalar(cat("triple ", k), g1[k], cpu[k], 1e-9 * (1 + std::fabs(cpu[k]) + n)));
+    EXPECT_EQ(std::memcmp(&g1[k], &g2[k], sizeof(double)), 0) << "triple " << k << " not deterministic";
+  }
+  EXPECT_EQ(g1[6], 0.0) << "slot 2 has only an empty segment";
+  const std::vector<double> coef = {0.5, 0.5, 1.25, -0.75, 7.0, 7.0, 2.0, 0.0};
+  Tensor out = Tensor::full({n}, 3.0), gout = on_gpu(out);
+  ops::segment_combine(a, b, out, segs, coef.data());
+  ops::segment_combine(ga, gb, gout, segs, coef.data());
+  EXPECT_TRUE(close_to_cpu(gout, out, 2.4e-7, 0.0));
+  Tensor gx = on_gpu(a);  // in place, as the reducer combines into its own half
+  ops::segment_combine(gx, gb, gx, segs, coef.data());
+  Tensor x = a.clone();
+  ops::segment_combine(x, b, x, segs, coef.data());
+  EXPECT_TRUE(close_to_cpu(gx, x, 2.4e-7, 0.0));
+  EXPECT_THROW(ops::segment_combine(ga, b, gout, segs, coef.data()), DeviceError);
+}
+
 TEST(CudaOps, DoubleReductionsMatchAndAreDeterministic) {
   ADA_REQUIRE_GPU();
   for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{33}, int64_t{1001}, int64_t{65537},

@@ -99,5 +99,9 @@ void adam_update_(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamAr
                   double decoupled_decay);
 void adam_direction_(Tensor& u, const Tensor& w, const Tensor& g, Tensor& m, Tensor& v,
                      const AdamArgs& a, double decay);
+// ---- Adasum's arithmetic (segment_ops.cu) -----------------------------------------------------
+void segment_partial_sums(const Tensor& a, const Tensor& b, const std::vector<ops::Segment>& segs, double* sums);
+void segment_combine(const Tensor& a, const Tensor& b, Tensor& out, const std::vector<ops::Segment>& segs,
+                     const double* coef);
 
 }  // namespace ada::cuda
