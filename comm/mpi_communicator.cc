@@ -12,10 +12,6 @@ namespace ada::comm {
 namespace {
 
 MPI_Datatype mpi_type(const Tensor& t, const char* op) {
-  ADA_CHECK_ARG(t.device().is_cpu(), DeviceError)
-      << "MPI " << op << ": tensor " << t.str()
-      << " is on a CUDA device; the MPI communicator works on host memory (use the NCCL "
-         "communicator, or copy to the CPU)";
   switch (t.dtype()) {
     case DType::f32: return MPI_FLOAT;
     case DType::i32: return MPI_INT32_T;
@@ -25,6 +21,16 @@ MPI_Datatype mpi_type(const Tensor& t, const char* op) {
                             << " is not supported (f32, i32, i64)";
   }
   return MPI_DATATYPE_NULL;
+}
+
+// MPI works on host memory (Debian's OpenMPI is not CUDA-aware): a tensor on a CUDA device is
+// copied to a host tensor for the call, and a result back. Correct, and slower than NCCL, which
+// GPU runs use where they can; it is how one GPU serves several ranks (NCCL refuses that).
+bool on_device(const Tensor& t) { return t.defined() && !t.device().is_cpu(); }
+Tensor host_copy(const Tensor& t) { return on_device(t) ? t.to(Device::cpu()) : t; }
+Tensor host_output(const Tensor& t) { return on_device(t) ? Tensor::empty(t.shape(), t.dtype()) : t; }
+void write_back(Tensor& t, const Tensor& host) {
+  if (on_device(t)) t.copy_from(host);
 }
 
 MPI_Op mpi_op(ReduceOp op) {
@@ -94,6 +100,11 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::world() {
 }
 
 void MpiCommunicator::allreduce(Tensor& t, ReduceOp op) {
+  if (on_device(t)) {
+    Tensor h = host_copy(t);
+    allreduce(h, op);
+    return write_back(t, h);
+  }
   MPI_Datatype type = mpi_type(t, "allreduce");
   char* p = static_cast<char*>(t.raw_data());
   const size_t es = dtype_size(t.dtype());
@@ -113,6 +124,11 @@ void MpiCommunicator::allreduce(double* data, int64_t count, ReduceOp op) {
 }
 
 void MpiCommunicator::broadcast(Tensor& t, int root) {
+  if (on_device(t)) {
+    Tensor h = host_copy(t);
+    broadcast(h, root);
+    return write_back(t, h);
+  }
   MPI_Datatype type = mpi_type(t, "broadcast");
   ADA_CHECK_ARG(root >= 0 && root < size_, CommError)
       << "broadcast: root " << root << " outside [0, " << size_ << ")";
@@ -126,6 +142,11 @@ void MpiCommunicator::broadcast(Tensor& t, int root) {
 }
 
 void MpiCommunicator::allgather(const Tensor& in, Tensor& out) {
+  if (on_device(in) || on_device(out)) {
+    Tensor h = host_output(out);
+    allgather(host_copy(in), h);
+    return write_back(out, h);
+  }
   MPI_Datatype type = mpi_type(in, "allgather");
   ADA_CHECK_ARG(out.dtype() == in.dtype() && out.numel() == in.numel() * size_, ShapeError)
       << "allgather: output " << out.str() << " must hold " << size_ << " x " << in.numel()
@@ -147,6 +168,11 @@ void MpiCommunicator::allgather(const double* in, int64_t count, double* out) {
 }
 
 void MpiCommunicator::reduce_scatter(const Tensor& in, Tensor& out) {
+  if (on_device(in) || on_device(out)) {
+    Tensor h = host_output(out);
+    reduce_scatter(host_copy(in), h);
+    return write_back(out, h);
+  }
   MPI_Datatype type = mpi_type(in, "reduce_scatter");
   ADA_CHECK_ARG(out.dtype() == in.dtype() && in.numel() == out.numel() * size_, ShapeError)
       << "reduce_scatter: input " << in.str() << " must hold " << size_ << " blocks of output "
@@ -182,6 +208,11 @@ void MpiCommunicator::block_layout(const char* op, const std::vector<int64_t>& c
 }
 
 void MpiCommunicator::reduce_scatter(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts) {
+  if (on_device(in) || on_device(out)) {
+    Tensor h = host_output(out);
+    reduce_scatter(host_copy(in), h, counts);
+    return write_back(out, h);
+  }
   MPI_Datatype type = mpi_type(in, "reduce_scatter");
   std::vector<int> icounts, displs;
   block_layout("reduce_scatter", counts, in.numel(), icounts, displs);
@@ -194,6 +225,11 @@ void MpiCommunicator::reduce_scatter(const Tensor& in, Tensor& out, const std::v
 }
 
 void MpiCommunicator::allgather_inplace(Tensor& buffer, const std::vector<int64_t>& counts) {
+  if (on_device(buffer)) {
+    Tensor h = host_copy(buffer);
+    allgather_inplace(h, counts);
+    return write_back(buffer, h);
+  }
   MPI_Datatype type = mpi_type(buffer, "allgather_inplace");
   std::vector<int> icounts, displs;
   block_layout("allgather_inplace", counts, buffer.numel(), icounts, displs);
@@ -204,6 +240,7 @@ void MpiCommunicator::allgather_inplace(Tensor& buffer, const std::vector<int64_
 }
 
 void MpiCommunicator::send(const Tensor& t, int peer, int tag) {
+  if (on_device(t)) return send(host_copy(t), peer, tag);
   MPI_Datatype type = mpi_type(t, "send");
   const char* p = static_cast<const char*>(t.raw_data());
   const size_t es = dtype_size(t.dtype());
@@ -215,6 +252,11 @@ void MpiCommunicator::send(const Tensor& t, int peer, int tag) {
 }
 
 void MpiCommunicator::recv(Tensor& t, int peer, int tag) {
+  if (on_device(t)) {
+    Tensor h = host_output(t);
+    recv(h, peer, tag);
+    return write_back(t, h);
+  }
   MPI_Datatype type = mpi_type(t, "recv");
   char* p = static_cast<char*>(t.raw_data());
   const size_t es = dtype_size(t.dtype());
@@ -232,6 +274,11 @@ void MpiCommunicator::recv(Tensor& t, int peer, int tag) {
 }
 
 void MpiCommunicator::sendrecv(const Tensor& out, int to, Tensor& in, int from, int tag) {
+  if (on_device(out) || on_device(in)) {
+    Tensor h = host_output(in);
+    sendrecv(host_copy(out), to, h, from, tag);
+    return write_back(in, h);
+  }
   MPI_Datatype type = mpi_type(out, "sendrecv");
   ADA_CHECK_ARG(in.dtype() == out.dtype(), DTypeError) << "sendrecv: send and receive dtypes differ";
   const char* sp = static_cast<const char*>(out.raw_data());
@@ -252,6 +299,14 @@ void MpiCommunicator::sendrecv(const Tensor& out, int to, Tensor& in, int from, 
 void MpiCommunicator::sendrecv_pipelined(const Tensor& out, int to, Tensor& in, int from, int tag,
                                          int64_t chunk,
                                          const std::function<void(int64_t, int64_t)>& on_piece) {
+  if (on_device(out) || on_device(in)) {  // each piece goes to the device before on_piece sees it
+    Tensor h = host_output(in);
+    Tensor flat_in = in.flatten(), flat_h = h.flatten();
+    return sendrecv_pipelined(host_copy(out), to, h, from, tag, chunk, [&](int64_t off, int64_t n) {
+      if (on_device(in)) flat_in.narrow(off, n).copy_from(flat_h.narrow(off, n));
+      on_piece(off, n);
+    });
+  }
   MPI_Datatype type = mpi_type(out, "sendrecv_pipelined");
   ADA_CHECK_ARG(in.dtype() == out.dtype(), DTypeError)
       << "sendrecv_pipelined: send and receive dtypes differ";

@@ -1,4 +1,6 @@
-// MpiCommunicator: the Communicator over an MPI communicator on host memory.
+// MpiCommunicator: the Communicator over an MPI communicator on host memory. Tensors on a CUDA
+// device are staged: copied to host memory for the call and the result copied back (correct,
+// slower than the NCCL communicator; it lets several ranks share one GPU, which NCCL refuses).
 // Every call goes through the communication thread (comm_thread.h). Counts above INT_MAX are
 // sent in chunks. The world communicator of a process: MpiCommunicator::world().
 #pragma once

@@ -15,13 +15,13 @@ if [[ "${1:-}" != "--no-build" ]]; then
   command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DADA_BUILD_TESTS=ON -DADA_WITH_CUDA=ON \
         -DADA_WITH_NCCL=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DADA_MARCH=x86-64-v3 >/dev/null
-  cmake --build "$build" -j "$(nproc)" --target test_cuda test_nccl bench_step bench_ops bench_allreduce trainer
+  cmake --build "$build" -j "$(nproc)" --target test_cuda test_comm_gpu bench_step bench_ops bench_allreduce trainer
 fi
 mkdir -p .git/info
 grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/lib-fallback" "$out/data/mnist"
-for b in test_cuda test_nccl bench_step bench_ops bench_allreduce trainer; do
+for b in test_cuda test_comm_gpu bench_step bench_ops bench_allreduce trainer; do
   cp "$build/bin/$b" "$out/bin/"
   strip --strip-debug "$out/bin/$b"
 done
@@ -43,6 +43,7 @@ done
 # MCA plugins and PMIx at the paths OpenMPI was built with; gpu_test.sh puts them there).
 mkdir -p "$out/mpi"
 cp /usr/bin/orted "$out/bin/"
+cp -L /usr/bin/mpirun "$out/bin/mpirun"  # the multi-rank tests on one GPU (test_comm_gpu)
 cp -r /usr/lib/x86_64-linux-gnu/openmpi "$out/mpi/openmpi"
 cp -r /usr/lib/x86_64-linux-gnu/pmix2 "$out/mpi/pmix2"
 cp -r /usr/share/openmpi "$out/mpi/share-openmpi"

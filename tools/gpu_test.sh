@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs on a lent GPU machine (the device tool), from the repository root, with .gpu/ carried
-# (made here by tools/gpu_bundle.sh): the `cuda` tests, a one-rank MNIST run of the trainer on the
-# GPU beside the same run on the CPU, then the GPU benchmarks against PyTorch eager on the same
-# GPU. Logs go to $OUT (or out/gpu when OUT is unset).
+# (made here by tools/gpu_bundle.sh): the `cuda` tests and the communication tests on device
+# buffers (NCCL at one rank, the reducers through MPI at 1-4 ranks on one GPU), a one-rank MNIST
+# run of the trainer on the GPU beside the same run on the CPU, then the GPU benchmarks against
+# PyTorch eager on the same GPU. Logs go to $OUT (or out/gpu when OUT is unset).
 #   bash tools/gpu_test.sh [tests|train|bench|profile|all] [gtest filter]     (default: all;
 #                                                      profile: per-op GPU time, not in all)
 # That machine has the driver, CUDA 13 with cuBLAS, PyTorch (whose wheels bring cuDNN) and no
@@ -67,10 +68,15 @@ if [[ "$what" == tests || "$what" == all ]]; then
   OMP_NUM_THREADS=8 timeout 900 .gpu/bin/test_cuda --gtest_filter="$filter" 2>&1 | tee "$out/test_cuda.log"
   status=${PIPESTATUS[0]}
   grep -E '^\[  (PASSED|FAILED)|tests? ran|FAILED TEST' "$out/test_cuda.log" | tail -30
-  echo "== NCCL communicator, one rank (NCCL refuses two ranks on one GPU)"
-  timeout 300 .gpu/bin/test_nccl 2>&1 | tee "$out/test_nccl.log"
-  nccl_status=${PIPESTATUS[0]}
-  [[ $status -ne 0 ]] || status=$nccl_status
+  # The NCCL communicator needs one GPU per rank (its tests skip beyond that); the reducers on
+  # device buffers through MPI run at several ranks on one GPU.
+  for np in 1 2 3 4; do
+    echo "== communication on device buffers, $np rank(s)"
+    timeout 300 .gpu/bin/mpirun -np $np --oversubscribe --bind-to none .gpu/bin/test_comm_gpu 2>&1 |
+      tee -a "$out/test_comm_gpu.log" | grep -E '^\[  (PASSED|FAILED|SKIPPED)|tests? ran'
+    np_status=${PIPESTATUS[0]}
+    [[ $status -ne 0 ]] || status=$np_status
+  done
 fi
 if [[ "$what" == train || "$what" == all ]]; then
   echo "== trainer: LeNet-5 on MNIST, one rank, train.device cuda against cpu (1 epoch)"

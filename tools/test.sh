@@ -23,10 +23,10 @@ nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 if [[ -x "$nvcc" && -z "${ADA_NO_CUDA:-}" && $# -eq 0 ]]; then
   cmake -S . -B "$build-cuda" -DCMAKE_BUILD_TYPE=Release -DADA_BUILD_TESTS=ON -DADA_WITH_CUDA=ON \
         -DADA_WITH_NCCL=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_COMPILER="$nvcc"
-  cmake --build "$build-cuda" -j "$jobs" --target test_cuda test_nccl trainer bench_step bench_ops
+  cmake --build "$build-cuda" -j "$jobs" --target test_cuda test_comm_gpu trainer bench_step bench_ops
   "$build-cuda/bin/test_cuda" --gtest_brief=1
-  # The NCCL communicator (skips without a GPU) and its run-time loader (runs here).
-  ctest --test-dir "$build-cuda" --output-on-failure -R nccl
+  # Communication on device buffers (skips without a GPU) and the NCCL loader (runs here).
+  ctest --test-dir "$build-cuda" --output-on-failure -R "nccl|comm_gpu"
 else
   echo "test.sh: nvcc not found: the CUDA build was not compiled"
 fi

@@ -1,0 +1,70 @@
+// The reducers on CUDA device buffers through the MPI communicator (which stages them through
+// host memory), so that several ranks can share one GPU: every rank's result must be the same
+// bits, and equal to the CPU reducer's on the same inputs up to the GPU's summation order and
+// fused multiply-adds. Label `cuda`; skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "comm/reducer_test_util.h"
+#include "core/backend/cuda_runtime.h"
+
+namespace ada::comm::testing {
+namespace {
+
+struct Case {
+  std::string reducer, options, label;
+};
+
+class DeviceReducers : public ::testing::TestWithParam<Case> {};
+
+TEST_P(DeviceReducers, MatchTheCpuReducerAndAgreeOnEveryRank) {
+  const std::string why = cuda::unavailable_reason();
+  if (!why.empty()) {
+    std::printf("[  SKIPPED ] no GPU: %s\n", why.c_str());
+    GTEST_SKIP() << why;
+  }
+  const Case& c = GetParam();
+  Communicator& comm = world();
+  const int p = comm.size();
+  if (c.options.find("local_size: 2") != std::string::npos && p % 2 != 0)
+    GTEST_SKIP() << "2 simulated nodes of 2 ranks need an even world size";
+  std::vector<int64_t> sizes = bucket_sizes(p);
+  sizes.push_back(70001);  // more than one block's chunk of the GPU kernels
+  sizes.push_back(3);
+  const std::vector<float> mine = random_vec(total(sizes), 500 + comm.rank());
+  const std::vector<float> cpu = reduce_with(c.reducer, mine, sizes, comm, c.options);
+
+  auto reducer = make_reducer(c.reducer, c.options);
+  const Device gpu = Device::cuda(comm.local_rank() % cuda::device_count());
+  Tensor buf = Tensor::from_vector<float>(mine, {total(sizes)}).to(gpu);
+  reducer->reduce(buf, spans_of(sizes), comm);
+  ASSERT_EQ(buf.device(), gpu);
+  const std::vector<float> got = buf.to_vector<float>();
+  expect_same_on_every_rank(got, c.label + " on the GPU");
+  std::vector<double> want(cpu.begin(), cpu.end());
+  expect_near_rel(got, want, 1e-6, c.label + ": GPU against CPU");
+  // A second reduction of the same inputs gives the same bits (deterministic kernels).
+  Tensor again = Tensor::from_vector<float>(mine, {total(sizes)}).to(gpu);
+  reducer->reduce(again, spans_of(sizes), comm);
+  EXPECT_EQ(again.to_vector<float>(), got) << c.label << ": not repeatable";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Reducers, DeviceReducers,
+    ::testing::Values(Case{"sum", "{}", "sum"}, Case{"average", "{}", "average"},
+                      Case{"adasum", "{gather_below: 0}", "adasum tree"},
+                      Case{"adasum", "{gather_below: 100000000}", "adasum gathered"},
+                      Case{"adasum", "{hierarchical: true, local_size: 2, gather_below: 0}", "adasum hierarchical"}),
+    [](const ::testing::TestParamInfo<Case>& info) {
+      std::string s = info.param.label;
+      for (char& ch : s)
+        if (ch == ' ') ch = '_';
+      return s;
+    });
+
+}  // namespace
+}  // namespace ada::comm::testing
