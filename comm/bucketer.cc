@@ -1,8 +1,8 @@
 #include "comm/bucketer.h"
 
-#include <cstring>
 #include <string>
 
+#include "core/ops.h"
 #include "core/timeline.h"
 
 namespace ada::comm {
@@ -39,6 +39,10 @@ GradBucketer::GradBucketer(std::vector<Variable> params, Communicator& comm, Red
         << "GradBucketer: parameter " << n - 1 - k << " ('" << (p.defined() ? p.name() : "")
         << "') must be a leaf Variable";
     check_dtype(p.value(), DType::f32, "GradBucketer", p.name().c_str());
+    ADA_CHECK_ARG(p.value().device() == params_[n - 1].value().device(), DeviceError)
+        << "GradBucketer: parameter '" << p.name() << "' is on " << p.value().device().str() << ", '"
+        << params_[n - 1].name() << "' on " << params_[n - 1].value().device().str()
+        << "; the buckets live on one device";
     numels.push_back(p.value().numel());
     ADA_CHECK_ARG(index_.emplace(p.impl(), n - 1 - k).second, Error)
         << "GradBucketer: parameter '" << p.name() << "' is listed twice";
@@ -57,7 +61,7 @@ GradBucketer::GradBucketer(std::vector<Variable> params, Communicator& comm, Red
       offset_of_[param] = off;
       off += numels[k];
     }
-    b.buffer = Tensor::zeros({off});
+    b.buffer = Tensor::zeros({off}, DType::f32, params_.front().value().device());
     if (options.grads_as_bucket_views)
       for (size_t j = 0; j < b.params.size(); ++j) {
         Variable& p = params_[b.params[j]];
@@ -102,16 +106,16 @@ bool GradBucketer::is_view(size_t param) const {
 
 void GradBucketer::copy_in(size_t param, const Tensor& grad) {
   Bucket& b = buckets_[bucket_of_[param]];
-  float* dst = b.buffer.data<float>() + offset_of_[param];
   const int64_t n = params_[param].value().numel();
-  if (grad.defined() && grad.raw_data() == dst) return;  // the grad is the bucket view
+  if (grad.defined() && grad.raw_data() == b.buffer.data<float>() + offset_of_[param]) return;  // the bucket view
+  Tensor dst = b.buffer.narrow(offset_of_[param], n);
   if (grad.defined()) {
     ADA_CHECK_ARG(grad.numel() == n && grad.dtype() == DType::f32, ShapeError)
         << "GradBucketer: gradient " << grad.str() << " of '" << params_[param].name()
         << "' does not match the parameter " << params_[param].value().str();
-    std::memcpy(dst, grad.data<float>(), sizeof(float) * n);
+    dst.copy_from(grad);
   } else {
-    std::memset(dst, 0, sizeof(float) * n);
+    ops::fill_(dst, 0.f);
   }
 }
 
@@ -204,9 +208,8 @@ void GradBucketer::finish() {
   for (size_t i = 0; i < params_.size(); ++i) {
     if (is_view(i)) continue;  // reduced in place
     Tensor& g = params_[i].grad();
-    if (!g.defined()) g = Tensor::empty(params_[i].value().shape());
-    const Bucket& b = buckets_[bucket_of_[i]];
-    std::memcpy(g.data<float>(), b.buffer.data<float>() + offset_of_[i], sizeof(float) * g.numel());
+    if (!g.defined()) g = Tensor::empty(params_[i].value().shape(), DType::f32, params_[i].value().device());
+    g.copy_from(slot(i));
   }
 }
 
@@ -220,11 +223,7 @@ void GradBucketer::reduce(std::vector<Tensor>& tensors) {
     mark_ready(i);
   }
   wait_all();
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const Bucket& b = buckets_[bucket_of_[i]];
-    std::memcpy(tensors[i].data<float>(), b.buffer.data<float>() + offset_of_[i],
-                sizeof(float) * tensors[i].numel());
-  }
+  for (size_t i = 0; i < params_.size(); ++i) tensors[i].copy_from(slot(i));
 }
 
 }  // namespace ada::comm

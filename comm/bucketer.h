@@ -34,7 +34,8 @@ std::vector<std::vector<size_t>> assign_buckets(const std::vector<int64_t>& nume
 
 class GradBucketer {
  public:
-  // `params` in registration order (identical on every rank); each must be an f32 CPU leaf.
+  // `params` in registration order (identical on every rank); each must be an f32 leaf, all on one
+  // device (the buckets live there).
   GradBucketer(std::vector<Variable> params, Communicator& comm, Reducer& reducer,
                BucketOptions options = {});
   ~GradBucketer();

@@ -101,6 +101,7 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::world() {
 
 void MpiCommunicator::allreduce(Tensor& t, ReduceOp op) {
   if (on_device(t)) {
+    if (size_ == 1) return;  // nothing to stage
     Tensor h = host_copy(t);
     allreduce(h, op);
     return write_back(t, h);
@@ -125,6 +126,7 @@ void MpiCommunicator::allreduce(double* data, int64_t count, ReduceOp op) {
 
 void MpiCommunicator::broadcast(Tensor& t, int root) {
   if (on_device(t)) {
+    if (size_ == 1 && root == 0) return;
     Tensor h = host_copy(t);
     broadcast(h, root);
     return write_back(t, h);
@@ -226,6 +228,7 @@ void MpiCommunicator::reduce_scatter(const Tensor& in, Tensor& out, const std::v
 
 void MpiCommunicator::allgather_inplace(Tensor& buffer, const std::vector<int64_t>& counts) {
   if (on_device(buffer)) {
+    if (size_ == 1 && counts.size() == 1 && counts[0] == buffer.numel()) return;
     Tensor h = host_copy(buffer);
     allgather_inplace(h, counts);
     return write_back(buffer, h);

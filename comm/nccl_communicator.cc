@@ -468,6 +468,15 @@ class NcclCommunicator final : public Communicator {
 
 bool nccl_built() { return true; }
 
+std::string nccl_unavailable_reason() {
+  try {
+    nccl::library();
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
 std::unique_ptr<Communicator> make_nccl_communicator(std::shared_ptr<Communicator> host, int device) {
   return std::make_unique<NcclCommunicator>(std::move(host), device, nullptr);
 }

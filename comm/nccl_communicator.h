@@ -30,6 +30,8 @@ namespace ada::comm {
 
 // Whether this build has the NCCL communicator.
 bool nccl_built();
+// Why no NCCL communicator can be made here ("" when the build has one and the library loads).
+std::string nccl_unavailable_reason();
 // An NCCL communicator over the ranks of `host` (collective over it), each on its CUDA device
 // `device`. Throws DeviceError in a build without NCCL or CUDA, when the device does not exist,
 // or when the NCCL library cannot be loaded; CommError when NCCL fails to connect.

@@ -7,6 +7,10 @@ namespace ada::comm {
 
 bool nccl_built() { return false; }
 
+std::string nccl_unavailable_reason() {
+  return "this binary has no NCCL communicator (reconfigure with -DADA_WITH_CUDA=ON -DADA_WITH_NCCL=ON)";
+}
+
 std::unique_ptr<Communicator> make_nccl_communicator(std::shared_ptr<Communicator>, int) {
   ADA_THROW(DeviceError) << "the NCCL communicator is not built in this binary; reconfigure with "
                             "-DADA_WITH_CUDA=ON -DADA_WITH_NCCL=ON";

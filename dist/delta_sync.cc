@@ -32,7 +32,8 @@ DeltaSync::DeltaSync(const StrategyContext& context, const StrategyOptions& opti
   for (size_t i = 0; i < ctx_.params.size(); ++i) {
     anchor_.push_back(ctx_.params[i].var.value().clone());  // the (broadcast) starting point
     slots_.push_back(bucketer_.slot(i));
-    if (delta.outer) momentum_.push_back(Tensor::zeros(ctx_.params[i].var.value().shape()));
+    const Tensor& w = ctx_.params[i].var.value();
+    if (delta.outer) momentum_.push_back(Tensor::zeros(w.shape(), DType::f32, w.device()));
   }
   stepped_.assign(ctx_.params.size(), false);
   if (delta.period == 1 && !overlapped_)

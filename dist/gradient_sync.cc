@@ -20,31 +20,25 @@ std::vector<Variable> vars_of(const std::vector<Param>& params) {
 }  // namespace
 
 GradientSync::GradientSync(const StrategyContext& context, const StrategyOptions& options)
-    : ctx_(context), options_(options) {
-  const bool on_gpu = !context.params.empty() && !context.params.front().var.value().device().is_cpu();
-  ADA_CHECK_ARG(!on_gpu || context.world.size() == 1, DeviceError)
-      << "gradient sync of GPU parameters across " << context.world.size()
-      << " ranks needs the NCCL communicator, which is not built yet; train on one rank per "
-         "GPU run, or on the CPU (train.device: cpu)";
-  if (!on_gpu) bucketer_.emplace(vars_of(context.params), context.world, context.reducer, options.buckets);
-}
+    : ctx_(context), options_(options),
+      bucketer_(vars_of(context.params), context.world, context.reducer, options.buckets) {}
 
 std::string GradientSync::describe() const { return "gradients/" + ctx_.reducer.name(); }
 
 void GradientSync::begin_step(int64_t step, float lr) {
   step_ = step;
   lr_ = lr;
-  if (bucketer_) bucketer_->begin_step();
+  bucketer_.begin_step();
 }
 
-void GradientSync::on_grad_ready(Variable& param) { bucketer_->on_grad_ready(param); }
+void GradientSync::on_grad_ready(Variable& param) { bucketer_.on_grad_ready(param); }
 
 StepResult GradientSync::end_step(double local_loss) {
   StepResult r;
   const auto t0 = Clock::now();
   {
     TraceSpan span("wait for reductions", "comm");
-    if (bucketer_) bucketer_->finish();  // launches what backward did not, waits for every bucket
+    bucketer_.finish();  // launches what backward did not, waits for every bucket
   }
   const auto t1 = Clock::now();
   r.exposed_seconds = seconds(t0, t1);

@@ -17,7 +17,7 @@ class GradientSync : public Strategy {
   GradientSync(const StrategyContext& context, const StrategyOptions& options);
   std::string describe() const override;
   void begin_step(int64_t step, float lr) override;
-  bool wants_grad_hook() const override { return bucketer_.has_value(); }
+  bool wants_grad_hook() const override { return true; }
   void on_grad_ready(Variable& param) override;
   StepResult end_step(double local_loss) override;
   bool optimizer_state_is_local() const override { return false; }
@@ -25,7 +25,7 @@ class GradientSync : public Strategy {
  private:
   StrategyContext ctx_;
   StrategyOptions options_;
-  std::optional<comm::GradBucketer> bucketer_;  // absent: one rank on a GPU
+  comm::GradBucketer bucketer_;  // on the parameters' device
   int64_t step_ = 0;
   float lr_ = 0;
 };

@@ -19,6 +19,7 @@
 #include "apps/common/cli.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_runtime.h"
+#include "comm/nccl_communicator.h"
 #include "core/backend/cuda_runtime.h"
 #include "core/atomic_file.h"
 #include "core/cpu_isa.h"
@@ -130,6 +131,7 @@ struct Settings {
   std::string out_dir, ckpt_dir, timeline;
   Device device;  // train.device: where the model, its optimizer state and the batches live
   Precision precision = Precision::fp32;  // train.precision (core/precision.h)
+  std::string comm = "auto", comm_where;  // train.comm: the step's communicator
 };
 
 // train.device: "cpu", "cuda" (this rank's node-local index modulo the visible GPUs) or
@@ -201,6 +203,8 @@ class Trainer {
   // Rank 0's parameters and buffers (or only buffers: BN running statistics) to every rank.
   void broadcast_state(bool buffers_only = false);
   // train.timeline: each rank records into PATH.rank<r>; rank 0 merges them into PATH at the end.
+  // train.comm: the communicator of the step's reductions (collective: every rank agrees).
+  comm::Communicator& step_comm();
   void open_timeline();
   void close_timeline();
   std::string timeline_rank_file(int rank) const { return s_.timeline + ".rank" + std::to_string(rank); }
@@ -208,6 +212,7 @@ class Trainer {
   Args args_;
   comm::MpiRuntime& mpi_;
   std::unique_ptr<comm::MpiCommunicator> world_;
+  std::unique_ptr<comm::Communicator> device_comm_;  // NCCL over world_'s ranks (train.comm)
   std::optional<Config> cfg_;
   Settings s_;
   std::unique_ptr<nn::Model> model_;
@@ -272,6 +277,13 @@ void Trainer::setup() {
   s_.timeline = t.get_or<std::string>("timeline", "");
   s_.device = read_device(t, world_->local_rank());
   s_.precision = read_precision(t, s_.device);
+  s_.comm = t.get_or<std::string>("comm", "auto");
+  s_.comm_where = t.where("comm");
+  ADA_CHECK_ARG(s_.comm == "auto" || s_.comm == "mpi" || s_.comm == "nccl", ConfigError)
+      << s_.comm_where << ": unknown communicator '" << s_.comm
+      << "'; known: auto (NCCL for a CUDA run with a GPU per rank, else MPI), mpi, nccl";
+  ADA_CHECK_ARG(s_.comm != "nccl" || !s_.device.is_cpu(), ConfigError)
+      << s_.comm_where << ": nccl reduces CUDA device buffers; set train.device: cuda, or comm: mpi";
   set_cpu_matmul_precision(s_.precision);
   if (t.has("straggler")) straggler_.emplace(t.child("straggler"), world);
   const std::string nonfinite = t.get_or<std::string>("on_nonfinite", "stop");
@@ -354,20 +366,16 @@ void Trainer::setup() {
   schedule_ = optim::make_schedule(schedules, sc, base_lr);
   spec_ = dist::read_strategy_spec(cfg, *reducer_, world);
   if (!s_.device.is_cpu()) {
-    // Until the NCCL communicator lands, a GPU run is one rank: its step is the optimizer's step
-    // whatever the reducer (any reducer of one rank is the identity; a model delta of one rank is
-    // the step itself), and the decentralised syncs have no one to average with.
-    ADA_CHECK_ARG(world == 1, ConfigError)
-        << t.where("device") << ": " << s_.device.str() << " with " << world
-        << " ranks needs the NCCL communicator, which is not built yet; run one rank on the GPU "
-           "or train on the CPU (train.device: cpu)";
+    // The decentralised syncs keep flat host copies of the model (dist/model_average.h): not on
+    // a GPU yet.
     ADA_CHECK_ARG(spec_.sync == "none", ConfigError)
         << cfg.where("sync.name") << ": sync '" << spec_.sync << "' on " << s_.device.str()
-        << " is not supported yet (the GPU path runs one rank); use sync: none or train.device: cpu";
-    if (spec_.target == comm::ReduceTarget::model_delta)
+        << " is not supported yet; use sync: none or train.device: cpu";
+    if (world == 1 && spec_.target == comm::ReduceTarget::model_delta) {
       log_info("one rank on {}: the model-delta target is the optimizer's own step there; "
                "gradients are used (same update)", s_.device.str());
-    spec_.target = comm::ReduceTarget::gradients;
+      spec_.target = comm::ReduceTarget::gradients;
+    }
   }
   comm::BucketOptions bo;
   bo.bucket_bytes = static_cast<int64_t>(red.get_or<double>("bucket_mb", 25.0) * (1 << 20));
@@ -412,7 +420,7 @@ void Trainer::setup() {
   so_.clip_grad_norm = s_.clip;
   so_.skip_nonfinite = s_.skip_nonfinite;
   so_.buckets = bo;
-  strategy_ = dist::make_strategy(spec_, {params_, *optimizer_, *world_, *reducer_}, so_);
+  strategy_ = dist::make_strategy(spec_, {params_, *optimizer_, step_comm(), *reducer_}, so_);
 
   data::SamplerOptions so;
   so.rank = rank;
@@ -443,6 +451,30 @@ void Trainer::setup() {
            world, num_threads(), cpu::isa_description(), precision_name(s_.precision), model_->type_name(), model_->parameter_count(), strategy_->describe(),
            total_steps_, s_.micro, s_.batch, data_.train->describe());
   if (straggler_) log_info("straggler: {}", straggler_->describe());
+}
+
+comm::Communicator& Trainer::step_comm() {
+  if (s_.device.is_cpu() || s_.comm == "mpi") return *world_;
+  // NCCL when every rank can use it: the build has it, the library loads, and no two ranks of a
+  // node share a GPU (NCCL refuses that). Decided together, so that all ranks agree.
+  std::string why = comm::nccl_unavailable_reason();
+  if (why.empty() && world_->local_size() > cuda::device_count())
+    why = std::to_string(world_->local_size()) + " ranks share this node's " + std::to_string(cuda::device_count()) +
+          " GPU(s), and NCCL needs one GPU per rank";
+  double usable = why.empty() ? 1 : 0;
+  world_->allreduce(&usable, 1, comm::ReduceOp::min);
+  if (usable == 0 && why.empty()) why = "another rank cannot use NCCL (see its log)";
+  if (!why.empty()) {
+    ADA_CHECK_ARG(s_.comm != "nccl", ConfigError) << s_.comm_where << ": nccl is not usable: " << why
+                                                  << "; use comm: mpi (or auto), which stages device buffers through host memory";
+    log_info("train.comm: MPI, staging the device buffers through host memory ({})", why);
+    return *world_;
+  }
+  // Non-owning: device_comm_ is declared after world_, so it goes first.
+  device_comm_ = comm::make_nccl_communicator(std::shared_ptr<comm::Communicator>(world_.get(), [](comm::Communicator*) {}),
+                                              s_.device.index);
+  log_info("train.comm: NCCL on {}", s_.device.str());
+  return *device_comm_;
 }
 
 void Trainer::broadcast_state(bool buffers_only) {
@@ -917,6 +949,7 @@ int Trainer::run() {
                           {"skipped_steps", skipped_},
                           {"peak_rss_mb_max_rank", peak_mb},
                           {"device", s_.device.str()},
+                          {"comm", device_comm_ ? device_comm_->backend() : world_->backend()},
                           {"precision", precision_name(s_.precision)},
                           {"cpu_isa", cpu::isa_name(cpu::isa())}};
     if (!s_.device.is_cpu()) sum["gpu_peak_allocated_mb"] = gpu_peak_mb;

@@ -157,9 +157,10 @@ def cases(src):
     T("value_clip_negative", {"train": {"clip_grad_norm": -1}}, "train.clip_grad_norm")
     T("device_unknown", {"train": {"device": "gpu"}}, "train.device", "unknown device 'gpu'", "known: cpu, cuda")
     T("device_index_bad", {"train": {"device": "cuda:x"}}, "train.device", "unknown device 'cuda:x'")
-    # Without a usable GPU (no CUDA build, no device) or at 2 ranks (no NCCL yet): refused, naming
-    # the key and the way out.
+    # Without a usable GPU (no CUDA build, no device): refused, naming the key and the way out.
     T("device_cuda_unavailable", {"train": {"device": "cuda"}}, "train.device", "train.device: cpu")
+    T("comm_unknown", {"train": {"comm": "gloo"}}, "train.comm", "unknown communicator 'gloo'", "known: auto")
+    T("comm_nccl_on_cpu", {"train": {"comm": "nccl"}}, "train.comm", "nccl reduces CUDA device buffers", "comm: mpi")
     # Precision: unknown names, fp16 on the CPU, bf16 where the CPU kernels cannot run it (forced
     # below avx512 here, so the case holds on every CPU), a bad ADA_CPU_ISA.
     T("precision_unknown", {"train": {"precision": "fp8"}}, "train.precision", "unknown precision 'fp8'", "known: fp32, bf16")
