@@ -79,7 +79,7 @@ if [[ "$what" == tests || "$what" == all ]]; then
   done
 fi
 if [[ "$what" == train || "$what" == all ]]; then
-  echo "== trainer: LeNet-5 on MNIST, one rank, train.device cuda against cpu (1 epoch)"
+  echo "== trainer: LeNet-5 on MNIST, one rank, train.device cuda against cpu (1 epoch), then several ranks"
   for dev in cuda cpu; do
     echo "-- train.device $dev"
     OMP_NUM_THREADS=8 timeout 300 .gpu/bin/trainer --config configs/mnist_lenet_adasum.yaml \
@@ -91,6 +91,16 @@ if [[ "$what" == train || "$what" == all ]]; then
   OMP_NUM_THREADS=8 timeout 300 .gpu/bin/trainer --config configs/mnist_lenet_adasum.yaml \
     --set train.device=cuda --set train.epochs=2 --set output.dir=out/gpu-train-cuda --resume auto 2>&1 |
     grep -v '^step ' | grep -E 'resumed|eval at|done|error|accuracy' | tee -a "$out/train.log"
+  # Several ranks: NCCL at one rank (train.comm: nccl), then 2 and 4 ranks sharing the GPU
+  # (train.comm: auto picks MPI, staging the buckets through host memory), Adasum and average.
+  for run in "1 nccl adasum" "2 auto adasum" "4 auto adasum" "4 auto average"; do
+    set -- $run
+    echo "-- $1 rank(s) on the GPU, train.comm $2, reducer $3 (1 epoch)" | tee -a "$out/train.log"
+    OMP_NUM_THREADS=2 timeout 600 .gpu/bin/mpirun -np "$1" --oversubscribe --bind-to none .gpu/bin/trainer \
+      --config configs/mnist_lenet_$3.yaml --set train.device=cuda --set train.comm="$2" --set train.epochs=1 \
+      --set output.dir="out/gpu-train-np$1-$3" --set checkpoint.overwrite=true 2>&1 |
+      grep -E 'train.comm|eval at|done|error|accuracy' | tee -a "$out/train.log"
+  done
 fi
 if [[ "$what" == bench || "$what" == all ]]; then
   echo "== benchmarks (ours against PyTorch eager on this GPU)"
