@@ -113,22 +113,14 @@ class NcclCommunicator final : public Communicator {
 
   void allreduce(Tensor& t, ReduceOp op) override {
     if (!on_device({&t}, "allreduce")) return host_->allreduce(t, op);
-    const ncclDataType_t type = nccl_type(t.dtype(), "allreduce");
-    launch("allreduce", ready(), [&](const nccl::Library& lib) {
-      check(lib.ncclAllReduce(t.raw_data(), t.raw_data(), t.numel(), type, nccl_op(op), comm_, stream_),
-            "ncclAllReduce(t, t, count, type, op, comm, stream)", __FILE__, __LINE__);
-    });
+    allreduce_after(t, op, ready());
   }
   void allreduce(double* data, int64_t count, ReduceOp op) override { host_->allreduce(data, count, op); }
 
   void broadcast(Tensor& t, int root) override {
     if (!on_device({&t}, "broadcast")) return host_->broadcast(t, root);
     check_rank(root, "broadcast", "root");
-    const ncclDataType_t type = nccl_type(t.dtype(), "broadcast");
-    launch("broadcast", ready(), [&](const nccl::Library& lib) {
-      check(lib.ncclBroadcast(t.raw_data(), t.raw_data(), t.numel(), type, root, comm_, stream_),
-            "ncclBroadcast(t, t, count, type, root, comm, stream)", __FILE__, __LINE__);
-    });
+    broadcast_after(t, root, ready());
   }
 
   void allgather(const Tensor& in, Tensor& out) override {
@@ -288,13 +280,7 @@ class NcclCommunicator final : public Communicator {
     nccl_type(t.dtype(), "allreduce_async");
     Tensor held = t;  // keeps the storage alive until the operation ran
     std::shared_ptr<Event> producers = ready();  // the producers queued by now, not by the time it runs
-    return CommThread::instance().submit([this, held, op, producers]() mutable {
-      launch("allreduce_async", producers, [&](const nccl::Library& lib) {
-        check(lib.ncclAllReduce(held.raw_data(), held.raw_data(), held.numel(), nccl_type(held.dtype(), "allreduce"),
-                                nccl_op(op), comm_, stream_),
-              "ncclAllReduce(t, t, count, type, op, comm, stream)", __FILE__, __LINE__);
-      });
-    });
+    return CommThread::instance().submit([this, held, op, producers]() mutable { allreduce_after(held, op, producers); });
   }
 
   WorkHandle broadcast_async(Tensor& t, int root) override {
@@ -303,18 +289,28 @@ class NcclCommunicator final : public Communicator {
     nccl_type(t.dtype(), "broadcast_async");
     Tensor held = t;
     std::shared_ptr<Event> producers = ready();
-    return CommThread::instance().submit([this, held, root, producers]() mutable {
-      launch("broadcast_async", producers, [&](const nccl::Library& lib) {
-        check(lib.ncclBroadcast(held.raw_data(), held.raw_data(), held.numel(), nccl_type(held.dtype(), "broadcast"),
-                                root, comm_, stream_),
-              "ncclBroadcast(t, t, count, type, root, comm, stream)", __FILE__, __LINE__);
-      });
-    });
+    return CommThread::instance().submit([this, held, root, producers]() mutable { broadcast_after(held, root, producers); });
   }
 
   WorkHandle run_async(std::function<void()> op) override { return CommThread::instance().submit(std::move(op)); }
 
  private:
+  // In-place allreduce and broadcast of a device tensor once `producers` have run.
+  void allreduce_after(Tensor& t, ReduceOp op, const std::shared_ptr<Event>& producers) {
+    const ncclDataType_t type = nccl_type(t.dtype(), "allreduce");
+    launch("allreduce", producers, [&](const nccl::Library& lib) {
+      check(lib.ncclAllReduce(t.raw_data(), t.raw_data(), t.numel(), type, nccl_op(op), comm_, stream_),
+            "ncclAllReduce(t, t, count, type, op, comm, stream)", __FILE__, __LINE__);
+    });
+  }
+  void broadcast_after(Tensor& t, int root, const std::shared_ptr<Event>& producers) {
+    const ncclDataType_t type = nccl_type(t.dtype(), "broadcast");
+    launch("broadcast", producers, [&](const nccl::Library& lib) {
+      check(lib.ncclBroadcast(t.raw_data(), t.raw_data(), t.numel(), type, root, comm_, stream_),
+            "ncclBroadcast(t, t, count, type, root, comm, stream)", __FILE__, __LINE__);
+    });
+  }
+
   // True when every tensor is on this communicator's device, false when every one is on the CPU
   // (the host communicator's business); anything else is a DeviceError.
   bool on_device(std::initializer_list<const Tensor*> ts, const char* op) const {
