@@ -27,10 +27,11 @@
 // (core/backend/cpu/op_profile.h); prints milliseconds per step per op.
 // --profile (cuda): after the timed steps, `steps` more steps with every op bracketed by CUDA
 // events; prints GPU milliseconds per op (an op that calls another is counted in both).
-// --precision bf16 (cpu): our matrix products with bf16 inputs and fp32 accumulation
-// (train.precision: bf16, core/precision.h; needs AVX512_BF16). The same model is timed in fp32
-// first, in the same process, and the bf16/fp32 ratio printed; the twins run their forward under
-// torch.autocast("cpu", torch.bfloat16), PyTorch's CPU mixed precision.
+// --precision bf16: our matrix products with bf16 inputs and fp32 accumulation
+// (train.precision: bf16, core/precision.h; on the CPU it needs AVX512_BF16, on a GPU cuBLAS's
+// bf16 products and TF32 convolutions). The same model is timed in fp32 first, in the same
+// process, and the bf16/fp32 ratio printed; the twins run their forward under
+// torch.autocast(device, torch.bfloat16), PyTorch's mixed precision.
 // The twin runs under --python (default /usr/bin/python3; e.g. --python python3 for a pip torch).
 // On cuda it runs once, as installed (the tuned runtime is a CPU matter).
 #include <sys/resource.h>
@@ -152,8 +153,6 @@ int main(int argc, char** argv) {
     ADA_CHECK_ARG(precision == "fp32" || precision == "bf16", ConfigError)
         << "--precision must be fp32 or bf16, not '" << precision << "'";
     const bool bf16 = precision == "bf16";
-    ADA_CHECK_ARG(!bf16 || device == "cpu", ConfigError)
-        << "--precision bf16 is built for the CPU only (GPU mixed precision is not built yet)";
     const bool on_cuda = device == "cuda";
     const char* tf32_env = std::getenv("ADA_CUDA_TF32");
     const bool tf32 = on_cuda && tf32_env && std::string(tf32_env) == "1";
@@ -206,7 +205,8 @@ int main(int argc, char** argv) {
     double fp32_step_s = 0;
     if (bf16) {  // our fp32 step first, then bf16 from a warm-up step on
       fp32_step_s = median_step();
-      set_cpu_matmul_precision(Precision::bf16);
+      if (on_cuda) set_cuda_matmul_precision(Precision::bf16);
+      else set_cpu_matmul_precision(Precision::bf16);
       one_step();
     }
     const double step_s = median_step(), ours_sps = batch / step_s;

@@ -16,4 +16,13 @@ const char* precision_name(Precision p);
 void set_cpu_matmul_precision(Precision p);
 Precision cpu_matmul_precision();
 
+// The CUDA backend's matrix products: fp32 (TF32 only with ADA_CUDA_TF32=1), or bf16 — cuBLAS
+// products with both operands rounded to bf16 and fp32 accumulation on the tensor cores
+// (CUBLAS_COMPUTE_32F_FAST_16BF, the GPU form of the CPU's bf16), and cuDNN convolutions in TF32
+// (cuDNN has no bf16 mode for fp32 tensors; TF32 keeps more mantissa bits than bf16). fp32
+// tensors, outputs and everything else as above. Process-wide; the default is fp32. Setting bf16
+// in a build without CUDA throws DeviceError.
+void set_cuda_matmul_precision(Precision p);
+Precision cuda_matmul_precision();
+
 }  // namespace ada

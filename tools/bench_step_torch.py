@@ -18,9 +18,10 @@ oneDNN, which prefers it; BERT has no 4-d tensors and keeps its layout); bench_s
 with tcmalloc preloaded (LD_PRELOAD=.../libtcmalloc_minimal.so.4) and the OpenMP OpenBLAS first
 on the library path (LD_LIBRARY_PATH=.../openblas-openmp), on that command only.
 
---precision bf16 (cpu only; bench_step --precision bf16): forward and loss under
-torch.autocast("cpu", dtype=torch.bfloat16), PyTorch's CPU mixed precision (oneDNN bf16 matmuls
-and convolutions, fp32 parameters, gradients and optimizer), the peer of our train.precision: bf16.
+--precision bf16 (bench_step --precision bf16): forward and loss under
+torch.autocast(device, dtype=torch.bfloat16), PyTorch's mixed precision (bf16 matmuls and
+convolutions through oneDNN on the CPU, cuBLAS/cuDNN on a GPU; fp32 parameters, gradients and
+optimizer), the peer of our train.precision: bf16.
 
 --device cuda (run by bench_step --device cuda, under its --python): model, optimizer state and
 batch on cuda:0, fp32 with TF32 off for cuBLAS and cuDNN unless --tf32 (bench_step passes it
@@ -165,10 +166,8 @@ def main():
     ap.add_argument("--tuned", action="store_true",
                     help="channels-last CNNs; report the runtime's shortfalls (cpu only)")
     ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
-                    help="bf16: forward under torch.autocast('cpu', torch.bfloat16) (cpu only)")
+                    help="bf16: forward under torch.autocast(device, torch.bfloat16)")
     a = ap.parse_args()
-    if a.precision != "fp32" and a.device != "cpu":
-        raise SystemExit("bench_step_torch.py: --precision bf16 is for --device cpu")
     if a.tuned and a.device != "cpu":
         raise SystemExit("bench_step_torch.py: --tuned is for --device cpu")
     torch.set_num_threads(a.threads)
@@ -215,7 +214,7 @@ def main():
         opt = torch.optim.AdamW(net.parameters(), lr=1e-4, weight_decay=0.01)
         opt_name = "AdamW"
     net.train()
-    if a.precision == "bf16":
+    if a.precision == "bf16" and a.device == "cpu":
         # torch 1.13's CPU autocast hands layer_norm a bf16 input with fp32 weights and fails
         # ("expected scalar type BFloat16 but found Float"); later releases run it in fp32, as here.
         for m in net.modules():
@@ -225,7 +224,7 @@ def main():
 
     def step():
         opt.zero_grad(set_to_none=False)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+        with torch.autocast(a.device, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
             loss = loss_fn()
         loss.backward()
         opt.step()

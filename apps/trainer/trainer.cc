@@ -158,18 +158,22 @@ Device read_device(const Config& t, int local_rank) {
   return Device::cuda(index);
 }
 
-// train.precision: fp32 (default) or bf16: the CPU's matrix products (linear layers, attention,
+// train.precision: fp32 (default) or bf16: the matrix products (linear layers, attention,
 // convolutions) take bf16 inputs and accumulate in fp32, everything else stays fp32
-// (core/precision.h). Mixed precision on a GPU (bf16/fp16 with loss scaling) is not built yet.
+// (core/precision.h; on a GPU cuBLAS's bf16 products and TF32 convolutions). fp16 with loss
+// scaling is not built yet.
 Precision read_precision(const Config& t, const Device& device) {
   const std::string s = t.get_or<std::string>("precision", "fp32");
   if (s == "fp32") return Precision::fp32;
   ADA_CHECK_ARG(s == "bf16" || s == "fp16", ConfigError)
       << t.where("precision") << ": unknown precision '" << s << "'; known: fp32, bf16";
-  ADA_CHECK_ARG(device.is_cpu(), ConfigError)
-      << t.where("precision") << ": " << s << " on " << device.str()
-      << " is not built yet (GPU mixed precision comes with the NCCL and mixed-precision work); "
-         "use precision: fp32 on the GPU";
+  ADA_CHECK_ARG(s == "bf16" || device.is_cpu(), ConfigError)
+      << t.where("precision") << ": fp16 on " << device.str()
+      << " is not built yet (it needs dynamic loss scaling); use bf16 or fp32";
+  if (!device.is_cpu()) {
+    set_cuda_matmul_precision(Precision::bf16);
+    return Precision::bf16;
+  }
   ADA_CHECK_ARG(s == "bf16", ConfigError)
       << t.where("precision") << ": fp16 is not supported on the CPU (no fp16 dot products); "
          "use bf16 on a CPU with AVX512_BF16, or fp32";
@@ -284,7 +288,7 @@ void Trainer::setup() {
       << "'; known: auto (NCCL for a CUDA run with a GPU per rank, else MPI), mpi, nccl";
   ADA_CHECK_ARG(s_.comm != "nccl" || !s_.device.is_cpu(), ConfigError)
       << s_.comm_where << ": nccl reduces CUDA device buffers; set train.device: cuda, or comm: mpi";
-  set_cpu_matmul_precision(s_.precision);
+  if (s_.device.is_cpu()) set_cpu_matmul_precision(s_.precision);  // (read_precision set the GPU's)
   if (t.has("straggler")) straggler_.emplace(t.child("straggler"), world);
   const std::string nonfinite = t.get_or<std::string>("on_nonfinite", "stop");
   ADA_CHECK_ARG(nonfinite == "stop" || nonfinite == "skip", ConfigError)

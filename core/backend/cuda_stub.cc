@@ -1,6 +1,7 @@
 // CUDA runtime seam for builds without CUDA: every call that needs a GPU says how to get one.
 #include "core/backend/cuda_runtime.h"
 #include "core/error.h"
+#include "core/precision.h"
 
 namespace ada::cuda {
 namespace {
@@ -29,3 +30,10 @@ std::string profile_report() { return ""; }
 OpTimer::OpTimer(const char* op) : op_(op) {}
 OpTimer::~OpTimer() = default;
 }  // namespace ada::cuda
+
+namespace ada {
+void set_cuda_matmul_precision(Precision p) {
+  if (p != Precision::fp32) cuda::no_cuda("bf16 matrix products on a GPU");
+}
+Precision cuda_matmul_precision() { return Precision::fp32; }
+}  // namespace ada

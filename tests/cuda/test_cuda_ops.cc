@@ -35,6 +35,7 @@
 
 #include "core/backend/cuda/cuda_ops.h"
 #include "core/ops.h"
+#include "core/precision.h"
 #include "core/random.h"
 #include "core/tensor.h"
 #include "cuda/cuda_test_util.h"
@@ -616,6 +617,47 @@ TEST(CudaOps, GemmAndMatmulAllTransposes) {
         EXPECT_TRUE(near("gemm alpha 2 beta 0 over a NaN-filled c " + what, gc, c, kMmRtol,
                          mm_atol(d.k, 2.0)));
       }
+}
+
+// train.precision: bf16 on a GPU (core/precision.h): cuBLAS rounds both operands to bf16 and
+// sums in fp32, so the product matches a double reference over bf16-rounded operands within
+// fp32 accumulation error, and differs from the fp32 product by the operands' rounding (checked,
+// so that the switch is seen to act). Restored to fp32 at the end.
+TEST(CudaOps, Bf16MatrixProductsRoundTheOperands) {
+  ADA_REQUIRE_GPU();
+  auto bf16 = [](float x) {  // nearest even
+    uint32_t u;
+    std::memcpy(&u, &x, 4);
+    u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+    float r;
+    std::memcpy(&r, &u, 4);
+    return static_cast<double>(r);
+  };
+  const int64_t m = 67, k = 300, n = 129;
+  const Tensor a = rand_cpu({m, k}, 91), b = rand_cpu({k, n}, 92);
+  const std::vector<float> av = a.to_vector<float>(), bv = b.to_vector<float>();
+  std::vector<float> want(m * n);
+  double worst_rounding = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0, exact = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        s += bf16(av[i * k + p]) * bf16(bv[p * n + j]);
+        exact += static_cast<double>(av[i * k + p]) * bv[p * n + j];
+      }
+      want[i * n + j] = static_cast<float>(s);
+      worst_rounding = std::max(worst_rounding, std::fabs(s - exact));
+    }
+  set_cuda_matmul_precision(Precision::bf16);
+  const Tensor got = ops::matmul(on_gpu(a), on_gpu(b));
+  set_cuda_matmul_precision(Precision::fp32);
+  EXPECT_TRUE(near("bf16 matmul", got, Tensor::from_vector<float>(want, {m, n}), kMmRtol, mm_atol(k)));
+  const Tensor fp32 = ops::matmul(on_gpu(a), on_gpu(b));
+  const std::vector<float> g = got.to_vector<float>(), f = fp32.to_vector<float>();
+  double diff = 0;
+  for (size_t i = 0; i < g.size(); ++i) diff = std::max(diff, std::fabs(static_cast<double>(g[i]) - f[i]));
+  EXPECT_GT(diff, 0.25 * worst_rounding) << "the bf16 product equals the fp32 one: the switch did not act";
+  EXPECT_EQ(cuda_matmul_precision(), Precision::fp32);
 }
 
 TEST(CudaOps, GemmBatchedAndBmmAllTransposes) {

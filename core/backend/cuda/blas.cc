@@ -12,6 +12,7 @@
 #include "core/backend/cuda/cuda_common.h"
 #include "core/backend/op_shapes.h"
 #include "core/backend/cuda/cuda_ops.h"
+#include "core/precision.h"
 
 namespace ada::cuda {
 namespace {
@@ -59,8 +60,9 @@ void gemm_strided(const char* op, int dev, const float* a, const float* b, float
   const int ldc = m;
   const cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasComputeType_t compute =
-      allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const cublasComputeType_t compute = cuda_matmul_precision() == Precision::bf16 ? CUBLAS_COMPUTE_32F_FAST_16BF
+                                      : allow_tf32()                               ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                                                   : CUBLAS_COMPUTE_32F;
   cublasHandle_t h = cublas(dev);
   if (batch == 1) {
     ADA_CUBLAS_CHECK(cublasGemmEx(h, opb, opa, m, n, k, &alpha, b, CUDA_R_32F, ldb, a, CUDA_R_32F,
@@ -89,6 +91,18 @@ bool allow_tf32() {
 }
 
 void set_allow_tf32(bool on) { g_tf32.store(on ? 1 : 0); }
+
+}  // namespace ada::cuda
+
+namespace ada {
+namespace {
+std::atomic<Precision> g_cuda_precision{Precision::fp32};
+}
+void set_cuda_matmul_precision(Precision p) { g_cuda_precision.store(p, std::memory_order_relaxed); }
+Precision cuda_matmul_precision() { return g_cuda_precision.load(std::memory_order_relaxed); }
+}  // namespace ada
+
+namespace ada::cuda {
 
 void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, float alpha, float beta) {
   const int dev = require_f32("gemm", {&a, &b, &c});

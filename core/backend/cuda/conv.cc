@@ -15,6 +15,7 @@
 #include "core/backend/cuda/cuda_common.h"
 #include "core/backend/op_shapes.h"
 #include "core/backend/cuda/cuda_ops.h"
+#include "core/precision.h"
 
 // cuDNN 9 marks the legacy convolution API deprecated (warned about only when
 // CUDNN_WARN_DEPRECATED is defined); it is still shipped in libcudnn_cnn and is what we use.
@@ -178,14 +179,15 @@ std::unique_ptr<Plan> make_plan(int dev, Dir dir, const ConvGeom& g, bool tf32) 
   return pl;
 }
 
-// The cached plan for this convolution under the current math mode (allow_tf32()). Plans are
+// The cached plan for this convolution under the current math mode (TF32 when allow_tf32() or
+// bf16 matrix products, core/precision.h). Plans are
 // never evicted or destroyed (the cache outlives static destruction on purpose), so the
 // reference stays valid.
 const Plan& get_plan(int dev, Dir dir, const ConvGeom& g) {
   using Key = std::array<int64_t, 16>;
   static std::mutex* mu = new std::mutex;
   static auto* cache = new std::map<Key, std::unique_ptr<Plan>>;
-  const bool tf32 = allow_tf32();
+  const bool tf32 = allow_tf32() || cuda_matmul_precision() == Precision::bf16;
   const Conv2dParams& p = g.prm;
   const Key key{dev,       static_cast<int64_t>(dir), g.n,     g.c,     g.h,     g.w,
                 g.k,       g.r,                       g.s,     p.stride_h, p.stride_w, p.pad_h,
