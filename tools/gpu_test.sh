@@ -93,12 +93,13 @@ if [[ "$what" == train || "$what" == all ]]; then
     grep -v '^step ' | grep -E 'resumed|eval at|done|error|accuracy' | tee -a "$out/train.log"
   # Several ranks: NCCL at one rank (train.comm: nccl), then 2 and 4 ranks sharing the GPU
   # (train.comm: auto picks MPI, staging the buckets through host memory), Adasum and average.
-  for run in "1 nccl adasum" "2 auto adasum" "4 auto adasum" "4 auto average"; do
+  # And bf16 matrix products at one rank (train.precision: bf16).
+  for run in "1 nccl adasum fp32" "2 auto adasum fp32" "4 auto adasum fp32" "4 auto average fp32" "1 auto adasum bf16"; do
     set -- $run
-    echo "-- $1 rank(s) on the GPU, train.comm $2, reducer $3 (1 epoch)" | tee -a "$out/train.log"
+    echo "-- $1 rank(s) on the GPU, train.comm $2, reducer $3, $4 (1 epoch)" | tee -a "$out/train.log"
     OMP_NUM_THREADS=2 timeout 600 .gpu/bin/mpirun -np "$1" --oversubscribe --bind-to none .gpu/bin/trainer \
       --config configs/mnist_lenet_$3.yaml --set train.device=cuda --set train.comm="$2" --set train.epochs=1 \
-      --set output.dir="out/gpu-train-np$1-$3" --set checkpoint.overwrite=true 2>&1 |
+      --set train.precision="$4" --set output.dir="out/gpu-train-np$1-$3-$4" --set checkpoint.overwrite=true 2>&1 |
       grep -E 'train.comm|eval at|done|error|accuracy' | tee -a "$out/train.log"
   done
 fi
@@ -110,6 +111,10 @@ if [[ "$what" == bench || "$what" == all ]]; then
              "bert_large --batch 4 --seq 512" "bert_base --batch 32 --seq 128" "resnet20_mnist --batch 256"; do
       echo "-- bench_step --model $m --device cuda"
       timeout 300 .gpu/bin/bench_step --model $m --device cuda --steps 20 --python "$py" 2>&1
+    done
+    for m in "resnet50 --batch 64" "bert_large --batch 16 --seq 128"; do
+      echo "-- bench_step --model $m --device cuda --precision bf16 (against torch.autocast bf16)"
+      timeout 300 .gpu/bin/bench_step --model $m --device cuda --precision bf16 --steps 20 --python "$py" 2>&1
     done
     echo "-- bench_ops --device cuda"
     timeout 300 .gpu/bin/bench_ops --device cuda --python "$py" --batch 64 --repeats 5 --verbose 2>&1
