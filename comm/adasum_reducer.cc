@@ -17,8 +17,17 @@ constexpr int kTagFold = 7101, kTagUnfold = 7102, kTagLevel = 7200, kTagGather =
 constexpr int64_t kPipelineChunk = 1 << 17;
 int64_t pipeline_chunk(const Tensor& x) { return x.device().is_cpu() ? kPipelineChunk : 0; }
 
-// The coefficients of every tensor's pair operator from its summed triples (slot i: tensor i).
-std::vector<double> coefficients(const std::vector<double>& triples, double w_a, double w_b);
+// The coefficients (ca, cb) of every tensor's pair operator from its summed triples (slot i:
+// tensor i), for ops::segment_combine.
+std::vector<double> coefficients(const std::vector<double>& triples, double w_a, double w_b) {
+  std::vector<double> coef(2 * (triples.size() / 3));
+  for (size_t i = 0; i < coef.size() / 2; ++i) {
+    const auto c = adasum_coefficients(triples[3 * i], triples[3 * i + 1], triples[3 * i + 2], w_a, w_b);
+    coef[2 * i] = c.ca;
+    coef[2 * i + 1] = c.cb;
+  }
+  return coef;
+}
 
 int floor_pow2(int p) {
   int q = 1;
@@ -54,18 +63,6 @@ AdasumCoefficients adasum_coefficients(double dot, double a2, double b2, double 
   static const double kTiny = std::sqrt(DBL_MIN);
   return {a2 >= kTiny ? 1.0 - w_a * dot / a2 : 1.0, b2 >= kTiny ? 1.0 - w_b * dot / b2 : 1.0};
 }
-
-namespace {
-std::vector<double> coefficients(const std::vector<double>& triples, double w_a, double w_b) {
-  std::vector<double> coef(2 * (triples.size() / 3));
-  for (size_t i = 0; i < coef.size() / 2; ++i) {
-    const auto c = adasum_coefficients(triples[3 * i], triples[3 * i + 1], triples[3 * i + 2], w_a, w_b);
-    coef[2 * i] = c.ca;
-    coef[2 * i + 1] = c.cb;
-  }
-  return coef;
-}
-}  // namespace
 
 AdasumOptions AdasumOptions::from_config(const Config& section) {
   AdasumOptions o;
