@@ -170,10 +170,7 @@ Precision read_precision(const Config& t, const Device& device) {
   ADA_CHECK_ARG(s == "bf16" || device.is_cpu(), ConfigError)
       << t.where("precision") << ": fp16 on " << device.str()
       << " is not built yet (it needs dynamic loss scaling); use bf16 or fp32";
-  if (!device.is_cpu()) {
-    set_cuda_matmul_precision(Precision::bf16);
-    return Precision::bf16;
-  }
+  if (!device.is_cpu()) return Precision::bf16;
   ADA_CHECK_ARG(s == "bf16", ConfigError)
       << t.where("precision") << ": fp16 is not supported on the CPU (no fp16 dot products); "
          "use bf16 on a CPU with AVX512_BF16, or fp32";
@@ -206,9 +203,9 @@ class Trainer {
   const std::vector<Param>& params() const { return params_; }
   // Rank 0's parameters and buffers (or only buffers: BN running statistics) to every rank.
   void broadcast_state(bool buffers_only = false);
-  // train.timeline: each rank records into PATH.rank<r>; rank 0 merges them into PATH at the end.
   // train.comm: the communicator of the step's reductions (collective: every rank agrees).
   comm::Communicator& step_comm();
+  // train.timeline: each rank records into PATH.rank<r>; rank 0 merges them into PATH at the end.
   void open_timeline();
   void close_timeline();
   std::string timeline_rank_file(int rank) const { return s_.timeline + ".rank" + std::to_string(rank); }
@@ -288,7 +285,8 @@ void Trainer::setup() {
       << "'; known: auto (NCCL for a CUDA run with a GPU per rank, else MPI), mpi, nccl";
   ADA_CHECK_ARG(s_.comm != "nccl" || !s_.device.is_cpu(), ConfigError)
       << s_.comm_where << ": nccl reduces CUDA device buffers; set train.device: cuda, or comm: mpi";
-  if (s_.device.is_cpu()) set_cpu_matmul_precision(s_.precision);  // (read_precision set the GPU's)
+  if (s_.device.is_cpu()) set_cpu_matmul_precision(s_.precision);
+  else set_cuda_matmul_precision(s_.precision);
   if (t.has("straggler")) straggler_.emplace(t.child("straggler"), world);
   const std::string nonfinite = t.get_or<std::string>("on_nonfinite", "stop");
   ADA_CHECK_ARG(nonfinite == "stop" || nonfinite == "skip", ConfigError)
