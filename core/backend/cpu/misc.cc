@@ -4,6 +4,7 @@
 
 #include "core/backend/cpu/cpu_common.h"
 #include "core/ops.h"
+#include "core/philox.h"
 
 namespace ada::ops {
 
@@ -20,10 +21,14 @@ Tensor dropout_forward(const Tensor& x, float p, Generator& gen, Tensor& mask) {
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
   float* mp = mask.data<float>();
-  parallel_for(0, n, cpu::kGrain, [&](int64_t b, int64_t e) {
+  // The Philox stream inlined (core/philox.h, the same function the CUDA kernel calls, so a seed
+  // gives the same masks on both backends), so the loop vectorises: lanes of Philox blocks.
+  parallel_for(0, n, cpu::kGrain, [=](int64_t b, int64_t e) {
+#pragma omp simd
     for (int64_t i = b; i < e; ++i) {
-      mp[i] = Generator::uniform_at(seed, first, i) >= p ? keep_scale : 0.f;
-      yp[i] = xp[i] * mp[i];
+      const float m = philox_uniform_at(seed, first, static_cast<uint64_t>(i)) >= p ? keep_scale : 0.f;
+      mp[i] = m;
+      yp[i] = xp[i] * m;
     }
   });
   return y;
