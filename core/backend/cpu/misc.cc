@@ -24,7 +24,7 @@ Tensor dropout_forward(const Tensor& x, float p, Generator& gen, Tensor& mask) {
   // The Philox stream inlined (core/philox.h, the same function the CUDA kernel calls, so a seed
   // gives the same masks on both backends), so the loop over blocks of four vectorises.
   const int64_t blocks = n / 4;
-  // Element i from its uniform u (a plain function of values, so the loop below vectorises).
+  // Element i from its uniform u.
   auto keep = [](int64_t i, float u, float p, float scale, const float* x, float* mask, float* y) {
     const float m = u >= p ? scale : 0.f;
     mask[i] = m;
