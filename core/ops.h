@@ -132,7 +132,8 @@ Tensor cross_entropy_backward(float dloss, const Tensor& save_logp, const Tensor
 
 // ---- dropout and embedding -------------------------------------------------------------------
 // Inverted dropout: keeps each element with probability 1-p and scales it by 1/(1-p). The
-// keep-mask (f32 of 0 and 1/(1-p)) is returned in `mask`; it depends only on the generator state.
+// keep-mask (f32 of 0 and 1/(1-p)) is returned in `mask`; it depends only on the generator state
+// (element i draws word i % 4 of Philox block i / 4, philox_uniform4_at; the same on both backends).
 Tensor dropout_forward(const Tensor& x, float p, Generator& gen, Tensor& mask);
 Tensor dropout_backward(const Tensor& dy, const Tensor& mask);
 // weight [V, D]; ids any shape (i64 or i32) -> [ids..., D]. Out-of-range ids throw.

@@ -57,4 +57,16 @@ ADA_HOST_DEVICE inline float philox_uniform_at(uint64_t seed, uint64_t first, ui
   return uint_to_unit(r[0]);
 }
 
+// Dropout's stream: elements 4j .. 4j+3 are the four words of one Philox block (counter
+// first + j), each mapped to [0, 1); a generator's take(n) reserves enough counters. One block
+// per four elements, where the uniform stream above spends one per element.
+struct Uniform4 {
+  float u0, u1, u2, u3;
+};
+ADA_HOST_DEVICE inline Uniform4 philox_uniform4_at(uint64_t seed, uint64_t first, uint64_t j) {
+  uint32_t r[4];
+  philox4x32_block(first + j, kPhiloxUniformTag, seed, r);
+  return {uint_to_unit(r[0]), uint_to_unit(r[1]), uint_to_unit(r[2]), uint_to_unit(r[3])};
+}
+
 }  // namespace ada

@@ -4,6 +4,7 @@
 
 #include "core/backend/cpu/cpu_common.h"
 #include "core/ops.h"
+#include "core/philox.h"
 
 namespace ada::ops {
 
@@ -20,12 +21,35 @@ Tensor dropout_forward(const Tensor& x, float p, Generator& gen, Tensor& mask) {
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
   float* mp = mask.data<float>();
-  parallel_for(0, n, cpu::kGrain, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      mp[i] = Generator::uniform_at(seed, first, i) >= p ? keep_scale : 0.f;
-      yp[i] = xp[i] * mp[i];
+  // The Philox stream inlined (core/philox.h, the same function the CUDA kernel calls, so a seed
+  // gives the same masks on both backends), so the loop over blocks of four vectorises.
+  const int64_t blocks = n / 4;
+  // Element i from its uniform u.
+  auto keep = [](int64_t i, float u, float p, float scale, const float* x, float* mask, float* y) {
+    const float m = u >= p ? scale : 0.f;
+    mask[i] = m;
+    y[i] = x[i] * m;
+  };
+  parallel_for(0, blocks, cpu::kGrain / 4, [&](int64_t b, int64_t e) {
+    const uint64_t s = seed, f = first;  // locals: the vectoriser does not hoist closure loads
+    const float pp = p, scale = keep_scale;
+    const float* x = xp;
+    float* mask = mp;
+    float* y = yp;
+#pragma omp simd
+    for (int64_t j = b; j < e; ++j) {
+      const Uniform4 u = philox_uniform4_at(s, f, static_cast<uint64_t>(j));
+      keep(4 * j, u.u0, pp, scale, x, mask, y);
+      keep(4 * j + 1, u.u1, pp, scale, x, mask, y);
+      keep(4 * j + 2, u.u2, pp, scale, x, mask, y);
+      keep(4 * j + 3, u.u3, pp, scale, x, mask, y);
     }
   });
+  if (n % 4) {  // the last, partial block
+    const Uniform4 u = philox_uniform4_at(seed, first, static_cast<uint64_t>(blocks));
+    const float us[4] = {u.u0, u.u1, u.u2, u.u3};
+    for (int64_t i = 4 * blocks; i < n; ++i) keep(i, us[i - 4 * blocks], p, keep_scale, xp, mp, yp);
+  }
   return y;
 }
 

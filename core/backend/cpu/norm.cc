@@ -1,6 +1,8 @@
 // Batch-norm (over dim 1 of [N, C, ...]) and layer-norm (over the last dim).
 // Statistics accumulate in double; batch-norm parallelises over channels, layer-norm over rows
-// (its gamma/beta gradients are per-chunk partial sums combined in chunk order).
+// (its gamma/beta gradients are per-chunk partial sums combined in chunk order). The inner loops
+// are `omp simd` reductions: vector lanes of double partial sums, combined in a fixed order for
+// a given build (the same bits on every run), instead of one chain of dependent additions.
 #include <cmath>
 #include <vector>
 
@@ -13,13 +15,10 @@ namespace {
 using backend::BnGeom;
 using backend::bn_geom;
 
-// Visits every element of channel ch: f(flat_index).
+// Visits the rows of channel ch (one per image, g.inner contiguous elements): f(offset of the row).
 template <class F>
-inline void for_channel(const BnGeom& g, int64_t ch, F f) {
-  for (int64_t i = 0; i < g.n; ++i) {
-    const int64_t base = (i * g.c + ch) * g.inner;
-    for (int64_t k = 0; k < g.inner; ++k) f(base + k);
-  }
+inline void for_rows(const BnGeom& g, int64_t ch, F f) {
+  for (int64_t i = 0; i < g.n; ++i) f((i * g.c + ch) * g.inner);
 }
 
 void check_stat(const char* op, const Tensor& t, int64_t c, const char* arg) {
@@ -58,13 +57,26 @@ Tensor batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta
   const double m = static_cast<double>(g.count());
   parallel_for(0, g.c, 1, [&](int64_t b, int64_t e) {
     for (int64_t ch = b; ch < e; ++ch) {
+      const int64_t n = g.inner;
       double s = 0;
-      for_channel(g, ch, [&](int64_t i) { s += xp[i]; });
+      for_rows(g, ch, [&](int64_t base) {
+        const float* xr = xp + base;
+        double r = 0;
+#pragma omp simd reduction(+ : r)
+        for (int64_t k = 0; k < n; ++k) r += xr[k];
+        s += r;
+      });
       const double mean = s / m;
       double ss = 0;
-      for_channel(g, ch, [&](int64_t i) {
-        double d = xp[i] - mean;
-        ss += d * d;
+      for_rows(g, ch, [&](int64_t base) {
+        const float* xr = xp + base;
+        double r = 0;
+#pragma omp simd reduction(+ : r)
+        for (int64_t k = 0; k < n; ++k) {
+          const double d = xr[k] - mean;
+          r += d * d;
+        }
+        ss += r;
       });
       const double var = ss / m;
       const double invstd = 1.0 / std::sqrt(var + eps);
@@ -72,7 +84,12 @@ Tensor batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta
       ip[ch] = static_cast<float>(invstd);
       const float a = static_cast<float>(gp[ch] * invstd);
       const float c0 = static_cast<float>(bp[ch] - mean * gp[ch] * invstd);
-      for_channel(g, ch, [&](int64_t i) { yp[i] = xp[i] * a + c0; });
+      for_rows(g, ch, [&](int64_t base) {
+        const float* xr = xp + base;
+        float* yr = yp + base;
+#pragma omp simd
+        for (int64_t k = 0; k < n; ++k) yr[k] = xr[k] * a + c0;
+      });
       if (track) {
         rmp[ch] = static_cast<float>((1.0 - momentum) * rmp[ch] + momentum * mean);
         rvp[ch] = static_cast<float>((1.0 - momentum) * rvp[ch] + momentum * var * m / (m - 1.0));
@@ -101,7 +118,12 @@ Tensor batch_norm_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
       const double invstd = 1.0 / std::sqrt(static_cast<double>(rv[ch]) + eps);
       const float a = static_cast<float>(gp[ch] * invstd);
       const float c0 = static_cast<float>(bp[ch] - rm[ch] * gp[ch] * invstd);
-      for_channel(g, ch, [&](int64_t i) { yp[i] = xp[i] * a + c0; });
+      for_rows(g, ch, [&](int64_t base) {
+        const float* xr = xp + base;
+        float* yr = yp + base;
+#pragma omp simd
+        for (int64_t k = 0; k < g.inner; ++k) yr[k] = xr[k] * a + c0;
+      });
     }
   });
   return y;
@@ -128,19 +150,35 @@ BatchNormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Tens
   parallel_for(0, g.c, 1, [&](int64_t b, int64_t e) {
     for (int64_t ch = b; ch < e; ++ch) {
       const double mean = mp[ch], invstd = ip[ch];
+      const int64_t n = g.inner;
       double sdy = 0, sdyx = 0;
-      for_channel(g, ch, [&](int64_t i) {
-        sdy += gy[i];
-        sdyx += gy[i] * (xp[i] - mean);
+      for_rows(g, ch, [&](int64_t base) {
+        const float* xr = xp + base;
+        const float* gr = gy + base;
+        double r1 = 0, r2 = 0;
+#pragma omp simd reduction(+ : r1, r2)
+        for (int64_t k = 0; k < n; ++k) {
+          r1 += gr[k];
+          r2 += gr[k] * (xr[k] - mean);
+        }
+        sdy += r1;
+        sdyx += r2;
       });
       const double dgamma = sdyx * invstd;
       dg[ch] = static_cast<float>(dgamma);
       db[ch] = static_cast<float>(sdy);
-      // dx = gamma*invstd/m * (m*dy - sum(dy) - xhat*dgamma), xhat = (x-mean)*invstd
+      // dx = gamma*invstd/m * (m*dy - sum(dy) - xhat*dgamma), xhat = (x-mean)*invstd, as
+      // dx = a*dy + b*x + c with the constants formed in double and applied in f32.
       const double k = gp[ch] * invstd;
       const double mean_dy = sdy / m, coef = dgamma * invstd / m;
-      for_channel(g, ch, [&](int64_t i) {
-        dx[i] = static_cast<float>(k * (gy[i] - mean_dy - (xp[i] - mean) * coef));
+      const float a = static_cast<float>(k), bx = static_cast<float>(-k * coef),
+                  c = static_cast<float>(k * (coef * mean - mean_dy));
+      for_rows(g, ch, [&](int64_t base) {
+        const float* xr = xp + base;
+        const float* gr = gy + base;
+        float* dr = dx + base;
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j) dr[j] = a * gr[j] + bx * xr[j] + c;
       });
     }
   });
@@ -170,10 +208,20 @@ BatchNormGrads batch_norm_eval_backward(const Tensor& dy, const Tensor& x, const
       const double invstd = 1.0 / std::sqrt(static_cast<double>(rv[ch]) + eps);
       double sdy = 0, sdyx = 0;
       const float k = static_cast<float>(gp[ch] * invstd);
-      for_channel(g, ch, [&](int64_t i) {
-        sdy += gy[i];
-        sdyx += gy[i] * (xp[i] - rm[ch]);
-        dx[i] = gy[i] * k;
+      const double mean = rm[ch];
+      for_rows(g, ch, [&](int64_t base) {
+        const float* xr = xp + base;
+        const float* gr = gy + base;
+        float* dr = dx + base;
+        double r1 = 0, r2 = 0;
+#pragma omp simd reduction(+ : r1, r2)
+        for (int64_t j = 0; j < g.inner; ++j) {
+          r1 += gr[j];
+          r2 += gr[j] * (xr[j] - mean);
+          dr[j] = gr[j] * k;
+        }
+        sdy += r1;
+        sdyx += r2;
       });
       dg[ch] = static_cast<float>(sdyx * invstd);
       db[ch] = static_cast<float>(sdy);
@@ -212,15 +260,18 @@ Tensor layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& be
     for (int64_t r = b; r < e; ++r) {
       const float* xr = xp + r * d;
       double s = 0;
+#pragma omp simd reduction(+ : s)
       for (int64_t j = 0; j < d; ++j) s += xr[j];
       const double mean = s / d;
       double ss = 0;
+#pragma omp simd reduction(+ : ss)
       for (int64_t j = 0; j < d; ++j) ss += (xr[j] - mean) * (xr[j] - mean);
       const double rstd = 1.0 / std::sqrt(ss / d + eps);
       mp[r] = static_cast<float>(mean);
       rp[r] = static_cast<float>(rstd);
       const float fm = static_cast<float>(mean), fr = static_cast<float>(rstd);
       float* yr = yp + r * d;
+#pragma omp simd
       for (int64_t j = 0; j < d; ++j) yr[j] = (xr[j] - fm) * fr * gp[j] + bp[j];
     }
   });
@@ -246,16 +297,18 @@ LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tens
   const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(num_threads(), rows));
   std::vector<std::vector<double>> pg(chunks, std::vector<double>(d, 0.0)), pb = pg;
   parallel_for(0, chunks, 1, [&](int64_t cb, int64_t ce) {
+    const float* gam = gp;  // a local: the vectoriser does not hoist loads through the closure
     for (int64_t c = cb; c < ce; ++c) {
-      auto& ag = pg[c];
-      auto& ab = pb[c];
+      double* ag = pg[c].data();
+      double* ab = pb[c].data();
       for (int64_t row = rows * c / chunks; row < rows * (c + 1) / chunks; ++row) {
         const float* xr = xp + row * d;
         const float* gr = gy + row * d;
         const double mean = mp[row], rstd = rp[row];
         double s1 = 0, s2 = 0;  // sum(dxhat), sum(dxhat * xhat)
+#pragma omp simd reduction(+ : s1, s2)
         for (int64_t j = 0; j < d; ++j) {
-          const double xh = (xr[j] - mean) * rstd, dxh = static_cast<double>(gr[j]) * gp[j];
+          const double xh = (xr[j] - mean) * rstd, dxh = static_cast<double>(gr[j]) * gam[j];
           s1 += dxh;
           s2 += dxh * xh;
           ag[j] += gr[j] * xh;
@@ -263,9 +316,10 @@ LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tens
         }
         const double m1 = s1 / d, m2 = s2 / d;
         float* dr = dx + row * d;
+#pragma omp simd
         for (int64_t j = 0; j < d; ++j) {
           const double xh = (xr[j] - mean) * rstd;
-          dr[j] = static_cast<float>(rstd * (static_cast<double>(gr[j]) * gp[j] - m1 - xh * m2));
+          dr[j] = static_cast<float>(rstd * (static_cast<double>(gr[j]) * gam[j] - m1 - xh * m2));
         }
       }
     }

@@ -20,14 +20,21 @@ __device__ __forceinline__ int64_t load_index(const void* p, bool is64, int64_t 
               : static_cast<int64_t>(static_cast<const int32_t*>(p)[i]);
 }
 
-// Element i kept iff philox_uniform_at(seed, first, i) >= p (Generator::uniform_at).
+// Element i kept iff word i % 4 of philox_uniform4_at(seed, first, i / 4) >= p (the CPU op's
+// stream); one thread per block of four elements.
 __global__ void dropout_kernel(const float* x, float* y, float* mask, int64_t n, uint64_t seed,
                                uint64_t first, float p, float keep_scale) {
-  for (int64_t i = global_tid(); i < n; i += global_stride()) {
-    const float m =
-        philox_uniform_at(seed, first, static_cast<uint64_t>(i)) >= p ? keep_scale : 0.f;
-    mask[i] = m;
-    y[i] = x[i] * m;
+  const int64_t blocks = (n + 3) / 4;
+  for (int64_t j = global_tid(); j < blocks; j += global_stride()) {
+    const Uniform4 w = philox_uniform4_at(seed, first, static_cast<uint64_t>(j));
+    const float u[4] = {w.u0, w.u1, w.u2, w.u3};
+    for (int k = 0; k < 4; ++k) {
+      const int64_t i = 4 * j + k;
+      if (i >= n) break;
+      const float m = u[k] >= p ? keep_scale : 0.f;
+      mask[i] = m;
+      y[i] = x[i] * m;
+    }
   }
 }
 
@@ -97,7 +104,7 @@ Tensor dropout_forward(const Tensor& x, float p, Generator& gen, Tensor& mask) {
   const uint64_t seed = gen.seed(), first = gen.take(static_cast<uint64_t>(n));
   const float keep_scale = 1.f / (1.f - p);
   if (n == 0) return y;
-  dropout_kernel<<<blocks_for(n), kThreads, 0, stream(dev)>>>(
+  dropout_kernel<<<blocks_for((n + 3) / 4), kThreads, 0, stream(dev)>>>(
       x.data<float>(), y.data<float>(), mask.data<float>(), n, seed, first, p, keep_scale);
   ADA_CUDA_LAUNCH_CHECK();
   return y;
