@@ -372,7 +372,8 @@ def run_cell(cell, args, folder):
            "reason": reason, "exit_code": rc, "final": final, "wall_s": round(wall, 2),
            "steps": summary.get("steps", evals[-1][0] if evals else None),
            "evals": evals, "eval_wall": walls, "losses": losses[:: max(1, len(losses) // 200)],
-           "command": " ".join(shlex.quote(c) for c in cmd), "machine": machine(), "commit": commit()}
+           "command": " ".join(shlex.quote(c) for c in cmd), "machine": machine(),
+           "commit": args.build_commit or commit()}
     if status != "failed":
         with open(os.path.join(folder, CELL_MARKER), "w") as f:
             json.dump(rec, f)
@@ -909,7 +910,11 @@ def main(argv=None):
             print(f"  {c.name:40s} {c.hash}  {state:12s} {' '.join(c.trainer_sets())}")
         return 0
 
+    # The commit the trainer was built from, recorded with every cell of this invocation (HEAD
+    # may move while cells run; the binary does not). With --no-build: HEAD now, as a best guess.
+    args.build_commit = None
     if todo and not args.report_only:
+        args.build_commit = commit()
         if not args.no_build:
             subprocess.check_call(["cmake", "-S", ROOT, "-B", os.path.join(ROOT, "build"),
                                    "-DCMAKE_BUILD_TYPE=Release"], stdout=subprocess.DEVNULL)
