@@ -6,7 +6,6 @@
 // nothing to reduce: their gradients stay on the device where backward left them.
 #pragma once
 
-#include <optional>
 
 #include "dist/strategy.h"
 

@@ -40,15 +40,19 @@ void scale_c(float* c, int64_t m, int64_t n, int64_t ldc, float beta) {
   }
 }
 
-// Eigen's GEMM on strided maps: CPUs without AVX2+FMA (and ADA_CPU_ISA=generic).
+// Empty products and alpha = 0 leave only c = beta c: done here, true when nothing is left.
+bool trivial_product(int64_t m, int64_t n, int64_t k, float alpha, float beta, float* c, int64_t ldc) {
+  if (m <= 0 || n <= 0) return true;
+  if (k > 0 && alpha != 0.f) return false;
+  scale_c(c, m, n, ldc, beta);
+  return true;
+}
+
+// Eigen's GEMM on strided maps: CPUs without AVX2+FMA (and ADA_CPU_ISA=generic). A non-trivial
+// product (trivial_product false).
 void eigen_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                 const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                 int64_t ldc) {
-  if (m <= 0 || n <= 0) return;
-  if (k <= 0 || alpha == 0.f) {
-    scale_c(c, m, n, ldc, beta);
-    return;
-  }
   using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using Stride = Eigen::OuterStride<>;
   Eigen::Map<Mat, 0, Stride> C(c, m, n, Stride(ldc));
@@ -175,11 +179,7 @@ const char* sgemm_kernel_name() {
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
            const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
            int64_t ldc) {
-  if (m <= 0 || n <= 0) return;
-  if (k <= 0 || alpha == 0.f) {
-    scale_c(c, m, n, ldc, beta);
-    return;
-  }
+  if (trivial_product(m, n, k, alpha, beta, c, ldc)) return;
   if (const Kernel* kern = f32_kernel())
     run(*kern, Problem{trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc});
   else
@@ -194,11 +194,7 @@ void sbgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float a
     bf16_available(&why);
     ADA_THROW(DeviceError) << "bf16 matrix products: " << why;
   }
-  if (m <= 0 || n <= 0) return;
-  if (k <= 0 || alpha == 0.f) {
-    scale_c(c, m, n, ldc, beta);
-    return;
-  }
+  if (trivial_product(m, n, k, alpha, beta, c, ldc)) return;
   run(gemm_detail::avx512_bf16_kernel(),
       Problem{trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc});
 }
