@@ -213,6 +213,12 @@ void GradBucketer::finish() {
   }
 }
 
+bool GradBucketer::all_finite() const {
+  for (const auto& b : buckets_)
+    if (!ops::all_finite(b.buffer)) return false;
+  return true;
+}
+
 void GradBucketer::reduce(std::vector<Tensor>& tensors) {
   ADA_CHECK_ARG(tensors.size() == params_.size(), ShapeError)
       << "GradBucketer::reduce: " << tensors.size() << " tensors for " << params_.size()

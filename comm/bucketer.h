@@ -61,6 +61,11 @@ class GradBucketer {
   // (allocated if it was undefined).
   void finish();
 
+  // After wait() or finish(): whether every reduced value is finite — one pass per bucket (the
+  // overflow check of loss scaling). The reduced buckets are identical on every rank, so every
+  // rank gets the same answer.
+  bool all_finite() const;
+
   // Reduces arbitrary tensors with the same shapes as the parameters (e.g. model deltas),
   // synchronously, through the same buckets; results are written back in place.
   void reduce(std::vector<Tensor>& tensors);

@@ -3,12 +3,13 @@
 // products summed in fp32, fp32 outputs — on CPUs with AVX512_BF16 (core/cpu_isa.h). Everything
 // else (element-wise ops, reductions, normalisation, the optimizer and its fp32 master weights,
 // gradients) stays fp32: this is the CPU form of mixed precision, chosen by `train.precision`.
-// Process-wide; the default is fp32.
+// fp16 exists on CUDA only (set_cpu_matmul_precision refuses it). Process-wide; the default is
+// fp32.
 #pragma once
 
 namespace ada {
 
-enum class Precision { fp32, bf16 };
+enum class Precision { fp32, bf16, fp16 };
 
 const char* precision_name(Precision p);
 
@@ -20,8 +21,11 @@ Precision cpu_matmul_precision();
 // products with both operands rounded to bf16 and fp32 accumulation on the tensor cores
 // (CUBLAS_COMPUTE_32F_FAST_16BF, the GPU form of the CPU's bf16), and cuDNN convolutions in TF32
 // (cuDNN has no bf16 mode for fp32 tensors; TF32 keeps more mantissa bits than bf16). fp32
-// tensors, outputs and everything else as above. Process-wide; the default is fp32. Setting bf16
-// in a build without CUDA throws DeviceError.
+// tensors, outputs and everything else as above. fp16: both operands rounded to fp16, fp32
+// accumulation (CUBLAS_COMPUTE_32F_FAST_16F; cuDNN convolutions with
+// CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) — fp16's narrow range is why training with it needs
+// loss scaling (dist/loss_scale.h). Process-wide; the default is fp32. Setting bf16 or fp16 in a
+// build without CUDA throws DeviceError.
 void set_cuda_matmul_precision(Precision p);
 Precision cuda_matmul_precision();
 

@@ -27,7 +27,7 @@ std::vector<Variable> vars_of(const std::vector<Param>& params) {
 DeltaSync::DeltaSync(const StrategyContext& context, const StrategyOptions& options, const DeltaSyncOptions& delta)
     : ctx_(context), options_(options), delta_(delta),
       bucketer_(vars_of(context.params), context.world, context.reducer, options.buckets),
-      overlapped_(delta.period == 1 && options.clip_grad_norm <= 0 && !options.skip_nonfinite) {
+      overlapped_(delta.period == 1 && options.clip_grad_norm <= 0 && !options.skip_nonfinite && !options.loss_scale) {
   ADA_CHECK_ARG(delta.period >= 1, ConfigError) << "sync.period must be >= 1, got " << delta.period;
   for (size_t i = 0; i < ctx_.params.size(); ++i) {
     anchor_.push_back(ctx_.params[i].var.value().clone());  // the (broadcast) starting point
@@ -39,7 +39,9 @@ DeltaSync::DeltaSync(const StrategyContext& context, const StrategyOptions& opti
   if (delta.period == 1 && !overlapped_)
     log_info("model-delta sync runs after backward, not overlapped with it: {} needs every gradient "
              "before the first local step",
-             options.clip_grad_norm > 0 ? "train.clip_grad_norm" : "train.on_nonfinite: skip");
+             options.clip_grad_norm > 0 ? "train.clip_grad_norm"
+             : options.skip_nonfinite   ? "train.on_nonfinite: skip"
+                                        : "train.loss_scale (every rank agrees on an overflow first)");
 }
 
 std::string DeltaSync::describe() const {
@@ -140,11 +142,11 @@ StepResult DeltaSync::end_step(double local_loss) {
   // Every step of period 1 agrees across ranks (the check comes before any local step, so a
   // skipped step changes nothing anywhere). Between the synchronisations of longer periods each
   // rank decides alone: a world collective every step would be the barrier local SGD avoids.
+  // With loss scaling, so does each rank's scale between synchronisations.
   bool bad = !std::isfinite(local_loss) || any_nonfinite_grad(ctx_.params);
   if (delta_.period == 1) bad = agree(ctx_.world, local_loss, bad).nonfinite;
   const double agree_s = seconds(t0, Clock::now());
-  if (bad) {
-    on_nonfinite_step(step_, local_loss, options_.skip_nonfinite);  // throws unless skipping
+  if (!settle_step(step_, local_loss, bad, options_, ctx_.params)) {  // throws unless skipping
     r.applied = false;
   } else {
     TraceSpan span("optimizer", "compute");

@@ -15,8 +15,9 @@
 // local step runs at once and its delta goes straight into its bucket slot (the gradient's own
 // memory), so buckets go out while backward goes on. Memory: one extra copy of the weights (the
 // anchor), nothing allocated per step. Global-norm clipping needs every gradient before any step,
-// and skipping a non-finite step needs the check before any step: with either, the synchronous
-// path runs (one log line says so). Both paths give the same bits.
+// and skipping a non-finite step (train.on_nonfinite: skip, or a loss-scale overflow) needs the
+// check before any step: with any of these, the synchronous path runs (one log line says so).
+// Both paths give the same bits.
 #pragma once
 
 #include <vector>

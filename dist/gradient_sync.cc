@@ -42,11 +42,11 @@ StepResult GradientSync::end_step(double local_loss) {
   }
   const auto t1 = Clock::now();
   r.exposed_seconds = seconds(t0, t1);
-  // The reduced gradients are identical on every rank; the loss may not be.
-  const Agreement a = agree(ctx_.world, local_loss, any_nonfinite_grad(ctx_.params));
+  // The reduced gradients are identical on every rank (checked once per bucket); the loss may
+  // not be.
+  const Agreement a = agree(ctx_.world, local_loss, !bucketer_.all_finite());
   r.comm_seconds = seconds(t0, Clock::now());
-  if (a.nonfinite) {
-    on_nonfinite_step(step_, local_loss, options_.skip_nonfinite);
+  if (!settle_step(step_, local_loss, a.nonfinite, options_, ctx_.params)) {
     r.applied = false;
     return r;
   }

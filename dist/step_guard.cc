@@ -26,6 +26,35 @@ bool any_nonfinite(const std::vector<Tensor>& tensors) {
   return false;
 }
 
+bool settle_step(int64_t step, double local_loss, bool nonfinite, const StrategyOptions& options,
+                 const std::vector<Param>& params) {
+  LossScaler* scaler = options.loss_scale;
+  if (!scaler) {
+    if (nonfinite) on_nonfinite_step(step, local_loss, options.skip_nonfinite);
+    return !nonfinite;
+  }
+  const double scale = scaler->scale();
+  switch (scaler->update(nonfinite)) {
+    case LossScaler::Outcome::apply:
+      if (scale != 1.0) {
+        const float inverse = static_cast<float>(1.0 / scale);
+        for (const Param& p : params) {
+          Tensor g = p.var.grad();
+          if (g.defined()) ops::scale_(g, inverse);
+        }
+      }
+      return true;
+    case LossScaler::Outcome::overflow:
+      log_info("step {}: gradient overflow at loss scale {}: step skipped, loss scale now {}", step, scale,
+               scaler->scale());
+      return false;
+    case LossScaler::Outcome::nonfinite:
+      on_nonfinite_step(step, local_loss, options.skip_nonfinite);
+      return false;
+  }
+  return false;
+}
+
 void on_nonfinite_step(int64_t step, double local_loss, bool skip) {
   ADA_CHECK_ARG(skip, Error) << "step " << step
                              << ": the loss or a gradient is NaN/Inf on at least one rank (loss here "

@@ -24,6 +24,7 @@
 #include "core/config.h"
 #include "core/parameter.h"
 #include "core/serialize.h"
+#include "dist/loss_scale.h"
 #include "optim/optimizer.h"
 
 namespace ada::dist {
@@ -38,6 +39,9 @@ struct StepResult {
 struct StrategyOptions {
   double clip_grad_norm = 0;    // > 0: global-norm clipping before the optimizer step
   bool skip_nonfinite = false;  // skip a step whose loss or gradients are NaN/Inf on any rank
+  // Loss scaling (null: off). Backward's seed was loss_scale->scale(); the strategy checks,
+  // unscales and moves the scale (settle_step in dist/step_guard.h). Not owned.
+  LossScaler* loss_scale = nullptr;
   comm::BucketOptions buckets;
 };
 
@@ -55,8 +59,9 @@ class Strategy {
   virtual bool wants_grad_hook() const = 0;
   virtual void on_grad_ready(Variable& param) { (void)param; }
   // After backward: reduces, steps the optimizer and leaves every rank's parameters as the
-  // strategy defines. `local_loss` is this rank's loss. On a non-finite loss or gradient on any
-  // rank it throws (naming the step) unless options say skip. Collective.
+  // strategy defines. `local_loss` is this rank's (unscaled) loss. On a non-finite loss or
+  // gradient on any rank it throws (naming the step) unless options say skip, or, with dynamic
+  // loss scaling, skips the step as an overflow. Collective.
   virtual StepResult end_step(double local_loss) = 0;
 
   // True when optimizer state differs between ranks (each rank's own must be checkpointed).

@@ -45,9 +45,9 @@ void WagmaSync::begin_step(int64_t step, float lr) {
 StepResult WagmaSync::end_step(double local_loss) {
   StepResult r;
   // Each rank decides alone (a world collective every step is the barrier WAGMA avoids).
+  // With dynamic loss scaling each rank's scale moves on its own overflows.
   const bool bad = !std::isfinite(local_loss) || any_nonfinite_grad(ctx_.params);
-  if (bad) {
-    on_nonfinite_step(step_, local_loss, options_.skip_nonfinite);  // throws unless skipping
+  if (!settle_step(step_, local_loss, bad, options_, ctx_.params)) {  // throws unless skipping
     r.applied = false;
   } else {
     TraceSpan span("optimizer", "compute");

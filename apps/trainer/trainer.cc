@@ -8,9 +8,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -31,6 +33,7 @@
 #include "core/precision.h"
 #include "core/timeline.h"
 #include "data/data_loader.h"
+#include "dist/loss_scale.h"
 #include "dist/straggler.h"
 #include "dist/strategy.h"
 #include "nn/init.h"
@@ -158,19 +161,16 @@ Device read_device(const Config& t, int local_rank) {
   return Device::cuda(index);
 }
 
-// train.precision: fp32 (default) or bf16: the matrix products (linear layers, attention,
-// convolutions) take bf16 inputs and accumulate in fp32, everything else stays fp32
-// (core/precision.h; on a GPU cuBLAS's bf16 products and TF32 convolutions). fp16 with loss
-// scaling is not built yet.
+// train.precision: fp32 (default), bf16 or fp16: the matrix products (linear layers, attention,
+// convolutions) take bf16/fp16 inputs and accumulate in fp32, everything else stays fp32
+// (core/precision.h; on a GPU cuBLAS's bf16/fp16 products, TF32 or fp16 convolutions). fp16 is
+// CUDA only.
 Precision read_precision(const Config& t, const Device& device) {
   const std::string s = t.get_or<std::string>("precision", "fp32");
   if (s == "fp32") return Precision::fp32;
   ADA_CHECK_ARG(s == "bf16" || s == "fp16", ConfigError)
-      << t.where("precision") << ": unknown precision '" << s << "'; known: fp32, bf16";
-  ADA_CHECK_ARG(s == "bf16" || device.is_cpu(), ConfigError)
-      << t.where("precision") << ": fp16 on " << device.str()
-      << " is not built yet (it needs dynamic loss scaling); use bf16 or fp32";
-  if (!device.is_cpu()) return Precision::bf16;
+      << t.where("precision") << ": unknown precision '" << s << "'; known: fp32, bf16, fp16";
+  if (!device.is_cpu()) return s == "bf16" ? Precision::bf16 : Precision::fp16;
   ADA_CHECK_ARG(s == "bf16", ConfigError)
       << t.where("precision") << ": fp16 is not supported on the CPU (no fp16 dot products); "
          "use bf16 on a CPU with AVX512_BF16, or fp32";
@@ -179,6 +179,43 @@ Precision read_precision(const Config& t, const Device& device) {
       << t.where("precision") << ": bf16 needs the CPU's bf16 dot products, but " << why
       << "; use precision: fp32 on this machine";
   return Precision::bf16;
+}
+
+// train.loss_scale: none, dynamic or a positive number (a static scale); absent: dynamic with
+// precision fp16, none otherwise. train.loss_scale_init (dynamic's start, default 65536) and
+// train.loss_scale_growth_interval (default 2000) tune the dynamic rule (dist/loss_scale.h).
+std::optional<dist::LossScaleOptions> read_loss_scale(const Config& t, Precision precision) {
+  const std::string s = t.get_or<std::string>("loss_scale", precision == Precision::fp16 ? "dynamic" : "none");
+  const bool tuned = t.has("loss_scale_init") || t.has("loss_scale_growth_interval");
+  ADA_CHECK_ARG(s == "dynamic" || !tuned, ConfigError)
+      << t.where(t.has("loss_scale_init") ? "loss_scale_init" : "loss_scale_growth_interval")
+      << ": tunes dynamic loss scaling, but train.loss_scale is '" << s << "'; set loss_scale: dynamic or drop it";
+  if (s == "none") {
+    if (precision == Precision::fp16)
+      log_warn("{}: fp16 without loss scaling: small gradients may flush to zero in the fp16 products; "
+               "loss_scale: dynamic is the usual choice", t.where("loss_scale"));
+    return std::nullopt;
+  }
+  dist::LossScaleOptions o;
+  if (s == "dynamic") {
+    o.init = t.get_or<double>("loss_scale_init", o.init);
+    o.growth_interval = t.get_or<int64_t>("loss_scale_growth_interval", o.growth_interval);
+    ADA_CHECK_ARG(std::isfinite(o.init) && o.init >= 1 && o.init <= dist::kMaxLossScale, ConfigError)
+        << t.where("loss_scale_init") << ": must be a number from 1 to 2^64 (powers of two keep the "
+        << "scaling exact), got " << o.init;
+    ADA_CHECK_ARG(o.growth_interval >= 1, ConfigError)
+        << t.where("loss_scale_growth_interval") << ": must be >= 1 step, got " << o.growth_interval;
+    return o;
+  }
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  ADA_CHECK_ARG(end != s.c_str() && *end == '\0' && std::isfinite(v) && v > 0 && v <= dist::kMaxLossScale,
+                ConfigError)
+      << t.where("loss_scale") << ": must be none, dynamic or a positive number up to 2^64 (a static "
+      << "scale), got '" << s << "'";
+  o.dynamic = false;
+  o.init = v;
+  return o;
 }
 
 class Trainer {
@@ -192,6 +229,8 @@ class Trainer {
   void flush_due(double lr);
   std::map<std::string, double> evaluate();
   void save_checkpoint();
+  void add_step_state(NamedTensors& st) const;
+  void load_step_state(const NamedTensors& st);
   void resume(const std::string& path);
   // A fresh run: refuses a checkpoint folder holding another run's checkpoints (unless
   // checkpoint.overwrite), removes a crash's leftover temporaries, gives the run its id.
@@ -225,6 +264,7 @@ class Trainer {
   std::unique_ptr<comm::Reducer> reducer_;
   std::unique_ptr<dist::Strategy> strategy_;
   std::optional<dist::Straggler> straggler_;  // train.straggler: injected delays
+  std::optional<dist::LossScaler> loss_scale_;  // train.loss_scale (absent: off)
   std::unique_ptr<Checkpointer> ckpt_;
   std::string reducer_name_;
   int64_t step_ = 0, total_steps_ = 0, steps_per_epoch_ = 0, epoch_ = 0;
@@ -278,6 +318,7 @@ void Trainer::setup() {
   s_.timeline = t.get_or<std::string>("timeline", "");
   s_.device = read_device(t, world_->local_rank());
   s_.precision = read_precision(t, s_.device);
+  if (auto o = read_loss_scale(t, s_.precision)) loss_scale_.emplace(*o);
   s_.comm = t.get_or<std::string>("comm", "auto");
   s_.comm_where = t.where("comm");
   ADA_CHECK_ARG(s_.comm == "auto" || s_.comm == "mpi" || s_.comm == "nccl", ConfigError)
@@ -421,6 +462,7 @@ void Trainer::setup() {
   dist::StrategyOptions so_;
   so_.clip_grad_norm = s_.clip;
   so_.skip_nonfinite = s_.skip_nonfinite;
+  so_.loss_scale = loss_scale_ ? &*loss_scale_ : nullptr;
   so_.buckets = bo;
   strategy_ = dist::make_strategy(spec_, {params_, *optimizer_, step_comm(), *reducer_}, so_);
 
@@ -448,9 +490,11 @@ void Trainer::setup() {
     return std::string();
   });
   tty_ = isatty(STDERR_FILENO);
-  log_info("{} ranks, {} threads each (cpu kernels {}); precision {}; model {} ({} parameters); "
+  log_info("{} ranks, {} threads each (cpu kernels {}); precision {}{}; model {} ({} parameters); "
            "sync {}; {} steps of {} x {} examples per rank; data: {}",
-           world, num_threads(), cpu::isa_description(), precision_name(s_.precision), model_->type_name(), model_->parameter_count(), strategy_->describe(),
+           world, num_threads(), cpu::isa_description(), precision_name(s_.precision),
+           loss_scale_ ? ", loss scale " + loss_scale_->describe() : std::string(), model_->type_name(),
+           model_->parameter_count(), strategy_->describe(),
            total_steps_, s_.micro, s_.batch, data_.train->describe());
   if (straggler_) log_info("straggler: {}", straggler_->describe());
 }
@@ -595,6 +639,20 @@ std::map<std::string, double> Trainer::evaluate() {
   return r;
 }
 
+// What the step carries from one step to the next besides the model: the optimizer's state, the
+// strategy's and the loss scaler's (each rank's own where optimizer state is local).
+void Trainer::add_step_state(NamedTensors& st) const {
+  optim::add_prefixed(st, optimizer_->state(), "optim.");
+  optim::add_prefixed(st, strategy_->state(), "sync.");
+  if (loss_scale_) optim::add_prefixed(st, loss_scale_->state(), "loss_scale.");
+}
+
+void Trainer::load_step_state(const NamedTensors& st) {
+  optimizer_->load_state(optim::take_prefixed(st, "optim."), params());
+  strategy_->load_state(optim::take_prefixed(st, "sync."));
+  if (loss_scale_) loss_scale_->load_state(optim::take_prefixed(st, "loss_scale."));
+}
+
 void Trainer::save_checkpoint() {
   if (last_ckpt_step_ == step_) return;  // already written at this step
   TraceSpan span("checkpoint", "checkpoint");
@@ -626,8 +684,7 @@ void Trainer::save_checkpoint() {
     if (world_->rank() == 0) fs::create_directories(ckpt_->dir());
     world_->barrier();
     NamedTensors st;
-    optim::add_prefixed(st, optimizer_->state(), "optim.");
-    optim::add_prefixed(st, strategy_->state(), "sync.");
+    add_step_state(st);
     if (!strategy_->replicas_identical())
       for (auto& [k, v] : model_->state()) st.tensors.emplace_back("model." + k, v);
     const std::string mine = ckpt_->rank_file(step_, world_->rank());
@@ -646,10 +703,7 @@ void Trainer::save_checkpoint() {
     if (world_->rank() != 0) return;
     NamedTensors all;
     for (auto& [k, v] : model_->state()) all.tensors.emplace_back("model." + k, v);
-    if (!local_state) {
-      optim::add_prefixed(all, optimizer_->state(), "optim.");
-      optim::add_prefixed(all, strategy_->state(), "sync.");
-    }
+    if (!local_state) add_step_state(all);
     optim::add_prefixed(all, schedule_->state(), "sched.");
     ckpt_->save(all.tensors, all.metadata, m);
     log_info("checkpoint at step {} written to {}", step_, ckpt_->dir());
@@ -717,13 +771,11 @@ void Trainer::resume(const std::string& which) {
   last_ckpt_step_ = m.step;
   if (m.local_optimizer_state) {  // this rank's own optimizer and strategy state (and weights)
     const NamedTensors mine = load_safetensors(Checkpointer::rank_file_of(path, world_->rank()));
-    optimizer_->load_state(optim::take_prefixed(mine, "optim."), params());
-    strategy_->load_state(optim::take_prefixed(mine, "sync."));
+    load_step_state(mine);
     const NamedTensors own = optim::take_prefixed(mine, "model.");
     if (!own.tensors.empty()) model_->load_state(own);
   } else {
-    optimizer_->load_state(optim::take_prefixed(t, "optim."), params());
-    strategy_->load_state(optim::take_prefixed(t, "sync."));
+    load_step_state(t);
   }
   schedule_->load_state(optim::take_prefixed(t, "sched."));
   const int r = world_->rank();
@@ -769,14 +821,19 @@ void Trainer::train_step() {
     loss_sum += out.loss.value().item();
     Variable loss = s_.micro > 1 ? fn::scale(out.loss, 1.f / static_cast<float>(s_.micro)) : out.loss;
     TraceSpan span("backward", "compute");
+    // Loss scaling: backward starts from S instead of 1; the strategy unscales (settle_step).
+    Tensor seed;
+    if (loss_scale_)
+      seed = Tensor::full(loss.value().shape(), static_cast<float>(loss_scale_->scale()), DType::f32,
+                          loss.value().device());
     // The strategy sees each final gradient of the last micro-batch (earlier ones accumulate).
     if (strategy_->wants_grad_hook() && m == s_.micro - 1)
-      backward(loss, {}, [&](Variable& p) {
+      backward(loss, seed, [&](Variable& p) {
         fault_point("backward");
         strategy_->on_grad_ready(p);
       });
     else
-      backward(loss);
+      backward(loss, seed);
   }
   const double loss = loss_sum / static_cast<double>(s_.micro);
   const dist::StepResult res = strategy_->end_step(loss);
@@ -955,6 +1012,10 @@ int Trainer::run() {
                           {"precision", precision_name(s_.precision)},
                           {"cpu_isa", cpu::isa_name(cpu::isa())}};
     if (!s_.device.is_cpu()) sum["gpu_peak_allocated_mb"] = gpu_peak_mb;
+    if (loss_scale_) {  // rank 0's (each rank's own where strategies decide alone)
+      sum["loss_scale"] = loss_scale_->scale();
+      sum["loss_scale_overflows"] = loss_scale_->overflows();
+    }
     if (last_eval.count("count") && last_eval["count"] > 0) {
       sum["eval_top1"] = last_eval["correct"] / last_eval["count"];
       sum["eval_loss"] = last_eval["loss_sum"] / last_eval["count"];

@@ -33,7 +33,8 @@ OpTimer::~OpTimer() = default;
 
 namespace ada {
 void set_cuda_matmul_precision(Precision p) {
-  if (p != Precision::fp32) cuda::no_cuda("bf16 matrix products on a GPU");
+  if (p != Precision::fp32)
+    cuda::no_cuda(p == Precision::fp16 ? "fp16 matrix products on a GPU" : "bf16 matrix products on a GPU");
 }
 Precision cuda_matmul_precision() { return Precision::fp32; }
 }  // namespace ada

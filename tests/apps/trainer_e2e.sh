@@ -4,6 +4,8 @@
 #               parameter checksums agree on every rank at every step (checksum_every: 1);
 #   resume    — a run interrupted at step 10 and resumed gives the same losses, bit for bit,
 #               as an unbroken run of 20 steps;
+#   loss_scale — dynamic and static power-of-two loss scaling give the unscaled losses bit for
+#               bit, also across a resume, and the scale grows as its rule says;
 #   overrides — --set changes a value (and a misspelt one is rejected);
 #   bad       — a table of bad configs and command lines, each with the message expected;
 #   smoke     — every config in configs/ runs 2 steps on synthetic data with small shapes;
@@ -63,6 +65,44 @@ resume)
     a=$(losses full_$red/metrics.jsonl); b=$(losses part_$red/metrics.jsonl)
     [ "$a" = "$b" ] || fail "$red: resumed losses differ:\n unbroken: $a\n resumed:  $b"
     echo "resume ($red): 20 losses identical"
+  done
+  ;;
+loss_scale)
+  # Power-of-two loss scales change no bit: dynamic scaling from 2^10 doubling every 3 steps (and
+  # a static 512) gives the unscaled run's losses exactly; the scaler's state survives a resume.
+  for red in average adasum; do
+    set_red=($(red_args $red))
+    dyn=(--set train.loss_scale=dynamic --set train.loss_scale_init=1024 --set train.loss_scale_growth_interval=3)
+    mpi 2 "$trainer" --config tiny.yaml "${set_red[@]}" --set output.dir=plain_$red > plain.txt 2>&1 || { cat plain.txt; fail "$red unscaled run"; }
+    mpi 2 "$trainer" --config tiny.yaml "${set_red[@]}" "${dyn[@]}" --set output.dir=dyn_$red > dyn.txt 2>&1 || { cat dyn.txt; fail "$red dynamic run"; }
+    grep -q "loss scale dynamic from 1024" dyn.txt || { cat dyn.txt; fail "the run does not say it scales the loss"; }
+    mpi 2 "$trainer" --config tiny.yaml "${set_red[@]}" --set train.loss_scale=512 --set output.dir=static_$red > static.txt 2>&1 || { cat static.txt; fail "$red static run"; }
+    mpi 2 "$trainer" --config tiny.yaml "${set_red[@]}" "${dyn[@]}" --set train.steps=10 --set output.dir=part_$red > part1.txt 2>&1 || { cat part1.txt; fail "$red part 1"; }
+    mpi 2 "$trainer" --config tiny.yaml "${set_red[@]}" "${dyn[@]}" --set output.dir=part_$red --resume auto > part2.txt 2>&1 || { cat part2.txt; fail "$red part 2"; }
+    a=$(losses plain_$red/metrics.jsonl)
+    for run in dyn static part; do
+      b=$(losses ${run}_$red/metrics.jsonl)
+      [ "$a" = "$b" ] || fail "$red: losses with loss scaling ($run) differ:\n unscaled: $a\n $run: $b"
+    done
+    python3 - dyn_$red/summary.json part_$red/summary.json <<'PY' || fail "$red: final loss scale"
+import json, sys
+for path in sys.argv[1:]:
+    s = json.load(open(path))
+    # 20 steps, no overflow: 1024 doubled after steps 3, 6, ..., 18
+    assert s["loss_scale"] == 1024 * 2 ** 6 and s["loss_scale_overflows"] == 0, (path, s)
+PY
+    # A scale of 3 is not exact: the losses must move by rounding only — proof that backward
+    # really starts from the scale and the gradients really are divided by it.
+    mpi 2 "$trainer" --config tiny.yaml "${set_red[@]}" --set train.loss_scale=3 --set output.dir=three_$red > three.txt 2>&1 || { cat three.txt; fail "$red scale-3 run"; }
+    python3 - plain_$red/metrics.jsonl three_$red/metrics.jsonl <<'PY' || fail "$red: a loss scale of 3"
+import json, sys
+a, b = ([json.loads(l)["loss"] for l in open(p) if '"loss"' in l] for p in sys.argv[1:])
+assert len(a) == len(b) == 20
+assert a != b, "identical to the last bit: the scale is not applied (or applied and never undone)"
+worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
+assert worst < 1e-3, f"losses differ by {worst:.2e} relative: the gradients are not unscaled"
+PY
+    echo "loss_scale ($red): 20 losses identical to the unscaled run (dynamic, static, resumed); scale 3 within rounding"
   done
   ;;
 overrides)
@@ -145,6 +185,14 @@ YAML
   check "data.eval_size (line 2, column 46) is 0" --config no_eval.yaml
   check "train.max_eval_batches (set by --set train.max_eval_batches=2): set, but there is no evaluation set" \
     --config no_eval.yaml --set train.eval_every=null --set train.max_eval_batches=2
+  check "train.precision (set by --set train.precision=fp16): fp16 is not supported on the CPU" --config tiny.yaml --set train.precision=fp16
+  check "train.precision (set by --set train.precision=fp8): unknown precision 'fp8'; known: fp32, bf16, fp16" --config tiny.yaml --set train.precision=fp8
+  check "train.loss_scale (set by --set train.loss_scale=-3): must be none, dynamic or a positive number" --config tiny.yaml --set train.loss_scale=-3
+  check "train.loss_scale (set by --set train.loss_scale=lots): must be none, dynamic or a positive number" --config tiny.yaml --set train.loss_scale=lots
+  check "train.loss_scale_init (set by --set train.loss_scale_init=0.5): must be a number from 1 to 2^64" \
+    --config tiny.yaml --set train.loss_scale=dynamic --set train.loss_scale_init=0.5
+  check "train.loss_scale_growth_interval (set by --set train.loss_scale_growth_interval=5): tunes dynamic loss scaling, but train.loss_scale is 'none'" \
+    --config tiny.yaml --set train.loss_scale_growth_interval=5
   check "mn/train-labels-idx1-ubyte': label 77 at index 5 is outside [0, 10)" --config label77.yaml
   check "set model.num_classes to at least 78" --config label77.yaml
   check "class 1 is 'b' in 'if_train' but 'if_val' has no folder 'b'" --config folders.yaml

@@ -2,7 +2,8 @@
 // then step"; delta sync — overlapped with backward — equals the reference "local step, reduce
 // the per-tensor deltas, w = start + reduced delta" bit for bit (for SGD with momentum, Adam and
 // LAMB, with every reducer, with micro-batches), equals its own synchronous path bit for bit,
-// keeps replicas identical while optimizer state stays local, and stops every rank on NaN.
+// keeps replicas identical while optimizer state stays local, and stops every rank on NaN; loss
+// scaling changes no bit and turns one rank's overflow into a step every rank skips.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -98,10 +99,12 @@ std::vector<float> run_strategy(const std::string& model_name, const std::string
     for (int k = 0; k < micro; ++k) {
       auto out = m->forward(batch(c.rank(), step, k));
       loss += out.loss.value().item();
+      Tensor seed;  // loss scaling: backward starts from S, as the trainer does it
+      if (so.loss_scale) seed = Tensor::full({}, so.loss_scale->scale());
       if (s->wants_grad_hook() && k == micro - 1)
-        backward(out.loss, {}, [&](Variable& p) { s->on_grad_ready(p); });
+        backward(out.loss, seed, [&](Variable& p) { s->on_grad_ready(p); });
       else
-        backward(out.loss);
+        backward(out.loss, seed);
     }
     StepResult res = s->end_step(loss / micro);
     EXPECT_TRUE(res.applied);
@@ -286,6 +289,91 @@ TEST(Strategies, NonFiniteLossOnOneRankStopsEveryRankOrSkips) {
         }
       }
     }
+}
+
+// Power-of-two loss scales are exact: a run whose scale grows from 2^10 takes the same steps, bit
+// for bit, as one without scaling — for every reducer (sum, average and Adasum are homogeneous
+// in their inputs), both targets, micro-batches and batch-norm.
+TEST(LossScaling, PowerOfTwoScalesChangeNoBit) {
+  struct Case {
+    const char* model;
+    const char* opt;
+    const char* red;
+    comm::ReduceTarget target;
+    int micro;
+  };
+  const Case cases[] = {{"lenet5", kOptimizers[0], "adasum", comm::ReduceTarget::gradients, 1},
+                        {"lenet5", kOptimizers[1], "average", comm::ReduceTarget::gradients, 2},
+                        {"lenet5", kOptimizers[2], "sum", comm::ReduceTarget::gradients, 1},
+                        {"lenet5", kOptimizers[1], "adasum", comm::ReduceTarget::model_delta, 1},
+                        {"resnet20_mnist", kOptimizers[0], "adasum", comm::ReduceTarget::gradients, 1}};
+  for (const Case& k : cases) {
+    const std::string what = std::string(k.model) + " " + k.opt + " " + k.red +
+                             (k.target == comm::ReduceTarget::gradients ? " gradients" : " model_delta");
+    LossScaler scaler({/*dynamic=*/true, /*init=*/1024, /*growth_interval=*/2});
+    StrategyOptions so;
+    so.loss_scale = &scaler;
+    const int steps = k.model == std::string("lenet5") ? 5 : 2;
+    bool overlapped = true;
+    auto scaled = run_strategy(k.model, k.opt, k.red, k.target, so, steps, k.micro, &overlapped);
+    // Gradient sync still overlaps; delta sync agrees on overflows before any local step.
+    EXPECT_EQ(overlapped, k.target == comm::ReduceTarget::gradients) << what;
+    EXPECT_EQ(scaler.scale(), 1024.0 * (1 << (steps / 2))) << what << ": doubles every 2 good steps";
+    EXPECT_EQ(scaler.overflows(), 0) << what;
+    expect_bits_equal(scaled, run_strategy(k.model, k.opt, k.red, k.target, {}, steps, k.micro), what);
+  }
+}
+
+// One rank's overflow (its loss, so its gradients, Inf) skips the step on every rank with
+// dynamic scaling — weights untouched, scale halved everywhere, no error even with
+// on_nonfinite: stop — and the next step goes ahead. At scale 1, or with a static scale, it is a
+// non-finite step like any other.
+TEST(LossScaling, OverflowOnOneRankSkipsTheStepEverywhereAndHalvesTheScale) {
+  auto& c = world();
+  for (auto target : {comm::ReduceTarget::gradients, comm::ReduceTarget::model_delta})
+    for (double init : {256.0, 1.0})
+      for (bool dynamic : {true, false}) {
+        const std::string what = std::string(target == comm::ReduceTarget::gradients ? "gradients" : "model_delta") +
+                                 (dynamic ? " dynamic from " : " static ") + std::to_string(init);
+        auto m = model("lenet5");
+        auto params = m->parameters();
+        auto opt = optimizer(kOptimizers[0]);
+        auto r = reducer("adasum");
+        LossScaler scaler({dynamic, init, 2000});
+        StrategyOptions so;
+        so.loss_scale = &scaler;
+        auto s = make_strategy(target, {params, *opt, c, *r}, so);
+        auto step = [&](int n, bool overflow) {
+          m->zero_grad();
+          s->begin_step(n, 0.05f);
+          auto out = m->forward(batch(c.rank(), n, 0));
+          Variable loss = overflow && c.rank() == c.size() - 1 ? fn::scale(out.loss, INFINITY) : out.loss;
+          const Tensor seed = Tensor::full({}, scaler.scale());
+          if (s->wants_grad_hook())
+            backward(loss, seed, [&](Variable& p) { s->on_grad_ready(p); });
+          else
+            backward(loss, seed);
+          return s->end_step(loss.value().item());
+        };
+        const auto before = flat(params);
+        if (dynamic && init > 1) {
+          EXPECT_FALSE(step(0, true).applied) << what;
+          expect_bits_equal(flat(params), before, what + ": the skipped step leaves the weights");
+          EXPECT_EQ(scaler.scale(), init / 2) << what;
+          EXPECT_EQ(scaler.overflows(), 1) << what;
+          EXPECT_TRUE(step(1, false).applied) << what;
+          expect_same_on_every_rank(flat(params), what);
+        } else {
+          try {
+            step(0, true);
+            ADD_FAILURE() << what << ": expected the non-finite error on every rank";
+          } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("step 0: the loss or a gradient is NaN/Inf"), std::string::npos)
+                << what << ": " << e.what();
+          }
+          EXPECT_EQ(scaler.scale(), init) << what;
+        }
+      }
 }
 
 }  // namespace

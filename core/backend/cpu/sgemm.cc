@@ -210,9 +210,19 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
 
 }  // namespace cpu
 
-const char* precision_name(Precision p) { return p == Precision::bf16 ? "bf16" : "fp32"; }
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::bf16: return "bf16";
+    case Precision::fp16: return "fp16";
+    case Precision::fp32: break;
+  }
+  return "fp32";
+}
 
 void set_cpu_matmul_precision(Precision p) {
+  ADA_CHECK_ARG(p != Precision::fp16, DeviceError)
+      << "fp16 matrix products are not supported on the CPU (it has no fp16 dot products); use bf16 "
+         "on a CPU with AVX512_BF16, or fp32";
   std::string why;
   if (p == Precision::bf16 && !cpu::bf16_available(&why))
     ADA_THROW(DeviceError) << "bf16 matrix products on the CPU: " << why

@@ -60,9 +60,11 @@ void gemm_strided(const char* op, int dev, const float* a, const float* b, float
   const int ldc = m;
   const cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasComputeType_t compute = cuda_matmul_precision() == Precision::bf16 ? CUBLAS_COMPUTE_32F_FAST_16BF
-                                      : allow_tf32()                               ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                                                                   : CUBLAS_COMPUTE_32F;
+  const Precision precision = cuda_matmul_precision();
+  const cublasComputeType_t compute = precision == Precision::bf16 ? CUBLAS_COMPUTE_32F_FAST_16BF
+                                      : precision == Precision::fp16 ? CUBLAS_COMPUTE_32F_FAST_16F
+                                      : allow_tf32()                 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                                     : CUBLAS_COMPUTE_32F;
   cublasHandle_t h = cublas(dev);
   if (batch == 1) {
     ADA_CUBLAS_CHECK(cublasGemmEx(h, opb, opa, m, n, k, &alpha, b, CUDA_R_32F, ldb, a, CUDA_R_32F,

@@ -69,17 +69,28 @@ struct Plan {
   }
 };
 
-// The first heuristic result that succeeded, fits kMaxWorkspace, never down-converts to fp16
-// and, without TF32, runs in CUDNN_FMA_MATH (cuDNN's other math types may use TF32 tensor cores
-// for fp32). The heuristics' order is kept as is: non-deterministic (atomic) backward
-// algorithms are not avoided, so backward results may differ between runs by fp32 rounding.
+// The math a plan may use: fp32 FMA only; TF32 tensor cores (ADA_CUDA_TF32=1, or bf16 matrix
+// products: cuDNN has no bf16 mode for fp32 tensors); or, for fp16 matrix products, tensor cores
+// with the fp32 inputs rounded to fp16 (CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION).
+enum class ConvMath { fma, tf32, fp16 };
+
+ConvMath current_math() {
+  if (cuda_matmul_precision() == Precision::fp16) return ConvMath::fp16;
+  return allow_tf32() || cuda_matmul_precision() == Precision::bf16 ? ConvMath::tf32 : ConvMath::fma;
+}
+
+// The first heuristic result that succeeded, fits kMaxWorkspace and uses no more than `math`
+// allows (fma: CUDNN_FMA_MATH only, as cuDNN's other math types may use TF32 tensor cores for
+// fp32; tf32: anything but the fp16 down-conversion). The heuristics' order is kept as is:
+// non-deterministic (atomic) backward algorithms are not avoided, so backward results may differ
+// between runs by fp32 rounding.
 template <class Perf>
-bool pick(const std::vector<Perf>& perfs, int got, bool tf32, Perf& out) {
+bool pick(const std::vector<Perf>& perfs, int got, ConvMath math, Perf& out) {
   for (int i = 0; i < got && i < static_cast<int>(perfs.size()); ++i) {
     const Perf& p = perfs[static_cast<size_t>(i)];
     if (p.status != CUDNN_STATUS_SUCCESS || p.memory > kMaxWorkspace) continue;
-    if (!tf32 && p.mathType != CUDNN_FMA_MATH) continue;
-    if (p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;  // may round to fp16
+    if (math == ConvMath::fma && p.mathType != CUDNN_FMA_MATH) continue;
+    if (math == ConvMath::tf32 && p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;
     out = p;
     return true;
   }
@@ -88,7 +99,7 @@ bool pick(const std::vector<Perf>& perfs, int got, bool tf32, Perf& out) {
 
 // Each choose_* sets plan.algo, the conv descriptor's math type and plan.workspace. When no
 // heuristic result qualifies, the always-supported algorithm 0 (implicit GEMM) in `math` is used.
-void choose_forward(cudnnHandle_t h, Plan& pl, bool tf32, cudnnMathType_t math) {
+void choose_forward(cudnnHandle_t h, Plan& pl, ConvMath allowed, cudnnMathType_t math) {
   int max = 0;
   ADA_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max));
   std::vector<cudnnConvolutionFwdAlgoPerf_t> perfs(static_cast<size_t>(std::max(max, 1)));
@@ -97,7 +108,7 @@ void choose_forward(cudnnHandle_t h, Plan& pl, bool tf32, cudnnMathType_t math) 
       h, pl.x, pl.w, pl.conv, pl.y, static_cast<int>(perfs.size()), &got, perfs.data()));
   cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   cudnnConvolutionFwdAlgoPerf_t best{};
-  if (pick(perfs, got, tf32, best)) {
+  if (pick(perfs, got, allowed, best)) {
     algo = best.algo;
     math = best.mathType;
   }
@@ -107,7 +118,7 @@ void choose_forward(cudnnHandle_t h, Plan& pl, bool tf32, cudnnMathType_t math) 
   pl.algo = static_cast<int>(algo);
 }
 
-void choose_backward_data(cudnnHandle_t h, Plan& pl, bool tf32, cudnnMathType_t math) {
+void choose_backward_data(cudnnHandle_t h, Plan& pl, ConvMath allowed, cudnnMathType_t math) {
   int max = 0;
   ADA_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max));
   std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perfs(static_cast<size_t>(std::max(max, 1)));
@@ -116,7 +127,7 @@ void choose_backward_data(cudnnHandle_t h, Plan& pl, bool tf32, cudnnMathType_t 
       h, pl.w, pl.y, pl.conv, pl.x, static_cast<int>(perfs.size()), &got, perfs.data()));
   cudnnConvolutionBwdDataAlgo_t algo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
   cudnnConvolutionBwdDataAlgoPerf_t best{};
-  if (pick(perfs, got, tf32, best)) {
+  if (pick(perfs, got, allowed, best)) {
     algo = best.algo;
     math = best.mathType;
   }
@@ -126,7 +137,7 @@ void choose_backward_data(cudnnHandle_t h, Plan& pl, bool tf32, cudnnMathType_t 
   pl.algo = static_cast<int>(algo);
 }
 
-void choose_backward_filter(cudnnHandle_t h, Plan& pl, bool tf32, cudnnMathType_t math) {
+void choose_backward_filter(cudnnHandle_t h, Plan& pl, ConvMath allowed, cudnnMathType_t math) {
   int max = 0;
   ADA_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max));
   std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perfs(static_cast<size_t>(std::max(max, 1)));
@@ -135,7 +146,7 @@ void choose_backward_filter(cudnnHandle_t h, Plan& pl, bool tf32, cudnnMathType_
       h, pl.x, pl.y, pl.conv, pl.w, static_cast<int>(perfs.size()), &got, perfs.data()));
   cudnnConvolutionBwdFilterAlgo_t algo = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0;
   cudnnConvolutionBwdFilterAlgoPerf_t best{};
-  if (pick(perfs, got, tf32, best)) {
+  if (pick(perfs, got, allowed, best)) {
     algo = best.algo;
     math = best.mathType;
   }
@@ -145,7 +156,7 @@ void choose_backward_filter(cudnnHandle_t h, Plan& pl, bool tf32, cudnnMathType_
   pl.algo = static_cast<int>(algo);
 }
 
-std::unique_ptr<Plan> make_plan(int dev, Dir dir, const ConvGeom& g, bool tf32) {
+std::unique_ptr<Plan> make_plan(int dev, Dir dir, const ConvGeom& g, ConvMath allowed) {
   auto pl = std::make_unique<Plan>();
   ADA_CUDNN_CHECK(cudnnCreateTensorDescriptor(&pl->x));
   ADA_CUDNN_CHECK(cudnnCreateTensorDescriptor(&pl->y));
@@ -161,7 +172,9 @@ std::unique_ptr<Plan> make_plan(int dev, Dir dir, const ConvGeom& g, bool tf32) 
   ADA_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(pl->conv, p.pad_h, p.pad_w, p.stride_h,
                                                   p.stride_w, p.dil_h, p.dil_w,
                                                   CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-  const cudnnMathType_t math = tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+  const cudnnMathType_t math = allowed == ConvMath::fp16   ? CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION
+                               : allowed == ConvMath::tf32 ? CUDNN_TENSOR_OP_MATH
+                                                           : CUDNN_FMA_MATH;
   ADA_CUDNN_CHECK(cudnnSetConvolutionMathType(pl->conv, math));
   int on = 0, oc = 0, oh = 0, ow = 0;
   ADA_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(pl->conv, pl->x, pl->w, &on, &oc, &oh, &ow));
@@ -172,30 +185,29 @@ std::unique_ptr<Plan> make_plan(int dev, Dir dir, const ConvGeom& g, bool tf32) 
                                              i(g.k), i(g.p), i(g.q)));
   cudnnHandle_t h = cudnn(dev);
   switch (dir) {
-    case Dir::forward: choose_forward(h, *pl, tf32, math); break;
-    case Dir::backward_data: choose_backward_data(h, *pl, tf32, math); break;
-    case Dir::backward_filter: choose_backward_filter(h, *pl, tf32, math); break;
+    case Dir::forward: choose_forward(h, *pl, allowed, math); break;
+    case Dir::backward_data: choose_backward_data(h, *pl, allowed, math); break;
+    case Dir::backward_filter: choose_backward_filter(h, *pl, allowed, math); break;
   }
   return pl;
 }
 
-// The cached plan for this convolution under the current math mode (TF32 when allow_tf32() or
-// bf16 matrix products, core/precision.h). Plans are
+// The cached plan for this convolution under the current math mode (current_math()). Plans are
 // never evicted or destroyed (the cache outlives static destruction on purpose), so the
 // reference stays valid.
 const Plan& get_plan(int dev, Dir dir, const ConvGeom& g) {
   using Key = std::array<int64_t, 16>;
   static std::mutex* mu = new std::mutex;
   static auto* cache = new std::map<Key, std::unique_ptr<Plan>>;
-  const bool tf32 = allow_tf32() || cuda_matmul_precision() == Precision::bf16;
+  const ConvMath math = current_math();
   const Conv2dParams& p = g.prm;
   const Key key{dev,       static_cast<int64_t>(dir), g.n,     g.c,     g.h,     g.w,
                 g.k,       g.r,                       g.s,     p.stride_h, p.stride_w, p.pad_h,
-                p.pad_w,   p.dil_h,                   p.dil_w, tf32 ? 1 : 0};
+                p.pad_w,   p.dil_h,                   p.dil_w, static_cast<int64_t>(math)};
   std::lock_guard<std::mutex> lock(*mu);
   auto it = cache->find(key);
   if (it != cache->end()) return *it->second;
-  std::unique_ptr<Plan> plan = make_plan(dev, dir, g, tf32);
+  std::unique_ptr<Plan> plan = make_plan(dev, dir, g, math);
   const Plan& ref = *plan;
   cache->emplace(key, std::move(plan));
   return ref;
