@@ -2,7 +2,7 @@
 // of one model, against PyTorch measured in the same run by tools/bench_step_torch.py.
 //   bench_step --model resnet50|bert_large|bert_base|bert_mini|resnet20_mnist|lenet5 [--batch B]
 //              [--threads T] [--steps N] [--seq 128] [--device cpu|cuda]
-//              [--python /usr/bin/python3] [--no-torch] [--profile] [--precision fp32|bf16]
+//              [--python /usr/bin/python3] [--no-torch] [--profile] [--precision fp32|bf16|fp16]
 // Optimizers: Momentum-SGD for the CNNs, AdamW for bert_large and bert_base, LAMB for bert_mini
 // (PyTorch has no LAMB: its twin runs AdamW). Synthetic inputs; images 224x224 (28x28 for the
 // MNIST models). The median step time gives samples/s.
@@ -27,11 +27,12 @@
 // (core/backend/cpu/op_profile.h); prints milliseconds per step per op.
 // --profile (cuda): after the timed steps, `steps` more steps with every op bracketed by CUDA
 // events; prints GPU milliseconds per op (an op that calls another is counted in both).
-// --precision bf16: our matrix products with bf16 inputs and fp32 accumulation
-// (train.precision: bf16, core/precision.h; on the CPU it needs AVX512_BF16, on a GPU cuBLAS's
-// bf16 products and TF32 convolutions). The same model is timed in fp32 first, in the same
-// process, and the bf16/fp32 ratio printed; the twins run their forward under
-// torch.autocast(device, torch.bfloat16), PyTorch's mixed precision.
+// --precision bf16|fp16: our matrix products with bf16 (fp16: cuda only) inputs and fp32
+// accumulation (train.precision, core/precision.h; bf16 on the CPU needs AVX512_BF16; on a GPU
+// cuBLAS's bf16/fp16 products, TF32/fp16 convolutions). The same model is timed in fp32 first,
+// in the same process, and the mixed/fp32 ratio printed; the twins run their forward under
+// torch.autocast(device, torch.bfloat16 or torch.float16), PyTorch's mixed precision. Neither
+// side scales the loss here.
 // The twin runs under --python (default /usr/bin/python3; e.g. --python python3 for a pip torch).
 // On cuda it runs once, as installed (the tuned runtime is a CPU matter).
 #include <sys/resource.h>
@@ -145,15 +146,18 @@ int main(int argc, char** argv) {
             << "unknown option '" << a
             << "'; usage: bench_step --model NAME [--batch B] [--threads T] [--steps N] "
                "[--seq L] [--device cpu|cuda] [--python PATH] [--no-torch] [--profile] "
-               "[--precision fp32|bf16]";
+               "[--precision fp32|bf16|fp16]";
     }
     ADA_CHECK_ARG(device == "cpu" || device == "cuda", ConfigError)
         << "--device must be cpu or cuda, not '" << device << "'";
     ADA_CHECK_ARG(steps >= 1, ConfigError) << "--steps must be at least 1";
-    ADA_CHECK_ARG(precision == "fp32" || precision == "bf16", ConfigError)
-        << "--precision must be fp32 or bf16, not '" << precision << "'";
-    const bool bf16 = precision == "bf16";
+    ADA_CHECK_ARG(precision == "fp32" || precision == "bf16" || precision == "fp16", ConfigError)
+        << "--precision must be fp32, bf16 or fp16, not '" << precision << "'";
+    const bool mixed = precision != "fp32";
+    const Precision mixed_precision = precision == "fp16" ? Precision::fp16 : Precision::bf16;
     const bool on_cuda = device == "cuda";
+    ADA_CHECK_ARG(precision != "fp16" || on_cuda, ConfigError)
+        << "--precision fp16 needs --device cuda (the CPU has no fp16 dot products; use bf16)";
     const char* tf32_env = std::getenv("ADA_CUDA_TF32");
     const bool tf32 = on_cuda && tf32_env && std::string(tf32_env) == "1";
     std::string device_name;
@@ -203,10 +207,10 @@ int main(int argc, char** argv) {
       return t[t.size() / 2];
     };
     double fp32_step_s = 0;
-    if (bf16) {  // our fp32 step first, then bf16 from a warm-up step on
+    if (mixed) {  // our fp32 step first, then bf16/fp16 from a warm-up step on
       fp32_step_s = median_step();
-      if (on_cuda) set_cuda_matmul_precision(Precision::bf16);
-      else set_cpu_matmul_precision(Precision::bf16);
+      if (on_cuda) set_cuda_matmul_precision(mixed_precision);
+      else set_cpu_matmul_precision(mixed_precision);
       one_step();
     }
     const double step_s = median_step(), ours_sps = batch / step_s;
@@ -253,7 +257,7 @@ int main(int argc, char** argv) {
                         " --steps " + std::to_string(steps) + " --seq " + std::to_string(seq);
       if (on_cuda) cmd += std::string(" --device cuda") + (tf32 ? " --tf32" : "");
       if (tuned) cmd += " --tuned";
-      if (bf16) cmd += " --precision bf16";
+      if (mixed) cmd += " --precision " + precision;
       cmd += " 2>" + err_path;
       const twin::Output o = twin::run(cmd);
       if (o.rc != 0) {
@@ -309,8 +313,8 @@ int main(int argc, char** argv) {
     std::printf("%-15s batch %-3lld threads %d %s | ours %7.2f samples/s (%.3f steps/s), peak %7.0f MB",
                 model.c_str(), static_cast<long long>(batch), threads, precision.c_str(), ours_sps,
                 1.0 / step_s, ours_mb);
-    if (bf16)
-      std::printf(" | bf16/fp32 x%.2f (our fp32 %.2f samples/s, kernels %s)", fp32_step_s / step_s,
+    if (mixed)
+      std::printf(" | %s/fp32 x%.2f (our fp32 %.2f samples/s, kernels %s)", precision.c_str(), fp32_step_s / step_s,
                   batch / fp32_step_s, cpu::isa_description().c_str());
     if (!torch) {
       std::printf("\n");

@@ -5,7 +5,7 @@ and python3-torchvision (tools/setup.sh --bench). LAMB does not exist in PyTorch
 twin uses AdamW, as the issue specifies.
 
   bench_step_torch.py --model NAME --batch B [--threads T] [--steps N] [--seq L]
-                      [--device cpu|cuda] [--tf32] [--tuned] [--precision fp32|bf16]
+                      [--device cpu|cuda] [--tf32] [--tuned] [--precision fp32|bf16|fp16]
 
 --device cpu (default): one warm-up step, then the median of --steps timed steps; peak_rss_mb is
 this process's maximum resident set, so one case per process. The JSON's "runtime" says what the
@@ -18,10 +18,11 @@ oneDNN, which prefers it; BERT has no 4-d tensors and keeps its layout); bench_s
 with tcmalloc preloaded (LD_PRELOAD=.../libtcmalloc_minimal.so.4) and the OpenMP OpenBLAS first
 on the library path (LD_LIBRARY_PATH=.../openblas-openmp), on that command only.
 
---precision bf16 (bench_step --precision bf16): forward and loss under
-torch.autocast(device, dtype=torch.bfloat16), PyTorch's mixed precision (bf16 matmuls and
-convolutions through oneDNN on the CPU, cuBLAS/cuDNN on a GPU; fp32 parameters, gradients and
-optimizer), the peer of our train.precision: bf16.
+--precision bf16|fp16 (bench_step --precision ...): forward and loss under
+torch.autocast(device, dtype=torch.bfloat16 or torch.float16), PyTorch's mixed precision (bf16
+matmuls and convolutions through oneDNN on the CPU, bf16/fp16 through cuBLAS/cuDNN on a GPU; fp32
+parameters, gradients and optimizer), the peer of our train.precision: bf16/fp16. No GradScaler:
+bench_step does not scale the loss either.
 
 --device cuda (run by bench_step --device cuda, under its --python): model, optimizer state and
 batch on cuda:0, fp32 with TF32 off for cuBLAS and cuDNN unless --tf32 (bench_step passes it
@@ -165,8 +166,8 @@ def main():
     ap.add_argument("--tf32", action="store_true", help="allow TF32 in cuBLAS and cuDNN (cuda only)")
     ap.add_argument("--tuned", action="store_true",
                     help="channels-last CNNs; report the runtime's shortfalls (cpu only)")
-    ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
-                    help="bf16: forward under torch.autocast(device, torch.bfloat16)")
+    ap.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32",
+                    help="bf16/fp16: forward under torch.autocast(device, torch.bfloat16/float16)")
     a = ap.parse_args()
     if a.tuned and a.device != "cpu":
         raise SystemExit("bench_step_torch.py: --tuned is for --device cpu")
@@ -224,7 +225,8 @@ def main():
 
     def step():
         opt.zero_grad(set_to_none=False)
-        with torch.autocast(a.device, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+        with torch.autocast(a.device, dtype=torch.float16 if a.precision == "fp16" else torch.bfloat16,
+                            enabled=a.precision != "fp32"):
             loss = loss_fn()
         loss.backward()
         opt.step()

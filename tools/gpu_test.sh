@@ -93,15 +93,32 @@ if [[ "$what" == train || "$what" == all ]]; then
     grep -v '^step ' | grep -E 'resumed|eval at|done|error|accuracy' | tee -a "$out/train.log"
   # Several ranks: NCCL at one rank (train.comm: nccl), then 2 and 4 ranks sharing the GPU
   # (train.comm: auto picks MPI, staging the buckets through host memory), Adasum and average.
-  # And bf16 matrix products at one rank (train.precision: bf16).
-  for run in "1 nccl adasum fp32" "2 auto adasum fp32" "4 auto adasum fp32" "4 auto average fp32" "1 auto adasum bf16"; do
+  # And bf16 and fp16 matrix products (train.precision; fp16 with dynamic loss scaling, its
+  # default), whose accuracy must stay within half a point of fp32's.
+  for run in "1 nccl adasum fp32" "2 auto adasum fp32" "4 auto adasum fp32" "4 auto average fp32" \
+             "1 auto adasum bf16" "1 auto adasum fp16" "2 auto adasum fp16"; do
     set -- $run
     echo "-- $1 rank(s) on the GPU, train.comm $2, reducer $3, $4 (1 epoch)" | tee -a "$out/train.log"
     OMP_NUM_THREADS=2 timeout 600 .gpu/bin/mpirun -np "$1" --oversubscribe --bind-to none .gpu/bin/trainer \
       --config configs/mnist_lenet_$3.yaml --set train.device=cuda --set train.comm="$2" --set train.epochs=1 \
       --set train.precision="$4" --set output.dir="out/gpu-train-np$1-$3-$4" --set checkpoint.overwrite=true 2>&1 |
-      grep -E 'train.comm|eval at|done|error|accuracy' | tee -a "$out/train.log"
+      grep -E 'train.comm|eval at|done|error|accuracy|overflow' | tee -a "$out/train.log"
   done
+  python3 - out/gpu-train-np1-adasum-{fp32,bf16,fp16}/summary.json <<'PY' 2>&1 | tee -a "$out/train.log"
+import json, sys
+acc = {}
+for path in sys.argv[1:]:
+    try:
+        s = json.load(open(path))
+    except OSError:
+        print(f"mixed precision: {path} missing (that run failed)"); sys.exit(0)
+    acc[s["precision"]] = s.get("eval_top1", 0.0)
+    extra = f", loss scale {s['loss_scale']:g} after {s['loss_scale_overflows']} overflows" if "loss_scale" in s else ""
+    print(f"mixed precision: {s['precision']} eval_top1 {100 * acc[s['precision']]:.2f}%{extra}")
+for p in ("bf16", "fp16"):
+    gap = 100 * (acc["fp32"] - acc[p])
+    print(f"mixed precision: {p} {'within' if gap <= 0.5 else 'MORE THAN'} 0.5 points of fp32 ({gap:+.2f})")
+PY
 fi
 if [[ "$what" == bench || "$what" == all ]]; then
   echo "== benchmarks (ours against PyTorch eager on this GPU)"
@@ -113,8 +130,10 @@ if [[ "$what" == bench || "$what" == all ]]; then
       timeout 300 .gpu/bin/bench_step --model $m --device cuda --steps 20 --python "$py" 2>&1
     done
     for m in "resnet50 --batch 64" "bert_large --batch 16 --seq 128"; do
-      echo "-- bench_step --model $m --device cuda --precision bf16 (against torch.autocast bf16)"
-      timeout 300 .gpu/bin/bench_step --model $m --device cuda --precision bf16 --steps 20 --python "$py" 2>&1
+      for p in bf16 fp16; do
+        echo "-- bench_step --model $m --device cuda --precision $p (against torch.autocast $p)"
+        timeout 300 .gpu/bin/bench_step --model $m --device cuda --precision $p --steps 20 --python "$py" 2>&1
+      done
     done
     echo "-- bench_ops --device cuda"
     timeout 300 .gpu/bin/bench_ops --device cuda --python "$py" --batch 64 --repeats 5 --verbose 2>&1

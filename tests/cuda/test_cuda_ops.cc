@@ -623,16 +623,22 @@ TEST(CudaOps, GemmAndMatmulAllTransposes) {
 // sums in fp32, so the product matches a double reference over bf16-rounded operands within
 // fp32 accumulation error, and differs from the fp32 product by the operands' rounding (checked,
 // so that the switch is seen to act). Restored to fp32 at the end.
-TEST(CudaOps, Bf16MatrixProductsRoundTheOperands) {
-  ADA_REQUIRE_GPU();
-  auto bf16 = [](float x) {  // nearest even
-    uint32_t u;
-    std::memcpy(&u, &x, 4);
-    u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
-    float r;
-    std::memcpy(&r, &u, 4);
-    return static_cast<double>(r);
-  };
+// Rounds a float to `mantissa` explicit mantissa bits, nearest even (bf16: 7, fp16: 10; fp16's
+// subnormals are not modelled: their products are far below the tolerance).
+double round_mantissa(float x, int mantissa) {
+  const uint32_t drop = 23u - static_cast<uint32_t>(mantissa), half = (1u << (drop - 1)) - 1u;
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u = (u + half + ((u >> drop) & 1u)) & ~((1u << drop) - 1u);
+  float r;
+  std::memcpy(&r, &u, 4);
+  return static_cast<double>(r);
+}
+
+// train.precision bf16 / fp16 on CUDA: matmul equals the product of the operands rounded to
+// the narrow type, summed in fp32 — and differs from the fp32 product (the switch acts).
+void expect_products_round_operands(Precision precision, int mantissa) {
+  const char* name = precision_name(precision);
   const int64_t m = 67, k = 300, n = 129;
   const Tensor a = rand_cpu({m, k}, 91), b = rand_cpu({k, n}, 92);
   const std::vector<float> av = a.to_vector<float>(), bv = b.to_vector<float>();
@@ -642,22 +648,55 @@ TEST(CudaOps, Bf16MatrixProductsRoundTheOperands) {
     for (int64_t j = 0; j < n; ++j) {
       double s = 0, exact = 0;
       for (int64_t p = 0; p < k; ++p) {
-        s += bf16(av[i * k + p]) * bf16(bv[p * n + j]);
+        s += round_mantissa(av[i * k + p], mantissa) * round_mantissa(bv[p * n + j], mantissa);
         exact += static_cast<double>(av[i * k + p]) * bv[p * n + j];
       }
       want[i * n + j] = static_cast<float>(s);
       worst_rounding = std::max(worst_rounding, std::fabs(s - exact));
     }
-  set_cuda_matmul_precision(Precision::bf16);
+  set_cuda_matmul_precision(precision);
   const Tensor got = ops::matmul(on_gpu(a), on_gpu(b));
   set_cuda_matmul_precision(Precision::fp32);
-  EXPECT_TRUE(near("bf16 matmul", got, Tensor::from_vector<float>(want, {m, n}), kMmRtol, mm_atol(k)));
+  EXPECT_TRUE(near(std::string(name) + " matmul", got, Tensor::from_vector<float>(want, {m, n}), kMmRtol, mm_atol(k)));
   const Tensor fp32 = ops::matmul(on_gpu(a), on_gpu(b));
   const std::vector<float> g = got.to_vector<float>(), f = fp32.to_vector<float>();
   double diff = 0;
   for (size_t i = 0; i < g.size(); ++i) diff = std::max(diff, std::fabs(static_cast<double>(g[i]) - f[i]));
-  EXPECT_GT(diff, 0.25 * worst_rounding) << "the bf16 product equals the fp32 one: the switch did not act";
+  EXPECT_GT(diff, 0.25 * worst_rounding) << "the " << name << " product equals the fp32 one: the switch did not act";
   EXPECT_EQ(cuda_matmul_precision(), Precision::fp32);
+}
+
+TEST(CudaOps, Bf16MatrixProductsRoundTheOperands) {
+  ADA_REQUIRE_GPU();
+  expect_products_round_operands(Precision::bf16, 7);
+}
+
+TEST(CudaOps, Fp16MatrixProductsRoundTheOperands) {
+  ADA_REQUIRE_GPU();
+  expect_products_round_operands(Precision::fp16, 10);
+}
+
+// fp16 convolutions (cuDNN with fp32 -> fp16 conversion allowed) stay within fp16 rounding of
+// the fp32 CPU reference, forward and both backwards.
+TEST(CudaOps, Fp16ConvolutionsStayWithinFp16Rounding) {
+  ADA_REQUIRE_GPU();
+  const Tensor x = rand_cpu({4, 8, 13, 13}, 93), w = rand_cpu({16, 8, 3, 3}, 94);
+  ops::Conv2dParams prm;
+  prm.pad_h = prm.pad_w = 1;
+  const Tensor y = ops::conv2d_forward(x, w, prm);
+  const Tensor dy = rand_cpu(y.shape(), 95);
+  const Tensor dx = ops::conv2d_backward_data(dy, w, x.shape(), prm);
+  const Tensor dw = ops::conv2d_backward_filter(dy, x, w.shape(), prm);
+  set_cuda_matmul_precision(Precision::fp16);
+  const Tensor gy = ops::conv2d_forward(on_gpu(x), on_gpu(w), prm);
+  const Tensor gdx = ops::conv2d_backward_data(on_gpu(dy), on_gpu(w), x.shape(), prm);
+  const Tensor gdw = ops::conv2d_backward_filter(on_gpu(dy), on_gpu(x), w.shape(), prm);
+  set_cuda_matmul_precision(Precision::fp32);
+  // fp16 operands: relative rounding 2^-11 each; sums of 72 (forward), 144 (backward data) or
+  // 676 (backward filter) products of Normal(0, 1) values, errors of random sign.
+  EXPECT_TRUE(near("fp16 conv forward", gy, y, 1e-2, 0.05));
+  EXPECT_TRUE(near("fp16 conv backward data", gdx, dx, 1e-2, 0.05));
+  EXPECT_TRUE(near("fp16 conv backward filter", gdw, dw, 1e-2, 0.15));
 }
 
 TEST(CudaOps, GemmBatchedAndBmmAllTransposes) {
