@@ -80,7 +80,8 @@ def _get(tree, dotted, default=None):
 
 class Study:
     KEYS = {"name", "base", "question", "budget", "metric", "train_size", "set", "ranks",
-            "micro_batches", "seeds", "methods", "variants", "fetch", "findings", "baseline", "trainer_args"}
+            "micro_batches", "seeds", "methods", "variants", "fetch", "findings", "baseline", "trainer_args",
+            "resume_cells"}
 
     def __init__(self, path):
         self.path = path
@@ -118,6 +119,9 @@ class Study:
         self.findings = str(doc.get("findings", "")).strip()
         self.fetch = list(doc.get("fetch", []))
         self.trainer_args = [str(a) for a in doc.get("trainer_args", [])]
+        self.resume_cells = doc.get("resume_cells", False)
+        if not isinstance(self.resume_cells, bool):
+            raise StudyError(f"{where}: resume_cells must be true or false, got {self.resume_cells!r}")
 
         budget = need("budget", dict)
         if set(budget) not in ({"epochs"}, {"steps"}) or not isinstance(next(iter(budget.values())), int) \
@@ -330,9 +334,12 @@ def is_diverged_value(study, value):
 def run_cell(cell, args, folder):
     """Runs one cell; returns its record (also written as study_cell.json unless it failed)."""
     study = cell.study
-    if os.path.isdir(folder):
-        shutil.rmtree(folder)  # an unfinished earlier attempt
-    os.makedirs(folder)
+    # An unfinished earlier attempt starts again, unless the study resumes cells: then the
+    # trainer goes on from the attempt's newest checkpoint (--resume auto; fresh if it has none).
+    resumed = study.resume_cells and os.path.isdir(folder)
+    if os.path.isdir(folder) and not resumed:
+        shutil.rmtree(folder)
+    os.makedirs(folder, exist_ok=True)
     mpirun = [args.mpirun, "-np", str(cell.ranks), "--oversubscribe", "--bind-to", "none",
               "--mca", "mpi_yield_when_idle", "1"]
     base = study.base if os.path.isabs(study.base) else os.path.join(ROOT, study.base)
@@ -340,15 +347,21 @@ def run_cell(cell, args, folder):
     for s in cell.trainer_sets() + [f"output.dir={folder}", "checkpoint.overwrite=true"]:
         cmd += ["--set", s]
     cmd += study.trainer_args
+    if study.resume_cells:
+        cmd += ["--resume", "auto"]
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     start = time.time()
-    with open(os.path.join(folder, "log.txt"), "w") as log:
+    with open(os.path.join(folder, "log.txt"), "a" if resumed else "w") as log:
+        if resumed:
+            log.write("\n# study.py: an earlier attempt of this cell was interrupted; resuming it\n")
         log.write("$ " + " ".join(shlex.quote(c) for c in cmd) + "\n")
         log.flush()
         rc = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
     wall = time.time() - start
     with open(os.path.join(folder, "log.txt"), errors="replace") as f:
         log_text = f.read()
+    if resumed:  # this attempt's part of the log: an earlier attempt's error is not this one's
+        log_text = log_text[log_text.rfind("# study.py: an earlier attempt"):]
     evals, losses, walls = read_curve(folder, study.metric)
     summary = {}
     if os.path.isfile(os.path.join(folder, "summary.json")):
@@ -369,7 +382,10 @@ def run_cell(cell, args, folder):
     rec = {"name": cell.name, "hash": cell.hash, "method": cell.method, "ranks": cell.ranks,
            "micro_batches": cell.mb, "variant": cell.variant, "seed": cell.seed, "point": cell.point,
            "examples_per_step": cell.examples_per_step, "overrides": cell.overrides, "status": status,
-           "reason": reason, "exit_code": rc, "final": final, "wall_s": round(wall, 2),
+           "reason": reason, "exit_code": rc, "final": final,
+           # A resumed cell: the trainer's own count over its attempts (up to each one's last checkpoint).
+           "wall_s": round(summary.get("wall_seconds", wall) if resumed else wall, 2),
+           "resumed": resumed,
            "steps": summary.get("steps", evals[-1][0] if evals else None),
            "evals": evals, "eval_wall": walls, "losses": losses[:: max(1, len(losses) // 200)],
            "command": " ".join(shlex.quote(c) for c in cmd), "machine": machine(),

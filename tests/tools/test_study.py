@@ -281,6 +281,37 @@ class EndToEnd(unittest.TestCase):
         rc, out = self.run_study(study_text(self.base, bad), "--only", "ranks=2")
         self.assertIn("(1 cached, 1 to run)", out)  # the failed cell runs again, the diverged one not
 
+    def test_resume_cells_goes_on_from_the_interrupted_attempts_checkpoint(self):
+        # resume_cells: a cell killed mid-run (rank 0 dies at its 25th gradient-ready hook: step 3
+        # of LeNet's 10 parameters, after the checkpoint of step 2) is not cached; the next run
+        # resumes it from that checkpoint instead of starting over.
+        methods = "  average: {set: {reducer.name: average}}\n"
+        text = study_text(self.base, methods, "resume_cells: true\n").replace(
+            "train.eval_every: 2}", "train.eval_every: 2, checkpoint.every: 2}")
+        os.environ["ADA_FAULT"] = "backward@0#25:kill"
+        try:
+            rc, out = self.run_study(text, "--only", "ranks=1")
+        finally:
+            del os.environ["ADA_FAULT"]
+        self.assertEqual(rc, 1, out)
+        self.assertIn("average-np1-s1 ... failed", out)
+        rc, out = self.run_study(text, "--only", "ranks=1")
+        self.assertEqual(rc, 0, out)
+        self.assertIn("(0 cached, 1 to run)", out)
+        folder = next(d for d in os.listdir(self.runs) if d.startswith("average-np1-s1-"))
+        with open(os.path.join(self.runs, folder, "log.txt")) as f:
+            log = f.read()
+        self.assertIn("resuming it", log)
+        self.assertRegex(log, r"resumed from .*ckpt-00000002\.json \(step 2")
+        cell = self.cells()["average-np1-s1"]
+        self.assertEqual(cell["status"], "ok", cell)
+        self.assertTrue(cell["resumed"])
+        self.assertEqual(cell["steps"], 4)
+        self.assertEqual([s for s, _ in cell["evals"]], [2, 4])
+        self.assertIn("--resume auto", cell["command"])
+        self.assertIn("resume_cells must be true or false", self.run_study(text.replace(
+            "resume_cells: true", "resume_cells: sometimes"))[1])
+
 
 if __name__ == "__main__":
     if len(sys.argv) < 2:
