@@ -1,13 +1,16 @@
 // bench_allreduce: our reducers against raw MPI_Allreduce, in one run, under mpirun.
 //   mpirun -np 4 bench_allreduce [--min-log2 10] [--max-log2 26] [--sets resnet50,bert_large]
 //                                [--reducers sum,average,adasum] [--hierarchical N]
-//                                [--adasum KEY=VALUE ...] [--reps N] [--json]
+//                                [--adasum KEY=VALUE ...] [--precision fp32|bf16|fp16] [--reps N] [--json]
 // Single tensors of 2^10 .. 2^26 floats: raw MPI_Allreduce in place vs reducer.reduce() on the
 // same buffer. Parameter sets (ResNet-50: 161 tensors, 25,557,032 floats; BERT-Large with MLM
 // and NSP heads): raw MPI_Allreduce on one fused buffer and per bucket of the bucketer's layout,
 // vs the GradBucketer (25 MB buckets, grads as bucket views, launched in backward order) with
 // each reducer. --hierarchical N adds hierarchical Adasum with nodes of N ranks (0: the nodes
-// MPI reports); --adasum KEY=VALUE sets an option of both Adasum columns (e.g. gather_below=0). Each repetition times the per-bucket baseline and every reducer back to back on
+// MPI reports); --adasum KEY=VALUE sets an option of both Adasum columns (e.g. gather_below=0);
+// --precision bf16|fp16 puts every reducer on a 16-bit wire (reducer.precision; the raw
+// MPI_Allreduce baseline stays f32, so (x) shows what halving the bytes buys). Each repetition
+// times the per-bucket baseline and every reducer back to back on
 // the same buffers (one bucketer; the machine's load then changes alike for all), after one
 // warm-up repetition. Figures: the median over repetitions of the slowest rank's time; (x) is
 // ours / raw MPI_Allreduce of the same layout (per bucket for the sets); X/sum is the median
@@ -240,9 +243,11 @@ int main(int argc, char** argv) {
     bool json = false;
     std::vector<std::string> sets = {"resnet50", "bert_large"};
     std::vector<std::string> names = {"sum", "average", "adasum"}, adasum_options;
+    std::string precision = "fp32";
     const char* usage =
         "usage: bench_allreduce [--min-log2 10] [--max-log2 26] [--sets resnet50,bert_large] "
-        "[--reducers sum,average,adasum] [--hierarchical N] [--adasum KEY=VALUE ...] [--reps N] [--json]";
+        "[--reducers sum,average,adasum] [--hierarchical N] [--adasum KEY=VALUE ...] [--precision fp32|bf16|fp16] "
+        "[--reps N] [--json]";
     for (int i = 1; i < argc; ++i) {
       std::string a = argv[i];
       auto value = [&]() -> std::string {
@@ -256,6 +261,7 @@ int main(int argc, char** argv) {
       else if (a == "--reducers") names = split_list(value());
       else if (a == "--hierarchical") hierarchical = std::stoi(value());
       else if (a == "--adasum") adasum_options.push_back(value());
+      else if (a == "--precision") precision = value();
       else if (a == "--json") json = true;
       else ADA_THROW(ConfigError) << "unknown option '" << a << "'; " << usage;
     }
@@ -267,6 +273,7 @@ int main(int argc, char** argv) {
     // A reducer from its options; options nobody reads are errors, as in the trainer.
     auto make = [&](const std::string& name, const std::string& yaml, bool adasum) {
       Config c = Config::parse(yaml, "bench_allreduce");
+      c.set_override("precision=" + precision, "--precision");
       if (adasum)
         for (const auto& o : adasum_options) c.set_override(o);
       auto r = registry.get(name, "--reducers")(c);
@@ -295,7 +302,7 @@ int main(int argc, char** argv) {
       if (hierarchical >= 0) labels.push_back("adasum-h" + std::to_string(hierarchical));
       auto is_adasum = [](const std::string& l) { return l.rfind("adasum", 0) == 0; };
       if (json) {
-        std::cout << "{\"ranks\": " << mpi.size() << ", \"rows\": [";
+        std::cout << "{\"ranks\": " << mpi.size() << ", \"precision\": \"" << precision << "\", \"rows\": [";
         for (size_t i = 0; i < rows.size(); ++i) {
           const Row& r = rows[i];
           std::cout << (i ? ",\n  " : "") << "{\"case\": \"" << r.name << "\", \"floats\": " << r.floats
@@ -311,10 +318,11 @@ int main(int argc, char** argv) {
         }
         std::cout << "]}\n";
       } else {
-        std::printf("bench_allreduce: %d ranks (%d per node by MPI); times: median over repetitions of the "
-                    "slowest rank\n(x) = ours / raw MPI_Allreduce of the same layout (per 25 MB bucket for the "
-                    "sets); X/sum = median over repetitions of X's time / our sum reducer's, timed back to back\n",
-                    mpi.size(), world->local_size());
+        std::printf("bench_allreduce: %d ranks (%d per node by MPI); reducers on a %s wire; times: median over "
+                    "repetitions of the slowest rank\n(x) = ours / raw f32 MPI_Allreduce of the same layout (per 25 MB "
+                    "bucket for the sets); X/sum = median over repetitions of X's time / our sum reducer's, timed back "
+                    "to back\n",
+                    mpi.size(), world->local_size(), precision.c_str());
         std::printf("%-24s %10s %9s %9s", "case", "floats", "MPI ms", "MPI/bkt");
         for (const auto& l : labels) std::printf(" %18s", (l + " ms (x)").c_str());
         for (const auto& l : labels)

@@ -74,7 +74,12 @@ struct AdasumOptions {
   // Buckets with world size x elements <= this take the latency path (see above); 0: never.
   int64_t gather_below = int64_t(1) << 14;
   std::string where;   // names the options in errors (a config location); may be empty
-  // Reads `hierarchical`, `local_size` and `gather_below` from a reducer config section.
+  // reducer.precision (comm/reducer.h): bf16/fp16 puts every exchange on a 16-bit wire. The
+  // dot products and norms still sum in double over f32 values (the received halves widened);
+  // each rank rounds its finished segment before the allgather phase, so every rank ends with
+  // the same bits.
+  DType wire = DType::f32;
+  // Reads `hierarchical`, `local_size`, `gather_below` and `precision` from a reducer config section.
   static AdasumOptions from_config(const Config& section);
 };
 
@@ -113,6 +118,9 @@ class AdasumReducer : public Reducer {
   void reduce_gathered(Tensor& x, const std::vector<TensorSpan>& spans, Communicator& comm,
                        int local_size);
   Tensor scratch(int64_t n, Device device);  // the partner's data, on the buffer's device
+  // send/recv of a whole f32 tensor over the wire (16-bit when reducer.precision says so).
+  void send_wire(Communicator& peers, Tensor& x, int peer, int tag);
+  void recv_wire(Communicator& peers, Tensor& x, int peer, int tag);
   // Adds tensor-wise cosines of the first tree level to the diagnostic.
   void add_pair_cosines(const std::vector<double>& triples);
 
@@ -120,6 +128,7 @@ class AdasumReducer : public Reducer {
   std::map<const Communicator*, Topology> topologies_;
   Tensor scratch_;  // the partner's halves; grows to the largest need, reused across calls
   Tensor slice_;    // hierarchical: this rank's slice of the node sum
+  WireBuffer wire_out_, wire_in_;  // 16-bit staging of what is sent and received (precision bf16/fp16)
   std::mutex stats_mu_;
   double cos_sum_ = 0, cos_count_ = 0;
 };

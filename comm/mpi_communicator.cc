@@ -7,20 +7,64 @@
 
 #include "comm/comm_thread.h"
 #include "comm/mpi_check.h"
+#include "core/half.h"
 
 namespace ada::comm {
 namespace {
+
+// f16 and bf16 tensors travel as 16-bit words of their own MPI types; their sum (allreduce,
+// reduce_scatter) is a user-defined op that adds in f32 and rounds back to nearest even at every
+// step of MPI's algorithm (as NCCL does for these types). Made once, on the communication
+// thread, by the first communicator.
+struct HalfTypes {
+  MPI_Datatype f16 = MPI_DATATYPE_NULL, bf16 = MPI_DATATYPE_NULL;
+  MPI_Op sum = MPI_OP_NULL;
+};
+HalfTypes g_half;
+
+void half_sum(void* in, void* inout, int* len, MPI_Datatype* type) {
+  const uint16_t* a = static_cast<const uint16_t*>(in);
+  uint16_t* b = static_cast<uint16_t*>(inout);
+  const int n = *len;
+  if (*type == g_half.bf16) {
+    for (int i = 0; i < n; ++i) b[i] = half::bf16_from_float(half::bf16_to_float(a[i]) + half::bf16_to_float(b[i]));
+  } else {
+    for (int i = 0; i < n; ++i) b[i] = half::f16_from_float(half::f16_to_float(a[i]) + half::f16_to_float(b[i]));
+  }
+}
+
+void make_half_types() {  // on the communication thread
+  if (g_half.sum != MPI_OP_NULL) return;
+  ADA_MPI_CHECK(MPI_Type_contiguous(1, MPI_UINT16_T, &g_half.f16));
+  ADA_MPI_CHECK(MPI_Type_commit(&g_half.f16));
+  ADA_MPI_CHECK(MPI_Type_contiguous(1, MPI_UINT16_T, &g_half.bf16));
+  ADA_MPI_CHECK(MPI_Type_commit(&g_half.bf16));
+  ADA_MPI_CHECK(MPI_Op_create(&half_sum, /*commute=*/1, &g_half.sum));
+}
+
+bool is_half(const Tensor& t) { return t.dtype() == DType::f16 || t.dtype() == DType::bf16; }
 
 MPI_Datatype mpi_type(const Tensor& t, const char* op) {
   switch (t.dtype()) {
     case DType::f32: return MPI_FLOAT;
     case DType::i32: return MPI_INT32_T;
     case DType::i64: return MPI_INT64_T;
-    default:
-      ADA_THROW(DTypeError) << "MPI " << op << ": dtype " << dtype_name(t.dtype())
-                            << " is not supported (f32, i32, i64)";
+    case DType::f16: return g_half.f16;
+    case DType::bf16: return g_half.bf16;
   }
+  ADA_THROW(DTypeError) << "MPI " << op << ": dtype " << dtype_name(t.dtype())
+                        << " is not supported (f32, f16, bf16, i32, i64)";
   return MPI_DATATYPE_NULL;
+}
+
+// The reduction `op` on `t`'s type; f16/bf16 have their sum only.
+MPI_Op mpi_op(ReduceOp op, const Tensor& t, const char* what) {
+  if (is_half(t)) {
+    ADA_CHECK_ARG(op == ReduceOp::sum, DTypeError)
+        << "MPI " << what << ": " << dtype_name(t.dtype()) << " tensors can be summed only, not reduced by max/min";
+    return g_half.sum;
+  }
+  return op == ReduceOp::max ? MPI_MAX : op == ReduceOp::min ? MPI_MIN : MPI_SUM;
 }
 
 // MPI works on host memory (Debian's OpenMPI is not CUDA-aware): a tensor on a CUDA device is
@@ -33,14 +77,7 @@ void write_back(Tensor& t, const Tensor& host) {
   if (on_device(t)) t.copy_from(host);
 }
 
-MPI_Op mpi_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum: return MPI_SUM;
-    case ReduceOp::max: return MPI_MAX;
-    case ReduceOp::min: return MPI_MIN;
-  }
-  return MPI_SUM;
-}
+MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::max ? MPI_MAX : op == ReduceOp::min ? MPI_MIN : MPI_SUM; }
 
 // MPI counts are int: operations on more elements go in chunks of at most this many.
 constexpr int64_t kMaxChunk = INT_MAX / 2;
@@ -56,6 +93,7 @@ void run(const std::function<void()>& op) { CommThread::instance().run(op); }
 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, bool owned) : comm_(comm), owned_(owned) {
   run([&] {
+    make_half_types();
     ADA_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
     ADA_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
     ADA_MPI_CHECK(MPI_Comm_size(comm_, &size_));
@@ -107,11 +145,12 @@ void MpiCommunicator::allreduce(Tensor& t, ReduceOp op) {
     return write_back(t, h);
   }
   MPI_Datatype type = mpi_type(t, "allreduce");
+  const MPI_Op mop = mpi_op(op, t, "allreduce");
   char* p = static_cast<char*>(t.raw_data());
   const size_t es = dtype_size(t.dtype());
   run([&] {
     chunked(t.numel(), [&](int64_t off, int n) {
-      ADA_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, p + off * es, n, type, mpi_op(op), comm_));
+      ADA_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, p + off * es, n, type, mop, comm_));
     });
   });
 }
@@ -183,7 +222,8 @@ void MpiCommunicator::reduce_scatter(const Tensor& in, Tensor& out) {
       << "reduce_scatter: block of " << out.numel() << " elements exceeds the MPI count limit";
   run([&] {
     ADA_MPI_CHECK(MPI_Reduce_scatter_block(in.raw_data(), out.raw_data(),
-                                           static_cast<int>(out.numel()), type, MPI_SUM, comm_));
+                                           static_cast<int>(out.numel()), type,
+                                           mpi_op(ReduceOp::sum, in, "reduce_scatter"), comm_));
   });
 }
 
@@ -222,7 +262,8 @@ void MpiCommunicator::reduce_scatter(const Tensor& in, Tensor& out, const std::v
       << "reduce_scatter: output " << out.str() << " must hold block " << rank_ << " ("
       << counts[rank_] << " elements of " << dtype_name(in.dtype()) << ")";
   run([&] {
-    ADA_MPI_CHECK(MPI_Reduce_scatter(in.raw_data(), out.raw_data(), icounts.data(), type, MPI_SUM, comm_));
+    ADA_MPI_CHECK(MPI_Reduce_scatter(in.raw_data(), out.raw_data(), icounts.data(), type,
+                                     mpi_op(ReduceOp::sum, in, "reduce_scatter"), comm_));
   });
 }
 

@@ -1,5 +1,5 @@
 // Reducer: how the ranks' gradients (or model deltas) become one. A reducer works on a fused
-// f32 buffer (a bucket) holding several tensors back to back, described by spans, and must
+// f32 buffer (a bucket; what travels may be bf16/fp16, reducer.precision) holding several tensors back to back, described by spans, and must
 // leave bit-identical contents on every rank. Built-in: sum, average, adasum.
 // To add one: a class implementing reduce() in its own file plus one line in
 // register_builtin_reducers() (reducers.cc).
@@ -46,6 +46,34 @@ class Reducer {
   // another thread than reduce(), but not while a reduce() of this step is still to come.
   virtual std::vector<std::string> stat_names() const { return {}; }
   virtual std::vector<std::pair<double, double>> take_stats() { return {}; }
+};
+
+// reducer.precision: what travels between ranks. fp32 (default), or bf16 / fp16: each bucket is
+// rounded (to nearest even) into a 16-bit copy, reduced in that format — half the bytes moved,
+// sums added in f32 and rounded at each step — and widened back into the f32 bucket. Every rank
+// ends with the same bits. fp16 saturates to +-Inf past 65504: with loss scaling, an overflow
+// (train.loss_scale). Returns the wire dtype; ConfigError naming the key for anything else.
+DType read_wire_dtype(const Config& section);
+
+// The 16-bit staging buffer of a reducer whose wire is bf16/fp16, reused between buckets (the
+// reducer runs one bucket at a time, on the communication thread).
+class WireBuffer {
+ public:
+  explicit WireBuffer(DType wire) : wire_(wire) {}
+  bool narrow() const { return wire_ != DType::f32; }
+  DType dtype() const { return wire_; }
+  // The staging buffer's first n elements (1-d, the wire dtype, on `device`; grows as needed).
+  Tensor get(int64_t n, Device device);
+  // `x` (f32) rounded into the staging buffer; returns the 16-bit view of x's length.
+  Tensor pack(const Tensor& x);
+  // x = `wire` (a 16-bit tensor of x's length) widened.
+  static void unpack(const Tensor& wire, Tensor& x);
+  // x = x rounded to the wire format and back (through the staging buffer).
+  void round(Tensor& x);
+
+ private:
+  DType wire_;
+  Tensor buffer_;
 };
 
 // Builds a reducer from its config section (the trainer's `reducer:`; tools pass a small

@@ -6,24 +6,60 @@
 namespace ada::comm {
 namespace {
 
+// sum, and average (the sum divided by the world size, in f32 after the wire).
 class SumReducer : public Reducer {
  public:
-  std::string name() const override { return "sum"; }
+  SumReducer(bool average, DType wire) : average_(average), wire_(wire) {}
+  std::string name() const override { return average_ ? "average" : "sum"; }
   void reduce(Tensor& buffer, const std::vector<TensorSpan>&, Communicator& comm) override {
-    comm.allreduce(buffer, ReduceOp::sum);
+    if (comm.size() == 1) return;
+    if (wire_.narrow()) {
+      Tensor w = wire_.pack(buffer);
+      comm.allreduce(w, ReduceOp::sum);
+      wire_.unpack(w, buffer);
+    } else {
+      comm.allreduce(buffer, ReduceOp::sum);
+    }
+    if (average_) ops::scale_(buffer, 1.f / static_cast<float>(comm.size()));
   }
-};
 
-class AverageReducer : public Reducer {
- public:
-  std::string name() const override { return "average"; }
-  void reduce(Tensor& buffer, const std::vector<TensorSpan>&, Communicator& comm) override {
-    comm.allreduce(buffer, ReduceOp::sum);
-    if (comm.size() > 1) ops::scale_(buffer, 1.f / static_cast<float>(comm.size()));
-  }
+ private:
+  bool average_;
+  WireBuffer wire_;
 };
 
 }  // namespace
+
+DType read_wire_dtype(const Config& section) {
+  const std::string s = section.get_or<std::string>("precision", "fp32");
+  if (s == "fp32") return DType::f32;
+  if (s == "bf16") return DType::bf16;
+  if (s == "fp16") return DType::f16;
+  ADA_THROW(ConfigError) << section.where("precision") << ": unknown precision '" << s
+                         << "'; known: fp32, bf16, fp16 (what the buckets travel as)";
+  return DType::f32;
+}
+
+Tensor WireBuffer::get(int64_t n, Device device) {
+  if (!buffer_.defined() || buffer_.numel() < n || buffer_.device() != device) {
+    buffer_ = Tensor();  // free the old one first
+    buffer_ = Tensor::empty({n}, wire_, device);
+  }
+  return buffer_.narrow(0, n);
+}
+
+Tensor WireBuffer::pack(const Tensor& x) {
+  Tensor w = get(x.numel(), x.device());
+  ops::cast_out(x.reshape({x.numel()}), w);
+  return w;
+}
+
+void WireBuffer::unpack(const Tensor& wire, Tensor& x) {
+  Tensor flat = x.reshape({x.numel()});
+  ops::cast_out(wire, flat);
+}
+
+void WireBuffer::round(Tensor& x) { unpack(pack(x), x); }
 
 const char* target_name(ReduceTarget t) {
   return t == ReduceTarget::gradients ? "gradients" : "model_delta";
@@ -38,8 +74,8 @@ ReduceTarget target_from_name(const std::string& name, const std::string& where)
 }
 
 void register_builtin_reducers(ReducerRegistry& registry) {
-  registry.add("sum", [](const Config&) { return std::make_unique<SumReducer>(); });
-  registry.add("average", [](const Config&) { return std::make_unique<AverageReducer>(); });
+  registry.add("sum", [](const Config& c) { return std::make_unique<SumReducer>(false, read_wire_dtype(c)); });
+  registry.add("average", [](const Config& c) { return std::make_unique<SumReducer>(true, read_wire_dtype(c)); });
   registry.add("adasum", [](const Config& c) {
     return std::make_unique<AdasumReducer>(AdasumOptions::from_config(c));
   });

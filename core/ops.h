@@ -54,6 +54,12 @@ double dot(const Tensor& a, const Tensor& b);          // double accumulation
 double norm2_sq(const Tensor& a);                      // sum of squares, double accumulation
 bool all_finite(const Tensor& x);
 
+// ---- conversions ----------------------------------------------------------------------------
+// dst = src in dst's dtype, elementwise (same element count, same device): f32 -> f16 / bf16
+// rounds to nearest even (past f16's range: +-Inf; NaN stays NaN), f16 / bf16 -> f32 is exact,
+// f32 -> f32 copies. The wire format of the reducers' half-precision communication.
+void cast_out(const Tensor& src, Tensor& dst);
+
 // ---- BLAS -----------------------------------------------------------------------------------
 // c = alpha * op(a) @ op(b) + beta * c, op(x) = x or x^T; a, b, c 2-d.
 void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a = false, bool trans_b = false,

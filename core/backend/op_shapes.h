@@ -205,6 +205,20 @@ inline AdamConsts adam_consts(const ops::AdamArgs& a) {
 }
 
 
+// ---- cast_out ------------------------------------------------------------------------------------
+// One element count; f32 -> f32 / f16 / bf16 or f16 / bf16 -> f32.
+inline void check_cast(const Tensor& src, const Tensor& dst) {
+  ADA_CHECK_ARG(src.numel() == dst.numel(), ShapeError)
+      << "cast_out: " << src.str() << " and " << dst.str() << " differ in element count";
+  const bool half_src = src.dtype() == DType::f16 || src.dtype() == DType::bf16;
+  const bool half_dst = dst.dtype() == DType::f16 || dst.dtype() == DType::bf16;
+  ADA_CHECK_ARG((src.dtype() == DType::f32 && (half_dst || dst.dtype() == DType::f32)) ||
+                    (half_src && dst.dtype() == DType::f32),
+                DTypeError)
+      << "cast_out: converts between f32 and f16/bf16, not " << dtype_name(src.dtype()) << " to "
+      << dtype_name(dst.dtype());
+}
+
 // ---- Adasum's segment ops -----------------------------------------------------------------------
 // a, b (and out) 1-d of one length; every segment inside it with a non-negative slot.
 inline void check_segments(const char* op, const Tensor& a, const Tensor& b, const Tensor* out,

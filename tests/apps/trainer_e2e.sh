@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end checks of build/bin/trainer under mpiexec (run by CTest; not a timing test):
-#   reducers  — short runs with sum, average and adasum on 2 ranks: the loss falls and the
-#               parameter checksums agree on every rank at every step (checksum_every: 1);
+#   reducers  — short runs with sum, average and adasum on 2 ranks (and on a 16-bit wire): the
+#               loss falls and the parameter checksums agree on every rank at every step
+#               (checksum_every: 1);
 #   resume    — a run interrupted at step 10 and resumed gives the same losses, bit for bit,
 #               as an unbroken run of 20 steps;
 #   loss_scale — dynamic and static power-of-two loss scaling give the unscaled losses bit for
@@ -40,10 +41,14 @@ losses() { python3 -c 'import json,sys; print(" ".join("%.9g" % json.loads(l)["l
 
 case $case in
 reducers)
-  for red in sum average adasum; do
+  # sum, average, adasum; then average and adasum with their buckets on a 16-bit wire (reducer.precision).
+  for run in sum average adasum average:fp16 adasum:bf16; do
+    red=${run%%:*} wire=fp32
+    [ "$run" = "$red" ] || wire=${run#*:}
     lr=0.02  # average: x2 (linear scaling); sum: no scaling, but it hands SGD twice the mean gradient
-    mpi 2 "$trainer" --config tiny.yaml --set reducer.name=$red --set train.steps=60 --set optimizer.lr=$lr --set output.dir=run_$red \
-      > log_$red.txt 2>&1 || { cat log_$red.txt; fail "$red run failed"; }
+    mpi 2 "$trainer" --config tiny.yaml --set reducer.name=$red --set reducer.precision=$wire --set train.steps=60 \
+      --set optimizer.lr=$lr --set output.dir=run_$red$wire > log_$red.txt 2>&1 || { cat log_$red.txt; fail "$run run failed"; }
+    red=$red$wire
     python3 - run_$red/metrics.jsonl "$red" <<'PY' || fail "$red: loss did not fall"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if '"loss"' in l]

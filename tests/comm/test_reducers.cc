@@ -36,6 +36,52 @@ TEST(Reducers, SumAndAverageClosedForms) {
   expect_same_on_every_rank(a, "average");
 }
 
+// reducer.precision bf16/fp16: every reducer and schedule on a 16-bit wire stays within that
+// format's rounding of the f32 result (a few roundings: one per level of the schedule), the wire
+// is really used (the result is not the f32 one), and every rank holds the same bits.
+TEST(Reducers, SixteenBitWireStaysWithinItsRoundingAndAgreesEverywhere) {
+  const int p = world().size(), r = world().rank();
+  if (p == 1) {
+    GTEST_SUCCEED() << "one rank: nothing travels";
+    return;
+  }
+  const auto sizes = bucket_sizes(p);
+  const int64_t n = total(sizes);
+  auto mine = random_vec(n, 300 + r);
+  for (int64_t i = 0; i < n; ++i) mine[i] += 0.3f;
+  std::vector<std::pair<std::string, std::string>> cases = {
+      {"sum", ""}, {"average", ""}, {"adasum", "gather_below: 0"}, {"adasum", "gather_below: 1000000000"}};
+  if (p % 2 == 0 && p >= 4) cases.push_back({"adasum", "hierarchical: true, local_size: 2, gather_below: 0"});
+  const double levels = 2 + std::ceil(std::log2(p));
+  for (const auto& [name, opts] : cases)
+    for (const char* wire : {"bf16", "fp16"}) {
+      const std::string what = name + " {" + opts + "} " + wire;
+      const std::string sep = opts.empty() ? "" : ", ";
+      auto ref = reduce_with(name, mine, sizes, world(), "{" + opts + "}");
+      auto got = reduce_with(name, mine, sizes, world(), "{" + opts + sep + "precision: " + wire + "}");
+      const double ulp = std::string(wire) == "bf16" ? 1.0 / 256 : 1.0 / 2048;
+      int64_t off = 0;
+      double moved = 0;
+      for (size_t t = 0; t < sizes.size(); ++t) {
+        std::vector<float> g(got.begin() + off, got.begin() + off + sizes[t]);
+        std::vector<double> w(ref.begin() + off, ref.begin() + off + sizes[t]);
+        expect_near_rel(g, w, levels * ulp, what + ", tensor " + std::to_string(t));
+        for (int64_t i = off; i < off + sizes[t]; ++i) moved = std::max(moved, double(std::fabs(got[i] - ref[i])));
+        off += sizes[t];
+      }
+      EXPECT_GT(moved, 0.0) << what << ": equals the f32 result: the 16-bit wire was not used";
+      expect_same_on_every_rank(got, what);
+    }
+  EXPECT_THROW(make_reducer("average", "{precision: fp8}"), ConfigError);
+  try {
+    make_reducer("adasum", "{precision: fp64}");
+    ADD_FAILURE() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown precision 'fp64'; known: fp32, bf16, fp16"), std::string::npos)
+        << e.what();
+  }
+}
+
 // Every Adasum test runs on both schedules: the distributed one (vector halving) and the
 // latency path (gather, then the same tree on every rank).
 class Adasum : public ::testing::TestWithParam<std::string> {};

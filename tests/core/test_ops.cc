@@ -338,3 +338,83 @@ TEST(Ops, SegmentPartialSumsAndCombine) {
 
 }  // namespace
 }  // namespace ada
+
+namespace ada {
+namespace {
+
+uint16_t half_bits(const Tensor& t, int64_t i) {
+  return t.dtype() == DType::bf16 ? t.data<BFloat16>()[i].bits : t.data<Half>()[i].bits;
+}
+
+// cast_out: round to nearest even, ties to even, the ranges' edges, NaN/Inf, exact widening.
+TEST(Ops, CastRoundsToNearestEvenAndWidensExactly) {
+  const float one_ulp_bf16 = std::ldexp(1.f, -7), one_ulp_f16 = std::ldexp(1.f, -10);
+  const std::vector<float> x = {1.f,
+                                1.f + one_ulp_bf16 / 2,        // tie: down to even (bf16)
+                                1.f + 3 * one_ulp_bf16 / 2,    // tie: up to even (bf16)
+                                1.f + one_ulp_f16 / 2,         // tie (f16): down
+                                1.f + 3 * one_ulp_f16 / 2,     // tie (f16): up
+                                -2.5f,
+                                65504.f,                       // f16's largest
+                                65520.f,                       // rounds past it: +Inf in f16
+                                std::ldexp(1.f, -24),          // f16's smallest subnormal
+                                1e30f,                         // bf16 has the range
+                                INFINITY,
+                                NAN};
+  const int64_t n = static_cast<int64_t>(x.size());
+  const Tensor src = Tensor::from_vector<float>(x, {n});
+  Tensor b = Tensor::empty({n}, DType::bf16), h = Tensor::empty({n}, DType::f16);
+  ops::cast_out(src, b);
+  ops::cast_out(src, h);
+  EXPECT_EQ(half_bits(b, 0), 0x3F80);
+  EXPECT_EQ(half_bits(b, 1), 0x3F80);
+  EXPECT_EQ(half_bits(b, 2), 0x3F82);
+  EXPECT_EQ(half_bits(h, 0), 0x3C00);
+  EXPECT_EQ(half_bits(h, 3), 0x3C00);
+  EXPECT_EQ(half_bits(h, 4), 0x3C02);
+  EXPECT_EQ(half_bits(h, 5), 0xC100);
+  EXPECT_EQ(half_bits(h, 6), 0x7BFF);
+  EXPECT_EQ(half_bits(h, 7), 0x7C00);
+  EXPECT_EQ(half_bits(h, 8), 0x0001);
+  EXPECT_EQ(half_bits(h, 9), 0x7C00);
+  Tensor back_b = Tensor::empty({n}), back_h = Tensor::empty({n});
+  ops::cast_out(b, back_b);
+  ops::cast_out(h, back_h);
+  const auto vb = back_b.to_vector<float>(), vh = back_h.to_vector<float>();
+  EXPECT_EQ(vb[5], -2.5f);
+  EXPECT_EQ(vh[5], -2.5f);
+  EXPECT_EQ(vh[6], 65504.f);
+  EXPECT_EQ(vh[8], std::ldexp(1.f, -24));
+  EXPECT_NEAR(vb[9], 1e30f, 1e30f * one_ulp_bf16);
+  EXPECT_TRUE(std::isinf(vb[10]) && std::isinf(vh[10]));
+  EXPECT_TRUE(std::isnan(vb[11]) && std::isnan(vh[11]));
+  // Random values: within half an ulp, and a second round trip changes nothing.
+  Generator g(5);
+  const Tensor r = Tensor::randn({10007}, g);
+  for (DType t : {DType::bf16, DType::f16}) {
+    Tensor narrow = Tensor::empty({10007}, t), wide = Tensor::empty({10007}), again = Tensor::empty({10007}, t);
+    ops::cast_out(r, narrow);
+    ops::cast_out(narrow, wide);
+    ops::cast_out(wide, again);
+    const auto rv = r.to_vector<float>(), wv = wide.to_vector<float>();
+    const double ulp = t == DType::bf16 ? one_ulp_bf16 : one_ulp_f16;
+    for (size_t i = 0; i < rv.size(); ++i)
+      ASSERT_LE(std::fabs(wv[i] - rv[i]), 0.5 * ulp * std::fabs(rv[i]) + 1e-7) << dtype_name(t) << " at " << i;
+    for (int64_t i = 0; i < 10007; ++i) ASSERT_EQ(half_bits(narrow, i), half_bits(again, i)) << dtype_name(t);
+  }
+  Tensor copy = Tensor::empty({n});
+  ops::cast_out(src, copy);
+  EXPECT_EQ(copy.to_vector<float>()[2], x[2]);
+}
+
+TEST(Ops, CastRejectsOtherTypesAndCounts) {
+  const Tensor f = Tensor::zeros({4});
+  Tensor i = Tensor::zeros({4}, DType::i64), h3 = Tensor::empty({3}, DType::f16), h4 = Tensor::empty({4}, DType::f16);
+  EXPECT_THROW(ops::cast_out(f, i), DTypeError);
+  EXPECT_THROW(ops::cast_out(f, h3), ShapeError);
+  Tensor b4 = Tensor::empty({4}, DType::bf16);
+  EXPECT_THROW(ops::cast_out(h4, b4), DTypeError);  // half to half: not a conversion we make
+}
+
+}  // namespace
+}  // namespace ada

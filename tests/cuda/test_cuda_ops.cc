@@ -473,6 +473,32 @@ double l1_of(const std::vector<float>& a, const std::vector<float>* b) {
 // Adasum's segment ops: the triples as on the CPU up to summation order, the same bits on a
 // second call; the combine within one f32 rounding (the GPU may fuse ca*a + cb*b); segments
 // longer than one block's chunk, empty ones, shared slots.
+// cast_out on the device gives the CPU's bits both ways (random values, the ranges' edges, ties,
+// NaN/Inf, odd and empty sizes).
+TEST(CudaOps, CastMatchesTheCpuBitForBit) {
+  ADA_REQUIRE_GPU();
+  std::vector<float> v = rand_cpu({4099}, 97, 3.f).to_vector<float>();
+  for (float x : {65504.f, 65520.f, 1e30f, std::ldexp(1.f, -24), std::ldexp(1.f, -26), 1.f + std::ldexp(1.f, -8),
+                  INFINITY, -INFINITY, NAN})
+    v.push_back(x);
+  for (int64_t n : {int64_t{0}, int64_t{1}, static_cast<int64_t>(v.size())}) {
+    const Tensor src = Tensor::from_vector<float>(std::vector<float>(v.begin(), v.begin() + n), {n});
+    for (DType t : {DType::f16, DType::bf16}) {
+      Tensor cpu = Tensor::empty({n}, t), dev = Tensor::empty({n}, t, gpu());
+      ops::cast_out(src, cpu);
+      ops::cast_out(on_gpu(src), dev);
+      const Tensor back = dev.to(Device::cpu());
+      ASSERT_EQ(0, std::memcmp(cpu.raw_data(), back.raw_data(), cpu.nbytes())) << dtype_name(t) << " n " << n;
+      Tensor wide_cpu = Tensor::empty({n}), wide_gpu = Tensor::empty({n}, DType::f32, gpu());
+      ops::cast_out(cpu, wide_cpu);
+      ops::cast_out(dev, wide_gpu);
+      const Tensor wide_back = wide_gpu.to(Device::cpu());
+      EXPECT_EQ(0, std::memcmp(wide_cpu.raw_data(), wide_back.raw_data(), wide_cpu.nbytes()))
+          << "cast back from " << dtype_name(t) << " n " << n;
+    }
+  }
+}
+
 TEST(CudaOps, SegmentOpsMatchTheCpuAndAreDeterministic) {
   ADA_REQUIRE_GPU();
   const int64_t n = 200000;

@@ -47,6 +47,7 @@ double sum_all(const Tensor& x);
 double dot(const Tensor& a, const Tensor& b);
 double norm2_sq(const Tensor& a);
 bool all_finite(const Tensor& x);
+void cast_out(const Tensor& src, Tensor& dst);
 // ---- BLAS -----------------------------------------------------------------------------------
 void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b,
           float alpha, float beta);
