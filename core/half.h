@@ -1,6 +1,7 @@
 // Scalar conversions between f32 and the 16-bit float formats (f16, bf16), round to nearest
 // even: the CPU's cast_out and the MPI communicator's half-precision sum use them. Host code
-// only (f16 through GCC's _Float16, F16C instructions on x86-64-v3).
+// only (f16 through the compiler's _Float16 where it has one — F16C instructions on x86-64-v3 —
+// else in software).
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,46 @@ inline float bf16_to_float(uint16_t b) {
   return f;
 }
 
+// f16 in software (any compiler); the versions below use _Float16 where the compiler has it
+// (tests check both agree on every f16 and many f32 bit patterns).
+inline uint16_t f16_from_float_soft(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7FFFFFFFu;
+  if (ax > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u);  // NaN
+  if (ax >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // >= 65520: Inf
+  if (ax < 0x38800000u) {                                                // below 2^-14: subnormal
+    if (ax < 0x33000000u) return static_cast<uint16_t>(sign);            // below 2^-25: zero
+    const uint32_t e = ax >> 23, m = (ax & 0x7FFFFFu) | 0x800000u, shift = 126 - e;
+    uint32_t q = m >> shift;
+    const uint32_t rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (q & 1u))) ++q;
+    return static_cast<uint16_t>(sign | q);
+  }
+  uint32_t r = ax - 0x38000000u;  // exponent rebiased from 127 to 15
+  r += 0x0FFFu + ((r >> 13) & 1u);
+  return static_cast<uint16_t>(sign | (r >> 13));
+}
+
+inline float f16_to_float_soft(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+  uint32_t x;
+  if (e == 0) {
+    const float v = static_cast<float>(m) * 5.9604644775390625e-8f;  // m x 2^-24, exact
+    std::memcpy(&x, &v, 4);
+    x |= sign;
+  } else if (e == 31) {
+    x = sign | 0x7F800000u | (m << 13);
+  } else {
+    x = sign | ((e + 112) << 23) | (m << 13);
+  }
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
+#if defined(__FLT16_MAX__)
+#define ADA_HAVE_FLOAT16 1
 inline uint16_t f16_from_float(float f) {
   const _Float16 h = static_cast<_Float16>(f);
   uint16_t b;
@@ -35,5 +76,9 @@ inline float f16_to_float(uint16_t b) {
   std::memcpy(&h, &b, 2);
   return static_cast<float>(h);
 }
+#else
+inline uint16_t f16_from_float(float f) { return f16_from_float_soft(f); }
+inline float f16_to_float(uint16_t b) { return f16_to_float_soft(b); }
+#endif
 
 }  // namespace ada::half

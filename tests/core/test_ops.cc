@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 
+#include "core/half.h"
 #include "core/ops.h"
 #include "core/parallel.h"
 
@@ -405,6 +407,39 @@ TEST(Ops, CastRoundsToNearestEvenAndWidensExactly) {
   Tensor copy = Tensor::empty({n});
   ops::cast_out(src, copy);
   EXPECT_EQ(copy.to_vector<float>()[2], x[2]);
+}
+
+// The software f16 conversion (builds whose compiler lacks _Float16, e.g. the fuzzing build's
+// clang) gives the hardware's bits: every f16 widened, and f32 bit patterns around every f16
+// value, tie and range edge, plus random ones, narrowed.
+TEST(Ops, SoftwareF16ConversionMatchesTheCompilers) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float a = half::f16_to_float_soft(static_cast<uint16_t>(h)), b = half::f16_to_float(static_cast<uint16_t>(h));
+    if (std::isnan(b)) {
+      ASSERT_TRUE(std::isnan(a)) << h;
+      continue;
+    }
+    ASSERT_EQ(std::memcmp(&a, &b, 4), 0) << "f16 " << h;
+  }
+  auto narrow_same = [](uint32_t bits) {
+    float f;
+    std::memcpy(&f, &bits, 4);
+    const uint16_t a = half::f16_from_float_soft(f), b = half::f16_from_float(f);
+    if (std::isnan(f)) return (a & 0x7C00u) == 0x7C00u && (a & 0x3FFu) != 0 && (b & 0x7C00u) == 0x7C00u;
+    return a == b;
+  };
+  for (uint32_t h = 0; h < 65536; ++h) {  // each f16 value, its ties and neighbours, as f32
+    const float v = half::f16_to_float_soft(static_cast<uint16_t>(h));
+    uint32_t bits;
+    std::memcpy(&bits, &v, 4);
+    for (int64_t d : {-4097, -4096, -4095, -1, 0, 1, 4095, 4096, 4097})
+      ASSERT_TRUE(narrow_same(static_cast<uint32_t>(static_cast<int64_t>(bits) + d))) << "near f16 " << h << " d " << d;
+  }
+  uint64_t s = 88172645463325252ull;
+  for (int i = 0; i < 2000000; ++i) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    ASSERT_TRUE(narrow_same(static_cast<uint32_t>(s))) << std::hex << static_cast<uint32_t>(s);
+  }
 }
 
 TEST(Ops, CastRejectsOtherTypesAndCounts) {

@@ -27,9 +27,14 @@ void cast_out(const Tensor& src, Tensor& dst) {
         uint16_t* y = &dst.data<BFloat16>()->bits;
         for (int64_t i = b; i < e; ++i) y[i] = half::bf16_from_float(x[i]);
       } else {
+#ifdef ADA_HAVE_FLOAT16
         _Float16* y = reinterpret_cast<_Float16*>(dst.data<Half>());
 #pragma omp simd
         for (int64_t i = b; i < e; ++i) y[i] = static_cast<_Float16>(x[i]);
+#else
+        uint16_t* y = &dst.data<Half>()->bits;
+        for (int64_t i = b; i < e; ++i) y[i] = half::f16_from_float(x[i]);
+#endif
       }
     } else {
       float* y = dst.data<float>();
@@ -37,9 +42,14 @@ void cast_out(const Tensor& src, Tensor& dst) {
         const uint16_t* x = &src.data<BFloat16>()->bits;
         for (int64_t i = b; i < e; ++i) y[i] = half::bf16_to_float(x[i]);
       } else {
+#ifdef ADA_HAVE_FLOAT16
         const _Float16* x = reinterpret_cast<const _Float16*>(src.data<Half>());
 #pragma omp simd
         for (int64_t i = b; i < e; ++i) y[i] = static_cast<float>(x[i]);
+#else
+        const uint16_t* x = &src.data<Half>()->bits;
+        for (int64_t i = b; i < e; ++i) y[i] = half::f16_to_float(x[i]);
+#endif
       }
     }
   });
