@@ -320,10 +320,12 @@ int main(int argc, char** argv) {
                                << "'; known: " << names;
       }
     }
-    for (const auto& [name, rate] : opt.train_rate)
+    for (const auto& entry : opt.train_rate) {
+      const std::string& name = entry.first;  // a plain reference: lambdas may capture it (C++17)
       if (std::none_of(all.begin(), all.end(), [&](const Workload& w) { return w.name == name; }))
         ADA_THROW(ConfigError) << "bench_loader: --train-rate for unknown workload '" << name
                                << "'";
+    }
     std::printf("# loader throughput: median of %d runs of >= %.1f s; %u hardware threads\n",
                 opt.repeats, opt.seconds, std::thread::hardware_concurrency());
     std::printf(
