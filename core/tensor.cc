@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/backend/cuda_runtime.h"
+#include "core/host_memory.h"
 #include "core/parallel.h"
 #include "core/random.h"
 
@@ -68,20 +69,14 @@ int64_t shape_numel(const Shape& s) {
 }
 
 Storage::Storage(size_t bytes, Device device) : bytes_(bytes), device_(device) {
-  if (device.is_cpu()) {
-    size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
-    data_ = std::aligned_alloc(64, rounded);
-    if (!data_) ADA_THROW(Error) << "out of host memory allocating " << bytes << " bytes";
-  } else {
-    data_ = cuda::alloc(bytes, device.index);
-  }
+  data_ = device.is_cpu() ? host::alloc(bytes) : cuda::alloc(bytes, device.index);
 }
 
 Storage::~Storage() {
   if (device_.is_cpu())
-    std::free(data_);
+    host::free(data_, bytes_);
   else
-    cuda::free(data_, device_.index);
+    cuda::free(data_, bytes_, device_.index);
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "core/block_cache.h"
+
 namespace ada::cuda {
 
 bool built_with_cuda();
@@ -26,16 +28,13 @@ std::string device_name(int index);
 // old user's kernels before the new user's. (A second stream, for communication, must record
 // its use of a block before freeing it; that is the comm backend's business.)
 void* alloc(size_t bytes, int device);
-void free(void* ptr, int device) noexcept;
+// `ptr` from alloc(bytes, device) with the same `bytes`.
+void free(void* ptr, size_t bytes, int device) noexcept;
 // Returns every cached (unused) block to the driver.
 void empty_cache(int device);
-struct MemoryStats {
-  int64_t allocated = 0;       // bytes in live blocks (rounded to the allocator's bins)
-  int64_t peak_allocated = 0;  // since the start or the last reset_peak
-  int64_t reserved = 0;        // bytes held from cudaMalloc, live or cached
-  int64_t peak_reserved = 0;
-  int64_t device_mallocs = 0;  // cudaMalloc calls so far (steady state: constant)
-};
+// allocated / reserved and their peaks; system_allocs counts cudaMalloc calls (steady state:
+// constant).
+using MemoryStats = ada::MemoryStats;
 MemoryStats memory_stats(int device);
 void reset_peak(int device);
 

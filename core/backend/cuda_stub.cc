@@ -16,7 +16,7 @@ std::string unavailable_reason() { return kHowTo; }
 void require_device(int) { no_cuda("using a CUDA device"); }
 std::string device_name(int) { no_cuda("naming a CUDA device"); }
 void* alloc(size_t, int) { no_cuda("allocating CUDA memory"); }
-void free(void*, int) noexcept {}
+void free(void*, size_t, int) noexcept {}
 void empty_cache(int) {}
 MemoryStats memory_stats(int) { return {}; }
 void reset_peak(int) {}

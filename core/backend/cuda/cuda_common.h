@@ -53,7 +53,7 @@ class Scratch {
     ptr_ = bytes ? alloc(bytes, device) : nullptr;
   }
   ~Scratch() {
-    if (ptr_) free(ptr_, device_);
+    if (ptr_) free(ptr_, bytes_, device_);
   }
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;

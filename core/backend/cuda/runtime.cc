@@ -10,27 +10,33 @@
 #include <unordered_map>
 
 #include "core/backend/cuda/cuda_common.h"
+#include "core/block_cache.h"
 
 namespace ada::cuda {
 namespace {
 
 constexpr int kMaxDevices = 16;
-constexpr size_t kSmall = size_t{1} << 20;   // blocks up to 1 MiB: 512-byte bins, exact reuse
-constexpr size_t kLargeBin = size_t{2} << 20;  // larger: 2 MiB bins, reused up to 1.25x
 
-size_t round_size(size_t bytes) {
-  if (bytes == 0) bytes = 1;
-  if (bytes <= kSmall) return (bytes + 511) / 512 * 512;
-  return (bytes + kLargeBin - 1) / kLargeBin * kLargeBin;
+// The system allocator under the cache: nullptr when the device is out of memory.
+void* device_malloc(size_t bytes, int device) {
+  set_device(device);
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, bytes);
+  if (e == cudaSuccess) return p;
+  cudaGetLastError();
+  if (e == cudaErrorMemoryAllocation) return nullptr;
+  const std::string why = unavailable_reason();
+  ADA_THROW(DeviceError) << "cannot allocate on cuda:" << device << ": " << cudaGetErrorString(e)
+                         << (why.empty() ? "" : "; ") << why;
+  return nullptr;
 }
+void device_free(void* p, int) { cudaFree(p); }
 
 // One device's state. Created on first use and never destroyed: tensors freed during static
 // destruction must still find it (their blocks are then simply left to the driver).
 struct DeviceState {
-  std::mutex mu;
-  std::multimap<size_t, void*> cached;        // free blocks by size
-  std::unordered_map<void*, size_t> live;     // block -> size
-  MemoryStats stats;
+  explicit DeviceState(int device) : blocks(BlockCache::Policy{}, device_malloc, device_free, device) {}
+  BlockCache blocks;  // up to 1 MiB: 512-byte bins, exact reuse; larger: 2 MiB bins, up to 1.25x
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
   cudnnHandle_t cudnn = nullptr;
@@ -43,17 +49,8 @@ DeviceState& state(int device) {
   ADA_CHECK_ARG(device >= 0 && device < kMaxDevices, DeviceError)
       << "CUDA device index " << device << " out of range";
   std::lock_guard<std::mutex> lock(mu);
-  if (!states[device]) states[device] = new DeviceState();
+  if (!states[device]) states[device] = new DeviceState(device);
   return *states[device];
-}
-
-// With st.mu held: returns cached blocks to the driver.
-void release_cached(DeviceState& st) {
-  for (auto& [size, p] : st.cached) {
-    cudaFree(p);
-    st.stats.reserved -= static_cast<int64_t>(size);
-  }
-  st.cached.clear();
 }
 
 std::string bytes_str(int64_t b) {
@@ -144,84 +141,31 @@ cudnnHandle_t cudnn(int device) {
 }
 
 void* alloc(size_t bytes, int device) {
-  const size_t size = round_size(bytes);
   DeviceState& st = state(device);
-  std::lock_guard<std::mutex> lock(st.mu);
-  void* p = nullptr;
-  auto it = st.cached.lower_bound(size);
-  const size_t limit = size <= kSmall ? size : size + size / 4;
-  size_t got = size;
-  if (it != st.cached.end() && it->first <= limit) {
-    p = it->second;
-    got = it->first;
-    st.cached.erase(it);
-  } else {
-    set_device(device);
-    cudaError_t e = cudaMalloc(&p, size);
-    if (e == cudaErrorMemoryAllocation) {
-      cudaGetLastError();
-      release_cached(st);
-      e = cudaMalloc(&p, size);
-    }
-    if (e != cudaSuccess && e != cudaErrorMemoryAllocation) {
-      cudaGetLastError();
-      const std::string why = unavailable_reason();
-      ADA_THROW(DeviceError) << "cannot allocate on cuda:" << device << ": "
-                             << cudaGetErrorString(e) << (why.empty() ? "" : "; ") << why;
-    }
-    if (e != cudaSuccess) {
-      cudaGetLastError();
-      size_t free_b = 0, total_b = 0;
-      cudaMemGetInfo(&free_b, &total_b);
-      ADA_THROW(DeviceError) << "out of memory on cuda:" << device << " allocating "
-                             << bytes_str(static_cast<int64_t>(size)) << " ("
-                             << cudaGetErrorString(e) << "; live tensors "
-                             << bytes_str(st.stats.allocated) << ", device free "
-                             << bytes_str(static_cast<int64_t>(free_b)) << " of "
-                             << bytes_str(static_cast<int64_t>(total_b))
-                             << "); lower the batch size (data.batch_size) or sequence length";
-    }
-    ++st.stats.device_mallocs;
-    st.stats.reserved += static_cast<int64_t>(size);
-    if (st.stats.reserved > st.stats.peak_reserved) st.stats.peak_reserved = st.stats.reserved;
+  void* p = st.blocks.alloc(bytes);
+  if (!p) {
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    ADA_THROW(DeviceError) << "out of memory on cuda:" << device << " allocating "
+                           << bytes_str(static_cast<int64_t>(st.blocks.round(bytes)))
+                           << " (live tensors " << bytes_str(st.blocks.stats().allocated)
+                           << ", device free " << bytes_str(static_cast<int64_t>(free_b)) << " of "
+                           << bytes_str(static_cast<int64_t>(total_b))
+                           << "); lower the batch size (data.batch_size) or sequence length";
   }
-  st.live[p] = got;
-  st.stats.allocated += static_cast<int64_t>(got);
-  if (st.stats.allocated > st.stats.peak_allocated) st.stats.peak_allocated = st.stats.allocated;
   return p;
 }
 
-void free(void* ptr, int device) noexcept {
-  if (!ptr) return;
-  DeviceState& st = state(device);
-  std::lock_guard<std::mutex> lock(st.mu);
-  auto it = st.live.find(ptr);
-  if (it == st.live.end()) return;  // not ours: nothing sensible to do in a noexcept path
-  st.stats.allocated -= static_cast<int64_t>(it->second);
-  st.cached.emplace(it->second, ptr);
-  st.live.erase(it);
-}
+void free(void* ptr, size_t bytes, int device) noexcept { state(device).blocks.free(ptr, bytes); }
 
 void empty_cache(int device) {
-  DeviceState& st = state(device);
-  std::lock_guard<std::mutex> lock(st.mu);
   set_device(device);
   ADA_CUDA_CHECK(cudaStreamSynchronize(stream(device)));
-  release_cached(st);
+  state(device).blocks.release_cached();
 }
 
-MemoryStats memory_stats(int device) {
-  DeviceState& st = state(device);
-  std::lock_guard<std::mutex> lock(st.mu);
-  return st.stats;
-}
-
-void reset_peak(int device) {
-  DeviceState& st = state(device);
-  std::lock_guard<std::mutex> lock(st.mu);
-  st.stats.peak_allocated = st.stats.allocated;
-  st.stats.peak_reserved = st.stats.reserved;
-}
+MemoryStats memory_stats(int device) { return state(device).blocks.stats(); }
+void reset_peak(int device) { state(device).blocks.reset_peak(); }
 
 void copy(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t bytes,
           int device) {

@@ -1,0 +1,85 @@
+// The bookkeeping of a caching allocator, shared by host memory (core/host_memory.h) and CUDA
+// device memory (backend/cuda/runtime.cc): freed blocks go to a free list keyed by their binned
+// size and are handed out again to later requests of (about) that size, so a training step in
+// steady state, which frees and allocates the same sizes every step, makes no calls to the system
+// allocator at all: no page faults on the host from memory returned to the kernel and taken back,
+// no cudaMalloc/cudaFree on the device.
+//
+// Policy: requests below `bypass` bytes go straight to the system allocator and back (the host
+// leaves small blocks to malloc, whose own bins do this well); up to `small` bytes sizes are binned
+// to `small_bin` and reused only at the same bin; larger ones are binned to `large_bin` and may
+// reuse a free block up to 1.25x the request. When the system allocator fails, every cached
+// block is released and the request tried once more. With `cap_at_peak` the cache never holds
+// more bytes than the peak of live bytes so far (the oldest cached blocks go back first), so
+// what an unusual step left behind cannot grow the process beyond twice its working set.
+// Thread-safe (one mutex).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+
+namespace ada {
+
+struct MemoryStats {
+  int64_t allocated = 0;       // bytes in live blocks (rounded to the allocator's bins)
+  int64_t peak_allocated = 0;  // since the start or the last reset_peak
+  int64_t reserved = 0;        // bytes held from the system allocator, live or cached
+  int64_t peak_reserved = 0;
+  // Calls to the system allocator for blocks the cache keeps (not the bypassed small ones), and
+  // such blocks given back to it (evictions, releases). In steady state both stay constant.
+  int64_t system_allocs = 0;
+  int64_t system_frees = 0;
+};
+
+class BlockCache {
+ public:
+  struct Policy {
+    size_t bypass = 0;               // requests below this are not cached
+    size_t small = size_t{1} << 20;  // up to this: bins of small_bin, exact reuse
+    size_t small_bin = 512;
+    size_t large_bin = size_t{2} << 20;  // above: bins of large_bin, reused up to 1.25x
+    bool cap_at_peak = false;
+  };
+  // The system allocator: returns nullptr when out of memory (other failures may throw), and its
+  // inverse. `context` is passed through (the device index).
+  using SystemAlloc = void* (*)(size_t bytes, int context);
+  using SystemFree = void (*)(void* block, int context);
+
+  BlockCache(Policy policy, SystemAlloc sys_alloc, SystemFree sys_free, int context);
+  BlockCache(const BlockCache&) = delete;
+  BlockCache& operator=(const BlockCache&) = delete;
+
+  // A block of at least `bytes` (0 counts as 1); nullptr when the system allocator fails even
+  // after the cache was released.
+  void* alloc(size_t bytes);
+  // `block` from alloc(bytes) with the same `bytes`; nullptr is ignored.
+  void free(void* block, size_t bytes) noexcept;
+  // Gives every cached block back to the system allocator.
+  void release_cached();
+  MemoryStats stats() const;
+  void reset_peak();
+  // The size a request of `bytes` is rounded to.
+  size_t round(size_t bytes) const;
+
+ private:
+  void release_one(std::multimap<size_t, std::pair<void*, uint64_t>>::iterator it);  // mu_ held
+  void release_all();                                                                 // mu_ held
+
+  const Policy policy_;
+  const SystemAlloc sys_alloc_;
+  const SystemFree sys_free_;
+  const int context_;
+  mutable std::mutex mu_;
+  std::multimap<size_t, std::pair<void*, uint64_t>> cached_;  // size -> (block, when it was freed)
+  std::unordered_map<void*, size_t> live_;                    // cached-kind live block -> its size
+  int64_t cached_bytes_ = 0;
+  int64_t high_water_ = 0;  // peak of live bytes over the whole run (the cap; reset_peak keeps it)
+  uint64_t clock_ = 0;
+  MemoryStats stats_;
+};
+
+}  // namespace ada
