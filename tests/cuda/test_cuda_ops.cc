@@ -1659,5 +1659,30 @@ TEST(CudaOps, BadArgumentsThrowLikeTheCpu) {
       near("add after the argument errors", ops::add(g23, g23), ops::add(a23, a23), kEltRtol, 0));
 }
 
+
+// The device allocator (core/block_cache.h under the CUDA runtime): a repeated set of tensor
+// sizes is served from the cache after the first round (no cudaMalloc), live bytes go back to
+// where they were, and empty_cache returns every cached block to the driver.
+TEST(CudaAllocator, SteadyStateTakesNothingFromTheDriver) {
+  ADA_REQUIRE_GPU();
+  const std::vector<Shape> shapes = {{7}, {1000}, {512, 513}, {64, 64, 56, 56}, {3, 1 << 20}};
+  auto round_of_tensors = [&] {
+    std::vector<Tensor> ts;
+    for (const Shape& s : shapes) ts.push_back(Tensor::zeros(s, DType::f32, gpu()));
+    return ts;
+  };
+  round_of_tensors();
+  const cuda::MemoryStats before = cuda::memory_stats(0);
+  for (int i = 0; i < 3; ++i) round_of_tensors();
+  const cuda::MemoryStats after = cuda::memory_stats(0);
+  EXPECT_EQ(after.system_allocs, before.system_allocs) << "cudaMalloc in steady state";
+  EXPECT_EQ(after.allocated, before.allocated);
+  EXPECT_GE(after.reserved, after.allocated + int64_t{64} * 64 * 56 * 56 * 4);
+  cuda::empty_cache(0);
+  const cuda::MemoryStats emptied = cuda::memory_stats(0);
+  EXPECT_EQ(emptied.reserved, emptied.allocated) << "empty_cache left cached blocks";
+  EXPECT_GT(emptied.system_frees, after.system_frees);
+}
+
 }  // namespace
 }  // namespace ada
