@@ -9,7 +9,7 @@ BlockCache::BlockCache(Policy policy, SystemAlloc sys_alloc, SystemFree sys_free
 
 size_t BlockCache::round(size_t bytes) const {
   bytes = std::max<size_t>(bytes, 1);
-  const size_t bin = bytes < policy_.bypass  ? 64
+  const size_t bin = !kept(bytes)            ? 64
                      : bytes <= policy_.small ? policy_.small_bin
                                               : policy_.large_bin;
   return (bytes + bin - 1) / bin * bin;
@@ -17,7 +17,7 @@ size_t BlockCache::round(size_t bytes) const {
 
 void* BlockCache::alloc(size_t bytes) {
   const size_t size = round(bytes);
-  const bool cached_kind = std::max<size_t>(bytes, 1) >= policy_.bypass;
+  const bool cached_kind = kept(bytes);
   std::lock_guard<std::mutex> lock(mu_);
   void* p = nullptr;
   size_t got = size;
@@ -52,7 +52,7 @@ void* BlockCache::alloc(size_t bytes) {
 void BlockCache::free(void* block, size_t bytes) noexcept {
   if (!block) return;
   std::lock_guard<std::mutex> lock(mu_);
-  if (std::max<size_t>(bytes, 1) < policy_.bypass) {
+  if (!kept(bytes)) {
     const auto size = static_cast<int64_t>(round(bytes));
     stats_.allocated -= size;
     stats_.reserved -= size;

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -66,6 +67,7 @@ class BlockCache {
   size_t round(size_t bytes) const;
 
  private:
+  bool kept(size_t bytes) const { return std::max<size_t>(bytes, 1) >= policy_.bypass; }  // not bypassed
   void release_one(std::multimap<size_t, std::pair<void*, uint64_t>>::iterator it);  // mu_ held
   void release_all();                                                                 // mu_ held
 
