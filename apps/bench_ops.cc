@@ -1,9 +1,10 @@
 // bench_ops: throughput of the CPU (or CUDA) kernels against PyTorch, measured in the same run.
 // Cases: fp32 GEMM 2048^3, and forward + backward-data + backward-filter of every convolution
-// of ResNet-50 (batch 32, 224x224, weighted by how often each shape occurs). For each thread
+// of ResNet-50 (batch 32, 224x224, weighted by how often each shape occurs), or with --convs
+// resnet20_mnist of ResNet-20 on 28x28 MNIST. For each thread
 // count the PyTorch twin (tools/bench_ops_torch.py, run with --python, default /usr/bin/python3)
 // times the same shapes; the bench prints GFLOP/s for both and the ratio ours/PyTorch.
-//   bench_ops [--threads 1,2] [--repeats 3] [--batch 32] [--gemm 2048] [--json]
+//   bench_ops [--threads 1,2] [--repeats 3] [--batch 32] [--gemm 2048] [--convs resnet50] [--json]
 //             [--no-torch] [--verbose] [--device cpu|cuda] [--python /usr/bin/python3]
 // On the CPU the twin runs twice per thread count, one process each: as installed ("default":
 // NCHW, glibc malloc, whatever libblas.so.3 Debian's alternatives give), then tuned, PyTorch's
@@ -65,6 +66,32 @@ std::vector<ConvShape> resnet50_convs() {
       {1024, 512, 14, 1, 1, 1}, {512, 512, 14, 3, 2, 1},  {512, 2048, 7, 1, 1, 3},  // layer4
       {1024, 2048, 14, 1, 2, 1}, {2048, 512, 7, 1, 1, 2}, {512, 512, 7, 3, 1, 2},
   };
+}
+
+// ResNet-20 for MNIST (28x28, 16/32/64 channels): the 3x3 stride-1 convolutions take the
+// direct kernels (core/backend/cpu/conv_direct.h), the strided ones and the 1x1 projections
+// im2col + GEMM.
+std::vector<ConvShape> resnet20_mnist_convs() {
+  return {
+      {1, 16, 28, 3, 1, 1},                                              // stem
+      {16, 16, 28, 3, 1, 6},                                             // stage 1
+      {16, 32, 28, 3, 2, 1}, {16, 32, 28, 1, 2, 1}, {32, 32, 14, 3, 1, 5},  // stage 2
+      {32, 64, 14, 3, 2, 1}, {32, 64, 14, 1, 2, 1}, {64, 64, 7, 3, 1, 5},   // stage 3
+  };
+}
+
+// The set named by --convs, and its name for the result rows.
+std::vector<ConvShape> g_convs = resnet50_convs();
+std::string g_conv_set = "resnet50";
+
+// The shapes as the twin's --convs takes them: "c,k,hw,r,stride,count;...".
+std::string convs_arg() {
+  std::string out;
+  for (const auto& c : g_convs)
+    out += (out.empty() ? "" : ";") + std::to_string(c.c) + "," + std::to_string(c.k) + "," +
+           std::to_string(c.hw) + "," + std::to_string(c.r) + "," + std::to_string(c.stride) + "," +
+           std::to_string(c.count);
+  return out;
 }
 
 int64_t out_size(const ConvShape& s) { return (s.hw + 2 * (s.r / 2) - s.r) / s.stride + 1; }
@@ -165,7 +192,8 @@ YAML::Node run_torch(const std::string& python, const std::string& env, const st
                      const std::string& err_path) {
   std::ostringstream cmd;
   cmd << env << python << " " << ADA_SOURCE_DIR << "/tools/bench_ops_torch.py --threads " << threads
-      << " --batch " << batch << " --repeats " << repeats << " --gemm " << gemm_n << extra << " 2>"
+      << " --batch " << batch << " --repeats " << repeats << " --gemm " << gemm_n << " --convs '"
+      << convs_arg() << "'" << extra << " 2>"
       << err_path;
   const twin::Output o = twin::run(cmd.str());
   if (o.rc != 0) {
@@ -199,11 +227,11 @@ std::string conv_name(const ConvShape& cs) {
   return name;
 }
 
-// --device cuda: GEMMs, then per pass (fwd, bwd-data, bwd-filter, their sum) the ResNet-50
+// --device cuda: GEMMs, then per pass (fwd, bwd-data, bwd-filter, their sum) the --convs set's
 // convolutions weighted by use, and with --verbose per shape and pass.
 std::vector<Result> run_cuda(const std::string& python, bool torch, bool verbose, bool tf32,
                              int64_t batch, int repeats, const std::vector<int64_t>& gemm_sizes) {
-  const auto convs = resnet50_convs();
+  const auto& convs = g_convs;
   std::vector<double> gemm;
   for (int64_t n : gemm_sizes) gemm.push_back(bench_gemm(n, repeats));
   std::vector<ConvTimes> per;
@@ -240,10 +268,10 @@ std::vector<Result> run_cuda(const std::string& python, bool torch, bool verbose
       flop += conv_flops(convs[i], batch) * convs[i].count;
     }
     all_ours += to, all_torch += tt, all_flop += flop;
-    results.push_back({std::string("resnet50 conv ") + pass_names[pass] + b, 1, flop / to / 1e9,
+    results.push_back({g_conv_set + " conv " + pass_names[pass] + b, 1, flop / to / 1e9,
                        have_torch ? flop / tt / 1e9 : -1});
   }
-  results.push_back({"resnet50 conv fwd+bwd" + b, 1, all_flop / all_ours / 1e9,
+  results.push_back({g_conv_set + " conv fwd+bwd" + b, 1, all_flop / all_ours / 1e9,
                      have_torch ? all_flop / all_torch / 1e9 : -1});
   if (verbose) {
     for (size_t i = 0; i < convs.size(); ++i) {
@@ -287,11 +315,19 @@ int main(int argc, char** argv) {
       else if (a == "--json") json = true;
       else if (a == "--no-torch") torch = false;
       else if (a == "--verbose") verbose = true;
-      else {
+      else if (a == "--convs") {
+        g_conv_set = next();
+        if (g_conv_set == "resnet50") g_convs = resnet50_convs();
+        else if (g_conv_set == "resnet20_mnist") g_convs = resnet20_mnist_convs();
+        else {
+          std::cerr << "bench_ops: --convs must be resnet50 or resnet20_mnist, not '" << g_conv_set << "'\n";
+          return 2;
+        }
+      } else {
         std::cerr << "bench_ops: unknown option '" << a
                   << "'; usage: bench_ops [--threads 1,2] [--repeats 3] [--batch 32] "
-                     "[--gemm 2048[,4096]] [--json] [--no-torch] [--verbose] [--device cpu|cuda] "
-                     "[--python PATH]\n";
+                     "[--gemm 2048[,4096]] [--convs resnet50|resnet20_mnist] [--json] [--no-torch] "
+                     "[--verbose] [--device cpu|cuda] [--python PATH]\n";
         return 2;
       }
     } catch (const std::exception&) {
@@ -309,7 +345,7 @@ int main(int argc, char** argv) {
     std::cerr << "bench_ops: --repeats must be at least 1\n";
     return 2;
   }
-  const auto convs = resnet50_convs();
+  const auto& convs = g_convs;
   std::vector<Result> results;
   std::vector<std::string> notes, runtimes;  // the CPU twins: what tuned lacks, what each ran with
   const twin::TunedEnv tuned_env = twin::tuned_env();
@@ -384,7 +420,7 @@ int main(int argc, char** argv) {
       results.push_back(r);
     };
     row("gemm " + std::to_string(gemm_n) + "^3", gemm, gemm_of(tt), gemm_of(td));
-    row("resnet50 conv fwd+bwd b" + std::to_string(batch), conv_flop / conv_time / 1e9, conv_of(tt),
+    row(g_conv_set + " conv fwd+bwd b" + std::to_string(batch), conv_flop / conv_time / 1e9, conv_of(tt),
         conv_of(td));
     if (verbose) {
       for (size_t i = 0; i < convs.size(); ++i) {

@@ -1,10 +1,11 @@
 #!/usr/bin/python3
-"""PyTorch twin of build/bin/bench_ops: times the same GEMM and ResNet-50 convolution shapes
-(forward + backward-data + backward-filter) and prints JSON on stdout. Run by bench_ops; needs
-Debian's python3-torch (tools/setup.sh --bench).
+"""PyTorch twin of build/bin/bench_ops: times the same GEMM and convolution shapes (forward +
+backward-data + backward-filter; bench_ops passes its set, e.g. ResNet-50's, with --convs) and
+prints JSON on stdout. Run by bench_ops; needs Debian's python3-torch (tools/setup.sh --bench).
 
-  bench_ops_torch.py [--threads 1] [--batch 32] [--repeats 3] [--gemm 2048[,4096...]]
-                     [--device cpu|cuda] [--tf32] [--inner 1] [--tuned]
+  bench_ops_torch.py --convs CIN,COUT,SIZE,KERNEL,STRIDE,COUNT;... [--threads 1] [--batch 32]
+                     [--repeats 3] [--gemm 2048[,4096...]] [--device cpu|cuda] [--tf32]
+                     [--inner 1] [--tuned]
 
 --device cpu (default): GEMM of the first --gemm size (torch.mm, i.e. the BLAS library) and each
 convolution's forward + both backwards through autograd; the JSON's "runtime" says what the
@@ -31,17 +32,15 @@ import torch.nn.functional as F
 
 import torch_runtime  # tools/torch_runtime.py, beside this script
 
-# Must match resnet50_convs() in apps/bench_ops.cc: (cin, cout, size, kernel, stride, count).
-CONVS = [
-    (3, 64, 224, 7, 2, 1),
-    (64, 64, 56, 1, 1, 1), (64, 64, 56, 3, 1, 3), (64, 256, 56, 1, 1, 4), (256, 64, 56, 1, 1, 2),
-    (256, 128, 56, 1, 1, 1), (128, 128, 56, 3, 2, 1), (128, 512, 28, 1, 1, 4),
-    (256, 512, 56, 1, 2, 1), (512, 128, 28, 1, 1, 3), (128, 128, 28, 3, 1, 3),
-    (512, 256, 28, 1, 1, 1), (256, 256, 28, 3, 2, 1), (256, 1024, 14, 1, 1, 6),
-    (512, 1024, 28, 1, 2, 1), (1024, 256, 14, 1, 1, 5), (256, 256, 14, 3, 1, 5),
-    (1024, 512, 14, 1, 1, 1), (512, 512, 14, 3, 2, 1), (512, 2048, 7, 1, 1, 3),
-    (1024, 2048, 14, 1, 2, 1), (2048, 512, 7, 1, 1, 2), (512, 512, 7, 3, 1, 2),
-]
+def parse_convs(spec):
+    """bench_ops's --convs: "cin,cout,size,kernel,stride,count;..." (it passes its shape set)."""
+    try:
+        convs = [tuple(int(v) for v in item.split(",")) for item in spec.split(";") if item]
+    except ValueError:
+        convs = []
+    if not convs or any(len(c) != 6 for c in convs):
+        raise SystemExit(f"bench_ops_torch.py: --convs {spec!r}: expected cin,cout,size,kernel,stride,count;...")
+    return convs
 
 
 def median_seconds(repeats, f):
@@ -92,7 +91,7 @@ def main_cuda(args, sizes):
            "inner": args.inner, "gemm_gflops": gemm[0], "gemm_gflops_all": gemm, "conv_seconds": [],
            "conv_fwd_seconds": [], "conv_bwd_data_seconds": [], "conv_bwd_filter_seconds": []}
     with torch.no_grad():
-        for cin, cout, size, k, stride, _ in CONVS:
+        for cin, cout, size, k, stride, _ in args.convs:
             x = torch.randn(args.batch, cin, size, size, device=dev)
             w = torch.randn(cout, cin, k, k, device=dev) * 0.05
             o = (size + 2 * (k // 2) - k) // stride + 1
@@ -121,6 +120,8 @@ def main():
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("--tf32", action="store_true", help="allow TF32 in cuBLAS and cuDNN (cuda only)")
     ap.add_argument("--inner", type=int, default=1, help="calls per timed sample (cuda only)")
+    ap.add_argument("--convs", type=parse_convs, required=True,
+                    help="the convolutions, as bench_ops passes them: cin,cout,size,kernel,stride,count;...")
     ap.add_argument("--tuned", action="store_true",
                     help="channels-last convolutions; report the runtime's shortfalls (cpu only)")
     args = ap.parse_args()
@@ -140,7 +141,7 @@ def main():
     out = {"torch_version": torch.__version__, "threads": args.threads,
            "gemm_gflops": 2.0 * n ** 3 / s / 1e9, "conv_seconds": []}
     fmt = torch.channels_last if args.tuned else torch.contiguous_format
-    for cin, cout, size, k, stride, _ in CONVS:
+    for cin, cout, size, k, stride, _ in args.convs:
         x = torch.randn(args.batch, cin, size, size).contiguous(memory_format=fmt).requires_grad_()
         w = (torch.randn(cout, cin, k, k) * 0.05).contiguous(memory_format=fmt).requires_grad_()
         o = (size + 2 * (k // 2) - k) // stride + 1

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <string>
 
+#include "core/backend/cpu/conv_cpu.h"
+#include "core/cpu_isa.h"
 #include "core/half.h"
 #include "core/ops.h"
 #include "core/parallel.h"
@@ -119,6 +121,60 @@ TEST(Ops, Conv2dForwardMatchesNaiveOnEveryPath) {
                    "conv " + shape_str(c.x) + "*" + shape_str(c.w) + " threads " + std::to_string(threads));
     }
   }
+  set_num_threads(0);
+}
+
+// The direct 3x3 kernels (conv_direct.h) against im2col + GEMM (the generic ISA's path, checked
+// against a naive convolution above and against PyTorch in test_golden), for every ISA this CPU
+// has, all three passes: rows shorter than, equal to and longer than a vector, channel counts
+// that leave register-tile remainders, one input channel, paddings 0-2, batches split over
+// threads.
+TEST(Ops, Conv2dDirectKernelsMatchIm2colOnEveryPass) {
+  struct Case {
+    Shape x, w;
+    int pad;
+  } cases[] = {
+      {{3, 16, 28, 28}, {16, 16, 3, 3}, 1},  // ResNet-20, first stage
+      {{2, 32, 14, 14}, {32, 32, 3, 3}, 1},  // second stage
+      {{3, 64, 7, 7}, {64, 64, 3, 3}, 1},    // third stage: 8-lane rows
+      {{2, 1, 28, 28}, {16, 1, 3, 3}, 1},    // one input channel (the stem)
+      {{1, 5, 9, 17}, {13, 5, 3, 3}, 1},     // 17 columns: a one-lane tail; 13 = tile remainders
+      {{3, 6, 8, 16}, {7, 6, 3, 3}, 0},      // no padding: 14 columns
+      {{2, 3, 5, 8}, {9, 3, 3, 3}, 2},       // padding 2: a 10-column output
+      {{1, 2, 3, 1}, {3, 2, 3, 3}, 1},       // a one-column plane
+  };
+  const cpu::Isa saved = cpu::isa();
+  std::vector<cpu::Isa> isas;
+  for (cpu::Isa i : {cpu::Isa::avx2, cpu::Isa::avx512})
+    if (static_cast<int>(i) <= static_cast<int>(cpu::detected_isa())) isas.push_back(i);
+  if (isas.empty()) GTEST_SKIP() << "this CPU has neither AVX2 nor AVX-512: no direct kernels to test";
+  for (const auto& c : cases) {
+    const ops::Conv2dParams p{1, 1, c.pad, c.pad, 1, 1};
+    Tensor x = rnd(c.x, 7), w = rnd(c.w, 8);
+    Tensor dy = rnd(ops::conv2d_output_shape(c.x, c.w, p), 9);
+    cpu::set_isa(cpu::Isa::generic);
+    ASSERT_EQ(cpu::conv_direct_kernels(c.x, c.w, p), nullptr);
+    const Tensor y0 = ops::conv2d_forward(x, w, p), dx0 = ops::conv2d_backward_data(dy, w, c.x, p),
+                 dw0 = ops::conv2d_backward_filter(dy, x, c.w, p);
+    for (cpu::Isa isa : isas)
+      for (int threads : {1, 2}) {
+        cpu::set_isa(isa);
+        set_num_threads(threads);
+        const char* kern = cpu::conv_direct_kernels(c.x, c.w, p);
+        ASSERT_NE(kern, nullptr) << shape_str(c.x) << " should run on the direct kernels";
+        const std::string what = std::string(kern) + " " + shape_str(c.x) + "*" + shape_str(c.w) + " pad " +
+                                 std::to_string(c.pad) + " threads " + std::to_string(threads);
+        expect_close(ops::conv2d_forward(x, w, p), y0, 1e-4, what + " forward");
+        expect_close(ops::conv2d_backward_data(dy, w, c.x, p), dx0, 1e-4, what + " backward-data");
+        expect_close(ops::conv2d_backward_filter(dy, x, c.w, p), dw0, 1e-4, what + " backward-filter");
+      }
+  }
+  // Strided, wide or bf16 convolutions stay on im2col + GEMM.
+  cpu::set_isa(isas.back());
+  EXPECT_EQ(cpu::conv_direct_kernels({1, 16, 8, 8}, {16, 16, 3, 3}, {2, 2, 1, 1, 1, 1}), nullptr);
+  EXPECT_EQ(cpu::conv_direct_kernels({1, 128, 8, 8}, {128, 128, 3, 3}, {1, 1, 1, 1, 1, 1}), nullptr);
+  EXPECT_EQ(cpu::conv_direct_kernels({1, 16, 8, 8}, {16, 16, 3, 3}, {1, 1, 3, 3, 1, 1}), nullptr);
+  cpu::set_isa(saved);
   set_num_threads(0);
 }
 

@@ -1,0 +1,13 @@
+// What the CPU convolutions (conv.cc) choose for a shape; for tests and benchmarks.
+#pragma once
+
+#include "core/ops.h"
+
+namespace ada::cpu {
+
+// The name of the direct kernels ("avx512 direct 3x3", conv_direct.h) that conv2d_forward,
+// conv2d_backward_data and conv2d_backward_filter run for these shapes at the current ISA and
+// matmul precision, or nullptr when they take im2col + GEMM.
+const char* conv_direct_kernels(const Shape& x, const Shape& w, const ops::Conv2dParams& p);
+
+}  // namespace ada::cpu
