@@ -12,6 +12,7 @@
 #include "core/half.h"
 #include "core/ops.h"
 #include "core/parallel.h"
+#include "core/precision.h"
 
 namespace ada {
 namespace {
@@ -153,15 +154,17 @@ TEST(Ops, Conv2dDirectKernelsMatchIm2colOnEveryPass) {
     Tensor x = rnd(c.x, 7), w = rnd(c.w, 8);
     Tensor dy = rnd(ops::conv2d_output_shape(c.x, c.w, p), 9);
     cpu::set_isa(cpu::Isa::generic);
-    ASSERT_EQ(cpu::conv_direct_kernels(c.x, c.w, p), nullptr);
+    ASSERT_EQ(cpu::conv_direct_kernels(c.x, c.w, p, cpu::ConvPass::forward), nullptr);
     const Tensor y0 = ops::conv2d_forward(x, w, p), dx0 = ops::conv2d_backward_data(dy, w, c.x, p),
                  dw0 = ops::conv2d_backward_filter(dy, x, c.w, p);
     for (cpu::Isa isa : isas)
       for (int threads : {1, 2}) {
         cpu::set_isa(isa);
         set_num_threads(threads);
-        const char* kern = cpu::conv_direct_kernels(c.x, c.w, p);
-        ASSERT_NE(kern, nullptr) << shape_str(c.x) << " should run on the direct kernels";
+        const char* kern = cpu::conv_direct_kernels(c.x, c.w, p, cpu::ConvPass::forward);
+        for (auto pass : {cpu::ConvPass::forward, cpu::ConvPass::backward_data, cpu::ConvPass::backward_filter})
+          ASSERT_NE(cpu::conv_direct_kernels(c.x, c.w, p, pass), nullptr)
+              << shape_str(c.x) << " should run on the direct kernels in every pass";
         const std::string what = std::string(kern) + " " + shape_str(c.x) + "*" + shape_str(c.w) + " pad " +
                                  std::to_string(c.pad) + " threads " + std::to_string(threads);
         expect_close(ops::conv2d_forward(x, w, p), y0, 1e-4, what + " forward");
@@ -169,11 +172,20 @@ TEST(Ops, Conv2dDirectKernelsMatchIm2colOnEveryPass) {
         expect_close(ops::conv2d_backward_filter(dy, x, c.w, p), dw0, 1e-4, what + " backward-filter");
       }
   }
-  // Strided, wide or bf16 convolutions stay on im2col + GEMM.
+  // Strided, too wide (the filter gradient from 256 channels, the others past 256) or overpadded
+  // convolutions stay on im2col + GEMM, and so do all in the bf16 mode.
   cpu::set_isa(isas.back());
-  EXPECT_EQ(cpu::conv_direct_kernels({1, 16, 8, 8}, {16, 16, 3, 3}, {2, 2, 1, 1, 1, 1}), nullptr);
-  EXPECT_EQ(cpu::conv_direct_kernels({1, 128, 8, 8}, {128, 128, 3, 3}, {1, 1, 1, 1, 1, 1}), nullptr);
-  EXPECT_EQ(cpu::conv_direct_kernels({1, 16, 8, 8}, {16, 16, 3, 3}, {1, 1, 3, 3, 1, 1}), nullptr);
+  const auto fwd = cpu::ConvPass::forward, filt = cpu::ConvPass::backward_filter;
+  EXPECT_EQ(cpu::conv_direct_kernels({1, 16, 8, 8}, {16, 16, 3, 3}, {2, 2, 1, 1, 1, 1}, fwd), nullptr);
+  EXPECT_NE(cpu::conv_direct_kernels({1, 256, 8, 8}, {256, 256, 3, 3}, {1, 1, 1, 1, 1, 1}, fwd), nullptr);
+  EXPECT_EQ(cpu::conv_direct_kernels({1, 256, 8, 8}, {256, 256, 3, 3}, {1, 1, 1, 1, 1, 1}, filt), nullptr);
+  EXPECT_EQ(cpu::conv_direct_kernels({1, 512, 8, 8}, {512, 512, 3, 3}, {1, 1, 1, 1, 1, 1}, fwd), nullptr);
+  EXPECT_EQ(cpu::conv_direct_kernels({1, 16, 8, 8}, {16, 16, 3, 3}, {1, 1, 3, 3, 1, 1}, fwd), nullptr);
+  if (cpu::bf16_available()) {
+    set_cpu_matmul_precision(Precision::bf16);
+    EXPECT_EQ(cpu::conv_direct_kernels({1, 16, 8, 8}, {16, 16, 3, 3}, {1, 1, 1, 1, 1, 1}, fwd), nullptr);
+    set_cpu_matmul_precision(Precision::fp32);
+  }
   cpu::set_isa(saved);
   set_num_threads(0);
 }

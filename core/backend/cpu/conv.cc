@@ -7,8 +7,9 @@
 // each kernel tap's valid output range once, so the inner loops have no bounds tests and
 // unit-stride rows are plain copies (3x3 and 7x7/2 stems take these paths).
 // The products run on cpu::sgemm, which goes single-threaded inside a parallel region.
-// 3x3 stride-1 convolutions with few channels skip im2col: they run on the direct kernels of
-// conv_direct.h, images in parallel (ADA_CONV_DIRECT=0 turns that off, for comparisons).
+// 3x3 stride-1 convolutions of up to 256 channels (the filter gradient: 128) skip im2col: they
+// run on the direct kernels of conv_direct.h, images in parallel (ADA_CONV_DIRECT=0 turns that
+// off, for comparisons).
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -109,9 +110,11 @@ void col2im(const float* col, const ConvGeom& g, int64_t ld, float* dx) {
 using cpu::conv_detail::DirectKernels;
 using cpu::conv_detail::Plane;
 
-// Up to this many output x input channels (weights of 147 KB) the direct kernels beat im2col +
-// GEMM on ResNet-20's shapes; ResNet-50's wider 3x3 layers stay on the GEMM.
-constexpr int64_t kDirectMaxKC = 64 * 64;
+// Up to these many output x input channel pairs the direct kernels beat im2col + GEMM (one
+// thread, AVX-512, batch 32-64, measured with bench_ops and per-pass timings): the forward and
+// backward-data kernels up to ResNet-50's 256-channel 3x3 layers (1.15-1.4x), the filter
+// gradient up to 128 channels (its horizontal sums and short planes lose to the GEMM beyond).
+constexpr int64_t kDirectMaxKC = 256 * 256, kDirectFilterMaxKC = 128 * 128;
 
 bool direct_allowed() {
   static const bool on = [] {
@@ -121,14 +124,15 @@ bool direct_allowed() {
   return on;
 }
 
-// The direct kernels for `g`, or null: 3x3, stride 1, no dilation, padding of at most 2 (so that
-// the backward-data pass is the same kernel run on the padded gradient), at most kDirectMaxKC
-// channel pairs, fp32 products (the bf16 mode's products stay on the bf16 GEMM) and a CPU with
-// AVX2 or AVX-512 in use.
-const DirectKernels* direct_for(const ConvGeom& g) {
+// The direct kernels for pass `pass` of `g`, or null: 3x3, stride 1, no dilation, padding of at
+// most 2 (so that the backward-data pass is the same kernel run on the padded gradient), at
+// most kDirectMaxKC (kDirectFilterMaxKC) channel pairs, fp32 products (the bf16 mode's products
+// stay on the bf16 GEMM) and a CPU with AVX2 or AVX-512 in use.
+const DirectKernels* direct_for(const ConvGeom& g, cpu::ConvPass pass) {
   const auto& pr = g.prm;
+  const int64_t max_kc = pass == cpu::ConvPass::backward_filter ? kDirectFilterMaxKC : kDirectMaxKC;
   if (g.r != 3 || g.s != 3 || pr.stride_h != 1 || pr.stride_w != 1 || pr.dil_h != 1 || pr.dil_w != 1 ||
-      pr.pad_h > 2 || pr.pad_w > 2 || g.k * g.c > kDirectMaxKC || !direct_allowed() ||
+      pr.pad_h > 2 || pr.pad_w > 2 || g.k * g.c > max_kc || !direct_allowed() ||
       cpu_matmul_precision() != Precision::fp32)
     return nullptr;
   switch (cpu::isa()) {
@@ -248,8 +252,8 @@ void run_groups(const Plan& plan, F body) {
 }  // namespace ada::ops
 
 namespace ada::cpu {
-const char* conv_direct_kernels(const Shape& x, const Shape& w, const ops::Conv2dParams& p) {
-  const conv_detail::DirectKernels* kern = ops::direct_for(backend::make_geom("conv_direct_kernels", x, w, p));
+const char* conv_direct_kernels(const Shape& x, const Shape& w, const ops::Conv2dParams& p, ConvPass pass) {
+  const conv_detail::DirectKernels* kern = ops::direct_for(backend::make_geom("conv_direct_kernels", x, w, p), pass);
   return kern ? kern->name : nullptr;
 }
 }  // namespace ada::cpu
@@ -274,7 +278,7 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& prm)
   const float* xp = x.data<float>();
   const float* wp = w.data<float>();
   float* yp = y.data<float>();
-  if (const DirectKernels* kern = direct_for(g)) {
+  if (const DirectKernels* kern = direct_for(g, cpu::ConvPass::forward)) {
     direct_forward(*kern, g.n, xp, g.c, g.h, g.w, g.prm.pad_h, g.prm.pad_w, wp, g.k, g.p, g.q, yp);
     return y;
   }
@@ -324,7 +328,7 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
   ADA_CHECK_ARG(dy.shape() == Shape({g.n, g.k, g.p, g.q}), ShapeError)
       << "conv2d_backward_data: gradient " << dy.str() << " should be "
       << shape_str({g.n, g.k, g.p, g.q});
-  const DirectKernels* kern = direct_for(g);
+  const DirectKernels* kern = direct_for(g, cpu::ConvPass::backward_data);
   Tensor dx = kern ? Tensor::empty(x_shape) : Tensor::zeros(x_shape);  // col2im adds into zeros
   if (dx.numel() == 0) return dx;
   if (dy.numel() == 0) return kern ? Tensor::zeros(x_shape) : dx;
@@ -387,7 +391,7 @@ Tensor conv2d_backward_filter(const Tensor& dy, const Tensor& x, const Shape& w_
   if (dw.numel() == 0 || dy.numel() == 0) return dw;
   const float* gp = dy.data<float>();
   const float* xp = x.data<float>();
-  if (const DirectKernels* kern = direct_for(g)) {
+  if (const DirectKernels* kern = direct_for(g, cpu::ConvPass::backward_filter)) {
     direct_filter(*kern, g, xp, gp, dw.data<float>());
     return dw;
   }

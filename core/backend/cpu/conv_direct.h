@@ -1,8 +1,9 @@
-// Direct 3x3 stride-1 convolution kernels for small channel counts (ResNet-20's 16-64 channels),
-// where im2col + GEMM spends more time copying than multiplying: the im2col matrix is nine
-// times the input, and with 16 output channels each packed GEMM panel feeds only two micro-tile
-// rows. These kernels read a zero-padded copy of the input planes (one pass over the input, not
-// nine) and keep the outputs in registers, vectorised along a row of the output plane.
+// Direct 3x3 stride-1 convolution kernels. With few channels (ResNet-20's 16-64) im2col + GEMM
+// spends more time copying than multiplying: the im2col matrix is nine times the input, and
+// with 16 output channels each packed GEMM panel feeds only two micro-tile rows. These kernels
+// read a zero-padded copy of the input planes (one pass over the input, not nine) and keep the
+// outputs in registers, vectorised along the output plane; conv.cc says up to which channel
+// counts they are used.
 //
 // The seam between the driver (conv.cc, baseline ISA) and the kernels, each built in its own
 // translation unit for one ISA (conv_direct_avx2.cc, conv_direct_avx512.cc) and picked at run
