@@ -86,9 +86,12 @@ void fwd_tile_n(int tt, const Plane& g, const float* x, const float* w, float* y
 
 void forward(const Plane& g, const float* x, const float* w, float* y) {
   constexpr int KB = ADA_DIRECT_FWD_KB, TT = ADA_DIRECT_FWD_TT;
-  const int64_t nv = g.n / V;
-  for (int64_t t0 = 0; t0 < nv; t0 += TT) {
-    const int tt = static_cast<int>(nv - t0 < TT ? nv - t0 : TT);
+  // The plane's nv vectors in ceil(nv / TT) tiles of as equal sizes as can be (4 vectors with
+  // TT = 3: 2 + 2, not 3 + 1, which would run a narrow tile at a fraction of the speed).
+  const int64_t nv = g.n / V, tiles = (nv + TT - 1) / TT;
+  for (int64_t i = 0; i < tiles; ++i) {
+    const int64_t t0 = nv * i / tiles;
+    const int tt = static_cast<int>(nv * (i + 1) / tiles - t0);
     int64_t k0 = 0;
     for (; k0 + KB <= g.k; k0 += KB) fwd_tile_n<KB, TT>(tt, g, x, w, y, k0, t0 * V);
     for (; k0 < g.k; ++k0) fwd_tile_n<1, TT>(tt, g, x, w, y, k0, t0 * V);
