@@ -163,10 +163,16 @@ struct Scratch {
 // One image's planes of h x w into out (pl.c planes of pl.xplane floats, rows of pl.wp) at
 // offset (ph, pw); zeros everywhere else.
 void pad_planes(const float* x, const Plane& pl, int64_t h, int64_t w, int64_t ph, int64_t pw, float* out) {
-  std::fill(out, out + pl.c * pl.xplane, 0.f);
-  for (int64_t c = 0; c < pl.c; ++c)
-    for (int64_t i = 0; i < h; ++i)
-      std::memcpy(out + c * pl.xplane + (i + ph) * pl.wp + pw, x + (c * h + i) * w, sizeof(float) * w);
+  for (int64_t c = 0; c < pl.c; ++c) {
+    float* o = out + c * pl.xplane;
+    std::fill(o, o + ph * pl.wp + pw, 0.f);  // top rows, and the left border of the first row
+    for (int64_t i = 0; i < h; ++i) {
+      float* row = o + (i + ph) * pl.wp + pw;
+      std::memcpy(row, x + (c * h + i) * w, sizeof(float) * w);
+      std::fill(row + w, row + pl.wp, 0.f);  // its right border and the next row's left one
+    }
+    std::fill(o + (h + ph) * pl.wp + pw, o + pl.xplane, 0.f);  // bottom rows and the slack
+  }
 }
 
 // y (n images of pl.k planes of p x q) = the direct convolution of x (n images of pl.c planes

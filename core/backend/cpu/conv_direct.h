@@ -36,7 +36,8 @@ struct DirectKernels {
   void (*forward)(const Plane& g, const float* x, const float* w, float* y);
   // dw[k, c, r, s] += sum over `images` images m of sum_{o < n} dy_m[k * n + o] * x_m[c * xplane +
   // o + r * wp + s], where x_m = x + m * x_stride and dy_m = dy + m * dy_stride; dy_m must be
-  // zero at the discarded positions.
+  // zero at the discarded positions (which then multiply input values by zero: an infinite
+  // input makes more of dw NaN than im2col + GEMM would, where dw is not finite anyway).
   void (*filter)(const Plane& g, int64_t images, const float* x, int64_t x_stride, const float* dy,
                  int64_t dy_stride, float* dw);
 };
