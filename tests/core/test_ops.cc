@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "core/backend/cpu/conv_cpu.h"
@@ -188,6 +189,26 @@ TEST(Ops, Conv2dDirectKernelsMatchIm2colOnEveryPass) {
   }
   cpu::set_isa(saved);
   set_num_threads(0);
+}
+
+// Max pooling keeps the first of equal maxima and propagates the first NaN of a window (its
+// index goes to the backward pass), whatever comes after it; -inf windows point at their first
+// element.
+TEST(Ops, MaxPoolTiesAndNaN) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  // Four 2x2 windows of a 4x4 plane, row-major: ties | a NaN before the max | two NaNs | all -inf.
+  Tensor x = Tensor::from_vector<float>({3, 3, 1, nan,    //
+                                         3, 1, 5, 2,      //
+                                         nan, 9, -inf, -inf,  //
+                                         nan, 1, -inf, -inf},
+                                        {1, 1, 4, 4});
+  Tensor idx;
+  const auto y = ops::max_pool2d_forward(x, {2, 2, 2, 2, 0, 0, true}, idx).to_vector<float>();
+  EXPECT_EQ(y[0], 3.f);
+  EXPECT_TRUE(std::isnan(y[1]));
+  EXPECT_TRUE(std::isnan(y[2]));
+  EXPECT_EQ(y[3], -inf);
+  EXPECT_EQ(idx.to_vector<int32_t>(), (std::vector<int32_t>{0, 3, 8, 10}));
 }
 
 TEST(Ops, PoolingForward) {

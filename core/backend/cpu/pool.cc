@@ -1,6 +1,7 @@
 // Max-, average- and global-average pooling on NCHW, parallel over (n, c) planes.
 // Max-pool records the flat argmax in each input plane (i32) so backward is a scatter; ties go
 // to the first maximum in row-major window order, as PyTorch does.
+#include <cstring>
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -40,29 +41,53 @@ Tensor max_pool2d_forward(const Tensor& x, const Pool2dParams& p, Tensor& indice
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
   int32_t* ip = indices.data<int32_t>();
-  parallel_for(0, os[0] * os[1], 1, [&](int64_t b, int64_t e) {
+  // The first maximum, or the first NaN, of a window. Branch-free, with bit masks: which element
+  // wins is data-dependent, and the compiler turns plain selects back into branches that
+  // mispredict about once per window (they made this op as slow as LeNet's convolutions).
+  auto take = [](float v, int64_t at, float& best, int64_t& arg) {
+    const bool t = (v > best) | ((v != v) & (best == best));
+    const uint32_t m = 0u - static_cast<uint32_t>(t);
+    uint32_t vb, bb;
+    std::memcpy(&vb, &v, 4);
+    std::memcpy(&bb, &best, 4);
+    bb = (vb & m) | (bb & ~m);
+    std::memcpy(&best, &bb, 4);
+    const int64_t m64 = -static_cast<int64_t>(t);
+    arg = (at & m64) | (arg & ~m64);
+  };
+  const int64_t kh = p.kernel_h, kw = p.kernel_w, sh = p.stride_h, sw = p.stride_w, ph = p.pad_h, pw = p.pad_w;
+  const bool unpadded = ph == 0 && pw == 0;  // then every window lies inside the plane
+  parallel_for(0, os[0] * os[1], 1, [=](int64_t b, int64_t e) {
     for (int64_t plane = b; plane < e; ++plane) {
       const float* xs = xp + plane * H * W;
+      float* yo = yp + plane * P * Q;
+      int32_t* io = ip + plane * P * Q;
+      if (unpadded && kh == 2 && kw == 2) {  // LeNet's 2x2: the window unrolled
+        for (int64_t i = 0; i < P; ++i) {
+          const int64_t r0 = i * sh * W, r1 = r0 + W;
+          for (int64_t j = 0; j < Q; ++j) {
+            const int64_t c = j * sw;
+            float best = xs[r0 + c];
+            int64_t arg = r0 + c;
+            take(xs[r0 + c + 1], r0 + c + 1, best, arg);
+            take(xs[r1 + c], r1 + c, best, arg);
+            take(xs[r1 + c + 1], r1 + c + 1, best, arg);
+            yo[i * Q + j] = best;
+            io[i * Q + j] = static_cast<int32_t>(arg);
+          }
+        }
+        continue;
+      }
       for (int64_t i = 0; i < P; ++i) {
-        int64_t h0 = i * p.stride_h - p.pad_h, h1 = std::min(h0 + p.kernel_h, H);
-        h0 = std::max<int64_t>(h0, 0);
+        const int64_t h0 = std::max<int64_t>(i * sh - ph, 0), h1 = std::min(i * sh - ph + kh, H);
         for (int64_t j = 0; j < Q; ++j) {
-          int64_t w0 = j * p.stride_w - p.pad_w, w1 = std::min(w0 + p.kernel_w, W);
-          w0 = std::max<int64_t>(w0, 0);
+          const int64_t w0 = std::max<int64_t>(j * sw - pw, 0), w1 = std::min(j * sw - pw + kw, W);
           float best = -std::numeric_limits<float>::infinity();
           int64_t arg = h0 * W + w0;
           for (int64_t h = h0; h < h1; ++h)
-            for (int64_t w = w0; w < w1; ++w) {
-              float v = xs[h * W + w];
-              if (v > best || std::isnan(v)) {
-                best = v;
-                arg = h * W + w;
-                if (std::isnan(v)) goto done;
-              }
-            }
-        done:
-          yp[plane * P * Q + i * Q + j] = best;
-          ip[plane * P * Q + i * Q + j] = static_cast<int32_t>(arg);
+            for (int64_t w = w0; w < w1; ++w) take(xs[h * W + w], h * W + w, best, arg);
+          yo[i * Q + j] = best;
+          io[i * Q + j] = static_cast<int32_t>(arg);
         }
       }
     }
