@@ -126,11 +126,11 @@ TEST(Ops, Conv2dForwardMatchesNaiveOnEveryPath) {
   set_num_threads(0);
 }
 
-// The direct 3x3 kernels (conv_direct.h) against im2col + GEMM (the generic ISA's path, checked
-// against a naive convolution above and against PyTorch in test_golden), for every ISA this CPU
-// has, all three passes: rows shorter than, equal to and longer than a vector, channel counts
-// that leave register-tile remainders, one input channel, paddings 0-2, batches split over
-// threads.
+// The direct 3x3 and 5x5 kernels (conv_direct.h) against im2col + GEMM (the generic ISA's path,
+// checked against a naive convolution above and against PyTorch in test_golden), for every ISA
+// this CPU has, all three passes: rows shorter than, equal to and longer than a vector, channel
+// counts that leave register-tile remainders, one input channel, paddings from 0 to the kernel
+// size - 1, batches split over threads.
 TEST(Ops, Conv2dDirectKernelsMatchIm2colOnEveryPass) {
   struct Case {
     Shape x, w;
@@ -144,6 +144,9 @@ TEST(Ops, Conv2dDirectKernelsMatchIm2colOnEveryPass) {
       {{3, 6, 8, 16}, {7, 6, 3, 3}, 0},      // no padding: 14 columns
       {{2, 3, 5, 8}, {9, 3, 3, 3}, 2},       // padding 2: a 10-column output
       {{1, 2, 3, 1}, {3, 2, 3, 3}, 1},       // a one-column plane
+      {{3, 1, 28, 28}, {6, 1, 5, 5}, 2},     // LeNet-5's first convolution
+      {{2, 6, 14, 14}, {16, 6, 5, 5}, 0},    // its second
+      {{1, 3, 6, 9}, {5, 3, 5, 5}, 4},       // 5x5 with the largest padding
   };
   const cpu::Isa saved = cpu::isa();
   std::vector<cpu::Isa> isas;
@@ -173,7 +176,7 @@ TEST(Ops, Conv2dDirectKernelsMatchIm2colOnEveryPass) {
         expect_close(ops::conv2d_backward_filter(dy, x, c.w, p), dw0, 1e-4, what + " backward-filter");
       }
   }
-  // Strided, too wide (the filter gradient from 256 channels, the others past 256) or overpadded
+  // Strided, 7x7, too wide (the filter gradient from 256 channels, the others past 256) or overpadded
   // convolutions stay on im2col + GEMM, and so do all in the bf16 mode.
   cpu::set_isa(isas.back());
   const auto fwd = cpu::ConvPass::forward, filt = cpu::ConvPass::backward_filter;
@@ -182,6 +185,7 @@ TEST(Ops, Conv2dDirectKernelsMatchIm2colOnEveryPass) {
   EXPECT_EQ(cpu::conv_direct_kernels({1, 256, 8, 8}, {256, 256, 3, 3}, {1, 1, 1, 1, 1, 1}, filt), nullptr);
   EXPECT_EQ(cpu::conv_direct_kernels({1, 512, 8, 8}, {512, 512, 3, 3}, {1, 1, 1, 1, 1, 1}, fwd), nullptr);
   EXPECT_EQ(cpu::conv_direct_kernels({1, 16, 8, 8}, {16, 16, 3, 3}, {1, 1, 3, 3, 1, 1}, fwd), nullptr);
+  EXPECT_EQ(cpu::conv_direct_kernels({1, 16, 8, 8}, {16, 16, 7, 7}, {1, 1, 3, 3, 1, 1}, fwd), nullptr);
   if (cpu::bf16_available()) {
     set_cpu_matmul_precision(Precision::bf16);
     EXPECT_EQ(cpu::conv_direct_kernels({1, 16, 8, 8}, {16, 16, 3, 3}, {1, 1, 1, 1, 1, 1}, fwd), nullptr);

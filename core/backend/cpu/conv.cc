@@ -7,9 +7,9 @@
 // each kernel tap's valid output range once, so the inner loops have no bounds tests and
 // unit-stride rows are plain copies (3x3 and 7x7/2 stems take these paths).
 // The products run on cpu::sgemm, which goes single-threaded inside a parallel region.
-// 3x3 stride-1 convolutions of up to 256 channels (the filter gradient: 128) skip im2col: they
-// run on the direct kernels of conv_direct.h, images in parallel (ADA_CONV_DIRECT=0 turns that
-// off, for comparisons).
+// 3x3 and 5x5 stride-1 convolutions of up to 256 channels (the filter gradient: 128) skip
+// im2col: they run on the direct kernels of conv_direct.h, images in parallel
+// (ADA_CONV_DIRECT=0 turns that off, for comparisons).
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -124,15 +124,15 @@ bool direct_allowed() {
   return on;
 }
 
-// The direct kernels for pass `pass` of `g`, or null: 3x3, stride 1, no dilation, padding of at
-// most 2 (so that the backward-data pass is the same kernel run on the padded gradient), at
-// most kDirectMaxKC (kDirectFilterMaxKC) channel pairs, fp32 products (the bf16 mode's products
-// stay on the bf16 GEMM) and a CPU with AVX2 or AVX-512 in use.
+// The direct kernels for pass `pass` of `g`, or null: 3x3 or 5x5, stride 1, no dilation, padding
+// below the kernel size (so that the backward-data pass is the same kernel run on the padded
+// gradient), at most kDirectMaxKC (kDirectFilterMaxKC) channel pairs, fp32 products (the bf16
+// mode's products stay on the bf16 GEMM) and a CPU with AVX2 or AVX-512 in use.
 const DirectKernels* direct_for(const ConvGeom& g, cpu::ConvPass pass) {
   const auto& pr = g.prm;
   const int64_t max_kc = pass == cpu::ConvPass::backward_filter ? kDirectFilterMaxKC : kDirectMaxKC;
-  if (g.r != 3 || g.s != 3 || pr.stride_h != 1 || pr.stride_w != 1 || pr.dil_h != 1 || pr.dil_w != 1 ||
-      pr.pad_h > 2 || pr.pad_w > 2 || g.k * g.c > max_kc || !direct_allowed() ||
+  if ((g.r != 3 && g.r != 5) || g.s != g.r || pr.stride_h != 1 || pr.stride_w != 1 || pr.dil_h != 1 ||
+      pr.dil_w != 1 || pr.pad_h >= g.r || pr.pad_w >= g.r || g.k * g.c > max_kc || !direct_allowed() ||
       cpu_matmul_precision() != Precision::fp32)
     return nullptr;
   switch (cpu::isa()) {
@@ -144,11 +144,11 @@ const DirectKernels* direct_for(const ConvGeom& g, cpu::ConvPass pass) {
 
 int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
-// The kernels' view of a convolution of c planes of h x w, padded by (ph, pw), into k planes of
-// p rows (of w + 2 pw - 2 columns).
-Plane direct_plane(const DirectKernels& kern, int64_t c, int64_t w, int64_t pw, int64_t k, int64_t p) {
+// The kernels' view of a taps x taps convolution of c planes of h x w, padded by (ph, pw), into
+// k planes of p rows (of w + 2 pw - taps + 1 columns).
+Plane direct_plane(const DirectKernels& kern, int64_t taps, int64_t c, int64_t w, int64_t pw, int64_t k, int64_t p) {
   const int64_t wp = w + 2 * pw, n = round_up(p * wp, kern.lanes);
-  return {c, k, wp, n, round_up(n + 2 * wp + 2, kern.lanes)};
+  return {taps, c, k, wp, n, round_up(n + (taps - 1) * (wp + 1), kern.lanes)};
 }
 
 // A scratch buffer of n floats whose data starts on a 64-byte boundary.
@@ -175,11 +175,11 @@ void pad_planes(const float* x, const Plane& pl, int64_t h, int64_t w, int64_t p
   }
 }
 
-// y (n images of pl.k planes of p x q) = the direct convolution of x (n images of pl.c planes
-// of h x w, padded by (ph, pw)) with wt [pl.k, pl.c, 3, 3]; images in parallel.
-void direct_forward(const DirectKernels& kern, int64_t n, const float* x, int64_t c, int64_t h, int64_t w,
-                    int64_t ph, int64_t pw, const float* wt, int64_t k, int64_t p, int64_t q, float* y) {
-  const Plane pl = direct_plane(kern, c, w, pw, k, p);
+// y (n images of k planes of p x q) = the direct convolution of x (n images of c planes of
+// h x w, padded by (ph, pw)) with wt [k, c, taps, taps]; images in parallel.
+void direct_forward(const DirectKernels& kern, int64_t taps, int64_t n, const float* x, int64_t c, int64_t h,
+                    int64_t w, int64_t ph, int64_t pw, const float* wt, int64_t k, int64_t p, int64_t q, float* y) {
+  const Plane pl = direct_plane(kern, taps, c, w, pw, k, p);
   parallel_for(0, n, 1, [&](int64_t b, int64_t e) {
     Scratch xb(pl.c * pl.xplane), yb(pl.k * pl.n);
     for (int64_t m = b; m < e; ++m) {
@@ -196,10 +196,10 @@ void direct_forward(const DirectKernels& kern, int64_t n, const float* x, int64_
 // accumulator, in groups of images small enough for L2, then the accumulators are added in
 // thread order.
 void direct_filter(const DirectKernels& kern, const ConvGeom& g, const float* x, const float* dy, float* dw) {
-  const Plane pl = direct_plane(kern, g.c, g.w, g.prm.pad_w, g.k, g.p);
+  const Plane pl = direct_plane(kern, g.r, g.c, g.w, g.prm.pad_w, g.k, g.p);
   const int64_t xs = pl.c * pl.xplane, ds = pl.k * pl.n;
   const int64_t group = std::clamp<int64_t>((int64_t(1) << 17) / (xs + ds), 1, g.n);
-  const int64_t slots = std::min<int64_t>(num_threads(), g.n), wn = g.k * g.c * 9;
+  const int64_t slots = std::min<int64_t>(num_threads(), g.n), wn = g.k * g.c * g.r * g.s;
   std::vector<std::vector<float>> acc(static_cast<size_t>(slots));
   parallel_for(0, slots, 1, [&](int64_t b, int64_t e) {
     // The output gradient in the kernels' layout: rows of wp, zeros at the discarded positions
@@ -285,7 +285,7 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& prm)
   const float* wp = w.data<float>();
   float* yp = y.data<float>();
   if (const DirectKernels* kern = direct_for(g, cpu::ConvPass::forward)) {
-    direct_forward(*kern, g.n, xp, g.c, g.h, g.w, g.prm.pad_h, g.prm.pad_w, wp, g.k, g.p, g.q, yp);
+    direct_forward(*kern, g.r, g.n, xp, g.c, g.h, g.w, g.prm.pad_h, g.prm.pad_w, wp, g.k, g.p, g.q, yp);
     return y;
   }
   const Plan plan = make_plan(g);
@@ -342,14 +342,15 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
   const float* wp = w.data<float>();
   float* dxp = dx.data<float>();
   if (kern) {
-    // dx is the convolution of dy, padded by 2 - pad, with w transposed and flipped:
-    // wf[c, k, r, s] = w[k, c, 2 - r, 2 - s].
-    std::vector<float> wf(static_cast<size_t>(g.k * g.c * 9));
+    // dx is the convolution of dy, padded by taps - 1 - pad, with w transposed and flipped:
+    // wf[c, k, r, s] = w[k, c, taps - 1 - r, taps - 1 - s].
+    const int64_t taps = g.r, tt = taps * taps;
+    std::vector<float> wf(static_cast<size_t>(g.k * g.c * tt));
     for (int64_t k = 0; k < g.k; ++k)
       for (int64_t c = 0; c < g.c; ++c)
-        for (int64_t t = 0; t < 9; ++t) wf[(c * g.k + k) * 9 + t] = wp[(k * g.c + c) * 9 + 8 - t];
-    direct_forward(*kern, g.n, gp, g.k, g.p, g.q, 2 - g.prm.pad_h, 2 - g.prm.pad_w, wf.data(), g.c, g.h, g.w,
-                   dxp);
+        for (int64_t t = 0; t < tt; ++t) wf[(c * g.k + k) * tt + t] = wp[(k * g.c + c) * tt + tt - 1 - t];
+    direct_forward(*kern, taps, g.n, gp, g.k, g.p, g.q, taps - 1 - g.prm.pad_h, taps - 1 - g.prm.pad_w, wf.data(),
+                   g.c, g.h, g.w, dxp);
     return dx;
   }
   const Plan plan = make_plan(g);

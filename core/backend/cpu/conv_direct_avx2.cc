@@ -1,10 +1,11 @@
-// The direct 3x3 convolution kernels built for AVX2+FMA (16 ymm registers, 8 lanes); flags in
+// The direct convolution kernels built for AVX2+FMA (16 ymm registers, 8 lanes); flags in
 // core/CMakeLists.txt.
-#define ADA_DIRECT_NAME "avx2 direct 3x3"
+#define ADA_DIRECT_NAME "avx2 direct"
 #define ADA_DIRECT_LANES 8
 #define ADA_DIRECT_FWD_KB 4
 #define ADA_DIRECT_FWD_TT 2
 #define ADA_DIRECT_FLT_KB 3
+#define ADA_DIRECT_FLT_KB5 1
 #include "core/backend/cpu/conv_direct_impl.h"
 
 namespace ada::cpu::conv_detail {

@@ -1,10 +1,11 @@
-// The direct 3x3 convolution kernels built for AVX-512 (32 zmm registers, 16 lanes); flags in
+// The direct convolution kernels built for AVX-512 (32 zmm registers, 16 lanes); flags in
 // core/CMakeLists.txt.
-#define ADA_DIRECT_NAME "avx512 direct 3x3"
+#define ADA_DIRECT_NAME "avx512 direct"
 #define ADA_DIRECT_LANES 16
 #define ADA_DIRECT_FWD_KB 8
 #define ADA_DIRECT_FWD_TT 3
 #define ADA_DIRECT_FLT_KB 4
+#define ADA_DIRECT_FLT_KB5 4
 #include "core/backend/cpu/conv_direct_impl.h"
 
 namespace ada::cpu::conv_detail {

@@ -1,10 +1,11 @@
-// The direct 3x3 convolution kernels (conv_direct.h), written once with GCC vector extensions
+// The direct convolution kernels (conv_direct.h), written once with GCC vector extensions
 // and built per ISA: conv_direct_avx2.cc (8 lanes, 16 registers) and conv_direct_avx512.cc (16
 // lanes, 32 registers). Before including, a kernel file defines
 //   ADA_DIRECT_NAME                       the kernels' name
 //   ADA_DIRECT_LANES                      the vector width
 //   ADA_DIRECT_FWD_KB, ADA_DIRECT_FWD_TT  forward register tile: output channels x vectors
-//   ADA_DIRECT_FLT_KB                     filter gradient register tile: output channels (x 3 taps)
+//   ADA_DIRECT_FLT_KB, ADA_DIRECT_FLT_KB5 filter gradient register tile: output channels (x 3 or
+//                                         5 taps), for 3x3 and 5x5 kernels
 // Everything here sits in an anonymous namespace and no standard-library template is used
 // (gemm_kernels.h says why: an inline function emitted here with this ISA's instructions must
 // never be the copy the linker picks for the rest of the program).
@@ -43,29 +44,45 @@ inline float hsum(Vf v) {
   return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
 
-// Output channels [k0, k0 + KB) at the TT vectors of positions from o0.
-template <int KB, int TT>
+// Runs f.template operator()<B>(k0) over output channels [0, k) in blocks of KB, then of 4, 2
+// and 1 for the rest (K % KB < KB <= 8 takes at most one of each): a 6-channel layer runs as
+// 4 + 2, not six single-channel tiles that load three times as much per multiply-add.
+template <int KB, class F>
+void channel_blocks(int64_t k, F&& f) {
+  int64_t k0 = 0;
+  for (; k0 + KB <= k; k0 += KB) f.template operator()<KB>(k0);
+  if constexpr (KB > 4) {
+    if (k0 + 4 <= k) f.template operator()<4>(k0), k0 += 4;
+  }
+  if constexpr (KB > 2) {
+    if (k0 + 2 <= k) f.template operator()<2>(k0), k0 += 2;
+  }
+  for (; k0 < k; ++k0) f.template operator()<1>(k0);
+}
+
+// Output channels [k0, k0 + KB) at the TT vectors of positions from o0; T x T taps.
+template <int T, int KB, int TT>
 void fwd_tile(const Plane& g, const float* x, const float* w, float* y, int64_t k0, int64_t o0) {
   Vf acc[KB][TT];
 #pragma GCC unroll 16
   for (int kb = 0; kb < KB; ++kb)
 #pragma GCC unroll 16
     for (int t = 0; t < TT; ++t) acc[kb][t] = Vf{};
-  const int64_t wk = g.c * 9;
+  const int64_t wk = g.c * T * T;
   const float* wb = w + k0 * wk;
   for (int64_t c = 0; c < g.c; ++c) {
     const float* xc = x + c * g.xplane + o0;
-    const float* wc = wb + c * 9;
-#pragma GCC unroll 3
-    for (int r = 0; r < 3; ++r)
-#pragma GCC unroll 3
-      for (int s = 0; s < 3; ++s) {
+    const float* wc = wb + c * T * T;
+#pragma GCC unroll 5
+    for (int r = 0; r < T; ++r)
+#pragma GCC unroll 5
+      for (int s = 0; s < T; ++s) {
         Vf xv[TT];
 #pragma GCC unroll 16
         for (int t = 0; t < TT; ++t) xv[t] = load(xc + t * V + r * g.wp + s);
 #pragma GCC unroll 16
         for (int kb = 0; kb < KB; ++kb) {
-          const float wv = wc[kb * wk + r * 3 + s];
+          const float wv = wc[kb * wk + r * T + s];
 #pragma GCC unroll 16
           for (int t = 0; t < TT; ++t) acc[kb][t] += xv[t] * wv;
         }
@@ -76,15 +93,16 @@ void fwd_tile(const Plane& g, const float* x, const float* w, float* y, int64_t 
 }
 
 // fwd_tile for tt (1..TT) vectors.
-template <int KB, int TT>
+template <int T, int KB, int TT>
 void fwd_tile_n(int tt, const Plane& g, const float* x, const float* w, float* y, int64_t k0, int64_t o0) {
   if constexpr (TT > 1) {
-    if (tt < TT) return fwd_tile_n<KB, TT - 1>(tt, g, x, w, y, k0, o0);
+    if (tt < TT) return fwd_tile_n<T, KB, TT - 1>(tt, g, x, w, y, k0, o0);
   }
-  fwd_tile<KB, TT>(g, x, w, y, k0, o0);
+  fwd_tile<T, KB, TT>(g, x, w, y, k0, o0);
 }
 
-void forward(const Plane& g, const float* x, const float* w, float* y) {
+template <int T>
+void forward_t(const Plane& g, const float* x, const float* w, float* y) {
   constexpr int KB = ADA_DIRECT_FWD_KB, TT = ADA_DIRECT_FWD_TT;
   // The plane's nv vectors in ceil(nv / TT) tiles of as equal sizes as can be (4 vectors with
   // TT = 3: 2 + 2, not 3 + 1, which would run a narrow tile at a fraction of the speed).
@@ -92,69 +110,74 @@ void forward(const Plane& g, const float* x, const float* w, float* y) {
   for (int64_t i = 0; i < tiles; ++i) {
     const int64_t t0 = nv * i / tiles;
     const int tt = static_cast<int>(nv * (i + 1) / tiles - t0);
-    int64_t k0 = 0;
-    for (; k0 + KB <= g.k; k0 += KB) fwd_tile_n<KB, TT>(tt, g, x, w, y, k0, t0 * V);
-    for (; k0 < g.k; ++k0) fwd_tile_n<1, TT>(tt, g, x, w, y, k0, t0 * V);
+    channel_blocks<KB>(g.k, [&]<int B>(int64_t k0) { fwd_tile_n<T, B, TT>(tt, g, x, w, y, k0, t0 * V); });
   }
 }
 
-// dw[k0 .. k0 + KB, c, :, :] += the products summed over the images. For each image and tap row
-// r, KB x 3 register accumulators (each output-gradient vector feeds three taps, each input
-// vector KB channels) sweep the plane; between sweeps they rest in `keep` (L1), so the image's
-// output-gradient planes are read from L1 by the second and third sweeps, and the horizontal
-// sums are taken once at the end.
-template <int KB>
+void forward(const Plane& g, const float* x, const float* w, float* y) {
+  if (g.taps == 5) return forward_t<5>(g, x, w, y);
+  forward_t<3>(g, x, w, y);
+}
+
+// dw[k0 .. k0 + KB, c, :, :] += the products summed over the images (T x T taps). For each image
+// and tap row r, KB x T register accumulators (each output-gradient vector feeds T taps, each
+// input vector KB channels) sweep the plane; between sweeps they rest in `keep` (L1), so the
+// image's output-gradient planes are read from L1 by the later sweeps, and the horizontal sums
+// are taken once at the end.
+template <int T, int KB>
 void filter_tile(const Plane& g, int64_t images, const float* x, int64_t x_stride, const float* dy,
                  int64_t dy_stride, int64_t k0, int64_t c, float* dw) {
-  Vf keep[3][KB][3];
-  for (int r = 0; r < 3; ++r)
+  Vf keep[T][KB][T];
+  for (int r = 0; r < T; ++r)
     for (int kb = 0; kb < KB; ++kb)
-      for (int s = 0; s < 3; ++s) keep[r][kb][s] = Vf{};
+      for (int s = 0; s < T; ++s) keep[r][kb][s] = Vf{};
   for (int64_t m = 0; m < images; ++m) {
     const float* dm = dy + m * dy_stride + k0 * g.n;
 #pragma GCC unroll 1
-    for (int r = 0; r < 3; ++r) {
+    for (int r = 0; r < T; ++r) {
       const float* xm = x + m * x_stride + c * g.xplane + r * g.wp;
-      Vf acc[KB][3];
+      Vf acc[KB][T];
 #pragma GCC unroll 16
       for (int kb = 0; kb < KB; ++kb)
-#pragma GCC unroll 3
-        for (int s = 0; s < 3; ++s) acc[kb][s] = keep[r][kb][s];
+#pragma GCC unroll 5
+        for (int s = 0; s < T; ++s) acc[kb][s] = keep[r][kb][s];
       for (int64_t o = 0; o < g.n; o += V) {
-        Vf xv[3];
-#pragma GCC unroll 3
-        for (int s = 0; s < 3; ++s) xv[s] = load(xm + o + s);
+        Vf xv[T];
+#pragma GCC unroll 5
+        for (int s = 0; s < T; ++s) xv[s] = load(xm + o + s);
 #pragma GCC unroll 16
         for (int kb = 0; kb < KB; ++kb) {
           Vf d = load(dm + kb * g.n + o);
-          // Keep d in a register: as a memory operand of each of its three FMAs it would be
-          // loaded three times, and the loads, not the FMAs, would bound the loop.
+          // Keep d in a register: as a memory operand of each of its T FMAs it would be loaded
+          // T times, and the loads, not the FMAs, would bound the loop.
           asm("" : "+v"(d));
-#pragma GCC unroll 3
-          for (int s = 0; s < 3; ++s) acc[kb][s] += d * xv[s];
+#pragma GCC unroll 5
+          for (int s = 0; s < T; ++s) acc[kb][s] += d * xv[s];
         }
       }
 #pragma GCC unroll 16
       for (int kb = 0; kb < KB; ++kb)
-#pragma GCC unroll 3
-        for (int s = 0; s < 3; ++s) keep[r][kb][s] = acc[kb][s];
+#pragma GCC unroll 5
+        for (int s = 0; s < T; ++s) keep[r][kb][s] = acc[kb][s];
     }
   }
-  for (int r = 0; r < 3; ++r)
+  for (int r = 0; r < T; ++r)
     for (int kb = 0; kb < KB; ++kb)
-      for (int s = 0; s < 3; ++s) dw[((k0 + kb) * g.c + c) * 9 + r * 3 + s] += hsum(keep[r][kb][s]);
+      for (int s = 0; s < T; ++s) dw[((k0 + kb) * g.c + c) * T * T + r * T + s] += hsum(keep[r][kb][s]);
+}
+
+template <int T, int KB>
+void filter_t(const Plane& g, int64_t images, const float* x, int64_t x_stride, const float* dy,
+              int64_t dy_stride, float* dw) {
+  // Input channel outermost: its planes stay in L1 while every output channel passes.
+  for (int64_t c = 0; c < g.c; ++c)
+    channel_blocks<KB>(g.k, [&]<int B>(int64_t k0) { filter_tile<T, B>(g, images, x, x_stride, dy, dy_stride, k0, c, dw); });
 }
 
 void filter(const Plane& g, int64_t images, const float* x, int64_t x_stride, const float* dy,
             int64_t dy_stride, float* dw) {
-  constexpr int KB = ADA_DIRECT_FLT_KB;
-  // Input channel outermost: its planes stay in L1 while every output channel passes.
-  for (int64_t c = 0; c < g.c; ++c) {
-    int64_t k0 = 0;
-    for (; k0 + KB <= g.k; k0 += KB)
-      filter_tile<KB>(g, images, x, x_stride, dy, dy_stride, k0, c, dw);
-    for (; k0 < g.k; ++k0) filter_tile<1>(g, images, x, x_stride, dy, dy_stride, k0, c, dw);
-  }
+  if (g.taps == 5) return filter_t<5, ADA_DIRECT_FLT_KB5>(g, images, x, x_stride, dy, dy_stride, dw);
+  filter_t<3, ADA_DIRECT_FLT_KB>(g, images, x, x_stride, dy, dy_stride, dw);
 }
 
 const DirectKernels kDirect = {ADA_DIRECT_NAME, V, forward, filter};
