@@ -152,7 +152,11 @@ TEST(Ops, Conv2dDirectKernelsMatchIm2colOnEveryPass) {
   std::vector<cpu::Isa> isas;
   for (cpu::Isa i : {cpu::Isa::avx2, cpu::Isa::avx512})
     if (static_cast<int>(i) <= static_cast<int>(cpu::detected_isa())) isas.push_back(i);
-  if (isas.empty()) GTEST_SKIP() << "this CPU has neither AVX2 nor AVX-512: no direct kernels to test";
+  if (isas.empty()) {  // a build below the x86-64-v3 default on a CPU without AVX2: im2col only
+    EXPECT_EQ(cpu::conv_direct_kernels({1, 16, 8, 8}, {16, 16, 3, 3}, {1, 1, 1, 1, 1, 1}, cpu::ConvPass::forward),
+              nullptr);
+    return;
+  }
   for (const auto& c : cases) {
     const ops::Conv2dParams p{1, 1, c.pad, c.pad, 1, 1};
     Tensor x = rnd(c.x, 7), w = rnd(c.w, 8);
