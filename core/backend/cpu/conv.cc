@@ -151,13 +151,14 @@ Plane direct_plane(const DirectKernels& kern, int64_t taps, int64_t c, int64_t w
   return {taps, c, k, wp, n, round_up(n + (taps - 1) * (wp + 1), kern.lanes)};
 }
 
-// A scratch buffer of n floats from the host allocator (64-byte aligned; blocks reused from one
-// step to the next, not zeroed unless asked).
+// A zeroed scratch buffer of n floats whose data starts on a 64-byte boundary. A std::vector,
+// not a host tensor: buffers below the host cache's 64 KiB threshold would come from malloc at
+// every step as tensors (the steady-state test in test_block_cache.cc counts those).
 struct Scratch {
-  explicit Scratch(int64_t n, bool zeroed = false) : t(zeroed ? Tensor::zeros({n}) : Tensor::empty({n})) {
-    p = t.data<float>();
+  explicit Scratch(int64_t n) : v(static_cast<size_t>(n + 16), 0.f) {
+    p = v.data() + (16 - reinterpret_cast<uintptr_t>(v.data()) / sizeof(float) % 16) % 16;
   }
-  Tensor t;
+  std::vector<float> v;
   float* p;
 };
 
@@ -205,7 +206,7 @@ void direct_filter(const DirectKernels& kern, const ConvGeom& g, const float* x,
   parallel_for(0, slots, 1, [&](int64_t b, int64_t e) {
     // The output gradient in the kernels' layout: rows of wp, zeros at the discarded positions
     // (set here once; the rows are rewritten for each group).
-    Scratch xb(group * xs), db(group * ds, /*zeroed=*/true);
+    Scratch xb(group * xs), db(group * ds);
     for (int64_t sl = b; sl < e; ++sl) {
       acc[sl].assign(static_cast<size_t>(wn), 0.f);
       const int64_t m0 = g.n * sl / slots, m1 = g.n * (sl + 1) / slots;
