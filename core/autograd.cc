@@ -35,7 +35,15 @@ Variable make_result(Tensor out, const char* op, std::vector<Variable> inputs, B
   node->backward = std::move(fn);
   node->output_shape = result.shape();
   node->inputs.reserve(inputs.size());
-  for (auto& v : inputs) node->inputs.push_back(v.impl_ptr());
+  for (auto& v : inputs) {
+    Edge e;
+    if (v.defined() && v.impl()->grad_fn)
+      e.producer = v.impl()->grad_fn;
+    else if (v.defined())
+      e.leaf = v.impl_ptr();
+    if (v.defined()) e.shape = v.shape();
+    node->inputs.push_back(std::move(e));
+  }
   result.impl()->requires_grad = true;
   result.impl()->grad_fn = std::move(node);
   return result;
@@ -88,15 +96,14 @@ void backward(const Variable& root, const Tensor& seed, const GradReadyHook& on_
         << "backward(): op '" << node->op
         << "' was already differentiated and its saved tensors freed; run the forward again";
     if (next < node->inputs.size()) {
-      VarImpl* in = node->inputs[next++].get();
-      if (!in->requires_grad) continue;
-      if (Node* child = in->grad_fn.get()) {
+      const Edge& e = node->inputs[next++];
+      if (Node* child = e.producer.get()) {
         if (!state.count(child)) {
           state[child] = 1;
-          stack.push_back({in->grad_fn, 0});
+          stack.push_back({e.producer, 0});
         }
-      } else if (leaf_uses[in]++ == 0) {
-        leaves_in_order.push_back(in);
+      } else if (e.leaf && e.leaf->requires_grad && leaf_uses[e.leaf.get()]++ == 0) {
+        leaves_in_order.push_back(e.leaf.get());
       }
       continue;
     }
@@ -111,7 +118,7 @@ void backward(const Variable& root, const Tensor& seed, const GradReadyHook& on_
     Node* node = it->get();
     Tensor gout = std::move(pending[node]);
     pending.erase(node);
-    std::vector<std::shared_ptr<VarImpl>> inputs = node->inputs;
+    std::vector<Edge> inputs = std::move(node->inputs);
     std::vector<Tensor> gins;
     if (gout.defined()) {
       gins = node->backward(gout);
@@ -123,15 +130,16 @@ void backward(const Variable& root, const Tensor& seed, const GradReadyHook& on_
     }
     node->release();  // saved activations go now, not at the end of backward
     for (size_t i = 0; i < inputs.size(); ++i) {
-      VarImpl* in = inputs[i].get();
-      if (!in->requires_grad) continue;
+      const Edge& e = inputs[i];
+      VarImpl* in = e.leaf.get();
+      if (!e.producer && !(in && in->requires_grad)) continue;
       const Tensor& g = gins[i];
       if (g.defined()) {
-        ADA_CHECK(g.shape() == in->value.shape())
-            << "op '" << node->op << "' returned gradient " << g.str() << " for input "
-            << in->value.str();
+        ADA_CHECK(g.shape() == e.shape)
+            << "op '" << node->op << "' returned gradient " << g.str() << " for input of shape "
+            << shape_str(e.shape);
       }
-      if (Node* child = in->grad_fn.get()) {
+      if (Node* child = e.producer.get()) {
         if (g.defined()) accumulate_out_of_place(pending[child], g);
         continue;
       }
@@ -142,7 +150,7 @@ void backward(const Variable& root, const Tensor& seed, const GradReadyHook& on_
           ops::add_(in->grad, g);
       }
       if (--leaf_uses[in] == 0 && on_ready) {
-        Variable leaf = Variable::from_impl(inputs[i]);
+        Variable leaf = Variable::from_impl(e.leaf);
         on_ready(leaf);
       }
     }

@@ -57,9 +57,19 @@ class Variable {
 // Tensor where an input needs none).
 using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>;
 
+// An input of a recorded op. A leaf input (a parameter, a batch) is held by its VarImpl, where
+// its gradient accumulates; an intermediate input only by the node that produced it, so its
+// value is freed as soon as no Variable and no backward closure holds it (an op's output that
+// its consumer did not save, e.g. batch-norm's output under ReLU, does not live until backward).
+struct Edge {
+  std::shared_ptr<VarImpl> leaf;  // leaves only
+  std::shared_ptr<Node> producer;  // intermediates only
+  Shape shape;                     // of the input, to check the gradient an op returns
+};
+
 struct Node {
   std::string op;                              // op name, for error messages
-  std::vector<std::shared_ptr<VarImpl>> inputs;
+  std::vector<Edge> inputs;
   BackwardFn backward;
   Shape output_shape;
   void release() {

@@ -88,6 +88,20 @@ TEST(Autograd, SavedActivationsAreFreedDuringBackward) {
   EXPECT_EQ(saved.storage_use_count(), 1);
 }
 
+
+// The graph records where an input came from, not its value: an intermediate that its consumer
+// did not save (scale's output under relu, which keeps only its own output) is freed as soon as
+// the caller drops it, long before backward. Gradients still flow through it.
+TEST(Autograd, UnsavedIntermediatesAreFreedAtForward) {
+  Variable x(vec({-1, 2, 3}), true);
+  Variable a = fn::scale(x, 2.f);
+  Tensor a_value = a.value();
+  Variable y = fn::relu(a);
+  a = Variable();
+  EXPECT_EQ(a_value.storage_use_count(), 1) << "the graph kept relu's input alive";
+  backward(fn::sum(y, {0}));
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{0, 2, 2}));
+}
 // A small two-layer net whose parameters are used in a known order; records hook calls.
 struct Net {
   Variable w1{Tensor::full({4, 3}, 0.1), true, "layer1.weight"};

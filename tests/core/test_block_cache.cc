@@ -165,7 +165,7 @@ void conv_step(const Tensor& x, const Variable& w1, const Variable& w2) {
 
 TEST(HostMemory, SteadyStateStepsTakeNothingFromMalloc) {
   Generator gen(3);
-  const Tensor x = Tensor::randn({8, 8, 32, 32}, gen);  // 256 KiB and up: cached sizes
+  const Tensor x = Tensor::randn({16, 8, 32, 32}, gen);  // 512 KiB and up: cached sizes
   Variable w1(Tensor::randn({16, 8, 3, 3}, gen), true), w2(Tensor::randn({16, 16, 3, 3}, gen), true);
   conv_step(x, w1, w2);
   conv_step(x, w1, w2);
