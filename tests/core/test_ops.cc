@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <string>
 
 #include "core/backend/cpu/conv_cpu.h"
@@ -217,6 +218,56 @@ TEST(Ops, MaxPoolTiesAndNaN) {
   EXPECT_TRUE(std::isnan(y[2]));
   EXPECT_EQ(y[3], -inf);
   EXPECT_EQ(idx.to_vector<int32_t>(), (std::vector<int32_t>{0, 3, 8, 10}));
+}
+
+// Every window shape (the unrolled 2x2 path and the row-at-a-time one: kernels 1-4, strides
+// 1-3, every legal padding, odd planes) against a plain loop with the same rule: the first
+// maximum or the first NaN in row-major window order, else the first element of the window. The
+// values come from a set of five (0, 1, 2, -inf, NaN), so windows are full of ties.
+TEST(Ops, MaxPoolMatchesReferenceOnEveryWindowShape) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const float pick[5] = {0.f, 1.f, 2.f, -inf, nan};
+  std::mt19937 gen(17);
+  for (int64_t k = 1; k <= 4; ++k)
+    for (int64_t s = 1; s <= 3; ++s)
+      for (int64_t pad = 0; 2 * pad <= k; ++pad)
+        for (int64_t H : {k, k + 4}) {
+          const int64_t W = H + 3;
+          std::vector<float> v(static_cast<size_t>(2 * H * W));
+          for (float& e : v) e = pick[gen() % 5];
+          Tensor x = Tensor::from_vector<float>(v, {1, 2, H, W}), idx;
+          const ops::Pool2dParams p{k, k, s, s, pad, pad, true};
+          const auto y = ops::max_pool2d_forward(x, p, idx);
+          const auto yv = y.to_vector<float>();
+          const auto iv = idx.to_vector<int32_t>();
+          const int64_t P = y.size(2), Q = y.size(3);
+          for (int64_t c = 0; c < 2; ++c)
+            for (int64_t i = 0; i < P; ++i)
+              for (int64_t j = 0; j < Q; ++j) {
+                const int64_t h0 = std::max<int64_t>(i * s - pad, 0), w0 = std::max<int64_t>(j * s - pad, 0);
+                float best = v[static_cast<size_t>(c * H * W + h0 * W + w0)];
+                int64_t arg = h0 * W + w0;
+                for (int64_t h = h0; h < std::min(i * s - pad + k, H) && best == best; ++h)
+                  for (int64_t w = w0; w < std::min(j * s - pad + k, W); ++w) {
+                    const float e = v[static_cast<size_t>(c * H * W + h * W + w)];
+                    if (e > best || e != e) {
+                      best = e;
+                      arg = h * W + w;
+                      if (e != e) break;
+                    }
+                  }
+                const size_t o = static_cast<size_t>((c * P + i) * Q + j);
+                const std::string at = "kernel " + std::to_string(k) + " stride " + std::to_string(s) +
+                                       " pad " + std::to_string(pad) + " H " + std::to_string(H) +
+                                       " output (" + std::to_string(c) + "," + std::to_string(i) + "," +
+                                       std::to_string(j) + ")";
+                ASSERT_EQ(iv[o], arg) << at;
+                if (best != best)
+                  ASSERT_TRUE(std::isnan(yv[o])) << at;
+                else
+                  ASSERT_EQ(yv[o], best) << at;
+              }
+        }
 }
 
 TEST(Ops, PoolingForward) {

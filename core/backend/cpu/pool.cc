@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "core/backend/cpu/cpu_common.h"
 #include "core/ops.h"
@@ -57,7 +58,12 @@ Tensor max_pool2d_forward(const Tensor& x, const Pool2dParams& p, Tensor& indice
   };
   const int64_t kh = p.kernel_h, kw = p.kernel_w, sh = p.stride_h, sw = p.stride_w, ph = p.pad_h, pw = p.pad_w;
   const bool unpadded = ph == 0 && pw == 0;  // then every window lies inside the plane
+  // Length of one column phase of a padded input row: outputs 0..Q-1 read phase entries from
+  // -pw / sw (floor) to Q - 1 + (kw - 1 - pw) / sw.
+  const int64_t L = Q + pw + (kw - 1) / sw + 1;
   parallel_for(0, os[0] * os[1], 1, [=](int64_t b, int64_t e) {
+    std::vector<float> phases;
+    if (!(unpadded && kh == 2 && kw == 2)) phases.resize(static_cast<size_t>(sw * L));
     for (int64_t plane = b; plane < e; ++plane) {
       const float* xs = xp + plane * H * W;
       float* yo = yp + plane * P * Q;
@@ -78,16 +84,37 @@ Tensor max_pool2d_forward(const Tensor& x, const Pool2dParams& p, Tensor& indice
         }
         continue;
       }
+      // Any other window, a whole output row at a time: for each window element in row-major
+      // order, one pass over the row's outputs (independent lanes, so it vectorises), reading
+      // the input row split into its `sw` column phases with -inf in the padding, so that
+      // output j's element sits at j in a phase.
       for (int64_t i = 0; i < P; ++i) {
         const int64_t h0 = std::max<int64_t>(i * sh - ph, 0), h1 = std::min(i * sh - ph + kh, H);
+        float* best = yo + i * Q;
+        int32_t* arg = io + i * Q;
         for (int64_t j = 0; j < Q; ++j) {
-          const int64_t w0 = std::max<int64_t>(j * sw - pw, 0), w1 = std::min(j * sw - pw + kw, W);
-          float best = -std::numeric_limits<float>::infinity();
-          int64_t arg = h0 * W + w0;
-          for (int64_t h = h0; h < h1; ++h)
-            for (int64_t w = w0; w < w1; ++w) take(xs[h * W + w], h * W + w, best, arg);
-          yo[i * Q + j] = best;
-          io[i * Q + j] = static_cast<int32_t>(arg);
+          best[j] = -std::numeric_limits<float>::infinity();
+          arg[j] = static_cast<int32_t>(h0 * W + std::max<int64_t>(j * sw - pw, 0));
+        }
+        for (int64_t h = h0; h < h1; ++h) {
+          const float* row = xs + h * W;
+          for (int64_t r = 0; r < sw; ++r)
+            for (int64_t k = -pw; k < L - pw; ++k) {
+              const int64_t col = k * sw + r;
+              phases[r * L + k + pw] = col >= 0 && col < W ? row[col] : -std::numeric_limits<float>::infinity();
+            }
+          for (int64_t dw = 0; dw < kw; ++dw) {
+            const int64_t d = dw - pw, r = ((d % sw) + sw) % sw, q = (d - r) / sw;
+            const float* src = phases.data() + r * L + pw + q;
+            const int32_t at0 = static_cast<int32_t>(h * W + d);
+            const int32_t step = static_cast<int32_t>(sw);
+            for (int64_t j = 0; j < Q; ++j) {
+              const float v = src[j], b = best[j];
+              const bool t = (v > b) | ((v != v) & (b == b));
+              best[j] = t ? v : b;
+              arg[j] = t ? at0 + step * static_cast<int32_t>(j) : arg[j];
+            }
+          }
         }
       }
     }
