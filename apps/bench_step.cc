@@ -24,7 +24,8 @@
 // fp32 without TF32, unless ADA_CUDA_TF32=1 is set: then our cuBLAS/cuDNN may use TF32 and the
 // twin gets --tf32, so the comparison is always fp32-vs-fp32 or tf32-vs-tf32.
 // --profile (cpu): after the timed steps, `steps` more steps with every op timed by the wall clock
-// (core/backend/cpu/op_profile.h); prints milliseconds per step per op.
+// (core/backend/cpu/op_profile.h); prints milliseconds per step per op, then the host tensors'
+// peak live and held bytes against the process's peak RSS.
 // --profile (cuda): after the timed steps, `steps` more steps with every op bracketed by CUDA
 // events; prints GPU milliseconds per op (an op that calls another is counted in both).
 // --precision bf16|fp16: our matrix products with bf16 (fp16: cuda only) inputs and fp32
@@ -52,6 +53,7 @@
 #include "core/config.h"
 #include "core/backend/cpu/op_profile.h"
 #include "core/cpu_isa.h"
+#include "core/host_memory.h"
 #include "core/parallel.h"
 #include "core/precision.h"
 #include "nn/model.h"
@@ -229,6 +231,13 @@ int main(int argc, char** argv) {
                   "others count in both\n%s",
                   static_cast<long long>(steps), model.c_str(), precision.c_str(), 1e3 * step_s,
                   cpu::profile_report(steps).c_str());
+      if (!on_cuda) {
+        const MemoryStats hs = host::memory_stats();
+        std::printf("host tensors over the run: peak %.0f MB live, peak %.0f MB held by the caching "
+                    "allocator (live + cached); process peak RSS %.0f MB\n",
+                    static_cast<double>(hs.peak_allocated) / (1024.0 * 1024.0),
+                    static_cast<double>(hs.peak_reserved) / (1024.0 * 1024.0), peak_rss_mb());
+      }
     }
     double ours_mb = 0, ours_reserved_mb = 0;
     if (on_cuda) {
