@@ -7,6 +7,11 @@ namespace ada {
 BlockCache::BlockCache(Policy policy, SystemAlloc sys_alloc, SystemFree sys_free, int context)
     : policy_(policy), sys_alloc_(sys_alloc), sys_free_(sys_free), context_(context) {}
 
+BlockCache::~BlockCache() {
+  for (auto& [size, b] : cached_) delete b;
+  for (auto& [ptr, b] : live_) delete b;
+}
+
 size_t BlockCache::round(size_t bytes) const {
   bytes = std::max<size_t>(bytes, 1);
   const size_t bin = !kept(bytes)            ? 64
@@ -15,38 +20,78 @@ size_t BlockCache::round(size_t bytes) const {
   return (bytes + bin - 1) / bin * bin;
 }
 
+void BlockCache::cache(Block* b) {
+  b->free = true;
+  b->when = ++clock_;
+  b->where = cached_.emplace(b->size, b);
+  cached_bytes_ += static_cast<int64_t>(b->size);
+}
+
+void BlockCache::uncache(Block* b) {
+  cached_.erase(b->where);
+  cached_bytes_ -= static_cast<int64_t>(b->size);
+  b->free = false;
+}
+
+BlockCache::Block* BlockCache::take_cached(size_t size) {
+  auto it = cached_.lower_bound(size);  // the smallest free block that is large enough
+  if (it == cached_.end()) return nullptr;
+  Block* b = it->second;
+  const bool small = size <= policy_.small;
+  if (b->size == size || (!small && b->size <= size + size / 4)) {  // whole: exact, or within 1.25x
+    uncache(b);
+    return b;
+  }
+  if (small || !policy_.split) return nullptr;
+  uncache(b);
+  if (b->size - size > policy_.small) {  // the front for the request, the rest stays cached
+    Block* rest = new Block{b->ptr + size, b->size - size};
+    rest->prev = b;
+    rest->next = b->next;
+    if (b->next) b->next->prev = rest;
+    b->next = rest;
+    b->size = size;
+    cache(rest);
+  }
+  return b;
+}
+
 void* BlockCache::alloc(size_t bytes) {
   const size_t size = round(bytes);
   const bool cached_kind = kept(bytes);
   std::lock_guard<std::mutex> lock(mu_);
-  void* p = nullptr;
-  size_t got = size;
-  if (cached_kind) {
-    auto it = cached_.lower_bound(size);
-    const size_t limit = size <= policy_.small ? size : size + size / 4;
-    if (it != cached_.end() && it->first <= limit) {
-      p = it->second.first;
-      got = it->first;
-      cached_bytes_ -= static_cast<int64_t>(got);
-      cached_.erase(it);
-    }
-  }
-  if (!p) {
-    p = sys_alloc_(size, context_);
+  if (!cached_kind) {
+    void* p = sys_alloc_(size, context_);
     if (!p && !cached_.empty()) {
       release_all();
       p = sys_alloc_(size, context_);
     }
     if (!p) return nullptr;
-    if (cached_kind) ++stats_.system_allocs;
     stats_.reserved += static_cast<int64_t>(size);
     stats_.peak_reserved = std::max(stats_.peak_reserved, stats_.reserved);
+    stats_.allocated += static_cast<int64_t>(size);
+    stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
+    high_water_ = std::max(high_water_, stats_.allocated);
+    return p;
   }
-  if (cached_kind) live_[p] = got;
-  stats_.allocated += static_cast<int64_t>(got);
+  Block* b = take_cached(size);
+  if (!b) {
+    void* p = sys_alloc_(size, context_);
+    if (!p && !cached_.empty()) {
+      release_all();
+      p = sys_alloc_(size, context_);
+    }
+    if (!p) return nullptr;
+    ++stats_.system_allocs;
+    stats_.reserved += static_cast<int64_t>(size);
+    stats_.peak_reserved = std::max(stats_.peak_reserved, stats_.reserved);
+    b = new Block{static_cast<char*>(p), size};
+  }
+  live_[b->ptr] = b;
+  stats_.allocated += static_cast<int64_t>(b->size);
   stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
   high_water_ = std::max(high_water_, stats_.allocated);
-  return p;
+  return b->ptr;
 }
 
 void BlockCache::free(void* block, size_t bytes) noexcept {
@@ -61,32 +106,55 @@ void BlockCache::free(void* block, size_t bytes) noexcept {
   }
   auto it = live_.find(block);
   if (it == live_.end()) return;  // not ours: nothing sensible to do in a noexcept path
-  const size_t size = it->second;
+  Block* b = it->second;
   live_.erase(it);
-  stats_.allocated -= static_cast<int64_t>(size);
+  stats_.allocated -= static_cast<int64_t>(b->size);
+  if (Block* p = b->prev; p && p->free) {  // merge with free neighbours of the same segment
+    uncache(p);
+    p->size += b->size;
+    p->next = b->next;
+    if (b->next) b->next->prev = p;
+    delete b;
+    b = p;
+  }
+  if (Block* n = b->next; n && n->free) {
+    uncache(n);
+    b->size += n->size;
+    b->next = n->next;
+    if (n->next) n->next->prev = b;
+    delete n;
+  }
   if (policy_.cap_at_peak) {
-    // (high_water_ >= size: the block was live, so the loop ends with room for it.)
-    while (cached_bytes_ + static_cast<int64_t>(size) > high_water_ && !cached_.empty()) {
-      auto oldest = cached_.begin();
-      for (auto c = cached_.begin(); c != cached_.end(); ++c)
-        if (c->second.second < oldest->second.second) oldest = c;
-      release_one(oldest);
+    // (high_water_ >= the block's live part, so the loop ends with room for it unless the cache
+    // holds only parts of segments, which cannot go back.)
+    while (cached_bytes_ + static_cast<int64_t>(b->size) > high_water_ && release_oldest_segment()) {
     }
   }
-  cached_.emplace(size, std::make_pair(block, ++clock_));
-  cached_bytes_ += static_cast<int64_t>(size);
+  cache(b);
 }
 
-void BlockCache::release_one(std::multimap<size_t, std::pair<void*, uint64_t>>::iterator it) {
-  sys_free_(it->second.first, context_);
-  stats_.reserved -= static_cast<int64_t>(it->first);
-  cached_bytes_ -= static_cast<int64_t>(it->first);
+void BlockCache::release_segment(Block* b) {
+  uncache(b);
+  sys_free_(b->ptr, context_);
+  stats_.reserved -= static_cast<int64_t>(b->size);
   ++stats_.system_frees;
-  cached_.erase(it);
+  delete b;
+}
+
+bool BlockCache::release_oldest_segment() {
+  Block* oldest = nullptr;
+  for (auto& [size, b] : cached_)
+    if (!b->prev && !b->next && (!oldest || b->when < oldest->when)) oldest = b;
+  if (!oldest) return false;
+  release_segment(oldest);
+  return true;
 }
 
 void BlockCache::release_all() {
-  while (!cached_.empty()) release_one(cached_.begin());
+  for (auto it = cached_.begin(); it != cached_.end();) {
+    Block* b = (it++)->second;  // (release_segment erases b's entry)
+    if (!b->prev && !b->next) release_segment(b);
+  }
 }
 
 void BlockCache::release_cached() {

@@ -8,11 +8,16 @@
 // Policy: requests below `bypass` bytes go straight to the system allocator and back (the host
 // leaves small blocks to malloc, whose own bins do this well); up to `small` bytes sizes are binned
 // to `small_bin` and reused only at the same bin; larger ones are binned to `large_bin` and may
-// reuse a free block up to 1.25x the request. When the system allocator fails, every cached
-// block is released and the request tried once more. With `cap_at_peak` the cache never holds
-// more bytes than the peak of live bytes so far (the oldest cached blocks go back first), so
-// what an unusual step left behind cannot grow the process beyond twice its working set.
-// Thread-safe (one mutex).
+// reuse a free block up to 1.25x the request. With `split`, a large request that no free block
+// fits within 1.25x takes the front of the smallest larger free block when more than `small`
+// bytes would remain (the rest stays cached as a block of its own), and a freed block merges
+// with free neighbours carved from the same system allocation ("segment"), as PyTorch's CUDA
+// allocator does: sizes that differ from step to step then share memory instead of each keeping
+// blocks of their own. Only whole free segments go back to the system allocator. When it fails,
+// every whole free segment is released and the request tried once more. With `cap_at_peak` the
+// cache gives back whole free segments, oldest first, while it holds more bytes than the peak of
+// live bytes so far, so what an unusual step left behind cannot grow the process beyond about
+// twice its working set. Thread-safe (one mutex).
 #pragma once
 
 #include <cstddef>
@@ -44,6 +49,7 @@ class BlockCache {
     size_t small_bin = 512;
     size_t large_bin = size_t{2} << 20;  // above: bins of large_bin, reused up to 1.25x
     bool cap_at_peak = false;
+    bool split = false;  // large blocks may be split and merged back (see above)
   };
   // The system allocator: returns nullptr when out of memory (other failures may throw), and its
   // inverse. `context` is passed through (the device index).
@@ -51,6 +57,7 @@ class BlockCache {
   using SystemFree = void (*)(void* block, int context);
 
   BlockCache(Policy policy, SystemAlloc sys_alloc, SystemFree sys_free, int context);
+  ~BlockCache();  // forgets its bookkeeping; gives nothing back (release_cached() does)
   BlockCache(const BlockCache&) = delete;
   BlockCache& operator=(const BlockCache&) = delete;
 
@@ -67,17 +74,36 @@ class BlockCache {
   size_t round(size_t bytes) const;
 
  private:
+  struct Block;
+  using FreeMap = std::multimap<size_t, Block*>;
+  // A block handed out or cached. Blocks split from one system allocation are linked in address
+  // order; a block with neither neighbour is a whole segment.
+  struct Block {
+    char* ptr;
+    size_t size;
+    Block* prev = nullptr;
+    Block* next = nullptr;
+    bool free = false;
+    uint64_t when = 0;          // when it was cached (for the cap's oldest-first order)
+    FreeMap::iterator where{};  // its entry in cached_ while free
+  };
+
   bool kept(size_t bytes) const { return std::max<size_t>(bytes, 1) >= policy_.bypass; }  // not bypassed
-  void release_one(std::multimap<size_t, std::pair<void*, uint64_t>>::iterator it);  // mu_ held
-  void release_all();                                                                 // mu_ held
+  // mu_ held for all of these.
+  Block* take_cached(size_t size);  // a cached block for a request of `size`, or nullptr
+  void cache(Block* b);
+  void uncache(Block* b);
+  void release_segment(Block* b);     // b: cached, whole
+  bool release_oldest_segment();      // false when no whole segment is cached
+  void release_all();
 
   const Policy policy_;
   const SystemAlloc sys_alloc_;
   const SystemFree sys_free_;
   const int context_;
   mutable std::mutex mu_;
-  std::multimap<size_t, std::pair<void*, uint64_t>> cached_;  // size -> (block, when it was freed)
-  std::unordered_map<void*, size_t> live_;                    // cached-kind live block -> its size
+  FreeMap cached_;                            // size -> free block
+  std::unordered_map<void*, Block*> live_;    // cached-kind live block -> its Block
   int64_t cached_bytes_ = 0;
   int64_t high_water_ = 0;  // peak of live bytes over the whole run (the cap; reset_peak keeps it)
   uint64_t clock_ = 0;

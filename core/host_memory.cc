@@ -44,6 +44,7 @@ BlockCache& cache() {
     p.small_bin = size_t{4} << 10;
     p.large_bin = size_t{64} << 10;
     p.cap_at_peak = true;
+    p.split = true;
     return new BlockCache(p, system_alloc, system_free, 0);
   }();
   return *c;

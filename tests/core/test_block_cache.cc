@@ -154,6 +154,87 @@ TEST_F(BlockCacheTest, UnknownPointersAreIgnored) {
   EXPECT_EQ(c.stats().system_frees, 0);
 }
 
+// Splitting (policy: small = 16 pages of 4096 bytes, large bins of one page).
+BlockCache::Policy split_policy(bool cap = false) {
+  BlockCache::Policy p = policy(cap);
+  p.split = true;
+  return p;
+}
+constexpr size_t kPage = 4096;
+
+TEST_F(BlockCacheTest, SplitTakesTheFrontOfALargerBlockAndMergesItBack) {
+  BlockCache c(split_policy(), fake_alloc, fake_free, 7);
+  void* big = c.alloc(100 * kPage);
+  c.free(big, 100 * kPage);
+  char* a = static_cast<char*>(c.alloc(30 * kPage));  // 100 > 30 * 1.25: split, 70 pages stay cached
+  EXPECT_EQ(a, big);
+  char* b = static_cast<char*>(c.alloc(30 * kPage));  // the front of the 70-page rest
+  EXPECT_EQ(b, a + 30 * kPage);
+  char* d = static_cast<char*>(c.alloc(40 * kPage));  // the last 40 pages, whole (40 <= 40 * 1.25)
+  EXPECT_EQ(d, b + 30 * kPage);
+  EXPECT_EQ(c.stats().system_allocs, 1);
+  EXPECT_EQ(c.stats().allocated, static_cast<int64_t>(100 * kPage));
+  EXPECT_EQ(c.stats().reserved, static_cast<int64_t>(100 * kPage));
+  c.free(a, 30 * kPage);
+  c.free(d, 40 * kPage);  // b is live between them: two free blocks of 30 and 40 pages
+  void* second = c.alloc(100 * kPage);  // so 100 pages need a new segment
+  EXPECT_EQ(c.stats().system_allocs, 2);
+  c.free(b, 30 * kPage);  // a + b + d merge back into the whole first segment
+  EXPECT_EQ(c.alloc(90 * kPage), big);  // reused whole (100 <= 90 * 1.25)
+  EXPECT_EQ(c.stats().system_allocs, 2);
+  c.free(big, 90 * kPage);
+  c.release_cached();  // the first segment is whole and free: it goes back; the second is live
+  EXPECT_EQ(c.stats().system_frees, 1);
+  EXPECT_EQ(c.stats().reserved, static_cast<int64_t>(100 * kPage));
+  c.free(second, 100 * kPage);
+  c.release_cached();
+  EXPECT_EQ(c.stats().reserved, 0);
+}
+
+TEST_F(BlockCacheTest, SplitLeavesNoRemainderOfSmallSize) {
+  BlockCache c(split_policy(), fake_alloc, fake_free, 7);
+  void* big = c.alloc(40 * kPage);
+  c.free(big, 40 * kPage);
+  void* a = c.alloc(30 * kPage);  // 40 > 37.5 but the 10 pages left would be a small block: whole
+  EXPECT_EQ(a, big);
+  EXPECT_EQ(c.stats().allocated, static_cast<int64_t>(40 * kPage));
+  void* s = c.alloc(10 * kPage);  // small requests never split a block
+  EXPECT_NE(s, static_cast<char*>(big) + 30 * kPage);
+  EXPECT_EQ(c.stats().system_allocs, 2);
+  c.free(a, 30 * kPage);
+  c.free(s, 10 * kPage);
+  c.release_cached();
+  EXPECT_EQ(c.stats().reserved, 0);
+}
+
+TEST_F(BlockCacheTest, SplitCapAndOutOfMemoryReleaseOnlyWholeSegments) {
+  BlockCache c(split_policy(/*cap=*/true), fake_alloc, fake_free, 7);
+  g_sys.budget = 200 * kPage;
+  void* big = c.alloc(100 * kPage);
+  c.free(big, 100 * kPage);
+  void* a = c.alloc(30 * kPage);  // split: 70 pages of a live segment cached
+  void* x = c.alloc(80 * kPage);  // a second segment; the live peak is now 110 pages
+  c.free(x, 80 * kPage);          // cached 70 + 80 > 110, but the 70 are part of a live segment
+  EXPECT_EQ(c.stats().system_frees, 0);
+  EXPECT_EQ(c.stats().reserved, static_cast<int64_t>(180 * kPage));
+  // 90 pages: nothing cached fits and the system has 20 left; the whole segment x goes back, the
+  // 70 pages cannot, then the request succeeds.
+  void* y = c.alloc(90 * kPage);
+  ASSERT_NE(y, nullptr);
+  EXPECT_EQ(g_sys.live.count(big), 1u);
+  EXPECT_EQ(c.stats().system_frees, 1);  // x's segment (the fake system may hand its address out again)
+  EXPECT_EQ(c.stats().reserved, static_cast<int64_t>(190 * kPage));
+  c.free(a, 30 * kPage);  // merges into the whole first segment: cached 100 <= the peak of 120
+  EXPECT_EQ(c.stats().system_frees, 1);
+  c.free(y, 90 * kPage);  // 100 + 90 > 120: the oldest whole segment (the first) goes back
+  EXPECT_EQ(g_sys.live.count(big), 0u);
+  EXPECT_EQ(c.stats().system_frees, 2);
+  EXPECT_EQ(c.alloc(90 * kPage), y);
+  c.free(y, 90 * kPage);
+  c.release_cached();
+  EXPECT_EQ(c.stats().reserved, 0);
+}
+
 // One small conv net step, forward and backward, on the host.
 void conv_step(const Tensor& x, const Variable& w1, const Variable& w2) {
   ops::Conv2dParams p;
