@@ -182,7 +182,7 @@ TEST(Ops, Conv2dDirectKernelsMatchIm2colOnEveryPass) {
       }
   }
   // Strided, 7x7, too wide (the filter gradient from 256 channels, the others past 256) or overpadded
-  // convolutions stay on im2col + GEMM, and so do all in the bf16 mode.
+  // convolutions stay on im2col + GEMM.
   cpu::set_isa(isas.back());
   const auto fwd = cpu::ConvPass::forward, filt = cpu::ConvPass::backward_filter;
   EXPECT_EQ(cpu::conv_direct_kernels({1, 16, 8, 8}, {16, 16, 3, 3}, {2, 2, 1, 1, 1, 1}, fwd), nullptr);
@@ -191,10 +191,31 @@ TEST(Ops, Conv2dDirectKernelsMatchIm2colOnEveryPass) {
   EXPECT_EQ(cpu::conv_direct_kernels({1, 512, 8, 8}, {512, 512, 3, 3}, {1, 1, 1, 1, 1, 1}, fwd), nullptr);
   EXPECT_EQ(cpu::conv_direct_kernels({1, 16, 8, 8}, {16, 16, 3, 3}, {1, 1, 3, 3, 1, 1}, fwd), nullptr);
   EXPECT_EQ(cpu::conv_direct_kernels({1, 16, 8, 8}, {16, 16, 7, 7}, {1, 1, 3, 3, 1, 1}, fwd), nullptr);
+  // The bf16 mode runs the same kernels on operands rounded to bf16: every pass equals, bit for
+  // bit, the fp32 mode on operands rounded beforehand (and differs from it on unrounded ones).
   if (cpu::bf16_available()) {
-    set_cpu_matmul_precision(Precision::bf16);
-    EXPECT_EQ(cpu::conv_direct_kernels({1, 16, 8, 8}, {16, 16, 3, 3}, {1, 1, 1, 1, 1, 1}, fwd), nullptr);
-    set_cpu_matmul_precision(Precision::fp32);
+    auto round16 = [](const Tensor& t) {
+      std::vector<float> v = t.to_vector<float>();
+      for (float& e : v) e = half::bf16_to_float(half::bf16_from_float(e));
+      return Tensor::from_vector<float>(v, t.shape());
+    };
+    for (const auto& c : cases) {
+      const ops::Conv2dParams p{1, 1, c.pad, c.pad, 1, 1};
+      const Tensor x = rnd(c.x, 7), w = rnd(c.w, 8), dy = rnd(ops::conv2d_output_shape(c.x, c.w, p), 9);
+      const std::string what = shape_str(c.x) + "*" + shape_str(c.w) + " pad " + std::to_string(c.pad);
+      set_cpu_matmul_precision(Precision::bf16);
+      for (auto pass : {cpu::ConvPass::forward, cpu::ConvPass::backward_data, cpu::ConvPass::backward_filter})
+        ASSERT_NE(cpu::conv_direct_kernels(c.x, c.w, p, pass), nullptr) << what << ": bf16 mode, direct kernels";
+      const auto y16 = ops::conv2d_forward(x, w, p).to_vector<float>();
+      const auto dx16 = ops::conv2d_backward_data(dy, w, c.x, p).to_vector<float>();
+      const auto dw16 = ops::conv2d_backward_filter(dy, x, c.w, p).to_vector<float>();
+      set_cpu_matmul_precision(Precision::fp32);
+      const Tensor xr = round16(x), wr = round16(w), dyr = round16(dy);
+      EXPECT_EQ(y16, ops::conv2d_forward(xr, wr, p).to_vector<float>()) << what << " forward";
+      EXPECT_EQ(dx16, ops::conv2d_backward_data(dyr, wr, c.x, p).to_vector<float>()) << what << " backward-data";
+      EXPECT_EQ(dw16, ops::conv2d_backward_filter(dyr, xr, c.w, p).to_vector<float>()) << what << " backward-filter";
+      EXPECT_NE(y16, ops::conv2d_forward(x, w, p).to_vector<float>()) << what << ": bf16 mode did not round";
+    }
   }
   cpu::set_isa(saved);
   set_num_threads(0);

@@ -23,6 +23,7 @@
 #include "core/backend/cpu/sgemm.h"
 #include "core/cpu_isa.h"
 #include "core/ops.h"
+#include "core/half.h"
 #include "core/precision.h"
 
 namespace ada::ops {
@@ -126,14 +127,17 @@ bool direct_allowed() {
 
 // The direct kernels for pass `pass` of `g`, or null: 3x3 or 5x5, stride 1, no dilation, padding
 // below the kernel size (so that the backward-data pass is the same kernel run on the padded
-// gradient), at most kDirectMaxKC (kDirectFilterMaxKC) channel pairs, fp32 products (the bf16
-// mode's products stay on the bf16 GEMM) and a CPU with AVX2 or AVX-512 in use.
+// gradient), at most kDirectMaxKC (kDirectFilterMaxKC) channel pairs, fp32 or bf16 products and
+// a CPU with AVX2 or AVX-512 in use. In bf16 mode both operands are rounded to bf16 as they are
+// copied for the kernels: the products of two bf16 values are exact in fp32, so the fp32 kernels
+// then compute what a bf16 dot product with fp32 accumulation does, at the fp32 kernels' speed
+// (faster than the bf16 GEMM on im2col for the small channel counts these kernels take).
 const DirectKernels* direct_for(const ConvGeom& g, cpu::ConvPass pass) {
   const auto& pr = g.prm;
   const int64_t max_kc = pass == cpu::ConvPass::backward_filter ? kDirectFilterMaxKC : kDirectMaxKC;
   if ((g.r != 3 && g.r != 5) || g.s != g.r || pr.stride_h != 1 || pr.stride_w != 1 || pr.dil_h != 1 ||
       pr.dil_w != 1 || pr.pad_h >= g.r || pr.pad_w >= g.r || g.k * g.c > max_kc || !direct_allowed() ||
-      cpu_matmul_precision() != Precision::fp32)
+      cpu_matmul_precision() == Precision::fp16)
     return nullptr;
   switch (cpu::isa()) {
     case cpu::Isa::avx512: return &cpu::conv_detail::avx512_direct();
@@ -162,15 +166,28 @@ struct Scratch {
   float* p;
 };
 
+// Whether the direct kernels' operands are rounded to bf16 (the bf16 mode, see direct_for).
+bool direct_bf16() { return cpu_matmul_precision() == Precision::bf16; }
+
+// n floats from src to dst, rounded to bf16 (nearest even, as the bf16 GEMM packs) when r16.
+void copy_floats(float* dst, const float* src, int64_t n, bool r16) {
+  if (!r16) {
+    std::memcpy(dst, src, sizeof(float) * static_cast<size_t>(n));
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) dst[i] = half::bf16_to_float(half::bf16_from_float(src[i]));
+}
+
 // One image's planes of h x w into out (pl.c planes of pl.xplane floats, rows of pl.wp) at
-// offset (ph, pw); zeros everywhere else.
-void pad_planes(const float* x, const Plane& pl, int64_t h, int64_t w, int64_t ph, int64_t pw, float* out) {
+// offset (ph, pw), rounded to bf16 when r16; zeros everywhere else.
+void pad_planes(const float* x, const Plane& pl, int64_t h, int64_t w, int64_t ph, int64_t pw, float* out,
+                bool r16) {
   for (int64_t c = 0; c < pl.c; ++c) {
     float* o = out + c * pl.xplane;
     std::fill(o, o + ph * pl.wp + pw, 0.f);  // top rows, and the left border of the first row
     for (int64_t i = 0; i < h; ++i) {
       float* row = o + (i + ph) * pl.wp + pw;
-      std::memcpy(row, x + (c * h + i) * w, sizeof(float) * w);
+      copy_floats(row, x + (c * h + i) * w, w, r16);
       std::fill(row + w, row + pl.wp, 0.f);  // its right border and the next row's left one
     }
     std::fill(o + (h + ph) * pl.wp + pw, o + pl.xplane, 0.f);  // bottom rows and the slack
@@ -178,14 +195,16 @@ void pad_planes(const float* x, const Plane& pl, int64_t h, int64_t w, int64_t p
 }
 
 // y (n images of k planes of p x q) = the direct convolution of x (n images of c planes of
-// h x w, padded by (ph, pw)) with wt [k, c, taps, taps]; images in parallel.
+// h x w, padded by (ph, pw)) with wt [k, c, taps, taps] (already rounded in bf16 mode); images
+// in parallel.
 void direct_forward(const DirectKernels& kern, int64_t taps, int64_t n, const float* x, int64_t c, int64_t h,
                     int64_t w, int64_t ph, int64_t pw, const float* wt, int64_t k, int64_t p, int64_t q, float* y) {
   const Plane pl = direct_plane(kern, taps, c, w, pw, k, p);
+  const bool r16 = direct_bf16();
   parallel_for(0, n, 1, [&](int64_t b, int64_t e) {
     Scratch xb(pl.c * pl.xplane), yb(pl.k * pl.n);
     for (int64_t m = b; m < e; ++m) {
-      pad_planes(x + m * c * h * w, pl, h, w, ph, pw, xb.p);
+      pad_planes(x + m * c * h * w, pl, h, w, ph, pw, xb.p, r16);
       kern.forward(pl, xb.p, wt, yb.p);
       for (int64_t kk = 0; kk < k; ++kk)  // drop the discarded positions
         for (int64_t i = 0; i < p; ++i)
@@ -202,6 +221,7 @@ void direct_filter(const DirectKernels& kern, const ConvGeom& g, const float* x,
   const int64_t xs = pl.c * pl.xplane, ds = pl.k * pl.n;
   const int64_t group = std::clamp<int64_t>((int64_t(1) << 17) / (xs + ds), 1, g.n);
   const int64_t slots = std::min<int64_t>(num_threads(), g.n), wn = g.k * g.c * g.r * g.s;
+  const bool r16 = direct_bf16();
   std::vector<std::vector<float>> acc(static_cast<size_t>(slots));
   parallel_for(0, slots, 1, [&](int64_t b, int64_t e) {
     // The output gradient in the kernels' layout: rows of wp, zeros at the discarded positions
@@ -213,11 +233,11 @@ void direct_filter(const DirectKernels& kern, const ConvGeom& g, const float* x,
       for (int64_t m = m0; m < m1; m += group) {
         const int64_t gm = std::min(group, m1 - m);
         for (int64_t j = 0; j < gm; ++j) {
-          pad_planes(x + (m + j) * g.c * g.h * g.w, pl, g.h, g.w, g.prm.pad_h, g.prm.pad_w, xb.p + j * xs);
+          pad_planes(x + (m + j) * g.c * g.h * g.w, pl, g.h, g.w, g.prm.pad_h, g.prm.pad_w, xb.p + j * xs, r16);
           for (int64_t k = 0; k < g.k; ++k)
             for (int64_t i = 0; i < g.p; ++i)
-              std::memcpy(db.p + j * ds + k * pl.n + i * pl.wp, dy + (((m + j) * g.k + k) * g.p + i) * g.q,
-                          sizeof(float) * g.q);
+              copy_floats(db.p + j * ds + k * pl.n + i * pl.wp, dy + (((m + j) * g.k + k) * g.p + i) * g.q,
+                          g.q, r16);
         }
         kern.filter(pl, gm, xb.p, xs, db.p, ds, acc[sl].data());
       }
@@ -287,7 +307,13 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& prm)
   const float* wp = w.data<float>();
   float* yp = y.data<float>();
   if (const DirectKernels* kern = direct_for(g, cpu::ConvPass::forward)) {
-    direct_forward(*kern, g.r, g.n, xp, g.c, g.h, g.w, g.prm.pad_h, g.prm.pad_w, wp, g.k, g.p, g.q, yp);
+    std::vector<float> w16;
+    if (direct_bf16()) {
+      w16.resize(static_cast<size_t>(w.numel()));
+      copy_floats(w16.data(), wp, w.numel(), true);
+    }
+    direct_forward(*kern, g.r, g.n, xp, g.c, g.h, g.w, g.prm.pad_h, g.prm.pad_w, w16.empty() ? wp : w16.data(),
+                   g.k, g.p, g.q, yp);
     return y;
   }
   const Plan plan = make_plan(g);
@@ -351,6 +377,7 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
     for (int64_t k = 0; k < g.k; ++k)
       for (int64_t c = 0; c < g.c; ++c)
         for (int64_t t = 0; t < tt; ++t) wf[(c * g.k + k) * tt + t] = wp[(k * g.c + c) * tt + tt - 1 - t];
+    if (direct_bf16()) copy_floats(wf.data(), wf.data(), static_cast<int64_t>(wf.size()), true);
     direct_forward(*kern, taps, g.n, gp, g.k, g.p, g.q, taps - 1 - g.prm.pad_h, taps - 1 - g.prm.pad_w, wf.data(),
                    g.c, g.h, g.w, dxp);
     return dx;
