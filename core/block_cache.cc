@@ -60,8 +60,10 @@ void* BlockCache::alloc(size_t bytes) {
   const size_t size = round(bytes);
   const bool cached_kind = kept(bytes);
   std::lock_guard<std::mutex> lock(mu_);
-  if (!cached_kind) {
-    void* p = sys_alloc_(size, context_);
+  Block* b = cached_kind ? take_cached(size) : nullptr;
+  void* p = b ? b->ptr : nullptr;
+  if (!p) {
+    p = sys_alloc_(size, context_);
     if (!p && !cached_.empty()) {
       release_all();
       p = sys_alloc_(size, context_);
@@ -69,29 +71,16 @@ void* BlockCache::alloc(size_t bytes) {
     if (!p) return nullptr;
     stats_.reserved += static_cast<int64_t>(size);
     stats_.peak_reserved = std::max(stats_.peak_reserved, stats_.reserved);
-    stats_.allocated += static_cast<int64_t>(size);
-    stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
-    high_water_ = std::max(high_water_, stats_.allocated);
-    return p;
-  }
-  Block* b = take_cached(size);
-  if (!b) {
-    void* p = sys_alloc_(size, context_);
-    if (!p && !cached_.empty()) {
-      release_all();
-      p = sys_alloc_(size, context_);
+    if (cached_kind) {
+      ++stats_.system_allocs;
+      b = new Block{static_cast<char*>(p), size};
     }
-    if (!p) return nullptr;
-    ++stats_.system_allocs;
-    stats_.reserved += static_cast<int64_t>(size);
-    stats_.peak_reserved = std::max(stats_.peak_reserved, stats_.reserved);
-    b = new Block{static_cast<char*>(p), size};
   }
-  live_[b->ptr] = b;
-  stats_.allocated += static_cast<int64_t>(b->size);
+  if (b) live_[p] = b;
+  stats_.allocated += static_cast<int64_t>(b ? b->size : size);
   stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
   high_water_ = std::max(high_water_, stats_.allocated);
-  return b->ptr;
+  return p;
 }
 
 void BlockCache::free(void* block, size_t bytes) noexcept {
