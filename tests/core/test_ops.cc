@@ -216,6 +216,11 @@ TEST(Ops, Conv2dDirectKernelsMatchIm2colOnEveryPass) {
       EXPECT_EQ(dw16, ops::conv2d_backward_filter(dyr, xr, c.w, p).to_vector<float>()) << what << " backward-filter";
       EXPECT_NE(y16, ops::conv2d_forward(x, w, p).to_vector<float>()) << what << ": bf16 mode did not round";
     }
+    // Past 64 channels the bf16 GEMM on im2col is faster: it keeps them.
+    set_cpu_matmul_precision(Precision::bf16);
+    EXPECT_NE(cpu::conv_direct_kernels({1, 64, 8, 8}, {64, 64, 3, 3}, {1, 1, 1, 1, 1, 1}, fwd), nullptr);
+    EXPECT_EQ(cpu::conv_direct_kernels({1, 128, 8, 8}, {128, 128, 3, 3}, {1, 1, 1, 1, 1, 1}, fwd), nullptr);
+    set_cpu_matmul_precision(Precision::fp32);
   }
   cpu::set_isa(saved);
   set_num_threads(0);

@@ -115,7 +115,11 @@ using cpu::conv_detail::Plane;
 // thread, AVX-512, batch 32-64, measured with bench_ops and per-pass timings): the forward and
 // backward-data kernels up to ResNet-50's 256-channel 3x3 layers (1.15-1.4x), the filter
 // gradient up to 128 channels (its horizontal sums and short planes lose to the GEMM beyond).
-constexpr int64_t kDirectMaxKC = 256 * 256, kDirectFilterMaxKC = 128 * 128;
+// In the bf16 mode the GEMM's bf16 products run at twice its fp32 rate, so the fp32 direct
+// kernels (on rounded operands) win only up to 64 channels: with them up to 256 channels the
+// ResNet-50 bf16 step was 1.30x our fp32 one, with im2col for all 1.40x, with the limit 1.39x;
+// ResNet-20 (16-64 channels) 0.88x on im2col, 0.95-0.99x direct (bench_step --precision bf16).
+constexpr int64_t kDirectMaxKC = 256 * 256, kDirectFilterMaxKC = 128 * 128, kDirectBf16MaxKC = 64 * 64;
 
 bool direct_allowed() {
   static const bool on = [] {
@@ -127,14 +131,16 @@ bool direct_allowed() {
 
 // The direct kernels for pass `pass` of `g`, or null: 3x3 or 5x5, stride 1, no dilation, padding
 // below the kernel size (so that the backward-data pass is the same kernel run on the padded
-// gradient), at most kDirectMaxKC (kDirectFilterMaxKC) channel pairs, fp32 or bf16 products and
-// a CPU with AVX2 or AVX-512 in use. In bf16 mode both operands are rounded to bf16 as they are
+// gradient), at most kDirectMaxKC (kDirectFilterMaxKC; kDirectBf16MaxKC in the bf16 mode) channel
+// pairs, fp32 or bf16 products and a CPU with AVX2 or AVX-512 in use. In bf16 mode both operands are rounded to bf16 as they are
 // copied for the kernels: the products of two bf16 values are exact in fp32, so the fp32 kernels
 // then compute what a bf16 dot product with fp32 accumulation does, at the fp32 kernels' speed
-// (faster than the bf16 GEMM on im2col for the small channel counts these kernels take).
+// (faster than the bf16 GEMM on im2col up to kDirectBf16MaxKC channel pairs).
 const DirectKernels* direct_for(const ConvGeom& g, cpu::ConvPass pass) {
   const auto& pr = g.prm;
-  const int64_t max_kc = pass == cpu::ConvPass::backward_filter ? kDirectFilterMaxKC : kDirectMaxKC;
+  const int64_t max_kc = cpu_matmul_precision() == Precision::bf16     ? kDirectBf16MaxKC
+                         : pass == cpu::ConvPass::backward_filter ? kDirectFilterMaxKC
+                                                                  : kDirectMaxKC;
   if ((g.r != 3 && g.r != 5) || g.s != g.r || pr.stride_h != 1 || pr.stride_w != 1 || pr.dil_h != 1 ||
       pr.dil_w != 1 || pr.pad_h >= g.r || pr.pad_w >= g.r || g.k * g.c > max_kc || !direct_allowed() ||
       cpu_matmul_precision() == Precision::fp16)
