@@ -37,11 +37,13 @@ Variable make_result(Tensor out, const char* op, std::vector<Variable> inputs, B
   node->inputs.reserve(inputs.size());
   for (auto& v : inputs) {
     Edge e;
-    if (v.defined() && v.impl()->grad_fn)
-      e.producer = v.impl()->grad_fn;
-    else if (v.defined())
-      e.leaf = v.impl_ptr();
-    if (v.defined()) e.shape = v.shape();
+    if (v.defined()) {
+      if (v.is_leaf())
+        e.leaf = v.impl_ptr();
+      else
+        e.producer = v.grad_fn();
+      e.shape = v.shape();
+    }
     node->inputs.push_back(std::move(e));
   }
   result.impl()->requires_grad = true;

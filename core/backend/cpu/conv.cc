@@ -129,21 +129,33 @@ bool direct_allowed() {
   return on;
 }
 
+// Whether the direct kernels' operands are rounded to bf16 (the bf16 mode, see direct_for).
+bool direct_bf16() { return cpu_matmul_precision() == Precision::bf16; }
+
+float round_bf16(float v) { return half::bf16_to_float(half::bf16_from_float(v)); }
+
+// n floats from src to dst, rounded to bf16 (nearest even, as the bf16 GEMM packs) when r16.
+void copy_floats(float* dst, const float* src, int64_t n, bool r16) {
+  if (!r16) {
+    std::memcpy(dst, src, sizeof(float) * static_cast<size_t>(n));
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) dst[i] = round_bf16(src[i]);
+}
+
 // The direct kernels for pass `pass` of `g`, or null: 3x3 or 5x5, stride 1, no dilation, padding
 // below the kernel size (so that the backward-data pass is the same kernel run on the padded
-// gradient), at most kDirectMaxKC (kDirectFilterMaxKC; kDirectBf16MaxKC in the bf16 mode) channel
-// pairs, fp32 or bf16 products and a CPU with AVX2 or AVX-512 in use. In bf16 mode both operands are rounded to bf16 as they are
-// copied for the kernels: the products of two bf16 values are exact in fp32, so the fp32 kernels
-// then compute what a bf16 dot product with fp32 accumulation does, at the fp32 kernels' speed
-// (faster than the bf16 GEMM on im2col up to kDirectBf16MaxKC channel pairs).
+// gradient), at most kDirectMaxKC (kDirectFilterMaxKC; kDirectBf16MaxKC in the bf16 mode)
+// channel pairs and a CPU with AVX2 or AVX-512 in use. In the bf16 mode both operands are rounded
+// to bf16 as they are copied for the kernels: the products of two bf16 values are exact in fp32,
+// so the fp32 kernels then compute what a bf16 dot product with fp32 accumulation does.
 const DirectKernels* direct_for(const ConvGeom& g, cpu::ConvPass pass) {
   const auto& pr = g.prm;
-  const int64_t max_kc = cpu_matmul_precision() == Precision::bf16     ? kDirectBf16MaxKC
+  const int64_t max_kc = direct_bf16()                            ? kDirectBf16MaxKC
                          : pass == cpu::ConvPass::backward_filter ? kDirectFilterMaxKC
                                                                   : kDirectMaxKC;
   if ((g.r != 3 && g.r != 5) || g.s != g.r || pr.stride_h != 1 || pr.stride_w != 1 || pr.dil_h != 1 ||
-      pr.dil_w != 1 || pr.pad_h >= g.r || pr.pad_w >= g.r || g.k * g.c > max_kc || !direct_allowed() ||
-      cpu_matmul_precision() == Precision::fp16)
+      pr.dil_w != 1 || pr.pad_h >= g.r || pr.pad_w >= g.r || g.k * g.c > max_kc || !direct_allowed())
     return nullptr;
   switch (cpu::isa()) {
     case cpu::Isa::avx512: return &cpu::conv_detail::avx512_direct();
@@ -171,18 +183,6 @@ struct Scratch {
   std::vector<float> v;
   float* p;
 };
-
-// Whether the direct kernels' operands are rounded to bf16 (the bf16 mode, see direct_for).
-bool direct_bf16() { return cpu_matmul_precision() == Precision::bf16; }
-
-// n floats from src to dst, rounded to bf16 (nearest even, as the bf16 GEMM packs) when r16.
-void copy_floats(float* dst, const float* src, int64_t n, bool r16) {
-  if (!r16) {
-    std::memcpy(dst, src, sizeof(float) * static_cast<size_t>(n));
-    return;
-  }
-  for (int64_t i = 0; i < n; ++i) dst[i] = half::bf16_to_float(half::bf16_from_float(src[i]));
-}
 
 // One image's planes of h x w into out (pl.c planes of pl.xplane floats, rows of pl.wp) at
 // offset (ph, pw), rounded to bf16 when r16; zeros everywhere else.
@@ -379,11 +379,15 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
     // dx is the convolution of dy, padded by taps - 1 - pad, with w transposed and flipped:
     // wf[c, k, r, s] = w[k, c, taps - 1 - r, taps - 1 - s].
     const int64_t taps = g.r, tt = taps * taps;
+    // (Rounded to bf16 in the bf16 mode, like every operand of the kernels.)
+    const bool r16 = direct_bf16();
     std::vector<float> wf(static_cast<size_t>(g.k * g.c * tt));
     for (int64_t k = 0; k < g.k; ++k)
       for (int64_t c = 0; c < g.c; ++c)
-        for (int64_t t = 0; t < tt; ++t) wf[(c * g.k + k) * tt + t] = wp[(k * g.c + c) * tt + tt - 1 - t];
-    if (direct_bf16()) copy_floats(wf.data(), wf.data(), static_cast<int64_t>(wf.size()), true);
+        for (int64_t t = 0; t < tt; ++t) {
+          const float v = wp[(k * g.c + c) * tt + tt - 1 - t];
+          wf[(c * g.k + k) * tt + t] = r16 ? round_bf16(v) : v;
+        }
     direct_forward(*kern, taps, g.n, gp, g.k, g.p, g.q, taps - 1 - g.prm.pad_h, taps - 1 - g.prm.pad_w, wf.data(),
                    g.c, g.h, g.w, dxp);
     return dx;
