@@ -226,6 +226,102 @@ TEST(Ops, Conv2dDirectKernelsMatchIm2colOnEveryPass) {
   set_num_threads(0);
 }
 
+// The batch-blocked kernels (conv_blocked.h) against im2col + GEMM, for every ISA this CPU has:
+// full and partly filled blocks of images, strides 1 and 2 (the backward-data pass: 1 only),
+// paddings 0 to 2, odd planes, channel counts that leave register-tile remainders, one input
+// channel, blocks split over threads; and the bf16 mode bit for bit against fp32 on rounded
+// operands.
+TEST(Ops, Conv2dBlockedKernelsMatchIm2colOnEveryPass) {
+  struct Case {
+    Shape x, w;
+    int stride, pad;
+  } cases[] = {
+      {{32, 16, 28, 28}, {16, 16, 3, 3}, 1, 1},  // ResNet-20, first stage: two blocks
+      {{16, 16, 28, 28}, {32, 16, 3, 3}, 2, 1},  // its first strided convolution
+      {{30, 64, 7, 7}, {64, 64, 3, 3}, 1, 1},    // third stage, a block with empty lanes
+      {{16, 1, 28, 28}, {16, 1, 3, 3}, 1, 1},    // one input channel (the stem)
+      {{17, 5, 9, 11}, {13, 5, 3, 3}, 2, 0},     // 8-lane blocks only; 13 = tile remainders
+      {{16, 6, 8, 5}, {7, 6, 3, 3}, 1, 0},       // no padding
+      {{24, 3, 5, 8}, {9, 3, 3, 3}, 1, 2},       // padding 2
+      {{16, 2, 3, 1}, {3, 2, 3, 3}, 2, 2},       // a one-column plane, stride 2
+  };
+  const cpu::Isa saved = cpu::isa();
+  std::vector<cpu::Isa> isas;
+  for (cpu::Isa i : {cpu::Isa::avx2, cpu::Isa::avx512})
+    if (static_cast<int>(i) <= static_cast<int>(cpu::detected_isa())) isas.push_back(i);
+  const auto fwd = cpu::ConvPass::forward, data = cpu::ConvPass::backward_data, filt = cpu::ConvPass::backward_filter;
+  auto blocked = [](const Shape& x, const Shape& w, const ops::Conv2dParams& p, cpu::ConvPass pass) {
+    const char* k = cpu::conv_direct_kernels(x, w, p, pass);
+    return k && std::string(k).find("blocked") != std::string::npos;
+  };
+  int blocked_runs = 0;
+  for (const auto& c : cases) {
+    const ops::Conv2dParams p{c.stride, c.stride, c.pad, c.pad, 1, 1};
+    const Tensor x = rnd(c.x, 7), w = rnd(c.w, 8), dy = rnd(ops::conv2d_output_shape(c.x, c.w, p), 9);
+    cpu::set_isa(cpu::Isa::generic);
+    const Tensor y0 = ops::conv2d_forward(x, w, p), dx0 = ops::conv2d_backward_data(dy, w, c.x, p),
+                 dw0 = ops::conv2d_backward_filter(dy, x, c.w, p);
+    for (cpu::Isa isa : isas)
+      for (int threads : {1, 2}) {
+        cpu::set_isa(isa);
+        set_num_threads(threads);
+        if (!blocked(c.x, c.w, p, fwd)) continue;  // too few images for this ISA's blocks
+        ++blocked_runs;
+        ASSERT_TRUE(blocked(c.x, c.w, p, filt)) << shape_str(c.x);
+        ASSERT_EQ(blocked(c.x, c.w, p, data), c.stride == 1) << shape_str(c.x);
+        const std::string what = std::string(cpu::conv_direct_kernels(c.x, c.w, p, fwd)) + " " + shape_str(c.x) +
+                                 "*" + shape_str(c.w) + " stride " + std::to_string(c.stride) + " pad " +
+                                 std::to_string(c.pad) + " threads " + std::to_string(threads);
+        expect_close(ops::conv2d_forward(x, w, p), y0, 1e-4, what + " forward");
+        expect_close(ops::conv2d_backward_data(dy, w, c.x, p), dx0, 1e-4, what + " backward-data");
+        expect_close(ops::conv2d_backward_filter(dy, x, c.w, p), dw0, 1e-4, what + " backward-filter");
+      }
+  }
+  if (isas.empty()) return;  // a build below x86-64-v3 on a CPU without AVX2: im2col only
+  EXPECT_GE(blocked_runs, 2 * 7) << "most cases should have run on the blocked kernels";
+  cpu::set_isa(isas.back());
+  const int64_t lanes = isas.back() == cpu::Isa::avx512 ? 16 : 8;
+  const ops::Conv2dParams s1{1, 1, 1, 1, 1, 1};
+  // Fewer images than a block, or a last block more than a quarter empty, planes over 28 x 28,
+  // 5x5 kernels or dilation stay on the plane kernels or im2col.
+  EXPECT_FALSE(blocked({lanes - 1, 16, 8, 8}, {16, 16, 3, 3}, s1, fwd));
+  EXPECT_FALSE(blocked({lanes + lanes / 2, 16, 8, 8}, {16, 16, 3, 3}, s1, fwd));
+  EXPECT_TRUE(blocked({2 * lanes - lanes / 4, 16, 8, 8}, {16, 16, 3, 3}, s1, fwd));
+  EXPECT_FALSE(blocked({lanes, 16, 29, 28}, {16, 16, 3, 3}, s1, fwd));
+  EXPECT_FALSE(blocked({lanes, 16, 8, 8}, {16, 16, 5, 5}, {1, 1, 2, 2, 1, 1}, fwd));
+  EXPECT_FALSE(blocked({lanes, 16, 8, 8}, {16, 16, 3, 3}, {1, 1, 2, 2, 2, 2}, fwd));
+  if (cpu::bf16_available()) {
+    auto round16 = [](const Tensor& t) {
+      std::vector<float> v = t.to_vector<float>();
+      for (float& e : v) e = half::bf16_to_float(half::bf16_from_float(e));
+      return Tensor::from_vector<float>(v, t.shape());
+    };
+    for (const auto& c : cases) {
+      const ops::Conv2dParams p{c.stride, c.stride, c.pad, c.pad, 1, 1};
+      set_cpu_matmul_precision(Precision::bf16);
+      if (!blocked(c.x, c.w, p, fwd)) {
+        set_cpu_matmul_precision(Precision::fp32);
+        continue;
+      }
+      const Tensor x = rnd(c.x, 7), w = rnd(c.w, 8), dy = rnd(ops::conv2d_output_shape(c.x, c.w, p), 9);
+      const std::string what = shape_str(c.x) + "*" + shape_str(c.w) + " stride " + std::to_string(c.stride);
+      const auto y16 = ops::conv2d_forward(x, w, p).to_vector<float>();
+      const auto dx16 = ops::conv2d_backward_data(dy, w, c.x, p).to_vector<float>();
+      const auto dw16 = ops::conv2d_backward_filter(dy, x, c.w, p).to_vector<float>();
+      set_cpu_matmul_precision(Precision::fp32);
+      const Tensor xr = round16(x), wr = round16(w), dyr = round16(dy);
+      EXPECT_EQ(y16, ops::conv2d_forward(xr, wr, p).to_vector<float>()) << what << " forward";
+      if (c.stride == 1) {
+        EXPECT_EQ(dx16, ops::conv2d_backward_data(dyr, wr, c.x, p).to_vector<float>()) << what << " backward-data";
+      }
+      EXPECT_EQ(dw16, ops::conv2d_backward_filter(dyr, xr, c.w, p).to_vector<float>()) << what << " backward-filter";
+      EXPECT_NE(y16, ops::conv2d_forward(x, w, p).to_vector<float>()) << what << ": bf16 mode did not round";
+    }
+  }
+  cpu::set_isa(saved);
+  set_num_threads(0);
+}
+
 // Max pooling keeps the first of equal maxima and propagates the first NaN of a window (its
 // index goes to the backward pass), whatever comes after it; -inf windows point at their first
 // element.
@@ -262,7 +358,8 @@ TEST(Ops, MaxPoolMatchesReferenceOnEveryWindowShape) {
           std::vector<float> v(static_cast<size_t>(2 * H * W));
           for (float& e : v) e = pick[gen() % 5];
           Tensor x = Tensor::from_vector<float>(v, {1, 2, H, W}), idx;
-          const ops::Pool2dParams p{k, k, s, s, pad, pad, true};
+          const int ki = static_cast<int>(k), si = static_cast<int>(s), pi = static_cast<int>(pad);
+          const ops::Pool2dParams p{ki, ki, si, si, pi, pi, true};
           const auto y = ops::max_pool2d_forward(x, p, idx);
           const auto yv = y.to_vector<float>();
           const auto iv = idx.to_vector<int32_t>();

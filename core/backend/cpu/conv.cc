@@ -9,13 +9,16 @@
 // The products run on cpu::sgemm, which goes single-threaded inside a parallel region.
 // 3x3 and 5x5 stride-1 convolutions of up to 256 channels (the filter gradient: 128) skip
 // im2col: they run on the direct kernels of conv_direct.h, images in parallel
-// (ADA_CONV_DIRECT=0 turns that off, for comparisons).
+// (ADA_CONV_DIRECT=0 turns that off, for comparisons). With at least a block of 16 (AVX2: 8)
+// images, 3x3 convolutions of stride 1 or 2 onto planes of up to 28 x 28 run on the
+// batch-blocked kernels of conv_blocked.h instead (ADA_CONV_BLOCKED=0 turns only those off).
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "core/backend/cpu/conv_blocked.h"
 #include "core/backend/cpu/conv_cpu.h"
 #include "core/backend/cpu/conv_direct.h"
 #include "core/backend/cpu/cpu_common.h"
@@ -121,11 +124,18 @@ using cpu::conv_detail::Plane;
 // ResNet-20 (16-64 channels) 0.88x on im2col, 0.95-0.99x direct (bench_step --precision bf16).
 constexpr int64_t kDirectMaxKC = 256 * 256, kDirectFilterMaxKC = 128 * 128, kDirectBf16MaxKC = 64 * 64;
 
+bool env_off(const char* name) {
+  const char* v = std::getenv(name);
+  return v && std::string(v) == "0";
+}
+
 bool direct_allowed() {
-  static const bool on = [] {
-    const char* v = std::getenv("ADA_CONV_DIRECT");
-    return !(v && std::string(v) == "0");
-  }();
+  static const bool on = !env_off("ADA_CONV_DIRECT");
+  return on;
+}
+
+bool blocked_allowed() {
+  static const bool on = direct_allowed() && !env_off("ADA_CONV_BLOCKED");
   return on;
 }
 
@@ -166,6 +176,35 @@ const DirectKernels* direct_for(const ConvGeom& g, cpu::ConvPass pass) {
 
 int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
+using cpu::conv_detail::Blocked;
+using cpu::conv_detail::BlockedKernels;
+
+// The batch-blocked kernels (conv_blocked.h) for pass `pass` of `g`, or null: 3x3, stride 1 or
+// 2 (the backward-data pass: 1), no dilation, padding at most 2, at least one block of images
+// with at most a quarter of the lanes of the last block left empty, planes of at most
+// kBlockedMaxPlane output positions, the channel limits of direct_for, and a CPU with AVX2 or
+// AVX-512 in use. They take precedence over the plane kernels where both apply.
+constexpr int64_t kBlockedMaxPlane = 28 * 28;
+
+const BlockedKernels* blocked_for(const ConvGeom& g, cpu::ConvPass pass) {
+  const auto& pr = g.prm;
+  const int64_t max_kc = direct_bf16()                            ? kDirectBf16MaxKC
+                         : pass == cpu::ConvPass::backward_filter ? kDirectFilterMaxKC
+                                                                  : kDirectMaxKC;
+  const int64_t stride_max = pass == cpu::ConvPass::backward_data ? 1 : 2;
+  if (g.r != 3 || g.s != 3 || pr.stride_h != pr.stride_w || pr.stride_h > stride_max || pr.dil_h != 1 ||
+      pr.dil_w != 1 || pr.pad_h > 2 || pr.pad_w > 2 || g.k * g.c > max_kc || g.pq() > kBlockedMaxPlane ||
+      !blocked_allowed())
+    return nullptr;
+  const BlockedKernels* kern = nullptr;
+  switch (cpu::isa()) {
+    case cpu::Isa::avx512: kern = &cpu::conv_detail::avx512_blocked(); break;
+    case cpu::Isa::avx2: kern = &cpu::conv_detail::avx2_blocked(); break;
+    default: return nullptr;
+  }
+  return g.n >= kern->lanes && round_up(g.n, kern->lanes) * 4 <= g.n * 5 ? kern : nullptr;
+}
+
 // The kernels' view of a taps x taps convolution of c planes of h x w, padded by (ph, pw), into
 // k planes of p rows (of w + 2 pw - taps + 1 columns).
 Plane direct_plane(const DirectKernels& kern, int64_t taps, int64_t c, int64_t w, int64_t pw, int64_t k, int64_t p) {
@@ -173,16 +212,35 @@ Plane direct_plane(const DirectKernels& kern, int64_t taps, int64_t c, int64_t w
   return {taps, c, k, wp, n, round_up(n + (taps - 1) * (wp + 1), kern.lanes)};
 }
 
-// A zeroed scratch buffer of n floats whose data starts on a 64-byte boundary. A std::vector,
-// not a host tensor: buffers below the host cache's 64 KiB threshold would come from malloc at
-// every step as tensors (the steady-state test in test_block_cache.cc counts those).
-struct Scratch {
-  explicit Scratch(int64_t n) : v(static_cast<size_t>(n + 16), 0.f) {
-    p = v.data() + (16 - reinterpret_cast<uintptr_t>(v.data()) / sizeof(float) % 16) % 16;
-  }
-  std::vector<float> v;
-  float* p;
-};
+// The calling thread's scratch buffer `slot` (0-2), at least n floats from a 64-byte boundary,
+// holding whatever its last use left. The kernels' copies of their operands and their partial
+// filter gradients live here and are reused from call to call: fresh buffers of this size come
+// from mmap and cost a page fault per 4 KiB at every call (a quarter of a forward pass on
+// ResNet-20's planes), and below 64 KiB host tensors would come from malloc at every step (the
+// steady-state test in test_block_cache.cc counts those). A thread holds its largest request.
+float* scratch(int slot, int64_t n) {
+  thread_local std::vector<float> bufs[3];
+  std::vector<float>& v = bufs[slot];
+  if (static_cast<int64_t>(v.size()) < n + 16) v.resize(static_cast<size_t>(n + 16));
+  return v.data() + (16 - reinterpret_cast<uintptr_t>(v.data()) / sizeof(float) % 16) % 16;
+}
+
+// Runs part(b, e, acc) over [0, slots) in parallel, each thread with its own zeroed
+// accumulator of n floats for its range of slots, then adds the accumulators into out in
+// range order.
+template <class F>
+void sum_over_slots(int64_t slots, int64_t n, float* out, F part) {
+  std::vector<float*> acc(static_cast<size_t>(slots), nullptr);
+  parallel_for(0, slots, 1, [&](int64_t b, int64_t e) {
+    float* a = scratch(2, n);
+    std::fill(a, a + n, 0.f);
+    part(b, e, a);
+    acc[b] = a;
+  });
+  for (const float* a : acc)
+    if (a)
+      for (int64_t i = 0; i < n; ++i) out[i] += a[i];
+}
 
 // One image's planes of h x w into out (pl.c planes of pl.xplane floats, rows of pl.wp) at
 // offset (ph, pw), rounded to bf16 when r16; zeros everywhere else.
@@ -208,49 +266,82 @@ void direct_forward(const DirectKernels& kern, int64_t taps, int64_t n, const fl
   const Plane pl = direct_plane(kern, taps, c, w, pw, k, p);
   const bool r16 = direct_bf16();
   parallel_for(0, n, 1, [&](int64_t b, int64_t e) {
-    Scratch xb(pl.c * pl.xplane), yb(pl.k * pl.n);
+    float *xb = scratch(0, pl.c * pl.xplane), *yb = scratch(1, pl.k * pl.n);
     for (int64_t m = b; m < e; ++m) {
-      pad_planes(x + m * c * h * w, pl, h, w, ph, pw, xb.p, r16);
-      kern.forward(pl, xb.p, wt, yb.p);
+      pad_planes(x + m * c * h * w, pl, h, w, ph, pw, xb, r16);
+      kern.forward(pl, xb, wt, yb);
       for (int64_t kk = 0; kk < k; ++kk)  // drop the discarded positions
         for (int64_t i = 0; i < p; ++i)
-          std::memcpy(y + ((m * k + kk) * p + i) * q, yb.p + kk * pl.n + i * pl.wp, sizeof(float) * q);
+          std::memcpy(y + ((m * k + kk) * p + i) * q, yb + kk * pl.n + i * pl.wp, sizeof(float) * q);
     }
   });
 }
 
 // dw (zeroed) += the filter gradient over the batch: each thread sums its images into its own
-// accumulator, in groups of images small enough for L2, then the accumulators are added in
-// thread order.
+// accumulator, in groups of images small enough for L2 (sum_over_slots).
 void direct_filter(const DirectKernels& kern, const ConvGeom& g, const float* x, const float* dy, float* dw) {
   const Plane pl = direct_plane(kern, g.r, g.c, g.w, g.prm.pad_w, g.k, g.p);
   const int64_t xs = pl.c * pl.xplane, ds = pl.k * pl.n;
   const int64_t group = std::clamp<int64_t>((int64_t(1) << 17) / (xs + ds), 1, g.n);
-  const int64_t slots = std::min<int64_t>(num_threads(), g.n), wn = g.k * g.c * g.r * g.s;
+  const int64_t slots = std::min<int64_t>(num_threads(), g.n);
   const bool r16 = direct_bf16();
-  std::vector<std::vector<float>> acc(static_cast<size_t>(slots));
-  parallel_for(0, slots, 1, [&](int64_t b, int64_t e) {
+  sum_over_slots(slots, g.k * g.c * g.r * g.s, dw, [&](int64_t b, int64_t e, float* acc) {
     // The output gradient in the kernels' layout: rows of wp, zeros at the discarded positions
     // (set here once; the rows are rewritten for each group).
-    Scratch xb(group * xs), db(group * ds);
-    for (int64_t sl = b; sl < e; ++sl) {
-      acc[sl].assign(static_cast<size_t>(wn), 0.f);
-      const int64_t m0 = g.n * sl / slots, m1 = g.n * (sl + 1) / slots;
-      for (int64_t m = m0; m < m1; m += group) {
-        const int64_t gm = std::min(group, m1 - m);
-        for (int64_t j = 0; j < gm; ++j) {
-          pad_planes(x + (m + j) * g.c * g.h * g.w, pl, g.h, g.w, g.prm.pad_h, g.prm.pad_w, xb.p + j * xs, r16);
-          for (int64_t k = 0; k < g.k; ++k)
-            for (int64_t i = 0; i < g.p; ++i)
-              copy_floats(db.p + j * ds + k * pl.n + i * pl.wp, dy + (((m + j) * g.k + k) * g.p + i) * g.q,
-                          g.q, r16);
-        }
-        kern.filter(pl, gm, xb.p, xs, db.p, ds, acc[sl].data());
+    float *xb = scratch(0, group * xs), *db = scratch(1, group * ds);
+    std::fill(db, db + group * ds, 0.f);
+    for (int64_t m = g.n * b / slots; m < g.n * e / slots; m += group) {
+      const int64_t gm = std::min(group, g.n * e / slots - m);
+      for (int64_t j = 0; j < gm; ++j) {
+        pad_planes(x + (m + j) * g.c * g.h * g.w, pl, g.h, g.w, g.prm.pad_h, g.prm.pad_w, xb + j * xs, r16);
+        for (int64_t k = 0; k < g.k; ++k)
+          for (int64_t i = 0; i < g.p; ++i)
+            copy_floats(db + j * ds + k * pl.n + i * pl.wp, dy + (((m + j) * g.k + k) * g.p + i) * g.q, g.q, r16);
       }
+      kern.filter(pl, gm, xb, xs, db, ds, acc);
     }
   });
-  for (const auto& a : acc)
-    for (int64_t i = 0; i < wn; ++i) dw[i] += a[i];
+}
+
+// y (n images of k planes of p x q) = x (n images of c planes of h x w, padded by (ph, pw))
+// convolved at `stride` with wt [k, c, 3, 3] (already rounded in bf16 mode), one block of
+// kern.lanes images at a time, blocks in parallel.
+void blocked_forward(const BlockedKernels& kern, int64_t n, const float* x, int64_t c, int64_t h, int64_t w,
+                     int64_t ph, int64_t pw, int64_t stride, const float* wt, int64_t k, int64_t p, int64_t q,
+                     float* y) {
+  const Blocked bg{stride, c, k, h + 2 * ph, w + 2 * pw, p, q};
+  const bool r16 = direct_bf16();
+  std::vector<float> wpk(static_cast<size_t>(k * c * 9));
+  kern.pack(bg, wt, wpk.data());
+  const int64_t lanes = kern.lanes, blocks = (n + lanes - 1) / lanes;
+  parallel_for(0, blocks, 1, [&](int64_t b, int64_t e) {
+    float *xb = scratch(0, c * bg.hp * bg.wp * lanes), *yb = scratch(1, k * p * q * lanes);
+    for (int64_t blk = b; blk < e; ++blk) {
+      const int64_t m0 = blk * lanes, images = std::min(lanes, n - m0);
+      kern.to_blocked(x + m0 * c * h * w, images, c * h * w, c, h, w, ph, pw, r16, xb);
+      kern.forward(bg, xb, wpk.data(), yb);
+      kern.from_blocked(yb, images, k, p * q, y + m0 * k * p * q, k * p * q);
+    }
+  });
+}
+
+// dw (zeroed) += the filter gradient over the batch on the blocked kernels, blocks in parallel
+// (sum_over_slots).
+void blocked_filter(const BlockedKernels& kern, const ConvGeom& g, const float* x, const float* dy, float* dw) {
+  const auto& pr = g.prm;
+  const Blocked bg{pr.stride_h, g.c, g.k, g.h + 2 * pr.pad_h, g.w + 2 * pr.pad_w, g.p, g.q};
+  const bool r16 = direct_bf16();
+  const int64_t lanes = kern.lanes, blocks = (g.n + lanes - 1) / lanes;
+  const int64_t slots = std::min<int64_t>(num_threads(), blocks);
+  sum_over_slots(slots, g.k * g.c * 9, dw, [&](int64_t b, int64_t e, float* acc) {
+    float *xb = scratch(0, g.c * bg.hp * bg.wp * lanes), *db = scratch(1, g.k * g.pq() * lanes);
+    for (int64_t blk = blocks * b / slots; blk < blocks * e / slots; ++blk) {
+      const int64_t m0 = blk * lanes, images = std::min(lanes, g.n - m0);
+      kern.to_blocked(x + m0 * g.c * g.h * g.w, images, g.c * g.h * g.w, g.c, g.h, g.w, pr.pad_h, pr.pad_w, r16, xb);
+      kern.to_blocked(dy + m0 * g.k * g.pq(), images, g.k * g.pq(), g.k, g.p, g.q, 0, 0, r16, db);
+      kern.filter(bg, xb, db, acc);
+    }
+  });
 }
 
 // How images are grouped and whether groups run in parallel.
@@ -287,7 +378,9 @@ void run_groups(const Plan& plan, F body) {
 
 namespace ada::cpu {
 const char* conv_direct_kernels(const Shape& x, const Shape& w, const ops::Conv2dParams& p, ConvPass pass) {
-  const conv_detail::DirectKernels* kern = ops::direct_for(backend::make_geom("conv_direct_kernels", x, w, p), pass);
+  const backend::ConvGeom g = backend::make_geom("conv_direct_kernels", x, w, p);
+  if (const conv_detail::BlockedKernels* kern = ops::blocked_for(g, pass)) return kern->name;
+  const conv_detail::DirectKernels* kern = ops::direct_for(g, pass);
   return kern ? kern->name : nullptr;
 }
 }  // namespace ada::cpu
@@ -312,14 +405,20 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& prm)
   const float* xp = x.data<float>();
   const float* wp = w.data<float>();
   float* yp = y.data<float>();
-  if (const DirectKernels* kern = direct_for(g, cpu::ConvPass::forward)) {
+  const BlockedKernels* blocked = blocked_for(g, cpu::ConvPass::forward);
+  const DirectKernels* kern = blocked ? nullptr : direct_for(g, cpu::ConvPass::forward);
+  if (blocked || kern) {
     std::vector<float> w16;
     if (direct_bf16()) {
       w16.resize(static_cast<size_t>(w.numel()));
       copy_floats(w16.data(), wp, w.numel(), true);
     }
-    direct_forward(*kern, g.r, g.n, xp, g.c, g.h, g.w, g.prm.pad_h, g.prm.pad_w, w16.empty() ? wp : w16.data(),
-                   g.k, g.p, g.q, yp);
+    const float* wt = w16.empty() ? wp : w16.data();
+    if (blocked)
+      blocked_forward(*blocked, g.n, xp, g.c, g.h, g.w, g.prm.pad_h, g.prm.pad_w, g.prm.stride_h, wt, g.k, g.p,
+                      g.q, yp);
+    else
+      direct_forward(*kern, g.r, g.n, xp, g.c, g.h, g.w, g.prm.pad_h, g.prm.pad_w, wt, g.k, g.p, g.q, yp);
     return y;
   }
   const Plan plan = make_plan(g);
@@ -368,14 +467,16 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
   ADA_CHECK_ARG(dy.shape() == Shape({g.n, g.k, g.p, g.q}), ShapeError)
       << "conv2d_backward_data: gradient " << dy.str() << " should be "
       << shape_str({g.n, g.k, g.p, g.q});
-  const DirectKernels* kern = direct_for(g, cpu::ConvPass::backward_data);
-  Tensor dx = kern ? Tensor::empty(x_shape) : Tensor::zeros(x_shape);  // col2im adds into zeros
+  const BlockedKernels* blocked = blocked_for(g, cpu::ConvPass::backward_data);
+  const DirectKernels* kern = blocked ? nullptr : direct_for(g, cpu::ConvPass::backward_data);
+  const bool direct = blocked || kern;
+  Tensor dx = direct ? Tensor::empty(x_shape) : Tensor::zeros(x_shape);  // col2im adds into zeros
   if (dx.numel() == 0) return dx;
-  if (dy.numel() == 0) return kern ? Tensor::zeros(x_shape) : dx;
+  if (dy.numel() == 0) return direct ? Tensor::zeros(x_shape) : dx;
   const float* gp = dy.data<float>();
   const float* wp = w.data<float>();
   float* dxp = dx.data<float>();
-  if (kern) {
+  if (direct) {
     // dx is the convolution of dy, padded by taps - 1 - pad, with w transposed and flipped:
     // wf[c, k, r, s] = w[k, c, taps - 1 - r, taps - 1 - s].
     const int64_t taps = g.r, tt = taps * taps;
@@ -388,8 +489,12 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
           const float v = wp[(k * g.c + c) * tt + tt - 1 - t];
           wf[(c * g.k + k) * tt + t] = r16 ? round_bf16(v) : v;
         }
-    direct_forward(*kern, taps, g.n, gp, g.k, g.p, g.q, taps - 1 - g.prm.pad_h, taps - 1 - g.prm.pad_w, wf.data(),
-                   g.c, g.h, g.w, dxp);
+    if (blocked)
+      blocked_forward(*blocked, g.n, gp, g.k, g.p, g.q, taps - 1 - g.prm.pad_h, taps - 1 - g.prm.pad_w, 1,
+                      wf.data(), g.c, g.h, g.w, dxp);
+    else
+      direct_forward(*kern, taps, g.n, gp, g.k, g.p, g.q, taps - 1 - g.prm.pad_h, taps - 1 - g.prm.pad_w,
+                     wf.data(), g.c, g.h, g.w, dxp);
     return dx;
   }
   const Plan plan = make_plan(g);
@@ -437,6 +542,10 @@ Tensor conv2d_backward_filter(const Tensor& dy, const Tensor& x, const Shape& w_
   if (dw.numel() == 0 || dy.numel() == 0) return dw;
   const float* gp = dy.data<float>();
   const float* xp = x.data<float>();
+  if (const BlockedKernels* blocked = blocked_for(g, cpu::ConvPass::backward_filter)) {
+    blocked_filter(*blocked, g, xp, gp, dw.data<float>());
+    return dw;
+  }
   if (const DirectKernels* kern = direct_for(g, cpu::ConvPass::backward_filter)) {
     direct_filter(*kern, g, xp, gp, dw.data<float>());
     return dw;

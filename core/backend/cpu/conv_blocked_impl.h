@@ -1,0 +1,225 @@
+// The batch-blocked kernels (conv_blocked.h), built per ISA after conv_direct_impl.h in the same
+// translation unit (they share its vector type, loads and channel blocking). Before including,
+// a kernel file defines
+//   ADA_BLOCKED_NAME                        the kernels' name
+//   ADA_BLOCKED_FWD_KB, ADA_BLOCKED_FWD_TT  forward register tile: output channels x positions
+//   ADA_BLOCKED_FLT_KB, ADA_BLOCKED_FLT_RT  filter gradient register tile: output channels x
+//                                           kernel rows (x 3 columns)
+// Same rules as conv_direct_impl.h: an anonymous namespace and no standard-library templates.
+#pragma once
+
+#include "core/backend/cpu/conv_blocked.h"
+#include "core/backend/cpu/conv_direct_impl.h"
+
+namespace ada::cpu::conv_detail {
+namespace {
+
+typedef unsigned int Vu __attribute__((vector_size(V * 4)));
+
+// v rounded to bf16 (nearest even; NaN stays a quiet NaN), as half::bf16_from_float.
+inline Vf round_bf16(Vf v) {
+  Vu u;
+  __builtin_memcpy(&u, &v, sizeof u);
+  const Vu r = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+  const Vu nan = (u | 0x00400000u) & 0xFFFF0000u;
+  const Vu out = (u & 0x7FFFFFFFu) > 0x7F800000u ? nan : r;
+  __builtin_memcpy(&v, &out, sizeof v);
+  return v;
+}
+
+// Transposes the V x V matrix of rows r[0..V) in place: log2(V) rounds of interleaving row i
+// with row i + V/2 (the perfect shuffle), each a two-source permutation per row.
+inline void transpose(Vf* r) {
+  for (int round = 1; round < V; round *= 2) {
+    Vf t[V];
+    for (int i = 0; i < V / 2; ++i) {
+#if ADA_DIRECT_LANES == 16
+      t[2 * i] = __builtin_shufflevector(r[i], r[i + 8], 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+      t[2 * i + 1] =
+          __builtin_shufflevector(r[i], r[i + 8], 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+#elif ADA_DIRECT_LANES == 8
+      t[2 * i] = __builtin_shufflevector(r[i], r[i + 4], 0, 8, 1, 9, 2, 10, 3, 11);
+      t[2 * i + 1] = __builtin_shufflevector(r[i], r[i + 4], 4, 12, 5, 13, 6, 14, 7, 15);
+#else
+#error "conv_blocked_impl.h: 8 or 16 lanes"
+#endif
+    }
+    for (int i = 0; i < V; ++i) r[i] = t[i];
+  }
+}
+
+void to_blocked(const float* src, int64_t images, int64_t image_stride, int64_t planes, int64_t h, int64_t w,
+                int64_t ph, int64_t pw, bool r16, float* dst) {
+  const int64_t n = h * w, wp = w + 2 * pw, hp = h + 2 * ph, plane = hp * wp * V;
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    float* dp = dst + pl * plane;
+    for (int64_t i = 0; i < hp; ++i)  // the padding
+      for (int64_t j = 0; j < wp; ++j)
+        if (i < ph || i >= ph + h || j < pw || j >= pw + w) store(dp + (i * wp + j) * V, Vf{});
+    float* d = dp + (ph * wp + pw) * V;
+    int64_t i = 0, j = 0;  // the row and column of position o0 + t below
+    for (int64_t o0 = 0; o0 < n; o0 += V) {
+      const int64_t cnt = n - o0 < V ? n - o0 : V;
+      Vf rows[V];
+      for (int l = 0; l < V; ++l) {
+        const float* sl = src + l * image_stride + pl * n + o0;
+        if (l >= images) {
+          rows[l] = Vf{};
+        } else if (cnt == V) {
+          rows[l] = load(sl);
+        } else {
+          rows[l] = Vf{};
+          __builtin_memcpy(&rows[l], sl, sizeof(float) * cnt);
+        }
+        if (r16) rows[l] = round_bf16(rows[l]);
+      }
+      transpose(rows);
+      for (int64_t t = 0; t < cnt; ++t) {
+        store(d + (i * wp + j) * V, rows[t]);
+        if (++j == w) j = 0, ++i;
+      }
+    }
+  }
+}
+
+void from_blocked(const float* src, int64_t images, int64_t planes, int64_t n, float* dst, int64_t image_stride) {
+  for (int64_t pl = 0; pl < planes; ++pl)
+    for (int64_t o0 = 0; o0 < n; o0 += V) {
+      const int64_t cnt = n - o0 < V ? n - o0 : V;
+      Vf rows[V];
+      for (int t = 0; t < V; ++t) rows[t] = t < cnt ? load(src + (pl * n + o0 + t) * V) : Vf{};
+      transpose(rows);
+      for (int l = 0; l < V && l < images; ++l) {
+        float* dl = dst + l * image_stride + pl * n + o0;
+        if (cnt == V)
+          store(dl, rows[l]);
+        else
+          __builtin_memcpy(dl, &rows[l], sizeof(float) * cnt);
+      }
+    }
+}
+
+constexpr int BKB = ADA_BLOCKED_FWD_KB, BTT = ADA_BLOCKED_FWD_TT;
+
+// Output channels [k0, k0 + B) of a channel block come as wb[c][9][B] (B = KB except in the
+// remainder blocks of channel_blocks).
+void pack(const Blocked& g, const float* w, float* out) {
+  channel_blocks<BKB>(g.k, [&]<int B>(int64_t k0) {
+    float* o = out + k0 * g.c * 9;
+    for (int64_t c = 0; c < g.c; ++c)
+      for (int t = 0; t < 9; ++t)
+        for (int kb = 0; kb < B; ++kb) o[(c * 9 + t) * B + kb] = w[((k0 + kb) * g.c + c) * 9 + t];
+  });
+}
+
+// Output channels [k0, k0 + KB) at the TT output positions o0 + t, whose top-left taps are at
+// x + off[t].
+template <int KB, int TT>
+void bfwd_tile(const Blocked& g, const float* x, const float* wb, float* y, int64_t k0, int64_t o0,
+               const int64_t* off) {
+  Vf acc[KB][TT];
+#pragma GCC unroll 16
+  for (int kb = 0; kb < KB; ++kb)
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t) acc[kb][t] = Vf{};
+  const int64_t cs = g.hp * g.wp * V, row = g.wp * V;
+  for (int64_t c = 0; c < g.c; ++c) {
+    const float* xc = x + c * cs;
+    const float* wc = wb + c * 9 * KB;
+#pragma GCC unroll 3
+    for (int r = 0; r < 3; ++r)
+#pragma GCC unroll 3
+      for (int s = 0; s < 3; ++s) {
+        Vf xv[TT];
+#pragma GCC unroll 16
+        for (int t = 0; t < TT; ++t) xv[t] = load(xc + off[t] + r * row + s * V);
+#pragma GCC unroll 16
+        for (int kb = 0; kb < KB; ++kb) {
+          const float wv = wc[(r * 3 + s) * KB + kb];
+#pragma GCC unroll 16
+          for (int t = 0; t < TT; ++t) acc[kb][t] += xv[t] * wv;
+        }
+      }
+  }
+  const int64_t pq = g.p * g.q;
+  for (int kb = 0; kb < KB; ++kb)
+    for (int t = 0; t < TT; ++t) store(y + ((k0 + kb) * pq + o0 + t) * V, acc[kb][t]);
+}
+
+template <int KB, int TT>
+void bfwd_tile_n(int tt, const Blocked& g, const float* x, const float* wb, float* y, int64_t k0, int64_t o0,
+                 const int64_t* off) {
+  if constexpr (TT > 1) {
+    if (tt < TT) return bfwd_tile_n<KB, TT - 1>(tt, g, x, wb, y, k0, o0, off);
+  }
+  bfwd_tile<KB, TT>(g, x, wb, y, k0, o0, off);
+}
+
+void bforward(const Blocked& g, const float* x, const float* wpk, float* y) {
+  // The p * q positions in tiles of as equal sizes as can be (as forward_t).
+  const int64_t pq = g.p * g.q, tiles = (pq + BTT - 1) / BTT;
+  for (int64_t i = 0; i < tiles; ++i) {
+    const int64_t o0 = pq * i / tiles;
+    const int tt = static_cast<int>(pq * (i + 1) / tiles - o0);
+    int64_t off[BTT];
+    for (int t = 0; t < tt; ++t) {
+      const int64_t o = o0 + t, r = o / g.q, s = o % g.q;
+      off[t] = (r * g.stride * g.wp + s * g.stride) * V;
+    }
+    channel_blocks<BKB>(g.k, [&]<int B>(int64_t k0) { bfwd_tile_n<B, BTT>(tt, g, x, wpk + k0 * g.c * 9, y, k0, o0, off); });
+  }
+}
+
+// dw[k0 .. k0 + KB, c, r0 .. r0 + RT, :] += the products over the block's positions and lanes:
+// KB x RT x 3 accumulators, each input vector feeding KB of them and each gradient vector 3 RT.
+template <int KB, int RT>
+void bfilter_tile(const Blocked& g, const float* x, const float* dy, float* dw, int64_t k0, int64_t c, int r0) {
+  Vf acc[KB][RT][3];
+#pragma GCC unroll 16
+  for (int kb = 0; kb < KB; ++kb)
+#pragma GCC unroll 3
+    for (int rr = 0; rr < RT; ++rr)
+#pragma GCC unroll 3
+      for (int s = 0; s < 3; ++s) acc[kb][rr][s] = Vf{};
+  const int64_t pq = g.p * g.q, row = g.wp * V;
+  const float* xc = x + c * g.hp * row + r0 * row;
+  const float* d = dy + k0 * pq * V;
+  for (int64_t i = 0; i < g.p; ++i) {
+    const float* xr = xc + i * g.stride * row;
+    const float* dr = d + i * g.q * V;
+    for (int64_t j = 0; j < g.q; ++j) {
+      const float* xo = xr + j * g.stride * V;
+      Vf xv[RT][3];
+#pragma GCC unroll 3
+      for (int rr = 0; rr < RT; ++rr)
+#pragma GCC unroll 3
+        for (int s = 0; s < 3; ++s) xv[rr][s] = load(xo + rr * row + s * V);
+#pragma GCC unroll 16
+      for (int kb = 0; kb < KB; ++kb) {
+        Vf dv = load(dr + (kb * pq + j) * V);
+        asm("" : "+v"(dv));  // one load, not one per FMA (see filter_tile)
+#pragma GCC unroll 3
+        for (int rr = 0; rr < RT; ++rr)
+#pragma GCC unroll 3
+          for (int s = 0; s < 3; ++s) acc[kb][rr][s] += dv * xv[rr][s];
+      }
+    }
+  }
+  for (int kb = 0; kb < KB; ++kb)
+    for (int rr = 0; rr < RT; ++rr)
+      for (int s = 0; s < 3; ++s) dw[((k0 + kb) * g.c + c) * 9 + (r0 + rr) * 3 + s] += hsum(acc[kb][rr][s]);
+}
+
+void bfilter(const Blocked& g, const float* x, const float* dy, float* dw) {
+  constexpr int KB = ADA_BLOCKED_FLT_KB, RT = ADA_BLOCKED_FLT_RT;
+  // Input channel outermost: its plane stays in cache while every output channel passes.
+  for (int64_t c = 0; c < g.c; ++c)
+    channel_blocks<KB>(g.k, [&]<int B>(int64_t k0) {
+      for (int r0 = 0; r0 < 3; r0 += RT) bfilter_tile<B, RT>(g, x, dy, dw, k0, c, r0);
+    });
+}
+
+const BlockedKernels kBlocked = {ADA_BLOCKED_NAME, V, pack, bforward, bfilter, to_blocked, from_blocked};
+
+}  // namespace
+}  // namespace ada::cpu::conv_detail
