@@ -230,7 +230,11 @@ PY
     for sync in "local_sgd --set sync.period=4" "diloco --set sync.period=4 --set sync.outer_momentum=0.5" \
                 "wagma --set sync.wait_avoiding=false --set sync.global_every=4" "wagma --set sync.global_every=4"; do
       tag="np${np}_${sync%% *}"; [[ $sync == *wait_avoiding=false* ]] && tag+=_sync
-      mpi $np "$trainer" --config mnist.yaml --set sync.name=$sync --set output.dir=$tag > s.txt 2>&1 || { tail -5 s.txt; fail "$tag"; }
+      # 80 steps: at 40 the runs ended 8-15% below their first loss, within a few percent of the
+      # 15% asked, and wait-avoiding WAGMA (whose result depends on which ranks are late) missed
+      # it now and then on a loaded machine.
+      mpi $np "$trainer" --config mnist.yaml --set sync.name=$sync --set train.steps=80 --set output.dir=$tag > s.txt 2>&1 \
+        || { tail -5 s.txt; fail "$tag"; }
       falls $tag/metrics.jsonl "$tag"
     done
   done
