@@ -10,8 +10,8 @@
 #define ADA_BLOCKED_NAME "avx512 blocked"
 #define ADA_BLOCKED_FWD_KB 8
 #define ADA_BLOCKED_FWD_TT 3
-#define ADA_BLOCKED_FLT_KB 2
-#define ADA_BLOCKED_FLT_RT 3
+#define ADA_BLOCKED_FLT_KB 8
+#define ADA_BLOCKED_FLT_RT 1
 #include "core/backend/cpu/conv_blocked_impl.h"
 
 namespace ada::cpu::conv_detail {
