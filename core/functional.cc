@@ -179,6 +179,26 @@ Variable batch_norm(const Variable& x, const Variable& gamma, const Variable& be
   });
 }
 
+Variable batch_norm_relu(const Variable& x, const Variable& gamma, const Variable& beta, Tensor& running_mean,
+                         Tensor& running_var, bool training, float momentum, float eps) {
+  if (!training) return relu(batch_norm(x, gamma, beta, running_mean, running_var, false, momentum, eps));
+  Tensor xv = x.value(), gv = gamma.value(), mean, invstd;
+  Tensor y =
+      ops::batch_norm_relu_train(xv, gv, beta.value(), running_mean, running_var, momentum, eps, mean, invstd);
+  return make_result(y, "batch_norm_relu", {x, gamma, beta}, [y, xv, gv, mean, invstd](const Tensor& g) {
+    auto r = ops::batch_norm_relu_backward(g, y, xv, gv, mean, invstd);
+    return G{r.dx, r.dgamma, r.dbeta};
+  });
+}
+
+Variable add_relu(const Variable& a, const Variable& b) {
+  Tensor y = ops::add_relu(a.value(), b.value());
+  return make_result(y, "add_relu", {a, b}, [y](const Tensor& g) {
+    Tensor d = ops::relu_backward(g, y);
+    return G{d, d};
+  });
+}
+
 Variable layer_norm(const Variable& x, const Variable& gamma, const Variable& beta, float eps) {
   Tensor xv = x.value(), gv = gamma.value(), mean, rstd;
   Tensor y = ops::layer_norm_forward(xv, gv, beta.value(), eps, mean, rstd);

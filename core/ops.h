@@ -38,6 +38,7 @@ Tensor permute(const Tensor& x, const std::vector<int>& perm);
 // ---- activations ----------------------------------------------------------------------------
 Tensor relu(const Tensor& x);
 Tensor relu_backward(const Tensor& dy, const Tensor& y);  // y = relu(x)
+Tensor add_relu(const Tensor& a, const Tensor& b);        // relu(add(a, b)) in one pass
 Tensor gelu(const Tensor& x);                             // exact: x * Phi(x) (erf form)
 Tensor gelu_backward(const Tensor& dy, const Tensor& x);
 Tensor tanh(const Tensor& x);
@@ -109,6 +110,14 @@ struct BatchNormGrads {
 // Training-mode backward (statistics depend on x).
 BatchNormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                    const Tensor& save_mean, const Tensor& save_invstd);
+// relu(batch_norm_train(...)) with the ReLU applied in the normalising pass (the same bits),
+// and the gradient of that pair from its output y: batch_norm_backward of relu_backward(dy, y)
+// without the masked gradient as a tensor of its own. ResNet's batch-norms followed by a ReLU.
+Tensor batch_norm_relu_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                             Tensor& running_var, float momentum, float eps, Tensor& save_mean,
+                             Tensor& save_invstd);
+BatchNormGrads batch_norm_relu_backward(const Tensor& dy, const Tensor& y, const Tensor& x, const Tensor& gamma,
+                                        const Tensor& save_mean, const Tensor& save_invstd);
 // Eval-mode backward (statistics are constants).
 BatchNormGrads batch_norm_eval_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                         const Tensor& running_mean, const Tensor& running_var,

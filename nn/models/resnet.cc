@@ -10,7 +10,6 @@
 #include "nn/layers/global_avg_pool.h"
 #include "nn/layers/linear.h"
 #include "nn/layers/max_pool2d.h"
-#include "nn/layers/relu.h"
 #include "nn/models/image_classifier.h"
 #include "nn/models/models.h"
 
@@ -66,9 +65,9 @@ class BasicBlock : public Block {
     }
   }
   Variable forward(const Variable& x) override {
-    Variable h = relu_.forward(bn1_->forward(conv1_->forward(x)));
+    Variable h = bn1_->forward_relu(conv1_->forward(x));
     h = bn2_->forward(conv2_->forward(h));
-    return relu_.forward(fn::add(h, down_.conv ? down_.forward(x) : x));
+    return fn::add_relu(h, down_.conv ? down_.forward(x) : x);
   }
   std::string type_name() const override { return "BasicBlock"; }
 
@@ -76,7 +75,6 @@ class BasicBlock : public Block {
   std::shared_ptr<Conv2d> conv1_, conv2_;
   std::shared_ptr<BatchNorm2d> bn1_, bn2_;
   Downsample down_;
-  ReLU relu_;
 };
 
 class Bottleneck : public Block {
@@ -96,10 +94,10 @@ class Bottleneck : public Block {
     }
   }
   Variable forward(const Variable& x) override {
-    Variable h = relu_.forward(bn1_->forward(conv1_->forward(x)));
-    h = relu_.forward(bn2_->forward(conv2_->forward(h)));
+    Variable h = bn1_->forward_relu(conv1_->forward(x));
+    h = bn2_->forward_relu(conv2_->forward(h));
     h = bn3_->forward(conv3_->forward(h));
-    return relu_.forward(fn::add(h, down_.conv ? down_.forward(x) : x));
+    return fn::add_relu(h, down_.conv ? down_.forward(x) : x);
   }
   std::string type_name() const override { return "Bottleneck"; }
 
@@ -107,7 +105,6 @@ class Bottleneck : public Block {
   std::shared_ptr<Conv2d> conv1_, conv2_, conv3_;
   std::shared_ptr<BatchNorm2d> bn1_, bn2_, bn3_;
   Downsample down_;
-  ReLU relu_;
 };
 
 struct Spec {
@@ -145,7 +142,7 @@ class ResNet : public ImageClassifier {
     fc_ = register_module("fc", std::make_shared<Linear>(in, classes, g));
   }
   Variable logits(const Variable& x) override {
-    Variable h = relu_.forward(bn1_->forward(conv1_->forward(x)));
+    Variable h = bn1_->forward_relu(conv1_->forward(x));
     if (imagenet_stem_) h = pool_.forward(h);
     for (auto& b : blocks_) h = b->forward(h);
     return fc_->forward(gap_.forward(h));
@@ -159,7 +156,6 @@ class ResNet : public ImageClassifier {
   std::shared_ptr<BatchNorm2d> bn1_;
   std::vector<std::shared_ptr<Block>> blocks_;
   std::shared_ptr<Linear> fc_;
-  ReLU relu_;
   MaxPool2d pool_{3, 2, 1};
   GlobalAvgPool gap_;
 };

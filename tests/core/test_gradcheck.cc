@@ -137,6 +137,38 @@ TEST(GradCheck, BatchNorm) {
   }
 }
 
+// The fused fn::batch_norm_relu and fn::add_relu against their pairs of ops through autograd:
+// the same output and the same gradient in every input, bit for bit (the pairs are checked
+// against finite differences above; the fused ops' kinks make them poor subjects for it).
+TEST(GradCheck, FusedReluOpsMatchTheirPairs) {
+  auto grads = [](const std::function<Variable(const V&)>& f, const std::vector<Tensor>& in) {
+    V vars;
+    for (const Tensor& t : in) vars.emplace_back(t.clone(), true);
+    Variable out = f(vars);
+    Generator gen(5);
+    backward(fn::sum(fn::mul(out, Variable(Tensor::uniform(out.shape(), gen, -1.f, 1.f))), {0, 1, 2, 3}));
+    std::vector<std::vector<float>> r{out.value().to_vector<float>()};
+    for (const Variable& v : vars) r.push_back(v.grad().to_vector<float>());
+    return r;
+  };
+  const Shape s{4, 3, 5, 5};
+  for (bool training : {true, false}) {
+    const std::vector<Tensor> in{rnd(s, 41, 2.f), rnd({3}, 42), rnd({3}, 43)};
+    auto bn = [training](bool fused) {
+      return [training, fused](const V& v) {
+        Tensor rm = Tensor::full({3}, 0.1), rv = Tensor::full({3}, 1.5);
+        return fused ? fn::batch_norm_relu(v[0], v[1], v[2], rm, rv, training, 0.1f, 1e-5f)
+                     : fn::relu(fn::batch_norm(v[0], v[1], v[2], rm, rv, training, 0.1f, 1e-5f));
+      };
+    };
+    EXPECT_EQ(grads(bn(true), in), grads(bn(false), in)) << "batch_norm_relu training=" << training;
+  }
+  const std::vector<Tensor> in{rnd(s, 44), rnd(s, 45)};
+  EXPECT_EQ(grads([](const V& v) { return fn::add_relu(v[0], v[1]); }, in),
+            grads([](const V& v) { return fn::relu(fn::add(v[0], v[1])); }, in))
+      << "add_relu";
+}
+
 TEST(GradCheck, LayerNorm) {
   check_gradients("layer_norm", [](const V& v) { return fn::layer_norm(v[0], v[1], v[2], 1e-5f); },
                   {rnd({2, 3, 9}, 34, 2.f), rnd({9}, 35), rnd({9}, 36)});

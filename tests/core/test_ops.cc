@@ -427,6 +427,52 @@ TEST(Ops, NormalisationForward) {
   for (float v : lmean.to_vector<float>()) EXPECT_NEAR(v, 0, 1e-5);
 }
 
+// The fused batch-norm + ReLU and add + ReLU give the bits of their pairs of ops, forward and
+// backward, NaN, zeros and infinities included (ReLU's rule: v > 0 ? v : 0), at 1 and 2 threads.
+TEST(Ops, FusedReluOpsEqualTheirPairs) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  auto with_specials = [&](Tensor t) {
+    float* p = t.data<float>();
+    p[1] = nan, p[5] = 0.f, p[6] = -0.f, p[9] = inf, p[10] = -inf;
+    return t;
+  };
+  auto bits = [](const Tensor& t) {
+    std::vector<uint32_t> v(static_cast<size_t>(t.numel()));
+    std::memcpy(v.data(), t.data<float>(), v.size() * 4);
+    return v;
+  };
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (const Shape& s : {Shape{6, 5, 4, 3}, Shape{2, 3, 7, 7}, Shape{9, 4}}) {
+      const std::string what = shape_str(s) + " threads " + std::to_string(threads);
+      const int64_t c = s[1];
+      const Tensor x = rnd(s, 11), gamma = rnd({c}, 12), beta = rnd({c}, 13), dy = with_specials(rnd(s, 14));
+      Tensor rm = rnd({c}, 15), rv = Tensor::full({c}, 1.5f), rm2 = rm.clone(), rv2 = rv.clone();
+      Tensor mean, invstd, mean2, invstd2;
+      const Tensor pair = ops::relu(ops::batch_norm_train(x, gamma, beta, rm, rv, 0.1f, 1e-5f, mean, invstd));
+      const Tensor fused = ops::batch_norm_relu_train(x, gamma, beta, rm2, rv2, 0.1f, 1e-5f, mean2, invstd2);
+      EXPECT_EQ(bits(fused), bits(pair)) << what;
+      EXPECT_EQ(bits(mean2), bits(mean)) << what;
+      EXPECT_EQ(bits(invstd2), bits(invstd)) << what;
+      EXPECT_EQ(bits(rm2), bits(rm)) << what;
+      EXPECT_EQ(bits(rv2), bits(rv)) << what;
+      const auto gp = ops::batch_norm_backward(ops::relu_backward(dy, pair), x, gamma, mean, invstd);
+      const auto gf = ops::batch_norm_relu_backward(dy, fused, x, gamma, mean2, invstd2);
+      EXPECT_EQ(bits(gf.dx), bits(gp.dx)) << what;
+      EXPECT_EQ(bits(gf.dgamma), bits(gp.dgamma)) << what;
+      EXPECT_EQ(bits(gf.dbeta), bits(gp.dbeta)) << what;
+      const Tensor a = with_specials(rnd(s, 16)), b = rnd(s, 17);
+      EXPECT_EQ(bits(ops::add_relu(a, b)), bits(ops::relu(ops::add(a, b)))) << what;
+    }
+  }
+  set_num_threads(0);
+  Tensor m, v;
+  EXPECT_THROW(ops::add_relu(Tensor::zeros({2, 3}), Tensor::zeros({3, 2})), ShapeError);
+  EXPECT_THROW(ops::batch_norm_relu_backward(Tensor::zeros({4, 2}), Tensor::zeros({4, 3}), Tensor::zeros({4, 2}),
+                                             Tensor::ones({2}), Tensor::zeros({2}), Tensor::ones({2})),
+               ShapeError);
+}
+
 TEST(Ops, SoftmaxAndCrossEntropyValues) {
   Tensor s = ops::softmax(rnd({3, 5}, 9));
   for (float v : ops::sum(s, {1}).to_vector<float>()) EXPECT_NEAR(v, 1, 1e-6);

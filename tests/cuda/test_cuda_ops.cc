@@ -326,6 +326,7 @@ TEST(CudaOps, Activations) {
     EXPECT_TRUE(same_f("relu" + sh, ops::relu(gx), r));
     EXPECT_TRUE(same_f("relu_backward" + sh, ops::relu_backward(gdy, on_gpu(r)),
                        ops::relu_backward(dy, r)));
+    EXPECT_TRUE(same_f("add_relu" + sh, ops::add_relu(gx, gdy), ops::add_relu(x, dy)));
     // gelu = x/2 * (1 + erf(x/sqrt 2)): for x << 0 the bracket cancels, so an ulp of erf (~1e-7)
     // is multiplied by |x|/2 <= ~3 where the result is not exactly 0: atol 2e-6.
     EXPECT_TRUE(near("gelu" + sh, ops::gelu(gx), ops::gelu(x), kEltRtol, 2e-6));
@@ -957,6 +958,19 @@ TEST(CudaOps, BatchNormTrainEvalAndBackward) {
     EXPECT_TRUE(near("batch_norm_backward dgamma " + what, gr.dgamma, r.dgamma, kRedRtol,
                      1e-6 * sqrt_count(count)));
     EXPECT_TRUE(near("batch_norm_backward dbeta " + what, gr.dbeta, r.dbeta, kRedRtol,
+                     1e-6 * sqrt_count(count)));
+
+    // The fused batch-norm + ReLU (on CUDA the pair of ops) against the CPU's fused one.
+    Tensor rm3 = rm0.clone(), rv3 = rv0.clone(), grm3 = on_gpu(rm0), grv3 = on_gpu(rv0), m3, i3, gm3, gi3;
+    const Tensor y3 = ops::batch_norm_relu_train(x, gamma, beta, rm3, rv3, momentum, eps, m3, i3);
+    const Tensor gy3 = ops::batch_norm_relu_train(gx, ggamma, gbeta, grm3, grv3, momentum, eps, gm3, gi3);
+    EXPECT_TRUE(near("batch_norm_relu_train y " + what, gy3, y3, kRedRtol, y_atol));
+    EXPECT_TRUE(near("batch_norm_relu_train running_mean " + what, grm3, rm3, kRedRtol, mean_atol));
+    const ops::BatchNormGrads r3 = ops::batch_norm_relu_backward(dy, y3, x, gamma, m3, i3);
+    const ops::BatchNormGrads gr3 =
+        ops::batch_norm_relu_backward(gdy, on_gpu(y3), gx, ggamma, on_gpu(m3), on_gpu(i3));
+    EXPECT_TRUE(near("batch_norm_relu_backward dx " + what, gr3.dx, r3.dx, kRedRtol, 1e-5));
+    EXPECT_TRUE(near("batch_norm_relu_backward dgamma " + what, gr3.dgamma, r3.dgamma, kRedRtol,
                      1e-6 * sqrt_count(count)));
 
     // Eval: running statistics are constants.

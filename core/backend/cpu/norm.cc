@@ -4,6 +4,8 @@
 // are `omp simd` reductions: vector lanes of double partial sums, combined in a fixed order for
 // a given build (the same bits on every run), instead of one chain of dependent additions.
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "core/backend/cpu/cpu_common.h"
@@ -28,21 +30,21 @@ void check_stat(const char* op, const Tensor& t, int64_t c, const char* arg) {
 }
 }  // namespace
 
-Tensor batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                        Tensor& running_mean, Tensor& running_var, float momentum, float eps,
-                        Tensor& save_mean, Tensor& save_invstd) {
-  ADA_ON_CUDA(cuda::batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps, save_mean, save_invstd),
-              x, gamma, beta, running_mean, running_var);
-  cpu::require_cpu_f32("batch_norm_train", {&x, &gamma, &beta});
-  BnGeom g = bn_geom("batch_norm_train", x, gamma, beta);
+namespace {
+
+// batch_norm_train, with a ReLU on the output in the normalising pass when Relu.
+template <bool Relu>
+Tensor bn_train(const char* op, const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                Tensor& running_var, float momentum, float eps, Tensor& save_mean, Tensor& save_invstd) {
+  cpu::require_cpu_f32(op, {&x, &gamma, &beta});
+  BnGeom g = bn_geom(op, x, gamma, beta);
   const bool track = running_mean.defined();
   if (track) {
-    check_stat("batch_norm_train", running_mean, g.c, "running_mean");
-    check_stat("batch_norm_train", running_var, g.c, "running_var");
+    check_stat(op, running_mean, g.c, "running_mean");
+    check_stat(op, running_var, g.c, "running_var");
   }
   ADA_CHECK_ARG(g.count() > 1, ShapeError)
-      << "batch_norm_train: needs more than one value per channel in training mode, got input "
-      << x.str();
+      << op << ": needs more than one value per channel in training mode, got input " << x.str();
   Tensor y = Tensor::empty(x.shape());
   save_mean = Tensor::empty({g.c});
   save_invstd = Tensor::empty({g.c});
@@ -88,7 +90,10 @@ Tensor batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta
         const float* xr = xp + base;
         float* yr = yp + base;
 #pragma omp simd
-        for (int64_t k = 0; k < n; ++k) yr[k] = xr[k] * a + c0;
+        for (int64_t k = 0; k < n; ++k) {
+          const float v = xr[k] * a + c0;
+          yr[k] = Relu ? (v > 0.f ? v : 0.f) : v;  // ops::relu's rule
+        }
       });
       if (track) {
         rmp[ch] = static_cast<float>((1.0 - momentum) * rmp[ch] + momentum * mean);
@@ -97,6 +102,27 @@ Tensor batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta
     }
   });
   return y;
+}
+
+}  // namespace
+
+Tensor batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                        Tensor& running_mean, Tensor& running_var, float momentum, float eps,
+                        Tensor& save_mean, Tensor& save_invstd) {
+  ADA_ON_CUDA(cuda::batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps, save_mean, save_invstd),
+              x, gamma, beta, running_mean, running_var);
+  return bn_train<false>("batch_norm_train", x, gamma, beta, running_mean, running_var, momentum, eps, save_mean,
+                         save_invstd);
+}
+
+// On CUDA the two ops one after the other (no fused kernel there yet).
+Tensor batch_norm_relu_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                             Tensor& running_var, float momentum, float eps, Tensor& save_mean,
+                             Tensor& save_invstd) {
+  ADA_ON_CUDA(relu(batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps, save_mean, save_invstd)),
+              x, gamma, beta, running_mean, running_var);
+  return bn_train<true>("batch_norm_relu_train", x, gamma, beta, running_mean, running_var, momentum, eps,
+                        save_mean, save_invstd);
 }
 
 Tensor batch_norm_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
@@ -129,15 +155,33 @@ Tensor batch_norm_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
   return y;
 }
 
-BatchNormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
-                                   const Tensor& save_mean, const Tensor& save_invstd) {
-  ADA_ON_CUDA(cuda::batch_norm_backward(dy, x, gamma, save_mean, save_invstd), dy, x, gamma, save_mean, save_invstd);
-  cpu::require_cpu_f32("batch_norm_backward", {&dy, &x, &gamma});
-  BnGeom g = bn_geom("batch_norm_backward", x, gamma, Tensor());
-  check_same_shape(dy, x, "batch_norm_backward");
-  check_stat("batch_norm_backward", save_mean, g.c, "save_mean");
-  check_stat("batch_norm_backward", save_invstd, g.c, "save_invstd");
+namespace {
+
+// ops::relu_backward's rule, y > 0 ? g : 0, as a bit mask: GCC vectorises the loops below with
+// it, not with the conditional.
+inline float relu_grad(float g, float y) {
+  uint32_t b;
+  std::memcpy(&b, &g, sizeof b);
+  b &= 0u - static_cast<uint32_t>(y > 0.f);
+  std::memcpy(&g, &b, sizeof g);
+  return g;
+}
+
+// batch_norm_backward of dy, masked by y > 0 (the gradient of a ReLU on y) when Relu.
+template <bool Relu>
+BatchNormGrads bn_backward(const char* op, const Tensor& dy, const Tensor& y, const Tensor& x, const Tensor& gamma,
+                           const Tensor& save_mean, const Tensor& save_invstd) {
+  cpu::require_cpu_f32(op, {&dy, &x, &gamma});
+  BnGeom g = bn_geom(op, x, gamma, Tensor());
+  check_same_shape(dy, x, op);
+  if (Relu) {
+    cpu::require_cpu_f32(op, {&y});
+    check_same_shape(y, x, op);
+  }
+  check_stat(op, save_mean, g.c, "save_mean");
+  check_stat(op, save_invstd, g.c, "save_invstd");
   BatchNormGrads r{Tensor::empty(x.shape()), Tensor::empty({g.c}), Tensor::empty({g.c})};
+  const float* yp = Relu ? y.data<float>() : nullptr;
   const float* gy = dy.data<float>();
   const float* xp = x.data<float>();
   const float* gp = gamma.data<float>();
@@ -155,11 +199,13 @@ BatchNormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Tens
       for_rows(g, ch, [&](int64_t base) {
         const float* xr = xp + base;
         const float* gr = gy + base;
+        const float* yr = Relu ? yp + base : nullptr;
         double r1 = 0, r2 = 0;
 #pragma omp simd reduction(+ : r1, r2)
         for (int64_t k = 0; k < n; ++k) {
-          r1 += gr[k];
-          r2 += gr[k] * (xr[k] - mean);
+          const float gk = Relu ? relu_grad(gr[k], yr[k]) : gr[k];
+          r1 += gk;
+          r2 += gk * (xr[k] - mean);
         }
         sdy += r1;
         sdyx += r2;
@@ -176,13 +222,32 @@ BatchNormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Tens
       for_rows(g, ch, [&](int64_t base) {
         const float* xr = xp + base;
         const float* gr = gy + base;
+        const float* yr = Relu ? yp + base : nullptr;
         float* dr = dx + base;
 #pragma omp simd
-        for (int64_t j = 0; j < n; ++j) dr[j] = a * gr[j] + bx * xr[j] + c;
+        for (int64_t j = 0; j < n; ++j) {
+          const float gj = Relu ? relu_grad(gr[j], yr[j]) : gr[j];
+          dr[j] = a * gj + bx * xr[j] + c;
+        }
       });
     }
   });
   return r;
+}
+
+}  // namespace
+
+BatchNormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                   const Tensor& save_mean, const Tensor& save_invstd) {
+  ADA_ON_CUDA(cuda::batch_norm_backward(dy, x, gamma, save_mean, save_invstd), dy, x, gamma, save_mean, save_invstd);
+  return bn_backward<false>("batch_norm_backward", dy, Tensor(), x, gamma, save_mean, save_invstd);
+}
+
+BatchNormGrads batch_norm_relu_backward(const Tensor& dy, const Tensor& y, const Tensor& x, const Tensor& gamma,
+                                        const Tensor& save_mean, const Tensor& save_invstd) {
+  ADA_ON_CUDA(batch_norm_backward(relu_backward(dy, y), x, gamma, save_mean, save_invstd), dy, y, x, gamma,
+              save_mean, save_invstd);
+  return bn_backward<true>("batch_norm_relu_backward", dy, y, x, gamma, save_mean, save_invstd);
 }
 
 BatchNormGrads batch_norm_eval_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
