@@ -212,34 +212,27 @@ Plane direct_plane(const DirectKernels& kern, int64_t taps, int64_t c, int64_t w
   return {taps, c, k, wp, n, round_up(n + (taps - 1) * (wp + 1), kern.lanes)};
 }
 
-// The calling thread's scratch buffer `slot` (0-2), at least n floats from a 64-byte boundary,
-// holding whatever its last use left. The kernels' copies of their operands and their partial
-// filter gradients live here and are reused from call to call: fresh buffers of this size come
-// from mmap and cost a page fault per 4 KiB at every call (a quarter of a forward pass on
-// ResNet-20's planes), and below 64 KiB host tensors would come from malloc at every step (the
-// steady-state test in test_block_cache.cc counts those). A thread holds its largest request.
+// The calling thread's scratch buffer `slot` (0 or 1), at least n floats from a 64-byte
+// boundary, holding whatever its last use left. The kernels' copies of their operands live here
+// and are reused from call to call: fresh buffers of this size come from mmap and cost a page
+// fault per 4 KiB at every call (a quarter of a forward pass on ResNet-20's planes), and below
+// 64 KiB host tensors would come from malloc at every step (the steady-state test in
+// test_block_cache.cc counts those). A thread holds its largest request.
 float* scratch(int slot, int64_t n) {
-  thread_local std::vector<float> bufs[3];
+  thread_local std::vector<float> bufs[2];
   std::vector<float>& v = bufs[slot];
   if (static_cast<int64_t>(v.size()) < n + 16) v.resize(static_cast<size_t>(n + 16));
   return v.data() + (16 - reinterpret_cast<uintptr_t>(v.data()) / sizeof(float) % 16) % 16;
 }
 
-// Runs part(b, e, acc) over [0, slots) in parallel, each thread with its own zeroed
-// accumulator of n floats for its range of slots, then adds the accumulators into out in
-// range order.
+// Runs part(b, e, acc) over [0, slots) in parallel, each chunk [b, e) with its own zeroed
+// accumulator of n floats, then adds the accumulators into out in slot order.
 template <class F>
 void sum_over_slots(int64_t slots, int64_t n, float* out, F part) {
-  std::vector<float*> acc(static_cast<size_t>(slots), nullptr);
-  parallel_for(0, slots, 1, [&](int64_t b, int64_t e) {
-    float* a = scratch(2, n);
-    std::fill(a, a + n, 0.f);
-    part(b, e, a);
-    acc[b] = a;
-  });
-  for (const float* a : acc)
-    if (a)
-      for (int64_t i = 0; i < n; ++i) out[i] += a[i];
+  std::vector<float> acc(static_cast<size_t>(slots * n), 0.f);
+  parallel_for(0, slots, 1, [&](int64_t b, int64_t e) { part(b, e, acc.data() + b * n); });
+  for (int64_t sl = 0; sl < slots; ++sl)
+    for (int64_t i = 0; i < n; ++i) out[i] += acc[sl * n + i];
 }
 
 // One image's planes of h x w into out (pl.c planes of pl.xplane floats, rows of pl.wp) at
