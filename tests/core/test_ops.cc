@@ -283,11 +283,13 @@ TEST(Ops, Conv2dBlockedKernelsMatchIm2colOnEveryPass) {
   const int64_t lanes = isas.back() == cpu::Isa::avx512 ? 16 : 8;
   const ops::Conv2dParams s1{1, 1, 1, 1, 1, 1};
   // Fewer images than a block, or a last block more than a quarter empty, planes over 28 x 28,
-  // 5x5 kernels or dilation stay on the plane kernels or im2col.
+  // more than 64 x 64 channels, 5x5 kernels or dilation stay on the plane kernels or im2col.
   EXPECT_FALSE(blocked({lanes - 1, 16, 8, 8}, {16, 16, 3, 3}, s1, fwd));
   EXPECT_FALSE(blocked({lanes + lanes / 2, 16, 8, 8}, {16, 16, 3, 3}, s1, fwd));
   EXPECT_TRUE(blocked({2 * lanes - lanes / 4, 16, 8, 8}, {16, 16, 3, 3}, s1, fwd));
   EXPECT_FALSE(blocked({lanes, 16, 29, 28}, {16, 16, 3, 3}, s1, fwd));
+  EXPECT_TRUE(blocked({lanes, 64, 8, 8}, {64, 64, 3, 3}, s1, fwd));
+  EXPECT_FALSE(blocked({lanes, 64, 8, 8}, {128, 64, 3, 3}, s1, fwd));
   EXPECT_FALSE(blocked({lanes, 16, 8, 8}, {16, 16, 5, 5}, {1, 1, 2, 2, 1, 1}, fwd));
   EXPECT_FALSE(blocked({lanes, 16, 8, 8}, {16, 16, 3, 3}, {1, 1, 2, 2, 2, 2}, fwd));
   if (cpu::bf16_available()) {

@@ -10,8 +10,9 @@
 // 3x3 and 5x5 stride-1 convolutions of up to 256 channels (the filter gradient: 128) skip
 // im2col: they run on the direct kernels of conv_direct.h, images in parallel
 // (ADA_CONV_DIRECT=0 turns that off, for comparisons). With at least a block of 16 (AVX2: 8)
-// images, 3x3 convolutions of stride 1 or 2 onto planes of up to 28 x 28 run on the
-// batch-blocked kernels of conv_blocked.h instead (ADA_CONV_BLOCKED=0 turns only those off).
+// images, 3x3 convolutions of stride 1 or 2 of up to 64 channels onto planes of up to 28 x 28
+// run on the batch-blocked kernels of conv_blocked.h instead (ADA_CONV_BLOCKED=0 turns only
+// those off).
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -27,6 +28,7 @@
 #include "core/cpu_isa.h"
 #include "core/ops.h"
 #include "core/half.h"
+#include "core/host_memory.h"
 #include "core/precision.h"
 
 namespace ada::ops {
@@ -182,18 +184,19 @@ using cpu::conv_detail::BlockedKernels;
 // The batch-blocked kernels (conv_blocked.h) for pass `pass` of `g`, or null: 3x3, stride 1 or
 // 2 (the backward-data pass: 1), no dilation, padding at most 2, at least one block of images
 // with at most a quarter of the lanes of the last block left empty, planes of at most
-// kBlockedMaxPlane output positions, the channel limits of direct_for, and a CPU with AVX2 or
-// AVX-512 in use. They take precedence over the plane kernels where both apply.
-constexpr int64_t kBlockedMaxPlane = 28 * 28;
+// kBlockedMaxPlane output positions, at most kBlockedMaxKC channel pairs, and a CPU with AVX2 or
+// AVX-512 in use. They take precedence over the plane kernels where both apply. The channel
+// limit keeps them to where they win clearly (ResNet-20's 16-64 channels: 1.1-1.4x the plane
+// kernels, 2-2.5x im2col for stride 2): on ResNet-50's 128-256 channels they were within the
+// noise of the plane kernels, and their scratch, a block of images at a time, added 140 MB (5%)
+// to its peak memory.
+constexpr int64_t kBlockedMaxPlane = 28 * 28, kBlockedMaxKC = 64 * 64;
 
 const BlockedKernels* blocked_for(const ConvGeom& g, cpu::ConvPass pass) {
   const auto& pr = g.prm;
-  const int64_t max_kc = direct_bf16()                            ? kDirectBf16MaxKC
-                         : pass == cpu::ConvPass::backward_filter ? kDirectFilterMaxKC
-                                                                  : kDirectMaxKC;
   const int64_t stride_max = pass == cpu::ConvPass::backward_data ? 1 : 2;
   if (g.r != 3 || g.s != 3 || pr.stride_h != pr.stride_w || pr.stride_h > stride_max || pr.dil_h != 1 ||
-      pr.dil_w != 1 || pr.pad_h > 2 || pr.pad_w > 2 || g.k * g.c > max_kc || g.pq() > kBlockedMaxPlane ||
+      pr.dil_w != 1 || pr.pad_h > 2 || pr.pad_w > 2 || g.k * g.c > kBlockedMaxKC || g.pq() > kBlockedMaxPlane ||
       !blocked_allowed())
     return nullptr;
   const BlockedKernels* kern = nullptr;
@@ -212,18 +215,40 @@ Plane direct_plane(const DirectKernels& kern, int64_t taps, int64_t c, int64_t w
   return {taps, c, k, wp, n, round_up(n + (taps - 1) * (wp + 1), kern.lanes)};
 }
 
-// The calling thread's scratch buffer `slot` (0 or 1), at least n floats from a 64-byte
-// boundary, holding whatever its last use left. The kernels' copies of their operands live here
-// and are reused from call to call: fresh buffers of this size come from mmap and cost a page
-// fault per 4 KiB at every call (a quarter of a forward pass on ResNet-20's planes), and below
-// 64 KiB host tensors would come from malloc at every step (the steady-state test in
-// test_block_cache.cc counts those). A thread holds its largest request.
-float* scratch(int slot, int64_t n) {
-  thread_local std::vector<float> bufs[2];
-  std::vector<float>& v = bufs[slot];
-  if (static_cast<int64_t>(v.size()) < n + 16) v.resize(static_cast<size_t>(n + 16));
-  return v.data() + (16 - reinterpret_cast<uintptr_t>(v.data()) / sizeof(float) % 16) % 16;
-}
+// A scratch buffer of at least n floats from a 64-byte boundary, holding whatever its last use
+// left: the kernels' copies of their operands. Up to 1 MiB it is the calling thread's own buffer
+// `slot` (0 or 1), kept from call to call: fresh buffers from 128 KiB up come from mmap and cost
+// a page fault per 4 KiB at every call (a quarter of a forward pass on ResNet-20's planes), and
+// below 64 KiB host tensors would come from malloc at every step (the steady-state test in
+// test_block_cache.cc counts those). Larger ones (ResNet-50's) come from the caching host
+// allocator (core/host_memory.h), which reuses freed blocks without page faults and counts them
+// with the tensors: kept by the threads they raised ResNet-50's peak memory by 5%.
+class Scratch {
+ public:
+  Scratch(int slot, int64_t n) {
+    if (n <= kThreadFloats) {
+      thread_local std::vector<float> bufs[2];
+      std::vector<float>& v = bufs[slot];
+      if (static_cast<int64_t>(v.size()) < n + 16) v.resize(static_cast<size_t>(n + 16));
+      p = v.data() + (16 - reinterpret_cast<uintptr_t>(v.data()) / sizeof(float) % 16) % 16;
+    } else {
+      bytes_ = static_cast<size_t>(n) * sizeof(float);
+      block_ = host::alloc(bytes_);  // 64-byte aligned
+      p = static_cast<float*>(block_);
+    }
+  }
+  ~Scratch() {
+    if (block_) host::free(block_, bytes_);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  float* p;
+
+ private:
+  static constexpr int64_t kThreadFloats = int64_t(1) << 18;
+  void* block_ = nullptr;
+  size_t bytes_ = 0;
+};
 
 // Runs part(b, e, acc) over [0, slots) in parallel, each chunk [b, e) with its own zeroed
 // accumulator of n floats, then adds the accumulators into out in slot order.
@@ -259,7 +284,8 @@ void direct_forward(const DirectKernels& kern, int64_t taps, int64_t n, const fl
   const Plane pl = direct_plane(kern, taps, c, w, pw, k, p);
   const bool r16 = direct_bf16();
   parallel_for(0, n, 1, [&](int64_t b, int64_t e) {
-    float *xb = scratch(0, pl.c * pl.xplane), *yb = scratch(1, pl.k * pl.n);
+    Scratch xs(0, pl.c * pl.xplane), ys(1, pl.k * pl.n);
+    float *xb = xs.p, *yb = ys.p;
     for (int64_t m = b; m < e; ++m) {
       pad_planes(x + m * c * h * w, pl, h, w, ph, pw, xb, r16);
       kern.forward(pl, xb, wt, yb);
@@ -281,7 +307,8 @@ void direct_filter(const DirectKernels& kern, const ConvGeom& g, const float* x,
   sum_over_slots(slots, g.k * g.c * g.r * g.s, dw, [&](int64_t b, int64_t e, float* acc) {
     // The output gradient in the kernels' layout: rows of wp, zeros at the discarded positions
     // (set here once; the rows are rewritten for each group).
-    float *xb = scratch(0, group * xs), *db = scratch(1, group * ds);
+    Scratch xsc(0, group * xs), dsc(1, group * ds);
+    float *xb = xsc.p, *db = dsc.p;
     std::fill(db, db + group * ds, 0.f);
     for (int64_t m = g.n * b / slots; m < g.n * e / slots; m += group) {
       const int64_t gm = std::min(group, g.n * e / slots - m);
@@ -308,7 +335,8 @@ void blocked_forward(const BlockedKernels& kern, int64_t n, const float* x, int6
   kern.pack(bg, wt, wpk.data());
   const int64_t lanes = kern.lanes, blocks = (n + lanes - 1) / lanes;
   parallel_for(0, blocks, 1, [&](int64_t b, int64_t e) {
-    float *xb = scratch(0, c * bg.hp * bg.wp * lanes), *yb = scratch(1, k * p * q * lanes);
+    Scratch xs(0, c * bg.hp * bg.wp * lanes), ys(1, k * p * q * lanes);
+    float *xb = xs.p, *yb = ys.p;
     for (int64_t blk = b; blk < e; ++blk) {
       const int64_t m0 = blk * lanes, images = std::min(lanes, n - m0);
       kern.to_blocked(x + m0 * c * h * w, images, c * h * w, c, h, w, ph, pw, r16, xb);
@@ -327,7 +355,8 @@ void blocked_filter(const BlockedKernels& kern, const ConvGeom& g, const float* 
   const int64_t lanes = kern.lanes, blocks = (g.n + lanes - 1) / lanes;
   const int64_t slots = std::min<int64_t>(num_threads(), blocks);
   sum_over_slots(slots, g.k * g.c * 9, dw, [&](int64_t b, int64_t e, float* acc) {
-    float *xb = scratch(0, g.c * bg.hp * bg.wp * lanes), *db = scratch(1, g.k * g.pq() * lanes);
+    Scratch xs(0, g.c * bg.hp * bg.wp * lanes), ds(1, g.k * g.pq() * lanes);
+    float *xb = xs.p, *db = ds.p;
     for (int64_t blk = blocks * b / slots; blk < blocks * e / slots; ++blk) {
       const int64_t m0 = blk * lanes, images = std::min(lanes, g.n - m0);
       kern.to_blocked(x + m0 * g.c * g.h * g.w, images, g.c * g.h * g.w, g.c, g.h, g.w, pr.pad_h, pr.pad_w, r16, xb);
