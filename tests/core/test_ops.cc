@@ -78,6 +78,13 @@ TEST(Ops, BatchedGemmBothSplits) {
   set_num_threads(0);
 }
 
+// t with every value rounded to bf16.
+Tensor round16(const Tensor& t) {
+  std::vector<float> v = t.to_vector<float>();
+  for (float& e : v) e = half::bf16_to_float(half::bf16_from_float(e));
+  return Tensor::from_vector<float>(v, t.shape());
+}
+
 Tensor naive_conv(const Tensor& x, const Tensor& w, const ops::Conv2dParams& p) {
   Shape os = ops::conv2d_output_shape(x.shape(), w.shape(), p);
   Tensor y = Tensor::zeros(os);
@@ -194,11 +201,6 @@ TEST(Ops, Conv2dDirectKernelsMatchIm2colOnEveryPass) {
   // The bf16 mode runs the same kernels on operands rounded to bf16: every pass equals, bit for
   // bit, the fp32 mode on operands rounded beforehand (and differs from it on unrounded ones).
   if (cpu::bf16_available()) {
-    auto round16 = [](const Tensor& t) {
-      std::vector<float> v = t.to_vector<float>();
-      for (float& e : v) e = half::bf16_to_float(half::bf16_from_float(e));
-      return Tensor::from_vector<float>(v, t.shape());
-    };
     for (const auto& c : cases) {
       const ops::Conv2dParams p{1, 1, c.pad, c.pad, 1, 1};
       const Tensor x = rnd(c.x, 7), w = rnd(c.w, 8), dy = rnd(ops::conv2d_output_shape(c.x, c.w, p), 9);
@@ -230,7 +232,8 @@ TEST(Ops, Conv2dDirectKernelsMatchIm2colOnEveryPass) {
 // full and partly filled blocks of images, strides 1 and 2 (the backward-data pass: 1 only),
 // paddings 0 to 2, odd planes, channel counts that leave register-tile remainders, one input
 // channel, blocks split over threads; and the bf16 mode bit for bit against fp32 on rounded
-// operands.
+// operands (with AVX512_BF16 the forward and backward-data passes to a tolerance: vdpbf16ps adds
+// the same products in another order).
 TEST(Ops, Conv2dBlockedKernelsMatchIm2colOnEveryPass) {
   struct Case {
     Shape x, w;
@@ -293,11 +296,6 @@ TEST(Ops, Conv2dBlockedKernelsMatchIm2colOnEveryPass) {
   EXPECT_FALSE(blocked({lanes, 16, 8, 8}, {16, 16, 5, 5}, {1, 1, 2, 2, 1, 1}, fwd));
   EXPECT_FALSE(blocked({lanes, 16, 8, 8}, {16, 16, 3, 3}, {1, 1, 2, 2, 2, 2}, fwd));
   if (cpu::bf16_available()) {
-    auto round16 = [](const Tensor& t) {
-      std::vector<float> v = t.to_vector<float>();
-      for (float& e : v) e = half::bf16_to_float(half::bf16_from_float(e));
-      return Tensor::from_vector<float>(v, t.shape());
-    };
     for (const auto& c : cases) {
       const ops::Conv2dParams p{c.stride, c.stride, c.pad, c.pad, 1, 1};
       set_cpu_matmul_precision(Precision::bf16);
@@ -307,14 +305,29 @@ TEST(Ops, Conv2dBlockedKernelsMatchIm2colOnEveryPass) {
       }
       const Tensor x = rnd(c.x, 7), w = rnd(c.w, 8), dy = rnd(ops::conv2d_output_shape(c.x, c.w, p), 9);
       const std::string what = shape_str(c.x) + "*" + shape_str(c.w) + " stride " + std::to_string(c.stride);
+      // With AVX512_BF16 the forward and backward-data passes run on vdpbf16ps (the filter
+      // gradient stays on the fp32 kernels, on rounded operands).
+      const bool vdp = std::string(cpu::conv_direct_kernels(c.x, c.w, p, fwd)) == "avx512_bf16 blocked";
+      EXPECT_EQ(vdp, cpu::isa() == cpu::Isa::avx512) << what;
+      EXPECT_EQ(std::string(cpu::conv_direct_kernels(c.x, c.w, p, filt)).find("bf16"), std::string::npos) << what;
       const auto y16 = ops::conv2d_forward(x, w, p).to_vector<float>();
       const auto dx16 = ops::conv2d_backward_data(dy, w, c.x, p).to_vector<float>();
       const auto dw16 = ops::conv2d_backward_filter(dy, x, c.w, p).to_vector<float>();
       set_cpu_matmul_precision(Precision::fp32);
       const Tensor xr = round16(x), wr = round16(w), dyr = round16(dy);
-      EXPECT_EQ(y16, ops::conv2d_forward(xr, wr, p).to_vector<float>()) << what << " forward";
+      const Tensor y32 = ops::conv2d_forward(xr, wr, p);
+      if (vdp) {  // the same products, summed in another order (pairs of channels per vdpbf16ps)
+        expect_close(Tensor::from_vector<float>(y16, y32.shape()), y32, 1e-4, what + " forward (vdpbf16ps)");
+      } else {
+        EXPECT_EQ(y16, y32.to_vector<float>()) << what << " forward";
+      }
       if (c.stride == 1) {
-        EXPECT_EQ(dx16, ops::conv2d_backward_data(dyr, wr, c.x, p).to_vector<float>()) << what << " backward-data";
+        const Tensor dx32 = ops::conv2d_backward_data(dyr, wr, c.x, p);
+        if (vdp) {
+          expect_close(Tensor::from_vector<float>(dx16, dx32.shape()), dx32, 1e-4, what + " backward-data (vdpbf16ps)");
+        } else {
+          EXPECT_EQ(dx16, dx32.to_vector<float>()) << what << " backward-data";
+        }
       }
       EXPECT_EQ(dw16, ops::conv2d_backward_filter(dyr, xr, c.w, p).to_vector<float>()) << what << " backward-filter";
       EXPECT_NE(y16, ops::conv2d_forward(x, w, p).to_vector<float>()) << what << ": bf16 mode did not round";

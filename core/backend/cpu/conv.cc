@@ -179,6 +179,7 @@ const DirectKernels* direct_for(const ConvGeom& g, cpu::ConvPass pass) {
 int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
 using cpu::conv_detail::Blocked;
+using cpu::conv_detail::BlockedBf16Kernels;
 using cpu::conv_detail::BlockedKernels;
 
 // The batch-blocked kernels (conv_blocked.h) for pass `pass` of `g`, or null: 3x3, stride 1 or
@@ -326,21 +327,39 @@ void direct_filter(const DirectKernels& kern, const ConvGeom& g, const float* x,
 // y (n images of k planes of p x q) = x (n images of c planes of h x w, padded by (ph, pw))
 // convolved at `stride` with wt [k, c, 3, 3] (already rounded in bf16 mode), one block of
 // kern.lanes images at a time, blocks in parallel.
+// The vdpbf16ps kernels that the bf16 mode runs instead of `kern`'s forward (AVX-512 with
+// AVX512_BF16), or null: then `kern` runs on operands rounded to bf16.
+const BlockedBf16Kernels* blocked_bf16(const BlockedKernels& kern) {
+  return direct_bf16() && kern.lanes == 16 && cpu::bf16_available() ? &cpu::conv_detail::avx512_bf16_blocked()
+                                                                     : nullptr;
+}
+
 void blocked_forward(const BlockedKernels& kern, int64_t n, const float* x, int64_t c, int64_t h, int64_t w,
                      int64_t ph, int64_t pw, int64_t stride, const float* wt, int64_t k, int64_t p, int64_t q,
                      float* y) {
   const Blocked bg{stride, c, k, h + 2 * ph, w + 2 * pw, p, q};
   const bool r16 = direct_bf16();
-  std::vector<float> wpk(static_cast<size_t>(k * c * 9));
-  kern.pack(bg, wt, wpk.data());
+  const BlockedBf16Kernels* b16 = blocked_bf16(kern);
+  const int64_t cx = b16 ? (c + 1) / 2 * 2 : c;  // floats per input position (channel pairs)
+  std::vector<float> wpk(static_cast<size_t>(k * cx * 9));
+  if (b16)
+    b16->pack(bg, wt, reinterpret_cast<uint32_t*>(wpk.data()));
+  else
+    kern.pack(bg, wt, wpk.data());
   const int64_t lanes = kern.lanes, blocks = (n + lanes - 1) / lanes;
   parallel_for(0, blocks, 1, [&](int64_t b, int64_t e) {
-    Scratch xs(0, c * bg.hp * bg.wp * lanes), ys(1, k * p * q * lanes);
+    Scratch xs(0, cx * bg.hp * bg.wp * lanes), ys(1, k * p * q * lanes);
     float *xb = xs.p, *yb = ys.p;
     for (int64_t blk = b; blk < e; ++blk) {
       const int64_t m0 = blk * lanes, images = std::min(lanes, n - m0);
-      kern.to_blocked(x + m0 * c * h * w, images, c * h * w, c, h, w, ph, pw, r16, xb);
-      kern.forward(bg, xb, wpk.data(), yb);
+      if (b16) {
+        auto* xp = reinterpret_cast<uint32_t*>(xb);
+        b16->to_blocked(x + m0 * c * h * w, images, c * h * w, c, h, w, ph, pw, xp);
+        b16->forward(bg, xp, reinterpret_cast<const uint32_t*>(wpk.data()), yb);
+      } else {
+        kern.to_blocked(x + m0 * c * h * w, images, c * h * w, c, h, w, ph, pw, r16, xb);
+        kern.forward(bg, xb, wpk.data(), yb);
+      }
       kern.from_blocked(yb, images, k, p * q, y + m0 * k * p * q, k * p * q);
     }
   });
@@ -401,7 +420,10 @@ void run_groups(const Plan& plan, F body) {
 namespace ada::cpu {
 const char* conv_direct_kernels(const Shape& x, const Shape& w, const ops::Conv2dParams& p, ConvPass pass) {
   const backend::ConvGeom g = backend::make_geom("conv_direct_kernels", x, w, p);
-  if (const conv_detail::BlockedKernels* kern = ops::blocked_for(g, pass)) return kern->name;
+  if (const conv_detail::BlockedKernels* kern = ops::blocked_for(g, pass)) {
+    const conv_detail::BlockedBf16Kernels* b16 = ops::blocked_bf16(*kern);
+    return b16 && pass != ConvPass::backward_filter ? b16->name : kern->name;
+  }
   const conv_detail::DirectKernels* kern = ops::direct_for(g, pass);
   return kern ? kern->name : nullptr;
 }

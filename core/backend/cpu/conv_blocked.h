@@ -48,4 +48,22 @@ struct BlockedKernels {
 const BlockedKernels& avx2_blocked();
 const BlockedKernels& avx512_blocked();
 
+// The bf16 mode's forward kernel on AVX512_BF16 (conv_blocked_bf16.cc): input channels in pairs,
+// lane l of a 32-bit lane holding bf16(x[2c'][.][l]) in its low half and bf16(x[2c' + 1][.][l])
+// in its high half (zero past the last channel), and vdpbf16ps against the broadcast weight
+// pair adds both products to the fp32 accumulator: half the multiply-add instructions of the
+// fp32 kernel on bf16-rounded operands, which it equals up to the order of the additions.
+// Layouts as above with channel pairs for channels; y is the fp32 kernels'.
+struct BlockedBf16Kernels {
+  const char* name;
+  // out = w [k, c, 3, 3] as bf16 pairs in the forward kernel's order (k * ceil(c / 2) * 9).
+  void (*pack)(const Blocked& g, const float* w, uint32_t* out);
+  void (*forward)(const Blocked& g, const uint32_t* x, const uint32_t* wpk, float* y);
+  // to_blocked with channel pairs: dst[pair][(i + ph) * wp + j + pw][l], 16 lanes.
+  void (*to_blocked)(const float* src, int64_t images, int64_t image_stride, int64_t planes, int64_t h, int64_t w,
+                     int64_t ph, int64_t pw, uint32_t* dst);
+};
+
+const BlockedBf16Kernels& avx512_bf16_blocked();
+
 }  // namespace ada::cpu::conv_detail

@@ -48,31 +48,44 @@ inline void transpose(Vf* r) {
   }
 }
 
+// rows[l] = positions [o0, o0 + cnt) of image l's plane at src + l * image_stride (cnt <= V),
+// zeros past cnt and for l >= images.
+inline void load_rows(const float* src, int64_t images, int64_t image_stride, int64_t o0, int64_t cnt, Vf* rows) {
+  for (int l = 0; l < V; ++l) {
+    const float* sl = src + l * image_stride + o0;
+    if (l >= images) {
+      rows[l] = Vf{};
+    } else if (cnt == V) {
+      rows[l] = load(sl);
+    } else {
+      rows[l] = Vf{};
+      __builtin_memcpy(&rows[l], sl, sizeof(float) * cnt);
+    }
+  }
+}
+
+// Zeros in the padding of a plane of hp x wp vectors around the h x w data at (ph, pw).
+inline void zero_padding(float* dp, int64_t h, int64_t w, int64_t ph, int64_t pw) {
+  const int64_t wp = w + 2 * pw, hp = h + 2 * ph;
+  for (int64_t i = 0; i < hp; ++i)
+    for (int64_t j = 0; j < wp; ++j)
+      if (i < ph || i >= ph + h || j < pw || j >= pw + w) store(dp + (i * wp + j) * V, Vf{});
+}
+
 void to_blocked(const float* src, int64_t images, int64_t image_stride, int64_t planes, int64_t h, int64_t w,
                 int64_t ph, int64_t pw, bool r16, float* dst) {
   const int64_t n = h * w, wp = w + 2 * pw, hp = h + 2 * ph, plane = hp * wp * V;
   for (int64_t pl = 0; pl < planes; ++pl) {
     float* dp = dst + pl * plane;
-    for (int64_t i = 0; i < hp; ++i)  // the padding
-      for (int64_t j = 0; j < wp; ++j)
-        if (i < ph || i >= ph + h || j < pw || j >= pw + w) store(dp + (i * wp + j) * V, Vf{});
+    zero_padding(dp, h, w, ph, pw);
     float* d = dp + (ph * wp + pw) * V;
     int64_t i = 0, j = 0;  // the row and column of position o0 + t below
     for (int64_t o0 = 0; o0 < n; o0 += V) {
       const int64_t cnt = n - o0 < V ? n - o0 : V;
       Vf rows[V];
-      for (int l = 0; l < V; ++l) {
-        const float* sl = src + l * image_stride + pl * n + o0;
-        if (l >= images) {
-          rows[l] = Vf{};
-        } else if (cnt == V) {
-          rows[l] = load(sl);
-        } else {
-          rows[l] = Vf{};
-          __builtin_memcpy(&rows[l], sl, sizeof(float) * cnt);
-        }
-        if (r16) rows[l] = round_bf16(rows[l]);
-      }
+      load_rows(src + pl * n, images, image_stride, o0, cnt, rows);
+      if (r16)
+        for (int l = 0; l < V; ++l) rows[l] = round_bf16(rows[l]);
       transpose(rows);
       for (int64_t t = 0; t < cnt; ++t) {
         store(d + (i * wp + j) * V, rows[t]);
@@ -146,17 +159,20 @@ void bfwd_tile(const Blocked& g, const float* x, const float* wb, float* y, int6
     for (int t = 0; t < TT; ++t) store(y + ((k0 + kb) * pq + o0 + t) * V, acc[kb][t]);
 }
 
-template <int KB, int TT>
-void bfwd_tile_n(int tt, const Blocked& g, const float* x, const float* wb, float* y, int64_t k0, int64_t o0,
-                 const int64_t* off) {
-  if constexpr (TT > 1) {
-    if (tt < TT) return bfwd_tile_n<KB, TT - 1>(tt, g, x, wb, y, k0, o0, off);
+template <int B, int T, class F>
+void with_tile_size(int tt, F& tile, int64_t k0, int64_t o0, const int64_t* off) {
+  if constexpr (T > 1) {
+    if (tt < T) return with_tile_size<B, T - 1>(tt, tile, k0, o0, off);
   }
-  bfwd_tile<KB, TT>(g, x, wb, y, k0, o0, off);
+  tile.template operator()<B, T>(k0, o0, off);
 }
 
-void bforward(const Blocked& g, const float* x, const float* wpk, float* y) {
-  // The p * q positions in tiles of as equal sizes as can be (as forward_t).
+// Runs tile.template operator()<B, T>(k0, o0, off) over the output positions in tiles of T <=
+// BTT positions o0 .. o0 + T - 1 of as equal sizes as can be (as forward_t), whose top-left taps
+// are at off[t] in an input plane, and over the output channels in the blocks k0 .. k0 + B - 1
+// of channel_blocks<BKB>: the loop nest of the forward kernels.
+template <class F>
+void for_tiles(const Blocked& g, F&& tile) {
   const int64_t pq = g.p * g.q, tiles = (pq + BTT - 1) / BTT;
   for (int64_t i = 0; i < tiles; ++i) {
     const int64_t o0 = pq * i / tiles;
@@ -166,8 +182,14 @@ void bforward(const Blocked& g, const float* x, const float* wpk, float* y) {
       const int64_t o = o0 + t, r = o / g.q, s = o % g.q;
       off[t] = (r * g.stride * g.wp + s * g.stride) * V;
     }
-    channel_blocks<BKB>(g.k, [&]<int B>(int64_t k0) { bfwd_tile_n<B, BTT>(tt, g, x, wpk + k0 * g.c * 9, y, k0, o0, off); });
+    channel_blocks<BKB>(g.k, [&]<int B>(int64_t k0) { with_tile_size<B, BTT>(tt, tile, k0, o0, off); });
   }
+}
+
+void bforward(const Blocked& g, const float* x, const float* wpk, float* y) {
+  for_tiles(g, [&]<int B, int T>(int64_t k0, int64_t o0, const int64_t* off) {
+    bfwd_tile<B, T>(g, x, wpk + k0 * g.c * 9, y, k0, o0, off);
+  });
 }
 
 // dw[k0 .. k0 + KB, c, r0 .. r0 + RT, :] += the products over the block's positions and lanes:
