@@ -68,43 +68,27 @@ void pack_pairs(const Blocked& g, const float* w, uint32_t* out) {
   });
 }
 
-// bfwd_tile on channel pairs.
-template <int KB, int TT>
-void pfwd_tile(const Blocked& g, const uint32_t* x, const uint32_t* wb, float* y, int64_t k0, int64_t o0,
-               const int64_t* off) {
-  __m512 acc[KB][TT];
-#pragma GCC unroll 16
-  for (int kb = 0; kb < KB; ++kb)
-#pragma GCC unroll 16
-    for (int t = 0; t < TT; ++t) acc[kb][t] = _mm512_setzero_ps();
-  const int64_t pairs = (g.c + 1) / 2, cs = g.hp * g.wp * V, row = g.wp * V;
-  for (int64_t pr = 0; pr < pairs; ++pr) {
-    const uint32_t* xc = x + pr * cs;
-    const uint32_t* wc = wb + pr * 9 * KB;
-#pragma GCC unroll 3
-    for (int r = 0; r < 3; ++r)
-#pragma GCC unroll 3
-      for (int s = 0; s < 3; ++s) {
-        __m512bh xv[TT];
-#pragma GCC unroll 16
-        for (int t = 0; t < TT; ++t) xv[t] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(xc + off[t] + r * row + s * V));
-#pragma GCC unroll 16
-        for (int kb = 0; kb < KB; ++kb) {
-          const __m512bh wv = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(wc[(r * 3 + s) * KB + kb])));
-#pragma GCC unroll 16
-          for (int t = 0; t < TT; ++t) acc[kb][t] = _mm512_dpbf16_ps(acc[kb][t], xv[t], wv);
-        }
-      }
+// fwd_tile's products on channel pairs: vdpbf16ps adds both products of a pair.
+struct PairProducts {
+  using In = uint32_t;
+  using X = __m512bh;
+  using W = __m512bh;
+  static int64_t depth(const Blocked& g) { return (g.c + 1) / 2; }
+  static X load_x(const In* p) { return reinterpret_cast<__m512bh>(_mm512_loadu_si512(p)); }
+  static W weight(In w) { return reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(w))); }
+  static Vf madd(Vf acc, X x, W w) {
+    __m512 a;
+    __builtin_memcpy(&a, &acc, sizeof a);
+    a = _mm512_dpbf16_ps(a, x, w);
+    __builtin_memcpy(&acc, &a, sizeof a);
+    return acc;
   }
-  const int64_t pq = g.p * g.q;
-  for (int kb = 0; kb < KB; ++kb)
-    for (int t = 0; t < TT; ++t) _mm512_storeu_ps(y + ((k0 + kb) * pq + o0 + t) * V, acc[kb][t]);
-}
+};
 
 void pforward(const Blocked& g, const uint32_t* x, const uint32_t* wpk, float* y) {
   const int64_t pairs = (g.c + 1) / 2;
   for_tiles(g, [&]<int B, int T>(int64_t k0, int64_t o0, const int64_t* off) {
-    pfwd_tile<B, T>(g, x, wpk + k0 * pairs * 9, y, k0, o0, off);
+    fwd_tile<PairProducts, B, T>(g, x, wpk + k0 * pairs * 9, y, k0, o0, off);
   });
 }
 

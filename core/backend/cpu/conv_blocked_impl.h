@@ -125,32 +125,45 @@ void pack(const Blocked& g, const float* w, float* out) {
   });
 }
 
+// The products of a forward tile, one input channel (In: float) at a time in fp32 multiply-adds.
+// The bf16 kernel (conv_blocked_bf16.cc) has its own: channel pairs (In: a 32-bit pair of bf16)
+// and vdpbf16ps.
+struct Fp32Products {
+  using In = float;  // what a weight, and a lane of an input vector, holds
+  using X = Vf;      // an input vector
+  using W = float;   // a weight as the multiply-add takes it
+  static int64_t depth(const Blocked& g) { return g.c; }  // input values of In per position
+  static X load_x(const In* p) { return load(p); }
+  static W weight(In w) { return w; }
+  static Vf madd(Vf acc, X x, W w) { return acc + x * w; }
+};
+
 // Output channels [k0, k0 + KB) at the TT output positions o0 + t, whose top-left taps are at
-// x + off[t].
-template <int KB, int TT>
-void bfwd_tile(const Blocked& g, const float* x, const float* wb, float* y, int64_t k0, int64_t o0,
-               const int64_t* off) {
+// x + off[t]; wb the weights of the channel block as pack lays them out.
+template <class P, int KB, int TT>
+void fwd_tile(const Blocked& g, const typename P::In* x, const typename P::In* wb, float* y, int64_t k0, int64_t o0,
+              const int64_t* off) {
   Vf acc[KB][TT];
 #pragma GCC unroll 16
   for (int kb = 0; kb < KB; ++kb)
 #pragma GCC unroll 16
     for (int t = 0; t < TT; ++t) acc[kb][t] = Vf{};
   const int64_t cs = g.hp * g.wp * V, row = g.wp * V;
-  for (int64_t c = 0; c < g.c; ++c) {
-    const float* xc = x + c * cs;
-    const float* wc = wb + c * 9 * KB;
+  for (int64_t c = 0; c < P::depth(g); ++c) {
+    const typename P::In* xc = x + c * cs;
+    const typename P::In* wc = wb + c * 9 * KB;
 #pragma GCC unroll 3
     for (int r = 0; r < 3; ++r)
 #pragma GCC unroll 3
       for (int s = 0; s < 3; ++s) {
-        Vf xv[TT];
+        typename P::X xv[TT];
 #pragma GCC unroll 16
-        for (int t = 0; t < TT; ++t) xv[t] = load(xc + off[t] + r * row + s * V);
+        for (int t = 0; t < TT; ++t) xv[t] = P::load_x(xc + off[t] + r * row + s * V);
 #pragma GCC unroll 16
         for (int kb = 0; kb < KB; ++kb) {
-          const float wv = wc[(r * 3 + s) * KB + kb];
+          const typename P::W wv = P::weight(wc[(r * 3 + s) * KB + kb]);
 #pragma GCC unroll 16
-          for (int t = 0; t < TT; ++t) acc[kb][t] += xv[t] * wv;
+          for (int t = 0; t < TT; ++t) acc[kb][t] = P::madd(acc[kb][t], xv[t], wv);
         }
       }
   }
@@ -188,7 +201,7 @@ void for_tiles(const Blocked& g, F&& tile) {
 
 void bforward(const Blocked& g, const float* x, const float* wpk, float* y) {
   for_tiles(g, [&]<int B, int T>(int64_t k0, int64_t o0, const int64_t* off) {
-    bfwd_tile<B, T>(g, x, wpk + k0 * g.c * 9, y, k0, o0, off);
+    fwd_tile<Fp32Products, B, T>(g, x, wpk + k0 * g.c * 9, y, k0, o0, off);
   });
 }
 
