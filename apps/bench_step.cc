@@ -302,7 +302,8 @@ int main(int argc, char** argv) {
           "%-15s batch %-3lld%s cuda:0 (%s) %s | ours %8.2f samples/s (%.3f steps/s), "
           "peak alloc %7.0f MB, reserved %7.0f MB",
           model.c_str(), static_cast<long long>(batch), seq_note.c_str(), device_name.c_str(),
-          tf32 ? "tf32" : "fp32", ours_sps, 1.0 / step_s, ours_mb, ours_reserved_mb);
+          mixed ? precision.c_str() : tf32 ? "tf32" : "fp32", ours_sps, 1.0 / step_s, ours_mb, ours_reserved_mb);
+      if (mixed) std::printf(" | %s/fp32 x%.2f (our fp32 %.2f samples/s)", precision.c_str(), fp32_step_s / step_s, batch / fp32_step_s);
       if (tw.ok)
         std::printf(
             " | PyTorch (%s) %8.2f samples/s, peak alloc %7.0f MB, reserved %7.0f MB"

@@ -65,14 +65,14 @@ cat "$out/env.log"
 status=0
 if [[ "$what" == tests || "$what" == all ]]; then
   echo "== cuda tests"
-  OMP_NUM_THREADS=8 timeout 900 .gpu/bin/test_cuda --gtest_filter="$filter" 2>&1 | tee "$out/test_cuda.log"
+  OMP_NUM_THREADS=8 timeout 420 .gpu/bin/test_cuda --gtest_filter="$filter" 2>&1 | tee "$out/test_cuda.log"
   status=${PIPESTATUS[0]}
   grep -E '^\[  (PASSED|FAILED)|tests? ran|FAILED TEST' "$out/test_cuda.log" | tail -30
   # The NCCL communicator needs one GPU per rank (its tests skip beyond that); the reducers on
   # device buffers through MPI run at several ranks on one GPU.
   for np in 1 2 3 4; do
     echo "== communication on device buffers, $np rank(s)"
-    timeout 300 .gpu/bin/mpirun -np $np --oversubscribe --bind-to none .gpu/bin/test_comm_gpu 2>&1 |
+    timeout 300 .gpu/bin/mpirun -np $np --oversubscribe --bind-to none .gpu/bin/test_comm_gpu --gtest_color=no 2>&1 |
       tee -a "$out/test_comm_gpu.log" | grep -E '^\[  (PASSED|FAILED|SKIPPED)|tests? ran'
     np_status=${PIPESTATUS[0]}
     [[ $status -ne 0 ]] || status=$np_status

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/comm_thread.h"
 #include "comm/mpi_communicator.h"
 #include "comm/nccl_communicator.h"
 #include "comm/nccl_library.h"
@@ -169,6 +170,10 @@ TEST(Nccl, SendrecvRingAndPipelinedPieces) {
                                     }),
                ConfigError);
   EXPECT_EQ(late.to_vector<float>(), iota(100, 1000.f * from));
+  // The communication thread is fail-fast (comm/comm_thread.h): the consumer's error stopped it
+  // like any failed operation, so the job would end here. The tests after this one restart it.
+  EXPECT_NE(CommThread::instance().failure(), nullptr);
+  CommThread::instance().reset_failure();
 }
 
 TEST(Nccl, WaitsForTheComputeStreamsProducers) {

@@ -669,7 +669,7 @@ void expect_products_round_operands(Precision precision, int mantissa) {
   const int64_t m = 67, k = 300, n = 129;
   const Tensor a = rand_cpu({m, k}, 91), b = rand_cpu({k, n}, 92);
   const std::vector<float> av = a.to_vector<float>(), bv = b.to_vector<float>();
-  std::vector<float> want(m * n);
+  std::vector<float> want(m * n), exact_f(m * n);
   double worst_rounding = 0;
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
@@ -679,6 +679,7 @@ void expect_products_round_operands(Precision precision, int mantissa) {
         exact += static_cast<double>(av[i * k + p]) * bv[p * n + j];
       }
       want[i * n + j] = static_cast<float>(s);
+      exact_f[i * n + j] = static_cast<float>(exact);
       worst_rounding = std::max(worst_rounding, std::fabs(s - exact));
     }
   set_cuda_matmul_precision(precision);
@@ -686,6 +687,7 @@ void expect_products_round_operands(Precision precision, int mantissa) {
   set_cuda_matmul_precision(Precision::fp32);
   EXPECT_TRUE(near(std::string(name) + " matmul", got, Tensor::from_vector<float>(want, {m, n}), kMmRtol, mm_atol(k)));
   const Tensor fp32 = ops::matmul(on_gpu(a), on_gpu(b));
+  EXPECT_TRUE(near("fp32 matmul after the switch", fp32, Tensor::from_vector<float>(exact_f, {m, n}), kMmRtol, mm_atol(k)));
   const std::vector<float> g = got.to_vector<float>(), f = fp32.to_vector<float>();
   double diff = 0;
   for (size_t i = 0; i < g.size(); ++i) diff = std::max(diff, std::fabs(static_cast<double>(g[i]) - f[i]));

@@ -60,19 +60,31 @@ void gemm_strided(const char* op, int dev, const float* a, const float* b, float
   const int ldc = m;
   const cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const Precision precision = cuda_matmul_precision();
-  const cublasComputeType_t compute = precision == Precision::bf16 ? CUBLAS_COMPUTE_32F_FAST_16BF
-                                      : precision == Precision::fp16 ? CUBLAS_COMPUTE_32F_FAST_16F
-                                      : allow_tf32()                 ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                                                     : CUBLAS_COMPUTE_32F;
   cublasHandle_t h = cublas(dev);
+  const Precision precision = cuda_matmul_precision();
+  const long long sa = d.m * d.k, sb = d.k * d.n, sc = d.m * d.n;
+  const int count = to_int(op, "batch", batch);
+  if (precision == Precision::bf16 || precision == Precision::fp16) {
+    // train.precision bf16 / fp16: both operands rounded to the 16-bit type (nearest even, like
+    // the CPU's bf16 mode), products summed in fp32. cuBLAS's FAST_16BF compute type on fp32
+    // operands does not promise that rounding (on an H200 it gave neither the rounded nor the
+    // fp32 product), so the operands are cast here, as autocast does.
+    const DType narrow = precision == Precision::bf16 ? DType::bf16 : DType::f16;
+    const cudaDataType_t type = precision == Precision::bf16 ? CUDA_R_16BF : CUDA_R_16F;
+    Scratch a16(static_cast<size_t>(batch * sa) * 2, dev), b16(static_cast<size_t>(batch * sb) * 2, dev);
+    round_f32(a, a16.get(), batch * sa, narrow, dev);
+    round_f32(b, b16.get(), batch * sb, narrow, dev);
+    ADA_CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, opb, opa, m, n, k, &alpha, b16.get(), type, ldb, sb, a16.get(),
+                                                type, lda, sa, &beta, c, CUDA_R_32F, ldc, sc, count,
+                                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return;
+  }
+  const cublasComputeType_t compute = allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   if (batch == 1) {
     ADA_CUBLAS_CHECK(cublasGemmEx(h, opb, opa, m, n, k, &alpha, b, CUDA_R_32F, ldb, a, CUDA_R_32F,
                                   lda, &beta, c, CUDA_R_32F, ldc, compute, CUBLAS_GEMM_DEFAULT));
     return;
   }
-  const int count = to_int(op, "batch", batch);
-  const long long sa = d.m * d.k, sb = d.k * d.n, sc = d.m * d.n;
   ADA_CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, opb, opa, m, n, k, &alpha, b, CUDA_R_32F, ldb, sb,
                                               a, CUDA_R_32F, lda, sa, &beta, c, CUDA_R_32F, ldc,
                                               sc, count, compute, CUBLAS_GEMM_DEFAULT));

@@ -48,6 +48,9 @@ double dot(const Tensor& a, const Tensor& b);
 double norm2_sq(const Tensor& a);
 bool all_finite(const Tensor& x);
 void cast_out(const Tensor& src, Tensor& dst);
+// y[0, n) = x rounded to f16 or bf16 (nearest even, as cast_out) on device dev's stream: the
+// 16-bit operands of train.precision's matrix products.
+void round_f32(const float* x, void* y, int64_t n, DType to, int dev);
 // ---- BLAS -----------------------------------------------------------------------------------
 void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b,
           float alpha, float beta);
