@@ -136,6 +136,11 @@ Tensor softmax(const Tensor& x);
 Tensor softmax_backward(const Tensor& dy, const Tensor& y);      // y = softmax(x)
 Tensor log_softmax(const Tensor& x);
 Tensor log_softmax_backward(const Tensor& dy, const Tensor& y);  // y = log_softmax(x)
+// Per row of x [N, C] (f32, C >= 1): the index of the first largest value, as i64 [N], on x's
+// device — a left-to-right scan that moves on only to a strictly larger value, so NaNs are
+// passed over, and a row that starts with NaN gives 0. Accuracy metrics read N indices rather
+// than the whole logits.
+Tensor argmax_rows(const Tensor& x);
 // Mean cross-entropy of logits [N, C] against targets [N] (i64 or i32), PyTorch semantics:
 // with smoothing e, loss_i = (1-e)*(-logp[t]) + e*mean_c(-logp[c]); rows whose target equals
 // ignore_index are skipped and the mean is over the others (0 if none). Returns a 0-d tensor

@@ -6,6 +6,8 @@
 # PyTorch eager on the same GPU. Logs go to $OUT (or out/gpu when OUT is unset).
 #   bash tools/gpu_test.sh [tests|train|bench|profile|all] [gtest filter]     (default: all;
 #                                                      profile: per-op GPU time, not in all)
+#   bash tools/gpu_test.sh step "resnet50 --batch 64;bert_base --batch 32 --seq 128"
+#                                     (bench_step against PyTorch for the named cases only)
 # That machine has the driver, CUDA 13 with cuBLAS, PyTorch (whose wheels bring cuDNN) and no
 # package registry; everything else our binaries need is in .gpu/lib.
 set -uo pipefail
@@ -138,6 +140,13 @@ if [[ "$what" == bench || "$what" == all ]]; then
     echo "-- bench_ops --device cuda"
     timeout 300 .gpu/bin/bench_ops --device cuda --python "$py" --batch 64 --repeats 5 --verbose 2>&1
   } | tee "$out/bench.log"
+fi
+if [[ "$what" == step ]]; then
+  IFS=';' read -ra cases <<< "$filter"
+  for m in "${cases[@]}"; do
+    echo "-- bench_step --model $m --device cuda"
+    timeout 300 .gpu/bin/bench_step --model $m --device cuda --steps 20 --python "$(command -v python3)" 2>&1
+  done | tee "$out/step.log"
 fi
 if [[ "$what" == profile ]]; then
   echo "== per-op GPU time (bench_step --profile)"

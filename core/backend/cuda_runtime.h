@@ -50,8 +50,11 @@ void synchronize(int device);
 
 // Per-op GPU time (bench_step --profile): while enabled, every op that the dispatch sends to the
 // CUDA backend is bracketed by two events on its stream; profile_report() waits for them and
-// returns one line per op name with its calls, total milliseconds and share, largest first.
-// Off by default; then an OpTimer costs one branch.
+// returns one line per op name with its calls, total GPU milliseconds and share, largest first,
+// the host's milliseconds inside the op (launching, checks, allocation) and the GPU's idle time
+// just before the op (the host was late: what a launch-bound step loses). Ops called inside
+// another op (a composition) are listed but not added to the totals. Off by default; then an
+// OpTimer costs one branch.
 void set_profiling(bool on);
 std::string profile_report();
 class OpTimer {
@@ -65,6 +68,8 @@ class OpTimer {
   const char* op_;
   void* start_ = nullptr;  // a cudaEvent_t while profiling
   int device_ = 0;
+  int depth_ = 0;           // ops around this one
+  int64_t host_start_ns_ = 0;
 };
 
 }  // namespace ada::cuda

@@ -505,6 +505,21 @@ TEST(Ops, SoftmaxAndCrossEntropyValues) {
   for (float v : ops::cross_entropy_backward(1.f, logp, ign, 0.1f, -100).to_vector<float>()) EXPECT_EQ(v, 0.f);
 }
 
+// The first largest value per row, NaNs passed over, a NaN first value giving 0 (the scan that
+// count_correct did on the host before the op existed).
+TEST(Ops, ArgmaxRows) {
+  const float nan = NAN, inf = INFINITY;
+  const Tensor x = Tensor::from_vector<float>({1, 3, 3, 2,         // tie: the first
+                                              nan, 5, 9, 1,       // NaN first: 0
+                                              0, nan, -1, 0.5f,   // NaN inside: passed over
+                                              -inf, -inf, -inf, -inf, 2, 2, 2, 7},
+                                             {5, 4});
+  EXPECT_EQ(ops::argmax_rows(x).to_vector<int64_t>(), (std::vector<int64_t>{1, 0, 3, 0, 3}));
+  EXPECT_EQ(ops::argmax_rows(Tensor::zeros({0, 3})).shape(), (Shape{0}));
+  EXPECT_THROW(ops::argmax_rows(Tensor::zeros({2, 0})), ShapeError);
+  EXPECT_THROW(ops::argmax_rows(Tensor::zeros({4})), ShapeError);
+}
+
 TEST(Ops, ReductionsAndDoubleAccumulation) {
   Tensor x = Tensor::arange(0, 24).reshape({2, 3, 4});
   EXPECT_EQ(ops::sum(x, {1}).shape(), (Shape{2, 4}));

@@ -962,18 +962,25 @@ TEST(CudaOps, BatchNormTrainEvalAndBackward) {
     EXPECT_TRUE(near("batch_norm_backward dbeta " + what, gr.dbeta, r.dbeta, kRedRtol,
                      1e-6 * sqrt_count(count)));
 
-    // The fused batch-norm + ReLU (on CUDA the pair of ops) against the CPU's fused one.
+    // The fused batch-norm + ReLU against the CPU's fused one, and on the GPU the same bits as
+    // the pair of ops (its ReLU applied in the normalising pass, its mask in the backward's).
     Tensor rm3 = rm0.clone(), rv3 = rv0.clone(), grm3 = on_gpu(rm0), grv3 = on_gpu(rv0), m3, i3, gm3, gi3;
     const Tensor y3 = ops::batch_norm_relu_train(x, gamma, beta, rm3, rv3, momentum, eps, m3, i3);
     const Tensor gy3 = ops::batch_norm_relu_train(gx, ggamma, gbeta, grm3, grv3, momentum, eps, gm3, gi3);
     EXPECT_TRUE(near("batch_norm_relu_train y " + what, gy3, y3, kRedRtol, y_atol));
     EXPECT_TRUE(near("batch_norm_relu_train running_mean " + what, grm3, rm3, kRedRtol, mean_atol));
+    EXPECT_TRUE(same_f("batch_norm_relu_train = relu(batch_norm_train) on the GPU " + what, gy3, ops::relu(gy)));
     const ops::BatchNormGrads r3 = ops::batch_norm_relu_backward(dy, y3, x, gamma, m3, i3);
     const ops::BatchNormGrads gr3 =
         ops::batch_norm_relu_backward(gdy, on_gpu(y3), gx, ggamma, on_gpu(m3), on_gpu(i3));
     EXPECT_TRUE(near("batch_norm_relu_backward dx " + what, gr3.dx, r3.dx, kRedRtol, 1e-5));
     EXPECT_TRUE(near("batch_norm_relu_backward dgamma " + what, gr3.dgamma, r3.dgamma, kRedRtol,
                      1e-6 * sqrt_count(count)));
+    const ops::BatchNormGrads pair =
+        ops::batch_norm_backward(ops::relu_backward(gdy, on_gpu(y3)), gx, ggamma, on_gpu(m3), on_gpu(i3));
+    EXPECT_TRUE(same_f("batch_norm_relu_backward dx = the pair's on the GPU " + what, gr3.dx, pair.dx));
+    EXPECT_TRUE(same_f("batch_norm_relu_backward dgamma = the pair's on the GPU " + what, gr3.dgamma, pair.dgamma));
+    EXPECT_TRUE(same_f("batch_norm_relu_backward dbeta = the pair's on the GPU " + what, gr3.dbeta, pair.dbeta));
 
     // Eval: running statistics are constants.
     EXPECT_TRUE(near("batch_norm_eval y " + what,
@@ -1031,6 +1038,30 @@ TEST(CudaOps, LayerNormForwardAndBackward) {
 }
 
 // ---- softmax and losses ---------------------------------------------------------------------
+
+// argmax_rows gives the CPU's indices: random rows of many widths (one thread's columns up to
+// a whole block's and beyond), ties between columns of different threads, NaN first, inside
+// and everywhere, -inf rows.
+TEST(CudaOps, ArgmaxRowsMatchesTheCpu) {
+  ADA_REQUIRE_GPU();
+  for (const Shape& sh : {Shape{7, 1}, Shape{5, 3}, Shape{3, 1000}, Shape{4, 30522}, Shape{0, 5}, Shape{600, 2}}) {
+    const Tensor x = rand_cpu(sh, 171);
+    EXPECT_EQ(ops::argmax_rows(on_gpu(x)).to_vector<int64_t>(), ops::argmax_rows(x).to_vector<int64_t>())
+        << shape_str(sh);
+  }
+  const int64_t c = 1500;
+  std::vector<float> v(6 * c, 0.f);
+  v[0 * c + 700] = 2.f, v[0 * c + 1] = 2.f;         // tie across threads: column 1
+  v[1 * c + 0] = NAN, v[1 * c + 900] = 5.f;         // NaN first: 0
+  v[2 * c + 3] = NAN, v[2 * c + 1499] = 1.f;        // NaN inside: passed over
+  for (int64_t j = 0; j < c; ++j) v[3 * c + j] = NAN;
+  for (int64_t j = 0; j < c; ++j) v[4 * c + j] = -INFINITY;
+  v[5 * c + 1000] = INFINITY, v[5 * c + 1200] = INFINITY;
+  const Tensor x = Tensor::from_vector<float>(v, {6, c});
+  const std::vector<int64_t> want{1, 0, 1499, 0, 0, 1000};
+  EXPECT_EQ(ops::argmax_rows(x).to_vector<int64_t>(), want);
+  EXPECT_EQ(ops::argmax_rows(on_gpu(x)).to_vector<int64_t>(), want);
+}
 
 TEST(CudaOps, SoftmaxAndLogSoftmax) {
   ADA_REQUIRE_GPU();

@@ -234,9 +234,8 @@ Tensor relu_backward(const Tensor& dy, const Tensor& y) {
   ADA_ON_CUDA(cuda::relu_backward(dy, y), dy, y);
   return map2("relu_backward", dy, y, [](float g, float v) { return v > 0.f ? g : 0.f; });
 }
-// On CUDA the two ops one after the other (no fused kernel there yet).
 Tensor add_relu(const Tensor& a, const Tensor& b) {
-  ADA_ON_CUDA(relu(add(a, b)), a, b);
+  ADA_ON_CUDA(cuda::add_relu(a, b), a, b);
   return map2("add_relu", a, b, [](float x, float y) {
     const float s = x + y;
     return s > 0.f ? s : 0.f;

@@ -115,11 +115,11 @@ Tensor batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta
                          save_invstd);
 }
 
-// On CUDA the two ops one after the other (no fused kernel there yet).
 Tensor batch_norm_relu_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
                              Tensor& running_var, float momentum, float eps, Tensor& save_mean,
                              Tensor& save_invstd) {
-  ADA_ON_CUDA(relu(batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps, save_mean, save_invstd)),
+  ADA_ON_CUDA(cuda::batch_norm_relu_train(x, gamma, beta, running_mean, running_var, momentum, eps, save_mean,
+                                          save_invstd),
               x, gamma, beta, running_mean, running_var);
   return bn_train<true>("batch_norm_relu_train", x, gamma, beta, running_mean, running_var, momentum, eps,
                         save_mean, save_invstd);
@@ -245,8 +245,8 @@ BatchNormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Tens
 
 BatchNormGrads batch_norm_relu_backward(const Tensor& dy, const Tensor& y, const Tensor& x, const Tensor& gamma,
                                         const Tensor& save_mean, const Tensor& save_invstd) {
-  ADA_ON_CUDA(batch_norm_backward(relu_backward(dy, y), x, gamma, save_mean, save_invstd), dy, y, x, gamma,
-              save_mean, save_invstd);
+  ADA_ON_CUDA(cuda::batch_norm_relu_backward(dy, y, x, gamma, save_mean, save_invstd), dy, y, x, gamma, save_mean,
+              save_invstd);
   return bn_backward<true>("batch_norm_relu_backward", dy, y, x, gamma, save_mean, save_invstd);
 }
 

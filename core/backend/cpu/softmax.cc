@@ -105,6 +105,25 @@ Tensor log_softmax_backward(const Tensor& dy, const Tensor& y) {
                           });
 }
 
+Tensor argmax_rows(const Tensor& x) {
+  ADA_ON_CUDA(cuda::argmax_rows(x), x);
+  cpu::require_cpu_f32("argmax_rows", {&x});
+  ADA_CHECK_ARG(x.dim() == 2 && x.size(1) >= 1, ShapeError)
+      << "argmax_rows: x must be [N, C] with C >= 1, got " << x.str();
+  const int64_t n = x.size(0), c = x.size(1);
+  Tensor out = Tensor::empty({n}, DType::i64);
+  const float* p = x.data<float>();
+  int64_t* o = out.data<int64_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    const float* r = p + i * c;
+    int64_t best = 0;
+    for (int64_t j = 1; j < c; ++j)
+      if (r[j] > r[best]) best = j;
+    o[i] = best;
+  }
+  return out;
+}
+
 namespace {
 void check_ce(const char* op, const Tensor& logits, const Tensor& targets, float smoothing) {
   cpu::require_cpu_f32(op, {&logits});

@@ -76,6 +76,11 @@ Tensor batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta
                         Tensor& save_mean, Tensor& save_invstd);
 Tensor batch_norm_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                        const Tensor& running_mean, const Tensor& running_var, float eps);
+Tensor batch_norm_relu_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                             Tensor& running_var, float momentum, float eps, Tensor& save_mean, Tensor& save_invstd);
+BatchNormGrads batch_norm_relu_backward(const Tensor& dy, const Tensor& y, const Tensor& x, const Tensor& gamma,
+                                        const Tensor& save_mean, const Tensor& save_invstd);
+Tensor add_relu(const Tensor& a, const Tensor& b);
 BatchNormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                    const Tensor& save_mean, const Tensor& save_invstd);
 BatchNormGrads batch_norm_eval_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
@@ -90,6 +95,7 @@ Tensor softmax(const Tensor& x);
 Tensor softmax_backward(const Tensor& dy, const Tensor& y);
 Tensor log_softmax(const Tensor& x);
 Tensor log_softmax_backward(const Tensor& dy, const Tensor& y);
+Tensor argmax_rows(const Tensor& x);
 Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, float label_smoothing,
                              int64_t ignore_index, Tensor& save_logp);
 Tensor cross_entropy_backward(float dloss, const Tensor& save_logp, const Tensor& targets,

@@ -50,6 +50,12 @@ struct ScaleF {
 struct ReluF {
   __device__ float operator()(float v) const { return v > 0.f ? v : 0.f; }
 };
+struct AddReluF {  // relu(x + y): the same bits as the two ops
+  __device__ float operator()(float x, float y) const {
+    const float s = x + y;
+    return s > 0.f ? s : 0.f;
+  }
+};
 struct ReluBackF {
   __device__ float operator()(float g, float v) const { return v > 0.f ? g : 0.f; }
 };
@@ -433,6 +439,7 @@ void fill_(Tensor& t, float value) {
 }
 
 Tensor add(const Tensor& a, const Tensor& b) { return map2("add", a, b, AddF{}); }
+Tensor add_relu(const Tensor& a, const Tensor& b) { return map2("add_relu", a, b, AddReluF{}); }
 Tensor sub(const Tensor& a, const Tensor& b) { return map2("sub", a, b, SubF{}); }
 Tensor mul(const Tensor& a, const Tensor& b) { return map2("mul", a, b, MulF{}); }
 Tensor scale(const Tensor& a, float s) { return map1("scale", a, ScaleF{s}); }

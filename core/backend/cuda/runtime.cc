@@ -2,6 +2,7 @@
 // cuBLAS/cuDNN handles, copies and argument checks. Every CUDA status is checked.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <sstream>
@@ -222,7 +223,14 @@ std::atomic<bool> g_profiling{false};
 struct ProfileRecord {
   const char* op;
   cudaEvent_t start, end;
+  int depth;
+  double host_ms;
 };
+thread_local int t_op_depth = 0;
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 std::mutex g_profile_mu;
 std::vector<ProfileRecord> g_profile;
 cudaEvent_t make_event() {
@@ -236,6 +244,8 @@ void set_profiling(bool on) { g_profiling = on; }
 
 OpTimer::OpTimer(const char* op) : op_(op) {
   if (!g_profiling) return;
+  depth_ = t_op_depth++;
+  host_start_ns_ = now_ns();
   cudaGetDevice(&device_);
   cudaEvent_t e = make_event();
   ADA_CUDA_CHECK(cudaEventRecord(e, stream(device_)));
@@ -244,10 +254,12 @@ OpTimer::OpTimer(const char* op) : op_(op) {
 
 OpTimer::~OpTimer() {
   if (!start_) return;
+  --t_op_depth;
   cudaEvent_t end = nullptr;
   if (cudaEventCreate(&end) != cudaSuccess || cudaEventRecord(end, stream(device_)) != cudaSuccess) return;
+  const double host_ms = 1e-6 * static_cast<double>(now_ns() - host_start_ns_);
   std::lock_guard<std::mutex> lock(g_profile_mu);
-  g_profile.push_back({op_, static_cast<cudaEvent_t>(start_), end});
+  g_profile.push_back({op_, static_cast<cudaEvent_t>(start_), end, depth_, host_ms});
 }
 
 std::string profile_report() {
@@ -256,31 +268,54 @@ std::string profile_report() {
     std::lock_guard<std::mutex> lock(g_profile_mu);
     recs.swap(g_profile);
   }
-  std::map<std::string, std::pair<int64_t, double>> by_op;  // calls, ms
-  double total = 0;
+  struct Row {
+    int64_t calls = 0;
+    double gpu_ms = 0, host_ms = 0, idle_ms = 0;
+    bool nested = false;
+  };
+  std::map<std::string, Row> by_op;
+  double gpu_total = 0, host_total = 0, idle_total = 0;
+  int64_t top_calls = 0;
+  cudaEvent_t prev_end = nullptr;  // the last top-level op's (records come in completion order)
   for (const auto& r : recs) {
     ADA_CUDA_CHECK(cudaEventSynchronize(r.end));
     float ms = 0;
     ADA_CUDA_CHECK(cudaEventElapsedTime(&ms, r.start, r.end));
-    auto& e = by_op[r.op];
-    e.first += 1;
-    e.second += ms;
-    total += ms;
+    Row& e = by_op[r.op];
+    e.calls += 1;
+    e.gpu_ms += ms;
+    e.host_ms += r.host_ms;
+    e.nested = e.nested || r.depth > 0;
+    if (r.depth == 0) {
+      float idle = 0;
+      if (prev_end) ADA_CUDA_CHECK(cudaEventElapsedTime(&idle, prev_end, r.start));
+      e.idle_ms += std::max(0.f, idle);
+      idle_total += std::max(0.f, idle);
+      gpu_total += ms;
+      host_total += r.host_ms;
+      ++top_calls;
+      prev_end = r.end;
+    }
+  }
+  for (const auto& r : recs) {
     cudaEventDestroy(r.start);
     cudaEventDestroy(r.end);
   }
-  std::vector<std::pair<std::string, std::pair<int64_t, double>>> rows(by_op.begin(), by_op.end());
-  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
+  std::vector<std::pair<std::string, Row>> rows(by_op.begin(), by_op.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.gpu_ms > b.second.gpu_ms; });
   std::ostringstream os;
-  char line[160];
-  std::snprintf(line, sizeof line, "%-28s %8s %10s %6s\n", "op (GPU time, events)", "calls", "ms", "share");
+  char line[200];
+  std::snprintf(line, sizeof line, "%-28s %8s %10s %6s %10s %12s\n", "op (GPU time, events)", "calls", "GPU ms", "share",
+                "host ms", "GPU idle ms");
   os << line;
   for (const auto& [op, v] : rows) {
-    std::snprintf(line, sizeof line, "%-28s %8lld %10.2f %5.1f%%\n", op.c_str(),
-                  static_cast<long long>(v.first), v.second, total > 0 ? 100 * v.second / total : 0.0);
+    std::snprintf(line, sizeof line, "%-28s %8lld %10.2f %5.1f%% %10.2f %12.2f%s\n", op.c_str(),
+                  static_cast<long long>(v.calls), v.gpu_ms, gpu_total > 0 ? 100 * v.gpu_ms / gpu_total : 0.0,
+                  v.host_ms, v.idle_ms, v.nested ? "  (inside another op)" : "");
     os << line;
   }
-  std::snprintf(line, sizeof line, "%-28s %8zu %10.2f\n", "total", recs.size(), total);
+  std::snprintf(line, sizeof line, "%-28s %8lld %10.2f %6s %10.2f %12.2f\n", "total (top-level ops)",
+                static_cast<long long>(top_calls), gpu_total, "", host_total, idle_total);
   os << line;
   return os.str();
 }

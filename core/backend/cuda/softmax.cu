@@ -217,6 +217,57 @@ Tensor log_softmax_backward(const Tensor& dy, const Tensor& y) {
   return softmax_backward_impl<true>("log_softmax_backward", dy, y);
 }
 
+namespace {
+// One block per row. Each thread scans its strided columns left to right keeping the first
+// largest non-NaN value; the block keeps the larger value, the smaller index on ties. Equals
+// the CPU's scan (NaN never replaces; a NaN first value makes the row 0).
+__global__ void argmax_rows_kernel(const float* x, int64_t n, int64_t c, int64_t* out) {
+  __shared__ float sv[1024];
+  __shared__ int64_t si[1024];
+  for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
+    const float* row = x + r * c;
+    float bv = 0.f;
+    int64_t bi = -1;  // none yet
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
+      const float v = row[j];
+      if (v == v && (bi < 0 || v > bv)) {
+        bv = v;
+        bi = j;
+      }
+    }
+    sv[threadIdx.x] = bv;
+    si[threadIdx.x] = bi;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+      if (static_cast<int>(threadIdx.x) < w) {
+        const float v = sv[threadIdx.x + w];
+        const int64_t i = si[threadIdx.x + w];
+        const int64_t mine = si[threadIdx.x];
+        if (i >= 0 && (mine < 0 || v > sv[threadIdx.x] || (v == sv[threadIdx.x] && i < mine))) {
+          sv[threadIdx.x] = v;
+          si[threadIdx.x] = i;
+        }
+      }
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) out[r] = row[0] != row[0] || si[0] < 0 ? 0 : si[0];
+    __syncthreads();
+  }
+}
+}  // namespace
+
+Tensor argmax_rows(const Tensor& x) {
+  const int dev = require_f32("argmax_rows", {&x});
+  ADA_CHECK_ARG(x.dim() == 2 && x.size(1) >= 1, ShapeError)
+      << "argmax_rows: x must be [N, C] with C >= 1, got " << x.str();
+  const int64_t n = x.size(0), c = x.size(1);
+  Tensor out = Tensor::empty({n}, DType::i64, x.device());
+  if (n == 0) return out;
+  argmax_rows_kernel<<<row_blocks(n), row_threads(c), 0, stream(dev)>>>(x.data<float>(), n, c, out.data<int64_t>());
+  ADA_CUDA_LAUNCH_CHECK();
+  return out;
+}
+
 Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, float label_smoothing,
                              int64_t ignore_index, Tensor& save_logp) {
   const int dev = check_ce("cross_entropy_forward", logits, targets, label_smoothing);
