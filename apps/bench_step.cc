@@ -30,7 +30,7 @@
 // events; prints GPU milliseconds per op (an op that calls another is counted in both).
 // --precision bf16|fp16: our matrix products with bf16 (fp16: cuda only) inputs and fp32
 // accumulation (train.precision, core/precision.h; bf16 on the CPU needs AVX512_BF16; on a GPU
-// cuBLAS's bf16/fp16 products, TF32/fp16 convolutions). The same model is timed in fp32 first,
+// cuBLAS on operands cast to bf16/fp16, TF32/fp16 convolutions). The same model is timed in fp32 first,
 // in the same process, and the mixed/fp32 ratio printed; the twins run their forward under
 // torch.autocast(device, torch.bfloat16 or torch.float16), PyTorch's mixed precision. Neither
 // side scales the loss here.

@@ -17,13 +17,13 @@ const char* precision_name(Precision p);
 void set_cpu_matmul_precision(Precision p);
 Precision cpu_matmul_precision();
 
-// The CUDA backend's matrix products: fp32 (TF32 only with ADA_CUDA_TF32=1), or bf16 — cuBLAS
-// products with both operands rounded to bf16 and fp32 accumulation on the tensor cores
-// (CUBLAS_COMPUTE_32F_FAST_16BF, the GPU form of the CPU's bf16), and cuDNN convolutions in TF32
-// (cuDNN has no bf16 mode for fp32 tensors; TF32 keeps more mantissa bits than bf16). fp32
-// tensors, outputs and everything else as above. fp16: both operands rounded to fp16, fp32
-// accumulation (CUBLAS_COMPUTE_32F_FAST_16F; cuDNN convolutions with
-// CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) — fp16's narrow range is why training with it needs
+// The CUDA backend's matrix products: fp32 (TF32 only with ADA_CUDA_TF32=1), or bf16 — both
+// operands cast to bf16 (nearest even, as the CPU rounds them) and multiplied by cuBLAS as bf16
+// inputs with fp32 compute on the tensor cores (the GPU form of the CPU's bf16; cuBLAS's
+// FAST_16BF compute type on fp32 operands did not round like that on an H200), and cuDNN
+// convolutions in TF32 (cuDNN has no bf16 mode for fp32 tensors; TF32 keeps more mantissa bits
+// than bf16). fp32 tensors, outputs and everything else as above. fp16: both operands cast to
+// fp16 the same way, fp32 compute (cuDNN convolutions with CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) — fp16's narrow range is why training with it needs
 // loss scaling (dist/loss_scale.h). Process-wide; the default is fp32. Setting bf16 or fp16 in a
 // build without CUDA throws DeviceError.
 void set_cuda_matmul_precision(Precision p);
