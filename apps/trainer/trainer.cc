@@ -259,6 +259,9 @@ class Trainer {
   std::vector<Param> params_;
   DataSets data_;
   std::unique_ptr<data::DataLoader> train_loader_;
+  // train.device cuda: batches go through pinned memory on a copy stream, overlapping the
+  // previous step's tail on the GPU (core/backend/cuda_runtime.h).
+  std::unique_ptr<cuda::BatchUploader> uploader_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::Schedule> schedule_;
   std::unique_ptr<comm::Reducer> reducer_;
@@ -457,6 +460,7 @@ void Trainer::setup() {
   if (!s_.device.is_cpu()) {
     model_->to(s_.device);
     params_ = model_->parameters();
+    uploader_ = std::make_unique<cuda::BatchUploader>(s_.device.index);
     log_info("device {} ({})", s_.device.str(), cuda::device_name(s_.device.index));
   }
   dist::StrategyOptions so_;
@@ -809,9 +813,9 @@ void Trainer::train_step() {
         ADA_CHECK_ARG(batch.has_value(), Error) << "data: an epoch produced no batch";
       }
     }
-    if (!s_.device.is_cpu()) {
+    if (uploader_) {
       TraceSpan span("copy batch to device", "data");
-      for (auto& [k, v] : batch->fields) v = v.to(s_.device);
+      batch->fields = uploader_->upload(batch->fields);
     }
     nn::ModelOutput out;
     {

@@ -6,9 +6,15 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
 
 #include "core/block_cache.h"
+
+namespace ada {
+class Tensor;
+}
 
 namespace ada::cuda {
 
@@ -47,6 +53,30 @@ void copy(void* dst, bool dst_on_device, const void* src, bool src_on_device, si
 void zero(void* ptr, size_t bytes, int device);
 // Waits for everything queued on the device's compute stream (benchmarks, tests).
 void synchronize(int device);
+
+// Host-to-device copies of training batches off the compute stream (the trainer on a GPU). Each
+// upload stages the host tensors in pinned memory and copies them on a copy stream of its own,
+// so the copy runs while the compute stream still works through what was queued before (the
+// previous step's backward and update); the compute stream waits for the copy (an event) before
+// anything queued after upload() returns. Two slots of pinned and device buffers alternate; a
+// slot is rewritten only after the compute stream has passed the point where the next batch was
+// handed over, by which time every use of the slot's old batch was queued. So the returned
+// tensors are valid until the upload after the next one; their device memory is kept across
+// uploads (grown when a batch is larger: then that copy also waits for the compute stream).
+// Without CUDA, or without a GPU, the constructor throws DeviceError.
+class BatchUploader {
+ public:
+  explicit BatchUploader(int device);
+  ~BatchUploader();
+  BatchUploader(const BatchUploader&) = delete;
+  BatchUploader& operator=(const BatchUploader&) = delete;
+  // CPU tensors (any dtype) in, the same names and shapes on the device out.
+  std::map<std::string, Tensor> upload(const std::map<std::string, Tensor>& host);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // Per-op GPU time (bench_step --profile): while enabled, every op that the dispatch sends to the
 // CUDA backend is bracketed by two events on its stream; profile_report() waits for them and

@@ -2,6 +2,7 @@
 #include "core/backend/cuda_runtime.h"
 #include "core/error.h"
 #include "core/precision.h"
+#include "core/tensor.h"
 
 namespace ada::cuda {
 namespace {
@@ -29,6 +30,12 @@ void set_profiling(bool on) {
 std::string profile_report() { return ""; }
 OpTimer::OpTimer(const char* op) : op_(op) {}
 OpTimer::~OpTimer() = default;
+struct BatchUploader::Impl {};
+BatchUploader::BatchUploader(int) { no_cuda("copying batches to a CUDA device"); }
+BatchUploader::~BatchUploader() = default;
+std::map<std::string, Tensor> BatchUploader::upload(const std::map<std::string, Tensor>&) {
+  no_cuda("copying batches to a CUDA device");
+}
 }  // namespace ada::cuda
 
 namespace ada {

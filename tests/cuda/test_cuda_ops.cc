@@ -1731,5 +1731,52 @@ TEST(CudaAllocator, SteadyStateTakesNothingFromTheDriver) {
   EXPECT_GT(emptied.system_frees, after.system_frees);
 }
 
+// BatchUploader: the uploaded tensors hold the host's values as the compute stream sees them —
+// right after upload() and with heavy compute queued ahead of the copy — through growing,
+// shrinking and new fields; a batch stays intact through the next upload (the documented
+// lifetime), and uploading CUDA tensors is a DeviceError.
+TEST(CudaUpload, BatchesArriveBeforeTheComputeStreamUsesThem) {
+  ADA_REQUIRE_GPU();
+  cuda::BatchUploader up(0);
+  Generator g(5);
+  const Tensor a = Tensor::randn({1024, 1024}, g).to(gpu());
+  std::map<std::string, Tensor> previous_host, previous_dev;
+  for (int k = 0; k < 8; ++k) {
+    const int64_t rows = k == 3 ? 200 : k == 5 ? 7 : 64 + k;  // grow, shrink, grow back
+    std::map<std::string, Tensor> host;
+    host["image"] = rand_cpu({rows, 3, 17}, 300 + k);
+    std::vector<int64_t> labels(rows);
+    for (int64_t i = 0; i < rows; ++i) labels[i] = (i * 7 + k) % 10;
+    host["label"] = Tensor::from_vector<int64_t>(labels, {rows});
+    if (k >= 4) host["mask"] = Tensor::full({rows, 5}, static_cast<double>(k), DType::f32);
+    // Compute queued before the upload: the copy may overlap it, the uses below may not precede it.
+    Tensor busy = a;
+    for (int i = 0; i < 6; ++i) busy = ops::matmul(busy, a);
+    const std::map<std::string, Tensor> dev = up.upload(host);
+    ASSERT_EQ(dev.size(), host.size());
+    for (const auto& [name, t] : host) {
+      const Tensor& d = dev.at(name);
+      EXPECT_EQ(d.shape(), t.shape()) << name;
+      EXPECT_EQ(d.dtype(), t.dtype()) << name;
+      EXPECT_FALSE(d.device().is_cpu()) << name;
+      const Tensor back = d.to(Device::cpu());  // on the compute stream
+      EXPECT_EQ(0, std::memcmp(back.raw_data(), t.raw_data(), t.nbytes())) << name << " of batch " << k;
+    }
+    // A device op on the fresh batch, queued at once.
+    EXPECT_TRUE(same_f("scale of the uploaded image, batch " + std::to_string(k), ops::scale(dev.at("image"), 2.f),
+                       ops::scale(host.at("image"), 2.f)));
+    // The batch before this one is still intact.
+    for (const auto& [name, t] : previous_host) {
+      const Tensor back = previous_dev.at(name).to(Device::cpu());
+      EXPECT_EQ(0, std::memcmp(back.raw_data(), t.raw_data(), t.nbytes())) << name << " of batch " << k - 1;
+    }
+    previous_host = host;
+    previous_dev = dev;
+  }
+  std::map<std::string, Tensor> on_device;
+  on_device["x"] = Tensor::zeros({3}, DType::f32, gpu());
+  EXPECT_THROW(up.upload(on_device), DeviceError);
+}
+
 }  // namespace
 }  // namespace ada
