@@ -20,8 +20,16 @@ Variable::Variable(Tensor value, bool requires_grad, std::string name)
   impl_->name = std::move(name);
 }
 
+Tensor& Variable::grad() const {
+  if (impl_->grad_stale) {
+    ops::fill_(impl_->grad, 0.f);
+    impl_->grad_stale = false;
+  }
+  return impl_->grad;
+}
+
 void Variable::zero_grad() {
-  if (impl_->grad.defined()) ops::fill_(impl_->grad, 0.f);
+  if (impl_->grad.defined()) impl_->grad_stale = true;
 }
 
 Variable make_result(Tensor out, const char* op, std::vector<Variable> inputs, BackwardFn fn) {
@@ -146,10 +154,14 @@ void backward(const Variable& root, const Tensor& seed, const GradReadyHook& on_
         continue;
       }
       if (g.defined()) {
-        if (!in->grad.defined())  // take the tensor if nobody else holds it, else copy
+        if (!in->grad.defined()) {  // take the tensor if nobody else holds it, else copy
           in->grad = g.storage_use_count() == 1 ? g : g.clone();
-        else
+        } else if (in->grad_stale) {  // zeroed by zero_grad(): the first gradient is copied in
+          in->grad.copy_from(g);
+          in->grad_stale = false;
+        } else {
           ops::add_(in->grad, g);
+        }
       }
       if (--leaf_uses[in] == 0 && on_ready) {
         Variable leaf = Variable::from_impl(e.leaf);

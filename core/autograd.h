@@ -21,6 +21,7 @@ struct Node;
 struct VarImpl {
   Tensor value;
   Tensor grad;                      // leaves only; undefined until a gradient arrives
+  bool grad_stale = false;          // zero_grad() ran since: grad's contents stand for zeros
   bool requires_grad = false;
   std::shared_ptr<Node> grad_fn;    // null for leaves
   std::string name;                 // optional, for messages (parameters carry their dotted name)
@@ -43,8 +44,13 @@ class Variable {
   bool requires_grad() const { return impl_ && impl_->requires_grad; }
   bool is_leaf() const { return !impl_->grad_fn; }
   const std::string& name() const { return impl_->name; }
-  Tensor& grad() const { return impl_->grad; }
-  void zero_grad();  // keeps the buffer, fills 0 (no allocation per step)
+  // The gradient (undefined until one arrives). After zero_grad() it reads as zeros.
+  Tensor& grad() const;
+  // Keeps the buffer (no allocation per step) but does not fill it: the next gradient that
+  // backward delivers is copied over it instead of added (one pass instead of a fill and an
+  // add; one kernel instead of two on a GPU), and grad() fills it with zeros first if it is
+  // read before one arrives (a parameter the loss did not use).
+  void zero_grad();
   VarImpl* impl() const { return impl_.get(); }
   const std::shared_ptr<VarImpl>& impl_ptr() const { return impl_; }
   std::shared_ptr<Node> grad_fn() const { return impl_->grad_fn; }

@@ -26,6 +26,29 @@ TEST(Autograd, ChainRuleAndAccumulation) {
   EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{0, 0, 0}));
 }
 
+// zero_grad keeps the buffer without filling it: the next gradient is copied in (same storage),
+// later ones add, a leaf the loss does not use reads as zeros, and a read before backward makes
+// backward add onto those zeros.
+TEST(Autograd, ZeroGradThenCopyIntoTheSameBuffer) {
+  Variable x(vec({1, 2, 3}), true, "x"), unused(vec({7, 7}), true, "unused");
+  auto loss = [&] { return fn::sum(fn::mul(x, x), {0}); };
+  backward(loss());
+  backward(fn::sum(fn::scale(unused, 2.f), {0}));
+  const void* storage = x.grad().raw_data();
+  x.zero_grad();
+  unused.zero_grad();
+  backward(loss());
+  EXPECT_EQ(x.grad().raw_data(), storage) << "zero_grad must keep the buffer (bucket views live in it)";
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{2, 4, 6}));
+  backward(loss());  // micro-batches: the second adds
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{4, 8, 12}));
+  EXPECT_EQ(unused.grad().to_vector<float>(), (std::vector<float>{0, 0}));
+  x.zero_grad();
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{0, 0, 0}));  // read before backward
+  backward(loss());
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{2, 4, 6}));
+}
+
 TEST(Autograd, ReuseAddsBothPaths) {
   Variable x(vec({1, -2}), true);
   Variable y = fn::add(fn::scale(x, 3.f), fn::mul(x, x));  // 3x + x^2 -> 3 + 2x
