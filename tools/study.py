@@ -35,6 +35,7 @@ import json
 import math
 import os
 import platform
+import re
 import shlex
 import shutil
 import subprocess
@@ -573,6 +574,19 @@ def machine():
     return f"{cpu}, {os.cpu_count()} cores, {mem}, {platform.system()} {platform.release()}"
 
 
+def trainer_commit(trainer):
+    """The commit `trainer --version` names, or None (no such binary, or one without --version)."""
+    try:
+        out = subprocess.run([trainer, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"built from commit (\S+)", out)
+    if not m or m.group(1) == "unknown":
+        return None
+    sha = m.group(1)
+    return sha.replace("+changes", " (built with uncommitted changes)")
+
+
 def commit():
     try:
         sha = subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
@@ -927,15 +941,16 @@ def main(argv=None):
         return 0
 
     # The commit the trainer was built from, recorded with every cell of this invocation (HEAD
-    # may move while cells run; the binary does not). With --no-build: HEAD now, as a best guess.
+    # may move while cells run; the binary does not): the binary says which (`trainer
+    # --version`); HEAD now only for a trainer too old to say.
     args.build_commit = None
     if todo and not args.report_only:
-        args.build_commit = commit()
         if not args.no_build:
             subprocess.check_call(["cmake", "-S", ROOT, "-B", os.path.join(ROOT, "build"),
                                    "-DCMAKE_BUILD_TYPE=Release"], stdout=subprocess.DEVNULL)
             subprocess.check_call(["cmake", "--build", os.path.join(ROOT, "build"), "-j", str(os.cpu_count()),
                                    "--target", "trainer"], stdout=subprocess.DEVNULL)
+        args.build_commit = trainer_commit(args.trainer) or commit()
         if study.fetch:
             subprocess.check_call(["bash", os.path.join(ROOT, "tools", "fetch_data.sh")] + study.fetch)
         if not os.access(args.trainer, os.X_OK):

@@ -1,6 +1,6 @@
 // Command lines of the trainer and the tools, over CLI11: one way to parse, one shape of error.
-// parse_command_line() returns false after printing --help (exit 0); a bad command line is a
-// ConfigError "command line: <what is wrong>; usage: <usage>".
+// parse_command_line() returns false after printing --help or --version (exit 0); a bad command
+// line is a ConfigError "command line: <what is wrong>; usage: <usage>".
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -17,6 +17,9 @@ inline bool parse_command_line(CLI::App& app, int argc, char** argv, const std::
     return true;
   } catch (const CLI::CallForHelp&) {
     std::cout << app.help();
+    return false;
+  } catch (const CLI::CallForVersion&) {
+    std::cout << app.version() << "\n";
     return false;
   } catch (const CLI::ParseError& e) {
     ADA_THROW(ConfigError) << "command line: " << e.what() << "; usage: " << usage << " (--help lists the options)";

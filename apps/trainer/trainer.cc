@@ -19,6 +19,7 @@
 #include "apps/trainer/checkpoint.h"
 #include "apps/trainer/datasets.h"
 #include "apps/common/cli.h"
+#include "apps/common/version.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_runtime.h"
 #include "comm/nccl_communicator.h"
@@ -55,7 +56,7 @@ struct Args {
   bool describe = false;
 };
 
-// Parsed arguments, or nullopt after --help.
+// Parsed arguments, or nullopt after --help or --version.
 std::optional<Args> parse_args(int argc, char** argv) {
   Args a;
   CLI::App app("Adatrain: data-parallel training from one YAML config (configs/README.md lists every key)",
@@ -66,6 +67,8 @@ std::optional<Args> parse_args(int argc, char** argv) {
       ->take_all();
   app.add_option("--resume", a.resume, "auto (the newest valid checkpoint of the run) or a checkpoint path");
   app.add_flag("--describe", a.describe, "print the model's layers and parameter count, then exit");
+  app.set_version_flag("--version", std::string("trainer (Adatrain) built from commit ") + build_commit(),
+                       "print the commit this trainer was built from, then exit");
   if (!cli::parse_command_line(app, argc, argv,
                                "trainer --config FILE [--set key.path=value ...] [--resume auto|PATH] [--describe]"))
     return std::nullopt;
@@ -494,6 +497,7 @@ void Trainer::setup() {
     return std::string();
   });
   tty_ = isatty(STDERR_FILENO);
+  log_info("trainer built from commit {}", build_commit());
   log_info("{} ranks, {} threads each (cpu kernels {}); precision {}{}; model {} ({} parameters); "
            "sync {}; {} steps of {} x {} examples per rank; data: {}",
            world, num_threads(), cpu::isa_description(), precision_name(s_.precision),
@@ -1002,6 +1006,7 @@ int Trainer::run() {
   if (world_->rank() == 0) {
     nlohmann::ordered_json sum = {{"steps", step_},
                           {"world_size", world_->size()},
+                          {"commit", build_commit()},
                           {"reducer", reducer_name_},
                           {"sync", strategy_->describe()},
                           {"model", model_->type_name()},
@@ -1045,7 +1050,7 @@ int Trainer::run() {
 
 int run(int argc, char** argv, comm::MpiRuntime& mpi) {
   const std::optional<Args> args = parse_args(argc, argv);
-  if (!args) return 0;  // --help
+  if (!args) return 0;  // --help or --version
   // Not destroyed when run() throws: its destructors would wait for communication that the
   // other ranks may never complete. main() logs the error and aborts every rank instead.
   auto* t = new Trainer(*args, mpi);

@@ -230,6 +230,11 @@ class EndToEnd(unittest.TestCase):
             self.assertEqual(c["status"], "ok", c)
             self.assertEqual(c["steps"], 4)
             self.assertEqual([s for s, _ in c["evals"]], [2, 4])
+        # Each cell records the commit its trainer was built from, as the binary names it.
+        built = study.trainer_commit(TRAINER)
+        self.assertIsNotNone(built, "trainer --version names no commit")
+        for c in cells.values():
+            self.assertEqual(c["commit"], built)
         for f in ("report.md", "curves.png", "final_vs_examples.png", "steps_to_target.png"):
             self.assertTrue(os.path.getsize(os.path.join(self.results, f)) > 0, f)
         with open(os.path.join(self.results, "report.md")) as f:

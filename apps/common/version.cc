@@ -1,0 +1,7 @@
+#include "apps/common/version.h"
+
+#include "ada_version.h"  // generated into the build tree
+
+namespace ada {
+const char* build_commit() { return ADA_BUILD_COMMIT; }
+}  // namespace ada
