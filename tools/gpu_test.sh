@@ -122,15 +122,19 @@ for p in ("bf16", "fp16"):
     print(f"mixed precision: {p} {'within' if gap <= 0.5 else 'MORE THAN'} 0.5 points of fp32 ({gap:+.2f})")
 PY
 fi
+py=$(command -v python3)
+# bench_step against PyTorch eager for each case (a model and its flags).
+step_cases() {
+  for m in "$@"; do
+    echo "-- bench_step --model $m --device cuda"
+    timeout 300 .gpu/bin/bench_step --model $m --device cuda --steps 20 --python "$py" 2>&1
+  done
+}
 if [[ "$what" == bench || "$what" == all ]]; then
   echo "== benchmarks (ours against PyTorch eager on this GPU)"
-  py=$(command -v python3)
   {
-    for m in "resnet50 --batch 64" "resnet50 --batch 128" "bert_large --batch 16 --seq 128" \
-             "bert_large --batch 4 --seq 512" "bert_base --batch 32 --seq 128" "resnet20_mnist --batch 256"; do
-      echo "-- bench_step --model $m --device cuda"
-      timeout 300 .gpu/bin/bench_step --model $m --device cuda --steps 20 --python "$py" 2>&1
-    done
+    step_cases "resnet50 --batch 64" "resnet50 --batch 128" "bert_large --batch 16 --seq 128" \
+               "bert_large --batch 4 --seq 512" "bert_base --batch 32 --seq 128" "resnet20_mnist --batch 256"
     for m in "resnet50 --batch 64" "bert_large --batch 16 --seq 128"; do
       for p in bf16 fp16; do
         echo "-- bench_step --model $m --device cuda --precision $p (against torch.autocast $p)"
@@ -143,10 +147,7 @@ if [[ "$what" == bench || "$what" == all ]]; then
 fi
 if [[ "$what" == step ]]; then
   IFS=';' read -ra cases <<< "$filter"
-  for m in "${cases[@]}"; do
-    echo "-- bench_step --model $m --device cuda"
-    timeout 300 .gpu/bin/bench_step --model $m --device cuda --steps 20 --python "$(command -v python3)" 2>&1
-  done | tee "$out/step.log"
+  step_cases "${cases[@]}" | tee "$out/step.log"
 fi
 if [[ "$what" == profile ]]; then
   echo "== per-op GPU time (bench_step --profile)"

@@ -205,6 +205,12 @@ inline AdamConsts adam_consts(const ops::AdamArgs& a) {
 }
 
 
+// ---- argmax_rows ---------------------------------------------------------------------------------
+inline void check_argmax_rows(const Tensor& x) {
+  ADA_CHECK_ARG(x.dim() == 2 && x.size(1) >= 1, ShapeError)
+      << "argmax_rows: x must be [N, C] with C >= 1, got " << x.str();
+}
+
 // ---- cast_out ------------------------------------------------------------------------------------
 // One element count; f32 -> f32 / f16 / bf16 or f16 / bf16 -> f32.
 inline void check_cast(const Tensor& src, const Tensor& dst) {

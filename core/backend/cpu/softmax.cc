@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/backend/cpu/cpu_common.h"
+#include "core/backend/op_shapes.h"
 #include "core/ops.h"
 
 namespace ada::ops {
@@ -108,8 +109,7 @@ Tensor log_softmax_backward(const Tensor& dy, const Tensor& y) {
 Tensor argmax_rows(const Tensor& x) {
   ADA_ON_CUDA(cuda::argmax_rows(x), x);
   cpu::require_cpu_f32("argmax_rows", {&x});
-  ADA_CHECK_ARG(x.dim() == 2 && x.size(1) >= 1, ShapeError)
-      << "argmax_rows: x must be [N, C] with C >= 1, got " << x.str();
+  backend::check_argmax_rows(x);
   const int64_t n = x.size(0), c = x.size(1);
   Tensor out = Tensor::empty({n}, DType::i64);
   const float* p = x.data<float>();

@@ -68,13 +68,9 @@ void cast_out(const Tensor& src, Tensor& dst) {
                                      cudaMemcpyDeviceToDevice, s));
     return;
   }
-  const float* x32 = from == DType::f32 ? src.data<float>() : nullptr;
-  float* y32 = to == DType::f32 ? dst.data<float>() : nullptr;
-  if (to == DType::f16)
-    f32_to_f16<<<blocks_for(n), kThreads, 0, s>>>(x32, reinterpret_cast<__half*>(dst.data<Half>()), n);
-  else if (to == DType::bf16)
-    f32_to_bf16<<<blocks_for(n), kThreads, 0, s>>>(x32, reinterpret_cast<__nv_bfloat16*>(dst.data<BFloat16>()), n);
-  else if (from == DType::f16)
+  if (to == DType::f16 || to == DType::bf16) return round_f32(src.data<float>(), dst.raw_data(), n, to, dev);
+  float* y32 = dst.data<float>();
+  if (from == DType::f16)
     f16_to_f32<<<blocks_for(n), kThreads, 0, s>>>(reinterpret_cast<const __half*>(src.data<Half>()), y32, n);
   else
     bf16_to_f32<<<blocks_for(n), kThreads, 0, s>>>(reinterpret_cast<const __nv_bfloat16*>(src.data<BFloat16>()), y32, n);

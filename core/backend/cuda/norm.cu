@@ -39,7 +39,7 @@ void check_stat(const char* op, const Tensor& x, const Tensor& t, int64_t c, con
 // Training-mode batch-norm is split so that every channel's statistics use many blocks (one
 // block per channel left most of the GPU idle: 64 blocks for ResNet-50's first stages): the
 // blocks of (channel, chunk) write double partial sums, a per-channel kernel combines them in
-// chunk order (fixed: bit-reproducible), and the element-wise pass runs over rows of `inner`.
+// chunk order (fixed: bit-reproducible), and the element-wise pass runs flat over the tensor.
 
 // Flat index of element m (0 <= m < n*inner) of channel ch; 32-bit division when the channel's
 // count fits (a 64-bit one costs several times more, per element).
@@ -226,14 +226,6 @@ __global__ void bn_eval_coef_kernel(const float* gamma, const float* beta, const
   }
 }
 
-__global__ void bn_eval_apply_kernel(const float* x, const float* ab, float* y, int64_t total,
-                                     int64_t c, int64_t inner) {
-  for (int64_t i = global_tid(); i < total; i += global_stride()) {
-    const int64_t ch = (i / inner) % c;
-    y[i] = x[i] * ab[ch] + ab[c + ch];
-  }
-}
-
 // Training-mode gradients, split as the forward: per (channel, chunk) partial sums of dy and
 // dy*(x-mean) in one pass (dy masked by y > 0 when y is given: the fused ReLU's gradient); per
 // channel dgamma = sum(dy*(x-mean))*invstd, dbeta = sum(dy) and the coefficients of
@@ -300,6 +292,15 @@ __global__ void bn_backward_apply_kernel(const float* dy, const float* x, const 
     }
     reinterpret_cast<VT*>(dx)[q] = out;
   }
+}
+template <bool kRelu>
+void bn_backward_apply(const float* dy, const float* x, const float* y, const double* coef, float* dx, int64_t total,
+                       int64_t c, int64_t inner, cudaStream_t st) {
+  if (vec4_ok(inner, {dy, x, y, dx}))
+    bn_backward_apply_kernel<4, kRelu><<<blocks_for(total / 4), kThreads, 0, st>>>(dy, x, y, coef, dx, total, c, inner);
+  else
+    bn_backward_apply_kernel<1, kRelu><<<blocks_for(total), kThreads, 0, st>>>(dy, x, y, coef, dx, total, c, inner);
+  ADA_CUDA_LAUNCH_CHECK();
 }
 
 // Eval-mode gradients per channel (statistics constant): dx = dy * gamma*invstd. As the CPU,
@@ -529,10 +530,7 @@ Tensor batch_norm_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
       gamma.data<float>(), beta.data<float>(), running_mean.data<float>(),
       running_var.data<float>(), g.c, eps, ab.as<float>());
   ADA_CUDA_LAUNCH_CHECK();
-  bn_eval_apply_kernel<<<blocks_for(total), kThreads, 0, s>>>(x.data<float>(), ab.as<float>(),
-                                                              y.data<float>(), total, g.c,
-                                                              g.inner);
-  ADA_CUDA_LAUNCH_CHECK();
+  bn_apply<false>(x.data<float>(), ab.as<const float>(), y.data<float>(), total, g.c, g.inner, s);
   return y;
 }
 
@@ -575,20 +573,11 @@ BatchNormGrads bn_backward(const char* op, const Tensor& dy, const Tensor& y, co
       g.c, S, static_cast<double>(g.count()), r.dgamma.data<float>(), r.dbeta.data<float>(),
       coef.as<double>());
   ADA_CUDA_LAUNCH_CHECK();
-  const int64_t total = x.numel();
-  const bool v4 = vec4_ok(g.inner, {dy.data<float>(), x.data<float>(), yp, r.dx.data<float>()});
-  const unsigned blocks = blocks_for(v4 ? total / 4 : total);
   const double* cf = coef.as<const double>();
-  float* dx = r.dx.data<float>();
-  if (v4 && yp)
-    bn_backward_apply_kernel<4, true><<<blocks, kThreads, 0, st>>>(dy.data<float>(), x.data<float>(), yp, cf, dx, total, g.c, g.inner);
-  else if (v4)
-    bn_backward_apply_kernel<4, false><<<blocks, kThreads, 0, st>>>(dy.data<float>(), x.data<float>(), yp, cf, dx, total, g.c, g.inner);
-  else if (yp)
-    bn_backward_apply_kernel<1, true><<<blocks, kThreads, 0, st>>>(dy.data<float>(), x.data<float>(), yp, cf, dx, total, g.c, g.inner);
+  if (yp)
+    bn_backward_apply<true>(dy.data<float>(), x.data<float>(), yp, cf, r.dx.data<float>(), x.numel(), g.c, g.inner, st);
   else
-    bn_backward_apply_kernel<1, false><<<blocks, kThreads, 0, st>>>(dy.data<float>(), x.data<float>(), yp, cf, dx, total, g.c, g.inner);
-  ADA_CUDA_LAUNCH_CHECK();
+    bn_backward_apply<false>(dy.data<float>(), x.data<float>(), yp, cf, r.dx.data<float>(), x.numel(), g.c, g.inner, st);
   return r;
 }
 

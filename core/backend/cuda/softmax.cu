@@ -10,6 +10,7 @@
 #include "core/backend/cuda/cuda_common.h"
 #include "core/backend/cuda/cuda_ops.h"
 #include "core/backend/cuda/kernel_util.cuh"
+#include "core/backend/op_shapes.h"
 
 namespace ada::cuda {
 namespace {
@@ -258,8 +259,7 @@ __global__ void argmax_rows_kernel(const float* x, int64_t n, int64_t c, int64_t
 
 Tensor argmax_rows(const Tensor& x) {
   const int dev = require_f32("argmax_rows", {&x});
-  ADA_CHECK_ARG(x.dim() == 2 && x.size(1) >= 1, ShapeError)
-      << "argmax_rows: x must be [N, C] with C >= 1, got " << x.str();
+  backend::check_argmax_rows(x);
   const int64_t n = x.size(0), c = x.size(1);
   Tensor out = Tensor::empty({n}, DType::i64, x.device());
   if (n == 0) return out;
