@@ -5,7 +5,8 @@
 // count the PyTorch twin (tools/bench_ops_torch.py, run with --python, default /usr/bin/python3)
 // times the same shapes; the bench prints GFLOP/s for both and the ratio ours/PyTorch.
 //   bench_ops [--threads 1,2] [--repeats 3] [--batch 32] [--gemm 2048] [--convs resnet50] [--json]
-//             [--no-torch] [--verbose] [--device cpu|cuda] [--python /usr/bin/python3]
+//             [--no-torch] [--verbose] [--device cpu|cuda] [--precision fp32|bf16]
+//             [--python /usr/bin/python3]
 // On the CPU the twin runs twice per thread count, one process each: as installed ("default":
 // NCHW, glibc malloc, whatever libblas.so.3 Debian's alternatives give), then tuned, PyTorch's
 // best CPU runtime: --tuned (channels-last input, weight and output gradient for the
@@ -25,6 +26,9 @@
 // TF32 on both sides, unless ADA_CUDA_TF32=1: then our cuBLAS/cuDNN may use TF32 and the twin
 // gets --tf32 (fp32-vs-fp32 or tf32-vs-tf32, never mixed). The twin runs once there, as
 // installed (the tuned runtime is a CPU matter; torch_run "default" in --json).
+// --precision bf16 (cpu only): our GEMMs and convolutions in the bf16 mode (core/precision.h;
+// the header names the bf16 kernel), the twin's under torch.autocast("cpu", torch.bfloat16);
+// refused with the reason on a CPU without AVX512_BF16.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -39,8 +43,11 @@
 
 #include "apps/common/torch_twin.h"
 #include "core/backend/cuda_runtime.h"
+#include "core/backend/cpu/sgemm.h"
+#include "core/cpu_isa.h"
 #include "core/ops.h"
 #include "core/parallel.h"
+#include "core/precision.h"
 
 #ifndef ADA_SOURCE_DIR
 #define ADA_SOURCE_DIR "."
@@ -293,7 +300,7 @@ int main(int argc, char** argv) {
   int64_t batch = 32;
   std::vector<int64_t> gemm_sizes;  // default: 2048 (cpu), 4096,8192 (cuda)
   bool json = false, torch = true, verbose = false;
-  std::string device = "cpu", python = "/usr/bin/python3";
+  std::string device = "cpu", python = "/usr/bin/python3", precision = "fp32";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -311,6 +318,7 @@ int main(int argc, char** argv) {
         gemm_sizes.clear();
         for (int v : parse_list(next())) gemm_sizes.push_back(v);
       } else if (a == "--device") device = next();
+      else if (a == "--precision") precision = next();
       else if (a == "--python") python = next();
       else if (a == "--json") json = true;
       else if (a == "--no-torch") torch = false;
@@ -327,7 +335,7 @@ int main(int argc, char** argv) {
         std::cerr << "bench_ops: unknown option '" << a
                   << "'; usage: bench_ops [--threads 1,2] [--repeats 3] [--batch 32] "
                      "[--gemm 2048[,4096]] [--convs resnet50|resnet20_mnist] [--json] [--no-torch] "
-                     "[--verbose] [--device cpu|cuda] [--python PATH]\n";
+                     "[--verbose] [--device cpu|cuda] [--precision fp32|bf16] [--python PATH]\n";
         return 2;
       }
     } catch (const std::exception&) {
@@ -338,6 +346,24 @@ int main(int argc, char** argv) {
   if (device != "cpu" && device != "cuda") {
     std::cerr << "bench_ops: --device must be cpu or cuda, not '" << device << "'\n";
     return 2;
+  }
+  if (precision != "fp32" && precision != "bf16") {
+    std::cerr << "bench_ops: --precision must be fp32 or bf16, not '" << precision << "'\n";
+    return 2;
+  }
+  const bool bf16 = precision == "bf16";
+  if (bf16 && device != "cpu") {
+    std::cerr << "bench_ops: --precision bf16 is for --device cpu (bench_step --device cuda "
+                 "--precision bf16 times the GPU's)\n";
+    return 2;
+  }
+  if (bf16) {
+    try {
+      set_cpu_matmul_precision(Precision::bf16);
+    } catch (const std::exception& e) {
+      std::cerr << "bench_ops: --precision bf16: " << e.what() << "\n";
+      return 1;
+    }
   }
   if (gemm_sizes.empty())
     gemm_sizes = device == "cuda" ? std::vector<int64_t>{4096, 8192} : std::vector<int64_t>{2048};
@@ -387,9 +413,10 @@ int main(int argc, char** argv) {
     YAML::Node td, tt;
     std::string tuned_label = "tuned";
     if (torch) {
-      td = run_torch(python, "", "", t, batch, repeats, std::to_string(gemm_n),
+      const std::string twin_bf16 = bf16 ? " --bf16" : "";
+      td = run_torch(python, "", twin_bf16, t, batch, repeats, std::to_string(gemm_n),
                      "/tmp/bench_ops_torch.err");
-      tt = run_torch(python, tuned_env.prefix, " --tuned", t, batch, repeats,
+      tt = run_torch(python, tuned_env.prefix, " --tuned" + twin_bf16, t, batch, repeats,
                      std::to_string(gemm_n), "/tmp/bench_ops_torch_tuned.err");
       const auto lacks = twin::shortfalls(tt["runtime"], tuned_env);
       if (!lacks.empty()) tuned_label = "PARTLY tuned";
@@ -440,7 +467,7 @@ int main(int argc, char** argv) {
       std::cout << (i ? ",\n " : "") << "{\"case\": \"" << r.name << "\", "
                 << (on_cuda ? std::string("\"device\": \"cuda:0 ") + device_name +
                                   "\", \"precision\": \"" + (tf32 ? "tf32" : "fp32") + "\", "
-                            : std::string())
+                            : "\"precision\": \"" + precision + "\", ")
                 << "\"threads\": " << r.threads << ", \"ours_gflops\": " << r.ours_gflops
                 << ", \"torch_run\": \"" << r.torch_run
                 << "\", \"torch_gflops\": " << num(r.torch_gflops)
@@ -472,6 +499,10 @@ int main(int argc, char** argv) {
     return 0;
   }
   // The CPU: "ratio" is against the tuned twin; the default twin's figure and ratio follow.
+  std::printf("cpu kernels: %s; %s\n", cpu::isa_description().c_str(),
+              bf16 ? (std::string("bf16 mode: ") + cpu::sbgemm_kernel_name() +
+                      ", PyTorch under torch.autocast(\"cpu\", torch.bfloat16)").c_str()
+                   : (std::string("fp32: ") + cpu::sgemm_kernel_name()).c_str());
   for (const auto& l : runtimes) std::printf("%s\n", l.c_str());
   std::printf("%-44s %7s %10s %14s  %7s %16s %10s\n", "case", "threads", "ours GF/s",
               "PyTorch tuned", "ratio", "PyTorch default", "vs default");

@@ -2,6 +2,8 @@
 // x86-64 CPU, whatever ADA_MARCH the rest of the program uses.
 #include "core/cpu_isa.h"
 
+#include <cpuid.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -45,11 +47,29 @@ __attribute__((constructor(101))) void check_baseline() {
   }
 }
 
+// AMX tiles with bf16 products, enabled by the OS: CPUID.(7,0):EDX bits 22 (AMX-BF16) and 24
+// (AMX-TILE), XCR0 bits 17-18 (tile configuration and data state), and on Linux >= 5.16 the
+// process's permission for the tile data (without it the first tile instruction faults).
+bool amx_usable() {
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 22)) || !(d & (1u << 24))) return false;
+  if (!__builtin_cpu_supports("avx512bf16")) return false;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false;  // OSXSAVE
+  unsigned lo, hi;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  if ((lo & (3u << 17)) != (3u << 17)) return false;
+#if defined(__linux__) && defined(SYS_arch_prctl)
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0) return false;
+#endif
+  return true;
+}
+
 Isa detect() {
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
-    return Isa::avx512;
+    return amx_usable() ? Isa::amx : Isa::avx512;
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::avx2;
   return Isa::generic;
 }
@@ -61,7 +81,7 @@ Isa from_env() {
   const Isa cpu = detected_isa();
   const char* v = std::getenv("ADA_CPU_ISA");
   if (!v || !*v) return cpu;
-  for (Isa level : {Isa::generic, Isa::avx2, Isa::avx512}) {
+  for (Isa level : {Isa::generic, Isa::avx2, Isa::avx512, Isa::amx}) {
     if (std::strcmp(v, isa_name(level)) != 0) continue;
     if (level > cpu)
       ADA_THROW(ConfigError) << "ADA_CPU_ISA=" << v << ": this CPU supports at most '"
@@ -69,7 +89,7 @@ Isa from_env() {
     return level;
   }
   ADA_THROW(ConfigError) << "ADA_CPU_ISA=" << v
-                         << ": unknown level; use generic, avx2 or avx512 (or unset it)";
+                         << ": unknown level; use generic, avx2, avx512 or amx (or unset it)";
 }
 
 }  // namespace
@@ -79,6 +99,7 @@ const char* isa_name(Isa isa) {
     case Isa::generic: return "generic";
     case Isa::avx2: return "avx2";
     case Isa::avx512: return "avx512";
+    case Isa::amx: return "amx";
   }
   return "?";
 }
@@ -109,7 +130,7 @@ bool bf16_available(std::string* why) {
   const char* reason = nullptr;
   if (!__builtin_cpu_supports("avx512bf16"))
     reason = "this CPU has no AVX512_BF16 dot products (vdpbf16ps)";
-  else if (isa() != Isa::avx512)
+  else if (isa() < Isa::avx512)
     reason = "the CPU kernels are limited below avx512 (ADA_CPU_ISA or set_isa)";
   if (reason && why) *why = reason;
   return reason == nullptr;

@@ -1,8 +1,8 @@
 // Which x86 instruction set the CPU kernels run with, chosen at run time. The build targets a
 // baseline (ADA_MARCH, default x86-64-v3: AVX2+FMA) so one binary runs on every node of a
 // mixed cluster; the GEMM kernels are built once per ISA (core/backend/cpu/gemm_*.cc) and
-// picked here by CPUID. ADA_CPU_ISA=generic|avx2|avx512 lowers the level (never raises it), so
-// the tests cover every path on an AVX-512 machine. A binary started on a CPU without the
+// picked here by CPUID. ADA_CPU_ISA=generic|avx2|avx512|amx lowers the level (never raises it),
+// so the tests cover every path on the most capable machine. A binary started on a CPU without the
 // baseline's features stops at once with a message naming them (no SIGILL).
 #pragma once
 
@@ -10,11 +10,16 @@
 
 namespace ada::cpu {
 
-enum class Isa { generic = 0, avx2 = 1, avx512 = 2 };
+// Each level includes the ones below it. amx = avx512 plus AMX tiles with bf16 products
+// (AMX-TILE, AMX-BF16, AVX512_BF16, and the operating system's permission to use the tile
+// state): only bf16 matrix products differ there (cpu::sbgemm runs on tiles).
+enum class Isa { generic = 0, avx2 = 1, avx512 = 2, amx = 3 };
 
 const char* isa_name(Isa isa);
 
-// The best level this CPU supports (avx512 needs AVX-512 F, BW, DQ and VL).
+// The best level this CPU supports (avx512 needs AVX-512 F, BW, DQ and VL; amx, above). On Linux
+// the first call asks the kernel for the AMX tile state (arch_prctl ARCH_REQ_XCOMP_PERM); a
+// refusal leaves the level at avx512.
 Isa detected_isa();
 
 // The level the kernels use: detected_isa(), lowered by ADA_CPU_ISA or set_isa(). Throws
@@ -24,11 +29,11 @@ Isa isa();
 // Forces the level (tests, benchmarks); DeviceError when the CPU lacks it.
 void set_isa(Isa isa);
 
-// True when the CPU has AVX512_BF16 dot products and the level in use is avx512, so bf16
+// True when the CPU has AVX512_BF16 dot products and the level in use is avx512 or amx, so bf16
 // matrix products can run (core/precision.h). `why` (optional) gets the reason when false.
 bool bf16_available(std::string* why = nullptr);
 
-// One line for logs and benchmark headers, e.g. "avx512 (cpu: avx512, bf16)".
+// One line for logs and benchmark headers, e.g. "avx512 (cpu: amx, bf16)".
 std::string isa_description();
 
 }  // namespace ada::cpu

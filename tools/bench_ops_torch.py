@@ -5,7 +5,7 @@ prints JSON on stdout. Run by bench_ops; needs Debian's python3-torch (tools/set
 
   bench_ops_torch.py --convs CIN,COUT,SIZE,KERNEL,STRIDE,COUNT;... [--threads 1] [--batch 32]
                      [--repeats 3] [--gemm 2048[,4096...]] [--device cpu|cuda] [--tf32]
-                     [--inner 1] [--tuned]
+                     [--inner 1] [--tuned] [--bf16]
 
 --device cpu (default): GEMM of the first --gemm size (torch.mm, i.e. the BLAS library) and each
 convolution's forward + both backwards through autograd; the JSON's "runtime" says what the
@@ -18,12 +18,15 @@ go through oneDNN, which prefers it); bench_ops starts it with tcmalloc preloade
 (LD_PRELOAD=.../libtcmalloc_minimal.so.4) and the OpenMP OpenBLAS first on the library path
 (LD_LIBRARY_PATH=.../openblas-openmp), on that command only.
 
+--bf16 (cpu only; bench_ops --precision bf16): the GEMM and the convolutions under
+torch.autocast("cpu", torch.bfloat16), fp32 tensors in, as our bf16 mode takes them.
 --device cuda (run by bench_ops --device cuda, under its --python): tensors on cuda:0, fp32 with
 TF32 off for cuBLAS and cuDNN unless --tf32; each timed sample is --inner calls between two
 torch.cuda.synchronize() calls, and the three convolution passes are also timed one by one
 (conv_fwd_seconds, conv_bwd_data_seconds, conv_bwd_filter_seconds, through
 torch.ops.aten.convolution_backward with one output mask each)."""
 import argparse
+import contextlib
 import json
 import time
 
@@ -124,9 +127,10 @@ def main():
                     help="the convolutions, as bench_ops passes them: cin,cout,size,kernel,stride,count;...")
     ap.add_argument("--tuned", action="store_true",
                     help="channels-last convolutions; report the runtime's shortfalls (cpu only)")
+    ap.add_argument("--bf16", action="store_true", help="under torch.autocast to bfloat16 (cpu only)")
     args = ap.parse_args()
-    if args.tuned and args.device != "cpu":
-        raise SystemExit("bench_ops_torch.py: --tuned is for --device cpu")
+    if (args.tuned or args.bf16) and args.device != "cpu":
+        raise SystemExit("bench_ops_torch.py: --tuned and --bf16 are for --device cpu")
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     sizes = [int(v) for v in args.gemm.split(",")]
@@ -137,8 +141,15 @@ def main():
     n = sizes[0]
     a, b = torch.randn(n, n), torch.randn(n, n)
     c = torch.empty(n, n)
-    s = median_seconds(args.repeats, lambda: torch.mm(a, b, out=c))
-    out = {"torch_version": torch.__version__, "threads": args.threads,
+    bf16 = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if args.bf16 else contextlib.nullcontext
+
+    def gemm():
+        if not args.bf16:
+            return torch.mm(a, b, out=c)
+        with bf16():
+            return torch.mm(a, b)
+    s = median_seconds(args.repeats, gemm)
+    out = {"torch_version": torch.__version__, "threads": args.threads, "bf16": args.bf16,
            "gemm_gflops": 2.0 * n ** 3 / s / 1e9, "conv_seconds": []}
     fmt = torch.channels_last if args.tuned else torch.contiguous_format
     for cin, cout, size, k, stride, _ in args.convs:
@@ -148,8 +159,9 @@ def main():
         dy = torch.randn(args.batch, cout, o, o).contiguous(memory_format=fmt)
 
         def step():
-            y = F.conv2d(x, w, stride=stride, padding=k // 2)
-            gx, gw = torch.autograd.grad(y, (x, w), dy)
+            with bf16():
+                y = F.conv2d(x, w, stride=stride, padding=k // 2)
+            gx, gw = torch.autograd.grad(y, (x, w), dy.to(y.dtype))
             return gx, gw
         out["conv_seconds"].append(median_seconds(args.repeats, step))
     out["runtime"] = torch_runtime.runtime(args.tuned, "channels_last" if args.tuned else "contiguous (NCHW)")

@@ -1,6 +1,6 @@
 // cpu::sgemm and cpu::sbgemm against a naive double-accumulating reference, for every kernel
-// this CPU can run (generic/Eigen, AVX2, AVX-512 fp32, AVX512_BF16; cpu::set_isa picks the
-// level): all transpose combinations, edge sizes around the micro-tile (0, 1, MR-1, MR, MR+1,
+// this CPU can run (generic/Eigen, AVX2, AVX-512 fp32, AVX512_BF16, AMX bf16 tiles;
+// cpu::set_isa picks the level): all transpose combinations, edge sizes around the micro-tile (0, 1, MR-1, MR, MR+1,
 // ...), odd k (the bf16 kernel pairs k values), leading dimensions wider than the matrices (the
 // padding must stay untouched), beta == 0 over NaN-filled C, 1-3 threads, shapes that cross the
 // KC/MC/NC block boundaries, and calls from inside a parallel region.
@@ -37,14 +37,18 @@ std::string variant_name(const Variant& v) {
   return std::string(cpu::isa_name(v.isa)) + (v.bf16 ? "_bf16" : "_fp32");
 }
 
-// The kernels this CPU runs: every level up to the detected one, plus bf16 where it exists.
+// The kernels this CPU runs: every fp32 level up to the detected one (amx multiplies fp32 as
+// avx512 does), plus the bf16 kernels where they exist (vdpbf16ps at avx512, tiles at amx).
 std::vector<Variant> available_variants() {
   std::vector<Variant> out;
   for (cpu::Isa level : {cpu::Isa::generic, cpu::Isa::avx2, cpu::Isa::avx512})
     if (level <= cpu::detected_isa()) out.push_back({level, false});
   const cpu::Isa saved = cpu::isa();
   cpu::set_isa(cpu::detected_isa());
-  if (cpu::bf16_available()) out.push_back({cpu::Isa::avx512, true});
+  if (cpu::bf16_available()) {
+    out.push_back({cpu::Isa::avx512, true});
+    if (cpu::detected_isa() == cpu::Isa::amx) out.push_back({cpu::Isa::amx, true});
+  }
   cpu::set_isa(saved);
   return out;
 }
@@ -240,15 +244,22 @@ class IsaGuard {
 
 TEST(SgemmDispatch, KernelNameFollowsTheLevel) {
   IsaGuard guard;
-  const std::pair<cpu::Isa, std::string> names[] = {
-      {cpu::Isa::generic, "eigen"}, {cpu::Isa::avx2, "avx2+fma 6x16"}, {cpu::Isa::avx512, "avx512f 8x32"}};
-  for (const auto& [level, name] : names) {
+  struct Names {
+    cpu::Isa level;
+    std::string fp32, bf16;  // bf16: where the CPU has AVX512_BF16
+  };
+  const Names names[] = {{cpu::Isa::generic, "eigen", "none"},
+                         {cpu::Isa::avx2, "avx2+fma 6x16", "none"},
+                         {cpu::Isa::avx512, "avx512f 8x32", "avx512_bf16 8x32"},
+                         {cpu::Isa::amx, "avx512f 8x32", "amx_bf16 32x32"}};
+  for (const auto& [level, fp32, bf16] : names) {
     if (level > cpu::detected_isa()) {
       EXPECT_THROW(cpu::set_isa(level), DeviceError) << cpu::isa_name(level);
       continue;
     }
     cpu::set_isa(level);
-    EXPECT_EQ(cpu::sgemm_kernel_name(), name);
+    EXPECT_EQ(cpu::sgemm_kernel_name(), fp32);
+    EXPECT_EQ(cpu::sbgemm_kernel_name(), cpu::bf16_available() ? bf16 : "none") << cpu::isa_name(level);
   }
 }
 

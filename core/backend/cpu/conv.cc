@@ -170,6 +170,7 @@ const DirectKernels* direct_for(const ConvGeom& g, cpu::ConvPass pass) {
       pr.dil_w != 1 || pr.pad_h >= g.r || pr.pad_w >= g.r || g.k * g.c > max_kc || !direct_allowed())
     return nullptr;
   switch (cpu::isa()) {
+    case cpu::Isa::amx:
     case cpu::Isa::avx512: return &cpu::conv_detail::avx512_direct();
     case cpu::Isa::avx2: return &cpu::conv_detail::avx2_direct();
     default: return nullptr;
@@ -202,6 +203,7 @@ const BlockedKernels* blocked_for(const ConvGeom& g, cpu::ConvPass pass) {
     return nullptr;
   const BlockedKernels* kern = nullptr;
   switch (cpu::isa()) {
+    case cpu::Isa::amx:
     case cpu::Isa::avx512: kern = &cpu::conv_detail::avx512_blocked(); break;
     case cpu::Isa::avx2: kern = &cpu::conv_detail::avx2_blocked(); break;
     default: return nullptr;

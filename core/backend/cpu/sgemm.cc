@@ -1,8 +1,8 @@
 // GEMM driver: picks the kernel for the CPU (core/cpu_isa.h) and the precision, cuts C into
 // one tile-aligned rectangle per thread and hands each to the kernel's loop nest
 // (gemm_loop.h) with its own thread_local packing buffers (no barriers, deterministic).
-// Built for the baseline ISA; the kernels live in gemm_avx2.cc, gemm_avx512.cc and
-// gemm_avx512_bf16.cc. CPUs without AVX2+FMA run Eigen's GEMM.
+// Built for the baseline ISA; the kernels live in gemm_avx2.cc, gemm_avx512.cc,
+// gemm_avx512_bf16.cc and gemm_amx_bf16.cc. CPUs without AVX2+FMA run Eigen's GEMM.
 #include "core/backend/cpu/sgemm.h"
 
 #include <omp.h>
@@ -116,8 +116,8 @@ void run_block(const Kernel& kern, const Problem& g, int64_t m0, int64_t m1, int
                int64_t n1) {
   const Steps s{balanced_step(g.k, kern.kc, 2), balanced_step(m1 - m0, kern.mc, kern.mr),
                 balanced_step(n1 - n0, kern.nc, kern.nr)};
-  float* pa = tls_buffers.a.get(static_cast<size_t>(s.mc * (s.kc + 1)));
-  float* pb = tls_buffers.b.get(static_cast<size_t>(s.nc * (s.kc + 1)));
+  float* pa = tls_buffers.a.get(static_cast<size_t>(s.mc * (s.kc + 32)));
+  float* pb = tls_buffers.b.get(static_cast<size_t>(s.nc * (s.kc + 32)));
   kern.block(g, m0, m1, n0, n1, s, pa, pb);
 }
 
@@ -160,11 +160,17 @@ void run(const Kernel& kern, const Problem& g) {
 
 const Kernel* f32_kernel() {
   switch (isa()) {
+    case Isa::amx:
     case Isa::avx512: return &gemm_detail::avx512_kernel();
     case Isa::avx2: return &gemm_detail::avx2_kernel();
     case Isa::generic: break;
   }
   return nullptr;
+}
+
+// The bf16 kernel for the level in use (bf16_available() checked by the caller).
+const Kernel* bf16_kernel() {
+  return isa() == Isa::amx ? &gemm_detail::amx_bf16_kernel() : &gemm_detail::avx512_bf16_kernel();
 }
 
 std::atomic<Precision> g_precision{Precision::fp32};
@@ -175,6 +181,8 @@ const char* sgemm_kernel_name() {
   const Kernel* kern = f32_kernel();
   return kern ? kern->name : "eigen";
 }
+
+const char* sbgemm_kernel_name() { return bf16_available() ? bf16_kernel()->name : "none"; }
 
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
            const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
@@ -195,8 +203,7 @@ void sbgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float a
     ADA_THROW(DeviceError) << "bf16 matrix products: " << why;
   }
   if (trivial_product(m, n, k, alpha, beta, c, ldc)) return;
-  run(gemm_detail::avx512_bf16_kernel(),
-      Problem{trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc});
+  run(*bf16_kernel(), Problem{trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc});
 }
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,

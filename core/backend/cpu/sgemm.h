@@ -1,7 +1,8 @@
 // Our own GEMM for the CPU backend: BLIS-style cache blocking, packing of A and B into
 // micro-panels and a register-blocked micro-kernel, multi-threaded on the shared OpenMP pool.
 // Kernels (core/backend/cpu/gemm_kernels.h) are picked at run time by CPUID (core/cpu_isa.h):
-// AVX-512F 8x32, AVX2+FMA 6x16, Eigen on CPUs without AVX2; bf16 inputs on AVX512_BF16.
+// AVX-512F 8x32, AVX2+FMA 6x16, Eigen on CPUs without AVX2; bf16 inputs on AVX512_BF16
+// (vdpbf16ps 8x32, or AMX tiles 32x32 where the CPU has them).
 #pragma once
 
 #include <cstdint>
@@ -32,5 +33,7 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
 
 // The fp32 kernel in use, e.g. "avx512f 8x32"; for logs and benchmarks.
 const char* sgemm_kernel_name();
+// The bf16 kernel sbgemm would use, e.g. "amx_bf16 32x32", or "none" (bf16_available() false).
+const char* sbgemm_kernel_name();
 
 }  // namespace ada::cpu
