@@ -200,11 +200,18 @@ TEST(Ops, Conv2dDirectKernelsMatchIm2colOnEveryPass) {
   EXPECT_EQ(cpu::conv_direct_kernels({1, 16, 8, 8}, {16, 16, 7, 7}, {1, 1, 3, 3, 1, 1}, fwd), nullptr);
   // The bf16 mode runs the same kernels on operands rounded to bf16: every pass equals, bit for
   // bit, the fp32 mode on operands rounded beforehand (and differs from it on unrounded ones).
-  if (cpu::bf16_available()) {
+  // At avx512 and at amx (where the bf16 GEMM runs on tiles).
+  for (cpu::Isa level : {cpu::Isa::avx512, cpu::Isa::amx}) {
+    if (level > cpu::detected_isa()) continue;
+    cpu::set_isa(level);
+    if (!cpu::bf16_available()) continue;
+    const int64_t most = level == cpu::Isa::amx ? 32 : 64;  // channels the direct kernels keep
     for (const auto& c : cases) {
+      if (c.w[0] * c.w[1] > most * most) continue;
       const ops::Conv2dParams p{1, 1, c.pad, c.pad, 1, 1};
       const Tensor x = rnd(c.x, 7), w = rnd(c.w, 8), dy = rnd(ops::conv2d_output_shape(c.x, c.w, p), 9);
-      const std::string what = shape_str(c.x) + "*" + shape_str(c.w) + " pad " + std::to_string(c.pad);
+      const std::string what = std::string(cpu::isa_name(level)) + " " + shape_str(c.x) + "*" + shape_str(c.w) +
+                               " pad " + std::to_string(c.pad);
       set_cpu_matmul_precision(Precision::bf16);
       for (auto pass : {cpu::ConvPass::forward, cpu::ConvPass::backward_data, cpu::ConvPass::backward_filter})
         ASSERT_NE(cpu::conv_direct_kernels(c.x, c.w, p, pass), nullptr) << what << ": bf16 mode, direct kernels";
@@ -218,10 +225,11 @@ TEST(Ops, Conv2dDirectKernelsMatchIm2colOnEveryPass) {
       EXPECT_EQ(dw16, ops::conv2d_backward_filter(dyr, xr, c.w, p).to_vector<float>()) << what << " backward-filter";
       EXPECT_NE(y16, ops::conv2d_forward(x, w, p).to_vector<float>()) << what << ": bf16 mode did not round";
     }
-    // Past 64 channels the bf16 GEMM on im2col is faster: it keeps them.
+    // Past 64 channels (on AMX tiles: 32) the bf16 GEMM on im2col is faster: it keeps them.
     set_cpu_matmul_precision(Precision::bf16);
-    EXPECT_NE(cpu::conv_direct_kernels({1, 64, 8, 8}, {64, 64, 3, 3}, {1, 1, 1, 1, 1, 1}, fwd), nullptr);
-    EXPECT_EQ(cpu::conv_direct_kernels({1, 128, 8, 8}, {128, 128, 3, 3}, {1, 1, 1, 1, 1, 1}, fwd), nullptr);
+    EXPECT_NE(cpu::conv_direct_kernels({1, most, 8, 8}, {most, most, 3, 3}, {1, 1, 1, 1, 1, 1}, fwd), nullptr);
+    EXPECT_EQ(cpu::conv_direct_kernels({1, 2 * most, 8, 8}, {2 * most, 2 * most, 3, 3}, {1, 1, 1, 1, 1, 1}, fwd),
+              nullptr);
     set_cpu_matmul_precision(Precision::fp32);
   }
   cpu::set_isa(saved);
@@ -295,7 +303,12 @@ TEST(Ops, Conv2dBlockedKernelsMatchIm2colOnEveryPass) {
   EXPECT_FALSE(blocked({lanes, 64, 8, 8}, {128, 64, 3, 3}, s1, fwd));
   EXPECT_FALSE(blocked({lanes, 16, 8, 8}, {16, 16, 5, 5}, {1, 1, 2, 2, 1, 1}, fwd));
   EXPECT_FALSE(blocked({lanes, 16, 8, 8}, {16, 16, 3, 3}, {1, 1, 2, 2, 2, 2}, fwd));
-  if (cpu::bf16_available()) {
+  // At avx512 (vdpbf16ps forward and backward-data kernels) and at amx (the fp32 kernels on
+  // rounded operands: conv.cc, blocked_bf16).
+  for (cpu::Isa level : {cpu::Isa::avx512, cpu::Isa::amx}) {
+    if (level > cpu::detected_isa()) continue;
+    cpu::set_isa(level);
+    if (!cpu::bf16_available()) continue;
     for (const auto& c : cases) {
       const ops::Conv2dParams p{c.stride, c.stride, c.pad, c.pad, 1, 1};
       set_cpu_matmul_precision(Precision::bf16);
@@ -304,11 +317,12 @@ TEST(Ops, Conv2dBlockedKernelsMatchIm2colOnEveryPass) {
         continue;
       }
       const Tensor x = rnd(c.x, 7), w = rnd(c.w, 8), dy = rnd(ops::conv2d_output_shape(c.x, c.w, p), 9);
-      const std::string what = shape_str(c.x) + "*" + shape_str(c.w) + " stride " + std::to_string(c.stride);
-      // With AVX512_BF16 the forward and backward-data passes run on vdpbf16ps (the filter
-      // gradient stays on the fp32 kernels, on rounded operands).
+      const std::string what = std::string(cpu::isa_name(level)) + " " + shape_str(c.x) + "*" + shape_str(c.w) +
+                               " stride " + std::to_string(c.stride);
+      // At avx512 the forward and backward-data passes run on vdpbf16ps (the filter gradient
+      // stays on the fp32 kernels, on rounded operands).
       const bool vdp = std::string(cpu::conv_direct_kernels(c.x, c.w, p, fwd)) == "avx512_bf16 blocked";
-      EXPECT_EQ(vdp, cpu::isa() >= cpu::Isa::avx512) << what;
+      EXPECT_EQ(vdp, cpu::isa() == cpu::Isa::avx512) << what;
       EXPECT_EQ(std::string(cpu::conv_direct_kernels(c.x, c.w, p, filt)).find("bf16"), std::string::npos) << what;
       const auto y16 = ops::conv2d_forward(x, w, p).to_vector<float>();
       const auto dx16 = ops::conv2d_backward_data(dy, w, c.x, p).to_vector<float>();

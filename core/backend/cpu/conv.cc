@@ -124,7 +124,13 @@ using cpu::conv_detail::Plane;
 // kernels (on rounded operands) win only up to 64 channels: with them up to 256 channels the
 // ResNet-50 bf16 step was 1.30x our fp32 one, with im2col for all 1.40x, with the limit 1.39x;
 // ResNet-20 (16-64 channels) 0.88x on im2col, 0.95-0.99x direct (bench_step --precision bf16).
-constexpr int64_t kDirectMaxKC = 256 * 256, kDirectFilterMaxKC = 128 * 128, kDirectBf16MaxKC = 64 * 64;
+// On AMX tiles (cpu::Isa::amx) the bf16 GEMM runs at 5-6x the fp32 one (886 against 156 GFLOP/s,
+// 2048^3, one thread of an AMX Xeon), and im2col beats the plane kernels from 64 channels on:
+// ResNet-50's 3x3 64->64 on 56x56 151 against 125 GFLOP/s (bench_ops --precision bf16
+// --verbose, batch 16); the batch-blocked kernels still win on ResNet-20's small planes (their
+// limits below are their own).
+constexpr int64_t kDirectMaxKC = 256 * 256, kDirectFilterMaxKC = 128 * 128, kDirectBf16MaxKC = 64 * 64,
+                  kDirectAmxMaxKC = 32 * 32;
 
 bool env_off(const char* name) {
   const char* v = std::getenv(name);
@@ -163,7 +169,7 @@ void copy_floats(float* dst, const float* src, int64_t n, bool r16) {
 // so the fp32 kernels then compute what a bf16 dot product with fp32 accumulation does.
 const DirectKernels* direct_for(const ConvGeom& g, cpu::ConvPass pass) {
   const auto& pr = g.prm;
-  const int64_t max_kc = direct_bf16()                            ? kDirectBf16MaxKC
+  const int64_t max_kc = direct_bf16() ? (cpu::isa() == cpu::Isa::amx ? kDirectAmxMaxKC : kDirectBf16MaxKC)
                          : pass == cpu::ConvPass::backward_filter ? kDirectFilterMaxKC
                                                                   : kDirectMaxKC;
   if ((g.r != 3 && g.r != 5) || g.s != g.r || pr.stride_h != 1 || pr.stride_w != 1 || pr.dil_h != 1 ||
@@ -330,10 +336,15 @@ void direct_filter(const DirectKernels& kern, const ConvGeom& g, const float* x,
 // convolved at `stride` with wt [k, c, 3, 3] (already rounded in bf16 mode), one block of
 // kern.lanes images at a time, blocks in parallel.
 // The vdpbf16ps kernels that the bf16 mode runs instead of `kern`'s forward (AVX-512 with
-// AVX512_BF16), or null: then `kern` runs on operands rounded to bf16.
+// AVX512_BF16), or null: then `kern` runs on operands rounded to bf16. Not at the amx level:
+// on the AMX Xeon we measured, vdpbf16ps does not beat two fp32 FMAs (it does on AMD Zen 5, 1.2x
+// the ResNet-20 step), and the ResNet-20 bf16 step ran at 0.80x our fp32 step with these
+// kernels, 0.97x with the fp32 ones on rounded operands (bench_step --model resnet20_mnist
+// --batch 64 --threads 1 --precision bf16; ResNet-20 convolutions 102 against 137 GFLOP/s).
 const BlockedBf16Kernels* blocked_bf16(const BlockedKernels& kern) {
-  return direct_bf16() && kern.lanes == 16 && cpu::bf16_available() ? &cpu::conv_detail::avx512_bf16_blocked()
-                                                                     : nullptr;
+  return direct_bf16() && kern.lanes == 16 && cpu::isa() == cpu::Isa::avx512 && cpu::bf16_available()
+             ? &cpu::conv_detail::avx512_bf16_blocked()
+             : nullptr;
 }
 
 void blocked_forward(const BlockedKernels& kern, int64_t n, const float* x, int64_t c, int64_t h, int64_t w,
