@@ -13,7 +13,9 @@
 
 // GCC 12 reports _mm512_undefined_epi32() inside its own zero-extension and shift intrinsics as
 // "may be used uninitialized" (a false positive of the header, not of this code).
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 namespace ada::cpu::gemm_detail {
 namespace {
