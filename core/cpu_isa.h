@@ -12,7 +12,8 @@ namespace ada::cpu {
 
 // Each level includes the ones below it. amx = avx512 plus AMX tiles with bf16 products
 // (AMX-TILE, AMX-BF16, AVX512_BF16, and the operating system's permission to use the tile
-// state): only bf16 matrix products differ there (cpu::sbgemm runs on tiles).
+// state): only the bf16 mode differs there (cpu::sbgemm runs on tiles, and the convolutions
+// pick their kernels for that: core/backend/cpu/conv.cc).
 enum class Isa { generic = 0, avx2 = 1, avx512 = 2, amx = 3 };
 
 const char* isa_name(Isa isa);
