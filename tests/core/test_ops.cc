@@ -85,6 +85,20 @@ Tensor round16(const Tensor& t) {
   return Tensor::from_vector<float>(v, t.shape());
 }
 
+// The levels at which this CPU runs the bf16 mode: avx512 with AVX512_BF16 (vdpbf16ps) and amx
+// (AMX tiles). Leaves the level as it found it.
+std::vector<cpu::Isa> bf16_levels() {
+  const cpu::Isa saved = cpu::isa();
+  std::vector<cpu::Isa> out;
+  for (cpu::Isa level : {cpu::Isa::avx512, cpu::Isa::amx}) {
+    if (level > cpu::detected_isa()) continue;
+    cpu::set_isa(level);
+    if (cpu::bf16_available()) out.push_back(level);
+  }
+  cpu::set_isa(saved);
+  return out;
+}
+
 Tensor naive_conv(const Tensor& x, const Tensor& w, const ops::Conv2dParams& p) {
   Shape os = ops::conv2d_output_shape(x.shape(), w.shape(), p);
   Tensor y = Tensor::zeros(os);
@@ -201,10 +215,8 @@ TEST(Ops, Conv2dDirectKernelsMatchIm2colOnEveryPass) {
   // The bf16 mode runs the same kernels on operands rounded to bf16: every pass equals, bit for
   // bit, the fp32 mode on operands rounded beforehand (and differs from it on unrounded ones).
   // At avx512 and at amx (where the bf16 GEMM runs on tiles).
-  for (cpu::Isa level : {cpu::Isa::avx512, cpu::Isa::amx}) {
-    if (level > cpu::detected_isa()) continue;
+  for (cpu::Isa level : bf16_levels()) {
     cpu::set_isa(level);
-    if (!cpu::bf16_available()) continue;
     const int64_t most = level == cpu::Isa::amx ? 32 : 64;  // channels the direct kernels keep
     for (const auto& c : cases) {
       if (c.w[0] * c.w[1] > most * most) continue;
@@ -305,10 +317,8 @@ TEST(Ops, Conv2dBlockedKernelsMatchIm2colOnEveryPass) {
   EXPECT_FALSE(blocked({lanes, 16, 8, 8}, {16, 16, 3, 3}, {1, 1, 2, 2, 2, 2}, fwd));
   // At avx512 (vdpbf16ps forward and backward-data kernels) and at amx (the fp32 kernels on
   // rounded operands: conv.cc, blocked_bf16).
-  for (cpu::Isa level : {cpu::Isa::avx512, cpu::Isa::amx}) {
-    if (level > cpu::detected_isa()) continue;
+  for (cpu::Isa level : bf16_levels()) {
     cpu::set_isa(level);
-    if (!cpu::bf16_available()) continue;
     for (const auto& c : cases) {
       const ops::Conv2dParams p{c.stride, c.stride, c.pad, c.pad, 1, 1};
       set_cpu_matmul_precision(Precision::bf16);
