@@ -11,7 +11,7 @@ A study file (studies/*.yaml; the format is documented in studies/README.md) nam
 config, a budget, the metric and its target, the axes (ranks, micro_batches, seeds), common
 overrides and the methods: each method is a set of trainer overrides, optionally with a sweep
 (lists of values; the report keeps, per rank count, the sweep point with the best mean metric
-and lists all of them). A value written "=EXPR" is a Python expression over ranks,
+and lists all of them) and its own seeds (fewer than the study's, for a probe). A value written "=EXPR" is a Python expression over ranks,
 micro_batches, batch_per_rank, examples_per_step, steps_per_epoch, epochs and total_steps
 (e.g. "=1/ranks" or "=steps_per_epoch").
 
@@ -170,14 +170,17 @@ class Study:
         self.methods = {}
         for mname, m in methods.items():
             mw = f"{where}: methods.{mname}"
-            if not isinstance(m, dict) or not set(m) <= {"set", "sweep", "label"}:
+            if not isinstance(m, dict) or not set(m) <= {"set", "sweep", "label", "seeds"}:
                 raise StudyError(f"{mw}: must be a mapping with 'set' (overrides), optional 'sweep' "
-                                 f"(key: [values]) and 'label', got {m!r}")
+                                 f"(key: [values]), 'seeds' and 'label', got {m!r}")
+            seeds = m.get("seeds", self.seeds)
+            if not isinstance(seeds, list) or not seeds or not all(isinstance(x, int) and x >= 1 for x in seeds):
+                raise StudyError(f"{mw}.seeds: must be a non-empty list of positive integers, got {seeds!r}")
             sweep = _flat(m.get("sweep", {}))
             for k, vals in sweep.items():
                 if not isinstance(vals, list) or not vals:
                     raise StudyError(f"{mw}.sweep.{k}: must be a non-empty list of values")
-            self.methods[mname] = {"set": _flat(m.get("set", {})), "sweep": sweep,
+            self.methods[mname] = {"set": _flat(m.get("set", {})), "sweep": sweep, "seeds": seeds,
                                    "label": str(m.get("label", mname))}
         variants = doc.get("variants", {"": {}})
         if not isinstance(variants, dict) or not variants:
@@ -205,7 +208,7 @@ class Study:
             keys = list(m["sweep"])
             for values in itertools.product(*(m["sweep"][k] for k in keys)):
                 point = dict(zip(keys, values))
-                for seed in self.seeds:
+                for seed in m["seeds"]:
                     out.append(Cell(self, mname, ranks, mb, seed, point, variant))
         return out
 
@@ -613,6 +616,13 @@ def fmt_metric(study, v, sd=None):
     return f"{v:.4f}" + (f" ± {sd:.4f}" if sd is not None else "")
 
 
+def fmt_spread(study, row):
+    """A row's mean ± std over seeds; a single seed has no spread to show."""
+    if row["seeds"] == 1 and row["mean"] is not None:
+        return fmt_metric(study, row["mean"]) + " (1 seed)"
+    return fmt_metric(study, row["mean"], row["std"])
+
+
 def write_plots(study, rows, best, out_dir):
     try:
         import matplotlib
@@ -790,7 +800,9 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
         sweep = "; sweep " + ", ".join(f"`{k}` ∈ {{{', '.join(_fmt_value(x) for x in v)}}}"
                                        for k, v in spec["sweep"].items()) + \
                 " (the best mean per rank count is kept)" if spec["sweep"] else ""
-        L.append(f"- **{spec['label']}** (`{m}`): {sets or 'the base config'}{sweep}")
+        seeds = f"; seed{'s' if len(spec['seeds']) > 1 else ''} {', '.join(map(str, spec['seeds']))} only" \
+            if spec["seeds"] != study.seeds else ""
+        L.append(f"- **{spec['label']}** (`{m}`): {sets or 'the base config'}{sweep}{seeds}")
     L.append("")
 
     # Headlines: final metric (and time to target), method x column.
@@ -812,7 +824,7 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
     def final_text(r):
         if r["mean"] is None:
             return "–"
-        s = fmt_metric(study, r["mean"], r["std"]) + (" †" if r["diverged"] else "")
+        s = fmt_spread(study, r) + (" †" if r["diverged"] else "")
         return s + (f" ({r['point_label']})" if r["point_label"] else "")
 
     table(f"## Final {study.metric} (mean ± std over seeds; † = some seeds diverged)", final_text)
@@ -850,7 +862,7 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
             ranks += f", {study.variants[r['variant']]['label']}" if r["variant"] in study.variants else f", {r['variant']}"
         seeds = f"{r['seeds']}" + (f" (+{r['failed']} failed)" if r["failed"] else "")
         L.append(f"| {study.methods[r['method']]['label']} | {r['point_label'] or '–'} | {ranks} "
-                 f"| {r['examples_per_step']} | {seeds} | {fmt_metric(study, r['mean'], r['std'])} "
+                 f"| {r['examples_per_step']} | {seeds} | {fmt_spread(study, r)} "
                  f"| {r['diverged']} | {r['reached']}/{r['seeds']} | {s2t} | {e2t} | {t2t} | {wall} |")
     failed = [r for r in records if r["status"] == "failed"]
     if failed:

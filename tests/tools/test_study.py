@@ -179,12 +179,34 @@ class Pure(unittest.TestCase):
         with open(os.path.join(out, "report.md")) as f:
             report = f.read()
         self.assertIn("| method | 2 ranks, no straggler | 2 ranks, a straggler |", report)
-        self.assertIn("| Adasum | 50.00% ± 0.00 | 40.00% ± 0.00 |", report)
+        self.assertIn("| Adasum | 50.00% (1 seed) | 40.00% (1 seed) |", report)  # no spread from one seed
         self.assertIn("| Adasum | 2 steps, 1 s (1/1) |", report)
         for f in ("curves.png", "final_vs_examples.png", "steps_to_target.png", "time_to_target.png"):
             self.assertGreater(os.path.getsize(os.path.join(out, f)), 0, f)
         with self.assertRaises(study.StudyError):
             self.load(study_text(self.base, TWO_METHODS, "variants: {a: {sett: {}}}\n"))
+
+    def test_a_method_can_run_fewer_seeds(self):
+        # An LR probe: one seed of a method while the others run the study's three.
+        methods = TWO_METHODS.replace("set: {reducer.name: adasum}}", "set: {reducer.name: adasum}, seeds: [2]}")
+        s = self.load(study_text(self.base, methods).replace("seeds: [1]", "seeds: [1, 2, 3]")
+                      .replace("ranks: [1, 2]", "ranks: [2]"))
+        self.assertEqual(sorted(c.name for c in s.cells()),
+                         ["adasum-np2-s2"] + [f"average-lr{lr}-np2-s{k}" for lr in ("0.05", "0.1") for k in (1, 2, 3)])
+        records = [{"name": c.name, "hash": c.hash, "method": c.method, "ranks": 2, "micro_batches": 1,
+                    "variant": "", "seed": c.seed, "point": c.point, "examples_per_step": 16, "status": "ok",
+                    "reason": "", "final": 0.5, "wall_s": 3.0, "evals": [(4, 0.5)], "eval_wall": [(4, 2.0)]}
+                   for c in s.cells()]
+        out = os.path.join(self.tmp, "report")
+        study.write_report(s, records, out, [], 0, len(records))
+        with open(os.path.join(out, "report.md")) as f:
+            report = f.read()
+        self.assertIn("- **Adasum** (`adasum`): `reducer.name: adasum`; seed 2 only", report)
+        self.assertNotIn("only", report.split("- **average**")[1].split("\n")[0])
+        self.assertIn("| Adasum | 50.00% (1 seed) |", report)
+        self.assertIn("| average | 50.00% ± 0.00 (lr 0.05) |", report)
+        self.assertIn("methods.adasum.seeds: must be", self.error(study_text(self.base, methods.replace(
+            "seeds: [2]", "seeds: []"))))
 
     def test_only_filter(self):
         s = self.load(study_text(self.base, TWO_METHODS))
