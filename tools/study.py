@@ -28,6 +28,7 @@ settings, status, final metric, eval curve), curves.png, final_vs_examples.png,
 steps_to_target.png. Needs Debian's python3-yaml and python3-matplotlib (/usr/bin/python3).
 """
 import argparse
+import contextlib
 import datetime
 import hashlib
 import itertools
@@ -623,7 +624,7 @@ def fmt_spread(study, row):
     return fmt_metric(study, row["mean"], row["std"])
 
 
-def write_plots(study, rows, best, out_dir):
+def write_plots(study, rows, best, out_dir, seconds_compare=True):
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -687,7 +688,7 @@ def write_plots(study, rows, best, out_dir):
         what = f"{study.metric} {fmt_metric(study, study.target)}"
         panels.append(("steps_to_target.png", "steps_to_target", f"steps to {what}",
                        "steps to target, mean over the seeds that reached it (x / no bar: none did)"))
-        if one_x:
+        if one_x and seconds_compare:
             panels.append(("time_to_target.png", "time_to_target", f"seconds to {what}",
                            "wall time to target, mean over the seeds that reached it"))
     for fname, field, ytitle, title in panels:
@@ -752,7 +753,19 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
     for r in rows:
         r["point_label"] = ", ".join(f"{k.split('.')[-1]} {_fmt_value(v)}" for k, v in r["point"].items())
     best = best_rows(study, rows)
-    write_plots(study, rows, best, out_dir)
+    # Each record knows where it ran: cells run now carry this machine and commit, cells taken
+    # from an earlier report's cells.json carry theirs.
+    here = (machine(), commit())
+    for r in records:
+        r.setdefault("machine", here[0])
+        r.setdefault("commit", here[1])
+    # Wall seconds compare methods only when every cell ran on the same CPU model.
+    cpus = sorted({r["machine"].split(", ")[0] for r in records})
+    seconds_compare = len(cpus) <= 1
+    if not seconds_compare:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(out_dir, "time_to_target.png"))  # an earlier report's, now misleading
+    write_plots(study, rows, best, out_dir, seconds_compare)
 
     L = []
     L.append(f"# Study `{study.name}`\n")
@@ -770,12 +783,6 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
                 if study.diverged is not None else "") + ").")
     if study.common:
         L.append("- Common overrides: " + ", ".join(f"`{k}: {_fmt_value(v)}`" for k, v in study.common.items()) + ".")
-    # Each record knows where it ran: cells run now carry this machine and commit, cells taken
-    # from an earlier report's cells.json carry theirs.
-    here = (machine(), commit())
-    for r in records:
-        r.setdefault("machine", here[0])
-        r.setdefault("commit", here[1])
     origins = {}
     for r in records:
         origins[(r["machine"], r["commit"])] = origins.get((r["machine"], r["commit"]), 0) + 1
@@ -828,12 +835,19 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
         return s + (f" ({r['point_label']})" if r["point_label"] else "")
 
     table(f"## Final {study.metric} (mean ± std over seeds; † = some seeds diverged)", final_text)
-    if study.target is not None:
+    if study.target is not None and seconds_compare:
         table(f"## Steps and wall seconds to {study.metric} {fmt_metric(study, study.target)} (mean over the "
               "seeds that reached it; k/n = seeds that did)",
               lambda r: "–" if r["steps_to_target"] is None else
               f"{r['steps_to_target']:.0f} steps, {r['time_to_target']:.0f} s ({r['reached']}/{r['seeds']})"
               if r["time_to_target"] is not None else f"{r['steps_to_target']:.0f} steps ({r['reached']}/{r['seeds']})")
+    elif study.target is not None:
+        table(f"## Steps to {study.metric} {fmt_metric(study, study.target)} (mean over the seeds that reached "
+              f"it; k/n = seeds that did)",
+              lambda r: "–" if r["steps_to_target"] is None else
+              f"{r['steps_to_target']:.0f} steps ({r['reached']}/{r['seeds']})")
+        L.append(f"Wall seconds are left out of this table and its plot: the cells ran on {len(cpus)} CPU models "
+                 f"({'; '.join(cpus)}), so seconds would compare machines, not methods.\n")
     L.append("![final metric](final_vs_examples.png)\n")
     if study.target is not None:
         L.append("![steps to target](steps_to_target.png)\n")
@@ -848,7 +862,9 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
     L.append("One row per method, sweep point and column. Steps to target: mean over the seeds "
              "that reached it (first evaluation at or past the target); examples to target = steps × "
              "examples per step; time to target: the trainer's wall seconds at that evaluation (mean over "
-             "the same seeds). Wall: mean seconds per run, mpirun start-up included.\n")
+             "the same seeds). Wall: mean seconds per run, mpirun start-up included"
+             + ("; the cells ran on several CPU models, so compare seconds only between rows that ran on one"
+                if not seconds_compare else "") + ".\n")
     L.append("| method | sweep | ranks | examples/step | seeds | final | diverged | reached | steps to target | "
              "examples to target | time to target s | wall s |")
     L.append("|---|---|---|---|---|---|---|---|---|---|---|---|")

@@ -205,6 +205,16 @@ class Pure(unittest.TestCase):
         self.assertNotIn("only", report.split("- **average**")[1].split("\n")[0])
         self.assertIn("| Adasum | 50.00% (1 seed) |", report)
         self.assertIn("| average | 50.00% ± 0.00 (lr 0.05) |", report)
+        self.assertIn("| Adasum | 4 steps, 2 s (1/1) |", report)
+        # Cells from two CPU models: seconds would compare machines, so the report leaves them out.
+        for r, cpu in zip(records, ["AMD EPYC (AVX-512)", "Intel(R) Xeon(R) Processor (AVX-512)"] * 4):
+            r["machine"] = f"{cpu}, 2 cores, 24 GiB, Linux 6"
+        study.write_report(s, records, out, [], 0, len(records))
+        with open(os.path.join(out, "report.md")) as f:
+            report = f.read()
+        self.assertIn("| Adasum | 4 steps (1/1) |", report)
+        self.assertIn("the cells ran on 2 CPU models (AMD EPYC (AVX-512); Intel(R) Xeon(R) Processor", report)
+        self.assertFalse(os.path.exists(os.path.join(out, "time_to_target.png")))
         self.assertIn("methods.adasum.seeds: must be", self.error(study_text(self.base, methods.replace(
             "seeds: [2]", "seeds: []"))))
 
