@@ -11,9 +11,9 @@ A study file (studies/*.yaml; the format is documented in studies/README.md) nam
 config, a budget, the metric and its target, the axes (ranks, micro_batches, seeds), common
 overrides and the methods: each method is a set of trainer overrides, optionally with a sweep
 (lists of values; the report keeps, per rank count, the sweep point with the best mean metric
-and lists all of them) and its own seeds (fewer than the study's, for a probe). A value written "=EXPR" is a Python expression over ranks,
-micro_batches, batch_per_rank, examples_per_step, steps_per_epoch, epochs and total_steps
-(e.g. "=1/ranks" or "=steps_per_epoch").
+and lists all of them) and its own seeds (fewer than the study's, for a probe). A value written
+"=EXPR" is a Python expression over ranks, micro_batches, batch_per_rank, examples_per_step,
+steps_per_epoch, epochs and total_steps (e.g. "=1/ranks" or "=steps_per_epoch").
 
 A cell is one trainer run; its folder (under --runs, default runs/studies/<study>/) is named by
 the cell and a hash of its resolved settings, and holds the run's output plus study_cell.json
