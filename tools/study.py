@@ -835,19 +835,18 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
         return s + (f" ({r['point_label']})" if r["point_label"] else "")
 
     table(f"## Final {study.metric} (mean ± std over seeds; † = some seeds diverged)", final_text)
-    if study.target is not None and seconds_compare:
-        table(f"## Steps and wall seconds to {study.metric} {fmt_metric(study, study.target)} (mean over the "
-              "seeds that reached it; k/n = seeds that did)",
-              lambda r: "–" if r["steps_to_target"] is None else
-              f"{r['steps_to_target']:.0f} steps, {r['time_to_target']:.0f} s ({r['reached']}/{r['seeds']})"
-              if r["time_to_target"] is not None else f"{r['steps_to_target']:.0f} steps ({r['reached']}/{r['seeds']})")
-    elif study.target is not None:
-        table(f"## Steps to {study.metric} {fmt_metric(study, study.target)} (mean over the seeds that reached "
-              f"it; k/n = seeds that did)",
-              lambda r: "–" if r["steps_to_target"] is None else
-              f"{r['steps_to_target']:.0f} steps ({r['reached']}/{r['seeds']})")
-        L.append(f"Wall seconds are left out of this table and its plot: the cells ran on {len(cpus)} CPU models "
-                 f"({'; '.join(cpus)}), so seconds would compare machines, not methods.\n")
+    if study.target is not None:
+        def to_target(r):
+            if r["steps_to_target"] is None:
+                return "–"
+            secs = f", {r['time_to_target']:.0f} s" if seconds_compare and r["time_to_target"] is not None else ""
+            return f"{r['steps_to_target']:.0f} steps{secs} ({r['reached']}/{r['seeds']})"
+        table(f"## Steps{' and wall seconds' if seconds_compare else ''} to {study.metric} "
+              f"{fmt_metric(study, study.target)} (mean over the seeds that reached it; k/n = seeds that did)",
+              to_target)
+        if not seconds_compare:
+            L.append(f"Wall seconds are left out of this table and its plot: the cells ran on {len(cpus)} CPU "
+                     f"models ({'; '.join(cpus)}), so seconds would compare machines, not methods.\n")
     L.append("![final metric](final_vs_examples.png)\n")
     if study.target is not None:
         L.append("![steps to target](steps_to_target.png)\n")
