@@ -384,9 +384,7 @@ def run_cell(cell, args, folder):
     else:
         status = "failed"
         reason = f"exit code {rc}: " + first_error(log_text)
-    rec = {"name": cell.name, "hash": cell.hash, "method": cell.method, "ranks": cell.ranks,
-           "micro_batches": cell.mb, "variant": cell.variant, "seed": cell.seed, "point": cell.point,
-           "examples_per_step": cell.examples_per_step, "overrides": cell.overrides, "status": status,
+    rec = {**identity(cell), "hash": cell.hash, "status": status,
            "reason": reason, "exit_code": rc, "final": final,
            # A resumed cell: the trainer's own count over its attempts (up to each one's last checkpoint).
            "wall_s": round(summary.get("wall_seconds", wall) if resumed else wall, 2),
@@ -399,6 +397,15 @@ def run_cell(cell, args, folder):
         with open(os.path.join(folder, CELL_MARKER), "w") as f:
             json.dump(rec, f)
     return rec
+
+
+def identity(cell):
+    """What a cell is called and where it sits in the grid. Not part of its settings hash: a
+    cached record gets these from the study as it is now (a method renamed, a setting moved into
+    a variant), so a report never shows a name or column the study file no longer has."""
+    return {"name": cell.name, "method": cell.method, "ranks": cell.ranks, "micro_batches": cell.mb,
+            "variant": cell.variant, "seed": cell.seed, "point": cell.point,
+            "examples_per_step": cell.examples_per_step, "overrides": cell.overrides}
 
 
 def load_cached(folder, cell):
@@ -414,7 +421,7 @@ def load_cached(folder, cell):
         return None
     if "eval_wall" not in rec:  # written by an older runner
         rec["eval_wall"] = read_curve(folder, cell.study.metric)[2]
-    return rec
+    return {**rec, **identity(cell)}
 
 
 def load_published(path):
@@ -703,10 +710,16 @@ def write_plots(study, rows, best, out_dir, seconds_compare=True):
                     if r is None or val(r) is None:
                         continue
                     err = scale * (r["std"] or 0) if field == "mean" else None
-                    ax.bar(i + (j - (len(study.variants) - 1) / 2) * width, val(r), width, yerr=err,
+                    x = i + (j - (len(study.variants) - 1) / 2) * width
+                    ax.bar(x, val(r), width, yerr=err,
                            color=colors[m], hatch=hatches[v], edgecolor="black", capsize=3,
                            label=study.variants[v]["label"] if i == 0 and len(study.variants) > 1 else None)
+                    if field != "mean":  # a mean over the seeds that reached the target: say how many
+                        ax.annotate(f"{r['reached']}/{r['seeds']}", (x, val(r)), ha="center", va="bottom",
+                                    fontsize=8, xytext=(0, 2), textcoords="offset points")
             ax.set_xticks(range(len(methods)), [label[m] for m in methods], rotation=20, ha="right", fontsize=8)
+            if field != "mean":
+                title = title.replace("the seeds", "the k/n seeds").replace("x / no bar", "no bar")
             if field == "mean" and study.plot_range:
                 ax.set_ylim(scale * study.plot_range[0], scale * study.plot_range[1])
         else:
@@ -954,7 +967,7 @@ def main(argv=None):
     from_report = 0
     for c in cells:
         if cached[c.name] is None and c.hash in published and not os.path.exists(folder[c.name]):
-            cached[c.name] = published[c.hash]
+            cached[c.name] = {**published[c.hash], **identity(c)}
             from_report += 1
     if from_report:
         print(f"study.py: {from_report} finished cell(s) taken from {os.path.relpath(results, ROOT)}/cells.json")

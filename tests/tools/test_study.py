@@ -318,6 +318,25 @@ class EndToEnd(unittest.TestCase):
         rc, out = self.run_study(study_text(self.base, bad), "--only", "ranks=2")
         self.assertIn("(1 cached, 1 to run)", out)  # the failed cell runs again, the diverged one not
 
+    def test_a_renamed_method_or_a_setting_moved_into_a_variant_reuses_its_cells_under_the_new_names(self):
+        rc, out = self.run_study(study_text(self.base, "  adasum: {set: {reducer.name: adasum}}\n"))
+        self.assertEqual(rc, 0, out)
+        # The same settings, now a method with another name and a variant: the hashes are the
+        # same, so nothing runs, and the report and cells.json use the study's names as they are.
+        moved = study_text(self.base, "  renamed: {label: Renamed, set: {}}\n",
+                           "variants: {viavar: {label: via a variant, set: {reducer.name: adasum}}}\n")
+        rc, out = self.run_study(moved)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("2 cells (2 cached, 0 to run)", out)
+        cells = self.cells()
+        self.assertEqual(sorted(cells), ["renamed-viavar-np1-s1", "renamed-viavar-np2-s1"])
+        for c in cells.values():
+            self.assertEqual((c["method"], c["variant"], c["status"]), ("renamed", "viavar", "ok"), c)
+        with open(os.path.join(self.results, "report.md")) as f:
+            report = f.read()
+        self.assertIn("| Renamed |", report)
+        self.assertNotIn("adasum-np1-s1", report)
+
     def test_resume_cells_goes_on_from_the_interrupted_attempts_checkpoint(self):
         # resume_cells: a cell killed mid-run (rank 0 dies at its 25th gradient-ready hook: step 3
         # of LeNet's 10 parameters, after the checkpoint of step 2) is not cached; the next run
