@@ -56,8 +56,9 @@ struct TrainResult {
 // `precision` sets the GPU's matrix products for the run; with `scaler` the loss is scaled and
 // each step settled as a strategy does it (dist::settle_step: skip and back off on overflow,
 // else unscale).
+// `shuffle` picks the epochs' example orders (the same on every device for one value).
 TrainResult train(const data::MnistDataset& ds, Device device, Precision precision = Precision::fp32,
-                  dist::LossScaler* scaler = nullptr) {
+                  dist::LossScaler* scaler = nullptr, uint64_t shuffle = 0) {
   struct PrecisionScope {
     explicit PrecisionScope(Precision p) { set_cuda_matmul_precision(p); }
     ~PrecisionScope() { set_cuda_matmul_precision(Precision::fp32); }
@@ -82,7 +83,7 @@ TrainResult train(const data::MnistDataset& ds, Device device, Precision precisi
   for (int64_t epoch = 0; epoch < kEpochs; ++epoch) {
     // A fixed shuffle per epoch (the same on both devices).
     std::vector<int64_t> perm(order.begin(), order.begin() + kTrain);
-    Generator g(100 + static_cast<uint64_t>(epoch));
+    Generator g(100 + 1000 * shuffle + static_cast<uint64_t>(epoch));
     for (int64_t i = kTrain - 1; i > 0; --i) {
       const int64_t j = static_cast<int64_t>(Generator::uniform_at(g.seed(), 0, static_cast<uint64_t>(i)) * (i + 1));
       std::swap(perm[static_cast<size_t>(i)], perm[static_cast<size_t>(j)]);
@@ -148,23 +149,35 @@ TEST(CudaTraining, LeNetOnMnistMatchesTheCpu) {
 
 // Mixed precision on the GPU (train.precision: bf16, and fp16 with dynamic loss scaling from
 // 2^16) reaches the fp32 GPU run's accuracy within a point, the tolerance the GPU has against
-// the CPU above.
+// the CPU above. One run per precision was not enough: across four sessions on an H200 single
+// fp16 runs ended at 97.65-98.50% and fp32 at 98.45-98.70% (the GPU's atomics vary each run,
+// and 2,000 evaluation images give a standard error of 0.3 points), so one in four runs failed
+// the bound. The means over three example orders each are compared instead, the bound unchanged.
 TEST(CudaTraining, MixedPrecisionLeNetReachesTheFp32Accuracy) {
   ADA_REQUIRE_GPU();
   const auto ds = open_mnist();
   ASSERT_TRUE(ds);
-  const TrainResult fp32 = train(*ds, ada::testing::gpu());
-  const TrainResult bf16 = train(*ds, ada::testing::gpu(), Precision::bf16);
-  dist::LossScaler scaler({/*dynamic=*/true, 65536, 2000});
-  const TrainResult fp16 = train(*ds, ada::testing::gpu(), Precision::fp16, &scaler);
-  std::printf("[ training ] LeNet-5 on cuda: accuracy fp32 %.2f%%, bf16 %.2f%%, fp16 %.2f%% (loss scale %g after %lld "
-              "overflows)\n",
-              100 * fp32.accuracy, 100 * bf16.accuracy, 100 * fp16.accuracy, scaler.scale(),
-              static_cast<long long>(scaler.overflows()));
-  EXPECT_GE(fp32.accuracy, 0.96);
-  EXPECT_GE(bf16.accuracy, fp32.accuracy - 0.01) << "bf16 learns worse than fp32";
-  EXPECT_GE(fp16.accuracy, fp32.accuracy - 0.01) << "fp16 with loss scaling learns worse than fp32";
-  EXPECT_LT(scaler.overflows(), 10) << "fp16 overflowed on many steps: the scale does not settle";
+  constexpr int kOrders = 3;
+  double fp32 = 0, bf16 = 0, fp16 = 0;
+  for (uint64_t order = 0; order < kOrders; ++order) {
+    const TrainResult r32 = train(*ds, ada::testing::gpu(), Precision::fp32, nullptr, order);
+    const TrainResult rb16 = train(*ds, ada::testing::gpu(), Precision::bf16, nullptr, order);
+    dist::LossScaler scaler({/*dynamic=*/true, 65536, 2000});
+    const TrainResult r16 = train(*ds, ada::testing::gpu(), Precision::fp16, &scaler, order);
+    std::printf("[ training ] LeNet-5 on cuda, example order %llu: accuracy fp32 %.2f%%, bf16 %.2f%%, fp16 %.2f%% "
+                "(loss scale %g after %lld overflows)\n",
+                static_cast<unsigned long long>(order), 100 * r32.accuracy, 100 * rb16.accuracy, 100 * r16.accuracy,
+                scaler.scale(), static_cast<long long>(scaler.overflows()));
+    EXPECT_GE(r32.accuracy, 0.96) << "order " << order;
+    EXPECT_LT(scaler.overflows(), 10) << "order " << order << ": fp16 overflowed on many steps: the scale does not settle";
+    fp32 += r32.accuracy / kOrders;
+    bf16 += rb16.accuracy / kOrders;
+    fp16 += r16.accuracy / kOrders;
+  }
+  std::printf("[ training ] LeNet-5 on cuda, mean of %d: fp32 %.2f%%, bf16 %.2f%%, fp16 %.2f%%\n", kOrders, 100 * fp32,
+              100 * bf16, 100 * fp16);
+  EXPECT_GE(bf16, fp32 - 0.01) << "bf16 learns worse than fp32";
+  EXPECT_GE(fp16, fp32 - 0.01) << "fp16 with loss scaling learns worse than fp32";
 }
 
 }  // namespace
