@@ -400,9 +400,10 @@ def run_cell(cell, args, folder):
 
 
 def identity(cell):
-    """What a cell is called and where it sits in the grid. Not part of its settings hash: a
-    cached record gets these from the study as it is now (a method renamed, a setting moved into
-    a variant), so a report never shows a name or column the study file no longer has."""
+    """What a cell is called and where it sits in the grid. The names (cell, method, variant)
+    are not in its settings hash, so a cached record gets all of these from the study as it is
+    now (a method renamed, a setting moved into a variant): a report never shows a name or
+    column the study file no longer has."""
     return {"name": cell.name, "method": cell.method, "ranks": cell.ranks, "micro_batches": cell.mb,
             "variant": cell.variant, "seed": cell.seed, "point": cell.point,
             "examples_per_step": cell.examples_per_step, "overrides": cell.overrides}
