@@ -695,7 +695,8 @@ def write_plots(study, rows, best, out_dir, seconds_compare=True):
     if study.target is not None:
         what = f"{study.metric} {fmt_metric(study, study.target)}"
         panels.append(("steps_to_target.png", "steps_to_target", f"steps to {what}",
-                       "steps to target, mean over the seeds that reached it (x / no bar: none did)"))
+                       "steps to target, mean over the k/n seeds that reached it (no bar: none did)" if one_x
+                       else "steps to target, mean over the seeds that reached it (x: none did)"))
         if one_x and seconds_compare:
             panels.append(("time_to_target.png", "time_to_target", f"seconds to {what}",
                            "wall time to target, mean over the seeds that reached it"))
@@ -719,8 +720,6 @@ def write_plots(study, rows, best, out_dir, seconds_compare=True):
                         ax.annotate(f"{r['reached']}/{r['seeds']}", (x, val(r)), ha="center", va="bottom",
                                     fontsize=8, xytext=(0, 2), textcoords="offset points")
             ax.set_xticks(range(len(methods)), [label[m] for m in methods], rotation=20, ha="right", fontsize=8)
-            if field != "mean":
-                title = title.replace("the seeds", "the k/n seeds").replace("x / no bar", "no bar")
             if field == "mean" and study.plot_range:
                 ax.set_ylim(scale * study.plot_range[0], scale * study.plot_range[1])
         else:
