@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -136,12 +137,39 @@ bool bf16_available(std::string* why) {
   return reason == nullptr;
 }
 
+CacheSizes parse_cache_sizes(const std::string& value, const std::string& what) {
+  int64_t out[3];
+  size_t pos = 0;
+  for (int i = 0; i < 3; ++i) {
+    const size_t end = std::min(value.find(',', pos), value.size());
+    const std::string item = value.substr(pos, end - pos);
+    char* rest = nullptr;
+    const long long n = item.empty() ? 0 : std::strtoll(item.c_str(), &rest, 10);
+    const std::string suffix = rest ? rest : "";
+    const int64_t unit = suffix.empty() ? 1 : suffix == "K" ? 1 << 10 : suffix == "M" ? 1 << 20 : 0;
+    if (n <= 0 || unit == 0 || n > (int64_t(1) << 40) / unit || (i < 2) != (end < value.size()))
+      ADA_THROW(ConfigError) << what << ": expected three positive sizes L1,L2,L3 in bytes with an optional K or M "
+                             << "suffix (e.g. 32K,1M,16M); unset it to use the CPU's own";
+    out[i] = n * unit;
+    pos = end + 1;
+  }
+  return {out[0], out[1], out[2]};
+}
+
+std::optional<CacheSizes> forced_cache_sizes() {
+  const char* v = std::getenv("ADA_CPU_CACHES");
+  if (!v || !*v) return std::nullopt;
+  return parse_cache_sizes(v, std::string("ADA_CPU_CACHES=") + v);
+}
+
 std::string isa_description() {
   std::string s = isa_name(isa());
   s += " (cpu: ";
   s += isa_name(detected_isa());
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512bf16")) s += ", bf16";
+  if (const auto c = forced_cache_sizes())
+    s += ", caches forced to " + std::to_string(c->l1) + "/" + std::to_string(c->l2) + "/" + std::to_string(c->l3);
   s += ")";
   return s;
 }

@@ -6,6 +6,8 @@
 // baseline's features stops at once with a message naming them (no SIGILL).
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 namespace ada::cpu {
@@ -33,6 +35,18 @@ void set_isa(Isa isa);
 // True when the CPU has AVX512_BF16 dot products and the level in use is avx512 or amx, so bf16
 // matrix products can run (core/precision.h). `why` (optional) gets the reason when false.
 bool bf16_available(std::string* why = nullptr);
+
+// Cache sizes in bytes. Only Eigen's GEMM (the generic level) sizes its blocks from the CPU's
+// caches; our kernels use fixed blocks. ADA_CPU_CACHES=L1,L2,L3 (K and M suffixes: 32K,1M,16M)
+// forces them, so one machine reproduces the summation orders of other CPU models (the tests run
+// small and large caches: tests/CMakeLists.txt).
+struct CacheSizes {
+  int64_t l1, l2, l3;
+};
+// The sizes ADA_CPU_CACHES forces, or nullopt when it is unset; ConfigError when malformed.
+std::optional<CacheSizes> forced_cache_sizes();
+// Parses "L1,L2,L3"; ConfigError naming `what` (e.g. "ADA_CPU_CACHES=...") when malformed.
+CacheSizes parse_cache_sizes(const std::string& value, const std::string& what);
 
 // One line for logs and benchmark headers, e.g. "avx512 (cpu: amx, bf16)".
 std::string isa_description();

@@ -168,6 +168,8 @@ def cases(src):
     add(Case("precision_bf16_unavailable", ["train.precision", "bf16 needs", "use precision: fp32"],
              cfg={"train": {"precision": "bf16"}}, env={"ADA_CPU_ISA": "avx2"}))
     add(Case("cpu_isa_env_unknown", ["ADA_CPU_ISA=avx9", "use generic, avx2, avx512 or amx"], env={"ADA_CPU_ISA": "avx9"}))
+    add(Case("cpu_caches_env_bad", ["ADA_CPU_CACHES=32K,1M", "expected three positive sizes", "unset it"],
+             env={"ADA_CPU_CACHES": "32K,1M"}))
     # Decentralised syncs.
     T("sync_unknown", {"sync": {"name": "gossip"}}, "unknown sync 'gossip'", "known: diloco, local_sgd, none, wagma")
     T("sync_local_sgd_without_period", {"sync": {"name": "local_sgd"}}, "sync.period", "needs period")

@@ -15,6 +15,7 @@
 #include "core/ops.h"
 #include "core/parallel.h"
 #include "core/precision.h"
+#include "util/sum_bound.h"
 
 namespace ada {
 namespace {
@@ -24,29 +25,24 @@ Tensor rnd(const Shape& s, uint64_t seed) {
   return Tensor::randn(s, g);
 }
 
-void expect_close(const Tensor& a, const Tensor& b, double tol, const std::string& what) {
-  ASSERT_EQ(a.shape(), b.shape()) << what;
-  auto x = a.to_vector<float>(), y = b.to_vector<float>();
-  int bad = 0;
-  for (size_t i = 0; i < x.size(); ++i)
-    if (!(std::fabs(x[i] - y[i]) <= tol * (1 + std::fabs(y[i]))) && ++bad <= 3)
-      ADD_FAILURE() << what << ": element " << i << ": " << x[i] << " vs " << y[i];
-  EXPECT_EQ(bad, 0) << what;
+using testing::SumRef;
+
+// `got` against a reference sum within the bound of tests/util/sum_bound.h.
+void expect_sum_close(const Tensor& got, const SumRef& ref, const std::string& what) {
+  testing::expect_within_sum_bound(got.to_vector<float>(), ref, what);
 }
 
-Tensor naive_gemm(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+// op(a) op(b) in double, with the sum of |products| of each element.
+SumRef naive_gemm(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   int64_t m = ta ? a.size(1) : a.size(0), k = ta ? a.size(0) : a.size(1);
   int64_t n = tb ? b.size(0) : b.size(1);
-  Tensor c = Tensor::zeros({m, n});
+  SumRef c(static_cast<size_t>(m * n));
   const float* A = a.data<float>();
   const float* B = b.data<float>();
   for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      double s = 0;
+    for (int64_t j = 0; j < n; ++j)
       for (int64_t l = 0; l < k; ++l)
-        s += double(ta ? A[l * m + i] : A[i * k + l]) * (tb ? B[j * k + l] : B[l * n + j]);
-      c.data<float>()[i * n + j] = float(s);
-    }
+        c.add(i * n + j, double(ta ? A[l * m + i] : A[i * k + l]) * (tb ? B[j * k + l] : B[l * n + j]));
   return c;
 }
 
@@ -55,12 +51,16 @@ TEST(Ops, GemmAllTransposesAlphaBeta) {
     for (bool tb : {false, true}) {
       Tensor a = ta ? rnd({37, 19}, 1) : rnd({19, 37}, 1);
       Tensor b = tb ? rnd({23, 37}, 2) : rnd({37, 23}, 2);
-      Tensor ref = naive_gemm(a, b, ta, tb);
-      expect_close(ops::matmul(a, b, ta, tb), ref, 1e-5, "matmul");
+      const SumRef ref = naive_gemm(a, b, ta, tb);
+      expect_sum_close(ops::matmul(a, b, ta, tb), ref, "matmul");
       Tensor c = Tensor::ones({19, 23});
       ops::gemm(a, b, c, ta, tb, 2.f, 0.5f);
-      Tensor want = ops::add(ops::scale(ref, 2.f), Tensor::full({19, 23}, 0.5));
-      expect_close(c, want, 1e-5, "gemm alpha/beta");
+      SumRef want(ref.value.size());  // 2 ab + 0.5 * 1
+      for (size_t i = 0; i < want.value.size(); ++i) {
+        want.value[i] = 2 * ref.value[i] + 0.5;
+        want.mag[i] = 2 * ref.mag[i] + 0.5;
+      }
+      expect_sum_close(c, want, "gemm alpha/beta");
     }
 }
 
@@ -71,9 +71,9 @@ TEST(Ops, BatchedGemmBothSplits) {
       Tensor a = rnd({batch, 7, 9}, 3), b = rnd({batch, 11, 9}, 4);
       Tensor c = ops::bmm(a, b, false, true);
       for (int64_t i = 0; i < batch; ++i)
-        expect_close(c.narrow(i, 1).reshape({7, 11}),
-                     naive_gemm(a.narrow(i, 1).reshape({7, 9}), b.narrow(i, 1).reshape({11, 9}), false, true),
-                     1e-5, "bmm batch " + std::to_string(i));
+        expect_sum_close(c.narrow(i, 1).reshape({7, 11}),
+                         naive_gemm(a.narrow(i, 1).reshape({7, 9}), b.narrow(i, 1).reshape({11, 9}), false, true),
+                         "bmm batch " + std::to_string(i));
     }
   set_num_threads(0);
 }
@@ -99,31 +99,51 @@ std::vector<cpu::Isa> bf16_levels() {
   return out;
 }
 
-Tensor naive_conv(const Tensor& x, const Tensor& w, const ops::Conv2dParams& p) {
-  Shape os = ops::conv2d_output_shape(x.shape(), w.shape(), p);
-  Tensor y = Tensor::zeros(os);
+// The three passes of a convolution in double, with the sum of |products| of each element:
+// y = conv(x, w), dx = the data gradient of dy, dw = the filter gradient of dy.
+struct ConvRef {
+  SumRef y, dx, dw;
+};
+ConvRef naive_conv(const Tensor& x, const Tensor& w, const Tensor& dy, const ops::Conv2dParams& p) {
+  const Shape os = ops::conv2d_output_shape(x.shape(), w.shape(), p);
   const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
-  const int64_t K = w.size(0), R = w.size(2), S = w.size(3);
+  const int64_t K = w.size(0), R = w.size(2), S = w.size(3), P = os[2], Q = os[3];
+  ConvRef ref{SumRef(static_cast<size_t>(N * K * P * Q)), SumRef(static_cast<size_t>(x.numel())),
+              SumRef(static_cast<size_t>(w.numel()))};
+  const float *X = x.data<float>(), *Wt = w.data<float>(), *D = dy.data<float>();
   for (int64_t n = 0; n < N; ++n)
     for (int64_t k = 0; k < K; ++k)
-      for (int64_t i = 0; i < os[2]; ++i)
-        for (int64_t j = 0; j < os[3]; ++j) {
-          double s = 0;
-          for (int64_t c = 0; c < C; ++c)
-            for (int64_t r = 0; r < R; ++r)
-              for (int64_t t = 0; t < S; ++t) {
-                int64_t h = i * p.stride_h - p.pad_h + r * p.dil_h;
-                int64_t v = j * p.stride_w - p.pad_w + t * p.dil_w;
-                if (h < 0 || h >= H || v < 0 || v >= W) continue;
-                s += double(x.data<float>()[((n * C + c) * H + h) * W + v]) *
-                     w.data<float>()[((k * C + c) * R + r) * S + t];
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t r = 0; r < R; ++r)
+          for (int64_t t = 0; t < S; ++t) {
+            const int64_t wi = ((k * C + c) * R + r) * S + t;
+            for (int64_t i = 0; i < P; ++i) {
+              const int64_t h = i * p.stride_h - p.pad_h + r * p.dil_h;
+              if (h < 0 || h >= H) continue;
+              for (int64_t j = 0; j < Q; ++j) {
+                const int64_t v = j * p.stride_w - p.pad_w + t * p.dil_w;
+                if (v < 0 || v >= W) continue;
+                const int64_t xi = ((n * C + c) * H + h) * W + v, yi = ((n * K + k) * P + i) * Q + j;
+                ref.y.add(yi, double(X[xi]) * Wt[wi]);
+                ref.dx.add(xi, double(D[yi]) * Wt[wi]);
+                ref.dw.add(wi, double(D[yi]) * X[xi]);
               }
-          y.data<float>()[((n * K + k) * os[2] + i) * os[3] + j] = float(s);
-        }
-  return y;
+            }
+          }
+  return ref;
 }
 
-TEST(Ops, Conv2dForwardMatchesNaiveOnEveryPath) {
+// The three passes at the current ISA level and thread count against `ref`.
+void expect_conv_passes(const Tensor& x, const Tensor& w, const Tensor& dy, const ops::Conv2dParams& p,
+                        const ConvRef& ref, const std::string& what, bool data_pass = true) {
+  expect_sum_close(ops::conv2d_forward(x, w, p), ref.y, what + " forward");
+  if (data_pass) expect_sum_close(ops::conv2d_backward_data(dy, w, x.shape(), p), ref.dx, what + " backward-data");
+  expect_sum_close(ops::conv2d_backward_filter(dy, x, w.shape(), p), ref.dw, what + " backward-filter");
+}
+
+// Every pass of the convolution paths the current level picks (im2col image groups, the 1x1 fast
+// path, the direct and blocked kernels where they apply) against a naive one in double.
+TEST(Ops, Conv2dMatchesNaiveOnEveryPath) {
   struct Case {
     Shape x, w;
     ops::Conv2dParams p;
@@ -140,20 +160,19 @@ TEST(Ops, Conv2dForwardMatchesNaiveOnEveryPath) {
   for (int threads : {1, 2}) {
     set_num_threads(threads);
     for (const auto& c : cases) {
-      Tensor x = rnd(c.x, 5), w = rnd(c.w, 6);
-      expect_close(ops::conv2d_forward(x, w, c.p), naive_conv(x, w, c.p), 1e-4,
-                   "conv " + shape_str(c.x) + "*" + shape_str(c.w) + " threads " + std::to_string(threads));
+      const Tensor x = rnd(c.x, 5), w = rnd(c.w, 6), dy = rnd(ops::conv2d_output_shape(c.x, c.w, c.p), 7);
+      expect_conv_passes(x, w, dy, c.p, naive_conv(x, w, dy, c.p),
+                         "conv " + shape_str(c.x) + "*" + shape_str(c.w) + " threads " + std::to_string(threads));
     }
   }
   set_num_threads(0);
 }
 
-// The direct 3x3 and 5x5 kernels (conv_direct.h) against im2col + GEMM (the generic ISA's path,
-// checked against a naive convolution above and against PyTorch in test_golden), for every ISA
-// this CPU has, all three passes: rows shorter than, equal to and longer than a vector, channel
+// The direct 3x3 and 5x5 kernels (conv_direct.h) and im2col + GEMM (the generic ISA's path)
+// against a naive convolution in double, for every ISA this CPU has, all three passes: rows shorter than, equal to and longer than a vector, channel
 // counts that leave register-tile remainders, one input channel, paddings from 0 to the kernel
 // size - 1, batches split over threads.
-TEST(Ops, Conv2dDirectKernelsMatchIm2colOnEveryPass) {
+TEST(Ops, Conv2dDirectKernelsMatchNaiveOnEveryPass) {
   struct Case {
     Shape x, w;
     int pad;
@@ -183,10 +202,10 @@ TEST(Ops, Conv2dDirectKernelsMatchIm2colOnEveryPass) {
     const ops::Conv2dParams p{1, 1, c.pad, c.pad, 1, 1};
     Tensor x = rnd(c.x, 7), w = rnd(c.w, 8);
     Tensor dy = rnd(ops::conv2d_output_shape(c.x, c.w, p), 9);
+    const ConvRef ref = naive_conv(x, w, dy, p);
     cpu::set_isa(cpu::Isa::generic);
     ASSERT_EQ(cpu::conv_direct_kernels(c.x, c.w, p, cpu::ConvPass::forward), nullptr);
-    const Tensor y0 = ops::conv2d_forward(x, w, p), dx0 = ops::conv2d_backward_data(dy, w, c.x, p),
-                 dw0 = ops::conv2d_backward_filter(dy, x, c.w, p);
+    expect_conv_passes(x, w, dy, p, ref, "generic im2col " + shape_str(c.x) + "*" + shape_str(c.w));
     for (cpu::Isa isa : isas)
       for (int threads : {1, 2}) {
         cpu::set_isa(isa);
@@ -197,9 +216,7 @@ TEST(Ops, Conv2dDirectKernelsMatchIm2colOnEveryPass) {
               << shape_str(c.x) << " should run on the direct kernels in every pass";
         const std::string what = std::string(kern) + " " + shape_str(c.x) + "*" + shape_str(c.w) + " pad " +
                                  std::to_string(c.pad) + " threads " + std::to_string(threads);
-        expect_close(ops::conv2d_forward(x, w, p), y0, 1e-4, what + " forward");
-        expect_close(ops::conv2d_backward_data(dy, w, c.x, p), dx0, 1e-4, what + " backward-data");
-        expect_close(ops::conv2d_backward_filter(dy, x, c.w, p), dw0, 1e-4, what + " backward-filter");
+        expect_conv_passes(x, w, dy, p, ref, what);
       }
   }
   // Strided, 7x7, too wide (the filter gradient from 256 channels, the others past 256) or overpadded
@@ -248,13 +265,14 @@ TEST(Ops, Conv2dDirectKernelsMatchIm2colOnEveryPass) {
   set_num_threads(0);
 }
 
-// The batch-blocked kernels (conv_blocked.h) against im2col + GEMM, for every ISA this CPU has:
+// The batch-blocked kernels (conv_blocked.h) and im2col + GEMM against a naive convolution in
+// double, for every ISA this CPU has:
 // full and partly filled blocks of images, strides 1 and 2 (the backward-data pass: 1 only),
 // paddings 0 to 2, odd planes, channel counts that leave register-tile remainders, one input
 // channel, blocks split over threads; and the bf16 mode bit for bit against fp32 on rounded
-// operands (with AVX512_BF16 the forward and backward-data passes to a tolerance: vdpbf16ps adds
-// the same products in another order).
-TEST(Ops, Conv2dBlockedKernelsMatchIm2colOnEveryPass) {
+// operands (with AVX512_BF16 the forward and backward-data passes against the naive convolution of
+// the rounded operands: vdpbf16ps adds the same products in another order).
+TEST(Ops, Conv2dBlockedKernelsMatchNaiveOnEveryPass) {
   struct Case {
     Shape x, w;
     int stride, pad;
@@ -281,9 +299,11 @@ TEST(Ops, Conv2dBlockedKernelsMatchIm2colOnEveryPass) {
   for (const auto& c : cases) {
     const ops::Conv2dParams p{c.stride, c.stride, c.pad, c.pad, 1, 1};
     const Tensor x = rnd(c.x, 7), w = rnd(c.w, 8), dy = rnd(ops::conv2d_output_shape(c.x, c.w, p), 9);
+    const ConvRef ref = naive_conv(x, w, dy, p);
+    const std::string shapes = shape_str(c.x) + "*" + shape_str(c.w) + " stride " + std::to_string(c.stride) +
+                               " pad " + std::to_string(c.pad);
     cpu::set_isa(cpu::Isa::generic);
-    const Tensor y0 = ops::conv2d_forward(x, w, p), dx0 = ops::conv2d_backward_data(dy, w, c.x, p),
-                 dw0 = ops::conv2d_backward_filter(dy, x, c.w, p);
+    expect_conv_passes(x, w, dy, p, ref, "generic im2col " + shapes);
     for (cpu::Isa isa : isas)
       for (int threads : {1, 2}) {
         cpu::set_isa(isa);
@@ -292,12 +312,9 @@ TEST(Ops, Conv2dBlockedKernelsMatchIm2colOnEveryPass) {
         ++blocked_runs;
         ASSERT_TRUE(blocked(c.x, c.w, p, filt)) << shape_str(c.x);
         ASSERT_EQ(blocked(c.x, c.w, p, data), c.stride == 1) << shape_str(c.x);
-        const std::string what = std::string(cpu::conv_direct_kernels(c.x, c.w, p, fwd)) + " " + shape_str(c.x) +
-                                 "*" + shape_str(c.w) + " stride " + std::to_string(c.stride) + " pad " +
-                                 std::to_string(c.pad) + " threads " + std::to_string(threads);
-        expect_close(ops::conv2d_forward(x, w, p), y0, 1e-4, what + " forward");
-        expect_close(ops::conv2d_backward_data(dy, w, c.x, p), dx0, 1e-4, what + " backward-data");
-        expect_close(ops::conv2d_backward_filter(dy, x, c.w, p), dw0, 1e-4, what + " backward-filter");
+        expect_conv_passes(x, w, dy, p, ref,
+                           std::string(cpu::conv_direct_kernels(c.x, c.w, p, fwd)) + " " + shapes + " threads " +
+                               std::to_string(threads));
       }
   }
   if (isas.empty()) return;  // a build below x86-64-v3 on a CPU without AVX2: im2col only
@@ -339,19 +356,17 @@ TEST(Ops, Conv2dBlockedKernelsMatchIm2colOnEveryPass) {
       const auto dw16 = ops::conv2d_backward_filter(dy, x, c.w, p).to_vector<float>();
       set_cpu_matmul_precision(Precision::fp32);
       const Tensor xr = round16(x), wr = round16(w), dyr = round16(dy);
-      const Tensor y32 = ops::conv2d_forward(xr, wr, p);
-      if (vdp) {  // the same products, summed in another order (pairs of channels per vdpbf16ps)
-        expect_close(Tensor::from_vector<float>(y16, y32.shape()), y32, 1e-4, what + " forward (vdpbf16ps)");
-      } else {
-        EXPECT_EQ(y16, y32.to_vector<float>()) << what << " forward";
-      }
+      // vdpbf16ps: the same products, summed in another order (pairs of channels per instruction).
+      const ConvRef ref16 = vdp ? naive_conv(xr, wr, dyr, p) : ConvRef{};
+      if (vdp)
+        testing::expect_within_sum_bound(y16, ref16.y, what + " forward (vdpbf16ps)");
+      else
+        EXPECT_EQ(y16, ops::conv2d_forward(xr, wr, p).to_vector<float>()) << what << " forward";
       if (c.stride == 1) {
-        const Tensor dx32 = ops::conv2d_backward_data(dyr, wr, c.x, p);
-        if (vdp) {
-          expect_close(Tensor::from_vector<float>(dx16, dx32.shape()), dx32, 1e-4, what + " backward-data (vdpbf16ps)");
-        } else {
-          EXPECT_EQ(dx16, dx32.to_vector<float>()) << what << " backward-data";
-        }
+        if (vdp)
+          testing::expect_within_sum_bound(dx16, ref16.dx, what + " backward-data (vdpbf16ps)");
+        else
+          EXPECT_EQ(dx16, ops::conv2d_backward_data(dyr, wr, c.x, p).to_vector<float>()) << what << " backward-data";
       }
       EXPECT_EQ(dw16, ops::conv2d_backward_filter(dyr, xr, c.w, p).to_vector<float>()) << what << " backward-filter";
       EXPECT_NE(y16, ops::conv2d_forward(x, w, p).to_vector<float>()) << what << ": bf16 mode did not round";

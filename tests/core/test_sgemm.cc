@@ -4,10 +4,13 @@
 // ...), odd k (the bf16 kernel pairs k values), leading dimensions wider than the matrices (the
 // padding must stay untouched), beta == 0 over NaN-filled C, 1-3 threads, shapes that cross the
 // KC/MC/NC block boundaries, and calls from inside a parallel region.
-// The bf16 reference uses the operands rounded to bfloat16 (nearest even), so the same bound
-// holds: |got - want| <= 1e-5 * sqrt(max(k,1)) * (|alpha| sum_p |a_ip b_pj| + |beta c_ij|),
-// i.e. relative 1e-5 scaled by sqrt(k), relative to the magnitude of the terms summed.
+// The reference is exact-ish (double) on the operands as the kernel sees them (rounded to
+// bfloat16 for the bf16 kernels, whose products are then exact in fp32), and every element is
+// held to the bound of tests/util/sum_bound.h: |got - want| <= 16 eps (|alpha| sum_p |a_ip b_pj|
+// + |beta c_ij|).
 #include <gtest/gtest.h>
+
+#include <Eigen/Core>
 
 #include <cmath>
 #include <cstdint>
@@ -22,6 +25,7 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "core/precision.h"
+#include "util/sum_bound.h"
 
 namespace ada {
 namespace {
@@ -126,23 +130,23 @@ int check_once(const Operands& o, float alpha, float beta, uint32_t seed) {
                            " k=" + std::to_string(o.k) + " alpha=" + std::to_string(alpha) +
                            " beta=" + std::to_string(beta) +
                            " threads=" + std::to_string(num_threads());
-  const double tol = 1e-5 * std::sqrt(double(std::max<int64_t>(o.k, 1)));
+  std::vector<float> got;
+  testing::SumRef want(static_cast<size_t>(o.m * o.n));
   int bad = 0;
   for (int64_t i = 0; i < o.m; ++i)
     for (int64_t j = 0; j < o.ldc; ++j) {
-      const float got = c[i * o.ldc + j];
+      const float v = c[i * o.ldc + j];
       if (j >= o.n) {
-        if (got != kPad && ++bad <= 3)
-          ADD_FAILURE() << what << ": padding C[" << i << "," << j << "] was overwritten: " << got;
+        if (v != kPad && ++bad <= 3)
+          ADD_FAILURE() << what << ": padding C[" << i << "," << j << "] was overwritten: " << v;
         continue;
       }
       const double cij = beta == 0.f ? 0.0 : double(c0[i * o.ldc + j]);
-      const double want = double(alpha) * o.prod[i * o.n + j] + double(beta) * cij;
-      const double scale = std::fabs(alpha) * o.mag[i * o.n + j] + std::fabs(beta * cij);
-      if (!(std::fabs(got - want) <= tol * scale + 1e-30) && ++bad <= 3)
-        ADD_FAILURE() << what << ": C[" << i << "," << j << "] = " << got << ", want " << want;
+      got.push_back(v);
+      want.value[i * o.n + j] = double(alpha) * o.prod[i * o.n + j] + double(beta) * cij;
+      want.mag[i * o.n + j] = std::fabs(alpha) * o.mag[i * o.n + j] + std::fabs(beta * cij);
     }
-  return bad;
+  return bad + testing::expect_within_sum_bound(got, want, what);
 }
 
 struct AlphaBeta {
@@ -298,6 +302,39 @@ TEST(SgemmDispatch, GemmFollowsMatmulPrecision) {
   set_cpu_matmul_precision(Precision::fp32);
   cpu::gemm(false, false, 64, 40, 48, 1.f, a.data(), 48, b.data(), 40, 0.f, cgemm.data(), 40);
   EXPECT_EQ(cgemm, c32);
+}
+
+// ADA_CPU_CACHES: what it accepts and refuses, and (where the tests set it: tests/CMakeLists.txt)
+// that Eigen's GEMM, the generic level, blocks by the forced sizes.
+TEST(SgemmDispatch, ForcedCacheSizes) {
+  const cpu::CacheSizes c = cpu::parse_cache_sizes("16K,128K,3M", "test");
+  EXPECT_EQ(c.l1, 16 << 10);
+  EXPECT_EQ(c.l2, 128 << 10);
+  EXPECT_EQ(c.l3, 3 << 20);
+  EXPECT_EQ(cpu::parse_cache_sizes("32768,1048576,8M", "test").l2, 1 << 20);
+  for (const char* bad : {"", "16K", "16K,128K", "16K,128K,3M,4M", "16K,,3M", "0,1K,1K", "-1K,1K,1K", "16k,1K,1K",
+                          "1.5K,1K,1K", "16K,128K,3G"}) {
+    try {
+      cpu::parse_cache_sizes(bad, std::string("ADA_CPU_CACHES=") + bad);
+      ADD_FAILURE() << "'" << bad << "' was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("ADA_CPU_CACHES=") + bad + ": expected three positive sizes"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  IsaGuard guard;
+  cpu::set_isa(cpu::Isa::generic);
+  float a = 1, b = 2, out = 0;
+  cpu::sgemm(false, false, 1, 1, 1, 1.f, &a, 1, &b, 1, 0.f, &out, 1);
+  EXPECT_EQ(out, 2.f);
+  const auto forced = cpu::forced_cache_sizes();
+  EXPECT_EQ(forced.has_value(), cpu::isa_description().find("caches forced") != std::string::npos);
+  if (forced) {
+    EXPECT_EQ(Eigen::l1CacheSize(), forced->l1);
+    EXPECT_EQ(Eigen::l2CacheSize(), forced->l2);
+    EXPECT_EQ(Eigen::l3CacheSize(), forced->l3);
+  }
 }
 
 }  // namespace

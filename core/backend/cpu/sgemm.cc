@@ -53,6 +53,11 @@ bool trivial_product(int64_t m, int64_t n, int64_t k, float alpha, float beta, f
 void eigen_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                 const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                 int64_t ldc) {
+  static const bool caches_set = [] {  // Eigen reads the caches once; ADA_CPU_CACHES overrides them
+    if (const auto c = forced_cache_sizes()) Eigen::setCpuCacheSizes(c->l1, c->l2, c->l3);
+    return true;
+  }();
+  (void)caches_set;
   using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using Stride = Eigen::OuterStride<>;
   Eigen::Map<Mat, 0, Stride> C(c, m, n, Stride(ldc));
