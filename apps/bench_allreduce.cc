@@ -1,7 +1,8 @@
 // bench_allreduce: our reducers against raw MPI_Allreduce, in one run, under mpirun.
 //   mpirun -np 4 bench_allreduce [--min-log2 10] [--max-log2 26] [--sets resnet50,bert_large]
 //                                [--reducers sum,average,adasum] [--hierarchical N]
-//                                [--adasum KEY=VALUE ...] [--precision fp32|bf16|fp16] [--reps N] [--json]
+//                                [--adasum KEY=VALUE ...] [--precision fp32|bf16|fp16] [--reps N]
+//                                [--json]
 // Single tensors of 2^10 .. 2^26 floats: raw MPI_Allreduce in place vs reducer.reduce() on the
 // same buffer. Parameter sets (ResNet-50: 161 tensors, 25,557,032 floats; BERT-Large with MLM
 // and NSP heads): raw MPI_Allreduce on one fused buffer and per bucket of the bucketer's layout,
@@ -43,8 +44,15 @@ std::vector<Shape> resnet50_shapes() {
   for (int stage = 0; stage < 4; ++stage) {
     const int64_t width = 64 << stage, out = width * 4;
     for (int b = 0; b < blocks[stage]; ++b) {
-      for (auto sh : std::vector<Shape>{{width, in, 1, 1}, {width}, {width}, {width, width, 3, 3},
-                                        {width}, {width}, {out, width, 1, 1}, {out}, {out}})
+      for (auto sh : std::vector<Shape>{{width, in, 1, 1},
+                                        {width},
+                                        {width},
+                                        {width, width, 3, 3},
+                                        {width},
+                                        {width},
+                                        {out, width, 1, 1},
+                                        {out},
+                                        {out}})
         s.push_back(sh);
       if (b == 0)
         for (auto sh : std::vector<Shape>{{out, in, 1, 1}, {out}, {out}}) s.push_back(sh);
@@ -60,8 +68,22 @@ std::vector<Shape> bert_large_shapes() {
   const int64_t h = 1024, ffn = 4096, vocab = 30522;
   std::vector<Shape> s = {{vocab, h}, {512, h}, {2, h}, {h}, {h}};
   for (int l = 0; l < 24; ++l)
-    for (auto sh : std::vector<Shape>{{h, h}, {h}, {h, h}, {h}, {h, h}, {h}, {h, h}, {h}, {h}, {h},
-                                      {ffn, h}, {ffn}, {h, ffn}, {h}, {h}, {h}})
+    for (auto sh : std::vector<Shape>{{h, h},
+                                      {h},
+                                      {h, h},
+                                      {h},
+                                      {h, h},
+                                      {h},
+                                      {h, h},
+                                      {h},
+                                      {h},
+                                      {h},
+                                      {ffn, h},
+                                      {ffn},
+                                      {h, ffn},
+                                      {h},
+                                      {h},
+                                      {h}})
       s.push_back(sh);
   for (auto sh : std::vector<Shape>{{h, h}, {h}, {h, h}, {h}, {h}, {h}, {vocab}, {2, h}, {2}})
     s.push_back(sh);  // pooler, MLM transform + LayerNorm + decoder bias (weight tied), NSP
@@ -102,7 +124,10 @@ double median(std::vector<double> v) {
 class Bench {
  public:
   Bench(MpiCommunicator& world, int reps_override, std::vector<Column> columns, int sum_column)
-      : world_(world), reps_override_(reps_override), columns_(std::move(columns)), sum_column_(sum_column) {}
+      : world_(world),
+        reps_override_(reps_override),
+        columns_(std::move(columns)),
+        sum_column_(sum_column) {}
 
   // The slowest rank's time of one call of f(); prepare() runs untimed before it.
   template <class P, class F>
@@ -176,10 +201,11 @@ class Bench {
       // MPI counts are int: a set above 2^31 floats would need chunks (BERT-Large is 3.4e8).
       std::vector<double> ts;
       for (int i = 0; i < reps + 1; ++i) {
-        const double t = once([] {}, [&] {
-          MPI_Allreduce(MPI_IN_PLACE, buf.raw_data(), static_cast<int>(total), MPI_FLOAT, MPI_SUM,
-                        world_.handle());
-        });
+        const double t = once([] {},
+                              [&] {
+                                MPI_Allreduce(MPI_IN_PLACE, buf.raw_data(), static_cast<int>(total),
+                                              MPI_FLOAT, MPI_SUM, world_.handle());
+                              });
         if (i > 0) ts.push_back(t);
       }
       row.mpi = median(ts);
@@ -206,12 +232,14 @@ class Bench {
         row, reps, [] {},
         [&] {
           for (auto [p, n] : buckets)
-            MPI_Allreduce(MPI_IN_PLACE, p, static_cast<int>(n), MPI_FLOAT, MPI_SUM, world_.handle());
+            MPI_Allreduce(MPI_IN_PLACE, p, static_cast<int>(n), MPI_FLOAT, MPI_SUM,
+                          world_.handle());
         },
         [&](size_t k) {
           reducer.current = columns_[k].reducer.get();
           bucketer.begin_step();
-          for (size_t i = params.size(); i-- > 0;) bucketer.on_grad_ready(params[i]);  // backward order
+          for (size_t i = params.size(); i-- > 0;)
+            bucketer.on_grad_ready(params[i]);  // backward order
           bucketer.finish();
         },
         row.mpi_buckets);
@@ -229,7 +257,8 @@ std::vector<std::string> split_list(const std::string& s) {
   std::vector<std::string> v;
   std::stringstream ss(s);
   std::string item;
-  while (std::getline(ss, item, ',')) if (!item.empty()) v.push_back(item);
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) v.push_back(item);
   return v;
 }
 
@@ -246,7 +275,8 @@ int main(int argc, char** argv) {
     std::string precision = "fp32";
     const char* usage =
         "usage: bench_allreduce [--min-log2 10] [--max-log2 26] [--sets resnet50,bert_large] "
-        "[--reducers sum,average,adasum] [--hierarchical N] [--adasum KEY=VALUE ...] [--precision fp32|bf16|fp16] "
+        "[--reducers sum,average,adasum] [--hierarchical N] [--adasum KEY=VALUE ...] [--precision "
+        "fp32|bf16|fp16] "
         "[--reps N] [--json]";
     for (int i = 1; i < argc; ++i) {
       std::string a = argv[i];
@@ -254,20 +284,31 @@ int main(int argc, char** argv) {
         if (i + 1 >= argc) ADA_THROW(ConfigError) << a << " needs a value; " << usage;
         return argv[++i];
       };
-      if (a == "--min-log2") min_log2 = std::stoi(value());
-      else if (a == "--max-log2") max_log2 = std::stoi(value());
-      else if (a == "--reps") reps = std::stoi(value());
-      else if (a == "--sets") sets = split_list(value());
-      else if (a == "--reducers") names = split_list(value());
-      else if (a == "--hierarchical") hierarchical = std::stoi(value());
-      else if (a == "--adasum") adasum_options.push_back(value());
-      else if (a == "--precision") precision = value();
-      else if (a == "--json") json = true;
-      else ADA_THROW(ConfigError) << "unknown option '" << a << "'; " << usage;
+      if (a == "--min-log2")
+        min_log2 = std::stoi(value());
+      else if (a == "--max-log2")
+        max_log2 = std::stoi(value());
+      else if (a == "--reps")
+        reps = std::stoi(value());
+      else if (a == "--sets")
+        sets = split_list(value());
+      else if (a == "--reducers")
+        names = split_list(value());
+      else if (a == "--hierarchical")
+        hierarchical = std::stoi(value());
+      else if (a == "--adasum")
+        adasum_options.push_back(value());
+      else if (a == "--precision")
+        precision = value();
+      else if (a == "--json")
+        json = true;
+      else
+        ADA_THROW(ConfigError) << "unknown option '" << a << "'; " << usage;
     }
     auto world = MpiCommunicator::world();
     // The node's cores shared among its ranks: oversubscribed OpenMP teams would spin.
-    ada::set_num_threads(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / world->local_size()));
+    ada::set_num_threads(
+        std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / world->local_size()));
     ReducerRegistry registry("reducer");
     register_builtin_reducers(registry);
     // A reducer from its options; options nobody reads are errors, as in the trainer.
@@ -283,8 +324,10 @@ int main(int argc, char** argv) {
     std::vector<Column> columns;
     for (const auto& n : names) columns.push_back({n, make(n, "{}", n == "adasum")});
     if (hierarchical >= 0)
-      columns.push_back({"adasum-h" + std::to_string(hierarchical),
-                         make("adasum", "{hierarchical: true, local_size: " + std::to_string(hierarchical) + "}", true)});
+      columns.push_back(
+          {"adasum-h" + std::to_string(hierarchical),
+           make("adasum", "{hierarchical: true, local_size: " + std::to_string(hierarchical) + "}",
+                true)});
     int sum_col = -1;
     for (size_t k = 0; k < columns.size(); ++k)
       if (columns[k].label == "sum") sum_col = static_cast<int>(k);
@@ -292,9 +335,12 @@ int main(int argc, char** argv) {
     std::vector<Row> rows;
     for (int k = min_log2; k <= max_log2; k += 2) rows.push_back(bench.single(int64_t(1) << k));
     for (const auto& s : sets) {
-      if (s == "resnet50") rows.push_back(bench.set("resnet50", resnet50_shapes()));
-      else if (s == "bert_large") rows.push_back(bench.set("bert_large", bert_large_shapes()));
-      else ADA_THROW(ConfigError) << "--sets: unknown set '" << s << "'; known: resnet50, bert_large";
+      if (s == "resnet50")
+        rows.push_back(bench.set("resnet50", resnet50_shapes()));
+      else if (s == "bert_large")
+        rows.push_back(bench.set("bert_large", bert_large_shapes()));
+      else
+        ADA_THROW(ConfigError) << "--sets: unknown set '" << s << "'; known: resnet50, bert_large";
     }
     if (mpi.rank() == 0) {
       std::vector<std::string> labels;
@@ -302,11 +348,12 @@ int main(int argc, char** argv) {
       if (hierarchical >= 0) labels.push_back("adasum-h" + std::to_string(hierarchical));
       auto is_adasum = [](const std::string& l) { return l.rfind("adasum", 0) == 0; };
       if (json) {
-        std::cout << "{\"ranks\": " << mpi.size() << ", \"precision\": \"" << precision << "\", \"rows\": [";
+        std::cout << "{\"ranks\": " << mpi.size() << ", \"precision\": \"" << precision
+                  << "\", \"rows\": [";
         for (size_t i = 0; i < rows.size(); ++i) {
           const Row& r = rows[i];
-          std::cout << (i ? ",\n  " : "") << "{\"case\": \"" << r.name << "\", \"floats\": " << r.floats
-                    << ", \"mpi_allreduce_s\": " << r.mpi;
+          std::cout << (i ? ",\n  " : "") << "{\"case\": \"" << r.name
+                    << "\", \"floats\": " << r.floats << ", \"mpi_allreduce_s\": " << r.mpi;
           if (r.mpi_buckets > 0) std::cout << ", \"mpi_per_bucket_s\": " << r.mpi_buckets;
           for (size_t k = 0; k < labels.size(); ++k) {
             std::cout << ", \"" << labels[k] << "_s\": " << r.reducers[k] << ", \"" << labels[k]
@@ -318,20 +365,27 @@ int main(int argc, char** argv) {
         }
         std::cout << "]}\n";
       } else {
-        std::printf("bench_allreduce: %d ranks (%d per node by MPI); reducers on a %s wire; times: median over "
-                    "repetitions of the slowest rank\n(x) = ours / raw f32 MPI_Allreduce of the same layout (per 25 MB "
-                    "bucket for the sets); X/sum = median over repetitions of X's time / our sum reducer's, timed back "
-                    "to back\n",
-                    mpi.size(), world->local_size(), precision.c_str());
+        std::printf(
+            "bench_allreduce: %d ranks (%d per node by MPI); reducers on a %s wire; times: median "
+            "over "
+            "repetitions of the slowest rank\n(x) = ours / raw f32 MPI_Allreduce of the same "
+            "layout (per 25 MB "
+            "bucket for the sets); X/sum = median over repetitions of X's time / our sum "
+            "reducer's, timed back "
+            "to back\n",
+            mpi.size(), world->local_size(), precision.c_str());
         std::printf("%-24s %10s %9s %9s", "case", "floats", "MPI ms", "MPI/bkt");
         for (const auto& l : labels) std::printf(" %18s", (l + " ms (x)").c_str());
         for (const auto& l : labels)
           if (sum_col >= 0 && is_adasum(l)) std::printf(" %11s", (l + "/sum").c_str());
         std::printf("\n");
         for (const auto& r : rows) {
-          std::printf("%-24s %10lld %9.3f", r.name.c_str(), static_cast<long long>(r.floats), r.mpi * 1e3);
-          if (r.mpi_buckets > 0) std::printf(" %9.3f", r.mpi_buckets * 1e3);
-          else std::printf(" %9s", "-");
+          std::printf("%-24s %10lld %9.3f", r.name.c_str(), static_cast<long long>(r.floats),
+                      r.mpi * 1e3);
+          if (r.mpi_buckets > 0)
+            std::printf(" %9.3f", r.mpi_buckets * 1e3);
+          else
+            std::printf(" %9s", "-");
           for (size_t k = 0; k < labels.size(); ++k)
             std::printf(" %11.3f (%4.2f)", r.reducers[k] * 1e3, r.reducers[k] / r.baseline());
           for (size_t k = 0; k < labels.size(); ++k)

@@ -42,8 +42,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include "apps/common/torch_twin.h"
-#include "core/backend/cuda_runtime.h"
 #include "core/backend/cpu/sgemm.h"
+#include "core/backend/cuda_runtime.h"
 #include "core/cpu_isa.h"
 #include "core/ops.h"
 #include "core/parallel.h"
@@ -57,21 +57,22 @@ namespace {
 using namespace ada;
 
 struct ConvShape {
-  int64_t c, k, hw, r, stride, count;  // in channels, out channels, input size, kernel, stride, uses
+  int64_t c, k, hw, r, stride,
+      count;  // in channels, out channels, input size, kernel, stride, uses
 };
 
 // The 53 convolutions of ResNet-50 v1.5 at 224x224, grouped by shape.
 std::vector<ConvShape> resnet50_convs() {
   return {
-      {3, 64, 224, 7, 2, 1},                                                      // stem
-      {64, 64, 56, 1, 1, 1},    {64, 64, 56, 3, 1, 3},    {64, 256, 56, 1, 1, 4},  // layer1
-      {256, 64, 56, 1, 1, 2},
-      {256, 128, 56, 1, 1, 1},  {128, 128, 56, 3, 2, 1},  {128, 512, 28, 1, 1, 4},  // layer2
-      {256, 512, 56, 1, 2, 1},  {512, 128, 28, 1, 1, 3},  {128, 128, 28, 3, 1, 3},
-      {512, 256, 28, 1, 1, 1},  {256, 256, 28, 3, 2, 1},  {256, 1024, 14, 1, 1, 6}, // layer3
-      {512, 1024, 28, 1, 2, 1}, {1024, 256, 14, 1, 1, 5}, {256, 256, 14, 3, 1, 5},
-      {1024, 512, 14, 1, 1, 1}, {512, 512, 14, 3, 2, 1},  {512, 2048, 7, 1, 1, 3},  // layer4
-      {1024, 2048, 14, 1, 2, 1}, {2048, 512, 7, 1, 1, 2}, {512, 512, 7, 3, 1, 2},
+      {3, 64, 224, 7, 2, 1},                                                        // stem
+      {64, 64, 56, 1, 1, 1},     {64, 64, 56, 3, 1, 3},    {64, 256, 56, 1, 1, 4},  // layer1
+      {256, 64, 56, 1, 1, 2},    {256, 128, 56, 1, 1, 1},  {128, 128, 56, 3, 2, 1},
+      {128, 512, 28, 1, 1, 4},  // layer2
+      {256, 512, 56, 1, 2, 1},   {512, 128, 28, 1, 1, 3},  {128, 128, 28, 3, 1, 3},
+      {512, 256, 28, 1, 1, 1},   {256, 256, 28, 3, 2, 1},  {256, 1024, 14, 1, 1, 6},  // layer3
+      {512, 1024, 28, 1, 2, 1},  {1024, 256, 14, 1, 1, 5}, {256, 256, 14, 3, 1, 5},
+      {1024, 512, 14, 1, 1, 1},  {512, 512, 14, 3, 2, 1},  {512, 2048, 7, 1, 1, 3},  // layer4
+      {1024, 2048, 14, 1, 2, 1}, {2048, 512, 7, 1, 1, 2},  {512, 512, 7, 3, 1, 2},
   };
 }
 
@@ -80,8 +81,8 @@ std::vector<ConvShape> resnet50_convs() {
 // im2col + GEMM.
 std::vector<ConvShape> resnet20_mnist_convs() {
   return {
-      {1, 16, 28, 3, 1, 1},                                              // stem
-      {16, 16, 28, 3, 1, 6},                                             // stage 1
+      {1, 16, 28, 3, 1, 1},                                                 // stem
+      {16, 16, 28, 3, 1, 6},                                                // stage 1
       {16, 32, 28, 3, 2, 1}, {16, 32, 28, 1, 2, 1}, {32, 32, 14, 3, 1, 5},  // stage 2
       {32, 64, 14, 3, 2, 1}, {32, 64, 14, 1, 2, 1}, {64, 64, 7, 3, 1, 5},   // stage 3
   };
@@ -101,7 +102,9 @@ std::string convs_arg() {
   return out;
 }
 
-int64_t out_size(const ConvShape& s) { return (s.hw + 2 * (s.r / 2) - s.r) / s.stride + 1; }
+int64_t out_size(const ConvShape& s) {
+  return (s.hw + 2 * (s.r / 2) - s.r) / s.stride + 1;
+}
 // Multiply-adds x2 for one pass (forward, backward-data or backward-filter) over the batch.
 double conv_flops(const ConvShape& s, int64_t batch) {
   int64_t o = out_size(s);
@@ -200,8 +203,7 @@ YAML::Node run_torch(const std::string& python, const std::string& env, const st
   std::ostringstream cmd;
   cmd << env << python << " " << ADA_SOURCE_DIR << "/tools/bench_ops_torch.py --threads " << threads
       << " --batch " << batch << " --repeats " << repeats << " --gemm " << gemm_n << " --convs '"
-      << convs_arg() << "'" << extra << " 2>"
-      << err_path;
+      << convs_arg() << "'" << extra << " 2>" << err_path;
   const twin::Output o = twin::run(cmd.str());
   if (o.rc != 0) {
     std::cerr << "bench_ops: the PyTorch twin failed (exit " << o.rc << "); see " << err_path
@@ -311,24 +313,36 @@ int main(int argc, char** argv) {
       return argv[++i];
     };
     try {
-      if (a == "--threads") threads = parse_list(next());
-      else if (a == "--repeats") repeats = std::stoi(next());
-      else if (a == "--batch") batch = std::stoll(next());
+      if (a == "--threads")
+        threads = parse_list(next());
+      else if (a == "--repeats")
+        repeats = std::stoi(next());
+      else if (a == "--batch")
+        batch = std::stoll(next());
       else if (a == "--gemm") {
         gemm_sizes.clear();
         for (int v : parse_list(next())) gemm_sizes.push_back(v);
-      } else if (a == "--device") device = next();
-      else if (a == "--precision") precision = next();
-      else if (a == "--python") python = next();
-      else if (a == "--json") json = true;
-      else if (a == "--no-torch") torch = false;
-      else if (a == "--verbose") verbose = true;
+      } else if (a == "--device")
+        device = next();
+      else if (a == "--precision")
+        precision = next();
+      else if (a == "--python")
+        python = next();
+      else if (a == "--json")
+        json = true;
+      else if (a == "--no-torch")
+        torch = false;
+      else if (a == "--verbose")
+        verbose = true;
       else if (a == "--convs") {
         g_conv_set = next();
-        if (g_conv_set == "resnet50") g_convs = resnet50_convs();
-        else if (g_conv_set == "resnet20_mnist") g_convs = resnet20_mnist_convs();
+        if (g_conv_set == "resnet50")
+          g_convs = resnet50_convs();
+        else if (g_conv_set == "resnet20_mnist")
+          g_convs = resnet20_mnist_convs();
         else {
-          std::cerr << "bench_ops: --convs must be resnet50 or resnet20_mnist, not '" << g_conv_set << "'\n";
+          std::cerr << "bench_ops: --convs must be resnet50 or resnet20_mnist, not '" << g_conv_set
+                    << "'\n";
           return 2;
         }
       } else {
@@ -447,8 +461,8 @@ int main(int argc, char** argv) {
       results.push_back(r);
     };
     row("gemm " + std::to_string(gemm_n) + "^3", gemm, gemm_of(tt), gemm_of(td));
-    row(g_conv_set + " conv fwd+bwd b" + std::to_string(batch), conv_flop / conv_time / 1e9, conv_of(tt),
-        conv_of(td));
+    row(g_conv_set + " conv fwd+bwd b" + std::to_string(batch), conv_flop / conv_time / 1e9,
+        conv_of(tt), conv_of(td));
     if (verbose) {
       for (size_t i = 0; i < convs.size(); ++i) {
         const double f = 3 * conv_flops(convs[i], batch);
@@ -501,7 +515,8 @@ int main(int argc, char** argv) {
   // The CPU: "ratio" is against the tuned twin; the default twin's figure and ratio follow.
   std::printf("cpu kernels: %s; %s\n", cpu::isa_description().c_str(),
               bf16 ? (std::string("bf16 mode: ") + cpu::sbgemm_kernel_name() +
-                      ", PyTorch under torch.autocast(\"cpu\", torch.bfloat16)").c_str()
+                      ", PyTorch under torch.autocast(\"cpu\", torch.bfloat16)")
+                         .c_str()
                    : (std::string("fp32: ") + cpu::sgemm_kernel_name()).c_str());
   for (const auto& l : runtimes) std::printf("%s\n", l.c_str());
   std::printf("%-44s %7s %10s %14s  %7s %16s %10s\n", "case", "threads", "ours GF/s",

@@ -30,8 +30,8 @@
 // events; prints GPU milliseconds per op (an op that calls another is counted in both).
 // --precision bf16|fp16: our matrix products with bf16 (fp16: cuda only) inputs and fp32
 // accumulation (train.precision, core/precision.h; bf16 on the CPU needs AVX512_BF16; on a GPU
-// cuBLAS on operands cast to bf16/fp16, TF32/fp16 convolutions). The same model is timed in fp32 first,
-// in the same process, and the mixed/fp32 ratio printed; the twins run their forward under
+// cuBLAS on operands cast to bf16/fp16, TF32/fp16 convolutions). The same model is timed in fp32
+// first, in the same process, and the mixed/fp32 ratio printed; the twins run their forward under
 // torch.autocast(device, torch.bfloat16 or torch.float16), PyTorch's mixed precision. Neither
 // side scales the loss here.
 // The twin runs under --python (default /usr/bin/python3; e.g. --python python3 for a pip torch).
@@ -49,9 +49,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include "apps/common/torch_twin.h"
+#include "core/backend/cpu/op_profile.h"
 #include "core/backend/cuda_runtime.h"
 #include "core/config.h"
-#include "core/backend/cpu/op_profile.h"
 #include "core/cpu_isa.h"
 #include "core/host_memory.h"
 #include "core/parallel.h"
@@ -79,10 +79,17 @@ struct Case {
 };
 
 Case case_for(const std::string& name) {
-  if (name == "resnet50") return {"name: resnet50", "{name: sgd, lr: 0.1, momentum: 0.9, weight_decay: 1.0e-4}"};
+  if (name == "resnet50")
+    return {"name: resnet50", "{name: sgd, lr: 0.1, momentum: 0.9, weight_decay: 1.0e-4}"};
   if (name == "resnet20_mnist")
-    return {"name: resnet20_mnist", "{name: sgd, lr: 0.1, momentum: 0.9, weight_decay: 1.0e-4}", false, 28, 1, 10};
-  if (name == "lenet5") return {"name: lenet5", "{name: sgd, lr: 0.1, momentum: 0.9}", false, 28, 1, 10};
+    return {"name: resnet20_mnist",
+            "{name: sgd, lr: 0.1, momentum: 0.9, weight_decay: 1.0e-4}",
+            false,
+            28,
+            1,
+            10};
+  if (name == "lenet5")
+    return {"name: lenet5", "{name: sgd, lr: 0.1, momentum: 0.9}", false, 28, 1, 10};
   if (name == "bert_large")
     return {"{name: bert, preset: large}", "{name: adamw, lr: 1.0e-4, weight_decay: 0.01}", true};
   if (name == "bert_base")
@@ -106,7 +113,8 @@ nn::TensorMap make_batch(const Case& c, int64_t batch, int64_t seq) {
     b["label"] = labels;
     return b;
   }
-  Tensor ids = Tensor::empty({batch, seq}, DType::i64), labels = Tensor::empty({batch, seq}, DType::i64);
+  Tensor ids = Tensor::empty({batch, seq}, DType::i64),
+         labels = Tensor::empty({batch, seq}, DType::i64);
   for (int64_t i = 0; i < batch * seq; ++i) {
     ids.data<int64_t>()[i] = 1000 + (i * 7919) % 29000;
     labels.data<int64_t>()[i] = i % 7 == 3 ? ids.data<int64_t>()[i] : -100;  // ~14% masked
@@ -133,16 +141,26 @@ int main(int argc, char** argv) {
         ADA_CHECK_ARG(i + 1 < argc, ConfigError) << a << " needs a value";
         return argv[++i];
       };
-      if (a == "--model") model = value();
-      else if (a == "--batch") batch = std::stoll(value());
-      else if (a == "--threads") threads = std::stoi(value());
-      else if (a == "--steps") steps = std::stoll(value());
-      else if (a == "--seq") seq = std::stoll(value());
-      else if (a == "--device") device = value();
-      else if (a == "--python") python = value();
-      else if (a == "--no-torch") torch = false;
-      else if (a == "--profile") profile = true;
-      else if (a == "--precision") precision = value();
+      if (a == "--model")
+        model = value();
+      else if (a == "--batch")
+        batch = std::stoll(value());
+      else if (a == "--threads")
+        threads = std::stoi(value());
+      else if (a == "--steps")
+        steps = std::stoll(value());
+      else if (a == "--seq")
+        seq = std::stoll(value());
+      else if (a == "--device")
+        device = value();
+      else if (a == "--python")
+        python = value();
+      else if (a == "--no-torch")
+        torch = false;
+      else if (a == "--profile")
+        profile = true;
+      else if (a == "--precision")
+        precision = value();
       else
         ADA_THROW(ConfigError)
             << "unknown option '" << a
@@ -211,8 +229,10 @@ int main(int argc, char** argv) {
     double fp32_step_s = 0;
     if (mixed) {  // our fp32 step first, then bf16/fp16 from a warm-up step on
       fp32_step_s = median_step();
-      if (on_cuda) set_cuda_matmul_precision(mixed_precision);
-      else set_cpu_matmul_precision(mixed_precision);
+      if (on_cuda)
+        set_cuda_matmul_precision(mixed_precision);
+      else
+        set_cpu_matmul_precision(mixed_precision);
       one_step();
     }
     const double step_s = median_step(), ours_sps = batch / step_s;
@@ -221,22 +241,25 @@ int main(int argc, char** argv) {
       for (int64_t s = 0; s < steps; ++s) one_step();
       cuda::synchronize(0);
       cuda::set_profiling(false);
-      std::printf("profile: %lld steps of %s, median step %.2f ms (wall)\n%s", static_cast<long long>(steps),
-                  model.c_str(), 1e3 * step_s, cuda::profile_report().c_str());
+      std::printf("profile: %lld steps of %s, median step %.2f ms (wall)\n%s",
+                  static_cast<long long>(steps), model.c_str(), 1e3 * step_s,
+                  cuda::profile_report().c_str());
     } else if (profile) {
       cpu::set_profiling(true);
       for (int64_t s = 0; s < steps; ++s) one_step();
       cpu::set_profiling(false);
-      std::printf("profile: %lld steps of %s (%s), median step %.2f ms (wall); ops nested in "
-                  "others count in both\n%s",
-                  static_cast<long long>(steps), model.c_str(), precision.c_str(), 1e3 * step_s,
-                  cpu::profile_report(steps).c_str());
+      std::printf(
+          "profile: %lld steps of %s (%s), median step %.2f ms (wall); ops nested in "
+          "others count in both\n%s",
+          static_cast<long long>(steps), model.c_str(), precision.c_str(), 1e3 * step_s,
+          cpu::profile_report(steps).c_str());
       if (!on_cuda) {
         const MemoryStats hs = host::memory_stats();
-        std::printf("host tensors over the run: peak %.0f MB live, peak %.0f MB held by the caching "
-                    "allocator (live + cached); process peak RSS %.0f MB\n",
-                    static_cast<double>(hs.peak_allocated) / (1024.0 * 1024.0),
-                    static_cast<double>(hs.peak_reserved) / (1024.0 * 1024.0), peak_rss_mb());
+        std::printf(
+            "host tensors over the run: peak %.0f MB live, peak %.0f MB held by the caching "
+            "allocator (live + cached); process peak RSS %.0f MB\n",
+            static_cast<double>(hs.peak_allocated) / (1024.0 * 1024.0),
+            static_cast<double>(hs.peak_reserved) / (1024.0 * 1024.0), peak_rss_mb());
       }
     }
     double ours_mb = 0, ours_reserved_mb = 0;
@@ -302,8 +325,13 @@ int main(int argc, char** argv) {
           "%-15s batch %-3lld%s cuda:0 (%s) %s | ours %8.2f samples/s (%.3f steps/s), "
           "peak alloc %7.0f MB, reserved %7.0f MB",
           model.c_str(), static_cast<long long>(batch), seq_note.c_str(), device_name.c_str(),
-          mixed ? precision.c_str() : tf32 ? "tf32" : "fp32", ours_sps, 1.0 / step_s, ours_mb, ours_reserved_mb);
-      if (mixed) std::printf(" | %s/fp32 x%.2f (our fp32 %.2f samples/s)", precision.c_str(), fp32_step_s / step_s, batch / fp32_step_s);
+          mixed  ? precision.c_str()
+          : tf32 ? "tf32"
+                 : "fp32",
+          ours_sps, 1.0 / step_s, ours_mb, ours_reserved_mb);
+      if (mixed)
+        std::printf(" | %s/fp32 x%.2f (our fp32 %.2f samples/s)", precision.c_str(),
+                    fp32_step_s / step_s, batch / fp32_step_s);
       if (tw.ok)
         std::printf(
             " | PyTorch (%s) %8.2f samples/s, peak alloc %7.0f MB, reserved %7.0f MB"
@@ -320,12 +348,13 @@ int main(int argc, char** argv) {
       def = run_twin(false, "");
       tuned = run_twin(true, env.prefix);
     }
-    std::printf("%-15s batch %-3lld threads %d %s | ours %7.2f samples/s (%.3f steps/s), peak %7.0f MB",
-                model.c_str(), static_cast<long long>(batch), threads, precision.c_str(), ours_sps,
-                1.0 / step_s, ours_mb);
+    std::printf(
+        "%-15s batch %-3lld threads %d %s | ours %7.2f samples/s (%.3f steps/s), peak %7.0f MB",
+        model.c_str(), static_cast<long long>(batch), threads, precision.c_str(), ours_sps,
+        1.0 / step_s, ours_mb);
     if (mixed)
-      std::printf(" | %s/fp32 x%.2f (our fp32 %.2f samples/s, kernels %s)", precision.c_str(), fp32_step_s / step_s,
-                  batch / fp32_step_s, cpu::isa_description().c_str());
+      std::printf(" | %s/fp32 x%.2f (our fp32 %.2f samples/s, kernels %s)", precision.c_str(),
+                  fp32_step_s / step_s, batch / fp32_step_s, cpu::isa_description().c_str());
     if (!torch) {
       std::printf("\n");
       return 0;

@@ -13,11 +13,15 @@
 int main(int argc, char** argv) {
   std::string name;
   std::vector<std::string> overrides;
-  CLI::App app("Prints a model's modules and parameter counts without training it", "describe_model");
-  app.add_option("NAME", name, "the model (lenet5, resnet20_mnist, resnet18/34/50, bert)")->required();
-  app.add_option("KEY=VALUE", overrides, "keys of the config's model section, e.g. preset=large nsp=true");
+  CLI::App app("Prints a model's modules and parameter counts without training it",
+               "describe_model");
+  app.add_option("NAME", name, "the model (lenet5, resnet20_mnist, resnet18/34/50, bert)")
+      ->required();
+  app.add_option("KEY=VALUE", overrides,
+                 "keys of the config's model section, e.g. preset=large nsp=true");
   try {
-    if (!ada::cli::parse_command_line(app, argc, argv, "describe_model NAME [key=value ...]")) return 0;
+    if (!ada::cli::parse_command_line(app, argc, argv, "describe_model NAME [key=value ...]"))
+      return 0;
     ada::nn::ModelRegistry registry("model");
     ada::nn::register_builtin_models(registry);
     ada::Config cfg = ada::Config::parse("name: " + name, "command line");

@@ -18,8 +18,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -133,38 +133,53 @@ int run(int argc, char** argv) {
   uint64_t shard_tokens = 16777216;
   bool verify = false;
   std::vector<std::string> inputs;
-  CLI::App app("Tokenises a text corpus once into MLM shards (data/mlm_shards.h) for BERT pre-training",
-               "prepare_mlm");
-  app.add_option("INPUT", inputs, "text files or folders (walked recursively, in path order)")->required();
-  app.add_option("--vocab", vocab, "BERT vocab.txt (tools/fetch_data.sh bert-vocab: data/bert/vocab.txt)")->required();
+  CLI::App app(
+      "Tokenises a text corpus once into MLM shards (data/mlm_shards.h) for BERT pre-training",
+      "prepare_mlm");
+  app.add_option("INPUT", inputs, "text files or folders (walked recursively, in path order)")
+      ->required();
+  app.add_option("--vocab", vocab,
+                 "BERT vocab.txt (tools/fetch_data.sh bert-vocab: data/bert/vocab.txt)")
+      ->required();
   app.add_option("--out", out, "where the shards go (created if missing)")->required();
-  app.add_option("--docs", docs, "blank-line (default): blank lines separate documents; file: one document per file")
+  app.add_option(
+         "--docs", docs,
+         "blank-line (default): blank lines separate documents; file: one document per file")
       ->check(CLI::IsMember({"blank-line", "file"}));
-  app.add_option("--shard-tokens", shard_tokens, "tokens per shard before a new one starts (default 16777216)")
+  app.add_option("--shard-tokens", shard_tokens,
+                 "tokens per shard before a new one starts (default 16777216)")
       ->check(CLI::Validator(
           [](const std::string& v) {
-            return v.find_first_not_of("0123456789") == std::string::npos && std::strtoull(v.c_str(), nullptr, 10) > 0
+            return v.find_first_not_of("0123456789") == std::string::npos &&
+                           std::strtoull(v.c_str(), nullptr, 10) > 0
                        ? std::string()
                        : "need a positive integer, got " + v;
           },
           "N > 0"));
   app.add_option("--prefix", prefix, "shard names NAME-00000.mlm ... (default shard)")
       ->check([](const std::string& v) {
-        return v.empty() || v.find('/') != std::string::npos ? std::string("need a plain file-name prefix") : "";
+        return v.empty() || v.find('/') != std::string::npos
+                   ? std::string("need a plain file-name prefix")
+                   : "";
       });
   app.add_option("--ext", ext, "only files whose names end in SUFFIX (e.g. .txt)");
-  app.add_option("--eval-out", eval_out, "also write a held-out evaluation set to DIR (not inside --out)");
+  app.add_option("--eval-out", eval_out,
+                 "also write a held-out evaluation set to DIR (not inside --out)");
   app.add_option("--eval-fraction", eval_fraction,
-                 "share of the documents (0 < F < 1) that go to --eval-out, every (1/F)-th in input order (e.g. 0.02)")
+                 "share of the documents (0 < F < 1) that go to --eval-out, every (1/F)-th in "
+                 "input order (e.g. 0.02)")
       ->check(CLI::Validator(
           [](const std::string& v) {
             char* end = nullptr;
             const double f = std::strtod(v.c_str(), &end);
-            return *end == '\0' && f > 0 && f < 1 ? std::string() : "need a number strictly between 0 and 1, got " + v;
+            return *end == '\0' && f > 0 && f < 1
+                       ? std::string()
+                       : "need a number strictly between 0 and 1, got " + v;
           },
           "F in (0, 1)"));
   app.add_flag("--verify", verify, "re-open every shard written and check it fully");
-  if (!cli::parse_command_line(app, argc, argv, "prepare_mlm --vocab FILE --out DIR [options] INPUT..."))
+  if (!cli::parse_command_line(app, argc, argv,
+                               "prepare_mlm --vocab FILE --out DIR [options] INPUT..."))
     return 0;
   if (eval_out.empty() != (eval_fraction == 0))
     ADA_THROW(ConfigError) << "--eval-out and --eval-fraction go together: give both (e.g. "
@@ -240,23 +255,22 @@ int run(int argc, char** argv) {
 
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   char summary[512];
-  std::snprintf(
-      summary, sizeof(summary),
-      "%zu files, %.1f MB -> %zu shard(s) in %s: %llu documents, %llu segments, %llu "
-      "tokens (%.4f%% [UNK]) in %.1f s%s",
-      files.size(), static_cast<double>(bytes) / 1e6, train.written.size(), out.c_str(),
-      static_cast<unsigned long long>(train.docs), static_cast<unsigned long long>(train.segs),
-      static_cast<unsigned long long>(train.toks),
-      train.toks + eval.toks
-          ? 100.0 * static_cast<double>(unk) / static_cast<double>(train.toks + eval.toks)
-          : 0.0,
-      secs, verify ? ", verified" : "");
+  std::snprintf(summary, sizeof(summary),
+                "%zu files, %.1f MB -> %zu shard(s) in %s: %llu documents, %llu segments, %llu "
+                "tokens (%.4f%% [UNK]) in %.1f s%s",
+                files.size(), static_cast<double>(bytes) / 1e6, train.written.size(), out.c_str(),
+                static_cast<unsigned long long>(train.docs),
+                static_cast<unsigned long long>(train.segs),
+                static_cast<unsigned long long>(train.toks),
+                train.toks + eval.toks
+                    ? 100.0 * static_cast<double>(unk) / static_cast<double>(train.toks + eval.toks)
+                    : 0.0,
+                secs, verify ? ", verified" : "");
   std::cout << "prepare_mlm: " << summary << "\n";
   if (!eval_out.empty())
     std::cout << "prepare_mlm: evaluation set (1 document in " << 1.0 / eval_fraction
-              << "): " << eval.written.size() << " shard(s) in " << eval_out << ": "
-              << eval.docs << " documents, " << eval.segs << " segments, " << eval.toks
-              << " tokens\n";
+              << "): " << eval.written.size() << " shard(s) in " << eval_out << ": " << eval.docs
+              << " documents, " << eval.segs << " segments, " << eval.toks << " tokens\n";
   return 0;
 }
 

@@ -21,7 +21,8 @@ namespace {
 using namespace ada;
 
 const char* kUsage =
-    "usage: reduce_tool --reducer NAME [--set KEY=VALUE ...] --in DIR --out DIR   (run under mpirun; "
+    "usage: reduce_tool --reducer NAME [--set KEY=VALUE ...] --in DIR --out DIR   (run under "
+    "mpirun; "
     "rank r reads DIR/rank{r}.safetensors; --set gives reducer options, e.g. hierarchical=true)";
 
 // FNV-1a of the names, dtypes and shapes, to check that all ranks hold the same layout.
@@ -43,14 +44,19 @@ int run(int argc, char** argv, comm::MpiRuntime& mpi) {
       if (i + 1 >= argc) ADA_THROW(ConfigError) << a << " needs a value; " << kUsage;
       return argv[++i];
     };
-    if (a == "--reducer") reducer_name = value();
-    else if (a == "--set") options.push_back(value());
-    else if (a == "--in") in_dir = value();
-    else if (a == "--out") out_dir = value();
+    if (a == "--reducer")
+      reducer_name = value();
+    else if (a == "--set")
+      options.push_back(value());
+    else if (a == "--in")
+      in_dir = value();
+    else if (a == "--out")
+      out_dir = value();
     else if (a == "-h" || a == "--help") {
       if (mpi.rank() == 0) std::cout << kUsage << "\n";
       return 0;
-    } else ADA_THROW(ConfigError) << "unknown option '" << a << "'; " << kUsage;
+    } else
+      ADA_THROW(ConfigError) << "unknown option '" << a << "'; " << kUsage;
   }
   if (reducer_name.empty() || in_dir.empty() || out_dir.empty())
     ADA_THROW(ConfigError) << "--reducer, --in and --out are required; " << kUsage;
@@ -69,7 +75,8 @@ int run(int argc, char** argv, comm::MpiRuntime& mpi) {
   int64_t total = 0;
   for (const auto& [name, t] : nt.tensors) {
     ADA_CHECK_ARG(t.dtype() == DType::f32, DTypeError)
-        << in_path << ": tensor '" << name << "' is " << dtype_name(t.dtype()) << "; reduce_tool reduces f32 tensors";
+        << in_path << ": tensor '" << name << "' is " << dtype_name(t.dtype())
+        << "; reduce_tool reduces f32 tensors";
     spans.push_back({total, t.numel()});
     total += t.numel();
   }
@@ -78,19 +85,22 @@ int run(int argc, char** argv, comm::MpiRuntime& mpi) {
   world->allreduce(&lo, 1, comm::ReduceOp::min);
   world->allreduce(&hi, 1, comm::ReduceOp::max);
   if (lo != hi)
-    ADA_THROW(ConfigError) << in_path << ": its tensor names or shapes differ from another rank's "
-                           << "file; every rank's file must hold the same tensors in the same order";
+    ADA_THROW(ConfigError)
+        << in_path << ": its tensor names or shapes differ from another rank's "
+        << "file; every rank's file must hold the same tensors in the same order";
   Tensor bucket = Tensor::empty({total});
   for (size_t i = 0; i < spans.size(); ++i)
     bucket.narrow(spans[i].offset, spans[i].numel).copy_from(nt.tensors[i].second);
   reducer->reduce(bucket, spans, *world);
   std::vector<std::pair<std::string, Tensor>> out;
   for (size_t i = 0; i < spans.size(); ++i)
-    out.emplace_back(nt.tensors[i].first,
-                     bucket.narrow(spans[i].offset, spans[i].numel).reshape(nt.tensors[i].second.shape()));
+    out.emplace_back(
+        nt.tensors[i].first,
+        bucket.narrow(spans[i].offset, spans[i].numel).reshape(nt.tensors[i].second.shape()));
   std::filesystem::create_directories(out_dir);
   const std::string out_path = out_dir + "/rank" + std::to_string(mpi.rank()) + ".safetensors";
-  save_safetensors(out_path, out, {{"reducer", reducer_name}, {"world_size", std::to_string(mpi.size())}});
+  save_safetensors(out_path, out,
+                   {{"reducer", reducer_name}, {"world_size", std::to_string(mpi.size())}});
   world->barrier();
   if (mpi.rank() == 0)
     log_info("reduce_tool: reduced " + std::to_string(spans.size()) + " tensors (" +

@@ -18,13 +18,19 @@ int run(int argc, char** argv) {
   std::string vocab, what = "ids";
   bool no_special = false;
   CLI::App app("BERT WordPiece tokenisation of stdin lines (as bert-base-uncased)", "tokenize");
-  app.add_option("--vocab", vocab, "vocab.txt, one token per line (tools/fetch_data.sh bert-vocab writes "
-                                   "data/bert/vocab.txt)")->required();
-  app.add_option("--print", what, "ids (default): token ids; tokens: word pieces; basic: words before word-piece "
-                                  "splitting")->check(CLI::IsMember({"basic", "ids", "tokens"}));
-  app.add_flag("--no-special-tokens", no_special, "treat the text [CLS], [SEP], [PAD], [UNK], [MASK] as plain text");
-  if (!cli::parse_command_line(app, argc, argv,
-                               "tokenize --vocab FILE [--print ids|tokens|basic] [--no-special-tokens] < lines"))
+  app.add_option("--vocab", vocab,
+                 "vocab.txt, one token per line (tools/fetch_data.sh bert-vocab writes "
+                 "data/bert/vocab.txt)")
+      ->required();
+  app.add_option("--print", what,
+                 "ids (default): token ids; tokens: word pieces; basic: words before word-piece "
+                 "splitting")
+      ->check(CLI::IsMember({"basic", "ids", "tokens"}));
+  app.add_flag("--no-special-tokens", no_special,
+               "treat the text [CLS], [SEP], [PAD], [UNK], [MASK] as plain text");
+  if (!cli::parse_command_line(
+          app, argc, argv,
+          "tokenize --vocab FILE [--print ids|tokens|basic] [--no-special-tokens] < lines"))
     return 0;
   data::TokenizerOptions opt;
   opt.keep_special_tokens = !no_special;

@@ -13,19 +13,21 @@
 int main(int argc, char** argv) {
   int ranks = 0, group = 0;
   int64_t steps = 0, tau = 0;
-  CLI::App app("Prints the WAGMA-SGD group schedule (dist/wagma_schedule.h), one line per step", "wagma_groups");
+  CLI::App app("Prints the WAGMA-SGD group schedule (dist/wagma_schedule.h), one line per step",
+               "wagma_groups");
   app.add_option("--ranks", ranks, "P, a power of two")->required();
   app.add_option("--group", group, "S, a power of two <= P")->required();
   app.add_option("--steps", steps, "how many steps to print")->required();
   app.add_option("--global-every", tau, "tau: every tau-th step is a global average (0: none)");
   try {
-    if (!ada::cli::parse_command_line(app, argc, argv,
-                                      "wagma_groups --ranks P --group S --steps T [--global-every TAU]"))
+    if (!ada::cli::parse_command_line(
+            app, argc, argv, "wagma_groups --ranks P --group S --steps T [--global-every TAU]"))
       return 0;
     ADA_CHECK_ARG(steps >= 0, ConfigError) << "--steps must be >= 0, got " << steps;
     ADA_CHECK_ARG(tau >= 0, ConfigError) << "--global-every must be >= 0, got " << tau;
     ada::dist::WagmaSchedule s(ranks, group, tau > 0 ? tau : int64_t{1} << 30);
-    for (int64_t t = 0; t < steps; ++t) std::printf("step %lld: %s\n", static_cast<long long>(t), s.describe(t).c_str());
+    for (int64_t t = 0; t < steps; ++t)
+      std::printf("step %lld: %s\n", static_cast<long long>(t), s.describe(t).c_str());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "wagma_groups: %s\n", e.what());

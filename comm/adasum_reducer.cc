@@ -15,14 +15,17 @@ constexpr int kTagFold = 7101, kTagUnfold = 7102, kTagLevel = 7200, kTagGather =
 // own data stay in L2 while their partial sums are taken. On a GPU a piece would cost a launch
 // and a host sync for no cache benefit: one piece.
 constexpr int64_t kPipelineChunk = 1 << 17;
-int64_t pipeline_chunk(const Tensor& x) { return x.device().is_cpu() ? kPipelineChunk : 0; }
+int64_t pipeline_chunk(const Tensor& x) {
+  return x.device().is_cpu() ? kPipelineChunk : 0;
+}
 
 // The coefficients (ca, cb) of every tensor's pair operator from its summed triples (slot i:
 // tensor i), for ops::segment_combine.
 std::vector<double> coefficients(const std::vector<double>& triples, double w_a, double w_b) {
   std::vector<double> coef(2 * (triples.size() / 3));
   for (size_t i = 0; i < coef.size() / 2; ++i) {
-    const auto c = adasum_coefficients(triples[3 * i], triples[3 * i + 1], triples[3 * i + 2], w_a, w_b);
+    const auto c =
+        adasum_coefficients(triples[3 * i], triples[3 * i + 1], triples[3 * i + 2], w_a, w_b);
     coef[2 * i] = c.ca;
     coef[2 * i + 1] = c.cb;
   }
@@ -70,12 +73,14 @@ AdasumOptions AdasumOptions::from_config(const Config& section) {
   o.local_size = section.get_or<int>("local_size", 0);
   o.gather_below = section.get_or<int64_t>("gather_below", o.gather_below);
   ADA_CHECK_ARG(o.gather_below >= 0, ConfigError)
-      << section.where("gather_below") << ": must be >= 0 (0: never gather), got " << o.gather_below;
+      << section.where("gather_below") << ": must be >= 0 (0: never gather), got "
+      << o.gather_below;
   o.wire = read_wire_dtype(section);
   o.where = section.where("local_size");
   ADA_CHECK_ARG(o.local_size >= 0, ConfigError)
       << o.where << ": must be >= 0 (0: the nodes MPI reports), got " << o.local_size;
-  const std::string hier_key = section.path().empty() ? "hierarchical" : section.path() + ".hierarchical";
+  const std::string hier_key =
+      section.path().empty() ? "hierarchical" : section.path() + ".hierarchical";
   ADA_CHECK_ARG(o.hierarchical || !section.has("local_size"), ConfigError)
       << o.where << ": only used by the hierarchical form; set " << hier_key
       << ": true, or remove local_size";
@@ -119,7 +124,8 @@ AdasumReducer::Topology& AdasumReducer::topology_for(Communicator& comm) {
   Topology t;
   int node = comm.rank(), nodes = comm.size();
   if (options_.hierarchical) {
-    t.layout = std::make_unique<NodeLayout>(make_node_layout(comm, options_.local_size, options_.where));
+    t.layout =
+        std::make_unique<NodeLayout>(make_node_layout(comm, options_.local_size, options_.where));
     t.local_size = t.layout->local_size;
     t.peers = t.layout->cross_comm.get();
     t.fold_group = t.layout->node_comm.get();
@@ -130,13 +136,15 @@ AdasumReducer::Topology& AdasumReducer::topology_for(Communicator& comm) {
   }
   // Level d's partial sums are summed over every rank of the 2d nodes of this node's block.
   const int q = floor_pow2(nodes);
-  for (int d = 1; d < q; d *= 2) t.level_groups.push_back(comm.split(node < q ? node / (2 * d) : -1, comm.rank()));
+  for (int d = 1; d < q; d *= 2)
+    t.level_groups.push_back(comm.split(node < q ? node / (2 * d) : -1, comm.rank()));
   return topologies_.emplace(&comm, std::move(t)).first->second;
 }
 
-void AdasumReducer::exchange_and_sum(Communicator& peers, int partner, int tag, Tensor& x, int64_t klo,
-                                     int64_t khi, int64_t glo, int64_t ghi, bool left,
-                                     const std::vector<TensorSpan>& pieces, std::vector<double>& mine) {
+void AdasumReducer::exchange_and_sum(Communicator& peers, int partner, int tag, Tensor& x,
+                                     int64_t klo, int64_t khi, int64_t glo, int64_t ghi, bool left,
+                                     const std::vector<TensorSpan>& pieces,
+                                     std::vector<double>& mine) {
   Tensor theirs = scratch(khi - klo, x.device());
   const Tensor own = x.narrow(klo, khi - klo);
   const Tensor& a = left ? own : theirs;
@@ -163,11 +171,12 @@ void AdasumReducer::exchange_and_sum(Communicator& peers, int partner, int tag, 
   // 16-bit wire: each piece is widened into `theirs` as it arrives.
   const Tensor give_w = wire_out_.pack(give);
   Tensor theirs_w = wire_in_.get(khi - klo, x.device());
-  peers.sendrecv_pipelined(give_w, partner, theirs_w, partner, tag, pipeline_chunk(x), [&](int64_t off, int64_t count) {
-    Tensor piece = theirs.narrow(off, count);
-    ops::cast_out(theirs_w.narrow(off, count), piece);
-    on_piece(off, count);
-  });
+  peers.sendrecv_pipelined(give_w, partner, theirs_w, partner, tag, pipeline_chunk(x),
+                           [&](int64_t off, int64_t count) {
+                             Tensor piece = theirs.narrow(off, count);
+                             ops::cast_out(theirs_w.narrow(off, count), piece);
+                             on_piece(off, count);
+                           });
 }
 
 void AdasumReducer::send_wire(Communicator& peers, Tensor& x, int peer, int tag) {
@@ -194,7 +203,8 @@ void AdasumReducer::tree(Tensor& x, const std::vector<TensorSpan>& pieces, Topol
   if (r >= q) {  // fold into rank r - q, then receive the result
     Tensor none = Tensor::empty({0}, wire_out_.dtype(), x.device());
     const Tensor give = wire_out_.narrow() ? wire_out_.pack(x) : x;
-    peers.sendrecv_pipelined(give, r - q, none, r - q, kTagFold, pipeline_chunk(x), [](int64_t, int64_t) {});
+    peers.sendrecv_pipelined(give, r - q, none, r - q, kTagFold, pipeline_chunk(x),
+                             [](int64_t, int64_t) {});
     recv_wire(peers, x, r - q, kTagUnfold);
     return;
   }
@@ -204,7 +214,8 @@ void AdasumReducer::tree(Tensor& x, const std::vector<TensorSpan>& pieces, Topol
     exchange_and_sum(peers, r + q, kTagFold, x, 0, n, -1, -1, true, pieces, mine);
     sum_triples(topo.fold_group, mine, all);
     for (size_t i = 0; i < pieces.size(); ++i)
-      if (pieces[i].numel > 0) segs.push_back({pieces[i].offset, pieces[i].numel, static_cast<int64_t>(i)});
+      if (pieces[i].numel > 0)
+        segs.push_back({pieces[i].offset, pieces[i].numel, static_cast<int64_t>(i)});
     ops::segment_combine(x, scratch_.narrow(0, n), x, segs, coefficients(mine, 0.5, 0.5).data());
   }
   // Number of original tree nodes a node i < q stands for, summed over [start, start+len).
@@ -255,7 +266,8 @@ void AdasumReducer::tree(Tensor& x, const std::vector<TensorSpan>& pieces, Topol
     Tensor theirs = x.narrow(olo, ohi - olo);
     if (wire_out_.narrow()) {
       Tensor theirs_w = wire_in_.get(ohi - olo, x.device());
-      peers.sendrecv(wire_out_.pack(x.narrow(lo, hi - lo)), partner, theirs_w, partner, kTagGather + level);
+      peers.sendrecv(wire_out_.pack(x.narrow(lo, hi - lo)), partner, theirs_w, partner,
+                     kTagGather + level);
       WireBuffer::unpack(theirs_w, theirs);
     } else {
       peers.sendrecv(x.narrow(lo, hi - lo), partner, theirs, partner, kTagGather + level);
@@ -266,8 +278,8 @@ void AdasumReducer::tree(Tensor& x, const std::vector<TensorSpan>& pieces, Topol
   if (r < extra) send_wire(peers, x, r + q, kTagUnfold);
 }
 
-void AdasumReducer::reduce_gathered(Tensor& x, const std::vector<TensorSpan>& spans, Communicator& comm,
-                                    int local_size) {
+void AdasumReducer::reduce_gathered(Tensor& x, const std::vector<TensorSpan>& spans,
+                                    Communicator& comm, int local_size) {
   const int p = comm.size(), nodes = p / local_size;
   const int64_t n = x.numel();
   Tensor all = scratch(int64_t(p) * n, x.device());
@@ -278,21 +290,26 @@ void AdasumReducer::reduce_gathered(Tensor& x, const std::vector<TensorSpan>& sp
   } else {
     comm.allgather(x, all);
   }
-  auto input = [&](int k) { return all.narrow(int64_t(k) * local_size * n, n); };  // node k's vector
+  auto input = [&](int k) {
+    return all.narrow(int64_t(k) * local_size * n, n);
+  };                                 // node k's vector
   for (int k = 0; k < nodes; ++k) {  // node sums, in local rank order
     Tensor v = input(k);
-    for (int j = 1; j < local_size; ++j) ops::add_(v, all.narrow((int64_t(k) * local_size + j) * n, n));
+    for (int j = 1; j < local_size; ++j)
+      ops::add_(v, all.narrow((int64_t(k) * local_size + j) * n, n));
   }
   std::vector<ops::Segment> segs;
   for (size_t i = 0; i < spans.size(); ++i)
-    if (spans[i].numel > 0) segs.push_back({spans[i].offset, spans[i].numel, static_cast<int64_t>(i)});
+    if (spans[i].numel > 0)
+      segs.push_back({spans[i].offset, spans[i].numel, static_cast<int64_t>(i)});
   // u <- the count-weighted pair operator of u and w, per tensor, rounded to float like the
   // distributed schedule's combine.
   std::vector<double> triples(3 * spans.size());
   auto pair = [&](Tensor u, const Tensor& w, double wu, double ww, bool first) {
     std::fill(triples.begin(), triples.end(), 0.0);
     ops::segment_partial_sums(u, w, segs, triples.data());
-    if (first) add_pair_cosines(triples);  // the diagnostic's triples, as the distributed schedule sees them
+    if (first)
+      add_pair_cosines(triples);  // the diagnostic's triples, as the distributed schedule sees them
     ops::segment_combine(u, w, u, segs, coefficients(triples, wu, ww).data());
   };
   const int q = floor_pow2(nodes), extra = nodes - q;
@@ -315,14 +332,16 @@ void AdasumReducer::reduce_gathered(Tensor& x, const std::vector<TensorSpan>& sp
   }
 }
 
-void AdasumReducer::reduce(Tensor& buffer, const std::vector<TensorSpan>& spans, Communicator& comm) {
+void AdasumReducer::reduce(Tensor& buffer, const std::vector<TensorSpan>& spans,
+                           Communicator& comm) {
   check_dtype(buffer, DType::f32, "adasum", "buffer");
   const int64_t n = buffer.numel();
   int64_t end = 0;
   for (const auto& s : spans) {
     ADA_CHECK_ARG(s.offset >= end && s.numel >= 0 && s.offset + s.numel <= n, ShapeError)
-        << "adasum: span [" << s.offset << ", " << s.offset + s.numel << ") is outside the buffer of "
-        << n << " elements or before the end of the previous span (" << end
+        << "adasum: span [" << s.offset << ", " << s.offset + s.numel
+        << ") is outside the buffer of " << n
+        << " elements or before the end of the previous span (" << end
         << "); spans must be in buffer order and disjoint";
     end = s.offset + s.numel;
   }

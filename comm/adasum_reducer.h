@@ -73,13 +73,14 @@ struct AdasumOptions {
   int local_size = 0;  // hierarchical: ranks per node; 0: the nodes MPI reports
   // Buckets with world size x elements <= this take the latency path (see above); 0: never.
   int64_t gather_below = int64_t(1) << 14;
-  std::string where;   // names the options in errors (a config location); may be empty
+  std::string where;  // names the options in errors (a config location); may be empty
   // reducer.precision (comm/reducer.h): bf16/fp16 puts every exchange on a 16-bit wire. The
   // dot products and norms still sum in double over f32 values (the received halves widened);
   // each rank rounds its finished segment before the allgather phase, so every rank ends with
   // the same bits.
   DType wire = DType::f32;
-  // Reads `hierarchical`, `local_size`, `gather_below` and `precision` from a reducer config section.
+  // Reads `hierarchical`, `local_size`, `gather_below` and `precision` from a reducer config
+  // section.
   static AdasumOptions from_config(const Config& section);
 };
 
@@ -111,9 +112,9 @@ class AdasumReducer : public Reducer {
   // Sends x[glo, ghi) to `partner` (nothing if glo < 0) and receives its copy of x[klo, khi)
   // into scratch, then sets `mine` to the per-tensor partial sums over [klo, khi)
   // (a = the left block's vector).
-  void exchange_and_sum(Communicator& peers, int partner, int tag, Tensor& x, int64_t klo, int64_t khi,
-                        int64_t glo, int64_t ghi, bool left, const std::vector<TensorSpan>& pieces,
-                        std::vector<double>& mine);
+  void exchange_and_sum(Communicator& peers, int partner, int tag, Tensor& x, int64_t klo,
+                        int64_t khi, int64_t glo, int64_t ghi, bool left,
+                        const std::vector<TensorSpan>& pieces, std::vector<double>& mine);
   // The latency path: every rank gathers every buffer and evaluates the same tree.
   void reduce_gathered(Tensor& x, const std::vector<TensorSpan>& spans, Communicator& comm,
                        int local_size);
@@ -128,7 +129,8 @@ class AdasumReducer : public Reducer {
   std::map<const Communicator*, Topology> topologies_;
   Tensor scratch_;  // the partner's halves; grows to the largest need, reused across calls
   Tensor slice_;    // hierarchical: this rank's slice of the node sum
-  WireBuffer wire_out_, wire_in_;  // 16-bit staging of what is sent and received (precision bf16/fp16)
+  WireBuffer wire_out_,
+      wire_in_;  // 16-bit staging of what is sent and received (precision bf16/fp16)
   std::mutex stats_mu_;
   double cos_sum_ = 0, cos_count_ = 0;
 };

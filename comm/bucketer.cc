@@ -40,8 +40,8 @@ GradBucketer::GradBucketer(std::vector<Variable> params, Communicator& comm, Red
         << "') must be a leaf Variable";
     check_dtype(p.value(), DType::f32, "GradBucketer", p.name().c_str());
     ADA_CHECK_ARG(p.value().device() == params_[n - 1].value().device(), DeviceError)
-        << "GradBucketer: parameter '" << p.name() << "' is on " << p.value().device().str() << ", '"
-        << params_[n - 1].name() << "' on " << params_[n - 1].value().device().str()
+        << "GradBucketer: parameter '" << p.name() << "' is on " << p.value().device().str()
+        << ", '" << params_[n - 1].name() << "' on " << params_[n - 1].value().device().str()
         << "; the buckets live on one device";
     numels.push_back(p.value().numel());
     ADA_CHECK_ARG(index_.emplace(p.impl(), n - 1 - k).second, Error)
@@ -65,7 +65,8 @@ GradBucketer::GradBucketer(std::vector<Variable> params, Communicator& comm, Red
     if (options.grads_as_bucket_views)
       for (size_t j = 0; j < b.params.size(); ++j) {
         Variable& p = params_[b.params[j]];
-        Tensor view = b.buffer.narrow(b.spans[j].offset, b.spans[j].numel).reshape(p.value().shape());
+        Tensor view =
+            b.buffer.narrow(b.spans[j].offset, b.spans[j].numel).reshape(p.value().shape());
         if (p.grad().defined()) view.copy_from(p.grad());
         p.grad() = view;
       }
@@ -82,7 +83,9 @@ GradBucketer::~GradBucketer() {
       }
 }
 
-std::vector<size_t> GradBucketer::bucket_of_params() const { return bucket_of_; }
+std::vector<size_t> GradBucketer::bucket_of_params() const {
+  return bucket_of_;
+}
 
 void GradBucketer::begin_step() {
   for (auto& b : buckets_) {
@@ -107,7 +110,8 @@ bool GradBucketer::is_view(size_t param) const {
 void GradBucketer::copy_in(size_t param, const Tensor& grad) {
   Bucket& b = buckets_[bucket_of_[param]];
   const int64_t n = params_[param].value().numel();
-  if (grad.defined() && grad.raw_data() == b.buffer.data<float>() + offset_of_[param]) return;  // the bucket view
+  if (grad.defined() && grad.raw_data() == b.buffer.data<float>() + offset_of_[param])
+    return;  // the bucket view
   Tensor dst = b.buffer.narrow(offset_of_[param], n);
   if (grad.defined()) {
     ADA_CHECK_ARG(grad.numel() == n && grad.dtype() == DType::f32, ShapeError)
@@ -133,8 +137,8 @@ Tensor GradBucketer::slot(size_t param) const {
 }
 
 void GradBucketer::mark_ready(size_t i) {
-  ADA_CHECK_ARG(!ready_[i], Error) << "GradBucketer: '" << params_[i].name()
-                                   << "' reported ready twice in one step";
+  ADA_CHECK_ARG(!ready_[i], Error)
+      << "GradBucketer: '" << params_[i].name() << "' reported ready twice in one step";
   ready_[i] = true;
   --buckets_[bucket_of_[i]].pending;
   launch_ready();
@@ -142,8 +146,8 @@ void GradBucketer::mark_ready(size_t i) {
 
 void GradBucketer::on_grad_ready(const Variable& param) {
   const size_t i = index_of(param);
-  ADA_CHECK_ARG(!ready_[i], Error) << "GradBucketer: gradient of '" << param.name()
-                                   << "' reported ready twice in one step";
+  ADA_CHECK_ARG(!ready_[i], Error)
+      << "GradBucketer: gradient of '" << param.name() << "' reported ready twice in one step";
   copy_in(i, param.grad());
   mark_ready(i);
 }
@@ -156,7 +160,8 @@ void GradBucketer::launch_ready() {
     Tensor buf = b.buffer;
     const std::vector<TensorSpan>* spans = &b.spans;
     if (!Timeline::instance().enabled()) {
-      b.work = comm_.run_async([this, buf, spans]() mutable { reducer_.reduce(buf, *spans, comm_); });
+      b.work =
+          comm_.run_async([this, buf, spans]() mutable { reducer_.reduce(buf, *spans, comm_); });
       continue;
     }
     // Timeline: the bucket's wait in the queue and its reduction, on the communication thread.
@@ -191,8 +196,8 @@ void GradBucketer::wait_all() {
 
 void GradBucketer::wait() {
   for (size_t i = 0; i < params_.size(); ++i)
-    ADA_CHECK_ARG(ready_[i], Error) << "GradBucketer::wait(): '" << params_[i].name()
-                                    << "' was never marked ready this step";
+    ADA_CHECK_ARG(ready_[i], Error)
+        << "GradBucketer::wait(): '" << params_[i].name() << "' was never marked ready this step";
   wait_all();
 }
 
@@ -208,7 +213,8 @@ void GradBucketer::finish() {
   for (size_t i = 0; i < params_.size(); ++i) {
     if (is_view(i)) continue;  // reduced in place
     Tensor& g = params_[i].grad();
-    if (!g.defined()) g = Tensor::empty(params_[i].value().shape(), DType::f32, params_[i].value().device());
+    if (!g.defined())
+      g = Tensor::empty(params_[i].value().shape(), DType::f32, params_[i].value().device());
     g.copy_from(slot(i));
   }
 }

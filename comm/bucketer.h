@@ -90,7 +90,7 @@ class GradBucketer {
 
   std::vector<Variable> params_;
   std::unordered_map<const VarImpl*, size_t> index_;
-  std::vector<size_t> bucket_of_;  // param -> bucket
+  std::vector<size_t> bucket_of_;   // param -> bucket
   std::vector<int64_t> offset_of_;  // param -> element offset in its bucket
   std::vector<bool> ready_;
   std::vector<Bucket> buckets_;

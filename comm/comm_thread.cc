@@ -12,7 +12,9 @@ CommThread& CommThread::instance() {
   return t;
 }
 
-CommThread::~CommThread() { shutdown(); }
+CommThread::~CommThread() {
+  shutdown();
+}
 
 std::exception_ptr CommThread::failure() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -32,7 +34,8 @@ std::exception_ptr CommThread::stopped_error_locked() {
     first = e.what();
   } catch (...) {
   }
-  return std::make_exception_ptr(CommError("communication stopped on rank " + std::to_string(process_rank()) +
+  return std::make_exception_ptr(CommError("communication stopped on rank " +
+                                           std::to_string(process_rank()) +
                                            " after an earlier operation failed: " + first));
 }
 

@@ -38,7 +38,8 @@ class CommThread {
   // messages that other ranks wait on while this process computes: WAGMA's passive
   // participation). It runs like an op (an error in it fails the thread). An empty task removes
   // it; when set_idle_task returns, the previous task is not running and will not run again.
-  void set_idle_task(std::function<void()> task, std::chrono::microseconds period = std::chrono::microseconds(500));
+  void set_idle_task(std::function<void()> task,
+                     std::chrono::microseconds period = std::chrono::microseconds(500));
 
  private:
   CommThread() = default;
@@ -51,7 +52,7 @@ class CommThread {
   std::deque<std::pair<std::function<void()>, WorkHandle>> queue_;
   bool busy_ = false;  // an op is running (on the worker or inline on a caller)
   bool stop_ = false;
-  std::exception_ptr failed_;  // the first operation's error; nothing runs after it
+  std::exception_ptr failed_;                 // the first operation's error; nothing runs after it
   std::exception_ptr stopped_error_locked();  // the error later operations fail with
   std::function<void()> idle_task_;
   std::chrono::microseconds idle_period_{500};

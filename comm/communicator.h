@@ -41,7 +41,8 @@ class Communicator {
   // Uneven blocks: in holds size() blocks of counts[0], counts[1], ... elements back to back
   // (counts the same on every rank, sum = in.numel()); out (counts[rank()] elements) gets the
   // sum of block rank() over all ranks. in and out must not overlap.
-  virtual void reduce_scatter(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts) = 0;
+  virtual void reduce_scatter(const Tensor& in, Tensor& out,
+                              const std::vector<int64_t>& counts) = 0;
   // In-place allgather of uneven blocks: buffer holds size() blocks of counts[0], counts[1], ...
   // elements back to back; every rank's block rank() is copied into the same place on every
   // other rank, so all ranks end with identical buffers.
@@ -56,8 +57,9 @@ class Communicator {
   // empty (nothing is sent or received for it). The partner's matching call must send `in`'s
   // size with the same chunk (a sendrecv_pipelined, pieces matched in order). If on_piece
   // throws, the transfers still complete (unreported) before the exception leaves.
-  virtual void sendrecv_pipelined(const Tensor& out, int to, Tensor& in, int from, int tag, int64_t chunk,
-                                  const std::function<void(int64_t offset, int64_t count)>& on_piece) = 0;
+  virtual void sendrecv_pipelined(
+      const Tensor& out, int to, Tensor& in, int from, int tag, int64_t chunk,
+      const std::function<void(int64_t offset, int64_t count)>& on_piece) = 0;
   virtual void barrier() = 0;
   // Ranks with the same color form a new communicator, ordered by key (then by rank). A color
   // < 0 means "not a member": the result is null. Collective over this communicator.

@@ -27,9 +27,11 @@ void half_sum(void* in, void* inout, int* len, MPI_Datatype* type) {
   uint16_t* b = static_cast<uint16_t*>(inout);
   const int n = *len;
   if (*type == g_half.bf16) {
-    for (int i = 0; i < n; ++i) b[i] = half::bf16_from_float(half::bf16_to_float(a[i]) + half::bf16_to_float(b[i]));
+    for (int i = 0; i < n; ++i)
+      b[i] = half::bf16_from_float(half::bf16_to_float(a[i]) + half::bf16_to_float(b[i]));
   } else {
-    for (int i = 0; i < n; ++i) b[i] = half::f16_from_float(half::f16_to_float(a[i]) + half::f16_to_float(b[i]));
+    for (int i = 0; i < n; ++i)
+      b[i] = half::f16_from_float(half::f16_to_float(a[i]) + half::f16_to_float(b[i]));
   }
 }
 
@@ -42,15 +44,22 @@ void make_half_types() {  // on the communication thread
   ADA_MPI_CHECK(MPI_Op_create(&half_sum, /*commute=*/1, &g_half.sum));
 }
 
-bool is_half(const Tensor& t) { return t.dtype() == DType::f16 || t.dtype() == DType::bf16; }
+bool is_half(const Tensor& t) {
+  return t.dtype() == DType::f16 || t.dtype() == DType::bf16;
+}
 
 MPI_Datatype mpi_type(const Tensor& t, const char* op) {
   switch (t.dtype()) {
-    case DType::f32: return MPI_FLOAT;
-    case DType::i32: return MPI_INT32_T;
-    case DType::i64: return MPI_INT64_T;
-    case DType::f16: return g_half.f16;
-    case DType::bf16: return g_half.bf16;
+    case DType::f32:
+      return MPI_FLOAT;
+    case DType::i32:
+      return MPI_INT32_T;
+    case DType::i64:
+      return MPI_INT64_T;
+    case DType::f16:
+      return g_half.f16;
+    case DType::bf16:
+      return g_half.bf16;
   }
   ADA_THROW(DTypeError) << "MPI " << op << ": dtype " << dtype_name(t.dtype())
                         << " is not supported (f32, f16, bf16, i32, i64)";
@@ -61,7 +70,8 @@ MPI_Datatype mpi_type(const Tensor& t, const char* op) {
 MPI_Op mpi_op(ReduceOp op, const Tensor& t, const char* what) {
   if (is_half(t)) {
     ADA_CHECK_ARG(op == ReduceOp::sum, DTypeError)
-        << "MPI " << what << ": " << dtype_name(t.dtype()) << " tensors can be summed only, not reduced by max/min";
+        << "MPI " << what << ": " << dtype_name(t.dtype())
+        << " tensors can be summed only, not reduced by max/min";
     return g_half.sum;
   }
   return op == ReduceOp::max ? MPI_MAX : op == ReduceOp::min ? MPI_MIN : MPI_SUM;
@@ -70,24 +80,35 @@ MPI_Op mpi_op(ReduceOp op, const Tensor& t, const char* what) {
 // MPI works on host memory (Debian's OpenMPI is not CUDA-aware): a tensor on a CUDA device is
 // copied to a host tensor for the call, and a result back. Correct, and slower than NCCL, which
 // GPU runs use where they can; it is how one GPU serves several ranks (NCCL refuses that).
-bool on_device(const Tensor& t) { return t.defined() && !t.device().is_cpu(); }
-Tensor host_copy(const Tensor& t) { return on_device(t) ? t.to(Device::cpu()) : t; }
-Tensor host_output(const Tensor& t) { return on_device(t) ? Tensor::empty(t.shape(), t.dtype()) : t; }
+bool on_device(const Tensor& t) {
+  return t.defined() && !t.device().is_cpu();
+}
+Tensor host_copy(const Tensor& t) {
+  return on_device(t) ? t.to(Device::cpu()) : t;
+}
+Tensor host_output(const Tensor& t) {
+  return on_device(t) ? Tensor::empty(t.shape(), t.dtype()) : t;
+}
 void write_back(Tensor& t, const Tensor& host) {
   if (on_device(t)) t.copy_from(host);
 }
 
-MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::max ? MPI_MAX : op == ReduceOp::min ? MPI_MIN : MPI_SUM; }
+MPI_Op mpi_op(ReduceOp op) {
+  return op == ReduceOp::max ? MPI_MAX : op == ReduceOp::min ? MPI_MIN : MPI_SUM;
+}
 
 // MPI counts are int: operations on more elements go in chunks of at most this many.
 constexpr int64_t kMaxChunk = INT_MAX / 2;
 
 template <class F>
 void chunked(int64_t count, F f) {
-  for (int64_t off = 0; off < count; off += kMaxChunk) f(off, static_cast<int>(std::min(kMaxChunk, count - off)));
+  for (int64_t off = 0; off < count; off += kMaxChunk)
+    f(off, static_cast<int>(std::min(kMaxChunk, count - off)));
 }
 
-void run(const std::function<void()>& op) { CommThread::instance().run(op); }
+void run(const std::function<void()>& op) {
+  CommThread::instance().run(op);
+}
 
 }  // namespace
 
@@ -132,8 +153,8 @@ MpiCommunicator::~MpiCommunicator() {
 std::unique_ptr<MpiCommunicator> MpiCommunicator::world() {
   int initialized = 0;
   MPI_Initialized(&initialized);
-  ADA_CHECK_ARG(initialized, CommError)
-      << "MpiCommunicator::world(): MPI is not initialised; create an ada::comm::MpiRuntime in main()";
+  ADA_CHECK_ARG(initialized, CommError) << "MpiCommunicator::world(): MPI is not initialised; "
+                                           "create an ada::comm::MpiRuntime in main()";
   return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, false);
 }
 
@@ -229,8 +250,9 @@ void MpiCommunicator::reduce_scatter(const Tensor& in, Tensor& out) {
 
 // MPI's int counts and displacements for uneven blocks; checks that `counts` has one
 // non-negative entry per rank summing to `total`.
-void MpiCommunicator::block_layout(const char* op, const std::vector<int64_t>& counts, int64_t total,
-                                   std::vector<int>& icounts, std::vector<int>& displs) const {
+void MpiCommunicator::block_layout(const char* op, const std::vector<int64_t>& counts,
+                                   int64_t total, std::vector<int>& icounts,
+                                   std::vector<int>& displs) const {
   ADA_CHECK_ARG(static_cast<int>(counts.size()) == size_, ShapeError)
       << op << ": " << counts.size() << " block counts for a communicator of " << size_ << " ranks";
   icounts.resize(size_);
@@ -249,7 +271,8 @@ void MpiCommunicator::block_layout(const char* op, const std::vector<int64_t>& c
       << op << ": block counts sum to " << off << " but the buffer holds " << total << " elements";
 }
 
-void MpiCommunicator::reduce_scatter(const Tensor& in, Tensor& out, const std::vector<int64_t>& counts) {
+void MpiCommunicator::reduce_scatter(const Tensor& in, Tensor& out,
+                                     const std::vector<int64_t>& counts) {
   if (on_device(in) || on_device(out)) {
     Tensor h = host_output(out);
     reduce_scatter(host_copy(in), h, counts);
@@ -278,8 +301,8 @@ void MpiCommunicator::allgather_inplace(Tensor& buffer, const std::vector<int64_
   std::vector<int> icounts, displs;
   block_layout("allgather_inplace", counts, buffer.numel(), icounts, displs);
   run([&] {
-    ADA_MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer.raw_data(), icounts.data(),
-                                 displs.data(), type, comm_));
+    ADA_MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer.raw_data(),
+                                 icounts.data(), displs.data(), type, comm_));
   });
 }
 
@@ -324,7 +347,8 @@ void MpiCommunicator::sendrecv(const Tensor& out, int to, Tensor& in, int from, 
     return write_back(in, h);
   }
   MPI_Datatype type = mpi_type(out, "sendrecv");
-  ADA_CHECK_ARG(in.dtype() == out.dtype(), DTypeError) << "sendrecv: send and receive dtypes differ";
+  ADA_CHECK_ARG(in.dtype() == out.dtype(), DTypeError)
+      << "sendrecv: send and receive dtypes differ";
   const char* sp = static_cast<const char*>(out.raw_data());
   char* rp = static_cast<char*>(in.raw_data());
   const size_t es = dtype_size(out.dtype());
@@ -360,7 +384,9 @@ void MpiCommunicator::sendrecv_pipelined(const Tensor& out, int to, Tensor& in, 
   char* rp = static_cast<char*>(in.raw_data());
   const size_t es = dtype_size(out.dtype());
   const int64_t ns = (out.numel() + piece - 1) / piece, nr = (in.numel() + piece - 1) / piece;
-  auto count = [&](const Tensor& t, int64_t k) { return static_cast<int>(std::min(piece, t.numel() - k * piece)); };
+  auto count = [&](const Tensor& t, int64_t k) {
+    return static_cast<int>(std::min(piece, t.numel() - k * piece));
+  };
   run([&] {
     // Every send is posted at once (the receiver pulls them as it goes); receives run one piece
     // ahead, so a piece is copied in just before it is used. After an exception from on_piece
@@ -371,7 +397,8 @@ void MpiCommunicator::sendrecv_pipelined(const Tensor& out, int to, Tensor& in, 
       ADA_MPI_CHECK(MPI_Isend(sp + k * piece * es, count(out, k), type, to, tag, comm_, &sends[k]));
     auto post = [&](int64_t k) {
       if (k < nr)
-        ADA_MPI_CHECK(MPI_Irecv(rp + k * piece * es, count(in, k), type, from, tag, comm_, &recvs[k % 2]));
+        ADA_MPI_CHECK(
+            MPI_Irecv(rp + k * piece * es, count(in, k), type, from, tag, comm_, &recvs[k % 2]));
     };
     post(0);
     post(1);
@@ -383,7 +410,8 @@ void MpiCommunicator::sendrecv_pipelined(const Tensor& out, int to, Tensor& in, 
       MPI_Get_count(&st, type, &got);
       ADA_CHECK_ARG(got == count(in, k), CommError)
           << "sendrecv_pipelined from rank " << from << ": piece " << k << " has " << got
-          << " elements, expected " << count(in, k) << " (sizes or chunks differ between the ranks)";
+          << " elements, expected " << count(in, k)
+          << " (sizes or chunks differ between the ranks)";
       post(k + 2);
       if (error) continue;
       try {
@@ -418,7 +446,8 @@ void MpiCommunicator::reap_signals() {
 }
 
 void MpiCommunicator::post_signal(int peer, int tag, int64_t value) {
-  ADA_CHECK_ARG(peer >= 0 && peer < size_, CommError) << "post_signal: peer " << peer << " outside [0, " << size_ << ")";
+  ADA_CHECK_ARG(peer >= 0 && peer < size_, CommError)
+      << "post_signal: peer " << peer << " outside [0, " << size_ << ")";
   run([&] {
     reap_signals();
     signals_.push_back({value, MPI_REQUEST_NULL});

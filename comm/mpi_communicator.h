@@ -38,8 +38,9 @@ class MpiCommunicator : public Communicator {
   void send(const Tensor& t, int peer, int tag = 0) override;
   void recv(Tensor& t, int peer, int tag = 0) override;
   void sendrecv(const Tensor& out, int to, Tensor& in, int from, int tag = 0) override;
-  void sendrecv_pipelined(const Tensor& out, int to, Tensor& in, int from, int tag, int64_t chunk,
-                          const std::function<void(int64_t offset, int64_t count)>& on_piece) override;
+  void sendrecv_pipelined(
+      const Tensor& out, int to, Tensor& in, int from, int tag, int64_t chunk,
+      const std::function<void(int64_t offset, int64_t count)>& on_piece) override;
   void barrier() override;
   std::unique_ptr<Communicator> split(int color, int key) override;
   void post_signal(int peer, int tag, int64_t value) override;

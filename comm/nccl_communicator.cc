@@ -20,20 +20,28 @@ namespace {
 
 ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return ncclSum;
-    case ReduceOp::max: return ncclMax;
-    case ReduceOp::min: return ncclMin;
+    case ReduceOp::sum:
+      return ncclSum;
+    case ReduceOp::max:
+      return ncclMax;
+    case ReduceOp::min:
+      return ncclMin;
   }
   return ncclSum;
 }
 
 ncclDataType_t nccl_type(DType t, const char* op) {
   switch (t) {
-    case DType::f32: return ncclFloat32;
-    case DType::f16: return ncclFloat16;
-    case DType::bf16: return ncclBfloat16;
-    case DType::i32: return ncclInt32;
-    case DType::i64: return ncclInt64;
+    case DType::f32:
+      return ncclFloat32;
+    case DType::f16:
+      return ncclFloat16;
+    case DType::bf16:
+      return ncclBfloat16;
+    case DType::i32:
+      return ncclInt32;
+    case DType::i64:
+      return ncclInt64;
   }
   ADA_THROW(DTypeError) << "NCCL " << op << ": dtype " << dtype_name(t) << " is not supported";
   return ncclFloat32;
@@ -80,8 +88,10 @@ class NcclCommunicator final : public Communicator {
       static_assert(sizeof(ncclUniqueId) % sizeof(int32_t) == 0, "ncclUniqueId size");
       ncclUniqueId id;
       std::memset(&id, 0, sizeof(id));
-      if (host_->rank() == 0) check(lib.ncclGetUniqueId(&id), "ncclGetUniqueId(&id)", __FILE__, __LINE__);
-      Tensor words = Tensor::zeros({static_cast<int64_t>(sizeof(id) / sizeof(int32_t))}, DType::i32);
+      if (host_->rank() == 0)
+        check(lib.ncclGetUniqueId(&id), "ncclGetUniqueId(&id)", __FILE__, __LINE__);
+      Tensor words =
+          Tensor::zeros({static_cast<int64_t>(sizeof(id) / sizeof(int32_t))}, DType::i32);
       std::memcpy(words.raw_data(), &id, sizeof(id));
       host_->broadcast(words, 0);
       std::memcpy(&id, words.raw_data(), sizeof(id));
@@ -95,8 +105,8 @@ class NcclCommunicator final : public Communicator {
     check(lib.ncclCommCount(comm_, &count), "ncclCommCount(comm, &count)", __FILE__, __LINE__);
     check(lib.ncclCommUserRank(comm_, &rank), "ncclCommUserRank(comm, &rank)", __FILE__, __LINE__);
     ADA_CHECK_ARG(count == host_->size() && rank == host_->rank(), CommError)
-        << "NCCL communicator has rank " << rank << " of " << count << ", its host communicator rank "
-        << host_->rank() << " of " << host_->size();
+        << "NCCL communicator has rank " << rank << " of " << count
+        << ", its host communicator rank " << host_->rank() << " of " << host_->size();
   }
 
   ~NcclCommunicator() override {
@@ -115,7 +125,9 @@ class NcclCommunicator final : public Communicator {
     if (!on_device({&t}, "allreduce")) return host_->allreduce(t, op);
     allreduce_after(t, op, ready());
   }
-  void allreduce(double* data, int64_t count, ReduceOp op) override { host_->allreduce(data, count, op); }
+  void allreduce(double* data, int64_t count, ReduceOp op) override {
+    host_->allreduce(data, count, op);
+  }
 
   void broadcast(Tensor& t, int root) override {
     if (!on_device({&t}, "broadcast")) return host_->broadcast(t, root);
@@ -134,16 +146,19 @@ class NcclCommunicator final : public Communicator {
             "ncclAllGather(in, out, count, type, comm, stream)", __FILE__, __LINE__);
     });
   }
-  void allgather(const double* in, int64_t count, double* out) override { host_->allgather(in, count, out); }
+  void allgather(const double* in, int64_t count, double* out) override {
+    host_->allgather(in, count, out);
+  }
 
   void reduce_scatter(const Tensor& in, Tensor& out) override {
     if (!on_device({&in, &out}, "reduce_scatter")) return host_->reduce_scatter(in, out);
     ADA_CHECK_ARG(out.dtype() == in.dtype() && in.numel() == out.numel() * size(), ShapeError)
-        << "reduce_scatter: input " << in.str() << " must hold " << size() << " blocks of the output "
-        << out.str();
+        << "reduce_scatter: input " << in.str() << " must hold " << size()
+        << " blocks of the output " << out.str();
     const ncclDataType_t type = nccl_type(in.dtype(), "reduce_scatter");
     launch("reduce_scatter", ready(), [&](const nccl::Library& lib) {
-      check(lib.ncclReduceScatter(in.raw_data(), out.raw_data(), out.numel(), type, ncclSum, comm_, stream_),
+      check(lib.ncclReduceScatter(in.raw_data(), out.raw_data(), out.numel(), type, ncclSum, comm_,
+                                  stream_),
             "ncclReduceScatter(in, out, count, type, ncclSum, comm, stream)", __FILE__, __LINE__);
     });
   }
@@ -153,9 +168,10 @@ class NcclCommunicator final : public Communicator {
     if (!on_device({&in, &out}, "reduce_scatter")) return host_->reduce_scatter(in, out, counts);
     const std::vector<int64_t> offsets = block_offsets("reduce_scatter", counts, in.numel());
     ADA_CHECK_ARG(out.dtype() == in.dtype() && out.numel() == counts[rank()], ShapeError)
-        << "reduce_scatter: output " << out.str() << " must hold this rank's block of " << counts[rank()]
-        << " elements of " << dtype_name(in.dtype());
-    ADA_CHECK_ARG(!in.shares_storage_with(out), CommError) << "reduce_scatter: in and out must not overlap";
+        << "reduce_scatter: output " << out.str() << " must hold this rank's block of "
+        << counts[rank()] << " elements of " << dtype_name(in.dtype());
+    ADA_CHECK_ARG(!in.shares_storage_with(out), CommError)
+        << "reduce_scatter: in and out must not overlap";
     const ncclDataType_t type = nccl_type(in.dtype(), "reduce_scatter");
     const size_t es = dtype_size(in.dtype());
     launch("reduce_scatter", ready(), [&](const nccl::Library& lib) {
@@ -164,7 +180,8 @@ class NcclCommunicator final : public Communicator {
           if (counts[r] == 0) continue;
           const char* src = static_cast<const char*>(in.raw_data()) + offsets[r] * es;
           check(lib.ncclReduce(src, out.raw_data(), counts[r], type, ncclSum, r, comm_, stream_),
-                "ncclReduce(block, out, count, type, ncclSum, root, comm, stream)", __FILE__, __LINE__);
+                "ncclReduce(block, out, count, type, ncclSum, root, comm, stream)", __FILE__,
+                __LINE__);
         }
       });
     });
@@ -212,10 +229,12 @@ class NcclCommunicator final : public Communicator {
     if (!on_device({&out, &in}, "sendrecv")) return host_->sendrecv(out, to, in, from, tag);
     check_rank(to, "sendrecv", "destination");
     check_rank(from, "sendrecv", "source");
-    ADA_CHECK_ARG(in.dtype() == out.dtype(), DTypeError) << "sendrecv: send and receive dtypes differ";
+    ADA_CHECK_ARG(in.dtype() == out.dtype(), DTypeError)
+        << "sendrecv: send and receive dtypes differ";
     const ncclDataType_t type = nccl_type(out.dtype(), "sendrecv");
     launch("sendrecv", ready(), [&](const nccl::Library& lib) {
-      group(lib, [&] { send_recv_piece(lib, out, 0, out.numel(), to, in, 0, in.numel(), from, type); });
+      group(lib,
+            [&] { send_recv_piece(lib, out, 0, out.numel(), to, in, 0, in.numel(), from, type); });
     });
   }
 
@@ -227,19 +246,23 @@ class NcclCommunicator final : public Communicator {
       return host_->sendrecv_pipelined(out, to, in, from, tag, chunk, on_piece);
     check_rank(to, "sendrecv_pipelined", "destination");
     check_rank(from, "sendrecv_pipelined", "source");
-    ADA_CHECK_ARG(in.dtype() == out.dtype(), DTypeError) << "sendrecv_pipelined: send and receive dtypes differ";
+    ADA_CHECK_ARG(in.dtype() == out.dtype(), DTypeError)
+        << "sendrecv_pipelined: send and receive dtypes differ";
     const ncclDataType_t type = nccl_type(out.dtype(), "sendrecv_pipelined");
     const int64_t total = std::max<int64_t>(1, std::max(out.numel(), in.numel()));
     const int64_t piece = chunk <= 0 ? total : std::min(chunk, total);
     const int64_t pieces = (total + piece - 1) / piece;
-    auto count = [&](const Tensor& t, int64_t k) { return std::max<int64_t>(0, std::min(piece, t.numel() - k * piece)); };
+    auto count = [&](const Tensor& t, int64_t k) {
+      return std::max<int64_t>(0, std::min(piece, t.numel() - k * piece));
+    };
     std::shared_ptr<Event> producers = ready();
     CommThread::instance().run([&] {
       const nccl::Library& lib = start("sendrecv_pipelined", *producers);
       std::vector<std::unique_ptr<Event>> arrived;
       for (int64_t k = 0; k < pieces; ++k) {
         group(lib, [&] {
-          send_recv_piece(lib, out, k * piece, count(out, k), to, in, k * piece, count(in, k), from, type);
+          send_recv_piece(lib, out, k * piece, count(out, k), to, in, k * piece, count(in, k), from,
+                          type);
         });
         arrived.push_back(std::make_unique<Event>());
         ADA_CUDA_CHECK(cudaEventRecord(arrived.back()->get(), stream_));
@@ -265,22 +288,30 @@ class NcclCommunicator final : public Communicator {
     ncclComm_t sub = nullptr;
     CommThread::instance().run([&] {
       cuda::set_device(device_);
-      check(nccl::library().ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &sub, nullptr),
+      check(nccl::library().ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &sub,
+                                          nullptr),
             "ncclCommSplit(comm, color, key, &sub, nullptr)", __FILE__, __LINE__);
     });
     if (color < 0) return nullptr;
-    return std::make_unique<NcclCommunicator>(std::shared_ptr<Communicator>(std::move(sub_host)), device_, sub);
+    return std::make_unique<NcclCommunicator>(std::shared_ptr<Communicator>(std::move(sub_host)),
+                                              device_, sub);
   }
 
-  void post_signal(int peer, int tag, int64_t value) override { host_->post_signal(peer, tag, value); }
-  bool poll_signal(int tag, int* source, int64_t* value) override { return host_->poll_signal(tag, source, value); }
+  void post_signal(int peer, int tag, int64_t value) override {
+    host_->post_signal(peer, tag, value);
+  }
+  bool poll_signal(int tag, int* source, int64_t* value) override {
+    return host_->poll_signal(tag, source, value);
+  }
 
   WorkHandle allreduce_async(Tensor& t, ReduceOp op) override {
     if (!on_device({&t}, "allreduce_async")) return host_->allreduce_async(t, op);
     nccl_type(t.dtype(), "allreduce_async");
     Tensor held = t;  // keeps the storage alive until the operation ran
-    std::shared_ptr<Event> producers = ready();  // the producers queued by now, not by the time it runs
-    return CommThread::instance().submit([this, held, op, producers]() mutable { allreduce_after(held, op, producers); });
+    std::shared_ptr<Event> producers =
+        ready();  // the producers queued by now, not by the time it runs
+    return CommThread::instance().submit(
+        [this, held, op, producers]() mutable { allreduce_after(held, op, producers); });
   }
 
   WorkHandle broadcast_async(Tensor& t, int root) override {
@@ -289,17 +320,21 @@ class NcclCommunicator final : public Communicator {
     nccl_type(t.dtype(), "broadcast_async");
     Tensor held = t;
     std::shared_ptr<Event> producers = ready();
-    return CommThread::instance().submit([this, held, root, producers]() mutable { broadcast_after(held, root, producers); });
+    return CommThread::instance().submit(
+        [this, held, root, producers]() mutable { broadcast_after(held, root, producers); });
   }
 
-  WorkHandle run_async(std::function<void()> op) override { return CommThread::instance().submit(std::move(op)); }
+  WorkHandle run_async(std::function<void()> op) override {
+    return CommThread::instance().submit(std::move(op));
+  }
 
  private:
   // In-place allreduce and broadcast of a device tensor once `producers` have run.
   void allreduce_after(Tensor& t, ReduceOp op, const std::shared_ptr<Event>& producers) {
     const ncclDataType_t type = nccl_type(t.dtype(), "allreduce");
     launch("allreduce", producers, [&](const nccl::Library& lib) {
-      check(lib.ncclAllReduce(t.raw_data(), t.raw_data(), t.numel(), type, nccl_op(op), comm_, stream_),
+      check(lib.ncclAllReduce(t.raw_data(), t.raw_data(), t.numel(), type, nccl_op(op), comm_,
+                              stream_),
             "ncclAllReduce(t, t, count, type, op, comm, stream)", __FILE__, __LINE__);
     });
   }
@@ -317,23 +352,27 @@ class NcclCommunicator final : public Communicator {
     int on_cpu = 0, here = 0;
     for (const Tensor* t : ts) {
       ADA_CHECK_ARG(t->defined(), CommError) << "NCCL " << op << ": undefined tensor";
-      if (t->device().is_cpu()) ++on_cpu;
-      else if (t->device() == Device::cuda(device_)) ++here;
+      if (t->device().is_cpu())
+        ++on_cpu;
+      else if (t->device() == Device::cuda(device_))
+        ++here;
       else
-        ADA_THROW(DeviceError) << "NCCL " << op << ": tensor " << t->str() << " is not on this communicator's device cuda:"
-                               << device_;
+        ADA_THROW(DeviceError) << "NCCL " << op << ": tensor " << t->str()
+                               << " is not on this communicator's device cuda:" << device_;
     }
     ADA_CHECK_ARG(on_cpu == 0 || here == 0, DeviceError)
-        << "NCCL " << op << ": tensors on the CPU and on cuda:" << device_ << " in one call; use one device";
+        << "NCCL " << op << ": tensors on the CPU and on cuda:" << device_
+        << " in one call; use one device";
     return here > 0;
   }
 
   void check_rank(int r, const char* op, const char* what) const {
-    ADA_CHECK_ARG(r >= 0 && r < size(), CommError) << "NCCL " << op << ": " << what << " " << r << " outside [0, "
-                                                    << size() << ")";
+    ADA_CHECK_ARG(r >= 0 && r < size(), CommError)
+        << "NCCL " << op << ": " << what << " " << r << " outside [0, " << size() << ")";
   }
 
-  std::vector<int64_t> block_offsets(const char* op, const std::vector<int64_t>& counts, int64_t total) const {
+  std::vector<int64_t> block_offsets(const char* op, const std::vector<int64_t>& counts,
+                                     int64_t total) const {
     ADA_CHECK_ARG(static_cast<int>(counts.size()) == size(), ShapeError)
         << op << ": " << counts.size() << " block counts for " << size() << " ranks";
     std::vector<int64_t> offsets(counts.size());
@@ -343,7 +382,8 @@ class NcclCommunicator final : public Communicator {
       offsets[r] = sum;
       sum += counts[r];
     }
-    ADA_CHECK_ARG(sum == total, ShapeError) << op << ": block counts sum to " << sum << ", the buffer holds " << total;
+    ADA_CHECK_ARG(sum == total, ShapeError)
+        << op << ": block counts sum to " << sum << ", the buffer holds " << total;
     return offsets;
   }
 
@@ -361,7 +401,8 @@ class NcclCommunicator final : public Communicator {
   // `producers`.
   const nccl::Library& start(const char* op, const Event& producers) {
     ADA_CHECK_ARG(comm_ != nullptr, CommError)
-        << "NCCL " << op << " on rank " << rank() << ": the communicator was aborted after an earlier failure";
+        << "NCCL " << op << " on rank " << rank()
+        << ": the communicator was aborted after an earlier failure";
     cuda::set_device(device_);
     ADA_CUDA_CHECK(cudaStreamWaitEvent(stream_, producers.get(), 0));
     return nccl::library();
@@ -391,14 +432,17 @@ class NcclCommunicator final : public Communicator {
   }
 
   // One send and one receive (either may be empty), inside a group.
-  void send_recv_piece(const nccl::Library& lib, const Tensor& out, int64_t out_off, int64_t out_count, int to,
-                       Tensor& in, int64_t in_off, int64_t in_count, int from, ncclDataType_t type) {
+  void send_recv_piece(const nccl::Library& lib, const Tensor& out, int64_t out_off,
+                       int64_t out_count, int to, Tensor& in, int64_t in_off, int64_t in_count,
+                       int from, ncclDataType_t type) {
     const size_t es = dtype_size(out.dtype());
     if (out_count > 0)
-      check(lib.ncclSend(static_cast<const char*>(out.raw_data()) + out_off * es, out_count, type, to, comm_, stream_),
+      check(lib.ncclSend(static_cast<const char*>(out.raw_data()) + out_off * es, out_count, type,
+                         to, comm_, stream_),
             "ncclSend(piece, count, type, to, comm, stream)", __FILE__, __LINE__);
     if (in_count > 0)
-      check(lib.ncclRecv(static_cast<char*>(in.raw_data()) + in_off * es, in_count, type, from, comm_, stream_),
+      check(lib.ncclRecv(static_cast<char*>(in.raw_data()) + in_off * es, in_count, type, from,
+                         comm_, stream_),
             "ncclRecv(piece, count, type, from, comm, stream)", __FILE__, __LINE__);
   }
 
@@ -417,11 +461,13 @@ class NcclCommunicator final : public Communicator {
       lib.ncclCommGetAsyncError(comm_, &async);
       if (async != ncclSuccess && async != ncclInProgress)
         fail(async, (std::string("asynchronous error during ") + op).c_str(), __FILE__, __LINE__);
-      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double waited =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (waited > timeout_s_) {
         abort_comm();
-        ADA_THROW(CommError) << "NCCL " << op << " on rank " << rank() << " of " << size() << ": no progress for "
-                             << timeout_s_ << " s (a peer is stuck or gone); the communicator was aborted. "
+        ADA_THROW(CommError) << "NCCL " << op << " on rank " << rank() << " of " << size()
+                             << ": no progress for " << timeout_s_
+                             << " s (a peer is stuck or gone); the communicator was aborted. "
                              << "Raise ADA_NCCL_TIMEOUT_S if the peers are only slow";
       }
       if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -435,8 +481,8 @@ class NcclCommunicator final : public Communicator {
   [[noreturn]] void fail(ncclResult_t r, const char* call, const char* file, int line) {
     const nccl::Library& lib = nccl::library();
     std::ostringstream s;
-    s << "NCCL " << call << " failed on rank " << rank() << " of " << size() << " (" << detail::base_name(file) << ":"
-      << line << "): " << lib.ncclGetErrorString(r);
+    s << "NCCL " << call << " failed on rank " << rank() << " of " << size() << " ("
+      << detail::base_name(file) << ":" << line << "): " << lib.ncclGetErrorString(r);
     if (comm_) {
       const char* last = lib.ncclGetLastError(comm_);
       if (last && *last) s << " (" << last << ")";
@@ -462,7 +508,9 @@ class NcclCommunicator final : public Communicator {
 
 }  // namespace
 
-bool nccl_built() { return true; }
+bool nccl_built() {
+  return true;
+}
 
 std::string nccl_unavailable_reason() {
   try {
@@ -473,7 +521,8 @@ std::string nccl_unavailable_reason() {
   }
 }
 
-std::unique_ptr<Communicator> make_nccl_communicator(std::shared_ptr<Communicator> host, int device) {
+std::unique_ptr<Communicator> make_nccl_communicator(std::shared_ptr<Communicator> host,
+                                                     int device) {
   return std::make_unique<NcclCommunicator>(std::move(host), device, nullptr);
 }
 

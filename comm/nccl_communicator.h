@@ -35,6 +35,7 @@ std::string nccl_unavailable_reason();
 // An NCCL communicator over the ranks of `host` (collective over it), each on its CUDA device
 // `device`. Throws DeviceError in a build without NCCL or CUDA, when the device does not exist,
 // or when the NCCL library cannot be loaded; CommError when NCCL fails to connect.
-std::unique_ptr<Communicator> make_nccl_communicator(std::shared_ptr<Communicator> host, int device);
+std::unique_ptr<Communicator> make_nccl_communicator(std::shared_ptr<Communicator> host,
+                                                     int device);
 
 }  // namespace ada::comm

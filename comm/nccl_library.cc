@@ -32,16 +32,18 @@ std::string load(Library& lib) {
            "set ADA_NCCL_LIBRARY to the full path of libnccl.so.2";
   }
   lib.path = name;
-#define ADA_NCCL_RESOLVE(f)                                                                   \
-  lib.f = reinterpret_cast<decltype(lib.f)>(dlsym(handle, #f));                               \
-  if (!lib.f) return "the NCCL library '" + name + "' lacks " #f "; it needs NCCL >= " +       \
-                    version_text(kMinVersion);
+#define ADA_NCCL_RESOLVE(f)                                     \
+  lib.f = reinterpret_cast<decltype(lib.f)>(dlsym(handle, #f)); \
+  if (!lib.f)                                                   \
+    return "the NCCL library '" + name +                        \
+           "' lacks " #f "; it needs NCCL >= " + version_text(kMinVersion);
   ADA_NCCL_FUNCTIONS(ADA_NCCL_RESOLVE)
 #undef ADA_NCCL_RESOLVE
-  if (lib.ncclGetVersion(&lib.version) != ncclSuccess) return "ncclGetVersion failed in '" + name + "'";
+  if (lib.ncclGetVersion(&lib.version) != ncclSuccess)
+    return "ncclGetVersion failed in '" + name + "'";
   if (lib.version < kMinVersion)
-    return "the NCCL library '" + name + "' is version " + version_text(lib.version) + "; NCCL >= " +
-           version_text(kMinVersion) + " is needed";
+    return "the NCCL library '" + name + "' is version " + version_text(lib.version) +
+           "; NCCL >= " + version_text(kMinVersion) + " is needed";
   return "";
 }
 

@@ -10,11 +10,13 @@
 
 namespace ada::comm::nccl {
 
+// clang-format off
 #define ADA_NCCL_FUNCTIONS(X)                                                                   \
   X(ncclGetVersion) X(ncclGetUniqueId) X(ncclCommInitRank) X(ncclCommDestroy) X(ncclCommAbort)  \
   X(ncclCommGetAsyncError) X(ncclGetErrorString) X(ncclGetLastError) X(ncclCommCount)           \
   X(ncclCommUserRank) X(ncclCommSplit) X(ncclAllReduce) X(ncclBroadcast) X(ncclReduce)          \
   X(ncclAllGather) X(ncclReduceScatter) X(ncclSend) X(ncclRecv) X(ncclGroupStart) X(ncclGroupEnd)
+// clang-format on
 
 struct Library {
 #define ADA_NCCL_MEMBER(f) decltype(&::f) f = nullptr;

@@ -5,10 +5,13 @@
 
 namespace ada::comm {
 
-bool nccl_built() { return false; }
+bool nccl_built() {
+  return false;
+}
 
 std::string nccl_unavailable_reason() {
-  return "this binary has no NCCL communicator (reconfigure with -DADA_WITH_CUDA=ON -DADA_WITH_NCCL=ON)";
+  return "this binary has no NCCL communicator (reconfigure with -DADA_WITH_CUDA=ON "
+         "-DADA_WITH_NCCL=ON)";
 }
 
 std::unique_ptr<Communicator> make_nccl_communicator(std::shared_ptr<Communicator>, int) {

@@ -1,7 +1,7 @@
 // Reducer: how the ranks' gradients (or model deltas) become one. A reducer works on a fused
-// f32 buffer (a bucket; what travels may be bf16/fp16, reducer.precision) holding several tensors back to back, described by spans, and must
-// leave bit-identical contents on every rank. Built-in: sum, average, adasum.
-// To add one: a class implementing reduce() in its own file plus one line in
+// f32 buffer (a bucket; what travels may be bf16/fp16, reducer.precision) holding several tensors
+// back to back, described by spans, and must leave bit-identical contents on every rank. Built-in:
+// sum, average, adasum. To add one: a class implementing reduce() in its own file plus one line in
 // register_builtin_reducers() (reducers.cc).
 #pragma once
 

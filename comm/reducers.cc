@@ -59,7 +59,9 @@ void WireBuffer::unpack(const Tensor& wire, Tensor& x) {
   ops::cast_out(wire, flat);
 }
 
-void WireBuffer::round(Tensor& x) { unpack(pack(x), x); }
+void WireBuffer::round(Tensor& x) {
+  unpack(pack(x), x);
+}
 
 const char* target_name(ReduceTarget t) {
   return t == ReduceTarget::gradients ? "gradients" : "model_delta";
@@ -74,8 +76,12 @@ ReduceTarget target_from_name(const std::string& name, const std::string& where)
 }
 
 void register_builtin_reducers(ReducerRegistry& registry) {
-  registry.add("sum", [](const Config& c) { return std::make_unique<SumReducer>(false, read_wire_dtype(c)); });
-  registry.add("average", [](const Config& c) { return std::make_unique<SumReducer>(true, read_wire_dtype(c)); });
+  registry.add("sum", [](const Config& c) {
+    return std::make_unique<SumReducer>(false, read_wire_dtype(c));
+  });
+  registry.add("average", [](const Config& c) {
+    return std::make_unique<SumReducer>(true, read_wire_dtype(c));
+  });
   registry.add("adasum", [](const Config& c) {
     return std::make_unique<AdasumReducer>(AdasumOptions::from_config(c));
   });

@@ -9,9 +9,15 @@ namespace {
 thread_local bool t_grad_enabled = true;
 }
 
-bool grad_enabled() { return t_grad_enabled; }
-NoGradGuard::NoGradGuard() : prev_(t_grad_enabled) { t_grad_enabled = false; }
-NoGradGuard::~NoGradGuard() { t_grad_enabled = prev_; }
+bool grad_enabled() {
+  return t_grad_enabled;
+}
+NoGradGuard::NoGradGuard() : prev_(t_grad_enabled) {
+  t_grad_enabled = false;
+}
+NoGradGuard::~NoGradGuard() {
+  t_grad_enabled = prev_;
+}
 
 Variable::Variable(Tensor value, bool requires_grad, std::string name)
     : impl_(std::make_shared<VarImpl>()) {
@@ -132,9 +138,8 @@ void backward(const Variable& root, const Tensor& seed, const GradReadyHook& on_
     std::vector<Tensor> gins;
     if (gout.defined()) {
       gins = node->backward(gout);
-      ADA_CHECK(gins.size() == inputs.size())
-          << "op '" << node->op << "' returned " << gins.size() << " gradients for "
-          << inputs.size() << " inputs";
+      ADA_CHECK(gins.size() == inputs.size()) << "op '" << node->op << "' returned " << gins.size()
+                                              << " gradients for " << inputs.size() << " inputs";
     } else {
       gins.resize(inputs.size());  // output unused by the loss: contributes nothing
     }
@@ -145,9 +150,8 @@ void backward(const Variable& root, const Tensor& seed, const GradReadyHook& on_
       if (!e.producer && !(in && in->requires_grad)) continue;
       const Tensor& g = gins[i];
       if (g.defined()) {
-        ADA_CHECK(g.shape() == e.shape)
-            << "op '" << node->op << "' returned gradient " << g.str() << " for input of shape "
-            << shape_str(e.shape);
+        ADA_CHECK(g.shape() == e.shape) << "op '" << node->op << "' returned gradient " << g.str()
+                                        << " for input of shape " << shape_str(e.shape);
       }
       if (Node* child = e.producer.get()) {
         if (g.defined()) accumulate_out_of_place(pending[child], g);

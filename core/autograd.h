@@ -20,11 +20,11 @@ struct Node;
 
 struct VarImpl {
   Tensor value;
-  Tensor grad;                      // leaves only; undefined until a gradient arrives
-  bool grad_stale = false;          // zero_grad() ran since: grad's contents stand for zeros
+  Tensor grad;              // leaves only; undefined until a gradient arrives
+  bool grad_stale = false;  // zero_grad() ran since: grad's contents stand for zeros
   bool requires_grad = false;
-  std::shared_ptr<Node> grad_fn;    // null for leaves
-  std::string name;                 // optional, for messages (parameters carry their dotted name)
+  std::shared_ptr<Node> grad_fn;  // null for leaves
+  std::string name;               // optional, for messages (parameters carry their dotted name)
 };
 
 class Variable {
@@ -68,13 +68,13 @@ using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>
 // value is freed as soon as no Variable and no backward closure holds it (an op's output that
 // its consumer did not save, e.g. batch-norm's output under ReLU, does not live until backward).
 struct Edge {
-  std::shared_ptr<VarImpl> leaf;  // leaves only
+  std::shared_ptr<VarImpl> leaf;   // leaves only
   std::shared_ptr<Node> producer;  // intermediates only
   Shape shape;                     // of the input, to check the gradient an op returns
 };
 
 struct Node {
-  std::string op;                              // op name, for error messages
+  std::string op;  // op name, for error messages
   std::vector<Edge> inputs;
   BackwardFn backward;
   Shape output_shape;

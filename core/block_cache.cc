@@ -14,7 +14,7 @@ BlockCache::~BlockCache() {
 
 size_t BlockCache::round(size_t bytes) const {
   bytes = std::max<size_t>(bytes, 1);
-  const size_t bin = !kept(bytes)            ? 64
+  const size_t bin = !kept(bytes)             ? 64
                      : bytes <= policy_.small ? policy_.small_bin
                                               : policy_.large_bin;
   return (bytes + bin - 1) / bin * bin;
@@ -116,7 +116,8 @@ void BlockCache::free(void* block, size_t bytes) noexcept {
   if (policy_.cap_at_peak) {
     // (high_water_ >= the block's live part, so the loop ends with room for it unless the cache
     // holds only parts of segments, which cannot go back.)
-    while (cached_bytes_ + static_cast<int64_t>(b->size) > high_water_ && release_oldest_segment()) {
+    while (cached_bytes_ + static_cast<int64_t>(b->size) > high_water_ &&
+           release_oldest_segment()) {
     }
   }
   cache(b);

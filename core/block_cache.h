@@ -20,8 +20,8 @@
 // twice its working set. Thread-safe (one mutex).
 #pragma once
 
-#include <cstddef>
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -88,13 +88,15 @@ class BlockCache {
     FreeMap::iterator where{};  // its entry in cached_ while free
   };
 
-  bool kept(size_t bytes) const { return std::max<size_t>(bytes, 1) >= policy_.bypass; }  // not bypassed
+  bool kept(size_t bytes) const {
+    return std::max<size_t>(bytes, 1) >= policy_.bypass;
+  }  // not bypassed
   // mu_ held for all of these.
   Block* take_cached(size_t size);  // a cached block for a request of `size`, or nullptr
   void cache(Block* b);
   void uncache(Block* b);
-  void release_segment(Block* b);     // b: cached, whole
-  bool release_oldest_segment();      // false when no whole segment is cached
+  void release_segment(Block* b);  // b: cached, whole
+  bool release_oldest_segment();   // false when no whole segment is cached
   void release_all();
 
   const Policy policy_;
@@ -102,8 +104,8 @@ class BlockCache {
   const SystemFree sys_free_;
   const int context_;
   mutable std::mutex mu_;
-  FreeMap cached_;                            // size -> free block
-  std::unordered_map<void*, Block*> live_;    // cached-kind live block -> its Block
+  FreeMap cached_;                          // size -> free block
+  std::unordered_map<void*, Block*> live_;  // cached-kind live block -> its Block
   int64_t cached_bytes_ = 0;
   int64_t high_water_ = 0;  // peak of live bytes over the whole run (the cap; reset_peak keeps it)
   uint64_t clock_ = 0;

@@ -58,7 +58,9 @@ std::string last_of(const std::string& path) {
   return dot == std::string::npos ? path : path.substr(dot + 1);
 }
 
-std::string prefix(const ConfigState& s) { return "config " + s.source + ": "; }
+std::string prefix(const ConfigState& s) {
+  return "config " + s.source + ": ";
+}
 
 std::vector<std::string> split_path(const ConfigState& s, const std::string& path) {
   std::vector<std::string> out;
@@ -77,7 +79,9 @@ std::vector<std::string> split_path(const ConfigState& s, const std::string& pat
   return out;
 }
 
-bool has_mark(const YAML::Node& n) { return n.IsDefined() && !n.Mark().is_null(); }
+bool has_mark(const YAML::Node& n) {
+  return n.IsDefined() && !n.Mark().is_null();
+}
 
 std::string mark_str(const YAML::Mark& m) {
   return "line " + std::to_string(m.line + 1) + ", column " + std::to_string(m.column + 1);
@@ -125,10 +129,10 @@ std::string describe(const YAML::Node& n) {
 }
 
 struct Lookup {
-  bool found = false;    // the full path exists (its value may be null)
-  YAML::Node key;        // key and value nodes of the last part, when found
+  bool found = false;  // the full path exists (its value may be null)
+  YAML::Node key;      // key and value nodes of the last part, when found
   YAML::Node value;
-  std::string deepest;   // deepest existing section on the way ("" = root)
+  std::string deepest;  // deepest existing section on the way ("" = root)
   YAML::Node deepest_key;
   YAML::Node deepest_value;
   std::string missing;   // first part that is absent, when !found and !blocked
@@ -356,8 +360,8 @@ T convert(const ConfigState& s, const std::string& path, const YAML::Node& key,
   if constexpr (VectorOf<T>::value) {
     using E = typename VectorOf<T>::element;
     if (!v.IsSequence()) {
-      ADA_THROW(ConfigError) << located(s, path, key, v) << ": expected "
-                             << list_name<E>() << " such as [1, 2], got " << describe(v);
+      ADA_THROW(ConfigError) << located(s, path, key, v) << ": expected " << list_name<E>()
+                             << " such as [1, 2], got " << describe(v);
     }
     T out;
     out.reserve(v.size());
@@ -380,7 +384,8 @@ struct DocumentStarts : YAML::EventHandler {
   void OnDocumentEnd() override {}
   void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
   void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
   void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
                        YAML::EmitterStyle::value) override {}
   void OnSequenceEnd() override {}
@@ -413,8 +418,9 @@ YAML::Node load_first_document(const std::string& text, size_t* count) {
 // ---- document checks ---------------------------------------------------------------------------
 
 // Offset of the first byte that does not belong to valid UTF-8 YAML text (overlong forms,
-// surrogates, code points above U+10FFFF and C0 controls other than tab/LF/CR are invalid), or npos. yaml-cpp would read such bytes as U+FFFD
-// on one pass and write them back raw, so a dumped config would not load to the same keys.
+// surrogates, code points above U+10FFFF and C0 controls other than tab/LF/CR are invalid), or
+// npos. yaml-cpp would read such bytes as U+FFFD on one pass and write them back raw, so a dumped
+// config would not load to the same keys.
 size_t invalid_utf8_at(const std::string& s) {
   size_t i = 0;
   const size_t n = s.size();
@@ -432,10 +438,14 @@ size_t invalid_utf8_at(const std::string& s) {
     }
     int len = 0;
     uint32_t cp = 0, min = 0;
-    if ((c & 0xE0) == 0xC0) len = 2, cp = c & 0x1F, min = 0x80;
-    else if ((c & 0xF0) == 0xE0) len = 3, cp = c & 0x0F, min = 0x800;
-    else if ((c & 0xF8) == 0xF0) len = 4, cp = c & 0x07, min = 0x10000;
-    else return i;
+    if ((c & 0xE0) == 0xC0)
+      len = 2, cp = c & 0x1F, min = 0x80;
+    else if ((c & 0xF0) == 0xE0)
+      len = 3, cp = c & 0x0F, min = 0x800;
+    else if ((c & 0xF8) == 0xF0)
+      len = 4, cp = c & 0x07, min = 0x10000;
+    else
+      return i;
     if (i + len > n) return i;
     for (int k = 1; k < len; ++k) {
       const auto b = static_cast<unsigned char>(s[i + k]);
@@ -455,11 +465,12 @@ std::string utf8_problem(const std::string& text) {
   if (bad == std::string::npos) return "";
   const size_t line_start = text.rfind('\n', bad == 0 ? 0 : bad - 1);
   const size_t line = 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + bad, '\n'));
-  const size_t column = bad - (line_start == std::string::npos || bad == 0 ? 0 : line_start + 1) + 1;
+  const size_t column =
+      bad - (line_start == std::string::npos || bad == 0 ? 0 : line_start + 1) + 1;
   const auto c = static_cast<unsigned char>(text[bad]);
   char hex[8];
   std::snprintf(hex, sizeof hex, "0x%02x", c);
-  const std::string what = c == '\r' ? "a carriage return without a line feed (old Mac or stray "
+  const std::string what = c == '\r'  ? "a carriage return without a line feed (old Mac or stray "
                                         "Windows line ends?)"
                            : c < 0x20 ? std::string("control character ") + hex
                                       : std::string("byte ") + hex + " is not valid UTF-8";
@@ -469,8 +480,7 @@ std::string utf8_problem(const std::string& text) {
 // Rejects what yaml-cpp accepts silently but we would misread: duplicate keys, non-scalar keys,
 // merge keys, nesting deeper than kMaxDepth (which also stops recursive aliases), and keys or
 // values that are not valid UTF-8 (a "\U00110000" escape: dump() could not write it back).
-void check_document(const ConfigState& s, const YAML::Node& n, const std::string& path,
-                    int depth) {
+void check_document(const ConfigState& s, const YAML::Node& n, const std::string& path, int depth) {
   ADA_CHECK_ARG(depth <= kMaxDepth, ConfigError)
       << prefix(s) << "nesting deeper than " << kMaxDepth << " levels at "
       << (path.empty() ? std::string("top level") : path)
@@ -569,7 +579,9 @@ void canonical(std::string& out, const YAML::Node& n) {
 Config::Config(std::shared_ptr<detail::ConfigState> state, std::string path)
     : state_(std::move(state)), path_(std::move(path)) {}
 
-const std::string& Config::source() const { return state_->source; }
+const std::string& Config::source() const {
+  return state_->source;
+}
 
 Config Config::load_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -588,8 +600,8 @@ Config Config::load_file(const std::string& path) {
       << "config file '" << path << "' is a folder; pass a .yaml file to --config";
   std::ostringstream text;
   text << in.rdbuf();
-  ADA_CHECK_ARG(!in.bad(), IoError) << "cannot read config file '" << path
-                                    << "': " << std::strerror(errno);
+  ADA_CHECK_ARG(!in.bad(), IoError)
+      << "cannot read config file '" << path << "': " << std::strerror(errno);
   return parse(text.str(), path);
 }
 
@@ -678,8 +690,7 @@ template std::string Config::read<std::string>(const std::string&) const;
 template std::vector<int> Config::read<std::vector<int>>(const std::string&) const;
 template std::vector<int64_t> Config::read<std::vector<int64_t>>(const std::string&) const;
 template std::vector<double> Config::read<std::vector<double>>(const std::string&) const;
-template std::vector<std::string> Config::read<std::vector<std::string>>(
-    const std::string&) const;
+template std::vector<std::string> Config::read<std::vector<std::string>>(const std::string&) const;
 
 void Config::finish() const {
   const ConfigState& s = *state_;

@@ -21,14 +21,16 @@ namespace {
 __attribute__((constructor(101))) void check_baseline() {
   __builtin_cpu_init();
   // (in the baseline, present on this CPU, name)
-#define ADA_FEATURE(base, name) {base != 0, __builtin_cpu_supports(name) != 0, name}
+#define ADA_FEATURE(base, name) \
+  { base != 0, __builtin_cpu_supports(name) != 0, name }
   const struct {
     bool base, have;
     const char* name;
-  } features[] = {ADA_FEATURE(ADA_BASE_AVX, "avx"),         ADA_FEATURE(ADA_BASE_AVX2, "avx2"),
-                  ADA_FEATURE(ADA_BASE_FMA, "fma"),         ADA_FEATURE(ADA_BASE_BMI2, "bmi2"),
-                  ADA_FEATURE(ADA_BASE_AVX512F, "avx512f"), ADA_FEATURE(ADA_BASE_AVX512BW, "avx512bw"),
-                  ADA_FEATURE(ADA_BASE_AVX512DQ, "avx512dq"), ADA_FEATURE(ADA_BASE_AVX512VL, "avx512vl")};
+  } features[] = {
+      ADA_FEATURE(ADA_BASE_AVX, "avx"),           ADA_FEATURE(ADA_BASE_AVX2, "avx2"),
+      ADA_FEATURE(ADA_BASE_FMA, "fma"),           ADA_FEATURE(ADA_BASE_BMI2, "bmi2"),
+      ADA_FEATURE(ADA_BASE_AVX512F, "avx512f"),   ADA_FEATURE(ADA_BASE_AVX512BW, "avx512bw"),
+      ADA_FEATURE(ADA_BASE_AVX512DQ, "avx512dq"), ADA_FEATURE(ADA_BASE_AVX512VL, "avx512vl")};
 #undef ADA_FEATURE
   char missing[160] = "";
   for (const auto& f : features) {
@@ -53,7 +55,8 @@ __attribute__((constructor(101))) void check_baseline() {
 // process's permission for the tile data (without it the first tile instruction faults).
 bool amx_usable() {
   unsigned a, b, c, d;
-  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 22)) || !(d & (1u << 24))) return false;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 22)) || !(d & (1u << 24)))
+    return false;
   if (!__builtin_cpu_supports("avx512bf16")) return false;
   if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false;  // OSXSAVE
   unsigned lo, hi;
@@ -97,10 +100,14 @@ Isa from_env() {
 
 const char* isa_name(Isa isa) {
   switch (isa) {
-    case Isa::generic: return "generic";
-    case Isa::avx2: return "avx2";
-    case Isa::avx512: return "avx512";
-    case Isa::amx: return "amx";
+    case Isa::generic:
+      return "generic";
+    case Isa::avx2:
+      return "avx2";
+    case Isa::avx512:
+      return "avx512";
+    case Isa::amx:
+      return "amx";
   }
   return "?";
 }
@@ -148,8 +155,9 @@ CacheSizes parse_cache_sizes(const std::string& value, const std::string& what) 
     const std::string suffix = rest ? rest : "";
     const int64_t unit = suffix.empty() ? 1 : suffix == "K" ? 1 << 10 : suffix == "M" ? 1 << 20 : 0;
     if (n <= 0 || unit == 0 || n > (int64_t(1) << 40) / unit || (i < 2) != (end < value.size()))
-      ADA_THROW(ConfigError) << what << ": expected three positive sizes L1,L2,L3 in bytes with an optional K or M "
-                             << "suffix (e.g. 32K,1M,16M); unset it to use the CPU's own";
+      ADA_THROW(ConfigError)
+          << what << ": expected three positive sizes L1,L2,L3 in bytes with an optional K or M "
+          << "suffix (e.g. 32K,1M,16M); unset it to use the CPU's own";
     out[i] = n * unit;
     pos = end + 1;
   }
@@ -169,7 +177,8 @@ std::string isa_description() {
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512bf16")) s += ", bf16";
   if (const auto c = forced_cache_sizes())
-    s += ", caches forced to " + std::to_string(c->l1) + "/" + std::to_string(c->l2) + "/" + std::to_string(c->l3);
+    s += ", caches forced to " + std::to_string(c->l1) + "/" + std::to_string(c->l2) + "/" +
+         std::to_string(c->l3);
   s += ")";
   return s;
 }

@@ -8,8 +8,12 @@ std::atomic<int> g_rank{-1};
 std::atomic<int> g_world{0};
 }  // namespace
 
-int process_rank() { return g_rank.load(); }
-int process_world() { return g_world.load(); }
+int process_rank() {
+  return g_rank.load();
+}
+int process_world() {
+  return g_world.load();
+}
 void set_process_rank(int rank, int world) {
   g_rank.store(rank);
   g_world.store(world);

@@ -14,14 +14,30 @@ class Error : public std::runtime_error {
  public:
   explicit Error(const std::string& msg) : std::runtime_error(msg) {}
 };
-class ShapeError : public Error { using Error::Error; };     // operands of the wrong shape
-class DTypeError : public Error { using Error::Error; };     // operands of the wrong dtype
-class DeviceError : public Error { using Error::Error; };    // wrong device / backend not built
-class ConfigError : public Error { using Error::Error; };    // bad or unknown configuration
-class IoError : public Error { using Error::Error; };        // unreadable, corrupt or truncated file
-class CommError : public Error { using Error::Error; };      // a communication library failed
-class ExternalError : public Error { using Error::Error; };  // CUDA/cuDNN/cuBLAS status
-class InternalError : public Error { using Error::Error; };  // a broken invariant: a bug
+class ShapeError : public Error {
+  using Error::Error;
+};  // operands of the wrong shape
+class DTypeError : public Error {
+  using Error::Error;
+};  // operands of the wrong dtype
+class DeviceError : public Error {
+  using Error::Error;
+};  // wrong device / backend not built
+class ConfigError : public Error {
+  using Error::Error;
+};  // bad or unknown configuration
+class IoError : public Error {
+  using Error::Error;
+};  // unreadable, corrupt or truncated file
+class CommError : public Error {
+  using Error::Error;
+};  // a communication library failed
+class ExternalError : public Error {
+  using Error::Error;
+};  // CUDA/cuDNN/cuBLAS status
+class InternalError : public Error {
+  using Error::Error;
+};  // a broken invariant: a bug
 
 // Rank of this process as known to the error/log layer (set once the communicator exists;
 // -1 before). Used to prefix messages with "rank r".
@@ -71,9 +87,9 @@ std::string status_message(const char* lib, const char* call, long code, const s
 // ADA_THROW(ShapeError) << "..."; always throws. ADA_CHECK(cond) << "..."; throws InternalError.
 // ADA_CHECK_ARG(cond, ErrorType) << "..."; throws the given user-facing error type.
 #define ADA_THROW(E) ::ada::detail::Thrower<::ada::E>(nullptr, 0, nullptr)
-#define ADA_CHECK(cond) \
-  if (cond) {           \
-  } else                \
+#define ADA_CHECK(cond)                                                                        \
+  if (cond) {                                                                                  \
+  } else                                                                                       \
     ::ada::detail::Thrower<::ada::InternalError>(::ada::detail::base_name(__FILE__), __LINE__, \
                                                  "internal check failed: " #cond ": ")
 #define ADA_CHECK_ARG(cond, E) \

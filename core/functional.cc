@@ -14,13 +14,15 @@ std::vector<int> inverse_perm(const std::vector<int>& perm) {
 }  // namespace
 
 Variable add(const Variable& a, const Variable& b) {
-  return make_result(ops::add(a.value(), b.value()), "add", {a, b},
-                     [](const Tensor& g) { return G{g, g}; });
+  return make_result(ops::add(a.value(), b.value()), "add", {a, b}, [](const Tensor& g) {
+    return G{g, g};
+  });
 }
 
 Variable sub(const Variable& a, const Variable& b) {
-  return make_result(ops::sub(a.value(), b.value()), "sub", {a, b},
-                     [](const Tensor& g) { return G{g, ops::scale(g, -1.f)}; });
+  return make_result(ops::sub(a.value(), b.value()), "sub", {a, b}, [](const Tensor& g) {
+    return G{g, ops::scale(g, -1.f)};
+  });
 }
 
 Variable mul(const Variable& a, const Variable& b) {
@@ -37,13 +39,16 @@ Variable scale(const Variable& a, float s) {
 }
 
 Variable add_bias(const Variable& x, const Variable& b) {
-  return make_result(ops::add_bias(x.value(), b.value()), "add_bias", {x, b},
-                     [](const Tensor& g) { return G{g, ops::bias_grad(g)}; });
+  return make_result(ops::add_bias(x.value(), b.value()), "add_bias", {x, b}, [](const Tensor& g) {
+    return G{g, ops::bias_grad(g)};
+  });
 }
 
 Variable add_channel_bias(const Variable& x, const Variable& b) {
   return make_result(ops::add_channel_bias(x.value(), b.value()), "add_channel_bias", {x, b},
-                     [](const Tensor& g) { return G{g, ops::channel_bias_grad(g)}; });
+                     [](const Tensor& g) {
+                       return G{g, ops::channel_bias_grad(g)};
+                     });
 }
 
 Variable reshape(const Variable& x, const Shape& shape) {
@@ -76,15 +81,15 @@ Variable tanh(const Variable& x) {
 
 Variable sum(const Variable& x, const std::vector<int>& axes, bool keepdim) {
   Shape in = x.shape();
-  return make_result(ops::sum(x.value(), axes, keepdim), "sum", {x}, [in, axes](const Tensor& g) {
-    return G{ops::sum_backward(g, in, axes)};
-  });
+  return make_result(ops::sum(x.value(), axes, keepdim), "sum", {x},
+                     [in, axes](const Tensor& g) { return G{ops::sum_backward(g, in, axes)}; });
 }
 
 Variable mean(const Variable& x, const std::vector<int>& axes, bool keepdim) {
   Shape in = x.shape();
   Tensor y = ops::mean(x.value(), axes, keepdim);
-  float inv = y.numel() ? static_cast<float>(y.numel()) / static_cast<float>(x.value().numel()) : 0.f;
+  float inv =
+      y.numel() ? static_cast<float>(y.numel()) / static_cast<float>(x.value().numel()) : 0.f;
   return make_result(y, "mean", {x}, [in, axes, inv](const Tensor& g) {
     return G{ops::sum_backward(ops::scale(g, inv), in, axes)};
   });
@@ -97,8 +102,10 @@ Variable matmul(const Variable& a, const Variable& b, bool ta, bool tb) {
                      [av, bv, ta, tb, ga, gb](const Tensor& g) {
                        // C = op(A) op(B): dA = g op(B)^T (transposed back if ta), likewise dB.
                        Tensor da, db;
-                       if (ga) da = ta ? ops::matmul(bv, g, tb, true) : ops::matmul(g, bv, false, !tb);
-                       if (gb) db = tb ? ops::matmul(g, av, true, ta) : ops::matmul(av, g, !ta, false);
+                       if (ga)
+                         da = ta ? ops::matmul(bv, g, tb, true) : ops::matmul(g, bv, false, !tb);
+                       if (gb)
+                         db = tb ? ops::matmul(g, av, true, ta) : ops::matmul(av, g, !ta, false);
                        return G{da, db};
                      });
 }
@@ -173,22 +180,26 @@ Variable batch_norm(const Variable& x, const Variable& gamma, const Variable& be
   }
   Tensor rm = running_mean.clone(), rv = running_var.clone();
   Tensor y = ops::batch_norm_eval(xv, gv, beta.value(), rm, rv, eps);
-  return make_result(y, "batch_norm_eval", {x, gamma, beta}, [xv, gv, rm, rv, eps](const Tensor& g) {
-    auto r = ops::batch_norm_eval_backward(g, xv, gv, rm, rv, eps);
-    return G{r.dx, r.dgamma, r.dbeta};
-  });
+  return make_result(y, "batch_norm_eval", {x, gamma, beta},
+                     [xv, gv, rm, rv, eps](const Tensor& g) {
+                       auto r = ops::batch_norm_eval_backward(g, xv, gv, rm, rv, eps);
+                       return G{r.dx, r.dgamma, r.dbeta};
+                     });
 }
 
-Variable batch_norm_relu(const Variable& x, const Variable& gamma, const Variable& beta, Tensor& running_mean,
-                         Tensor& running_var, bool training, float momentum, float eps) {
-  if (!training) return relu(batch_norm(x, gamma, beta, running_mean, running_var, false, momentum, eps));
+Variable batch_norm_relu(const Variable& x, const Variable& gamma, const Variable& beta,
+                         Tensor& running_mean, Tensor& running_var, bool training, float momentum,
+                         float eps) {
+  if (!training)
+    return relu(batch_norm(x, gamma, beta, running_mean, running_var, false, momentum, eps));
   Tensor xv = x.value(), gv = gamma.value(), mean, invstd;
-  Tensor y =
-      ops::batch_norm_relu_train(xv, gv, beta.value(), running_mean, running_var, momentum, eps, mean, invstd);
-  return make_result(y, "batch_norm_relu", {x, gamma, beta}, [y, xv, gv, mean, invstd](const Tensor& g) {
-    auto r = ops::batch_norm_relu_backward(g, y, xv, gv, mean, invstd);
-    return G{r.dx, r.dgamma, r.dbeta};
-  });
+  Tensor y = ops::batch_norm_relu_train(xv, gv, beta.value(), running_mean, running_var, momentum,
+                                        eps, mean, invstd);
+  return make_result(y, "batch_norm_relu", {x, gamma, beta},
+                     [y, xv, gv, mean, invstd](const Tensor& g) {
+                       auto r = ops::batch_norm_relu_backward(g, y, xv, gv, mean, invstd);
+                       return G{r.dx, r.dgamma, r.dbeta};
+                     });
 }
 
 Variable add_relu(const Variable& a, const Variable& b) {
@@ -223,7 +234,8 @@ Variable log_softmax(const Variable& x) {
 Variable cross_entropy(const Variable& logits, const Tensor& targets, float label_smoothing,
                        int64_t ignore_index) {
   Tensor logp;
-  Tensor loss = ops::cross_entropy_forward(logits.value(), targets, label_smoothing, ignore_index, logp);
+  Tensor loss =
+      ops::cross_entropy_forward(logits.value(), targets, label_smoothing, ignore_index, logp);
   return make_result(loss, "cross_entropy", {logits},
                      [logp, targets, label_smoothing, ignore_index](const Tensor& g) {
                        return G{ops::cross_entropy_backward(g.item(), logp, targets,

@@ -42,8 +42,9 @@ Variable batch_norm(const Variable& x, const Variable& gamma, const Variable& be
                     float eps);
 // relu(batch_norm(...)) and relu(add(a, b)) (same shapes) on the fused ops: the same values and
 // gradients with one pass less each way (ResNet's blocks).
-Variable batch_norm_relu(const Variable& x, const Variable& gamma, const Variable& beta, Tensor& running_mean,
-                         Tensor& running_var, bool training, float momentum, float eps);
+Variable batch_norm_relu(const Variable& x, const Variable& gamma, const Variable& beta,
+                         Tensor& running_mean, Tensor& running_var, bool training, float momentum,
+                         float eps);
 Variable add_relu(const Variable& a, const Variable& b);
 Variable layer_norm(const Variable& x, const Variable& gamma, const Variable& beta, float eps);
 

@@ -17,8 +17,12 @@
 namespace ada::host {
 namespace {
 
-void* system_alloc(size_t bytes, int) { return std::aligned_alloc(64, (bytes + 63) / 64 * 64); }
-void system_free(void* block, int) { std::free(block); }
+void* system_alloc(size_t bytes, int) {
+  return std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+}
+void system_free(void* block, int) {
+  std::free(block);
+}
 
 bool caching_wanted() {
 #ifdef ADA_ASAN
@@ -62,10 +66,18 @@ void* alloc(size_t bytes) {
   return p;
 }
 
-void free(void* block, size_t bytes) noexcept { cache().free(block, bytes); }
-MemoryStats memory_stats() { return cache().stats(); }
-void reset_peak() { cache().reset_peak(); }
-void empty_cache() { cache().release_cached(); }
+void free(void* block, size_t bytes) noexcept {
+  cache().free(block, bytes);
+}
+MemoryStats memory_stats() {
+  return cache().stats();
+}
+void reset_peak() {
+  cache().reset_peak();
+}
+void empty_cache() {
+  cache().release_cached();
+}
 bool caching() {
   static const bool on = caching_wanted();
   return on;

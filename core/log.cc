@@ -17,11 +17,16 @@ constexpr const char* kPattern = "%Y-%m-%d %H:%M:%S.%e %l: %v";
 
 spdlog::level::level_enum to_spdlog(LogLevel l) {
   switch (l) {
-    case LogLevel::debug: return spdlog::level::debug;
-    case LogLevel::info: return spdlog::level::info;
-    case LogLevel::warn: return spdlog::level::warn;
-    case LogLevel::error: return spdlog::level::err;
-    case LogLevel::off: return spdlog::level::off;
+    case LogLevel::debug:
+      return spdlog::level::debug;
+    case LogLevel::info:
+      return spdlog::level::info;
+    case LogLevel::warn:
+      return spdlog::level::warn;
+    case LogLevel::error:
+      return spdlog::level::err;
+    case LogLevel::off:
+      return spdlog::level::off;
   }
   return spdlog::level::info;
 }
@@ -30,8 +35,8 @@ spdlog::level::level_enum to_spdlog(LogLevel l) {
 // in place by init_logging, so concurrent log calls never see it replaced.
 spdlog::logger& logger() {
   static const std::shared_ptr<spdlog::logger> instance = [] {
-    auto l = std::make_shared<spdlog::logger>("ada",
-                                              std::make_shared<spdlog::sinks::stderr_sink_mt>());
+    auto l =
+        std::make_shared<spdlog::logger>("ada", std::make_shared<spdlog::sinks::stderr_sink_mt>());
     l->set_pattern(kPattern);
     l->set_level(spdlog::level::info);
     l->flush_on(spdlog::level::warn);
@@ -58,11 +63,16 @@ LogLevel log_level_from_name(const std::string& name) {
 
 const char* log_level_name(LogLevel level) {
   switch (level) {
-    case LogLevel::debug: return "debug";
-    case LogLevel::info: return "info";
-    case LogLevel::warn: return "warn";
-    case LogLevel::error: return "error";
-    case LogLevel::off: return "off";
+    case LogLevel::debug:
+      return "debug";
+    case LogLevel::info:
+      return "info";
+    case LogLevel::warn:
+      return "warn";
+    case LogLevel::error:
+      return "error";
+    case LogLevel::off:
+      return "off";
   }
   return "?";
 }
@@ -71,8 +81,7 @@ void init_logging(int rank, int world, LogLevel level, bool all_ranks) {
   ADA_CHECK_ARG(rank >= 0 && world > 0 && rank < world, InternalError)
       << "init_logging(rank " << rank << ", world " << world << "): need 0 <= rank < world";
   set_process_rank(rank, world);
-  const LogLevel effective =
-      (rank == 0 || all_ranks) ? level : std::max(level, LogLevel::warn);
+  const LogLevel effective = (rank == 0 || all_ranks) ? level : std::max(level, LogLevel::warn);
   auto& l = logger();
   l.set_pattern("[rank " + std::to_string(rank) + "/" + std::to_string(world) + "] " + kPattern);
   l.set_level(to_spdlog(effective));
@@ -87,17 +96,29 @@ void reset_logging() {
   g_level.store(LogLevel::info);
 }
 
-LogLevel log_level() { return g_level.load(); }
+LogLevel log_level() {
+  return g_level.load();
+}
 
 bool log_enabled(LogLevel level) {
   return level != LogLevel::off && level >= g_level.load();
 }
 
-void flush_log() { logger().flush(); }
+void flush_log() {
+  logger().flush();
+}
 
-void log_debug(const std::string& msg) { logger().debug(msg); }
-void log_info(const std::string& msg) { logger().info(msg); }
-void log_warn(const std::string& msg) { logger().warn(msg); }
-void log_error(const std::string& msg) { logger().error(msg); }
+void log_debug(const std::string& msg) {
+  logger().debug(msg);
+}
+void log_info(const std::string& msg) {
+  logger().info(msg);
+}
+void log_warn(const std::string& msg) {
+  logger().warn(msg);
+}
+void log_error(const std::string& msg) {
+  logger().error(msg);
+}
 
 }  // namespace ada

@@ -15,16 +15,16 @@
 namespace ada::ops {
 
 // ---- creation / elementwise (same shapes unless stated) ------------------------------------
-void fill_(Tensor& t, float value);                      // in place
-Tensor add(const Tensor& a, const Tensor& b);            // a + b
-Tensor sub(const Tensor& a, const Tensor& b);            // a - b
-Tensor mul(const Tensor& a, const Tensor& b);            // a * b
-Tensor scale(const Tensor& a, float s);                  // s * a
-void add_(Tensor& y, const Tensor& x);                   // y += x
+void fill_(Tensor& t, float value);            // in place
+Tensor add(const Tensor& a, const Tensor& b);  // a + b
+Tensor sub(const Tensor& a, const Tensor& b);  // a - b
+Tensor mul(const Tensor& a, const Tensor& b);  // a * b
+Tensor scale(const Tensor& a, float s);        // s * a
+void add_(Tensor& y, const Tensor& x);         // y += x
 // out = a + b, out = a - b into an existing tensor (no allocation; out may alias a or b).
 void add_out(const Tensor& a, const Tensor& b, Tensor& out);
 void sub_out(const Tensor& a, const Tensor& b, Tensor& out);
-void scale_(Tensor& y, float s);                         // y *= s
+void scale_(Tensor& y, float s);                                   // y *= s
 void axpby_(float alpha, const Tensor& x, float beta, Tensor& y);  // y = alpha*x + beta*y
 // x [..., N] + b [N] (bias over the last dim) and its bias gradient (sum over all but last).
 Tensor add_bias(const Tensor& x, const Tensor& b);
@@ -50,9 +50,9 @@ Tensor sum(const Tensor& x, const std::vector<int>& axes, bool keepdim = false);
 Tensor mean(const Tensor& x, const std::vector<int>& axes, bool keepdim = false);
 // Broadcast dy (shape of the reduction result with keepdim=false) back to x_shape.
 Tensor sum_backward(const Tensor& dy, const Shape& x_shape, const std::vector<int>& axes);
-double sum_all(const Tensor& x);                       // double accumulation
-double dot(const Tensor& a, const Tensor& b);          // double accumulation
-double norm2_sq(const Tensor& a);                      // sum of squares, double accumulation
+double sum_all(const Tensor& x);               // double accumulation
+double dot(const Tensor& a, const Tensor& b);  // double accumulation
+double norm2_sq(const Tensor& a);              // sum of squares, double accumulation
 bool all_finite(const Tensor& x);
 
 // ---- conversions ----------------------------------------------------------------------------
@@ -113,11 +113,12 @@ BatchNormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Tens
 // relu(batch_norm_train(...)) with the ReLU applied in the normalising pass (the same bits),
 // and the gradient of that pair from its output y: batch_norm_backward of relu_backward(dy, y)
 // without the masked gradient as a tensor of its own. ResNet's batch-norms followed by a ReLU.
-Tensor batch_norm_relu_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
-                             Tensor& running_var, float momentum, float eps, Tensor& save_mean,
-                             Tensor& save_invstd);
-BatchNormGrads batch_norm_relu_backward(const Tensor& dy, const Tensor& y, const Tensor& x, const Tensor& gamma,
-                                        const Tensor& save_mean, const Tensor& save_invstd);
+Tensor batch_norm_relu_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                             Tensor& running_mean, Tensor& running_var, float momentum, float eps,
+                             Tensor& save_mean, Tensor& save_invstd);
+BatchNormGrads batch_norm_relu_backward(const Tensor& dy, const Tensor& y, const Tensor& x,
+                                        const Tensor& gamma, const Tensor& save_mean,
+                                        const Tensor& save_invstd);
 // Eval-mode backward (statistics are constants).
 BatchNormGrads batch_norm_eval_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                         const Tensor& running_mean, const Tensor& running_var,
@@ -133,7 +134,7 @@ LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tens
 
 // ---- softmax and losses (over the last dim) --------------------------------------------------
 Tensor softmax(const Tensor& x);
-Tensor softmax_backward(const Tensor& dy, const Tensor& y);      // y = softmax(x)
+Tensor softmax_backward(const Tensor& dy, const Tensor& y);  // y = softmax(x)
 Tensor log_softmax(const Tensor& x);
 Tensor log_softmax_backward(const Tensor& dy, const Tensor& y);  // y = log_softmax(x)
 // Per row of x [N, C] (f32, C >= 1): the index of the first largest value, as i64 [N], on x's
@@ -153,7 +154,8 @@ Tensor cross_entropy_backward(float dloss, const Tensor& save_logp, const Tensor
 // ---- dropout and embedding -------------------------------------------------------------------
 // Inverted dropout: keeps each element with probability 1-p and scales it by 1/(1-p). The
 // keep-mask (f32 of 0 and 1/(1-p)) is returned in `mask`; it depends only on the generator state
-// (element i draws word i % 4 of Philox block i / 4, philox_uniform4_at; the same on both backends).
+// (element i draws word i % 4 of Philox block i / 4, philox_uniform4_at; the same on both
+// backends).
 Tensor dropout_forward(const Tensor& x, float p, Generator& gen, Tensor& mask);
 Tensor dropout_backward(const Tensor& dy, const Tensor& mask);
 // weight [V, D]; ids any shape (i64 or i32) -> [ids..., D]. Out-of-range ids throw.
@@ -189,10 +191,11 @@ struct Segment {
 };
 // sums[3*slot + 0..2] += (a.b, |a|^2, |b|^2) over the segment, accumulated in double in an order
 // fixed by the segment's length (the same bits on every run). a and b: 1-d, same numel.
-void segment_partial_sums(const Tensor& a, const Tensor& b, const std::vector<Segment>& segs, double* sums);
+void segment_partial_sums(const Tensor& a, const Tensor& b, const std::vector<Segment>& segs,
+                          double* sums);
 // out = coef[2*slot] * a + coef[2*slot+1] * b over the segment, in double, rounded to f32; b is
 // not read where its coefficient is 0. out may alias a or b; 1-d, same numel as a and b.
-void segment_combine(const Tensor& a, const Tensor& b, Tensor& out, const std::vector<Segment>& segs,
-                     const double* coef);
+void segment_combine(const Tensor& a, const Tensor& b, Tensor& out,
+                     const std::vector<Segment>& segs, const double* coef);
 
 }  // namespace ada::ops

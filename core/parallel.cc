@@ -19,9 +19,13 @@ namespace {
 thread_local bool t_serial = false;
 }
 
-void set_thread_serial(bool serial) { t_serial = serial; }
+void set_thread_serial(bool serial) {
+  t_serial = serial;
+}
 
-int num_threads() { return t_serial ? 1 : omp_get_max_threads(); }
+int num_threads() {
+  return t_serial ? 1 : omp_get_max_threads();
+}
 
 void parallel_for(int64_t begin, int64_t end, int64_t grain,
                   const std::function<void(int64_t, int64_t)>& fn) {
@@ -35,7 +39,7 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
     return;
   }
   std::exception_ptr error;
-#pragma omp parallel for num_threads(static_cast<int>(chunks)) schedule(static, 1)
+#pragma omp parallel for num_threads(static_cast <int>(chunks)) schedule(static, 1)
   for (int64_t c = 0; c < chunks; ++c) {
     int64_t b = begin + n * c / chunks, e = begin + n * (c + 1) / chunks;
     try {

@@ -11,8 +11,8 @@
 namespace ada {
 
 struct Param {
-  std::string name;         // dotted path from the root module, e.g. "layer1.0.conv2.weight"
-  Variable var;             // value + grad
+  std::string name;          // dotted path from the root module, e.g. "layer1.0.conv2.weight"
+  Variable var;              // value + grad
   bool weight_decay = true;  // false for biases and normalisation parameters
 };
 

@@ -41,7 +41,9 @@ ADA_HOST_DEVICE inline void philox4x32_block(uint64_t counter_lo, uint64_t count
 }
 
 // Maps 32 random bits to a float in [0, 1) (24-bit resolution) and (0, 1] respectively.
-ADA_HOST_DEVICE inline float uint_to_unit(uint32_t x) { return (x >> 8) * (1.0f / 16777216.0f); }
+ADA_HOST_DEVICE inline float uint_to_unit(uint32_t x) {
+  return (x >> 8) * (1.0f / 16777216.0f);
+}
 ADA_HOST_DEVICE inline float uint_to_unit_open0(uint32_t x) {
   return ((x >> 8) + 1) * (1.0f / 16777216.0f);
 }

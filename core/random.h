@@ -15,7 +15,6 @@ namespace ada {
 // One Philox4x32-10 block: 4 random 32-bit words for a 128-bit counter and a 64-bit key.
 std::array<uint32_t, 4> philox4x32(uint64_t counter_lo, uint64_t counter_hi, uint64_t key);
 
-
 class Generator {
  public:
   explicit Generator(uint64_t seed = 0, uint64_t offset = 0) : seed_(seed), offset_(offset) {}

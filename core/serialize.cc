@@ -32,11 +32,16 @@ const char* const kSupported = "F32, F16, BF16, I32, I64";
 
 const char* st_dtype_name(DType t) {
   switch (t) {
-    case DType::f32: return "F32";
-    case DType::f16: return "F16";
-    case DType::bf16: return "BF16";
-    case DType::i32: return "I32";
-    case DType::i64: return "I64";
+    case DType::f32:
+      return "F32";
+    case DType::f16:
+      return "F16";
+    case DType::bf16:
+      return "BF16";
+    case DType::i32:
+      return "I32";
+    case DType::i64:
+      return "I64";
   }
   return "?";
 }
@@ -78,12 +83,18 @@ const Json* Json::find(const std::string& key) const {
 
 const char* kind_name(Json::Kind k) {
   switch (k) {
-    case Json::null: return "null";
-    case Json::boolean: return "a boolean";
-    case Json::number: return "a number";
-    case Json::string: return "a string";
-    case Json::array: return "an array";
-    case Json::object: return "an object";
+    case Json::null:
+      return "null";
+    case Json::boolean:
+      return "a boolean";
+    case Json::number:
+      return "a number";
+    case Json::string:
+      return "a string";
+    case Json::array:
+      return "an array";
+    case Json::object:
+      return "an object";
   }
   return "?";
 }
@@ -226,10 +237,14 @@ class JsonReader {
     for (int k = 0; k < 4; ++k) {
       const char c = s_[i_++];
       v <<= 4;
-      if (c >= '0' && c <= '9') v |= c - '0';
-      else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
-      else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
-      else fail("bad \\u escape");
+      if (c >= '0' && c <= '9')
+        v |= c - '0';
+      else if (c >= 'a' && c <= 'f')
+        v |= c - 'a' + 10;
+      else if (c >= 'A' && c <= 'F')
+        v |= c - 'A' + 10;
+      else
+        fail("bad \\u escape");
     }
     return v;
   }
@@ -270,14 +285,30 @@ class JsonReader {
       const char e = peek();
       ++i_;
       switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
+        case '"':
+          out += '"';
+          break;
+        case '\\':
+          out += '\\';
+          break;
+        case '/':
+          out += '/';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
         case 'u': {
           unsigned cp = hex4();
           if (cp >= 0xD800 && cp < 0xDC00) {
@@ -292,7 +323,9 @@ class JsonReader {
           append_utf8(out, cp);
           break;
         }
-        default: --i_; fail(std::string("bad escape '\\") + e + "'");
+        default:
+          --i_;
+          fail(std::string("bad escape '\\") + e + "'");
       }
     }
   }
@@ -306,11 +339,21 @@ void json_quote(std::string& out, const std::string& s) {
   out += '"';
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -326,7 +369,9 @@ void json_quote(std::string& out, const std::string& s) {
 
 // ---- file helpers -------------------------------------------------------------------------------
 
-std::string errno_text(int err) { return std::strerror(err); }
+std::string errno_text(int err) {
+  return std::strerror(err);
+}
 
 // Closes a descriptor on scope exit unless released.
 struct Fd {
@@ -402,7 +447,9 @@ Entry parse_entry(const std::string& name, const Json& v, size_t index, const st
   const Json* offsets = v.find("data_offsets");
   ADA_CHECK_ARG(dtype && shape && offsets, IoError)
       << where << ": header entry lacks "
-      << (!dtype ? "'dtype'" : !shape ? "'shape'" : "'data_offsets'")
+      << (!dtype   ? "'dtype'"
+          : !shape ? "'shape'"
+                   : "'data_offsets'")
       << " (each entry needs dtype, shape and data_offsets)";
   ADA_CHECK_ARG(dtype->kind == Json::string, IoError)
       << where << ": dtype must be a string, got " << kind_name(dtype->kind);
@@ -584,8 +631,8 @@ NamedTensors load_safetensors(const std::string& path) {
   for (const Entry& e : entries) {
     if (e.begin < pos) {
       ADA_THROW(IoError) << path << ": corrupt header: tensors '" << prev->name << "' (bytes ["
-                         << prev->begin << ", " << prev->end << ")) and '" << e.name
-                         << "' (bytes [" << e.begin << ", " << e.end << ")) overlap";
+                         << prev->begin << ", " << prev->end << ")) and '" << e.name << "' (bytes ["
+                         << e.begin << ", " << e.end << ")) overlap";
     }
     ADA_CHECK_ARG(e.begin == pos, IoError)
         << path << ": corrupt header: data bytes [" << pos << ", " << e.begin

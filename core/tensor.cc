@@ -15,22 +15,32 @@ namespace ada {
 
 size_t dtype_size(DType t) {
   switch (t) {
-    case DType::f32: return 4;
-    case DType::f16: return 2;
-    case DType::bf16: return 2;
-    case DType::i32: return 4;
-    case DType::i64: return 8;
+    case DType::f32:
+      return 4;
+    case DType::f16:
+      return 2;
+    case DType::bf16:
+      return 2;
+    case DType::i32:
+      return 4;
+    case DType::i64:
+      return 8;
   }
   return 0;
 }
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::f32: return "f32";
-    case DType::f16: return "f16";
-    case DType::bf16: return "bf16";
-    case DType::i32: return "i32";
-    case DType::i64: return "i64";
+    case DType::f32:
+      return "f32";
+    case DType::f16:
+      return "f16";
+    case DType::bf16:
+      return "bf16";
+    case DType::i32:
+      return "i32";
+    case DType::i64:
+      return "i64";
   }
   return "?";
 }
@@ -112,9 +122,15 @@ void fill_typed(Tensor& t, T v) {
 Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, Device::cpu());
   switch (dtype) {
-    case DType::f32: fill_typed<float>(t, static_cast<float>(value)); break;
-    case DType::i32: fill_typed<int32_t>(t, static_cast<int32_t>(value)); break;
-    case DType::i64: fill_typed<int64_t>(t, static_cast<int64_t>(value)); break;
+    case DType::f32:
+      fill_typed<float>(t, static_cast<float>(value));
+      break;
+    case DType::i32:
+      fill_typed<int32_t>(t, static_cast<int32_t>(value));
+      break;
+    case DType::i64:
+      fill_typed<int64_t>(t, static_cast<int64_t>(value));
+      break;
     default:
       ADA_THROW(DTypeError) << "full: dtype " << dtype_name(dtype)
                             << " has no arithmetic yet; create f32 and convert";
@@ -129,10 +145,17 @@ Tensor Tensor::arange(double start, double end, double step, DType dtype) {
   for (int64_t i = 0; i < n; ++i) {
     double v = start + step * static_cast<double>(i);
     switch (dtype) {
-      case DType::f32: t.data<float>()[i] = static_cast<float>(v); break;
-      case DType::i32: t.data<int32_t>()[i] = static_cast<int32_t>(v); break;
-      case DType::i64: t.data<int64_t>()[i] = static_cast<int64_t>(v); break;
-      default: ADA_THROW(DTypeError) << "arange: unsupported dtype " << dtype_name(dtype);
+      case DType::f32:
+        t.data<float>()[i] = static_cast<float>(v);
+        break;
+      case DType::i32:
+        t.data<int32_t>()[i] = static_cast<int32_t>(v);
+        break;
+      case DType::i64:
+        t.data<int64_t>()[i] = static_cast<int64_t>(v);
+        break;
+      default:
+        ADA_THROW(DTypeError) << "arange: unsupported dtype " << dtype_name(dtype);
     }
   }
   return t;
@@ -168,7 +191,9 @@ int64_t Tensor::size(int64_t d) const {
   return shape_[d];
 }
 
-Device Tensor::device() const { return storage_ ? storage_->device() : Device::cpu(); }
+Device Tensor::device() const {
+  return storage_ ? storage_->device() : Device::cpu();
+}
 
 std::string Tensor::str() const {
   if (!defined()) return "undefined";
@@ -186,8 +211,8 @@ Tensor Tensor::reshape(const Shape& shape) const {
   int64_t known = 1;
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i] == -1) {
-      ADA_CHECK_ARG(infer < 0, ShapeError) << "reshape " << str() << " to " << shape_str(shape)
-                                           << ": only one dimension may be -1";
+      ADA_CHECK_ARG(infer < 0, ShapeError)
+          << "reshape " << str() << " to " << shape_str(shape) << ": only one dimension may be -1";
       infer = static_cast<int>(i);
     } else {
       ADA_CHECK_ARG(s[i] >= 0, ShapeError) << "reshape: negative dimension in " << shape_str(shape);
@@ -258,9 +283,8 @@ void check_defined(const Tensor& t, const char* op, const char* arg) {
 
 void check_dtype(const Tensor& t, DType dtype, const char* op, const char* arg) {
   check_defined(t, op, arg);
-  ADA_CHECK_ARG(t.dtype() == dtype, DTypeError)
-      << op << ": argument '" << arg << "' is " << t.str() << ", expected dtype "
-      << dtype_name(dtype);
+  ADA_CHECK_ARG(t.dtype() == dtype, DTypeError) << op << ": argument '" << arg << "' is " << t.str()
+                                                << ", expected dtype " << dtype_name(dtype);
 }
 
 void check_same_shape(const Tensor& a, const Tensor& b, const char* op) {

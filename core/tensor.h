@@ -20,15 +20,35 @@ const char* dtype_name(DType t);
 // Parses "f32", "F32", "float32", ... (safetensors and config spellings); throws DTypeError.
 DType dtype_from_name(const std::string& name);
 
-template <class T> struct DTypeOf;
-template <> struct DTypeOf<float> { static constexpr DType value = DType::f32; };
-template <> struct DTypeOf<int32_t> { static constexpr DType value = DType::i32; };
-template <> struct DTypeOf<int64_t> { static constexpr DType value = DType::i64; };
+template <class T>
+struct DTypeOf;
+template <>
+struct DTypeOf<float> {
+  static constexpr DType value = DType::f32;
+};
+template <>
+struct DTypeOf<int32_t> {
+  static constexpr DType value = DType::i32;
+};
+template <>
+struct DTypeOf<int64_t> {
+  static constexpr DType value = DType::i64;
+};
 // f16/bf16 are storage types: raw 16-bit words until a backend gives them arithmetic.
-struct Half { uint16_t bits; };
-struct BFloat16 { uint16_t bits; };
-template <> struct DTypeOf<Half> { static constexpr DType value = DType::f16; };
-template <> struct DTypeOf<BFloat16> { static constexpr DType value = DType::bf16; };
+struct Half {
+  uint16_t bits;
+};
+struct BFloat16 {
+  uint16_t bits;
+};
+template <>
+struct DTypeOf<Half> {
+  static constexpr DType value = DType::f16;
+};
+template <>
+struct DTypeOf<BFloat16> {
+  static constexpr DType value = DType::bf16;
+};
 
 enum class DeviceType : uint8_t { CPU, CUDA };
 struct Device {

@@ -21,7 +21,9 @@ void Timeline::open(const std::string& path, int rank, Clock::time_point epoch) 
   rank_ = rank;
   epoch_ = epoch;
   out_ << "[\n";
-  nlohmann::json meta = {{"name", "process_name"}, {"ph", "M"}, {"pid", rank},
+  nlohmann::json meta = {{"name", "process_name"},
+                         {"ph", "M"},
+                         {"pid", rank},
                          {"args", {{"name", "rank " + std::to_string(rank)}}}};
   out_ << meta.dump() << ",\n";
   enabled_ = true;
@@ -49,7 +51,10 @@ void Timeline::set_thread_name(const std::string& name) {
   if (!enabled()) return;
   std::lock_guard<std::mutex> lock(mu_);
   if (!enabled_) return;
-  nlohmann::json e = {{"name", "thread_name"}, {"ph", "M"}, {"pid", rank_}, {"tid", thread_id()},
+  nlohmann::json e = {{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", rank_},
+                      {"tid", thread_id()},
                       {"args", {{"name", name}}}};
   out_ << e.dump() << ",\n";
 }
@@ -59,8 +64,13 @@ void Timeline::span(const std::string& name, const char* category, Clock::time_p
   if (!enabled()) return;
   std::lock_guard<std::mutex> lock(mu_);
   if (!enabled_) return;
-  nlohmann::json e = {{"name", name}, {"cat", category}, {"ph", "X"}, {"pid", rank_},
-                      {"tid", thread_id()}, {"ts", micros(t0)}, {"dur", micros(t1) - micros(t0)}};
+  nlohmann::json e = {{"name", name},
+                      {"cat", category},
+                      {"ph", "X"},
+                      {"pid", rank_},
+                      {"tid", thread_id()},
+                      {"ts", micros(t0)},
+                      {"dur", micros(t1) - micros(t0)}};
   if (!args_json.empty()) e["args"] = nlohmann::json::parse("{" + args_json + "}");
   out_ << e.dump() << ",\n";
 }

@@ -96,8 +96,7 @@ void check_image_folder_classes(const ImageFolderDataset& train, const ImageFold
     while (i < tc.size() && i < ec.size() && tc[i] == ec[i]) ++i;
     if (i < tc.size() || i < ec.size()) {
       // Name the first class that one folder has and the other lacks.
-      const bool train_only =
-          i < tc.size() && std::find(ec.begin(), ec.end(), tc[i]) == ec.end();
+      const bool train_only = i < tc.size() && std::find(ec.begin(), ec.end(), tc[i]) == ec.end();
       const std::string& name = train_only || i >= ec.size() ? tc[i] : ec[i];
       const std::string& has = train_only || i >= ec.size() ? train.root() : eval->root();
       const std::string& lacks = train_only || i >= ec.size() ? eval->root() : train.root();

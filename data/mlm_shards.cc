@@ -306,9 +306,8 @@ void MlmShard::verify() const {
       const uint64_t seg = static_cast<uint64_t>(
           std::upper_bound(seg_index_, seg_index_ + num_segs_ + 1, i) - seg_index_ - 1);
       ADA_THROW(IoError) << "MLM shard " << path_ << ": token " << i << " (segment " << seg
-                         << " of document " << document_of_segment(seg) << ") has id "
-                         << token(i) << ", outside the vocabulary of " << vocab_.vocab_size
-                         << kRemake;
+                         << " of document " << document_of_segment(seg) << ") has id " << token(i)
+                         << ", outside the vocabulary of " << vocab_.vocab_size << kRemake;
     }
 }
 

@@ -47,8 +47,8 @@ MnistDataset::MnistDataset(const std::string& images_path, const std::string& la
     if (bad > 0) {
       const int label = labels.data[static_cast<size_t>(first)];
       ADA_THROW(IoError) << "IDX file '" << labels_path << "': label " << label << " at index "
-                         << first << " is outside [0, " << opt_.num_classes
-                         << ") for a model of " << opt_.num_classes << " classes"
+                         << first << " is outside [0, " << opt_.num_classes << ") for a model of "
+                         << opt_.num_classes << " classes"
                          << (bad > 1 ? " (" + std::to_string(bad - 1) + " more labels too)" : "")
                          << "; fix the labels file (fetch it again with tools/fetch_data.sh) or "
                             "set model.num_classes to at least "

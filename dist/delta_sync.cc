@@ -14,7 +14,9 @@
 namespace ada::dist {
 namespace {
 using Clock = std::chrono::steady_clock;
-double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
 
 std::vector<Variable> vars_of(const std::vector<Param>& params) {
   std::vector<Variable> v;
@@ -24,10 +26,14 @@ std::vector<Variable> vars_of(const std::vector<Param>& params) {
 }
 }  // namespace
 
-DeltaSync::DeltaSync(const StrategyContext& context, const StrategyOptions& options, const DeltaSyncOptions& delta)
-    : ctx_(context), options_(options), delta_(delta),
+DeltaSync::DeltaSync(const StrategyContext& context, const StrategyOptions& options,
+                     const DeltaSyncOptions& delta)
+    : ctx_(context),
+      options_(options),
+      delta_(delta),
       bucketer_(vars_of(context.params), context.world, context.reducer, options.buckets),
-      overlapped_(delta.period == 1 && options.clip_grad_norm <= 0 && !options.skip_nonfinite && !options.loss_scale) {
+      overlapped_(delta.period == 1 && options.clip_grad_norm <= 0 && !options.skip_nonfinite &&
+                  !options.loss_scale) {
   ADA_CHECK_ARG(delta.period >= 1, ConfigError) << "sync.period must be >= 1, got " << delta.period;
   for (size_t i = 0; i < ctx_.params.size(); ++i) {
     anchor_.push_back(ctx_.params[i].var.value().clone());  // the (broadcast) starting point
@@ -37,19 +43,20 @@ DeltaSync::DeltaSync(const StrategyContext& context, const StrategyOptions& opti
   }
   stepped_.assign(ctx_.params.size(), false);
   if (delta.period == 1 && !overlapped_)
-    log_info("model-delta sync runs after backward, not overlapped with it: {} needs every gradient "
-             "before the first local step",
-             options.clip_grad_norm > 0 ? "train.clip_grad_norm"
-             : options.skip_nonfinite   ? "train.on_nonfinite: skip"
-                                        : "train.loss_scale (every rank agrees on an overflow first)");
+    log_info(
+        "model-delta sync runs after backward, not overlapped with it: {} needs every gradient "
+        "before the first local step",
+        options.clip_grad_norm > 0 ? "train.clip_grad_norm"
+        : options.skip_nonfinite   ? "train.on_nonfinite: skip"
+                                   : "train.loss_scale (every rank agrees on an overflow first)");
 }
 
 std::string DeltaSync::describe() const {
   std::string s = delta_.name + "/" + ctx_.reducer.name();
   if (delta_.period > 1) s += " every " + std::to_string(delta_.period) + " steps";
   if (delta_.outer)
-    s += ", outer " + std::string(delta_.nesterov ? "Nesterov" : "momentum") + " lr " + std::to_string(delta_.outer_lr) +
-         " momentum " + std::to_string(delta_.outer_momentum);
+    s += ", outer " + std::string(delta_.nesterov ? "Nesterov" : "momentum") + " lr " +
+         std::to_string(delta_.outer_lr) + " momentum " + std::to_string(delta_.outer_momentum);
   if (delta_.period == 1) s += overlapped_ ? " (overlapped)" : " (after backward)";
   return s;
 }
@@ -87,10 +94,11 @@ void DeltaSync::apply_reduced() {
       // m = mu m + g; anchor -= lr (g + mu m) (Nesterov) or lr m.
       Tensor& m = momentum_[i];
       ops::axpby_(-1.f, slots_[i], static_cast<float>(delta_.outer_momentum), m);
-      const float lr = static_cast<float>(delta_.outer_lr), mu = static_cast<float>(delta_.outer_momentum);
+      const float lr = static_cast<float>(delta_.outer_lr),
+                  mu = static_cast<float>(delta_.outer_momentum);
       if (delta_.nesterov) {
-        ops::axpby_(lr, slots_[i], 1.f, anchor_[i]);       // anchor -= lr g  (g = -slot)
-        ops::axpby_(-lr * mu, m, 1.f, anchor_[i]);         // anchor -= lr mu m
+        ops::axpby_(lr, slots_[i], 1.f, anchor_[i]);  // anchor -= lr g  (g = -slot)
+        ops::axpby_(-lr * mu, m, 1.f, anchor_[i]);    // anchor -= lr mu m
       } else {
         ops::axpby_(-lr, m, 1.f, anchor_[i]);
       }
@@ -98,7 +106,8 @@ void DeltaSync::apply_reduced() {
     }
   }
   if (delta_.period > 1 && !delta_.outer)
-    for (size_t i = 0; i < ctx_.params.size(); ++i) anchor_[i].copy_from(ctx_.params[i].var.value());
+    for (size_t i = 0; i < ctx_.params.size(); ++i)
+      anchor_[i].copy_from(ctx_.params[i].var.value());
 }
 
 double DeltaSync::synchronise() {
@@ -152,7 +161,8 @@ StepResult DeltaSync::end_step(double local_loss) {
     TraceSpan span("optimizer", "compute");
     if (options_.clip_grad_norm > 0) optim::clip_grad_norm(ctx_.params, options_.clip_grad_norm);
     if (delta_.period == 1)
-      for (size_t i = 0; i < ctx_.params.size(); ++i) anchor_[i].copy_from(ctx_.params[i].var.value());
+      for (size_t i = 0; i < ctx_.params.size(); ++i)
+        anchor_[i].copy_from(ctx_.params[i].var.value());
     ctx_.optimizer.step(ctx_.params, lr_);
   }
   if (!sync_now) {
@@ -166,7 +176,8 @@ StepResult DeltaSync::end_step(double local_loss) {
   }
   r.exposed_seconds = synchronise();
   r.comm_seconds = agree_s + r.exposed_seconds;
-  if (any_nonfinite(slots_)) on_nonfinite_step(step_, local_loss, /*skip=*/false);  // same on every rank
+  if (any_nonfinite(slots_))
+    on_nonfinite_step(step_, local_loss, /*skip=*/false);  // same on every rank
   apply_reduced();
   synced_ = true;
   return r;
@@ -188,8 +199,10 @@ void DeltaSync::load_state(const NamedTensors& state) {
   for (size_t i = 0; i < ctx_.params.size(); ++i) {
     const std::string& name = ctx_.params[i].name;
     auto a = by_name.find("anchor." + name);
-    if (a != by_name.end()) anchor_[i].copy_from(a->second);
-    else anchor_[i].copy_from(ctx_.params[i].var.value());
+    if (a != by_name.end())
+      anchor_[i].copy_from(a->second);
+    else
+      anchor_[i].copy_from(ctx_.params[i].var.value());
     if (!delta_.outer) continue;
     auto m = by_name.find("outer_momentum." + name);
     ADA_CHECK_ARG(m != by_name.end() || state.tensors.empty(), IoError)
@@ -207,7 +220,8 @@ void DeltaSync::with_average_model(const std::function<void()>& fn) {
 
 void DeltaSync::finish() {
   if (synced_) return;
-  log_info("end of training mid-period: a last {} synchronisation makes the replicas agree", delta_.name);
+  log_info("end of training mid-period: a last {} synchronisation makes the replicas agree",
+           delta_.name);
   bucketer_.begin_step();
   synchronise();
   apply_reduced();

@@ -27,9 +27,9 @@
 namespace ada::dist {
 
 struct DeltaSyncOptions {
-  int64_t period = 1;           // local steps between reductions (H)
-  bool outer = false;           // DiLoCo's outer optimizer on the reduced delta
-  double outer_lr = 0.7;        // DiLoCo's defaults
+  int64_t period = 1;     // local steps between reductions (H)
+  bool outer = false;     // DiLoCo's outer optimizer on the reduced delta
+  double outer_lr = 0.7;  // DiLoCo's defaults
   double outer_momentum = 0.9;
   bool nesterov = true;
   std::string name = "model_delta";  // for describe(): model_delta, local_sgd, diloco
@@ -37,7 +37,8 @@ struct DeltaSyncOptions {
 
 class DeltaSync : public Strategy {
  public:
-  DeltaSync(const StrategyContext& context, const StrategyOptions& options, const DeltaSyncOptions& delta = {});
+  DeltaSync(const StrategyContext& context, const StrategyOptions& options,
+            const DeltaSyncOptions& delta = {});
   std::string describe() const override;
   void begin_step(int64_t step, float lr) override;
   bool wants_grad_hook() const override { return overlapped_; }
@@ -52,7 +53,8 @@ class DeltaSync : public Strategy {
   bool overlapped() const { return overlapped_; }
 
  private:
-  // Parameter i (period 1, overlapped): anchor = w; local step; slot = w - anchor; the slot goes out.
+  // Parameter i (period 1, overlapped): anchor = w; local step; slot = w - anchor; the slot goes
+  // out.
   void local_step(size_t i);
   // Every slot holds its delta: reduce them all, then anchor and weights move (collective).
   double synchronise();
@@ -63,13 +65,14 @@ class DeltaSync : public Strategy {
   DeltaSyncOptions delta_;
   comm::GradBucketer bucketer_;
   bool overlapped_;
-  std::vector<Tensor> anchor_;    // weights at the last synchronisation (start of the step if period 1)
-  std::vector<Tensor> slots_;     // each parameter's bucket slot (its delta, then the reduced delta)
+  std::vector<Tensor>
+      anchor_;  // weights at the last synchronisation (start of the step if period 1)
+  std::vector<Tensor> slots_;  // each parameter's bucket slot (its delta, then the reduced delta)
   std::vector<Tensor> momentum_;  // the outer optimizer's, when there is one
   std::vector<bool> stepped_;
   int64_t step_ = 0;
   float lr_ = 0;
-  bool synced_ = true;            // replicas agree after the step that just ended
+  bool synced_ = true;  // replicas agree after the step that just ended
 };
 
 }  // namespace ada::dist

@@ -9,7 +9,9 @@
 namespace ada::dist {
 namespace {
 using Clock = std::chrono::steady_clock;
-double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
 
 std::vector<Variable> vars_of(const std::vector<Param>& params) {
   std::vector<Variable> v;
@@ -20,10 +22,13 @@ std::vector<Variable> vars_of(const std::vector<Param>& params) {
 }  // namespace
 
 GradientSync::GradientSync(const StrategyContext& context, const StrategyOptions& options)
-    : ctx_(context), options_(options),
+    : ctx_(context),
+      options_(options),
       bucketer_(vars_of(context.params), context.world, context.reducer, options.buckets) {}
 
-std::string GradientSync::describe() const { return "gradients/" + ctx_.reducer.name(); }
+std::string GradientSync::describe() const {
+  return "gradients/" + ctx_.reducer.name();
+}
 
 void GradientSync::begin_step(int64_t step, float lr) {
   step_ = step;
@@ -31,7 +36,9 @@ void GradientSync::begin_step(int64_t step, float lr) {
   bucketer_.begin_step();
 }
 
-void GradientSync::on_grad_ready(Variable& param) { bucketer_.on_grad_ready(param); }
+void GradientSync::on_grad_ready(Variable& param) {
+  bucketer_.on_grad_ready(param);
+}
 
 StepResult GradientSync::end_step(double local_loss) {
   StepResult r;

@@ -6,7 +6,6 @@
 // nothing to reduce: their gradients stay on the device where backward left them.
 #pragma once
 
-
 #include "dist/strategy.h"
 
 namespace ada::dist {

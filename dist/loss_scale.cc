@@ -8,7 +8,8 @@
 
 namespace ada::dist {
 LossScaler::LossScaler(const LossScaleOptions& options) : options_(options), scale_(options.init) {
-  ADA_CHECK_ARG(std::isfinite(options.init) && options.init > 0 && options.init <= kMaxLossScale, ConfigError)
+  ADA_CHECK_ARG(std::isfinite(options.init) && options.init > 0 && options.init <= kMaxLossScale,
+                ConfigError)
       << "loss scale must be a positive number up to 2^64, got " << options.init;
   ADA_CHECK_ARG(options.growth_interval >= 1, ConfigError)
       << "loss scale growth interval must be >= 1 step, got " << options.growth_interval;
@@ -32,7 +33,8 @@ LossScaler::Outcome LossScaler::update(bool nonfinite) {
 std::string LossScaler::describe() const {
   std::ostringstream s;
   if (options_.dynamic)
-    s << "dynamic from " << options_.init << ", x2 after " << options_.growth_interval << " good steps, /2 on overflow";
+    s << "dynamic from " << options_.init << ", x2 after " << options_.growth_interval
+      << " good steps, /2 on overflow";
   else
     s << "static " << options_.init;
   return s.str();
@@ -50,7 +52,8 @@ void LossScaler::load_state(const NamedTensors& state) {
   if (state.tensors.empty()) return;
   const float scale = state.at("scale").to_vector<float>().at(0);
   ADA_CHECK_ARG(std::isfinite(scale) && scale > 0, IoError)
-      << state.source << ": loss scale " << scale << " is not a positive number (damaged checkpoint?)";
+      << state.source << ": loss scale " << scale
+      << " is not a positive number (damaged checkpoint?)";
   // A static scale stays what the config says; a dynamic one goes on from where it was.
   if (options_.dynamic) scale_ = scale;
   good_steps_ = state.at("good_steps").to_vector<int64_t>().at(0);

@@ -19,11 +19,12 @@
 
 namespace ada::dist {
 
-constexpr double kMaxLossScale = 18446744073709551616.0;  // 2^64: backward's seed stays a finite float
+constexpr double kMaxLossScale =
+    18446744073709551616.0;  // 2^64: backward's seed stays a finite float
 
 struct LossScaleOptions {
   bool dynamic = true;
-  double init = 65536.0;          // 2^16, GradScaler's default
+  double init = 65536.0;           // 2^16, GradScaler's default
   int64_t growth_interval = 2000;  // good steps in a row before S doubles (dynamic)
 };
 

@@ -13,7 +13,8 @@ int64_t total_numel(const std::vector<Param>& params) {
 }
 }  // namespace
 
-FlatModel::FlatModel(const std::vector<Param>& params) : buffer_(Tensor::empty({total_numel(params)})) {
+FlatModel::FlatModel(const std::vector<Param>& params)
+    : buffer_(Tensor::empty({total_numel(params)})) {
   pack(params);
 }
 
@@ -42,7 +43,8 @@ void average_parameters(std::vector<Param>& params, comm::Communicator& world) {
   flat.unpack(params);
 }
 
-void with_world_average(std::vector<Param>& params, comm::Communicator& world, const std::function<void()>& fn) {
+void with_world_average(std::vector<Param>& params, comm::Communicator& world,
+                        const std::function<void()>& fn) {
   const FlatModel own(params);
   average_parameters(params, world);
   fn();

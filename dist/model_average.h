@@ -15,8 +15,8 @@ class FlatModel {
  public:
   explicit FlatModel(const std::vector<Param>& params);
   Tensor& buffer() { return buffer_; }
-  void pack(const std::vector<Param>& params);          // parameters -> buffer
-  void unpack(std::vector<Param>& params) const;         // buffer -> parameters
+  void pack(const std::vector<Param>& params);    // parameters -> buffer
+  void unpack(std::vector<Param>& params) const;  // buffer -> parameters
 
  private:
   Tensor buffer_;
@@ -25,6 +25,7 @@ class FlatModel {
 // Sets every rank's parameters to their world average (collective).
 void average_parameters(std::vector<Param>& params, comm::Communicator& world);
 // Runs `fn` on the world-average model, then gives each rank its own parameters back.
-void with_world_average(std::vector<Param>& params, comm::Communicator& world, const std::function<void()>& fn);
+void with_world_average(std::vector<Param>& params, comm::Communicator& world,
+                        const std::function<void()>& fn);
 
 }  // namespace ada::dist

@@ -45,8 +45,8 @@ bool settle_step(int64_t step, double local_loss, bool nonfinite, const Strategy
       }
       return true;
     case LossScaler::Outcome::overflow:
-      log_info("step {}: gradient overflow at loss scale {}: step skipped, loss scale now {}", step, scale,
-               scaler->scale());
+      log_info("step {}: gradient overflow at loss scale {}: step skipped, loss scale now {}", step,
+               scale, scaler->scale());
       return false;
     case LossScaler::Outcome::nonfinite:
       on_nonfinite_step(step, local_loss, options.skip_nonfinite);
@@ -56,10 +56,10 @@ bool settle_step(int64_t step, double local_loss, bool nonfinite, const Strategy
 }
 
 void on_nonfinite_step(int64_t step, double local_loss, bool skip) {
-  ADA_CHECK_ARG(skip, Error) << "step " << step
-                             << ": the loss or a gradient is NaN/Inf on at least one rank (loss here "
-                             << local_loss << "); lower the learning rate, enable "
-                             << "train.clip_grad_norm, or set train.on_nonfinite: skip";
+  ADA_CHECK_ARG(skip, Error)
+      << "step " << step << ": the loss or a gradient is NaN/Inf on at least one rank (loss here "
+      << local_loss << "); lower the learning rate, enable "
+      << "train.clip_grad_norm, or set train.on_nonfinite: skip";
   log_warn("step {}: non-finite loss or gradient on at least one rank, step skipped", step);
 }
 

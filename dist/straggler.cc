@@ -26,14 +26,16 @@ Straggler::Straggler(const Config& c, int world_size) {
   }
   count_ = c.get_or<int>("count", static_cast<int>(ranks_.size()));
   ADA_CHECK_ARG(count_ >= 0 && count_ <= static_cast<int>(ranks_.size()), ConfigError)
-      << c.where("count") << ": must be in [0, " << ranks_.size() << "] (the ranks that may be slow), got " << count_;
-  ADA_CHECK_ARG(c.has("delay_ms"), ConfigError) << c.where("delay_ms") << ": train.straggler needs delay_ms";
+      << c.where("count") << ": must be in [0, " << ranks_.size()
+      << "] (the ranks that may be slow), got " << count_;
+  ADA_CHECK_ARG(c.has("delay_ms"), ConfigError)
+      << c.where("delay_ms") << ": train.straggler needs delay_ms";
   delay_ms_ = c.get<double>("delay_ms");
   ADA_CHECK_ARG(delay_ms_ >= 0 && delay_ms_ < 3.6e6, ConfigError)
       << c.where("delay_ms") << ": must be in [0, 3600000), got " << delay_ms_;
   distribution_ = c.get_or<std::string>("distribution", "fixed");
-  ADA_CHECK_ARG(distribution_ == "fixed" || distribution_ == "uniform" || distribution_ == "exponential" ||
-                    distribution_ == "lognormal",
+  ADA_CHECK_ARG(distribution_ == "fixed" || distribution_ == "uniform" ||
+                    distribution_ == "exponential" || distribution_ == "lognormal",
                 ConfigError)
       << c.where("distribution") << ": unknown distribution '" << distribution_
       << "'; known: exponential, fixed, lognormal, uniform";
@@ -48,10 +50,12 @@ double Straggler::delay_ms(int64_t step, int rank) const {
   if (count_ < static_cast<int>(ranks_.size())) {
     // The same `count_` ranks on every rank: sort the candidates by a per-step random key.
     std::vector<std::pair<float, int>> keyed;
-    for (int r : ranks_) keyed.emplace_back(Generator::uniform_at(seed_, s * 1000003ull, static_cast<uint64_t>(r)), r);
+    for (int r : ranks_)
+      keyed.emplace_back(Generator::uniform_at(seed_, s * 1000003ull, static_cast<uint64_t>(r)), r);
     std::sort(keyed.begin(), keyed.end());
     bool chosen = false;
-    for (int i = 0; i < count_; ++i) chosen = chosen || keyed[static_cast<size_t>(i)].second == rank;
+    for (int i = 0; i < count_; ++i)
+      chosen = chosen || keyed[static_cast<size_t>(i)].second == rank;
     if (!chosen) return 0;
   }
   const float u = Generator::uniform_at(seed_ + 1, s * 1000003ull, static_cast<uint64_t>(rank));
@@ -69,7 +73,8 @@ void Straggler::wait(int64_t step, int rank) const {
 
 std::string Straggler::describe() const {
   std::ostringstream os;
-  os << (count_ < static_cast<int>(ranks_.size()) ? std::to_string(count_) + " random rank(s) of " : "ranks ")
+  os << (count_ < static_cast<int>(ranks_.size()) ? std::to_string(count_) + " random rank(s) of "
+                                                  : "ranks ")
      << "[";
   for (size_t i = 0; i < ranks_.size(); ++i) os << (i ? "," : "") << ranks_[i];
   os << "] delayed " << distribution_ << " " << delay_ms_ << " ms per step";

@@ -31,9 +31,9 @@ namespace ada::dist {
 
 // What a step's end reports to the trainer.
 struct StepResult {
-  bool applied = true;        // false: skipped (non-finite loss/gradient, on_nonfinite: skip)
-  double comm_seconds = 0;    // time spent in reductions and their waits after backward
-  double exposed_seconds = 0; // of which: waiting for reductions launched during backward
+  bool applied = true;         // false: skipped (non-finite loss/gradient, on_nonfinite: skip)
+  double comm_seconds = 0;     // time spent in reductions and their waits after backward
+  double exposed_seconds = 0;  // of which: waiting for reductions launched during backward
 };
 
 struct StrategyOptions {
@@ -97,10 +97,10 @@ struct StrategyContext {
 struct StrategySpec {
   std::string sync = "none";
   comm::ReduceTarget target = comm::ReduceTarget::gradients;  // sync none
-  int64_t period = 1;                                          // local_sgd, diloco
-  double outer_lr = 0.7, outer_momentum = 0.9;                 // diloco
+  int64_t period = 1;                                         // local_sgd, diloco
+  double outer_lr = 0.7, outer_momentum = 0.9;                // diloco
   bool nesterov = true;
-  int group_size = 0;                                          // wagma (0: the default)
+  int group_size = 0;  // wagma (0: the default)
   int64_t global_every = 10;
   bool wait_avoiding = true;
 };

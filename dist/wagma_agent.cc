@@ -12,12 +12,17 @@ namespace {
 constexpr int kActivationTag = 7400;
 }
 
-WagmaAgent::WagmaAgent(comm::Communicator& world, WagmaSchedule schedule, const Tensor& initial, bool wait_avoiding)
-    : world_(world), schedule_(std::move(schedule)), wait_avoiding_(wait_avoiding), numel_(initial.numel()) {
+WagmaAgent::WagmaAgent(comm::Communicator& world, WagmaSchedule schedule, const Tensor& initial,
+                       bool wait_avoiding)
+    : world_(world),
+      schedule_(std::move(schedule)),
+      wait_avoiding_(wait_avoiding),
+      numel_(initial.numel()) {
   ADA_CHECK_ARG(schedule_.ranks() == world.size(), ConfigError)
       << "WAGMA schedule for " << schedule_.ranks() << " ranks on a world of " << world.size();
   const int r = world.rank();
-  for (int set = 0; set < schedule_.set_count(); ++set) groups_.push_back(world.split(schedule_.color(r, set), r));
+  for (int set = 0; set < schedule_.set_count(); ++set)
+    groups_.push_back(world.split(schedule_.color(r, set), r));
   snapshot_ = initial.reshape({numel_}).clone();
   if (!wait_avoiding_) return;
   signals_ = world.split(0, r);
@@ -124,12 +129,14 @@ bool WagmaAgent::step(int64_t t, Tensor& model) {
 
 void WagmaAgent::start_at(int64_t t, const Tensor& model) {
   std::lock_guard<std::mutex> lock(mu_);
-  ADA_CHECK(arrived_ == -1 && next_ <= t) << "WagmaAgent::start_at(" << t << ") after iteration " << arrived_;
+  ADA_CHECK(arrived_ == -1 && next_ <= t)
+      << "WagmaAgent::start_at(" << t << ") after iteration " << arrived_;
   snapshot_.copy_from(model.reshape({numel_}));
   snapshot_version_ = t - 1;
   arrived_ = t - 1;
   next_ = t;
-  for (auto it = activated_.begin(); it != activated_.end();) it = *it < t ? activated_.erase(it) : std::next(it);
+  for (auto it = activated_.begin(); it != activated_.end();)
+    it = *it < t ? activated_.erase(it) : std::next(it);
 }
 
 void WagmaAgent::wait_executed(int64_t t) {

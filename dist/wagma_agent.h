@@ -36,7 +36,8 @@ class WagmaAgent {
  public:
   // `initial` (flat, numel elements) is what this rank contributes until its first publish.
   // Collective over `world` (creates the group communicators).
-  WagmaAgent(comm::Communicator& world, WagmaSchedule schedule, const Tensor& initial, bool wait_avoiding);
+  WagmaAgent(comm::Communicator& world, WagmaSchedule schedule, const Tensor& initial,
+             bool wait_avoiding);
   ~WagmaAgent();
   WagmaAgent(const WagmaAgent&) = delete;
   WagmaAgent& operator=(const WagmaAgent&) = delete;
@@ -62,8 +63,8 @@ class WagmaAgent {
     Tensor sum;
     bool fresh = false;
   };
-  void progress();                  // communication thread: drain signals, run what can run
-  void execute(int64_t v);          // communication thread: iteration v's collective
+  void progress();          // communication thread: drain signals, run what can run
+  void execute(int64_t v);  // communication thread: iteration v's collective
   Tensor take_buffer();
 
   comm::Communicator& world_;
@@ -75,13 +76,13 @@ class WagmaAgent {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  Tensor snapshot_;                 // the model this rank last published
-  int64_t snapshot_version_ = -1;   // its iteration (-1: the initial model)
-  int64_t arrived_ = -1;            // the latest iteration this rank's compute thread reached
-  int64_t next_ = 0;                // iterations < next_ have executed here
-  std::set<int64_t> activated_;     // activations received for iterations not yet executed
+  Tensor snapshot_;                // the model this rank last published
+  int64_t snapshot_version_ = -1;  // its iteration (-1: the initial model)
+  int64_t arrived_ = -1;           // the latest iteration this rank's compute thread reached
+  int64_t next_ = 0;               // iterations < next_ have executed here
+  std::set<int64_t> activated_;    // activations received for iterations not yet executed
   std::map<int64_t, Result> results_;
-  std::vector<Tensor> pool_;        // result buffers to reuse
+  std::vector<Tensor> pool_;  // result buffers to reuse
   bool finished_ = false;
   int64_t late_ = 0, group_steps_ = 0;
 };

@@ -8,7 +8,9 @@
 
 namespace ada::dist {
 namespace {
-bool is_pow2(int64_t x) { return x >= 1 && (x & (x - 1)) == 0; }
+bool is_pow2(int64_t x) {
+  return x >= 1 && (x & (x - 1)) == 0;
+}
 int log2i(int64_t x) {
   int k = 0;
   while ((int64_t{1} << k) < x) ++k;
@@ -24,7 +26,8 @@ WagmaSchedule::WagmaSchedule(int ranks, int group_size, int64_t global_every)
   ADA_CHECK_ARG(is_pow2(group_size) && group_size <= ranks, ConfigError)
       << "WAGMA group size must be a power of two no larger than the " << ranks << " ranks, got "
       << group_size;
-  ADA_CHECK_ARG(global_every >= 1, ConfigError) << "WAGMA global_every (tau) must be >= 1, got " << global_every;
+  ADA_CHECK_ARG(global_every >= 1, ConfigError)
+      << "WAGMA global_every (tau) must be >= 1, got " << global_every;
 }
 
 std::vector<int> WagmaSchedule::bits(int64_t t) const {
@@ -57,9 +60,13 @@ std::vector<std::vector<int>> WagmaSchedule::groups(int64_t t) const {
   return g;
 }
 
-int WagmaSchedule::set_count() const { return k_ == 0 || m_ == 0 ? 1 : k_ / std::gcd(k_, m_); }
+int WagmaSchedule::set_count() const {
+  return k_ == 0 || m_ == 0 ? 1 : k_ / std::gcd(k_, m_);
+}
 
-int WagmaSchedule::set_index(int64_t t) const { return static_cast<int>(t % set_count()); }
+int WagmaSchedule::set_index(int64_t t) const {
+  return static_cast<int>(t % set_count());
+}
 
 int WagmaSchedule::color(int rank, int set) const {
   int c = rank;

@@ -11,7 +11,9 @@
 namespace ada::dist {
 namespace {
 using Clock = std::chrono::steady_clock;
-double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
 }  // namespace
 
 int default_wagma_group_size(int ranks) {
@@ -20,7 +22,8 @@ int default_wagma_group_size(int ranks) {
   return 1 << ((k + 1) / 2);
 }
 
-WagmaSync::WagmaSync(const StrategyContext& context, const StrategyOptions& options, const WagmaOptions& wagma)
+WagmaSync::WagmaSync(const StrategyContext& context, const StrategyOptions& options,
+                     const WagmaOptions& wagma)
     : ctx_(context), options_(options), wagma_(wagma), flat_(context.params) {
   if (wagma_.group_size == 0) wagma_.group_size = default_wagma_group_size(ctx_.world.size());
   WagmaSchedule schedule(ctx_.world.size(), wagma_.group_size, wagma_.global_every);
@@ -28,7 +31,8 @@ WagmaSync::WagmaSync(const StrategyContext& context, const StrategyOptions& opti
 }
 
 std::string WagmaSync::describe() const {
-  return "wagma (group " + std::to_string(wagma_.group_size) + ", global every " + std::to_string(wagma_.global_every) +
+  return "wagma (group " + std::to_string(wagma_.group_size) + ", global every " +
+         std::to_string(wagma_.global_every) +
          (wagma_.wait_avoiding ? ", wait-avoiding)" : ", synchronous)");
 }
 
@@ -84,10 +88,11 @@ void WagmaSync::finish() {
   if (finished_) return;
   finished_ = true;
   agent_->finish();
-  log_info("WAGMA: this rank contributed a stale model in {} of {} group averages", agent_->late_steps(),
-           agent_->group_steps());
+  log_info("WAGMA: this rank contributed a stale model in {} of {} group averages",
+           agent_->late_steps(), agent_->group_steps());
   if (synced_) return;
-  log_info("end of training between global averages: a last world average makes the replicas agree");
+  log_info(
+      "end of training between global averages: a last world average makes the replicas agree");
   average_parameters(ctx_.params, ctx_.world);
   synced_ = true;
 }

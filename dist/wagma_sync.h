@@ -13,14 +13,15 @@
 namespace ada::dist {
 
 struct WagmaOptions {
-  int group_size = 0;        // S; 0: 2^ceil(log2(P)/2) (sqrt(P) for P = 4^k, as in the paper)
+  int group_size = 0;         // S; 0: 2^ceil(log2(P)/2) (sqrt(P) for P = 4^k, as in the paper)
   int64_t global_every = 10;  // tau (the paper: 10 for ResNet-50, 8 for the Transformer)
   bool wait_avoiding = true;
 };
 
 class WagmaSync : public Strategy {
  public:
-  WagmaSync(const StrategyContext& context, const StrategyOptions& options, const WagmaOptions& wagma);
+  WagmaSync(const StrategyContext& context, const StrategyOptions& options,
+            const WagmaOptions& wagma);
   std::string describe() const override;
   void begin_step(int64_t step, float lr) override;
   bool wants_grad_hook() const override { return false; }

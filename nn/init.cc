@@ -7,9 +7,15 @@ namespace {
 thread_local bool t_shapes_only = false;
 }
 
-ShapesOnly::ShapesOnly() : prev_(t_shapes_only) { t_shapes_only = true; }
-ShapesOnly::~ShapesOnly() { t_shapes_only = prev_; }
-bool ShapesOnly::active() { return t_shapes_only; }
+ShapesOnly::ShapesOnly() : prev_(t_shapes_only) {
+  t_shapes_only = true;
+}
+ShapesOnly::~ShapesOnly() {
+  t_shapes_only = prev_;
+}
+bool ShapesOnly::active() {
+  return t_shapes_only;
+}
 
 Tensor uniform(const Shape& s, Generator& g, float bound) {
   return t_shapes_only ? Tensor::empty(s) : Tensor::uniform(s, g, -bound, bound);

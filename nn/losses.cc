@@ -8,7 +8,8 @@ std::pair<int64_t, int64_t> count_correct(const Tensor& logits, const Tensor& la
   ADA_CHECK_ARG(labels.numel() == logits.size(0), ShapeError)
       << "count_correct: " << labels.numel() << " labels for " << logits.size(0) << " rows";
   const int64_t n = logits.size(0);
-  ADA_CHECK_ARG(logits.size(1) >= 1, ShapeError) << "count_correct: logits " << logits.str() << " have no classes";
+  ADA_CHECK_ARG(logits.size(1) >= 1, ShapeError)
+      << "count_correct: logits " << logits.str() << " have no classes";
   // The predictions are taken on the logits' device: n indices cross to the host, not n x C
   // logits (BERT's MLM head: 75 MB a step, which left the GPU idle for 20-40 ms).
   const Tensor pred = ops::argmax_rows(logits).to(Device::cpu());

@@ -7,8 +7,9 @@ const Tensor& Model::field(const TensorMap& batch, const std::string& name) cons
   if (it != batch.end()) return it->second;
   std::string have;
   for (const auto& [k, v] : batch) have += (have.empty() ? "" : ", ") + k;
-  ADA_THROW(ShapeError) << type_name() << ": the batch has no field '" << name << "' (it has: "
-                        << (have.empty() ? "nothing" : have) << "); is the dataset right for this model?";
+  ADA_THROW(ShapeError) << type_name() << ": the batch has no field '" << name
+                        << "' (it has: " << (have.empty() ? "nothing" : have)
+                        << "); is the dataset right for this model?";
   return it->second;
 }
 

@@ -10,12 +10,16 @@ void Module::check_new_name(const std::string& name) const {
   ADA_CHECK_ARG(!name.empty() && name.find('.') == std::string::npos, InternalError)
       << type_name() << ": entry name '" << name << "' must be non-empty and contain no '.'";
   auto taken = [&](const std::string& n) {
-    for (const auto& p : params_) if (p.name == n) return true;
-    for (const auto& b : buffers_) if (b.first == n) return true;
-    for (const auto& c : children_) if (c.first == n) return true;
+    for (const auto& p : params_)
+      if (p.name == n) return true;
+    for (const auto& b : buffers_)
+      if (b.first == n) return true;
+    for (const auto& c : children_)
+      if (c.first == n) return true;
     return false;
   };
-  ADA_CHECK_ARG(!taken(name), InternalError) << type_name() << ": '" << name << "' registered twice";
+  ADA_CHECK_ARG(!taken(name), InternalError)
+      << type_name() << ": '" << name << "' registered twice";
 }
 
 Variable& Module::register_parameter(const std::string& name, Tensor init, bool weight_decay) {
@@ -98,16 +102,17 @@ void Module::load_state(const NamedTensors& source, bool allow_extra) {
         << " (is it a checkpoint of another model or configuration?)";
     const Tensor& src = source.at(name);
     ADA_CHECK_ARG(src.shape() == t.shape() && src.dtype() == t.dtype(), IoError)
-        << from << ": entry '" << name << "' is " << dtype_name(src.dtype()) << shape_str(src.shape())
-        << " but the model expects " << dtype_name(t.dtype()) << shape_str(t.shape());
+        << from << ": entry '" << name << "' is " << dtype_name(src.dtype())
+        << shape_str(src.shape()) << " but the model expects " << dtype_name(t.dtype())
+        << shape_str(t.shape());
     t.copy_from(src);  // shares storage with the module: updates it in place
   }
   if (!allow_extra)
     for (const auto& [name, t] : source.tensors) {
       bool used = false;
       for (const auto& k : known) used = used || k == name;
-      ADA_CHECK_ARG(used, IoError) << from << ": entry '" << name << "' matches nothing in this "
-                                   << type_name();
+      ADA_CHECK_ARG(used, IoError)
+          << from << ": entry '" << name << "' matches nothing in this " << type_name();
     }
 }
 

@@ -30,10 +30,11 @@ void Optimizer::check(const Param& p) const {
   if (!grad.defined()) return;
   const Tensor& w = p.var.value();
   ADA_CHECK_ARG(grad.shape() == w.shape(), ShapeError)
-      << name_ << " optimizer: parameter '" << p.name << "' is " << w.str() << " but its gradient is "
-      << grad.str();
+      << name_ << " optimizer: parameter '" << p.name << "' is " << w.str()
+      << " but its gradient is " << grad.str();
   auto it = slots_.find(p.name);
-  if (it != slots_.end() && !it->second.buffers.empty() && it->second.buffers[0].shape() != w.shape())
+  if (it != slots_.end() && !it->second.buffers.empty() &&
+      it->second.buffers[0].shape() != w.shape())
     ADA_THROW(ShapeError) << name_ << " optimizer: parameter '" << p.name << "' is now " << w.str()
                           << " but its state has shape " << shape_str(it->second.buffers[0].shape())
                           << "; a parameter must keep its shape (start a fresh optimizer)";

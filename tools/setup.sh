@@ -9,7 +9,7 @@
 #   tools/setup.sh --fuzz     also clang, libFuzzer and clang's OpenMP, for tools/fuzz.sh
 set -euo pipefail
 
-packages=(cmake g++ make ccache libeigen3-dev libyaml-cpp-dev libspdlog-dev libopenmpi-dev
+packages=(cmake g++ make ccache clang-format libeigen3-dev libyaml-cpp-dev libspdlog-dev libopenmpi-dev
           openmpi-bin libgtest-dev zlib1g-dev libjpeg62-turbo-dev python3-numpy
           nlohmann-json3-dev libcli11-dev python3-yaml python3-matplotlib)
 for arg in "$@"; do

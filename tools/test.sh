@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# The test command: installs what is missing, configures and builds in Release with the tests,
-# and runs every test (unit tests, then MPI tests under mpiexec at several rank counts, the fuzz
-# corpora replayed), compiles the CUDA build when nvcc is installed (its tests skip without a
-# GPU, saying why), then fuzzes each target for 10 s (tools/fuzz.sh; 50 s in all) in a clang
-# build when clang is installed. Exits non-zero on any failure. CI (.ci/run) runs exactly this.
+# The test command: installs what is missing, checks the C++ formatting, configures and builds
+# in Release with the tests, and runs every test (unit tests, then MPI tests under mpiexec at
+# several rank counts, the fuzz corpora replayed), compiles the CUDA build when nvcc is
+# installed (its tests skip without a GPU, saying why), then fuzzes each target for 10 s
+# (tools/fuzz.sh; 50 s in all) in a clang build when clang is installed. Exits non-zero on any failure. CI (.ci/run) runs exactly this.
 #   tools/test.sh [extra cmake -D options]     e.g. -DADA_SANITIZE=address,undefined
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
 
 bash tools/setup.sh --fuzz
+# The C++ sources must be as .clang-format writes them (tools/format.sh formats them).
+bash tools/format.sh --check
 # The real-data tests (MNIST files, the full BERT vocab) need these; cached and verified once.
 bash tools/fetch_data.sh mnist fashion-mnist bert-vocab
 build=${ADA_BUILD_DIR:-build}

@@ -22,7 +22,8 @@ inline bool parse_command_line(CLI::App& app, int argc, char** argv, const std::
     std::cout << app.version() << "\n";
     return false;
   } catch (const CLI::ParseError& e) {
-    ADA_THROW(ConfigError) << "command line: " << e.what() << "; usage: " << usage << " (--help lists the options)";
+    ADA_THROW(ConfigError) << "command line: " << e.what() << "; usage: " << usage
+                           << " (--help lists the options)";
   }
   return false;
 }

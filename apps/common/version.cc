@@ -3,5 +3,7 @@
 #include "ada_version.h"  // generated into the build tree
 
 namespace ada {
-const char* build_commit() { return ADA_BUILD_COMMIT; }
+const char* build_commit() {
+  return ADA_BUILD_COMMIT;
+}
 }  // namespace ada

@@ -39,7 +39,9 @@ std::string dir_of(const std::string& path) {
   return p.has_parent_path() ? p.parent_path().string() : ".";
 }
 
-json to_json(const FileRecord& f) { return {{"name", f.name}, {"bytes", f.bytes}, {"crc32", f.crc32}}; }
+json to_json(const FileRecord& f) {
+  return {{"name", f.name}, {"bytes", f.bytes}, {"crc32", f.crc32}};
+}
 }  // namespace
 
 std::string new_run_id() {
@@ -83,7 +85,8 @@ FileRecord Checkpointer::record_of(const std::string& path) {
 }
 
 void Checkpointer::save(const std::vector<std::pair<std::string, Tensor>>& tensors,
-                        const std::map<std::string, std::string>& metadata, CheckpointMeta m) const {
+                        const std::map<std::string, std::string>& metadata,
+                        CheckpointMeta m) const {
   ADA_CHECK(!run_id_.empty()) << "a checkpoint needs the run's id";
   fs::create_directories(dir_);
   const std::string stem = stem_for(dir_, m.step);
@@ -114,7 +117,8 @@ std::vector<std::string> Checkpointer::list() const {
   if (!fs::is_directory(dir_, ec)) return jsons;
   for (const auto& e : fs::directory_iterator(dir_, ec)) {
     const std::string name = e.path().filename().string();
-    if (name.rfind("ckpt-", 0) == 0 && e.path().extension() == ".json") jsons.push_back(e.path().string());
+    if (name.rfind("ckpt-", 0) == 0 && e.path().extension() == ".json")
+      jsons.push_back(e.path().string());
   }
   std::sort(jsons.rbegin(), jsons.rend());  // zero-padded steps: newest first
   return jsons;
@@ -133,7 +137,8 @@ std::string Checkpointer::run_id_of(const std::string& json_path) {
 CheckpointMeta Checkpointer::read_meta(const std::string& path) {
   const std::string jpath = stem_of(path) + ".json";
   std::ifstream in(jpath);
-  ADA_CHECK_ARG(in.good(), IoError) << "checkpoint " << jpath << " does not exist or cannot be read";
+  ADA_CHECK_ARG(in.good(), IoError)
+      << "checkpoint " << jpath << " does not exist or cannot be read";
   try {
     const json j = json::parse(in);
     CheckpointMeta m;
@@ -148,13 +153,16 @@ CheckpointMeta Checkpointer::read_meta(const std::string& path) {
     m.run_id = j.at("run_id").get<std::string>();
     m.local_optimizer_state = j.at("local_optimizer_state").get<bool>();
     for (const auto& f : j.at("files"))
-      m.files.push_back({f.at("name").get<std::string>(), f.at("bytes").get<uint64_t>(), f.at("crc32").get<uint32_t>()});
+      m.files.push_back({f.at("name").get<std::string>(), f.at("bytes").get<uint64_t>(),
+                         f.at("crc32").get<uint32_t>()});
     ADA_CHECK_ARG(m.world_size >= 1 && m.step >= 0 && m.epoch >= 0 && m.position >= 0, IoError)
-        << jpath << ": impossible values (step " << m.step << ", world_size " << m.world_size << ")";
+        << jpath << ": impossible values (step " << m.step << ", world_size " << m.world_size
+        << ")";
     return m;
   } catch (const nlohmann::json::exception& e) {
     ADA_THROW(IoError) << jpath << ": not a valid checkpoint description (" << e.what()
-                       << "); the checkpoint is damaged or was written by an older version, resume from another one";
+                       << "); the checkpoint is damaged or was written by an older version, resume "
+                          "from another one";
   } catch (const std::invalid_argument&) {
     ADA_THROW(IoError) << jpath << ": config_hash is not a number; the checkpoint is damaged";
   }
@@ -173,13 +181,15 @@ CheckpointMeta Checkpointer::validate(const std::string& path, const std::string
     ADA_CHECK_ARG(fs::exists(p), IoError) << p << " is missing (listed by " << jpath << ")";
     const FileRecord got = record_of(p);
     ADA_CHECK_ARG(got.bytes == f.bytes, IoError)
-        << p << " has " << got.bytes << " bytes, " << jpath << " says " << f.bytes << " (truncated or replaced)";
+        << p << " has " << got.bytes << " bytes, " << jpath << " says " << f.bytes
+        << " (truncated or replaced)";
     ADA_CHECK_ARG(got.crc32 == f.crc32, IoError) << p << " fails its CRC-32 check (damaged)";
   }
   if (m.local_optimizer_state)
     for (int r = 0; r < m.world_size; ++r) {
       const std::string rf = fs::path(rank_file_of(jpath, r)).filename().string();
-      ADA_CHECK_ARG(std::any_of(m.files.begin(), m.files.end(), [&](const FileRecord& f) { return f.name == rf; }),
+      ADA_CHECK_ARG(std::any_of(m.files.begin(), m.files.end(),
+                                [&](const FileRecord& f) { return f.name == rf; }),
                     IoError)
           << jpath << ": does not list rank " << r << "'s optimizer state " << rf;
     }

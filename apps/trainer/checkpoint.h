@@ -1,6 +1,7 @@
 // Checkpoints of a run, made so that none is ever lost or mixed up with another run's.
-//   DIR/ckpt-<step>.safetensors                model state, optimizer (when replicated) and schedule
-//   DIR/ckpt-<step>.optim-rank<r>.safetensors  rank r's optimizer state, when it is local to each
+//   DIR/ckpt-<step>.safetensors                model state, optimizer (when replicated) and
+//   schedule DIR/ckpt-<step>.optim-rank<r>.safetensors  rank r's optimizer state, when it is local
+//   to each
 //                                              rank (model-delta and decentralised strategies)
 //   DIR/ckpt-<step>.json                       written last: step, epoch, sampler position, world
 //                                              size, config hash, generator states, the run's id,

@@ -19,7 +19,8 @@ class SyntheticMlm : public data::Dataset {
     const uint64_t first = g.take(static_cast<uint64_t>(2 * seq_));
     Tensor ids = Tensor::empty({seq_}, DType::i64), labels = Tensor::empty({seq_}, DType::i64);
     for (int64_t i = 0; i < seq_; ++i) {
-      ids.data<int64_t>()[i] = static_cast<int64_t>(Generator::uniform_at(g.seed(), first, i) * vocab_) % vocab_;
+      ids.data<int64_t>()[i] =
+          static_cast<int64_t>(Generator::uniform_at(g.seed(), first, i) * vocab_) % vocab_;
       const bool chosen = Generator::uniform_at(g.seed(), first, seq_ + i) < 0.15f;
       labels.data<int64_t>()[i] = chosen ? ids.data<int64_t>()[i] : -100;
     }
@@ -29,11 +30,13 @@ class SyntheticMlm : public data::Dataset {
     e.set("attention_mask", Tensor::ones({seq_}, DType::i64));
     e.set("labels", labels);
     if (nsp_)
-      e.set("nsp_label", Tensor::full({}, Generator::uniform_at(g.seed(), first, 0) < 0.5f ? 0 : 1, DType::i64));
+      e.set("nsp_label",
+            Tensor::full({}, Generator::uniform_at(g.seed(), first, 0) < 0.5f ? 0 : 1, DType::i64));
     return e;
   }
   std::string describe() const override {
-    return "synthetic MLM (" + std::to_string(size_) + " sequences of " + std::to_string(seq_) + ")";
+    return "synthetic MLM (" + std::to_string(size_) + " sequences of " + std::to_string(seq_) +
+           ")";
   }
 
  private:
@@ -68,7 +71,8 @@ DataSets make_datasets(const Config& d, const Config& model_cfg, uint64_t seed) 
   DataSets out;
   if (name == "mnist" || name == "fashion_mnist") {
     const bool fashion = name == "fashion_mnist";
-    const std::string dir = d.get_or<std::string>("path", fashion ? "data/fashion-mnist" : "data/mnist");
+    const std::string dir =
+        d.get_or<std::string>("path", fashion ? "data/fashion-mnist" : "data/mnist");
     data::MnistOptions o = fashion ? data::MnistOptions::fashion() : data::MnistOptions{};
     o.mean = static_cast<float>(d.get_or<double>("mean", o.mean));
     o.std = static_cast<float>(d.get_or<double>("std", o.std));
@@ -80,7 +84,8 @@ DataSets make_datasets(const Config& d, const Config& model_cfg, uint64_t seed) 
       ADA_CHECK_ARG(test->height() == train->height() && test->width() == train->width(), IoError)
           << "data: " << test->describe() << " holds " << test->height() << "x" << test->width()
           << " images but " << train->describe() << " holds " << train->height() << "x"
-          << train->width() << "; both splits must come from one data set (" << d.where("path") << ")";
+          << train->width() << "; both splits must come from one data set (" << d.where("path")
+          << ")";
       out.eval = test;
     } else {
       out.no_eval_reason = d.where("eval") + " is false";
@@ -91,10 +96,12 @@ DataSets make_datasets(const Config& d, const Config& model_cfg, uint64_t seed) 
     train_t.crop_size = eval_t.crop_size = d.get_or<int64_t>("crop_size", 224);
     eval_t.resize_size = d.get_or<int64_t>("resize_size", 256);
     eval_t.train = false;
-    auto train = std::make_shared<data::ImageFolderDataset>(d.get<std::string>("path"), train_t, seed);
+    auto train =
+        std::make_shared<data::ImageFolderDataset>(d.get<std::string>("path"), train_t, seed);
     std::shared_ptr<data::ImageFolderDataset> eval;
     if (d.has("eval_path"))
-      eval = std::make_shared<data::ImageFolderDataset>(d.get<std::string>("eval_path"), eval_t, seed);
+      eval =
+          std::make_shared<data::ImageFolderDataset>(d.get<std::string>("eval_path"), eval_t, seed);
     else
       out.no_eval_reason = "data.eval_path is not set";
     data::check_image_folder_classes(*train, eval.get(), model_classes(model_cfg));
@@ -112,38 +119,49 @@ DataSets make_datasets(const Config& d, const Config& model_cfg, uint64_t seed) 
     const int64_t positions = model_cfg.get_or<int64_t>("max_positions", 512);
     ADA_CHECK_ARG(o.seq_len <= positions, ConfigError)
         << d.where("seq_len") << ": " << o.seq_len << " tokens per sequence, but the model has "
-        << positions << " positions (model.max_positions); lower data.seq_len or raise max_positions";
+        << positions
+        << " positions (model.max_positions); lower data.seq_len or raise max_positions";
     out.train = data::MlmDataset::open(paths_of(d, "path"), o);
     if (d.has("eval_path"))
       out.eval = data::MlmDataset::open(paths_of(d, "eval_path"), o);
     else
-      out.no_eval_reason = "data.eval_path is not set (prepare_mlm --eval-out writes an evaluation set)";
+      out.no_eval_reason =
+          "data.eval_path is not set (prepare_mlm --eval-out writes an evaluation set)";
     out.eval_metric = "mlm";
   } else if (name == "synthetic") {
     // Stands in for any data set in smoke and throughput runs (--set data.name=synthetic): the
     // keys of the data set it replaces are accepted and ignored.
-    for (const char* k : {"path", "eval_path", "eval", "mean", "std", "crop_size", "resize_size", "max_predictions"})
+    for (const char* k : {"path", "eval_path", "eval", "mean", "std", "crop_size", "resize_size",
+                          "max_predictions"})
       if (d.has(k)) (void)d.get<std::string>(k);
-    const int64_t size = d.get_or<int64_t>("size", 1024), eval_size = d.get_or<int64_t>("eval_size", 256);
-    ADA_CHECK_ARG(size > 0 && eval_size >= 0, ConfigError) << d.where("size") << ": sizes must be positive";
+    const int64_t size = d.get_or<int64_t>("size", 1024),
+                  eval_size = d.get_or<int64_t>("eval_size", 256);
+    ADA_CHECK_ARG(size > 0 && eval_size >= 0, ConfigError)
+        << d.where("size") << ": sizes must be positive";
     if (model == "bert") {
       const int64_t seq = d.get_or<int64_t>("seq_len", 128);
       const int64_t vocab = model_cfg.get_or<int64_t>("vocab_size", 30522);
       const bool nsp = model_cfg.get_or<bool>("nsp", false);
       out.train = std::make_shared<SyntheticMlm>(size, seq, vocab, nsp, seed);
-      if (eval_size > 0) out.eval = std::make_shared<SyntheticMlm>(eval_size, seq, vocab, nsp, seed + 1);
-      else out.no_eval_reason = d.where("eval_size") + " is 0";
+      if (eval_size > 0)
+        out.eval = std::make_shared<SyntheticMlm>(eval_size, seq, vocab, nsp, seed + 1);
+      else
+        out.no_eval_reason = d.where("eval_size") + " is 0";
       out.eval_metric = "mlm";
     } else {
       const bool small = model == "lenet5" || model == "resnet20_mnist";
-      std::vector<int64_t> shape = d.get_or<std::vector<int64_t>>(
-          "image_shape", small ? std::vector<int64_t>{1, 28, 28} : std::vector<int64_t>{3, 224, 224});
+      std::vector<int64_t> shape =
+          d.get_or<std::vector<int64_t>>("image_shape", small ? std::vector<int64_t>{1, 28, 28}
+                                                              : std::vector<int64_t>{3, 224, 224});
       const int64_t classes = model_classes(model_cfg);
-      std::vector<data::SyntheticField> f = {{"image", Shape(shape.begin(), shape.end()), DType::f32},
-                                             {"label", {}, DType::i64, 0, 1, 0, classes}};
+      std::vector<data::SyntheticField> f = {
+          {"image", Shape(shape.begin(), shape.end()), DType::f32},
+          {"label", {}, DType::i64, 0, 1, 0, classes}};
       out.train = std::make_shared<data::SyntheticDataset>(size, f, seed);
-      if (eval_size > 0) out.eval = std::make_shared<data::SyntheticDataset>(eval_size, f, seed + 1);
-      else out.no_eval_reason = d.where("eval_size") + " is 0";
+      if (eval_size > 0)
+        out.eval = std::make_shared<data::SyntheticDataset>(eval_size, f, seed + 1);
+      else
+        out.no_eval_reason = d.where("eval_size") + " is 0";
       out.eval_metric = "top1";
     }
   } else {

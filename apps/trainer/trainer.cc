@@ -16,19 +16,19 @@
 #include <sstream>
 #include <thread>
 
-#include "apps/trainer/checkpoint.h"
-#include "apps/trainer/datasets.h"
 #include "apps/common/cli.h"
 #include "apps/common/version.h"
+#include "apps/trainer/checkpoint.h"
+#include "apps/trainer/datasets.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_runtime.h"
 #include "comm/nccl_communicator.h"
-#include "core/backend/cuda_runtime.h"
 #include "core/atomic_file.h"
+#include "core/backend/cuda_runtime.h"
 #include "core/cpu_isa.h"
 #include "core/fault.h"
-#include "core/log.h"
 #include "core/functional.h"
+#include "core/log.h"
 #include "core/ops.h"
 #include "core/parallel.h"
 #include "core/precision.h"
@@ -59,18 +59,23 @@ struct Args {
 // Parsed arguments, or nullopt after --help or --version.
 std::optional<Args> parse_args(int argc, char** argv) {
   Args a;
-  CLI::App app("Adatrain: data-parallel training from one YAML config (configs/README.md lists every key)",
-               "trainer");
+  CLI::App app(
+      "Adatrain: data-parallel training from one YAML config (configs/README.md lists every key)",
+      "trainer");
   app.add_option("--config", a.config, "the run's YAML config")->required();
-  app.add_option("--set", a.sets, "override a config value, e.g. --set optimizer.lr=0.1 (repeatable)")
+  app.add_option("--set", a.sets,
+                 "override a config value, e.g. --set optimizer.lr=0.1 (repeatable)")
       ->allow_extra_args(false)
       ->take_all();
-  app.add_option("--resume", a.resume, "auto (the newest valid checkpoint of the run) or a checkpoint path");
+  app.add_option("--resume", a.resume,
+                 "auto (the newest valid checkpoint of the run) or a checkpoint path");
   app.add_flag("--describe", a.describe, "print the model's layers and parameter count, then exit");
-  app.set_version_flag("--version", std::string("trainer (Adatrain) built from commit ") + build_commit(),
+  app.set_version_flag("--version",
+                       std::string("trainer (Adatrain) built from commit ") + build_commit(),
                        "print the commit this trainer was built from, then exit");
-  if (!cli::parse_command_line(app, argc, argv,
-                               "trainer --config FILE [--set key.path=value ...] [--resume auto|PATH] [--describe]"))
+  if (!cli::parse_command_line(
+          app, argc, argv,
+          "trainer --config FILE [--set key.path=value ...] [--resume auto|PATH] [--describe]"))
     return std::nullopt;
   return a;
 }
@@ -175,7 +180,8 @@ Precision read_precision(const Config& t, const Device& device) {
       << t.where("precision") << ": unknown precision '" << s << "'; known: fp32, bf16, fp16";
   if (!device.is_cpu()) return s == "bf16" ? Precision::bf16 : Precision::fp16;
   ADA_CHECK_ARG(s == "bf16", ConfigError)
-      << t.where("precision") << ": fp16 is not supported on the CPU (no fp16 dot products); "
+      << t.where("precision")
+      << ": fp16 is not supported on the CPU (no fp16 dot products); "
          "use bf16 on a CPU with AVX512_BF16, or fp32";
   std::string why;
   ADA_CHECK_ARG(cpu::bf16_available(&why), ConfigError)
@@ -188,33 +194,42 @@ Precision read_precision(const Config& t, const Device& device) {
 // precision fp16, none otherwise. train.loss_scale_init (dynamic's start, default 65536) and
 // train.loss_scale_growth_interval (default 2000) tune the dynamic rule (dist/loss_scale.h).
 std::optional<dist::LossScaleOptions> read_loss_scale(const Config& t, Precision precision) {
-  const std::string s = t.get_or<std::string>("loss_scale", precision == Precision::fp16 ? "dynamic" : "none");
+  const std::string s =
+      t.get_or<std::string>("loss_scale", precision == Precision::fp16 ? "dynamic" : "none");
   const bool tuned = t.has("loss_scale_init") || t.has("loss_scale_growth_interval");
   ADA_CHECK_ARG(s == "dynamic" || !tuned, ConfigError)
       << t.where(t.has("loss_scale_init") ? "loss_scale_init" : "loss_scale_growth_interval")
-      << ": tunes dynamic loss scaling, but train.loss_scale is '" << s << "'; set loss_scale: dynamic or drop it";
+      << ": tunes dynamic loss scaling, but train.loss_scale is '" << s
+      << "'; set loss_scale: dynamic or drop it";
   if (s == "none") {
     if (precision == Precision::fp16)
-      log_warn("{}: fp16 without loss scaling: small gradients may flush to zero in the fp16 products; "
-               "loss_scale: dynamic is the usual choice", t.where("loss_scale"));
+      log_warn(
+          "{}: fp16 without loss scaling: small gradients may flush to zero in the fp16 products; "
+          "loss_scale: dynamic is the usual choice",
+          t.where("loss_scale"));
     return std::nullopt;
   }
   dist::LossScaleOptions o;
   if (s == "dynamic") {
     o.init = t.get_or<double>("loss_scale_init", o.init);
     o.growth_interval = t.get_or<int64_t>("loss_scale_growth_interval", o.growth_interval);
-    ADA_CHECK_ARG(std::isfinite(o.init) && o.init >= 1 && o.init <= dist::kMaxLossScale, ConfigError)
-        << t.where("loss_scale_init") << ": must be a number from 1 to 2^64 (powers of two keep the "
+    ADA_CHECK_ARG(std::isfinite(o.init) && o.init >= 1 && o.init <= dist::kMaxLossScale,
+                  ConfigError)
+        << t.where("loss_scale_init")
+        << ": must be a number from 1 to 2^64 (powers of two keep the "
         << "scaling exact), got " << o.init;
     ADA_CHECK_ARG(o.growth_interval >= 1, ConfigError)
-        << t.where("loss_scale_growth_interval") << ": must be >= 1 step, got " << o.growth_interval;
+        << t.where("loss_scale_growth_interval") << ": must be >= 1 step, got "
+        << o.growth_interval;
     return o;
   }
   char* end = nullptr;
   const double v = std::strtod(s.c_str(), &end);
-  ADA_CHECK_ARG(end != s.c_str() && *end == '\0' && std::isfinite(v) && v > 0 && v <= dist::kMaxLossScale,
-                ConfigError)
-      << t.where("loss_scale") << ": must be none, dynamic or a positive number up to 2^64 (a static "
+  ADA_CHECK_ARG(
+      end != s.c_str() && *end == '\0' && std::isfinite(v) && v > 0 && v <= dist::kMaxLossScale,
+      ConfigError)
+      << t.where("loss_scale")
+      << ": must be none, dynamic or a positive number up to 2^64 (a static "
       << "scale), got '" << s << "'";
   o.dynamic = false;
   o.init = v;
@@ -250,7 +265,9 @@ class Trainer {
   // train.timeline: each rank records into PATH.rank<r>; rank 0 merges them into PATH at the end.
   void open_timeline();
   void close_timeline();
-  std::string timeline_rank_file(int rank) const { return s_.timeline + ".rank" + std::to_string(rank); }
+  std::string timeline_rank_file(int rank) const {
+    return s_.timeline + ".rank" + std::to_string(rank);
+  }
 
   Args args_;
   comm::MpiRuntime& mpi_;
@@ -269,7 +286,7 @@ class Trainer {
   std::unique_ptr<optim::Schedule> schedule_;
   std::unique_ptr<comm::Reducer> reducer_;
   std::unique_ptr<dist::Strategy> strategy_;
-  std::optional<dist::Straggler> straggler_;  // train.straggler: injected delays
+  std::optional<dist::Straggler> straggler_;    // train.straggler: injected delays
   std::optional<dist::LossScaler> loss_scale_;  // train.loss_scale (absent: off)
   std::unique_ptr<Checkpointer> ckpt_;
   std::string reducer_name_;
@@ -284,7 +301,8 @@ class Trainer {
   int64_t start_step_ = 0;  // step at which this process started (after a resume)
   int64_t last_ckpt_step_ = -1;
   std::string init_from_;  // checkpoint (file or folder) whose model weights start a fresh run
-  double window_loss_ = 0, window_seconds_ = 0, window_comm_ = 0, window_exposed_ = 0;  // since the last metrics line
+  double window_loss_ = 0, window_seconds_ = 0, window_comm_ = 0,
+         window_exposed_ = 0;  // since the last metrics line
   int64_t window_steps_ = 0;
   double last_mean_loss_ = 0;
   bool log_due_ = false, checksum_due_ = false;  // waiting for a step where replicas agree
@@ -304,22 +322,31 @@ void Trainer::setup() {
   ADA_CHECK_ARG((s_.epochs > 0) != (s_.steps > 0), ConfigError)
       << t.where() << ": set exactly one of train.epochs or train.steps to a positive number";
   s_.batch = t.get_or<int64_t>("batch_per_rank", 32);
-  ADA_CHECK_ARG(s_.batch > 0, ConfigError) << t.where("batch_per_rank") << ": must be positive, got " << s_.batch;
+  ADA_CHECK_ARG(s_.batch > 0, ConfigError)
+      << t.where("batch_per_rank") << ": must be positive, got " << s_.batch;
   s_.micro = t.get_or<int64_t>("micro_batches", 1);
-  ADA_CHECK_ARG(s_.micro > 0, ConfigError) << t.where("micro_batches") << ": must be positive, got " << s_.micro;
+  ADA_CHECK_ARG(s_.micro > 0, ConfigError)
+      << t.where("micro_batches") << ": must be positive, got " << s_.micro;
   s_.eval_every = t.get_or<int64_t>("eval_every", 0);
-  ADA_CHECK_ARG(s_.eval_every >= 0, ConfigError) << t.where("eval_every") << ": must be >= 0 (0: each epoch's end), got " << s_.eval_every;
+  ADA_CHECK_ARG(s_.eval_every >= 0, ConfigError)
+      << t.where("eval_every") << ": must be >= 0 (0: each epoch's end), got " << s_.eval_every;
   s_.max_eval_batches = t.get_or<int64_t>("max_eval_batches", 0);
-  ADA_CHECK_ARG(s_.max_eval_batches >= 0, ConfigError) << t.where("max_eval_batches") << ": must be >= 0 (0: all), got " << s_.max_eval_batches;
+  ADA_CHECK_ARG(s_.max_eval_batches >= 0, ConfigError)
+      << t.where("max_eval_batches") << ": must be >= 0 (0: all), got " << s_.max_eval_batches;
   s_.log_every = t.get_or<int64_t>("log_every", 50);
-  ADA_CHECK_ARG(s_.log_every >= 1, ConfigError) << t.where("log_every") << ": must be at least 1 (steps per log line), got " << s_.log_every;
+  ADA_CHECK_ARG(s_.log_every >= 1, ConfigError)
+      << t.where("log_every") << ": must be at least 1 (steps per log line), got " << s_.log_every;
   s_.seed = static_cast<uint64_t>(t.get_or<int64_t>("seed", 1));
   s_.threads = t.get_or<int>("threads", 0);
   s_.checksum_every = t.get_or<int64_t>("checksum_every", 100);
   s_.clip = t.get_or<double>("clip_grad_norm", 0.0);
-  ADA_CHECK_ARG(s_.threads >= 0, ConfigError) << t.where("threads") << ": must be >= 0 (0: the node's cores shared among its ranks), got " << s_.threads;
-  ADA_CHECK_ARG(s_.checksum_every >= 0, ConfigError) << t.where("checksum_every") << ": must be >= 0 (0: off), got " << s_.checksum_every;
-  ADA_CHECK_ARG(s_.clip >= 0, ConfigError) << t.where("clip_grad_norm") << ": must be >= 0 (0: off), got " << s_.clip;
+  ADA_CHECK_ARG(s_.threads >= 0, ConfigError)
+      << t.where("threads") << ": must be >= 0 (0: the node's cores shared among its ranks), got "
+      << s_.threads;
+  ADA_CHECK_ARG(s_.checksum_every >= 0, ConfigError)
+      << t.where("checksum_every") << ": must be >= 0 (0: off), got " << s_.checksum_every;
+  ADA_CHECK_ARG(s_.clip >= 0, ConfigError)
+      << t.where("clip_grad_norm") << ": must be >= 0 (0: off), got " << s_.clip;
   init_from_ = t.get_or<std::string>("init_from", "");
   s_.timeline = t.get_or<std::string>("timeline", "");
   s_.device = read_device(t, world_->local_rank());
@@ -331,9 +358,12 @@ void Trainer::setup() {
       << s_.comm_where << ": unknown communicator '" << s_.comm
       << "'; known: auto (NCCL for a CUDA run with a GPU per rank, else MPI), mpi, nccl";
   ADA_CHECK_ARG(s_.comm != "nccl" || !s_.device.is_cpu(), ConfigError)
-      << s_.comm_where << ": nccl reduces CUDA device buffers; set train.device: cuda, or comm: mpi";
-  if (s_.device.is_cpu()) set_cpu_matmul_precision(s_.precision);
-  else set_cuda_matmul_precision(s_.precision);
+      << s_.comm_where
+      << ": nccl reduces CUDA device buffers; set train.device: cuda, or comm: mpi";
+  if (s_.device.is_cpu())
+    set_cpu_matmul_precision(s_.precision);
+  else
+    set_cuda_matmul_precision(s_.precision);
   if (t.has("straggler")) straggler_.emplace(t.child("straggler"), world);
   const std::string nonfinite = t.get_or<std::string>("on_nonfinite", "stop");
   ADA_CHECK_ARG(nonfinite == "stop" || nonfinite == "skip", ConfigError)
@@ -349,10 +379,12 @@ void Trainer::setup() {
   s_.ckpt_dir = ck.get_or<std::string>("dir", s_.out_dir + "/checkpoints");
   s_.ckpt_every = ck.get_or<int64_t>("every", 0);
   ADA_CHECK_ARG(s_.ckpt_every >= 0, ConfigError)
-      << ck.where("every") << ": must be >= 0 (0: at the end of every epoch), got " << s_.ckpt_every;
+      << ck.where("every") << ": must be >= 0 (0: at the end of every epoch), got "
+      << s_.ckpt_every;
   s_.ckpt_keep = ck.get_or<int>("keep", 3);
   ADA_CHECK_ARG(s_.ckpt_keep >= 1, ConfigError)
-      << ck.where("keep") << ": must be at least 1 (the newest valid checkpoint is always kept), got " << s_.ckpt_keep;
+      << ck.where("keep")
+      << ": must be at least 1 (the newest valid checkpoint is always kept), got " << s_.ckpt_keep;
   s_.ckpt_overwrite = ck.get_or<bool>("overwrite", false);
   ckpt_ = std::make_unique<Checkpointer>(s_.ckpt_dir, s_.ckpt_keep);
 
@@ -381,8 +413,10 @@ void Trainer::setup() {
   Config dc = cfg.child("data");
   const int workers = dc.get_or<int>("workers", 1);
   const int prefetch = dc.get_or<int>("prefetch", 0);
-  ADA_CHECK_ARG(workers >= 0, ConfigError) << dc.where("workers") << ": must be >= 0 (0: load on the training thread), got " << workers;
-  ADA_CHECK_ARG(prefetch >= 0, ConfigError) << dc.where("prefetch") << ": must be >= 0 (0: 2 x workers), got " << prefetch;
+  ADA_CHECK_ARG(workers >= 0, ConfigError)
+      << dc.where("workers") << ": must be >= 0 (0: load on the training thread), got " << workers;
+  ADA_CHECK_ARG(prefetch >= 0, ConfigError)
+      << dc.where("prefetch") << ": must be >= 0 (0: 2 x workers), got " << prefetch;
   if (!args_.describe) data_ = make_datasets(dc, mc, s_.seed);
   if (!args_.describe) check_eval_keys(data_, t);
 
@@ -395,7 +429,8 @@ void Trainer::setup() {
     const int64_t per_rank = data_.train->size() / world;
     steps_per_epoch_ = per_rank / s_.batch / s_.micro;
     ADA_CHECK_ARG(steps_per_epoch_ > 0, ConfigError)
-        << "data: " << data_.train->describe() << " gives " << per_rank << " examples per rank on " << world
+        << "data: " << data_.train->describe() << " gives " << per_rank << " examples per rank on "
+        << world
         << " ranks, fewer than train.batch_per_rank x train.micro_batches = " << s_.batch * s_.micro
         << "; lower them or use fewer ranks";
     total_steps_ = s_.steps > 0 ? s_.steps : s_.epochs * steps_per_epoch_;
@@ -403,13 +438,17 @@ void Trainer::setup() {
     if (cfg.has("schedule") && !cfg.has("schedule.total_steps")) {
       const std::string sn = cfg.child("schedule").get_or<std::string>("name", "constant");
       if (sn == "cosine" || sn == "polynomial" || sn == "linear")
-        cfg.set_override("schedule.total_steps=" + std::to_string(total_steps_),
-                         "derived from " + std::string(s_.steps > 0 ? "train.steps" : "train.epochs x steps per epoch") +
-                             " = " + std::to_string(total_steps_));
+        cfg.set_override(
+            "schedule.total_steps=" + std::to_string(total_steps_),
+            "derived from " +
+                std::string(s_.steps > 0 ? "train.steps" : "train.epochs x steps per epoch") +
+                " = " + std::to_string(total_steps_));
     }
   }
-  Config sc = cfg.has("schedule") ? cfg.child("schedule") : Config::parse("{name: constant}", "defaults");
-  const double base_lr = optim::scaled_lr(optimizer_->lr(), reducer_name_, world, optim::read_lr_scaling(sc, reducer_name_));
+  Config sc =
+      cfg.has("schedule") ? cfg.child("schedule") : Config::parse("{name: constant}", "defaults");
+  const double base_lr = optim::scaled_lr(optimizer_->lr(), reducer_name_, world,
+                                          optim::read_lr_scaling(sc, reducer_name_));
   optim::ScheduleRegistry schedules("schedule");
   optim::register_builtin_schedules(schedules);
   schedule_ = optim::make_schedule(schedules, sc, base_lr);
@@ -421,14 +460,17 @@ void Trainer::setup() {
         << cfg.where("sync.name") << ": sync '" << spec_.sync << "' on " << s_.device.str()
         << " is not supported yet; use sync: none or train.device: cpu";
     if (world == 1 && spec_.target == comm::ReduceTarget::model_delta) {
-      log_info("one rank on {}: the model-delta target is the optimizer's own step there; "
-               "gradients are used (same update)", s_.device.str());
+      log_info(
+          "one rank on {}: the model-delta target is the optimizer's own step there; "
+          "gradients are used (same update)",
+          s_.device.str());
       spec_.target = comm::ReduceTarget::gradients;
     }
   }
   comm::BucketOptions bo;
   bo.bucket_bytes = static_cast<int64_t>(red.get_or<double>("bucket_mb", 25.0) * (1 << 20));
-  bo.first_bucket_bytes = static_cast<int64_t>(red.get_or<double>("first_bucket_mb", 1.0) * (1 << 20));
+  bo.first_bucket_bytes =
+      static_cast<int64_t>(red.get_or<double>("first_bucket_mb", 1.0) * (1 << 20));
   cfg_.emplace(cfg);
   if (args_.describe) {  // the data section is not read: no finish() check
     if (rank == 0) std::cout << model_->describe();
@@ -448,7 +490,8 @@ void Trainer::setup() {
         auto choice = Checkpointer(p, 1).choose();
         std::string why;
         for (const auto& r : choice.rejected) why += "\n  rejected " + r.path + ": " + r.reason;
-        ADA_CHECK_ARG(choice.path.has_value(), IoError) << where << ": no valid checkpoint in " << p << why;
+        ADA_CHECK_ARG(choice.path.has_value(), IoError)
+            << where << ": no valid checkpoint in " << p << why;
         p = *choice.path;
       } else {
         Checkpointer::validate(p);
@@ -484,26 +527,29 @@ void Trainer::setup() {
   lo.num_workers = workers;
   lo.prefetch = prefetch;
   lo.drop_last_batch = true;
-  train_loader_ = std::make_unique<data::DataLoader>(data_.train, data::DistributedSampler(data_.train->size(), so), lo);
+  train_loader_ = std::make_unique<data::DataLoader>(
+      data_.train, data::DistributedSampler(data_.train->size(), so), lo);
   ADA_CHECK(train_loader_->batches_per_epoch() / s_.micro == steps_per_epoch_)
       << "loader makes " << train_loader_->batches_per_epoch() << " batches per epoch";
 
   decide_on_rank0(*world_, [&] {
     std::error_code ec;
     fs::create_directories(s_.out_dir, ec);
-    ADA_CHECK_ARG(!ec, IoError) << cfg.where("output.dir") << ": cannot create the run folder " << s_.out_dir << " ("
-                                << ec.message() << "); choose a writable output.dir";
+    ADA_CHECK_ARG(!ec, IoError) << cfg.where("output.dir") << ": cannot create the run folder "
+                                << s_.out_dir << " (" << ec.message()
+                                << "); choose a writable output.dir";
     write_file_atomically(s_.out_dir + "/config.yaml", cfg.dump());
     return std::string();
   });
   tty_ = isatty(STDERR_FILENO);
   log_info("trainer built from commit {}", build_commit());
-  log_info("{} ranks, {} threads each (cpu kernels {}); precision {}{}; model {} ({} parameters); "
-           "sync {}; {} steps of {} x {} examples per rank; data: {}",
-           world, num_threads(), cpu::isa_description(), precision_name(s_.precision),
-           loss_scale_ ? ", loss scale " + loss_scale_->describe() : std::string(), model_->type_name(),
-           model_->parameter_count(), strategy_->describe(),
-           total_steps_, s_.micro, s_.batch, data_.train->describe());
+  log_info(
+      "{} ranks, {} threads each (cpu kernels {}); precision {}{}; model {} ({} parameters); "
+      "sync {}; {} steps of {} x {} examples per rank; data: {}",
+      world, num_threads(), cpu::isa_description(), precision_name(s_.precision),
+      loss_scale_ ? ", loss scale " + loss_scale_->describe() : std::string(), model_->type_name(),
+      model_->parameter_count(), strategy_->describe(), total_steps_, s_.micro, s_.batch,
+      data_.train->describe());
   if (straggler_) log_info("straggler: {}", straggler_->describe());
 }
 
@@ -513,27 +559,30 @@ comm::Communicator& Trainer::step_comm() {
   // node share a GPU (NCCL refuses that). Decided together, so that all ranks agree.
   std::string why = comm::nccl_unavailable_reason();
   if (why.empty() && world_->local_size() > cuda::device_count())
-    why = std::to_string(world_->local_size()) + " ranks share this node's " + std::to_string(cuda::device_count()) +
-          " GPU(s), and NCCL needs one GPU per rank";
+    why = std::to_string(world_->local_size()) + " ranks share this node's " +
+          std::to_string(cuda::device_count()) + " GPU(s), and NCCL needs one GPU per rank";
   double usable = why.empty() ? 1 : 0;
   world_->allreduce(&usable, 1, comm::ReduceOp::min);
   if (usable == 0 && why.empty()) why = "another rank cannot use NCCL (see its log)";
   if (!why.empty()) {
-    ADA_CHECK_ARG(s_.comm != "nccl", ConfigError) << s_.comm_where << ": nccl is not usable: " << why
-                                                  << "; use comm: mpi (or auto), which stages device buffers through host memory";
+    ADA_CHECK_ARG(s_.comm != "nccl", ConfigError)
+        << s_.comm_where << ": nccl is not usable: " << why
+        << "; use comm: mpi (or auto), which stages device buffers through host memory";
     log_info("train.comm: MPI, staging the device buffers through host memory ({})", why);
     return *world_;
   }
   // Non-owning: device_comm_ is declared after world_, so it goes first.
-  device_comm_ = comm::make_nccl_communicator(std::shared_ptr<comm::Communicator>(world_.get(), [](comm::Communicator*) {}),
-                                              s_.device.index);
+  device_comm_ = comm::make_nccl_communicator(
+      std::shared_ptr<comm::Communicator>(world_.get(), [](comm::Communicator*) {}),
+      s_.device.index);
   log_info("train.comm: NCCL on {}", s_.device.str());
   return *device_comm_;
 }
 
 void Trainer::broadcast_state(bool buffers_only) {
   if (world_->size() == 1) return;
-  for (auto& [name, t] : buffers_only ? model_->buffers() : model_->state()) world_->broadcast(t, 0);
+  for (auto& [name, t] : buffers_only ? model_->buffers() : model_->state())
+    world_->broadcast(t, 0);
 }
 
 void Trainer::open_timeline() {
@@ -545,8 +594,8 @@ void Trainer::open_timeline() {
     const auto dir = fs::path(s_.timeline).parent_path();
     std::error_code ec;
     if (!dir.empty()) fs::create_directories(dir, ec);
-    ADA_CHECK_ARG(!ec, IoError) << cfg_->where("train.timeline") << ": cannot create the folder " << dir.string()
-                                << " (" << ec.message() << ")";
+    ADA_CHECK_ARG(!ec, IoError) << cfg_->where("train.timeline") << ": cannot create the folder "
+                                << dir.string() << " (" << ec.message() << ")";
     return std::string();
   });
   Timeline::instance().open(timeline_rank_file(world_->rank()), world_->rank(),
@@ -567,7 +616,8 @@ void Trainer::close_timeline() {
 
 double Trainer::params_checksum() const {
   double s = 0;
-  for (const auto& p : params()) s += ops::sum_all(p.var.value()) + 0.5 * ops::norm2_sq(p.var.value());
+  for (const auto& p : params())
+    s += ops::sum_all(p.var.value()) + 0.5 * ops::norm2_sq(p.var.value());
   return s;
 }
 
@@ -575,9 +625,12 @@ void Trainer::progress(double loss, double lr, double sps, bool force) {
   if (world_->rank() != 0) return;
   const double elapsed = seconds_since(start_);
   const int64_t done = step_ - start_step_;
-  const double eta = done > 0 ? elapsed / static_cast<double>(done) * static_cast<double>(total_steps_ - step_) : -1;
+  const double eta =
+      done > 0 ? elapsed / static_cast<double>(done) * static_cast<double>(total_steps_ - step_)
+               : -1;
   char line[256];
-  std::snprintf(line, sizeof line, "step %lld/%lld  epoch %lld  loss %.4f  lr %.4g  %.1f samples/s  ETA %s",
+  std::snprintf(line, sizeof line,
+                "step %lld/%lld  epoch %lld  loss %.4f  lr %.4g  %.1f samples/s  ETA %s",
                 static_cast<long long>(step_), static_cast<long long>(total_steps_),
                 static_cast<long long>(epoch_), loss, lr, sps, fmt_duration(eta).c_str());
   if (tty_) {
@@ -623,11 +676,13 @@ std::map<std::string, double> Trainer::evaluate() {
     int64_t keep = std::min<int64_t>(batch->size(), mine - seen);
     if (keep <= 0) break;
     nn::TensorMap fields;
-    for (auto& [k, v] : batch->fields) fields[k] = (keep < batch->size() ? v.narrow(0, keep) : v).to(s_.device);
+    for (auto& [k, v] : batch->fields)
+      fields[k] = (keep < batch->size() ? v.narrow(0, keep) : v).to(s_.device);
     seen += keep;
     fault_point("eval");
     auto out = model_->forward(fields);
-    const double weight = out.metrics.count("count") ? out.metrics.at("count") : out.metrics["mlm_count"];
+    const double weight =
+        out.metrics.count("count") ? out.metrics.at("count") : out.metrics["mlm_count"];
     loss_sum += out.loss.value().item() * weight;
     for (const auto& [k, v] : out.metrics) sums[k] += v;
     ++batches;
@@ -665,7 +720,8 @@ void Trainer::save_checkpoint() {
   if (last_ckpt_step_ == step_) return;  // already written at this step
   TraceSpan span("checkpoint", "checkpoint");
   last_ckpt_step_ = step_;
-  broadcast_state(true);  // BN running stats: rank 0's, so the checkpoint is the model every rank has
+  broadcast_state(
+      true);  // BN running stats: rank 0's, so the checkpoint is the model every rank has
   CheckpointMeta m;
   m.step = step_;
   auto st = train_loader_->state();
@@ -675,7 +731,8 @@ void Trainer::save_checkpoint() {
   m.config_hash = cfg_->hash();
   m.wall_seconds = wall_offset_ + seconds_since(start_);
   std::vector<double> seeds(world_->size()), offsets(world_->size());
-  const double my_seed = static_cast<double>(model_->rng().seed()), my_off = static_cast<double>(model_->rng().offset());
+  const double my_seed = static_cast<double>(model_->rng().seed()),
+               my_off = static_cast<double>(model_->rng().offset());
   world_->allgather(&my_seed, 1, seeds.data());
   world_->allgather(&my_off, 1, offsets.data());
   for (int r = 0; r < world_->size(); ++r) {
@@ -721,7 +778,8 @@ void Trainer::save_checkpoint() {
 
 void Trainer::start_fresh() {
   const std::string id = decide_on_rank0(*world_, [&] {
-    for (const auto& t : remove_stale_temporaries(ckpt_->dir())) log_info("removed {} (left by a crash)", t);
+    for (const auto& t : remove_stale_temporaries(ckpt_->dir()))
+      log_info("removed {} (left by a crash)", t);
     const auto existing = ckpt_->list();
     if (!existing.empty()) {
       ADA_CHECK_ARG(s_.ckpt_overwrite, ConfigError)
@@ -730,8 +788,8 @@ void Trainer::start_fresh() {
           << "); continue that run with --resume auto, or write this one elsewhere (output.dir or "
              "checkpoint.dir), or set checkpoint.overwrite: true to delete them";
       for (const auto& j : existing) Checkpointer::remove(j);
-      log_info("checkpoint.overwrite: removed {} checkpoint(s) of an earlier run from {}", existing.size(),
-               ckpt_->dir());
+      log_info("checkpoint.overwrite: removed {} checkpoint(s) of an earlier run from {}",
+               existing.size(), ckpt_->dir());
     }
     return new_run_id();
   });
@@ -741,7 +799,8 @@ void Trainer::start_fresh() {
 void Trainer::resume(const std::string& which) {
   // Rank 0 chooses (validating every file of the checkpoint) and tells the others.
   const std::string path = decide_on_rank0(*world_, [&]() -> std::string {
-    for (const auto& t : remove_stale_temporaries(ckpt_->dir())) log_info("removed {} (left by a crash)", t);
+    for (const auto& t : remove_stale_temporaries(ckpt_->dir()))
+      log_info("removed {} (left by a crash)", t);
     if (which != "auto") {
       Checkpointer::validate(which);
       return which;
@@ -752,7 +811,8 @@ void Trainer::resume(const std::string& which) {
     if (!choice.path) {
       ADA_CHECK_ARG(choice.rejected.empty(), IoError)
           << "--resume auto: no valid checkpoint in " << ckpt_->dir() << why
-          << "\nresume from a checkpoint you trust with --resume PATH, or start afresh without --resume "
+          << "\nresume from a checkpoint you trust with --resume PATH, or start afresh without "
+             "--resume "
              "(checkpoint.overwrite: true discards these)";
       return "";
     }
@@ -766,13 +826,18 @@ void Trainer::resume(const std::string& which) {
   }
   CheckpointMeta m = Checkpointer::read_meta(path);
   ADA_CHECK_ARG(m.world_size == world_->size(), ConfigError)
-      << path << ": written by a run on " << m.world_size << " ranks, this run has " << world_->size()
-      << "; resume with the same number of ranks";
+      << path << ": written by a run on " << m.world_size << " ranks, this run has "
+      << world_->size() << "; resume with the same number of ranks";
   ADA_CHECK_ARG(!m.local_optimizer_state || strategy_->optimizer_state_is_local(), ConfigError)
-      << path << ": holds each rank's own optimizer state (written with a model-delta or decentralised "
-      << "strategy), but this run keeps one shared optimizer state; resume with the same reducer.target";
+      << path
+      << ": holds each rank's own optimizer state (written with a model-delta or decentralised "
+      << "strategy), but this run keeps one shared optimizer state; resume with the same "
+         "reducer.target";
   if (m.config_hash != cfg_->hash())
-    log_warn("{}: the config differs from the one that wrote this checkpoint; continuing with the new one", path);
+    log_warn(
+        "{}: the config differs from the one that wrote this checkpoint; continuing with the new "
+        "one",
+        path);
   ckpt_->set_run_id(m.run_id);
   NamedTensors t = Checkpointer::read_tensors(path);
   model_->load_state(optim::take_prefixed(t, "model."));
@@ -787,7 +852,8 @@ void Trainer::resume(const std::string& which) {
   }
   schedule_->load_state(optim::take_prefixed(t, "sched."));
   const int r = world_->rank();
-  if (r < static_cast<int>(m.rng_seed.size())) model_->rng().set_state(m.rng_seed[r], m.rng_offset[r]);
+  if (r < static_cast<int>(m.rng_seed.size()))
+    model_->rng().set_state(m.rng_seed[r], m.rng_offset[r]);
   step_ = m.step;
   epoch_ = m.epoch;
   wall_offset_ = m.wall_seconds;
@@ -827,13 +893,14 @@ void Trainer::train_step() {
       out = model_->forward(batch->fields);
     }
     loss_sum += out.loss.value().item();
-    Variable loss = s_.micro > 1 ? fn::scale(out.loss, 1.f / static_cast<float>(s_.micro)) : out.loss;
+    Variable loss =
+        s_.micro > 1 ? fn::scale(out.loss, 1.f / static_cast<float>(s_.micro)) : out.loss;
     TraceSpan span("backward", "compute");
     // Loss scaling: backward starts from S instead of 1; the strategy unscales (settle_step).
     Tensor seed;
     if (loss_scale_)
-      seed = Tensor::full(loss.value().shape(), static_cast<float>(loss_scale_->scale()), DType::f32,
-                          loss.value().device());
+      seed = Tensor::full(loss.value().shape(), static_cast<float>(loss_scale_->scale()),
+                          DType::f32, loss.value().device());
     // The strategy sees each final gradient of the last micro-batch (earlier ones accumulate).
     if (strategy_->wants_grad_hook() && m == s_.micro - 1)
       backward(loss, seed, [&](Variable& p) {
@@ -879,19 +946,26 @@ void Trainer::flush_due(double lr) {
     // diagnostics (sums and counts over ranks) in the same allreduce; times are rank 0's.
     const std::vector<std::string> stat_names = reducer_->stat_names();
     const auto stats = reducer_->take_stats();
-    ADA_CHECK(stats.size() == stat_names.size()) << "reducer " << reducer_->name() << ": " << stats.size()
-                                                 << " stats for " << stat_names.size() << " names";
+    ADA_CHECK(stats.size() == stat_names.size())
+        << "reducer " << reducer_->name() << ": " << stats.size() << " stats for "
+        << stat_names.size() << " names";
     std::vector<double> agg = {window_loss_, static_cast<double>(window_steps_)};
     for (const auto& [sum, count] : stats) agg.insert(agg.end(), {sum, count});
     world_->allreduce(agg.data(), static_cast<int64_t>(agg.size()));
     last_mean_loss_ = agg[1] > 0 ? agg[0] / agg[1] : 0.0;
     if (window_steps_ > 0) {
       const double n = static_cast<double>(window_steps_);
-      const double wsps = static_cast<double>(s_.batch * s_.micro * world_->size()) * n / window_seconds_;
+      const double wsps =
+          static_cast<double>(s_.batch * s_.micro * world_->size()) * n / window_seconds_;
       const double per_step = window_seconds_ / n, comm_per_step = window_comm_ / n;
-      nlohmann::ordered_json rec = {{"step", step_}, {"epoch", epoch_}, {"lr", lr}, {"loss", last_mean_loss_},
-                                    {"samples_per_s", wsps}, {"compute_s", per_step - comm_per_step},
-                                    {"comm_s", comm_per_step}, {"exposed_comm_s", window_exposed_ / n},
+      nlohmann::ordered_json rec = {{"step", step_},
+                                    {"epoch", epoch_},
+                                    {"lr", lr},
+                                    {"loss", last_mean_loss_},
+                                    {"samples_per_s", wsps},
+                                    {"compute_s", per_step - comm_per_step},
+                                    {"comm_s", comm_per_step},
+                                    {"exposed_comm_s", window_exposed_ / n},
                                     {"wall_s", wall_offset_ + seconds_since(start_)}};
       for (size_t i = 0; i < stat_names.size(); ++i)
         if (agg[3 + 2 * i] > 0) rec[stat_names[i]] = agg[2 + 2 * i] / agg[3 + 2 * i];
@@ -909,8 +983,9 @@ void Trainer::flush_due(double lr) {
     for (int r = 1; r < world_->size(); ++r)
       if (all[r] != all[0]) differ += (differ.empty() ? "" : ", ") + std::to_string(r);
     ADA_CHECK_ARG(differ.empty(), Error)
-        << "step " << step_ << ": parameters on rank(s) " << differ << " differ from rank 0's (checksum "
-        << all[0] << "); the replicas diverged — a reducer or a non-deterministic op is at fault";
+        << "step " << step_ << ": parameters on rank(s) " << differ
+        << " differ from rank 0's (checksum " << all[0]
+        << "); the replicas diverged — a reducer or a non-deterministic op is at fault";
   }
 }
 
@@ -958,16 +1033,17 @@ int Trainer::run() {
     if (e.count("count") && e["count"] > 0) {
       rec["eval_loss"] = e["loss_sum"] / e["count"];
       rec["eval_top1"] = e["correct"] / e["count"];
-      log_info("eval at step {}: top-1 {:.4f} ({:.0f}/{:.0f}), loss {:.4f}", step_, e["correct"] / e["count"],
-               e["correct"], e["count"], e["loss_sum"] / e["count"]);
+      log_info("eval at step {}: top-1 {:.4f} ({:.0f}/{:.0f}), loss {:.4f}", step_,
+               e["correct"] / e["count"], e["correct"], e["count"], e["loss_sum"] / e["count"]);
     }
     if (e.count("mlm_count") && e["mlm_count"] > 0) {
       // The MLM loss alone (the model's loss also holds NSP's when enabled).
       rec["eval_mlm_loss"] = e["mlm_loss_sum"] / e["mlm_count"];
       rec["eval_mlm_accuracy"] = e["mlm_correct"] / e["mlm_count"];
-      log_info("eval at step {}: MLM accuracy {:.4f}, MLM loss {:.4f}", step_, e["mlm_correct"] / e["mlm_count"],
-               e["mlm_loss_sum"] / e["mlm_count"]);
-      if (e.count("nsp_count") && e["nsp_count"] > 0) rec["eval_nsp_accuracy"] = e["nsp_correct"] / e["nsp_count"];
+      log_info("eval at step {}: MLM accuracy {:.4f}, MLM loss {:.4f}", step_,
+               e["mlm_correct"] / e["mlm_count"], e["mlm_loss_sum"] / e["mlm_count"]);
+      if (e.count("nsp_count") && e["nsp_count"] > 0)
+        rec["eval_nsp_accuracy"] = e["nsp_correct"] / e["nsp_count"];
     }
     rec["wall_s"] = wall_offset_ + seconds_since(start_);
     log_metrics(rec);
@@ -980,7 +1056,8 @@ int Trainer::run() {
       if (tty_ && world_->rank() == 0) std::fprintf(stderr, "\n");  // keep the progress line
       run_eval();
     }
-    if ((s_.ckpt_every > 0 && step_ % s_.ckpt_every == 0) || (s_.ckpt_every == 0 && epoch_end)) save_checkpoint();
+    if ((s_.ckpt_every > 0 && step_ % s_.ckpt_every == 0) || (s_.ckpt_every == 0 && epoch_end))
+      save_checkpoint();
   }
   if (!strategy_->replicas_identical()) {  // stopped between synchronisations: one more
     strategy_->finish();
@@ -1002,24 +1079,26 @@ int Trainer::run() {
   world_->allreduce(&peak_mb, 1, comm::ReduceOp::max);
   double gpu_peak_mb = 0;
   if (!s_.device.is_cpu())
-    gpu_peak_mb = static_cast<double>(cuda::memory_stats(s_.device.index).peak_allocated) / (1 << 20);
+    gpu_peak_mb =
+        static_cast<double>(cuda::memory_stats(s_.device.index).peak_allocated) / (1 << 20);
   if (world_->rank() == 0) {
-    nlohmann::ordered_json sum = {{"steps", step_},
-                          {"world_size", world_->size()},
-                          {"commit", build_commit()},
-                          {"reducer", reducer_name_},
-                          {"sync", strategy_->describe()},
-                          {"model", model_->type_name()},
-                          {"wall_seconds", wall},
-                          {"compute_seconds", compute_seconds_},
-                          {"comm_seconds", comm_seconds_},
-                          {"exposed_comm_seconds", exposed_seconds_},
-                          {"skipped_steps", skipped_},
-                          {"peak_rss_mb_max_rank", peak_mb},
-                          {"device", s_.device.str()},
-                          {"comm", device_comm_ ? device_comm_->backend() : world_->backend()},
-                          {"precision", precision_name(s_.precision)},
-                          {"cpu_isa", cpu::isa_name(cpu::isa())}};
+    nlohmann::ordered_json sum = {
+        {"steps", step_},
+        {"world_size", world_->size()},
+        {"commit", build_commit()},
+        {"reducer", reducer_name_},
+        {"sync", strategy_->describe()},
+        {"model", model_->type_name()},
+        {"wall_seconds", wall},
+        {"compute_seconds", compute_seconds_},
+        {"comm_seconds", comm_seconds_},
+        {"exposed_comm_seconds", exposed_seconds_},
+        {"skipped_steps", skipped_},
+        {"peak_rss_mb_max_rank", peak_mb},
+        {"device", s_.device.str()},
+        {"comm", device_comm_ ? device_comm_->backend() : world_->backend()},
+        {"precision", precision_name(s_.precision)},
+        {"cpu_isa", cpu::isa_name(cpu::isa())}};
     if (!s_.device.is_cpu()) sum["gpu_peak_allocated_mb"] = gpu_peak_mb;
     if (loss_scale_) {  // rank 0's (each rank's own where strategies decide alone)
       sum["loss_scale"] = loss_scale_->scale();
@@ -1038,10 +1117,12 @@ int Trainer::run() {
     if (tty_) std::fprintf(stderr, "\n");
     log_info("done: {} steps in {}; metrics in {}/metrics.jsonl, summary in {}/summary.json", step_,
              fmt_duration(wall), s_.out_dir, s_.out_dir);
-    if (!s_.timeline.empty()) log_info("timeline (Chrome trace; open in ui.perfetto.dev): {}", s_.timeline);
+    if (!s_.timeline.empty())
+      log_info("timeline (Chrome trace; open in ui.perfetto.dev): {}", s_.timeline);
     if (last_eval.count("count") && last_eval["count"] > 0)
-      std::printf("test accuracy: %.2f%% (%.0f/%.0f)\n", 100.0 * last_eval["correct"] / last_eval["count"],
-                  last_eval["correct"], last_eval["count"]);
+      std::printf("test accuracy: %.2f%% (%.0f/%.0f)\n",
+                  100.0 * last_eval["correct"] / last_eval["count"], last_eval["correct"],
+                  last_eval["count"]);
   }
   return 0;
 }

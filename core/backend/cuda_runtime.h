@@ -98,7 +98,7 @@ class OpTimer {
   const char* op_;
   void* start_ = nullptr;  // a cudaEvent_t while profiling
   int device_ = 0;
-  int depth_ = 0;           // ops around this one
+  int depth_ = 0;  // ops around this one
   int64_t host_start_ns_ = 0;
 };
 

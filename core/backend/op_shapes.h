@@ -21,7 +21,8 @@ namespace ada::backend {
 
 // ---- reductions and permutations --------------------------------------------------------------
 // Normalises axes (negative from the end), checks them, returns a per-dim "reduced" mask.
-inline std::vector<bool> reduced_mask(const Shape& s, const std::vector<int>& axes, const char* op) {
+inline std::vector<bool> reduced_mask(const Shape& s, const std::vector<int>& axes,
+                                      const char* op) {
   const int nd = static_cast<int>(s.size());
   std::vector<bool> red(nd, false);
   for (int a : axes) {
@@ -129,14 +130,18 @@ struct ConvGeom {
   }
 };
 
-inline ConvGeom make_geom(const char* op, const Shape& x, const Shape& w, const ops::Conv2dParams& p) {
-  ADA_CHECK_ARG(x.size() == 4, ShapeError) << op << ": input must be [N,C,H,W], got " << shape_str(x);
-  ADA_CHECK_ARG(w.size() == 4, ShapeError) << op << ": weight must be [Cout,Cin,kh,kw], got " << shape_str(w);
+inline ConvGeom make_geom(const char* op, const Shape& x, const Shape& w,
+                          const ops::Conv2dParams& p) {
+  ADA_CHECK_ARG(x.size() == 4, ShapeError)
+      << op << ": input must be [N,C,H,W], got " << shape_str(x);
+  ADA_CHECK_ARG(w.size() == 4, ShapeError)
+      << op << ": weight must be [Cout,Cin,kh,kw], got " << shape_str(w);
   ADA_CHECK_ARG(w[1] == x[1], ShapeError)
       << op << ": weight " << shape_str(w) << " expects " << w[1] << " input channels, input "
       << shape_str(x) << " has " << x[1];
   ADA_CHECK_ARG(p.stride_h > 0 && p.stride_w > 0 && p.dil_h > 0 && p.dil_w > 0 && p.pad_h >= 0 &&
-                    p.pad_w >= 0, ShapeError)
+                    p.pad_w >= 0,
+                ShapeError)
       << op << ": strides and dilations must be positive and paddings non-negative";
   ConvGeom g{x[0], x[1], x[2], x[3], w[0], w[2], w[3], 0, 0, p};
   int64_t eff_r = (g.r - 1) * p.dil_h + 1, eff_s = (g.s - 1) * p.dil_w + 1;
@@ -204,15 +209,16 @@ inline AdamConsts adam_consts(const ops::AdamArgs& a) {
           1.0 - std::pow(a.beta1, t)};
 }
 
-
-// ---- argmax_rows ---------------------------------------------------------------------------------
+// ---- argmax_rows
+// ---------------------------------------------------------------------------------
 inline void check_argmax_rows(const Tensor& x) {
   ADA_CHECK_ARG(x.dim() == 2 && x.size(1) >= 1, ShapeError)
       << "argmax_rows: x must be [N, C] with C >= 1, got " << x.str();
 }
 
-// ---- cast_out ------------------------------------------------------------------------------------
-// One element count; f32 -> f32 / f16 / bf16 or f16 / bf16 -> f32.
+// ---- cast_out
+// ------------------------------------------------------------------------------------ One element
+// count; f32 -> f32 / f16 / bf16 or f16 / bf16 -> f32.
 inline void check_cast(const Tensor& src, const Tensor& dst) {
   ADA_CHECK_ARG(src.numel() == dst.numel(), ShapeError)
       << "cast_out: " << src.str() << " and " << dst.str() << " differ in element count";
@@ -236,8 +242,8 @@ inline void check_segments(const char* op, const Tensor& a, const Tensor& b, con
       << (out ? ", " + out->str() : std::string());
   for (const ops::Segment& s : segs)
     ADA_CHECK_ARG(s.off >= 0 && s.n >= 0 && s.off + s.n <= a.numel() && s.slot >= 0, ShapeError)
-        << op << ": segment [" << s.off << ", " << s.off + s.n << ") slot " << s.slot << " outside the "
-        << a.numel() << " elements";
+        << op << ": segment [" << s.off << ", " << s.off + s.n << ") slot " << s.slot
+        << " outside the " << a.numel() << " elements";
 }
 
 }  // namespace ada::backend

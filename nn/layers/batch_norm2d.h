@@ -23,8 +23,8 @@ class BatchNorm2d : public Module {
   }
   // relu(forward(x)) on the fused batch-norm + ReLU op.
   Variable forward_relu(const Variable& x) {
-    return fn::batch_norm_relu(x, gamma_, beta_, running_mean_.mutable_value(), running_var_.mutable_value(),
-                               training(), momentum_, eps_);
+    return fn::batch_norm_relu(x, gamma_, beta_, running_mean_.mutable_value(),
+                               running_var_.mutable_value(), training(), momentum_, eps_);
   }
   Variable& weight() { return gamma_; }
   std::string type_name() const override { return "BatchNorm2d"; }

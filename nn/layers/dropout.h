@@ -10,9 +10,12 @@ namespace ada::nn {
 class Dropout : public Module {
  public:
   explicit Dropout(float p) : p_(p) {
-    ADA_CHECK_ARG(p >= 0.f && p < 1.f, ConfigError) << "dropout probability must be in [0, 1), got " << p;
+    ADA_CHECK_ARG(p >= 0.f && p < 1.f, ConfigError)
+        << "dropout probability must be in [0, 1), got " << p;
   }
-  Variable forward(const Variable& x, Generator& gen) const { return fn::dropout(x, p_, training(), gen); }
+  Variable forward(const Variable& x, Generator& gen) const {
+    return fn::dropout(x, p_, training(), gen);
+  }
   std::string type_name() const override { return "Dropout"; }
 
  private:

@@ -6,8 +6,8 @@
 
 namespace ada::nn {
 
-MultiHeadAttention::MultiHeadAttention(int64_t hidden, int64_t heads, float dropout,
-                                       Generator& gen, float init_std)
+MultiHeadAttention::MultiHeadAttention(int64_t hidden, int64_t heads, float dropout, Generator& gen,
+                                       float init_std)
     : hidden_(hidden), heads_(heads) {
   ADA_CHECK_ARG(heads > 0 && hidden % heads == 0, ConfigError)
       << "attention: hidden size " << hidden << " is not divisible by " << heads << " heads";
@@ -17,7 +17,8 @@ MultiHeadAttention::MultiHeadAttention(int64_t hidden, int64_t heads, float drop
   output_ = register_module("output", std::make_shared<Linear>(hidden, hidden, gen));
   if (init_std > 0)
     for (auto* l : {query_.get(), key_.get(), value_.get(), output_.get()}) {
-      l->weight().mutable_value().copy_from(init::truncated_normal({hidden, hidden}, gen, init_std));
+      l->weight().mutable_value().copy_from(
+          init::truncated_normal({hidden, hidden}, gen, init_std));
       ops::fill_(l->bias().mutable_value(), 0.f);
     }
   dropout_ = register_module("dropout", std::make_shared<Dropout>(dropout));
@@ -34,7 +35,7 @@ Tensor MultiHeadAttention::additive_mask(const Tensor& mask, int64_t heads, Devi
   std::vector<float> row(static_cast<size_t>(s));
   for (int64_t i = 0; i < b; ++i) {
     for (int64_t j = 0; j < s; ++j) {
-      const bool keep = m.dtype() == DType::f32 ? m.data<float>()[i * s + j] != 0.f
+      const bool keep = m.dtype() == DType::f32   ? m.data<float>()[i * s + j] != 0.f
                         : m.dtype() == DType::i64 ? m.data<int64_t>()[i * s + j] != 0
                                                   : m.data<int32_t>()[i * s + j] != 0;
       row[static_cast<size_t>(j)] = keep ? 0.f : -10000.f;
@@ -51,9 +52,11 @@ Variable MultiHeadAttention::forward(const Variable& x, const Tensor& additive, 
   const int64_t b = x.shape()[0], s = x.shape()[1], hd = hidden_ / heads_;
   // [B, S, H] -> [B*heads, S, hd]
   auto split = [&](const Variable& t) {
-    return fn::reshape(fn::permute(fn::reshape(t, {b, s, heads_, hd}), {0, 2, 1, 3}), {b * heads_, s, hd});
+    return fn::reshape(fn::permute(fn::reshape(t, {b, s, heads_, hd}), {0, 2, 1, 3}),
+                       {b * heads_, s, hd});
   };
-  Variable q = split(query_->forward(x)), k = split(key_->forward(x)), v = split(value_->forward(x));
+  Variable q = split(query_->forward(x)), k = split(key_->forward(x)),
+           v = split(value_->forward(x));
   Variable scores = fn::scale(fn::bmm(q, k, false, true), 1.f / std::sqrt(static_cast<float>(hd)));
   if (additive.defined()) {
     ADA_CHECK_ARG(additive.shape() == Shape({b * heads_, s, s}), ShapeError)
@@ -63,7 +66,8 @@ Variable MultiHeadAttention::forward(const Variable& x, const Tensor& additive, 
   }
   Variable probs = dropout_->forward(fn::softmax(scores), gen);
   Variable ctx = fn::bmm(probs, v);  // [B*heads, S, hd]
-  ctx = fn::reshape(fn::permute(fn::reshape(ctx, {b, heads_, s, hd}), {0, 2, 1, 3}), {b, s, hidden_});
+  ctx =
+      fn::reshape(fn::permute(fn::reshape(ctx, {b, heads_, s, hd}), {0, 2, 1, 3}), {b, s, hidden_});
   return output_->forward(ctx);
 }
 

@@ -32,9 +32,11 @@ std::shared_ptr<Linear> bert_linear(int64_t in, int64_t out, Generator& g, float
 class EncoderLayer : public Module {
  public:
   EncoderLayer(const BertConfig& c, Generator& g) {
-    attention_ = register_module("attention", std::make_shared<MultiHeadAttention>(
-                                                  c.hidden, c.heads, c.attention_dropout, g, c.init_std));
-    attention_norm_ = register_module("attention_norm", std::make_shared<LayerNorm>(c.hidden, c.ln_eps));
+    attention_ =
+        register_module("attention", std::make_shared<MultiHeadAttention>(
+                                         c.hidden, c.heads, c.attention_dropout, g, c.init_std));
+    attention_norm_ =
+        register_module("attention_norm", std::make_shared<LayerNorm>(c.hidden, c.ln_eps));
     intermediate_ = register_module("intermediate", bert_linear(c.hidden, c.ffn, g, c.init_std));
     output_ = register_module("output", bert_linear(c.ffn, c.hidden, g, c.init_std));
     output_norm_ = register_module("output_norm", std::make_shared<LayerNorm>(c.hidden, c.ln_eps));
@@ -60,7 +62,9 @@ class Holder : public Module {  // a named group of children ("embeddings", "enc
  public:
   explicit Holder(std::string type) : type_(std::move(type)) {}
   template <class M>
-  std::shared_ptr<M> add(const std::string& name, std::shared_ptr<M> m) { return register_module(name, std::move(m)); }
+  std::shared_ptr<M> add(const std::string& name, std::shared_ptr<M> m) {
+    return register_module(name, std::move(m));
+  }
   Variable& param(const std::string& name, Tensor init, bool decay = true) {
     return register_parameter(name, std::move(init), decay);
   }
@@ -76,19 +80,24 @@ class Bert : public Model {
     Generator g(seed);
     rng_ = Generator(seed ^ 0x9e3779b97f4a7c15ull);
     auto emb = register_module("embeddings", std::make_shared<Holder>("Embeddings"));
-    word_ = emb->add("word_embeddings", std::make_shared<Embedding>(
-                                            c.vocab, c.hidden, init::truncated_normal({c.vocab, c.hidden}, g, c.init_std)));
-    pos_ = emb->add("position_embeddings", std::make_shared<Embedding>(
-                                               c.max_positions, c.hidden,
-                                               init::truncated_normal({c.max_positions, c.hidden}, g, c.init_std)));
-    type_ = emb->add("token_type_embeddings", std::make_shared<Embedding>(
-                                                  c.type_vocab, c.hidden,
-                                                  init::truncated_normal({c.type_vocab, c.hidden}, g, c.init_std)));
+    word_ = emb->add(
+        "word_embeddings",
+        std::make_shared<Embedding>(c.vocab, c.hidden,
+                                    init::truncated_normal({c.vocab, c.hidden}, g, c.init_std)));
+    pos_ = emb->add("position_embeddings",
+                    std::make_shared<Embedding>(
+                        c.max_positions, c.hidden,
+                        init::truncated_normal({c.max_positions, c.hidden}, g, c.init_std)));
+    type_ = emb->add("token_type_embeddings",
+                     std::make_shared<Embedding>(
+                         c.type_vocab, c.hidden,
+                         init::truncated_normal({c.type_vocab, c.hidden}, g, c.init_std)));
     emb_norm_ = emb->add("LayerNorm", std::make_shared<LayerNorm>(c.hidden, c.ln_eps));
     dropout_ = emb->add("dropout", std::make_shared<Dropout>(c.dropout));
     auto enc = register_module("encoder", std::make_shared<Holder>("Encoder"));
     for (int64_t l = 0; l < c.layers; ++l)
-      layers_.push_back(enc->add("layer" + std::to_string(l), std::make_shared<EncoderLayer>(c, g)));
+      layers_.push_back(
+          enc->add("layer" + std::to_string(l), std::make_shared<EncoderLayer>(c, g)));
     if (c.nsp) pooler_ = register_module("pooler", bert_linear(c.hidden, c.hidden, g, c.init_std));
     auto cls = register_module("cls", std::make_shared<Holder>("PreTrainingHeads"));
     transform_ = cls->add("transform", bert_linear(c.hidden, c.hidden, g, c.init_std));
@@ -116,9 +125,11 @@ class Bert : public Model {
     for (int64_t i = 0; i < b * s; ++i) positions.data<int64_t>()[i] = i % s;
     positions = positions.to(dev);
 
-    Variable x = fn::add(fn::add(word_->forward(ids), pos_->forward(positions)), type_->forward(segments));
+    Variable x =
+        fn::add(fn::add(word_->forward(ids), pos_->forward(positions)), type_->forward(segments));
     x = dropout_->forward(emb_norm_->forward(x), rng_);
-    const Tensor additive = MultiHeadAttention::additive_mask(mask, c_.heads, dev);  // once for all layers
+    const Tensor additive =
+        MultiHeadAttention::additive_mask(mask, c_.heads, dev);  // once for all layers
     for (auto& layer : layers_) x = layer->forward(x, additive, rng_);
 
     // MLM head at the masked positions only (labels != -100).
@@ -137,7 +148,8 @@ class Bert : public Model {
     ModelOutput out;
     Variable loss;
     if (m > 0) {
-      Variable h = fn::embedding(flat, Tensor::from_vector<int64_t>(where, {m}).to(dev));  // row gather
+      Variable h =
+          fn::embedding(flat, Tensor::from_vector<int64_t>(where, {m}).to(dev));  // row gather
       h = transform_norm_->forward(fn::gelu(transform_->forward(h)));
       Variable logits = fn::add_bias(fn::matmul(h, word_->weight(), false, true), decoder_bias_);
       Tensor t = Tensor::from_vector<int64_t>(target, {m}).to(dev);
@@ -182,12 +194,17 @@ class Bert : public Model {
 std::unique_ptr<Model> make_bert(const Config& cfg, uint64_t seed) {
   const std::string preset = cfg.get_or<std::string>("preset", "tiny");
   BertConfig c;
-  if (preset == "tiny") c.layers = 2, c.hidden = 128, c.heads = 2, c.ffn = 512;
-  else if (preset == "mini") c.layers = 4, c.hidden = 256, c.heads = 4, c.ffn = 1024;
-  else if (preset == "base") c.layers = 12, c.hidden = 768, c.heads = 12, c.ffn = 3072;
-  else if (preset == "large") c.layers = 24, c.hidden = 1024, c.heads = 16, c.ffn = 4096;
-  else ADA_THROW(ConfigError) << cfg.where("preset") << ": unknown BERT preset '" << preset
-                              << "'; known: base, large, mini, tiny";
+  if (preset == "tiny")
+    c.layers = 2, c.hidden = 128, c.heads = 2, c.ffn = 512;
+  else if (preset == "mini")
+    c.layers = 4, c.hidden = 256, c.heads = 4, c.ffn = 1024;
+  else if (preset == "base")
+    c.layers = 12, c.hidden = 768, c.heads = 12, c.ffn = 3072;
+  else if (preset == "large")
+    c.layers = 24, c.hidden = 1024, c.heads = 16, c.ffn = 4096;
+  else
+    ADA_THROW(ConfigError) << cfg.where("preset") << ": unknown BERT preset '" << preset
+                           << "'; known: base, large, mini, tiny";
   c.vocab = cfg.get_or<int64_t>("vocab_size", c.vocab);
   c.layers = cfg.get_or<int64_t>("layers", c.layers);
   c.hidden = cfg.get_or<int64_t>("hidden", c.hidden);
@@ -195,14 +212,19 @@ std::unique_ptr<Model> make_bert(const Config& cfg, uint64_t seed) {
   c.ffn = cfg.get_or<int64_t>("ffn", c.ffn);
   c.max_positions = cfg.get_or<int64_t>("max_positions", c.max_positions);
   c.dropout = static_cast<float>(cfg.get_or<double>("dropout", c.dropout));
-  c.attention_dropout = static_cast<float>(cfg.get_or<double>("attention_dropout", c.attention_dropout));
+  c.attention_dropout =
+      static_cast<float>(cfg.get_or<double>("attention_dropout", c.attention_dropout));
   c.nsp = cfg.get_or<bool>("nsp", c.nsp);
-  for (auto [key, v] : {std::pair<const char*, int64_t>{"vocab_size", c.vocab}, {"layers", c.layers},
-                        {"hidden", c.hidden}, {"heads", c.heads}, {"ffn", c.ffn},
+  for (auto [key, v] : {std::pair<const char*, int64_t>{"vocab_size", c.vocab},
+                        {"layers", c.layers},
+                        {"hidden", c.hidden},
+                        {"heads", c.heads},
+                        {"ffn", c.ffn},
                         {"max_positions", c.max_positions}})
     ADA_CHECK_ARG(v > 0, ConfigError) << cfg.where(key) << ": must be positive, got " << v;
   ADA_CHECK_ARG(c.hidden % c.heads == 0, ConfigError)
-      << cfg.where("heads") << ": hidden " << c.hidden << " is not divisible by " << c.heads << " heads";
+      << cfg.where("heads") << ": hidden " << c.hidden << " is not divisible by " << c.heads
+      << " heads";
   return std::make_unique<Bert>(c, seed);
 }
 

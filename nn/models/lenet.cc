@@ -15,15 +15,18 @@ namespace {
 class LeNet5 : public ImageClassifier {
  public:
   LeNet5(int64_t classes, float smoothing, Generator& g) : ImageClassifier(smoothing) {
-    conv1_ = register_module("conv1", std::make_shared<Conv2d>(1, 6, 5, g, Conv2dOptions{1, 2, 1, true}));
-    conv2_ = register_module("conv2", std::make_shared<Conv2d>(6, 16, 5, g, Conv2dOptions{1, 0, 1, true}));
+    conv1_ = register_module("conv1",
+                             std::make_shared<Conv2d>(1, 6, 5, g, Conv2dOptions{1, 2, 1, true}));
+    conv2_ = register_module("conv2",
+                             std::make_shared<Conv2d>(6, 16, 5, g, Conv2dOptions{1, 0, 1, true}));
     fc1_ = register_module("fc1", std::make_shared<Linear>(16 * 5 * 5, 120, g));
     fc2_ = register_module("fc2", std::make_shared<Linear>(120, 84, g));
     fc3_ = register_module("fc3", std::make_shared<Linear>(84, classes, g));
   }
   Variable logits(const Variable& x) override {
-    ADA_CHECK_ARG(x.value().dim() == 4 && x.shape()[1] == 1 && x.shape()[2] == 28 && x.shape()[3] == 28,
-                  ShapeError)
+    ADA_CHECK_ARG(
+        x.value().dim() == 4 && x.shape()[1] == 1 && x.shape()[2] == 28 && x.shape()[3] == 28,
+        ShapeError)
         << "lenet5 expects images [N,1,28,28], got " << x.value().str();
     Variable h = pool_.forward(relu_.forward(conv1_->forward(x)));
     h = pool_.forward(relu_.forward(conv2_->forward(h)));

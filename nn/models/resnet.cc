@@ -121,8 +121,8 @@ class ResNet : public ImageClassifier {
          Generator& g)
       : ImageClassifier(smoothing), name_(name), imagenet_stem_(s.imagenet_stem) {
     const int64_t stem = s.widths[0];
-    conv1_ = register_module("conv1", he_conv(s.in_channels, stem, s.imagenet_stem ? 7 : 3,
-                                              s.imagenet_stem ? 2 : 1, g));
+    conv1_ = register_module(
+        "conv1", he_conv(s.in_channels, stem, s.imagenet_stem ? 7 : 3, s.imagenet_stem ? 2 : 1, g));
     bn1_ = register_module("bn1", std::make_shared<BatchNorm2d>(stem));
     int64_t in = stem;
     const int expansion = s.bottleneck ? 4 : 1;
@@ -164,13 +164,19 @@ class ResNet : public ImageClassifier {
 
 std::unique_ptr<Model> make_resnet(const std::string& variant, const Config& cfg, uint64_t seed) {
   Spec s;
-  if (variant == "resnet18") s = {false, {2, 2, 2, 2}, {64, 128, 256, 512}, true, 3};
-  else if (variant == "resnet34") s = {false, {3, 4, 6, 3}, {64, 128, 256, 512}, true, 3};
-  else if (variant == "resnet50") s = {true, {3, 4, 6, 3}, {64, 128, 256, 512}, true, 3};
-  else if (variant == "resnet20_mnist") s = {false, {3, 3, 3}, {16, 32, 64}, false, 1};
-  else ADA_THROW(ConfigError) << "unknown ResNet variant '" << variant << "'";
+  if (variant == "resnet18")
+    s = {false, {2, 2, 2, 2}, {64, 128, 256, 512}, true, 3};
+  else if (variant == "resnet34")
+    s = {false, {3, 4, 6, 3}, {64, 128, 256, 512}, true, 3};
+  else if (variant == "resnet50")
+    s = {true, {3, 4, 6, 3}, {64, 128, 256, 512}, true, 3};
+  else if (variant == "resnet20_mnist")
+    s = {false, {3, 3, 3}, {16, 32, 64}, false, 1};
+  else
+    ADA_THROW(ConfigError) << "unknown ResNet variant '" << variant << "'";
   s.in_channels = cfg.get_or<int64_t>("in_channels", s.in_channels);
-  const int64_t classes = cfg.get_or<int64_t>("num_classes", variant == "resnet20_mnist" ? 10 : 1000);
+  const int64_t classes =
+      cfg.get_or<int64_t>("num_classes", variant == "resnet20_mnist" ? 10 : 1000);
   const bool zero_last = cfg.get_or<bool>("zero_init_last_bn", true);
   const float smoothing = static_cast<float>(cfg.get_or<double>("label_smoothing", 0.0));
   ADA_CHECK_ARG(classes >= 2, ConfigError)

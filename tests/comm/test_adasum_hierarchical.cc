@@ -23,7 +23,9 @@ class AdasumHierarchical : public ::testing::TestWithParam<int64_t> {
   }
 };
 INSTANTIATE_TEST_SUITE_P(Schedules, AdasumHierarchical, ::testing::Values(0, 1000000000),
-                         [](const auto& info) { return info.index == 0 ? "Distributed" : "Gathered"; });
+                         [](const auto& info) {
+                           return info.index == 0 ? "Distributed" : "Gathered";
+                         });
 
 std::string hierarchical_options(int local_size) {
   return "{hierarchical: true, local_size: " + std::to_string(local_size) + "}";
@@ -131,8 +133,10 @@ TEST_P(AdasumHierarchical, DiffersFromFlatAdasum) {
     diff = std::max(diff, double(std::fabs(flat[i] - hier[i])));
     norm = std::max(norm, double(std::fabs(flat[i])));
   }
-  if (p == 1) EXPECT_EQ(diff, 0.0);  // one rank: both are the identity
-  else EXPECT_GT(diff, 1e-3 * norm) << "nodes of " << l;
+  if (p == 1)
+    EXPECT_EQ(diff, 0.0);  // one rank: both are the identity
+  else
+    EXPECT_GT(diff, 1e-3 * norm) << "nodes of " << l;
 }
 
 TEST(AdasumHierarchicalOptions, BadOptionsAreConfigErrorsOnEveryRank) {

@@ -18,7 +18,8 @@ TEST(Communicator, AllreduceSumMaxOnTensorsAndDoubles) {
   const int p = c.size(), r = c.rank();
   Tensor t = Tensor::from_vector<float>({float(r), 1.f, float(-r)}, {3});
   c.allreduce(t);
-  EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{float(p * (p - 1) / 2), float(p), float(-p * (p - 1) / 2)}));
+  EXPECT_EQ(t.to_vector<float>(),
+            (std::vector<float>{float(p * (p - 1) / 2), float(p), float(-p * (p - 1) / 2)}));
   Tensor m = Tensor::from_vector<int64_t>({r, -r}, {2});
   c.allreduce(m, ReduceOp::max);
   EXPECT_EQ(m.to_vector<int64_t>(), (std::vector<int64_t>{p - 1, 0}));
@@ -50,7 +51,8 @@ TEST(Communicator, HalfPrecisionSumsAndMoves) {
     };
     Tensor exact = to_half({float(r), 1.f, float(-2 * r), 0.5f});
     c.allreduce(exact);
-    EXPECT_EQ(to_float(exact), (std::vector<float>{float(p * (p - 1) / 2), float(p), float(-p * (p - 1)), 0.5f * p}))
+    EXPECT_EQ(to_float(exact),
+              (std::vector<float>{float(p * (p - 1) / 2), float(p), float(-p * (p - 1)), 0.5f * p}))
         << what;
     // Random values: within the rounding of p - 1 additions, identical on every rank.
     Generator g(40 + r);
@@ -143,7 +145,8 @@ TEST(Communicator, PipelinedSendrecvDeliversPiecesInOrder) {
         if (chunk > 0) {
           EXPECT_LE(count, chunk);
         }
-        for (int64_t k = off; k < off + count; ++k) ASSERT_EQ(in.data<float>()[k], float(from * 10000 + k));
+        for (int64_t k = off; k < off + count; ++k)
+          ASSERT_EQ(in.data<float>()[k], float(from * 10000 + k));
         next = off + count;
       });
       EXPECT_EQ(next, n) << "n " << n << " chunk " << chunk;
@@ -153,8 +156,10 @@ TEST(Communicator, PipelinedSendrecvDeliversPiecesInOrder) {
   if (p >= 2 && r < 2) {
     Tensor data = Tensor::full({300}, 3.0), none = Tensor::empty({0});
     int pieces = 0;
-    if (r == 0) c.sendrecv_pipelined(data, 1, none, 1, 6, 64, [&](int64_t, int64_t) { ++pieces; });
-    else c.sendrecv_pipelined(none, 0, data, 0, 6, 64, [&](int64_t, int64_t) { ++pieces; });
+    if (r == 0)
+      c.sendrecv_pipelined(data, 1, none, 1, 6, 64, [&](int64_t, int64_t) { ++pieces; });
+    else
+      c.sendrecv_pipelined(none, 0, data, 0, 6, 64, [&](int64_t, int64_t) { ++pieces; });
     EXPECT_EQ(pieces, r == 0 ? 0 : 5);
     EXPECT_EQ(data.to_vector<float>(), std::vector<float>(300, 3.f));
   }
@@ -203,7 +208,8 @@ TEST(Communicator, AsyncOperationsKeepOrderAndPropagateErrors) {
     EXPECT_EQ(ts[i].to_vector<float>()[999], float(i * p));
   }
   Tensor f16 = Tensor::zeros({2}, DType::f16);
-  EXPECT_THROW(c.allreduce(f16, ReduceOp::max), DTypeError);  // argument checks fail before anything is queued
+  EXPECT_THROW(c.allreduce(f16, ReduceOp::max),
+               DTypeError);  // argument checks fail before anything is queued
   c.barrier();
 }
 
@@ -213,7 +219,9 @@ TEST(Communicator, AfterAFailureNothingMoreRunsAndEveryWaitReturns) {
   c.barrier();
   // Hold the thread busy so that later operations are queued behind the failing one.
   std::atomic<bool> release{false};
-  auto gate = c.run_async([&] { while (!release) std::this_thread::yield(); });
+  auto gate = c.run_async([&] {
+    while (!release) std::this_thread::yield();
+  });
   auto boom = c.run_async([] { ADA_THROW(CommError) << "boom from the comm thread"; });
   bool ran = false;
   Tensor t = Tensor::full({8}, 1.0);
@@ -227,8 +235,9 @@ TEST(Communicator, AfterAFailureNothingMoreRunsAndEveryWaitReturns) {
       w->wait();
       ADD_FAILURE() << "an operation queued behind a failure ran";
     } catch (const CommError& e) {
-      EXPECT_NE(std::string(e.what()).find("communication stopped on rank " + std::to_string(c.rank()) +
-                                           " after an earlier operation failed: boom from the comm thread"),
+      EXPECT_NE(std::string(e.what()).find(
+                    "communication stopped on rank " + std::to_string(c.rank()) +
+                    " after an earlier operation failed: boom from the comm thread"),
                 std::string::npos)
           << e.what();
     }

@@ -12,8 +12,8 @@
 #include "comm/adasum_reducer.h"
 #include "comm/bucketer.h"
 #include "comm_test_util.h"
-#include "reducer_test_util.h"
 #include "core/functional.h"
+#include "reducer_test_util.h"
 
 namespace ada::comm {
 namespace {
@@ -49,16 +49,20 @@ TEST(Reducers, SixteenBitWireStaysWithinItsRoundingAndAgreesEverywhere) {
   const int64_t n = total(sizes);
   auto mine = random_vec(n, 300 + r);
   for (int64_t i = 0; i < n; ++i) mine[i] += 0.3f;
-  std::vector<std::pair<std::string, std::string>> cases = {
-      {"sum", ""}, {"average", ""}, {"adasum", "gather_below: 0"}, {"adasum", "gather_below: 1000000000"}};
-  if (p % 2 == 0 && p >= 4) cases.push_back({"adasum", "hierarchical: true, local_size: 2, gather_below: 0"});
+  std::vector<std::pair<std::string, std::string>> cases = {{"sum", ""},
+                                                            {"average", ""},
+                                                            {"adasum", "gather_below: 0"},
+                                                            {"adasum", "gather_below: 1000000000"}};
+  if (p % 2 == 0 && p >= 4)
+    cases.push_back({"adasum", "hierarchical: true, local_size: 2, gather_below: 0"});
   const double levels = 2 + std::ceil(std::log2(p));
   for (const auto& [name, opts] : cases)
     for (const char* wire : {"bf16", "fp16"}) {
       const std::string what = name + " {" + opts + "} " + wire;
       const std::string sep = opts.empty() ? "" : ", ";
       auto ref = reduce_with(name, mine, sizes, world(), "{" + opts + "}");
-      auto got = reduce_with(name, mine, sizes, world(), "{" + opts + sep + "precision: " + wire + "}");
+      auto got =
+          reduce_with(name, mine, sizes, world(), "{" + opts + sep + "precision: " + wire + "}");
       const double ulp = std::string(wire) == "bf16" ? 1.0 / 256 : 1.0 / 2048;
       int64_t off = 0;
       double moved = 0;
@@ -66,7 +70,8 @@ TEST(Reducers, SixteenBitWireStaysWithinItsRoundingAndAgreesEverywhere) {
         std::vector<float> g(got.begin() + off, got.begin() + off + sizes[t]);
         std::vector<double> w(ref.begin() + off, ref.begin() + off + sizes[t]);
         expect_near_rel(g, w, levels * ulp, what + ", tensor " + std::to_string(t));
-        for (int64_t i = off; i < off + sizes[t]; ++i) moved = std::max(moved, double(std::fabs(got[i] - ref[i])));
+        for (int64_t i = off; i < off + sizes[t]; ++i)
+          moved = std::max(moved, double(std::fabs(got[i] - ref[i])));
         off += sizes[t];
       }
       EXPECT_GT(moved, 0.0) << what << ": equals the f32 result: the 16-bit wire was not used";
@@ -77,7 +82,8 @@ TEST(Reducers, SixteenBitWireStaysWithinItsRoundingAndAgreesEverywhere) {
     make_reducer("adasum", "{precision: fp64}");
     ADD_FAILURE() << "expected a ConfigError";
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("unknown precision 'fp64'; known: fp32, bf16, fp16"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("unknown precision 'fp64'; known: fp32, bf16, fp16"),
+              std::string::npos)
         << e.what();
   }
 }
@@ -87,7 +93,9 @@ TEST(Reducers, SixteenBitWireStaysWithinItsRoundingAndAgreesEverywhere) {
 class Adasum : public ::testing::TestWithParam<std::string> {};
 INSTANTIATE_TEST_SUITE_P(Schedules, Adasum,
                          ::testing::Values("{gather_below: 0}", "{gather_below: 1000000000}"),
-                         [](const auto& info) { return info.index == 0 ? "Distributed" : "Gathered"; });
+                         [](const auto& info) {
+                           return info.index == 0 ? "Distributed" : "Gathered";
+                         });
 
 TEST_P(Adasum, TwoRankClosedFormInEveryPair) {
   Communicator& c = world();
@@ -218,7 +226,8 @@ TEST_P(Adasum, OppositePairsCancelAndZerosAreGuarded) {
   std::vector<float> tiny(10, FLT_MIN * 4 * (1 + c.rank()));
   double m = 0;
   for (int k = 0; k < c.size(); ++k) m += FLT_MIN * 4 * (1 + k) / c.size();
-  for (float v : reduce_with("adasum", tiny, sizes, world(), GetParam())) EXPECT_NEAR(v, m, m * 1e-5);
+  for (float v : reduce_with("adasum", tiny, sizes, world(), GetParam()))
+    EXPECT_NEAR(v, m, m * 1e-5);
 }
 
 TEST_P(Adasum, MatchesTheSequentialTreeAndIsPerTensor) {
@@ -360,7 +369,8 @@ TEST(Bucketer, GradsAreBucketViewsAndAccumulatedGradsSurvive) {
     Tensor g = ops::scale(ref.params[i].grad(), 2.f);
     c.allreduce(g);
     auto x = net.params[i].grad().to_vector<float>(), y = g.to_vector<float>();
-    for (size_t k = 0; k < x.size(); ++k) EXPECT_NEAR(x[k], y[k], 1e-5f * std::max(1.f, std::fabs(y[k])));
+    for (size_t k = 0; k < x.size(); ++k)
+      EXPECT_NEAR(x[k], y[k], 1e-5f * std::max(1.f, std::fabs(y[k])));
   }
 }
 

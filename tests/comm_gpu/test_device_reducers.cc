@@ -61,14 +61,16 @@ TEST_P(DeviceReducers, MatchTheCpuReducerAndAgreeOnEveryRank) {
 
 INSTANTIATE_TEST_SUITE_P(
     Reducers, DeviceReducers,
-    ::testing::Values(Case{"sum", "{}", "sum"}, Case{"average", "{}", "average"},
-                      Case{"adasum", "{gather_below: 0}", "adasum tree"},
-                      Case{"adasum", "{gather_below: 100000000}", "adasum gathered"},
-                      Case{"adasum", "{hierarchical: true, local_size: {L}, gather_below: 0}", "adasum hierarchical"},
-                      Case{"average", "{precision: fp16}", "average fp16 wire", 2e-3},
-                      Case{"adasum", "{gather_below: 0, precision: bf16}", "adasum tree bf16 wire", 1e-2},
-                      Case{"adasum", "{hierarchical: true, local_size: {L}, gather_below: 0, precision: fp16}",
-                           "adasum hierarchical fp16 wire", 2e-3}),
+    ::testing::Values(
+        Case{"sum", "{}", "sum"}, Case{"average", "{}", "average"},
+        Case{"adasum", "{gather_below: 0}", "adasum tree"},
+        Case{"adasum", "{gather_below: 100000000}", "adasum gathered"},
+        Case{"adasum", "{hierarchical: true, local_size: {L}, gather_below: 0}",
+             "adasum hierarchical"},
+        Case{"average", "{precision: fp16}", "average fp16 wire", 2e-3},
+        Case{"adasum", "{gather_below: 0, precision: bf16}", "adasum tree bf16 wire", 1e-2},
+        Case{"adasum", "{hierarchical: true, local_size: {L}, gather_below: 0, precision: fp16}",
+             "adasum hierarchical fp16 wire", 2e-3}),
     [](const ::testing::TestParamInfo<Case>& info) {
       std::string s = info.param.label;
       for (char& ch : s)

@@ -35,22 +35,27 @@ std::string skip_reason() {
   const std::string why = cuda::unavailable_reason();
   if (!why.empty()) return why;
   if (cuda::device_count() < host()->local_size())
-    return std::to_string(host()->local_size()) + " ranks on this node but " + std::to_string(cuda::device_count()) +
+    return std::to_string(host()->local_size()) + " ranks on this node but " +
+           std::to_string(cuda::device_count()) +
            " GPU(s): NCCL needs one GPU per rank (the multi-rank logic is tested through MPI)";
   return "";
 }
 
-#define ADA_REQUIRE_NCCL()                                          \
-  do {                                                              \
-    const std::string ada_why_ = skip_reason();                     \
-    if (!ada_why_.empty()) {                                        \
-      std::printf("[  SKIPPED ] %s\n", ada_why_.c_str());          \
-      GTEST_SKIP() << ada_why_;                                     \
-    }                                                               \
+#define ADA_REQUIRE_NCCL()                                \
+  do {                                                    \
+    const std::string ada_why_ = skip_reason();           \
+    if (!ada_why_.empty()) {                              \
+      std::printf("[  SKIPPED ] %s\n", ada_why_.c_str()); \
+      GTEST_SKIP() << ada_why_;                           \
+    }                                                     \
   } while (0)
 
-int device() { return host()->local_rank(); }
-Device gpu() { return Device::cuda(device()); }
+int device() {
+  return host()->local_rank();
+}
+Device gpu() {
+  return Device::cuda(device());
+}
 
 Communicator& nccl() {
   static std::unique_ptr<Communicator> c = make_nccl_communicator(host(), device());
@@ -83,7 +88,8 @@ TEST(Nccl, AllreduceSumMaxMinEveryDtype) {
   Tensor f = on_gpu(iota(1000, static_cast<float>(r)));
   c.allreduce(f);
   std::vector<float> got = f.to_vector<float>();
-  for (int i = 0; i < 1000; ++i) ASSERT_FLOAT_EQ(got[i], p * static_cast<float>(i) + p * (p - 1) / 2.f) << i;
+  for (int i = 0; i < 1000; ++i)
+    ASSERT_FLOAT_EQ(got[i], p * static_cast<float>(i) + p * (p - 1) / 2.f) << i;
   Tensor i32 = on_gpu(std::vector<int32_t>{r, -r, 7});
   c.allreduce(i32, ReduceOp::max);
   EXPECT_EQ(i32.to_vector<int32_t>(), (std::vector<int32_t>{p - 1, 0, 7}));
@@ -107,7 +113,8 @@ TEST(Nccl, BroadcastAllgatherReduceScatter) {
   c.allgather(in, out);
   std::vector<float> all = out.to_vector<float>();
   for (int q = 0; q < p; ++q)
-    EXPECT_EQ(std::vector<float>(all.begin() + 5 * q, all.begin() + 5 * q + 5), iota(5, 10.f * q)) << q;
+    EXPECT_EQ(std::vector<float>(all.begin() + 5 * q, all.begin() + 5 * q + 5), iota(5, 10.f * q))
+        << q;
 
   Tensor blocks = on_gpu(iota(4 * p, static_cast<float>(r)));
   Tensor mine = Tensor::empty({4}, DType::f32, gpu());
@@ -128,7 +135,8 @@ TEST(Nccl, UnevenReduceScatterAndAllgatherInplace) {
   Tensor out = Tensor::empty({counts[r]}, DType::f32, gpu());
   c.reduce_scatter(in, out, counts);
   std::vector<float> got = out.to_vector<float>();
-  for (int64_t i = 0; i < counts[r]; ++i) EXPECT_FLOAT_EQ(got[i], p * static_cast<float>(offset + i) + p * (p - 1) / 2.f);
+  for (int64_t i = 0; i < counts[r]; ++i)
+    EXPECT_FLOAT_EQ(got[i], p * static_cast<float>(offset + i) + p * (p - 1) / 2.f);
 
   std::vector<float> buf(total, -1.f);
   for (int64_t i = 0; i < counts[r]; ++i) buf[offset + i] = 1000.f * r + i;
@@ -137,7 +145,8 @@ TEST(Nccl, UnevenReduceScatterAndAllgatherInplace) {
   std::vector<float> all = shared.to_vector<float>();
   int64_t at = 0;
   for (int q = 0; q < p; ++q)
-    for (int64_t i = 0; i < counts[q]; ++i) EXPECT_FLOAT_EQ(all[at++], 1000.f * q + i) << q << " " << i;
+    for (int64_t i = 0; i < counts[q]; ++i)
+      EXPECT_FLOAT_EQ(all[at++], 1000.f * q + i) << q << " " << i;
   EXPECT_THROW(c.reduce_scatter(in, out, std::vector<int64_t>(p + 1, 0)), ShapeError);
 }
 
@@ -262,7 +271,8 @@ TEST(Nccl, BadDeviceIsADeviceError) {
 // set): whatever this machine has must either load completely or say how to fix it.
 TEST(NcclLibrary, LoadsTheNamedFileOrSaysHowToFixIt) {
   const char* env_expect = std::getenv("ADA_TEST_NCCL_EXPECT");
-  const std::string named = std::getenv("ADA_NCCL_LIBRARY") ? std::getenv("ADA_NCCL_LIBRARY") : "libnccl.so.2";
+  const std::string named =
+      std::getenv("ADA_NCCL_LIBRARY") ? std::getenv("ADA_NCCL_LIBRARY") : "libnccl.so.2";
   std::string expect = env_expect ? env_expect : "";
   if (expect.empty()) {
     try {

@@ -38,7 +38,8 @@ TEST(Autograd, ZeroGradThenCopyIntoTheSameBuffer) {
   x.zero_grad();
   unused.zero_grad();
   backward(loss());
-  EXPECT_EQ(x.grad().raw_data(), storage) << "zero_grad must keep the buffer (bucket views live in it)";
+  EXPECT_EQ(x.grad().raw_data(), storage)
+      << "zero_grad must keep the buffer (bucket views live in it)";
   EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{2, 4, 6}));
   backward(loss());  // micro-batches: the second adds
   EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{4, 8, 12}));
@@ -101,8 +102,8 @@ TEST(Autograd, GraphIsConsumedOnce) {
 
 TEST(Autograd, SavedActivationsAreFreedDuringBackward) {
   Variable x(vec({1, 2, 3}), true);
-  Variable h = fn::tanh(x);       // saves its output
-  Tensor saved = h.value();       // we hold one reference; the node holds another
+  Variable h = fn::tanh(x);  // saves its output
+  Tensor saved = h.value();  // we hold one reference; the node holds another
   const long before = saved.storage_use_count();
   Variable loss = fn::sum(fn::mul(h, h), {0});
   h = Variable();
@@ -110,7 +111,6 @@ TEST(Autograd, SavedActivationsAreFreedDuringBackward) {
   EXPECT_LT(saved.storage_use_count(), before);
   EXPECT_EQ(saved.storage_use_count(), 1);
 }
-
 
 // The graph records where an input came from, not its value: an intermediate that its consumer
 // did not save (scale's output under relu, which keeps only its own output) is freed as soon as
@@ -157,7 +157,9 @@ TEST(Autograd, GradReadyHookFiresOncePerLeafInDeterministicOrder) {
                                                 "layer2.weight"}));
     EXPECT_TRUE(all_defined);
     // Layer 2's gradients are final before layer 1's: they can be sent while backward goes on.
-    auto pos = [&](const std::string& n) { return std::find(order.begin(), order.end(), n) - order.begin(); };
+    auto pos = [&](const std::string& n) {
+      return std::find(order.begin(), order.end(), n) - order.begin();
+    };
     EXPECT_LT(pos("layer2.weight"), pos("layer1.weight"));
     EXPECT_LT(pos("layer2.bias"), pos("layer1.bias"));
     if (run == 0) first = order;

@@ -16,7 +16,7 @@ namespace ada {
 namespace {
 
 struct FakeSystem {
-  int64_t budget = INT64_MAX;  // bytes it may still hand out
+  int64_t budget = INT64_MAX;    // bytes it may still hand out
   std::map<void*, size_t> live;  // block -> bytes; freeing gives the bytes back to the budget
 };
 FakeSystem g_sys;
@@ -50,14 +50,16 @@ BlockCache::Policy policy(bool cap = false) {
 class BlockCacheTest : public ::testing::Test {
  protected:
   void SetUp() override { g_sys = FakeSystem{}; }
-  void TearDown() override { EXPECT_TRUE(g_sys.live.empty()) << g_sys.live.size() << " blocks leaked"; }
+  void TearDown() override {
+    EXPECT_TRUE(g_sys.live.empty()) << g_sys.live.size() << " blocks leaked";
+  }
 };
 
 TEST_F(BlockCacheTest, RoundsToBins) {
   BlockCache c(policy(), fake_alloc, fake_free, 7);
   EXPECT_EQ(c.round(0), 64u);
-  EXPECT_EQ(c.round(100), 128u);           // bypassed: 64-byte multiples
-  EXPECT_EQ(c.round(1024), 1024u);         // small bins of 512
+  EXPECT_EQ(c.round(100), 128u);    // bypassed: 64-byte multiples
+  EXPECT_EQ(c.round(1024), 1024u);  // small bins of 512
   EXPECT_EQ(c.round(1025), 1536u);
   EXPECT_EQ(c.round(65536), 65536u);
   EXPECT_EQ(c.round(65537), 65536u + 4096u);  // large bins of 4096
@@ -166,7 +168,8 @@ TEST_F(BlockCacheTest, SplitTakesTheFrontOfALargerBlockAndMergesItBack) {
   BlockCache c(split_policy(), fake_alloc, fake_free, 7);
   void* big = c.alloc(100 * kPage);
   c.free(big, 100 * kPage);
-  char* a = static_cast<char*>(c.alloc(30 * kPage));  // 100 > 30 * 1.25: split, 70 pages stay cached
+  char* a =
+      static_cast<char*>(c.alloc(30 * kPage));  // 100 > 30 * 1.25: split, 70 pages stay cached
   EXPECT_EQ(a, big);
   char* b = static_cast<char*>(c.alloc(30 * kPage));  // the front of the 70-page rest
   EXPECT_EQ(b, a + 30 * kPage);
@@ -179,7 +182,7 @@ TEST_F(BlockCacheTest, SplitTakesTheFrontOfALargerBlockAndMergesItBack) {
   c.free(d, 40 * kPage);  // b is live between them: two free blocks of 30 and 40 pages
   void* second = c.alloc(100 * kPage);  // so 100 pages need a new segment
   EXPECT_EQ(c.stats().system_allocs, 2);
-  c.free(b, 30 * kPage);  // a + b + d merge back into the whole first segment
+  c.free(b, 30 * kPage);                // a + b + d merge back into the whole first segment
   EXPECT_EQ(c.alloc(90 * kPage), big);  // reused whole (100 <= 90 * 1.25)
   EXPECT_EQ(c.stats().system_allocs, 2);
   c.free(big, 90 * kPage);
@@ -222,7 +225,8 @@ TEST_F(BlockCacheTest, SplitCapAndOutOfMemoryReleaseOnlyWholeSegments) {
   void* y = c.alloc(90 * kPage);
   ASSERT_NE(y, nullptr);
   EXPECT_EQ(g_sys.live.count(big), 1u);
-  EXPECT_EQ(c.stats().system_frees, 1);  // x's segment (the fake system may hand its address out again)
+  EXPECT_EQ(c.stats().system_frees,
+            1);  // x's segment (the fake system may hand its address out again)
   EXPECT_EQ(c.stats().reserved, static_cast<int64_t>(190 * kPage));
   c.free(a, 30 * kPage);  // merges into the whole first segment: cached 100 <= the peak of 120
   EXPECT_EQ(c.stats().system_frees, 1);
@@ -247,7 +251,8 @@ void conv_step(const Tensor& x, const Variable& w1, const Variable& w2) {
 TEST(HostMemory, SteadyStateStepsTakeNothingFromMalloc) {
   Generator gen(3);
   const Tensor x = Tensor::randn({16, 8, 32, 32}, gen);  // 512 KiB and up: cached sizes
-  Variable w1(Tensor::randn({16, 8, 3, 3}, gen), true), w2(Tensor::randn({16, 16, 3, 3}, gen), true);
+  Variable w1(Tensor::randn({16, 8, 3, 3}, gen), true),
+      w2(Tensor::randn({16, 16, 3, 3}, gen), true);
   conv_step(x, w1, w2);
   conv_step(x, w1, w2);
   const MemoryStats before = host::memory_stats();
@@ -258,13 +263,15 @@ TEST(HostMemory, SteadyStateStepsTakeNothingFromMalloc) {
   }
   const MemoryStats after = host::memory_stats();
   // (Blocks below 64 KiB come from malloc every time; system_allocs counts only the cached kind.)
-  EXPECT_EQ(after.system_allocs, before.system_allocs) << "a steady-state step took new blocks from malloc";
+  EXPECT_EQ(after.system_allocs, before.system_allocs)
+      << "a steady-state step took new blocks from malloc";
   EXPECT_EQ(after.reserved, before.reserved);
   if (!host::caching()) {  // ADA_HOST_CACHE=0 or AddressSanitizer: plain malloc, nothing kept
     EXPECT_EQ(after.system_allocs, 0);
     EXPECT_EQ(after.reserved, after.allocated);
   }
-  EXPECT_GT(after.peak_allocated, int64_t{4} << 20) << "the step should hold several MiB at its peak";
+  EXPECT_GT(after.peak_allocated, int64_t{4} << 20)
+      << "the step should hold several MiB at its peak";
   EXPECT_LE(after.reserved, 2 * after.peak_allocated + (int64_t{4} << 20));
 }
 

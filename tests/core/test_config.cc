@@ -422,22 +422,30 @@ TEST(Config, InvalidUtf8IsAnErrorNamingLineAndColumn) {
   EXPECT_EQ(error_of<ConfigError>([] { Config::parse("a: 1\nb: x\xd8y\n", "u.yaml"); }),
             "config u.yaml: line 2, column 5: byte 0xd8 is not valid UTF-8; save the config as "
             "UTF-8 text without control characters (tabs and line ends aside)");
-  EXPECT_THAT(error_of<ConfigError>([] { Config::parse("\xff\xfe" "a: 1\n", "utf16.yaml"); }),
+  EXPECT_THAT(error_of<ConfigError>([] {
+                Config::parse(
+                    "\xff\xfe"
+                    "a: 1\n",
+                    "utf16.yaml");
+              }),
               HasSubstr("line 1, column 1: byte 0xff"));
   // Overlong forms and surrogates are not UTF-8 either; real UTF-8 (and a BOM) is fine.
   EXPECT_THROW(Config::parse("a: \xc0\xaf\n", "o.yaml"), ConfigError);
   EXPECT_THROW(Config::parse("a: \xed\xa0\x80\n", "s.yaml"), ConfigError);
-  Config ok = Config::parse("\xef\xbb\xbfname: caf\xc3\xa9 \xe4\xb8\xad \xf0\x9f\x98\x80\n", "ok.yaml");
+  Config ok =
+      Config::parse("\xef\xbb\xbfname: caf\xc3\xa9 \xe4\xb8\xad \xf0\x9f\x98\x80\n", "ok.yaml");
   EXPECT_EQ(ok.get<std::string>("name"), "caf\xc3\xa9 \xe4\xb8\xad \xf0\x9f\x98\x80");
   EXPECT_EQ(Config::parse(ok.dump(), "again").hash(), ok.hash());
   EXPECT_THAT(error_of<ConfigError>([&] { ok.set_override("name=b\xe9"); }),
               HasSubstr("--set: line 1, column 7: byte 0xe9 is not valid UTF-8 in the assignment"));
   // A NUL made yaml-cpp decode the rest as UTF-32, into bytes that are not UTF-8 (found by
   // fuzz_config): control characters are refused in files and --set values alike.
-  EXPECT_THAT(error_of<ConfigError>([&] { ok.set_override(std::string("x=\x02\0\0\0\x01\0\0\0ab", 14)); }),
-              HasSubstr("--set: line 1, column 3: control character 0x02 in the assignment"));
-  EXPECT_THAT(error_of<ConfigError>([] { Config::parse(std::string("a: 1\n\0b: 2\n", 11), "z.yaml"); }),
-              HasSubstr("line 2, column 1: control character 0x00"));
+  EXPECT_THAT(
+      error_of<ConfigError>([&] { ok.set_override(std::string("x=\x02\0\0\0\x01\0\0\0ab", 14)); }),
+      HasSubstr("--set: line 1, column 3: control character 0x02 in the assignment"));
+  EXPECT_THAT(
+      error_of<ConfigError>([] { Config::parse(std::string("a: 1\n\0b: 2\n", 11), "z.yaml"); }),
+      HasSubstr("line 2, column 1: control character 0x00"));
   EXPECT_NO_THROW(Config::parse("a:\t1\r\nb: 2\n", "tab.yaml"));  // tabs and CRLF are fine
   // A lone CR stayed inside the value ("null\r") and dump() wrote it unquoted (fuzz_config).
   EXPECT_THAT(error_of<ConfigError>([&] { ok.set_override("train=null\r"); }),

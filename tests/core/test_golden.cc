@@ -37,11 +37,11 @@ constexpr char kRegenerate[] =
 struct Tol {
   double atol, rtol;
 };
-// Default: every reference output here is a short normalisation of O(1) values (up to ~100 for the layer-norm row of std 0.01, covered by rtol),
-// so a correct f32 kernel is within ~1e-6 relative whatever its summation order; the bugs these
-// files exist to catch (a wrong padding/stride/dilation index, biased instead of unbiased running
-// variance, a wrong eps, missing smoothing or ignore handling, overflow without max-subtraction)
-// differ by 1e-3 or more.
+// Default: every reference output here is a short normalisation of O(1) values (up to ~100 for the
+// layer-norm row of std 0.01, covered by rtol), so a correct f32 kernel is within ~1e-6 relative
+// whatever its summation order; the bugs these files exist to catch (a wrong
+// padding/stride/dilation index, biased instead of unbiased running variance, a wrong eps, missing
+// smoothing or ignore handling, overflow without max-subtraction) differ by 1e-3 or more.
 constexpr Tol kTol{1e-4, 1e-4};
 // GELU is elementwise, so it can be held tighter, and must be: the tanh approximation differs
 // from the exact erf form by up to 4.7e-4 in y (x ~ -2.7) and 8.7e-4 in dx (x ~ 2.0), which kTol
@@ -144,7 +144,8 @@ TEST(GoldenFiles, PresentWithCurrentFormat) {
     NamedTensors g;
     load_golden(name, &g);  // a failure here returns from the helper: go on with the other files
     auto version = g.metadata.find("format_version");
-    if (version == g.metadata.end() || version->second != ada::testing::kGoldenFormatVersion) continue;
+    if (version == g.metadata.end() || version->second != ada::testing::kGoldenFormatVersion)
+      continue;
     EXPECT_EQ(meta(g, "generator"), "tools/make_golden.py");
     EXPECT_FALSE(meta(g, "torch_version").empty());
     EXPECT_EQ(meta(g, "case"), name);
@@ -181,10 +182,12 @@ Tensor magnitudes(const Tensor& t) {
 
 // ours against torch's value (a double sum rounded to f32) within the sum bound, G being the same
 // op on the operands' magnitudes (`mag`, in f32: a sum of positive terms is within ~1e-5 of G).
-void expect_golden_sum(const std::string& what, const Tensor& ours, const Tensor& torch, const Tensor& mag) {
+void expect_golden_sum(const std::string& what, const Tensor& ours, const Tensor& torch,
+                       const Tensor& mag) {
   ASSERT_EQ(ours.shape(), torch.shape()) << what;
   const std::vector<float> t = torch.to_vector<float>(), m = mag.to_vector<float>();
-  ada::testing::expect_within_sum_bound(ours.to_vector<float>(), {{t.begin(), t.end()}, {m.begin(), m.end()}},
+  ada::testing::expect_within_sum_bound(ours.to_vector<float>(),
+                                        {{t.begin(), t.end()}, {m.begin(), m.end()}},
                                         what + " (against torch)");
 }
 
@@ -205,8 +208,8 @@ TEST_P(GoldenConv2d, BackwardData) {
 TEST_P(GoldenConv2d, BackwardFilter) {
   const Tensor &dy = g.at("dy"), &x = g.at("x");
   const Shape& ws = g.at("w").shape();
-  expect_golden_sum("conv2d_backward_filter dw", ops::conv2d_backward_filter(dy, x, ws, p), g.at("dw"),
-                    ops::conv2d_backward_filter(magnitudes(dy), magnitudes(x), ws, p));
+  expect_golden_sum("conv2d_backward_filter dw", ops::conv2d_backward_filter(dy, x, ws, p),
+                    g.at("dw"), ops::conv2d_backward_filter(magnitudes(dy), magnitudes(x), ws, p));
 }
 
 INSTANTIATE_TEST_SUITE_P(Golden, GoldenConv2d,

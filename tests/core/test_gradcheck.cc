@@ -33,11 +33,20 @@ TEST(GradCheck, BiasAndShape) {
                   {rnd({2, 3, 7}, 3), rnd({7}, 4)});
   check_gradients("add_channel_bias", [](const V& v) { return fn::add_channel_bias(v[0], v[1]); },
                   {rnd({2, 3, 4, 5}, 5), rnd({3}, 6)});
-  check_gradients("reshape", [](const V& v) { return fn::mul(fn::reshape(v[0], {5, 6}), v[1]); },
+  check_gradients("reshape",
+                  [](const V& v) {
+                    return fn::mul(fn::reshape(v[0], {5, 6}), v[1]);
+                  },
                   {rnd({2, 3, 5}, 7), rnd({5, 6}, 8)});
   check_gradients("permute 0213",
-                  [](const V& v) { return fn::permute(v[0], {0, 2, 1, 3}); }, {rnd({2, 3, 4, 5}, 9)});
-  check_gradients("permute 201", [](const V& v) { return fn::permute(v[0], {2, 0, 1}); },
+                  [](const V& v) {
+                    return fn::permute(v[0], {0, 2, 1, 3});
+                  },
+                  {rnd({2, 3, 4, 5}, 9)});
+  check_gradients("permute 201",
+                  [](const V& v) {
+                    return fn::permute(v[0], {2, 0, 1});
+                  },
                   {rnd({3, 4, 5}, 10)});
 }
 
@@ -50,7 +59,11 @@ TEST(GradCheck, Activations) {
 TEST(GradCheck, Reductions) {
   Tensor x = rnd({3, 4, 5}, 14);
   check_gradients("sum axis 1", [](const V& v) { return fn::sum(v[0], {1}); }, {x});
-  check_gradients("sum axes 0,2 keepdim", [](const V& v) { return fn::sum(v[0], {0, -1}, true); }, {x});
+  check_gradients("sum axes 0,2 keepdim",
+                  [](const V& v) {
+                    return fn::sum(v[0], {0, -1}, true);
+                  },
+                  {x});
   check_gradients("mean axis -1", [](const V& v) { return fn::mean(v[0], {-1}); }, {x});
   check_gradients("mean all", [](const V& v) { return fn::mean(v[0], {0, 1, 2}); }, {x});
 }
@@ -70,11 +83,9 @@ TEST(GradCheck, MatmulAllTransposes) {
 }
 
 TEST(GradCheck, Linear) {
-  check_gradients("linear with bias",
-                  [](const V& v) { return fn::linear(v[0], v[1], v[2]); },
+  check_gradients("linear with bias", [](const V& v) { return fn::linear(v[0], v[1], v[2]); },
                   {rnd({2, 3, 6}, 19), rnd({4, 6}, 20), rnd({4}, 21)});
-  check_gradients("linear no bias",
-                  [](const V& v) { return fn::linear(v[0], v[1], Variable()); },
+  check_gradients("linear no bias", [](const V& v) { return fn::linear(v[0], v[1], Variable()); },
                   {rnd({5, 6}, 22), rnd({3, 6}, 23)});
 }
 
@@ -146,7 +157,8 @@ TEST(GradCheck, FusedReluOpsMatchTheirPairs) {
     for (const Tensor& t : in) vars.emplace_back(t.clone(), true);
     Variable out = f(vars);
     Generator gen(5);
-    backward(fn::sum(fn::mul(out, Variable(Tensor::uniform(out.shape(), gen, -1.f, 1.f))), {0, 1, 2, 3}));
+    backward(fn::sum(fn::mul(out, Variable(Tensor::uniform(out.shape(), gen, -1.f, 1.f))),
+                     {0, 1, 2, 3}));
     std::vector<std::vector<float>> r{out.value().to_vector<float>()};
     for (const Variable& v : vars) r.push_back(v.grad().to_vector<float>());
     return r;
@@ -176,7 +188,8 @@ TEST(GradCheck, LayerNorm) {
 
 TEST(GradCheck, SoftmaxFamily) {
   check_gradients("softmax", [](const V& v) { return fn::softmax(v[0]); }, {rnd({3, 7}, 37, 2.f)});
-  check_gradients("log_softmax", [](const V& v) { return fn::log_softmax(v[0]); }, {rnd({2, 3, 6}, 38, 2.f)});
+  check_gradients("log_softmax", [](const V& v) { return fn::log_softmax(v[0]); },
+                  {rnd({2, 3, 6}, 38, 2.f)});
   Tensor targets = Tensor::from_vector<int64_t>({2, -100, 0, 4, 4}, {5});
   for (float smoothing : {0.f, 0.1f}) {
     check_gradients("cross_entropy smoothing=" + std::to_string(smoothing),
@@ -196,23 +209,25 @@ TEST(GradCheck, DropoutAndEmbedding) {
                   },
                   {rnd({4, 9}, 41)});
   Tensor ids = Tensor::from_vector<int64_t>({3, 1, 3, 0, 3, 2}, {2, 3});
-  check_gradients("embedding (repeated ids)",
-                  [&](const V& v) { return fn::embedding(v[0], ids); }, {rnd({5, 4}, 42)});
+  check_gradients("embedding (repeated ids)", [&](const V& v) { return fn::embedding(v[0], ids); },
+                  {rnd({5, 4}, 42)});
 }
 
 TEST(GradCheck, SharedParameterAccumulates) {
   // y = relu(x W^T) W: W used twice (weight tying); both paths must add up.
-  check_gradients("tied weight",
-                  [](const V& v) { return fn::matmul(fn::tanh(fn::matmul(v[0], v[1], false, true)), v[1]); },
-                  {rnd({3, 4}, 43), rnd({5, 4}, 44)});
+  check_gradients(
+      "tied weight",
+      [](const V& v) { return fn::matmul(fn::tanh(fn::matmul(v[0], v[1], false, true)), v[1]); },
+      {rnd({3, 4}, 43), rnd({5, 4}, 44)});
 }
 
 TEST(GradCheck, CheckerCatchesAWrongBackward) {
   // An op whose backward is off by 10%: the checker must report it.
   auto bad_square = [](const V& v) {
     Tensor x = v[0].value();
-    return make_result(ops::mul(x, x), "bad_square", {v[0]},
-                       [x](const Tensor& g) { return std::vector<Tensor>{ops::scale(ops::mul(g, x), 2.2f)}; });
+    return make_result(ops::mul(x, x), "bad_square", {v[0]}, [x](const Tensor& g) {
+      return std::vector<Tensor>{ops::scale(ops::mul(g, x), 2.2f)};
+    });
   };
   ::testing::TestPartResultArray failures;
   {
@@ -221,7 +236,8 @@ TEST(GradCheck, CheckerCatchesAWrongBackward) {
     check_gradients("bad_square", bad_square, {rnd({3, 4}, 45)});
   }
   ASSERT_GT(failures.size(), 0);
-  EXPECT_NE(std::string(failures.GetTestPartResult(0).message()).find("analytic"), std::string::npos);
+  EXPECT_NE(std::string(failures.GetTestPartResult(0).message()).find("analytic"),
+            std::string::npos);
 }
 
 }  // namespace

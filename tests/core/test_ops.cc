@@ -42,7 +42,8 @@ SumRef naive_gemm(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j)
       for (int64_t l = 0; l < k; ++l)
-        c.add(i * n + j, double(ta ? A[l * m + i] : A[i * k + l]) * (tb ? B[j * k + l] : B[l * n + j]));
+        c.add(i * n + j,
+              double(ta ? A[l * m + i] : A[i * k + l]) * (tb ? B[j * k + l] : B[l * n + j]));
   return c;
 }
 
@@ -72,7 +73,8 @@ TEST(Ops, BatchedGemmBothSplits) {
       Tensor c = ops::bmm(a, b, false, true);
       for (int64_t i = 0; i < batch; ++i)
         expect_sum_close(c.narrow(i, 1).reshape({7, 11}),
-                         naive_gemm(a.narrow(i, 1).reshape({7, 9}), b.narrow(i, 1).reshape({11, 9}), false, true),
+                         naive_gemm(a.narrow(i, 1).reshape({7, 9}), b.narrow(i, 1).reshape({11, 9}),
+                                    false, true),
                          "bmm batch " + std::to_string(i));
     }
   set_num_threads(0);
@@ -123,7 +125,8 @@ ConvRef naive_conv(const Tensor& x, const Tensor& w, const Tensor& dy, const ops
               for (int64_t j = 0; j < Q; ++j) {
                 const int64_t v = j * p.stride_w - p.pad_w + t * p.dil_w;
                 if (v < 0 || v >= W) continue;
-                const int64_t xi = ((n * C + c) * H + h) * W + v, yi = ((n * K + k) * P + i) * Q + j;
+                const int64_t xi = ((n * C + c) * H + h) * W + v,
+                              yi = ((n * K + k) * P + i) * Q + j;
                 ref.y.add(yi, double(X[xi]) * Wt[wi]);
                 ref.dx.add(xi, double(D[yi]) * Wt[wi]);
                 ref.dw.add(wi, double(D[yi]) * X[xi]);
@@ -134,11 +137,15 @@ ConvRef naive_conv(const Tensor& x, const Tensor& w, const Tensor& dy, const ops
 }
 
 // The three passes at the current ISA level and thread count against `ref`.
-void expect_conv_passes(const Tensor& x, const Tensor& w, const Tensor& dy, const ops::Conv2dParams& p,
-                        const ConvRef& ref, const std::string& what, bool data_pass = true) {
+void expect_conv_passes(const Tensor& x, const Tensor& w, const Tensor& dy,
+                        const ops::Conv2dParams& p, const ConvRef& ref, const std::string& what,
+                        bool data_pass = true) {
   expect_sum_close(ops::conv2d_forward(x, w, p), ref.y, what + " forward");
-  if (data_pass) expect_sum_close(ops::conv2d_backward_data(dy, w, x.shape(), p), ref.dx, what + " backward-data");
-  expect_sum_close(ops::conv2d_backward_filter(dy, x, w.shape(), p), ref.dw, what + " backward-filter");
+  if (data_pass)
+    expect_sum_close(ops::conv2d_backward_data(dy, w, x.shape(), p), ref.dx,
+                     what + " backward-data");
+  expect_sum_close(ops::conv2d_backward_filter(dy, x, w.shape(), p), ref.dw,
+                   what + " backward-filter");
 }
 
 // Every pass of the convolution paths the current level picks (im2col image groups, the 1x1 fast
@@ -148,30 +155,32 @@ TEST(Ops, Conv2dMatchesNaiveOnEveryPath) {
     Shape x, w;
     ops::Conv2dParams p;
   } cases[] = {
-      {{1, 3, 9, 8}, {4, 3, 3, 3}, {1, 1, 1, 1, 1, 1}},      // single image
-      {{6, 3, 9, 8}, {4, 3, 3, 3}, {1, 1, 1, 1, 1, 1}},      // parallel groups
-      {{7, 5, 3, 3}, {6, 5, 3, 3}, {2, 2, 1, 1, 1, 1}},      // tiny planes: grouped images
-      {{3, 8, 5, 6}, {4, 8, 1, 1}, {}},                      // 1x1 fast path
-      {{9, 8, 2, 3}, {4, 8, 1, 1}, {}},                      // 1x1 grouped
-      {{2, 3, 5, 7}, {2, 3, 1, 1}, {2, 2, 0, 0, 1, 1}},      // 1x1 stride 2
-      {{2, 3, 23, 21}, {4, 3, 7, 7}, {2, 2, 3, 3, 1, 1}},    // 7x7/2 stem
-      {{2, 2, 9, 7}, {3, 2, 3, 2}, {2, 1, 1, 0, 2, 2}},      // odd, dilated
+      {{1, 3, 9, 8}, {4, 3, 3, 3}, {1, 1, 1, 1, 1, 1}},    // single image
+      {{6, 3, 9, 8}, {4, 3, 3, 3}, {1, 1, 1, 1, 1, 1}},    // parallel groups
+      {{7, 5, 3, 3}, {6, 5, 3, 3}, {2, 2, 1, 1, 1, 1}},    // tiny planes: grouped images
+      {{3, 8, 5, 6}, {4, 8, 1, 1}, {}},                    // 1x1 fast path
+      {{9, 8, 2, 3}, {4, 8, 1, 1}, {}},                    // 1x1 grouped
+      {{2, 3, 5, 7}, {2, 3, 1, 1}, {2, 2, 0, 0, 1, 1}},    // 1x1 stride 2
+      {{2, 3, 23, 21}, {4, 3, 7, 7}, {2, 2, 3, 3, 1, 1}},  // 7x7/2 stem
+      {{2, 2, 9, 7}, {3, 2, 3, 2}, {2, 1, 1, 0, 2, 2}},    // odd, dilated
   };
   for (int threads : {1, 2}) {
     set_num_threads(threads);
     for (const auto& c : cases) {
-      const Tensor x = rnd(c.x, 5), w = rnd(c.w, 6), dy = rnd(ops::conv2d_output_shape(c.x, c.w, c.p), 7);
-      expect_conv_passes(x, w, dy, c.p, naive_conv(x, w, dy, c.p),
-                         "conv " + shape_str(c.x) + "*" + shape_str(c.w) + " threads " + std::to_string(threads));
+      const Tensor x = rnd(c.x, 5), w = rnd(c.w, 6),
+                   dy = rnd(ops::conv2d_output_shape(c.x, c.w, c.p), 7);
+      expect_conv_passes(
+          x, w, dy, c.p, naive_conv(x, w, dy, c.p),
+          "conv " + shape_str(c.x) + "*" + shape_str(c.w) + " threads " + std::to_string(threads));
     }
   }
   set_num_threads(0);
 }
 
 // The direct 3x3 and 5x5 kernels (conv_direct.h) and im2col + GEMM (the generic ISA's path)
-// against a naive convolution in double, for every ISA this CPU has, all three passes: rows shorter than, equal to and longer than a vector, channel
-// counts that leave register-tile remainders, one input channel, paddings from 0 to the kernel
-// size - 1, batches split over threads.
+// against a naive convolution in double, for every ISA this CPU has, all three passes: rows shorter
+// than, equal to and longer than a vector, channel counts that leave register-tile remainders, one
+// input channel, paddings from 0 to the kernel size - 1, batches split over threads.
 TEST(Ops, Conv2dDirectKernelsMatchNaiveOnEveryPass) {
   struct Case {
     Shape x, w;
@@ -194,7 +203,8 @@ TEST(Ops, Conv2dDirectKernelsMatchNaiveOnEveryPass) {
   for (cpu::Isa i : {cpu::Isa::avx2, cpu::Isa::avx512})
     if (static_cast<int>(i) <= static_cast<int>(cpu::detected_isa())) isas.push_back(i);
   if (isas.empty()) {  // a build below the x86-64-v3 default on a CPU without AVX2: im2col only
-    EXPECT_EQ(cpu::conv_direct_kernels({1, 16, 8, 8}, {16, 16, 3, 3}, {1, 1, 1, 1, 1, 1}, cpu::ConvPass::forward),
+    EXPECT_EQ(cpu::conv_direct_kernels({1, 16, 8, 8}, {16, 16, 3, 3}, {1, 1, 1, 1, 1, 1},
+                                       cpu::ConvPass::forward),
               nullptr);
     return;
   }
@@ -211,24 +221,32 @@ TEST(Ops, Conv2dDirectKernelsMatchNaiveOnEveryPass) {
         cpu::set_isa(isa);
         set_num_threads(threads);
         const char* kern = cpu::conv_direct_kernels(c.x, c.w, p, cpu::ConvPass::forward);
-        for (auto pass : {cpu::ConvPass::forward, cpu::ConvPass::backward_data, cpu::ConvPass::backward_filter})
+        for (auto pass :
+             {cpu::ConvPass::forward, cpu::ConvPass::backward_data, cpu::ConvPass::backward_filter})
           ASSERT_NE(cpu::conv_direct_kernels(c.x, c.w, p, pass), nullptr)
               << shape_str(c.x) << " should run on the direct kernels in every pass";
-        const std::string what = std::string(kern) + " " + shape_str(c.x) + "*" + shape_str(c.w) + " pad " +
-                                 std::to_string(c.pad) + " threads " + std::to_string(threads);
+        const std::string what = std::string(kern) + " " + shape_str(c.x) + "*" + shape_str(c.w) +
+                                 " pad " + std::to_string(c.pad) + " threads " +
+                                 std::to_string(threads);
         expect_conv_passes(x, w, dy, p, ref, what);
       }
   }
-  // Strided, 7x7, too wide (the filter gradient from 256 channels, the others past 256) or overpadded
-  // convolutions stay on im2col + GEMM.
+  // Strided, 7x7, too wide (the filter gradient from 256 channels, the others past 256) or
+  // overpadded convolutions stay on im2col + GEMM.
   cpu::set_isa(isas.back());
   const auto fwd = cpu::ConvPass::forward, filt = cpu::ConvPass::backward_filter;
-  EXPECT_EQ(cpu::conv_direct_kernels({1, 16, 8, 8}, {16, 16, 3, 3}, {2, 2, 1, 1, 1, 1}, fwd), nullptr);
-  EXPECT_NE(cpu::conv_direct_kernels({1, 256, 8, 8}, {256, 256, 3, 3}, {1, 1, 1, 1, 1, 1}, fwd), nullptr);
-  EXPECT_EQ(cpu::conv_direct_kernels({1, 256, 8, 8}, {256, 256, 3, 3}, {1, 1, 1, 1, 1, 1}, filt), nullptr);
-  EXPECT_EQ(cpu::conv_direct_kernels({1, 512, 8, 8}, {512, 512, 3, 3}, {1, 1, 1, 1, 1, 1}, fwd), nullptr);
-  EXPECT_EQ(cpu::conv_direct_kernels({1, 16, 8, 8}, {16, 16, 3, 3}, {1, 1, 3, 3, 1, 1}, fwd), nullptr);
-  EXPECT_EQ(cpu::conv_direct_kernels({1, 16, 8, 8}, {16, 16, 7, 7}, {1, 1, 3, 3, 1, 1}, fwd), nullptr);
+  EXPECT_EQ(cpu::conv_direct_kernels({1, 16, 8, 8}, {16, 16, 3, 3}, {2, 2, 1, 1, 1, 1}, fwd),
+            nullptr);
+  EXPECT_NE(cpu::conv_direct_kernels({1, 256, 8, 8}, {256, 256, 3, 3}, {1, 1, 1, 1, 1, 1}, fwd),
+            nullptr);
+  EXPECT_EQ(cpu::conv_direct_kernels({1, 256, 8, 8}, {256, 256, 3, 3}, {1, 1, 1, 1, 1, 1}, filt),
+            nullptr);
+  EXPECT_EQ(cpu::conv_direct_kernels({1, 512, 8, 8}, {512, 512, 3, 3}, {1, 1, 1, 1, 1, 1}, fwd),
+            nullptr);
+  EXPECT_EQ(cpu::conv_direct_kernels({1, 16, 8, 8}, {16, 16, 3, 3}, {1, 1, 3, 3, 1, 1}, fwd),
+            nullptr);
+  EXPECT_EQ(cpu::conv_direct_kernels({1, 16, 8, 8}, {16, 16, 7, 7}, {1, 1, 3, 3, 1, 1}, fwd),
+            nullptr);
   // The bf16 mode runs the same kernels on operands rounded to bf16: every pass equals, bit for
   // bit, the fp32 mode on operands rounded beforehand (and differs from it on unrounded ones).
   // At avx512 and at amx (where the bf16 GEMM runs on tiles).
@@ -238,26 +256,35 @@ TEST(Ops, Conv2dDirectKernelsMatchNaiveOnEveryPass) {
     for (const auto& c : cases) {
       if (c.w[0] * c.w[1] > most * most) continue;
       const ops::Conv2dParams p{1, 1, c.pad, c.pad, 1, 1};
-      const Tensor x = rnd(c.x, 7), w = rnd(c.w, 8), dy = rnd(ops::conv2d_output_shape(c.x, c.w, p), 9);
-      const std::string what = std::string(cpu::isa_name(level)) + " " + shape_str(c.x) + "*" + shape_str(c.w) +
-                               " pad " + std::to_string(c.pad);
+      const Tensor x = rnd(c.x, 7), w = rnd(c.w, 8),
+                   dy = rnd(ops::conv2d_output_shape(c.x, c.w, p), 9);
+      const std::string what = std::string(cpu::isa_name(level)) + " " + shape_str(c.x) + "*" +
+                               shape_str(c.w) + " pad " + std::to_string(c.pad);
       set_cpu_matmul_precision(Precision::bf16);
-      for (auto pass : {cpu::ConvPass::forward, cpu::ConvPass::backward_data, cpu::ConvPass::backward_filter})
-        ASSERT_NE(cpu::conv_direct_kernels(c.x, c.w, p, pass), nullptr) << what << ": bf16 mode, direct kernels";
+      for (auto pass :
+           {cpu::ConvPass::forward, cpu::ConvPass::backward_data, cpu::ConvPass::backward_filter})
+        ASSERT_NE(cpu::conv_direct_kernels(c.x, c.w, p, pass), nullptr)
+            << what << ": bf16 mode, direct kernels";
       const auto y16 = ops::conv2d_forward(x, w, p).to_vector<float>();
       const auto dx16 = ops::conv2d_backward_data(dy, w, c.x, p).to_vector<float>();
       const auto dw16 = ops::conv2d_backward_filter(dy, x, c.w, p).to_vector<float>();
       set_cpu_matmul_precision(Precision::fp32);
       const Tensor xr = round16(x), wr = round16(w), dyr = round16(dy);
       EXPECT_EQ(y16, ops::conv2d_forward(xr, wr, p).to_vector<float>()) << what << " forward";
-      EXPECT_EQ(dx16, ops::conv2d_backward_data(dyr, wr, c.x, p).to_vector<float>()) << what << " backward-data";
-      EXPECT_EQ(dw16, ops::conv2d_backward_filter(dyr, xr, c.w, p).to_vector<float>()) << what << " backward-filter";
-      EXPECT_NE(y16, ops::conv2d_forward(x, w, p).to_vector<float>()) << what << ": bf16 mode did not round";
+      EXPECT_EQ(dx16, ops::conv2d_backward_data(dyr, wr, c.x, p).to_vector<float>())
+          << what << " backward-data";
+      EXPECT_EQ(dw16, ops::conv2d_backward_filter(dyr, xr, c.w, p).to_vector<float>())
+          << what << " backward-filter";
+      EXPECT_NE(y16, ops::conv2d_forward(x, w, p).to_vector<float>())
+          << what << ": bf16 mode did not round";
     }
     // Past 64 channels (on AMX tiles: 32) the bf16 GEMM on im2col is faster: it keeps them.
     set_cpu_matmul_precision(Precision::bf16);
-    EXPECT_NE(cpu::conv_direct_kernels({1, most, 8, 8}, {most, most, 3, 3}, {1, 1, 1, 1, 1, 1}, fwd), nullptr);
-    EXPECT_EQ(cpu::conv_direct_kernels({1, 2 * most, 8, 8}, {2 * most, 2 * most, 3, 3}, {1, 1, 1, 1, 1, 1}, fwd),
+    EXPECT_NE(
+        cpu::conv_direct_kernels({1, most, 8, 8}, {most, most, 3, 3}, {1, 1, 1, 1, 1, 1}, fwd),
+        nullptr);
+    EXPECT_EQ(cpu::conv_direct_kernels({1, 2 * most, 8, 8}, {2 * most, 2 * most, 3, 3},
+                                       {1, 1, 1, 1, 1, 1}, fwd),
               nullptr);
     set_cpu_matmul_precision(Precision::fp32);
   }
@@ -290,18 +317,21 @@ TEST(Ops, Conv2dBlockedKernelsMatchNaiveOnEveryPass) {
   std::vector<cpu::Isa> isas;
   for (cpu::Isa i : {cpu::Isa::avx2, cpu::Isa::avx512})
     if (static_cast<int>(i) <= static_cast<int>(cpu::detected_isa())) isas.push_back(i);
-  const auto fwd = cpu::ConvPass::forward, data = cpu::ConvPass::backward_data, filt = cpu::ConvPass::backward_filter;
-  auto blocked = [](const Shape& x, const Shape& w, const ops::Conv2dParams& p, cpu::ConvPass pass) {
+  const auto fwd = cpu::ConvPass::forward, data = cpu::ConvPass::backward_data,
+             filt = cpu::ConvPass::backward_filter;
+  auto blocked = [](const Shape& x, const Shape& w, const ops::Conv2dParams& p,
+                    cpu::ConvPass pass) {
     const char* k = cpu::conv_direct_kernels(x, w, p, pass);
     return k && std::string(k).find("blocked") != std::string::npos;
   };
   int blocked_runs = 0;
   for (const auto& c : cases) {
     const ops::Conv2dParams p{c.stride, c.stride, c.pad, c.pad, 1, 1};
-    const Tensor x = rnd(c.x, 7), w = rnd(c.w, 8), dy = rnd(ops::conv2d_output_shape(c.x, c.w, p), 9);
+    const Tensor x = rnd(c.x, 7), w = rnd(c.w, 8),
+                 dy = rnd(ops::conv2d_output_shape(c.x, c.w, p), 9);
     const ConvRef ref = naive_conv(x, w, dy, p);
-    const std::string shapes = shape_str(c.x) + "*" + shape_str(c.w) + " stride " + std::to_string(c.stride) +
-                               " pad " + std::to_string(c.pad);
+    const std::string shapes = shape_str(c.x) + "*" + shape_str(c.w) + " stride " +
+                               std::to_string(c.stride) + " pad " + std::to_string(c.pad);
     cpu::set_isa(cpu::Isa::generic);
     expect_conv_passes(x, w, dy, p, ref, "generic im2col " + shapes);
     for (cpu::Isa isa : isas)
@@ -313,8 +343,8 @@ TEST(Ops, Conv2dBlockedKernelsMatchNaiveOnEveryPass) {
         ASSERT_TRUE(blocked(c.x, c.w, p, filt)) << shape_str(c.x);
         ASSERT_EQ(blocked(c.x, c.w, p, data), c.stride == 1) << shape_str(c.x);
         expect_conv_passes(x, w, dy, p, ref,
-                           std::string(cpu::conv_direct_kernels(c.x, c.w, p, fwd)) + " " + shapes + " threads " +
-                               std::to_string(threads));
+                           std::string(cpu::conv_direct_kernels(c.x, c.w, p, fwd)) + " " + shapes +
+                               " threads " + std::to_string(threads));
       }
   }
   if (isas.empty()) return;  // a build below x86-64-v3 on a CPU without AVX2: im2col only
@@ -343,14 +373,18 @@ TEST(Ops, Conv2dBlockedKernelsMatchNaiveOnEveryPass) {
         set_cpu_matmul_precision(Precision::fp32);
         continue;
       }
-      const Tensor x = rnd(c.x, 7), w = rnd(c.w, 8), dy = rnd(ops::conv2d_output_shape(c.x, c.w, p), 9);
-      const std::string what = std::string(cpu::isa_name(level)) + " " + shape_str(c.x) + "*" + shape_str(c.w) +
-                               " stride " + std::to_string(c.stride);
+      const Tensor x = rnd(c.x, 7), w = rnd(c.w, 8),
+                   dy = rnd(ops::conv2d_output_shape(c.x, c.w, p), 9);
+      const std::string what = std::string(cpu::isa_name(level)) + " " + shape_str(c.x) + "*" +
+                               shape_str(c.w) + " stride " + std::to_string(c.stride);
       // At avx512 the forward and backward-data passes run on vdpbf16ps (the filter gradient
       // stays on the fp32 kernels, on rounded operands).
-      const bool vdp = std::string(cpu::conv_direct_kernels(c.x, c.w, p, fwd)) == "avx512_bf16 blocked";
+      const bool vdp =
+          std::string(cpu::conv_direct_kernels(c.x, c.w, p, fwd)) == "avx512_bf16 blocked";
       EXPECT_EQ(vdp, cpu::isa() == cpu::Isa::avx512) << what;
-      EXPECT_EQ(std::string(cpu::conv_direct_kernels(c.x, c.w, p, filt)).find("bf16"), std::string::npos) << what;
+      EXPECT_EQ(std::string(cpu::conv_direct_kernels(c.x, c.w, p, filt)).find("bf16"),
+                std::string::npos)
+          << what;
       const auto y16 = ops::conv2d_forward(x, w, p).to_vector<float>();
       const auto dx16 = ops::conv2d_backward_data(dy, w, c.x, p).to_vector<float>();
       const auto dw16 = ops::conv2d_backward_filter(dy, x, c.w, p).to_vector<float>();
@@ -366,10 +400,13 @@ TEST(Ops, Conv2dBlockedKernelsMatchNaiveOnEveryPass) {
         if (vdp)
           testing::expect_within_sum_bound(dx16, ref16.dx, what + " backward-data (vdpbf16ps)");
         else
-          EXPECT_EQ(dx16, ops::conv2d_backward_data(dyr, wr, c.x, p).to_vector<float>()) << what << " backward-data";
+          EXPECT_EQ(dx16, ops::conv2d_backward_data(dyr, wr, c.x, p).to_vector<float>())
+              << what << " backward-data";
       }
-      EXPECT_EQ(dw16, ops::conv2d_backward_filter(dyr, xr, c.w, p).to_vector<float>()) << what << " backward-filter";
-      EXPECT_NE(y16, ops::conv2d_forward(x, w, p).to_vector<float>()) << what << ": bf16 mode did not round";
+      EXPECT_EQ(dw16, ops::conv2d_backward_filter(dyr, xr, c.w, p).to_vector<float>())
+          << what << " backward-filter";
+      EXPECT_NE(y16, ops::conv2d_forward(x, w, p).to_vector<float>())
+          << what << ": bf16 mode did not round";
     }
   }
   cpu::set_isa(saved);
@@ -380,10 +417,11 @@ TEST(Ops, Conv2dBlockedKernelsMatchNaiveOnEveryPass) {
 // index goes to the backward pass), whatever comes after it; -inf windows point at their first
 // element.
 TEST(Ops, MaxPoolTiesAndNaN) {
-  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN(),
+              inf = std::numeric_limits<float>::infinity();
   // Four 2x2 windows of a 4x4 plane, row-major: ties | a NaN before the max | two NaNs | all -inf.
-  Tensor x = Tensor::from_vector<float>({3, 3, 1, nan,    //
-                                         3, 1, 5, 2,      //
+  Tensor x = Tensor::from_vector<float>({3, 3, 1, nan,        //
+                                         3, 1, 5, 2,          //
                                          nan, 9, -inf, -inf,  //
                                          nan, 1, -inf, -inf},
                                         {1, 1, 4, 4});
@@ -401,7 +439,8 @@ TEST(Ops, MaxPoolTiesAndNaN) {
 // maximum or the first NaN in row-major window order, else the first element of the window. The
 // values come from a set of five (0, 1, 2, -inf, NaN), so windows are full of ties.
 TEST(Ops, MaxPoolMatchesReferenceOnEveryWindowShape) {
-  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN(),
+              inf = std::numeric_limits<float>::infinity();
   const float pick[5] = {0.f, 1.f, 2.f, -inf, nan};
   std::mt19937 gen(17);
   for (int64_t k = 1; k <= 4; ++k)
@@ -421,7 +460,8 @@ TEST(Ops, MaxPoolMatchesReferenceOnEveryWindowShape) {
           for (int64_t c = 0; c < 2; ++c)
             for (int64_t i = 0; i < P; ++i)
               for (int64_t j = 0; j < Q; ++j) {
-                const int64_t h0 = std::max<int64_t>(i * s - pad, 0), w0 = std::max<int64_t>(j * s - pad, 0);
+                const int64_t h0 = std::max<int64_t>(i * s - pad, 0),
+                              w0 = std::max<int64_t>(j * s - pad, 0);
                 float best = v[static_cast<size_t>(c * H * W + h0 * W + w0)];
                 int64_t arg = h0 * W + w0;
                 for (int64_t h = h0; h < std::min(i * s - pad + k, H) && best == best; ++h)
@@ -434,10 +474,10 @@ TEST(Ops, MaxPoolMatchesReferenceOnEveryWindowShape) {
                     }
                   }
                 const size_t o = static_cast<size_t>((c * P + i) * Q + j);
-                const std::string at = "kernel " + std::to_string(k) + " stride " + std::to_string(s) +
-                                       " pad " + std::to_string(pad) + " H " + std::to_string(H) +
-                                       " output (" + std::to_string(c) + "," + std::to_string(i) + "," +
-                                       std::to_string(j) + ")";
+                const std::string at = "kernel " + std::to_string(k) + " stride " +
+                                       std::to_string(s) + " pad " + std::to_string(pad) + " H " +
+                                       std::to_string(H) + " output (" + std::to_string(c) + "," +
+                                       std::to_string(i) + "," + std::to_string(j) + ")";
                 ASSERT_EQ(iv[o], arg) << at;
                 if (best != best)
                   ASSERT_TRUE(std::isnan(yv[o])) << at;
@@ -451,9 +491,11 @@ TEST(Ops, PoolingForward) {
   Tensor x = Tensor::arange(0, 16).reshape({1, 1, 4, 4});
   Tensor idx;
   ops::Pool2dParams p{2, 2, 2, 2, 0, 0, true};
-  EXPECT_EQ(ops::max_pool2d_forward(x, p, idx).to_vector<float>(), (std::vector<float>{5, 7, 13, 15}));
+  EXPECT_EQ(ops::max_pool2d_forward(x, p, idx).to_vector<float>(),
+            (std::vector<float>{5, 7, 13, 15}));
   EXPECT_EQ(idx.to_vector<int32_t>(), (std::vector<int32_t>{5, 7, 13, 15}));
-  EXPECT_EQ(ops::avg_pool2d_forward(x, p).to_vector<float>(), (std::vector<float>{2.5, 4.5, 10.5, 12.5}));
+  EXPECT_EQ(ops::avg_pool2d_forward(x, p).to_vector<float>(),
+            (std::vector<float>{2.5, 4.5, 10.5, 12.5}));
   ops::Pool2dParams pad{3, 3, 2, 2, 1, 1, true};
   auto inc = ops::avg_pool2d_forward(x, pad).to_vector<float>();
   EXPECT_FLOAT_EQ(inc[0], (0 + 1 + 4 + 5) / 9.f);  // padding counted
@@ -464,7 +506,8 @@ TEST(Ops, PoolingForward) {
 
 TEST(Ops, NormalisationForward) {
   Tensor x = rnd({4, 3, 2, 2}, 7);
-  Tensor g = Tensor::ones({3}), b = Tensor::zeros({3}), rm = Tensor::zeros({3}), rv = Tensor::ones({3});
+  Tensor g = Tensor::ones({3}), b = Tensor::zeros({3}), rm = Tensor::zeros({3}),
+         rv = Tensor::ones({3});
   Tensor mean, invstd;
   Tensor y = ops::batch_norm_train(x, g, b, rm, rv, 0.1f, 1e-5f, mean, invstd);
   // Each channel of y has mean 0 and (biased) variance ~1.
@@ -476,7 +519,8 @@ TEST(Ops, NormalisationForward) {
     EXPECT_NEAR(rm.to_vector<float>()[c], 0.1f * mean.to_vector<float>()[c], 1e-6);
   }
   Tensor lm, lr;
-  Tensor l = ops::layer_norm_forward(rnd({5, 8}, 8), Tensor::ones({8}), Tensor::zeros({8}), 1e-5f, lm, lr);
+  Tensor l =
+      ops::layer_norm_forward(rnd({5, 8}, 8), Tensor::ones({8}), Tensor::zeros({8}), 1e-5f, lm, lr);
   Tensor lmean = ops::mean(l, {1});
   for (float v : lmean.to_vector<float>()) EXPECT_NEAR(v, 0, 1e-5);
 }
@@ -484,7 +528,8 @@ TEST(Ops, NormalisationForward) {
 // The fused batch-norm + ReLU and add + ReLU give the bits of their pairs of ops, forward and
 // backward, NaN, zeros and infinities included (ReLU's rule: v > 0 ? v : 0), at 1 and 2 threads.
 TEST(Ops, FusedReluOpsEqualTheirPairs) {
-  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN(),
+              inf = std::numeric_limits<float>::infinity();
   auto with_specials = [&](Tensor t) {
     float* p = t.data<float>();
     p[1] = nan, p[5] = 0.f, p[6] = -0.f, p[9] = inf, p[10] = -inf;
@@ -500,17 +545,21 @@ TEST(Ops, FusedReluOpsEqualTheirPairs) {
     for (const Shape& s : {Shape{6, 5, 4, 3}, Shape{2, 3, 7, 7}, Shape{9, 4}}) {
       const std::string what = shape_str(s) + " threads " + std::to_string(threads);
       const int64_t c = s[1];
-      const Tensor x = rnd(s, 11), gamma = rnd({c}, 12), beta = rnd({c}, 13), dy = with_specials(rnd(s, 14));
+      const Tensor x = rnd(s, 11), gamma = rnd({c}, 12), beta = rnd({c}, 13),
+                   dy = with_specials(rnd(s, 14));
       Tensor rm = rnd({c}, 15), rv = Tensor::full({c}, 1.5f), rm2 = rm.clone(), rv2 = rv.clone();
       Tensor mean, invstd, mean2, invstd2;
-      const Tensor pair = ops::relu(ops::batch_norm_train(x, gamma, beta, rm, rv, 0.1f, 1e-5f, mean, invstd));
-      const Tensor fused = ops::batch_norm_relu_train(x, gamma, beta, rm2, rv2, 0.1f, 1e-5f, mean2, invstd2);
+      const Tensor pair =
+          ops::relu(ops::batch_norm_train(x, gamma, beta, rm, rv, 0.1f, 1e-5f, mean, invstd));
+      const Tensor fused =
+          ops::batch_norm_relu_train(x, gamma, beta, rm2, rv2, 0.1f, 1e-5f, mean2, invstd2);
       EXPECT_EQ(bits(fused), bits(pair)) << what;
       EXPECT_EQ(bits(mean2), bits(mean)) << what;
       EXPECT_EQ(bits(invstd2), bits(invstd)) << what;
       EXPECT_EQ(bits(rm2), bits(rm)) << what;
       EXPECT_EQ(bits(rv2), bits(rv)) << what;
-      const auto gp = ops::batch_norm_backward(ops::relu_backward(dy, pair), x, gamma, mean, invstd);
+      const auto gp =
+          ops::batch_norm_backward(ops::relu_backward(dy, pair), x, gamma, mean, invstd);
       const auto gf = ops::batch_norm_relu_backward(dy, fused, x, gamma, mean2, invstd2);
       EXPECT_EQ(bits(gf.dx), bits(gp.dx)) << what;
       EXPECT_EQ(bits(gf.dgamma), bits(gp.dgamma)) << what;
@@ -522,8 +571,9 @@ TEST(Ops, FusedReluOpsEqualTheirPairs) {
   set_num_threads(0);
   Tensor m, v;
   EXPECT_THROW(ops::add_relu(Tensor::zeros({2, 3}), Tensor::zeros({3, 2})), ShapeError);
-  EXPECT_THROW(ops::batch_norm_relu_backward(Tensor::zeros({4, 2}), Tensor::zeros({4, 3}), Tensor::zeros({4, 2}),
-                                             Tensor::ones({2}), Tensor::zeros({2}), Tensor::ones({2})),
+  EXPECT_THROW(ops::batch_norm_relu_backward(Tensor::zeros({4, 2}), Tensor::zeros({4, 3}),
+                                             Tensor::zeros({4, 2}), Tensor::ones({2}),
+                                             Tensor::zeros({2}), Tensor::ones({2})),
                ShapeError);
 }
 
@@ -541,18 +591,19 @@ TEST(Ops, SoftmaxAndCrossEntropyValues) {
   // All rows ignored: loss 0 and zero gradient rather than NaN.
   Tensor ign = Tensor::from_vector<int64_t>({-100, -100}, {2});
   EXPECT_EQ(ops::cross_entropy_forward(logits, ign, 0.1f, -100, logp).item(), 0.f);
-  for (float v : ops::cross_entropy_backward(1.f, logp, ign, 0.1f, -100).to_vector<float>()) EXPECT_EQ(v, 0.f);
+  for (float v : ops::cross_entropy_backward(1.f, logp, ign, 0.1f, -100).to_vector<float>())
+    EXPECT_EQ(v, 0.f);
 }
 
 // The first largest value per row, NaNs passed over, a NaN first value giving 0 (the scan that
 // count_correct did on the host before the op existed).
 TEST(Ops, ArgmaxRows) {
   const float nan = NAN, inf = INFINITY;
-  const Tensor x = Tensor::from_vector<float>({1, 3, 3, 2,         // tie: the first
-                                              nan, 5, 9, 1,       // NaN first: 0
-                                              0, nan, -1, 0.5f,   // NaN inside: passed over
-                                              -inf, -inf, -inf, -inf, 2, 2, 2, 7},
-                                             {5, 4});
+  const Tensor x = Tensor::from_vector<float>({1,    3,    3,    2,     // tie: the first
+                                               nan,  5,    9,    1,     // NaN first: 0
+                                               0,    nan,  -1,   0.5f,  // NaN inside: passed over
+                                               -inf, -inf, -inf, -inf, 2, 2, 2, 7},
+                                              {5, 4});
   EXPECT_EQ(ops::argmax_rows(x).to_vector<int64_t>(), (std::vector<int64_t>{1, 0, 3, 0, 3}));
   EXPECT_EQ(ops::argmax_rows(Tensor::zeros({0, 3})).shape(), (Shape{0}));
   EXPECT_THROW(ops::argmax_rows(Tensor::zeros({2, 0})), ShapeError);
@@ -610,7 +661,8 @@ TEST(Ops, DropoutIsSeededAndThreadIndependent) {
 TEST(Ops, EmbeddingGatherAndScatter) {
   Tensor w = Tensor::arange(0, 6).reshape({3, 2});
   Tensor ids = Tensor::from_vector<int32_t>({2, 0, 2}, {3});
-  EXPECT_EQ(ops::embedding_forward(w, ids).to_vector<float>(), (std::vector<float>{4, 5, 0, 1, 4, 5}));
+  EXPECT_EQ(ops::embedding_forward(w, ids).to_vector<float>(),
+            (std::vector<float>{4, 5, 0, 1, 4, 5}));
   Tensor dw = Tensor::zeros({3, 2});
   ops::embedding_backward(Tensor::ones({3, 2}), ids, dw);
   EXPECT_EQ(dw.to_vector<float>(), (std::vector<float>{1, 1, 0, 0, 2, 2}));
@@ -618,7 +670,8 @@ TEST(Ops, EmbeddingGatherAndScatter) {
     ops::embedding_forward(w, Tensor::from_vector<int64_t>({3}, {1}));
     FAIL();
   } catch (const ShapeError& e) {
-    EXPECT_NE(std::string(e.what()).find("outside the vocabulary [0, 3)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("outside the vocabulary [0, 3)"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -632,30 +685,40 @@ TEST(Ops, BadArgumentsGiveClearErrors) {
     return "no exception";
   };
   Tensor a = Tensor::zeros({2, 3}), b = Tensor::zeros({3, 2});
-  EXPECT_NE(msg_of([&] { ops::add(a, b); }).find("add: shapes differ: [2,3] vs [3,2]"), std::string::npos);
+  EXPECT_NE(msg_of([&] { ops::add(a, b); }).find("add: shapes differ: [2,3] vs [3,2]"),
+            std::string::npos);
   EXPECT_THROW(ops::matmul(a, a), ShapeError);
   EXPECT_NE(msg_of([&] { ops::matmul(a, a); }).find("inner dimensions differ"), std::string::npos);
   Tensor i = Tensor::zeros({2, 3}, DType::i32);
   EXPECT_THROW(ops::relu(i), DTypeError);
-  EXPECT_NE(msg_of([&] { ops::relu(i); }).find("relu: expected f32, got i32[2,3]"), std::string::npos);
+  EXPECT_NE(msg_of([&] { ops::relu(i); }).find("relu: expected f32, got i32[2,3]"),
+            std::string::npos);
   EXPECT_THROW(ops::relu(Tensor()), ShapeError);
   Tensor x = Tensor::zeros({1, 3, 5, 5}), w = Tensor::zeros({4, 2, 3, 3});
-  EXPECT_NE(msg_of([&] { ops::conv2d_forward(x, w, {}); }).find("expects 2 input channels"), std::string::npos);
+  EXPECT_NE(msg_of([&] { ops::conv2d_forward(x, w, {}); }).find("expects 2 input channels"),
+            std::string::npos);
   EXPECT_THROW(ops::conv2d_forward(Tensor::zeros({3, 5, 5}), w, {}), ShapeError);
   Tensor big_w = Tensor::zeros({1, 3, 7, 7});
-  EXPECT_NE(msg_of([&] { ops::conv2d_forward(x, big_w, {}); }).find("larger than the padded input"), std::string::npos);
-  EXPECT_THROW(ops::cross_entropy_forward(Tensor::zeros({2, 3}), Tensor::zeros({2}), 0.f, -100, a), DTypeError);
+  EXPECT_NE(msg_of([&] { ops::conv2d_forward(x, big_w, {}); }).find("larger than the padded input"),
+            std::string::npos);
+  EXPECT_THROW(ops::cross_entropy_forward(Tensor::zeros({2, 3}), Tensor::zeros({2}), 0.f, -100, a),
+               DTypeError);
   // The backward alone with a target outside the classes: refused, nothing written out of bounds.
-  EXPECT_THROW(ops::cross_entropy_backward(1.f, Tensor::zeros({2, 3}), Tensor::from_vector<int64_t>({1, 3}, {2}),
-                                           0.f, -100),
+  EXPECT_THROW(ops::cross_entropy_backward(1.f, Tensor::zeros({2, 3}),
+                                           Tensor::from_vector<int64_t>({1, 3}, {2}), 0.f, -100),
                ShapeError);
   Tensor bad_t = Tensor::from_vector<int64_t>({0, 7}, {2});
-  EXPECT_NE(msg_of([&] { Tensor lp; ops::cross_entropy_forward(Tensor::zeros({2, 3}), bad_t, 0.f, -100, lp); })
-                .find("target 7 at row 1 is outside [0, 3)"),
+  EXPECT_NE(msg_of([&] {
+              Tensor lp;
+              ops::cross_entropy_forward(Tensor::zeros({2, 3}), bad_t, 0.f, -100, lp);
+            }).find("target 7 at row 1 is outside [0, 3)"),
             std::string::npos);
   Tensor m, v;
-  EXPECT_NE(msg_of([&] { Tensor rm, rv; ops::batch_norm_train(Tensor::zeros({1, 2}), Tensor::ones({2}), Tensor::zeros({2}), rm, rv, 0.1f, 1e-5f, m, v); })
-                .find("more than one value per channel"),
+  EXPECT_NE(msg_of([&] {
+              Tensor rm, rv;
+              ops::batch_norm_train(Tensor::zeros({1, 2}), Tensor::ones({2}), Tensor::zeros({2}),
+                                    rm, rv, 0.1f, 1e-5f, m, v);
+            }).find("more than one value per channel"),
             std::string::npos);
 }
 
@@ -667,8 +730,9 @@ TEST(Ops, EmptyTensorsAreHandled) {
   EXPECT_EQ(ops::matmul(e, Tensor::zeros({4, 2})).shape(), (Shape{0, 2}));
   EXPECT_EQ(ops::matmul(Tensor::zeros({3, 0}), Tensor::zeros({0, 2})).to_vector<float>(),
             (std::vector<float>(6, 0.f)));
-  EXPECT_EQ(ops::conv2d_forward(Tensor::zeros({0, 2, 5, 5}), Tensor::zeros({3, 2, 3, 3}), {}).shape(),
-            (Shape{0, 3, 3, 3}));
+  EXPECT_EQ(
+      ops::conv2d_forward(Tensor::zeros({0, 2, 5, 5}), Tensor::zeros({3, 2, 3, 3}), {}).shape(),
+      (Shape{0, 3, 3, 3}));
   EXPECT_EQ(ops::softmax(e).numel(), 0);
   EXPECT_EQ(ops::dot(e, e), 0.0);
 }
@@ -685,7 +749,8 @@ TEST(Ops, SegmentPartialSumsAndCombine) {
   const Tensor a = rnd({1000}, 71), b = rnd({1000}, 72);
   const std::vector<float> av = a.to_vector<float>(), bv = b.to_vector<float>();
   // Out of order slots, an empty segment, a one-element segment, and two pieces of slot 0.
-  const std::vector<ops::Segment> segs = {{0, 300, 2}, {300, 0, 1}, {300, 1, 3}, {301, 400, 0}, {701, 299, 0}};
+  const std::vector<ops::Segment> segs = {
+      {0, 300, 2}, {300, 0, 1}, {300, 1, 3}, {301, 400, 0}, {701, 299, 0}};
   std::vector<double> sums(12, 0.5);  // accumulated onto what is there
   ops::segment_partial_sums(a, b, segs, sums.data());
   std::vector<double> want(12, 0.5), l1(12, 0.0);
@@ -700,7 +765,8 @@ TEST(Ops, SegmentPartialSumsAndCombine) {
   for (int k = 0; k < 12; ++k) EXPECT_NEAR(sums[k], want[k], 1e-12 * (1 + l1[k] + want[k])) << k;
   EXPECT_EQ(sums[3], 0.5) << "the empty segment adds nothing";
 
-  const std::vector<double> coef = {0.25, -1.5, 9.0, 9.0, 1.0, 0.5, 3.0, 0.0};  // slot 3: b not read
+  const std::vector<double> coef = {0.25, -1.5, 9.0, 9.0,
+                                    1.0,  0.5,  3.0, 0.0};  // slot 3: b not read
   Tensor out = Tensor::full({1000}, 42.0);
   ops::segment_combine(a, b, out, segs, coef.data());
   const std::vector<float> got = out.to_vector<float>();
@@ -738,15 +804,15 @@ uint16_t half_bits(const Tensor& t, int64_t i) {
 TEST(Ops, CastRoundsToNearestEvenAndWidensExactly) {
   const float one_ulp_bf16 = std::ldexp(1.f, -7), one_ulp_f16 = std::ldexp(1.f, -10);
   const std::vector<float> x = {1.f,
-                                1.f + one_ulp_bf16 / 2,        // tie: down to even (bf16)
-                                1.f + 3 * one_ulp_bf16 / 2,    // tie: up to even (bf16)
-                                1.f + one_ulp_f16 / 2,         // tie (f16): down
-                                1.f + 3 * one_ulp_f16 / 2,     // tie (f16): up
+                                1.f + one_ulp_bf16 / 2,      // tie: down to even (bf16)
+                                1.f + 3 * one_ulp_bf16 / 2,  // tie: up to even (bf16)
+                                1.f + one_ulp_f16 / 2,       // tie (f16): down
+                                1.f + 3 * one_ulp_f16 / 2,   // tie (f16): up
                                 -2.5f,
-                                65504.f,                       // f16's largest
-                                65520.f,                       // rounds past it: +Inf in f16
-                                std::ldexp(1.f, -24),          // f16's smallest subnormal
-                                1e30f,                         // bf16 has the range
+                                65504.f,               // f16's largest
+                                65520.f,               // rounds past it: +Inf in f16
+                                std::ldexp(1.f, -24),  // f16's smallest subnormal
+                                1e30f,                 // bf16 has the range
                                 INFINITY,
                                 NAN};
   const int64_t n = static_cast<int64_t>(x.size());
@@ -780,15 +846,18 @@ TEST(Ops, CastRoundsToNearestEvenAndWidensExactly) {
   Generator g(5);
   const Tensor r = Tensor::randn({10007}, g);
   for (DType t : {DType::bf16, DType::f16}) {
-    Tensor narrow = Tensor::empty({10007}, t), wide = Tensor::empty({10007}), again = Tensor::empty({10007}, t);
+    Tensor narrow = Tensor::empty({10007}, t), wide = Tensor::empty({10007}),
+           again = Tensor::empty({10007}, t);
     ops::cast_out(r, narrow);
     ops::cast_out(narrow, wide);
     ops::cast_out(wide, again);
     const auto rv = r.to_vector<float>(), wv = wide.to_vector<float>();
     const double ulp = t == DType::bf16 ? one_ulp_bf16 : one_ulp_f16;
     for (size_t i = 0; i < rv.size(); ++i)
-      ASSERT_LE(std::fabs(wv[i] - rv[i]), 0.5 * ulp * std::fabs(rv[i]) + 1e-7) << dtype_name(t) << " at " << i;
-    for (int64_t i = 0; i < 10007; ++i) ASSERT_EQ(half_bits(narrow, i), half_bits(again, i)) << dtype_name(t);
+      ASSERT_LE(std::fabs(wv[i] - rv[i]), 0.5 * ulp * std::fabs(rv[i]) + 1e-7)
+          << dtype_name(t) << " at " << i;
+    for (int64_t i = 0; i < 10007; ++i)
+      ASSERT_EQ(half_bits(narrow, i), half_bits(again, i)) << dtype_name(t);
   }
   Tensor copy = Tensor::empty({n});
   ops::cast_out(src, copy);
@@ -800,7 +869,8 @@ TEST(Ops, CastRoundsToNearestEvenAndWidensExactly) {
 // value, tie and range edge, plus random ones, narrowed.
 TEST(Ops, SoftwareF16ConversionMatchesTheCompilers) {
   for (uint32_t h = 0; h < 65536; ++h) {
-    const float a = half::f16_to_float_soft(static_cast<uint16_t>(h)), b = half::f16_to_float(static_cast<uint16_t>(h));
+    const float a = half::f16_to_float_soft(static_cast<uint16_t>(h)),
+                b = half::f16_to_float(static_cast<uint16_t>(h));
     if (std::isnan(b)) {
       ASSERT_TRUE(std::isnan(a)) << h;
       continue;
@@ -811,7 +881,8 @@ TEST(Ops, SoftwareF16ConversionMatchesTheCompilers) {
     float f;
     std::memcpy(&f, &bits, 4);
     const uint16_t a = half::f16_from_float_soft(f), b = half::f16_from_float(f);
-    if (std::isnan(f)) return (a & 0x7C00u) == 0x7C00u && (a & 0x3FFu) != 0 && (b & 0x7C00u) == 0x7C00u;
+    if (std::isnan(f))
+      return (a & 0x7C00u) == 0x7C00u && (a & 0x3FFu) != 0 && (b & 0x7C00u) == 0x7C00u;
     return a == b;
   };
   for (uint32_t h = 0; h < 65536; ++h) {  // each f16 value, its ties and neighbours, as f32
@@ -819,7 +890,8 @@ TEST(Ops, SoftwareF16ConversionMatchesTheCompilers) {
     uint32_t bits;
     std::memcpy(&bits, &v, 4);
     for (int64_t d : {-4097, -4096, -4095, -1, 0, 1, 4095, 4096, 4097})
-      ASSERT_TRUE(narrow_same(static_cast<uint32_t>(static_cast<int64_t>(bits) + d))) << "near f16 " << h << " d " << d;
+      ASSERT_TRUE(narrow_same(static_cast<uint32_t>(static_cast<int64_t>(bits) + d)))
+          << "near f16 " << h << " d " << d;
   }
   uint64_t s = 88172645463325252ull;
   for (int i = 0; i < 2000000; ++i) {
@@ -830,7 +902,8 @@ TEST(Ops, SoftwareF16ConversionMatchesTheCompilers) {
 
 TEST(Ops, CastRejectsOtherTypesAndCounts) {
   const Tensor f = Tensor::zeros({4});
-  Tensor i = Tensor::zeros({4}, DType::i64), h3 = Tensor::empty({3}, DType::f16), h4 = Tensor::empty({4}, DType::f16);
+  Tensor i = Tensor::zeros({4}, DType::i64), h3 = Tensor::empty({3}, DType::f16),
+         h4 = Tensor::empty({4}, DType::f16);
   EXPECT_THROW(ops::cast_out(f, i), DTypeError);
   EXPECT_THROW(ops::cast_out(f, h3), ShapeError);
   Tensor b4 = Tensor::empty({4}, DType::bf16);

@@ -1,6 +1,7 @@
 // cpu::sgemm and cpu::sbgemm against a naive double-accumulating reference, for every kernel
 // this CPU can run (generic/Eigen, AVX2, AVX-512 fp32, AVX512_BF16, AMX bf16 tiles;
-// cpu::set_isa picks the level): all transpose combinations, edge sizes around the micro-tile (0, 1, MR-1, MR, MR+1,
+// cpu::set_isa picks the level): all transpose combinations, edge sizes around the micro-tile (0,
+// 1, MR-1, MR, MR+1,
 // ...), odd k (the bf16 kernel pairs k values), leading dimensions wider than the matrices (the
 // padding must stay untouched), beta == 0 over NaN-filled C, 1-3 threads, shapes that cross the
 // KC/MC/NC block boundaries, and calls from inside a parallel region.
@@ -125,10 +126,10 @@ int check_once(const Operands& o, float alpha, float beta, uint32_t seed) {
     }
   (g_variant.bf16 ? cpu::sbgemm : cpu::sgemm)(o.ta, o.tb, o.m, o.n, o.k, alpha, o.a.data(), o.lda,
                                               o.b.data(), o.ldb, beta, c.data(), o.ldc);
-  const std::string what = variant_name(g_variant) + " ta=" + std::to_string(o.ta) + " tb=" + std::to_string(o.tb) +
-                           " m=" + std::to_string(o.m) + " n=" + std::to_string(o.n) +
-                           " k=" + std::to_string(o.k) + " alpha=" + std::to_string(alpha) +
-                           " beta=" + std::to_string(beta) +
+  const std::string what = variant_name(g_variant) + " ta=" + std::to_string(o.ta) +
+                           " tb=" + std::to_string(o.tb) + " m=" + std::to_string(o.m) +
+                           " n=" + std::to_string(o.n) + " k=" + std::to_string(o.k) +
+                           " alpha=" + std::to_string(alpha) + " beta=" + std::to_string(beta) +
                            " threads=" + std::to_string(num_threads());
   std::vector<float> got;
   testing::SumRef want(static_cast<size_t>(o.m * o.n));
@@ -221,7 +222,8 @@ TEST_P(Sgemm, InsideParallelRegionRunsSingleThreadedAndCorrect) {
   ThreadsGuard guard;
   set_num_threads(2);
   std::vector<Operands> ops;
-  for (int i = 0; i < 4; ++i) ops.push_back(make_operands(i & 1, i & 2, 130 + i, 150, 120, 200 + i));
+  for (int i = 0; i < 4; ++i)
+    ops.push_back(make_operands(i & 1, i & 2, 130 + i, 150, 120, 200 + i));
   std::vector<int> bad(ops.size(), 0);
   parallel_for(0, static_cast<int64_t>(ops.size()), 1, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) bad[i] = check_once(ops[i], -1.f, 1.f, 300 + i);
@@ -263,7 +265,8 @@ TEST(SgemmDispatch, KernelNameFollowsTheLevel) {
     }
     cpu::set_isa(level);
     EXPECT_EQ(cpu::sgemm_kernel_name(), fp32);
-    EXPECT_EQ(cpu::sbgemm_kernel_name(), cpu::bf16_available() ? bf16 : "none") << cpu::isa_name(level);
+    EXPECT_EQ(cpu::sbgemm_kernel_name(), cpu::bf16_available() ? bf16 : "none")
+        << cpu::isa_name(level);
   }
 }
 
@@ -312,13 +315,14 @@ TEST(SgemmDispatch, ForcedCacheSizes) {
   EXPECT_EQ(c.l2, 128 << 10);
   EXPECT_EQ(c.l3, 3 << 20);
   EXPECT_EQ(cpu::parse_cache_sizes("32768,1048576,8M", "test").l2, 1 << 20);
-  for (const char* bad : {"", "16K", "16K,128K", "16K,128K,3M,4M", "16K,,3M", "0,1K,1K", "-1K,1K,1K", "16k,1K,1K",
-                          "1.5K,1K,1K", "16K,128K,3G"}) {
+  for (const char* bad : {"", "16K", "16K,128K", "16K,128K,3M,4M", "16K,,3M", "0,1K,1K",
+                          "-1K,1K,1K", "16k,1K,1K", "1.5K,1K,1K", "16K,128K,3G"}) {
     try {
       cpu::parse_cache_sizes(bad, std::string("ADA_CPU_CACHES=") + bad);
       ADD_FAILURE() << "'" << bad << "' was accepted";
     } catch (const ConfigError& e) {
-      EXPECT_NE(std::string(e.what()).find(std::string("ADA_CPU_CACHES=") + bad + ": expected three positive sizes"),
+      EXPECT_NE(std::string(e.what()).find(std::string("ADA_CPU_CACHES=") + bad +
+                                           ": expected three positive sizes"),
                 std::string::npos)
           << e.what();
     }

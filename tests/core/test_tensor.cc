@@ -19,8 +19,10 @@ TEST(Tensor, CreationAndShape) {
   for (float v : z.to_vector<float>()) EXPECT_EQ(v, 0.f);
   for (float v : Tensor::ones({4}).to_vector<float>()) EXPECT_EQ(v, 1.f);
   for (int64_t v : Tensor::full({3}, 7, DType::i64).to_vector<int64_t>()) EXPECT_EQ(v, 7);
-  EXPECT_EQ(Tensor::arange(0, 5, 2, DType::i32).to_vector<int32_t>(), (std::vector<int32_t>{0, 2, 4}));
-  EXPECT_EQ(Tensor::arange(1, 2, 0.25).to_vector<float>(), (std::vector<float>{1, 1.25, 1.5, 1.75}));
+  EXPECT_EQ(Tensor::arange(0, 5, 2, DType::i32).to_vector<int32_t>(),
+            (std::vector<int32_t>{0, 2, 4}));
+  EXPECT_EQ(Tensor::arange(1, 2, 0.25).to_vector<float>(),
+            (std::vector<float>{1, 1.25, 1.5, 1.75}));
   Tensor s = Tensor::empty({});
   EXPECT_EQ(s.numel(), 1);
   EXPECT_EQ(Tensor::empty({0, 5}).numel(), 0);

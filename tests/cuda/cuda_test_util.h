@@ -14,18 +14,20 @@
 #include "core/tensor.h"
 
 // Use first in every test that touches a GPU.
-#define ADA_REQUIRE_GPU()                                                        \
-  do {                                                                           \
-    const std::string ada_why_ = ::ada::cuda::unavailable_reason();              \
-    if (!ada_why_.empty()) {                                                     \
-      std::printf("[  SKIPPED ] no GPU: %s\n", ada_why_.c_str());                \
-      GTEST_SKIP() << "no GPU: " << ada_why_;                                    \
-    }                                                                            \
+#define ADA_REQUIRE_GPU()                                           \
+  do {                                                              \
+    const std::string ada_why_ = ::ada::cuda::unavailable_reason(); \
+    if (!ada_why_.empty()) {                                        \
+      std::printf("[  SKIPPED ] no GPU: %s\n", ada_why_.c_str());   \
+      GTEST_SKIP() << "no GPU: " << ada_why_;                       \
+    }                                                               \
   } while (0)
 
 namespace ada::testing {
 
-inline Device gpu() { return Device::cuda(0); }
+inline Device gpu() {
+  return Device::cuda(0);
+}
 
 // Normal(0, 1) values on the CPU from a fixed seed (the same inputs on every run).
 inline Tensor rand_cpu(const Shape& s, uint64_t seed, float scale = 1.f) {
@@ -37,8 +39,8 @@ inline Tensor rand_cpu(const Shape& s, uint64_t seed, float scale = 1.f) {
 inline ::testing::AssertionResult close_to_cpu(const Tensor& gpu_result, const Tensor& cpu_result,
                                                double rtol = 1e-4, double atol = 1e-5) {
   if (gpu_result.shape() != cpu_result.shape())
-    return ::testing::AssertionFailure() << "shapes differ: " << gpu_result.str() << " vs "
-                                         << cpu_result.str();
+    return ::testing::AssertionFailure()
+           << "shapes differ: " << gpu_result.str() << " vs " << cpu_result.str();
   if (gpu_result.device().is_cpu())
     return ::testing::AssertionFailure() << "result " << gpu_result.str() << " is not on the GPU";
   const std::vector<float> g = gpu_result.to(Device::cpu()).to_vector<float>();

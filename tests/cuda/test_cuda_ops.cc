@@ -479,17 +479,19 @@ double l1_of(const std::vector<float>& a, const std::vector<float>* b) {
 TEST(CudaOps, CastMatchesTheCpuBitForBit) {
   ADA_REQUIRE_GPU();
   std::vector<float> v = rand_cpu({4099}, 97, 3.f).to_vector<float>();
-  for (float x : {65504.f, 65520.f, 1e30f, std::ldexp(1.f, -24), std::ldexp(1.f, -26), 1.f + std::ldexp(1.f, -8),
-                  INFINITY, -INFINITY, NAN})
+  for (float x : {65504.f, 65520.f, 1e30f, std::ldexp(1.f, -24), std::ldexp(1.f, -26),
+                  1.f + std::ldexp(1.f, -8), INFINITY, -INFINITY, NAN})
     v.push_back(x);
   for (int64_t n : {int64_t{0}, int64_t{1}, static_cast<int64_t>(v.size())}) {
-    const Tensor src = Tensor::from_vector<float>(std::vector<float>(v.begin(), v.begin() + n), {n});
+    const Tensor src =
+        Tensor::from_vector<float>(std::vector<float>(v.begin(), v.begin() + n), {n});
     for (DType t : {DType::f16, DType::bf16}) {
       Tensor cpu = Tensor::empty({n}, t), dev = Tensor::empty({n}, t, gpu());
       ops::cast_out(src, cpu);
       ops::cast_out(on_gpu(src), dev);
       const Tensor back = dev.to(Device::cpu());
-      ASSERT_EQ(0, std::memcmp(cpu.raw_data(), back.raw_data(), cpu.nbytes())) << dtype_name(t) << " n " << n;
+      ASSERT_EQ(0, std::memcmp(cpu.raw_data(), back.raw_data(), cpu.nbytes()))
+          << dtype_name(t) << " n " << n;
       Tensor wide_cpu = Tensor::empty({n}), wide_gpu = Tensor::empty({n}, DType::f32, gpu());
       ops::cast_out(cpu, wide_cpu);
       ops::cast_out(dev, wide_gpu);
@@ -505,15 +507,16 @@ TEST(CudaOps, SegmentOpsMatchTheCpuAndAreDeterministic) {
   const int64_t n = 200000;
   const Tensor a = rand_cpu({n}, 81), b = rand_cpu({n}, 82, 0.5f);
   const Tensor ga = on_gpu(a), gb = on_gpu(b);
-  const std::vector<ops::Segment> segs = {{0, 70001, 1}, {70001, 0, 2}, {70001, 3, 0}, {70004, 100000, 3},
-                                          {170004, 29996, 1}};
+  const std::vector<ops::Segment> segs = {
+      {0, 70001, 1}, {70001, 0, 2}, {70001, 3, 0}, {70004, 100000, 3}, {170004, 29996, 1}};
   std::vector<double> cpu(12, 0.0), g1(12, 0.0), g2(12, 0.0);
   ops::segment_partial_sums(a, b, segs, cpu.data());
   ops::segment_partial_sums(ga, gb, segs, g1.data());
   ops::segment_partial_sums(ga, gb, segs, g2.data());
   for (int k = 0; k < 12; ++k) {
     EXPECT_TRUE(near_scalar(cat("triple ", k), g1[k], cpu[k], 1e-9 * (1 + std::fabs(cpu[k]) + n)));
-    EXPECT_EQ(std::memcmp(&g1[k], &g2[k], sizeof(double)), 0) << "triple " << k << " not deterministic";
+    EXPECT_EQ(std::memcmp(&g1[k], &g2[k], sizeof(double)), 0)
+        << "triple " << k << " not deterministic";
   }
   EXPECT_EQ(g1[6], 0.0) << "slot 2 has only an empty segment";
   const std::vector<double> coef = {0.5, 0.5, 1.25, -0.75, 7.0, 7.0, 2.0, 0.0};
@@ -685,13 +688,17 @@ void expect_products_round_operands(Precision precision, int mantissa) {
   set_cuda_matmul_precision(precision);
   const Tensor got = ops::matmul(on_gpu(a), on_gpu(b));
   set_cuda_matmul_precision(Precision::fp32);
-  EXPECT_TRUE(near(std::string(name) + " matmul", got, Tensor::from_vector<float>(want, {m, n}), kMmRtol, mm_atol(k)));
+  EXPECT_TRUE(near(std::string(name) + " matmul", got, Tensor::from_vector<float>(want, {m, n}),
+                   kMmRtol, mm_atol(k)));
   const Tensor fp32 = ops::matmul(on_gpu(a), on_gpu(b));
-  EXPECT_TRUE(near("fp32 matmul after the switch", fp32, Tensor::from_vector<float>(exact_f, {m, n}), kMmRtol, mm_atol(k)));
+  EXPECT_TRUE(near("fp32 matmul after the switch", fp32,
+                   Tensor::from_vector<float>(exact_f, {m, n}), kMmRtol, mm_atol(k)));
   const std::vector<float> g = got.to_vector<float>(), f = fp32.to_vector<float>();
   double diff = 0;
-  for (size_t i = 0; i < g.size(); ++i) diff = std::max(diff, std::fabs(static_cast<double>(g[i]) - f[i]));
-  EXPECT_GT(diff, 0.25 * worst_rounding) << "the " << name << " product equals the fp32 one: the switch did not act";
+  for (size_t i = 0; i < g.size(); ++i)
+    diff = std::max(diff, std::fabs(static_cast<double>(g[i]) - f[i]));
+  EXPECT_GT(diff, 0.25 * worst_rounding)
+      << "the " << name << " product equals the fp32 one: the switch did not act";
   EXPECT_EQ(cuda_matmul_precision(), Precision::fp32);
 }
 
@@ -964,23 +971,29 @@ TEST(CudaOps, BatchNormTrainEvalAndBackward) {
 
     // The fused batch-norm + ReLU against the CPU's fused one, and on the GPU the same bits as
     // the pair of ops (its ReLU applied in the normalising pass, its mask in the backward's).
-    Tensor rm3 = rm0.clone(), rv3 = rv0.clone(), grm3 = on_gpu(rm0), grv3 = on_gpu(rv0), m3, i3, gm3, gi3;
+    Tensor rm3 = rm0.clone(), rv3 = rv0.clone(), grm3 = on_gpu(rm0), grv3 = on_gpu(rv0), m3, i3,
+           gm3, gi3;
     const Tensor y3 = ops::batch_norm_relu_train(x, gamma, beta, rm3, rv3, momentum, eps, m3, i3);
-    const Tensor gy3 = ops::batch_norm_relu_train(gx, ggamma, gbeta, grm3, grv3, momentum, eps, gm3, gi3);
+    const Tensor gy3 =
+        ops::batch_norm_relu_train(gx, ggamma, gbeta, grm3, grv3, momentum, eps, gm3, gi3);
     EXPECT_TRUE(near("batch_norm_relu_train y " + what, gy3, y3, kRedRtol, y_atol));
     EXPECT_TRUE(near("batch_norm_relu_train running_mean " + what, grm3, rm3, kRedRtol, mean_atol));
-    EXPECT_TRUE(same_f("batch_norm_relu_train = relu(batch_norm_train) on the GPU " + what, gy3, ops::relu(gy)));
+    EXPECT_TRUE(same_f("batch_norm_relu_train = relu(batch_norm_train) on the GPU " + what, gy3,
+                       ops::relu(gy)));
     const ops::BatchNormGrads r3 = ops::batch_norm_relu_backward(dy, y3, x, gamma, m3, i3);
     const ops::BatchNormGrads gr3 =
         ops::batch_norm_relu_backward(gdy, on_gpu(y3), gx, ggamma, on_gpu(m3), on_gpu(i3));
     EXPECT_TRUE(near("batch_norm_relu_backward dx " + what, gr3.dx, r3.dx, kRedRtol, 1e-5));
     EXPECT_TRUE(near("batch_norm_relu_backward dgamma " + what, gr3.dgamma, r3.dgamma, kRedRtol,
                      1e-6 * sqrt_count(count)));
-    const ops::BatchNormGrads pair =
-        ops::batch_norm_backward(ops::relu_backward(gdy, on_gpu(y3)), gx, ggamma, on_gpu(m3), on_gpu(i3));
-    EXPECT_TRUE(same_f("batch_norm_relu_backward dx = the pair's on the GPU " + what, gr3.dx, pair.dx));
-    EXPECT_TRUE(same_f("batch_norm_relu_backward dgamma = the pair's on the GPU " + what, gr3.dgamma, pair.dgamma));
-    EXPECT_TRUE(same_f("batch_norm_relu_backward dbeta = the pair's on the GPU " + what, gr3.dbeta, pair.dbeta));
+    const ops::BatchNormGrads pair = ops::batch_norm_backward(ops::relu_backward(gdy, on_gpu(y3)),
+                                                              gx, ggamma, on_gpu(m3), on_gpu(i3));
+    EXPECT_TRUE(
+        same_f("batch_norm_relu_backward dx = the pair's on the GPU " + what, gr3.dx, pair.dx));
+    EXPECT_TRUE(same_f("batch_norm_relu_backward dgamma = the pair's on the GPU " + what,
+                       gr3.dgamma, pair.dgamma));
+    EXPECT_TRUE(same_f("batch_norm_relu_backward dbeta = the pair's on the GPU " + what, gr3.dbeta,
+                       pair.dbeta));
 
     // Eval: running statistics are constants.
     EXPECT_TRUE(near("batch_norm_eval y " + what,
@@ -1044,16 +1057,18 @@ TEST(CudaOps, LayerNormForwardAndBackward) {
 // and everywhere, -inf rows.
 TEST(CudaOps, ArgmaxRowsMatchesTheCpu) {
   ADA_REQUIRE_GPU();
-  for (const Shape& sh : {Shape{7, 1}, Shape{5, 3}, Shape{3, 1000}, Shape{4, 30522}, Shape{0, 5}, Shape{600, 2}}) {
+  for (const Shape& sh :
+       {Shape{7, 1}, Shape{5, 3}, Shape{3, 1000}, Shape{4, 30522}, Shape{0, 5}, Shape{600, 2}}) {
     const Tensor x = rand_cpu(sh, 171);
-    EXPECT_EQ(ops::argmax_rows(on_gpu(x)).to_vector<int64_t>(), ops::argmax_rows(x).to_vector<int64_t>())
+    EXPECT_EQ(ops::argmax_rows(on_gpu(x)).to_vector<int64_t>(),
+              ops::argmax_rows(x).to_vector<int64_t>())
         << shape_str(sh);
   }
   const int64_t c = 1500;
   std::vector<float> v(6 * c, 0.f);
-  v[0 * c + 700] = 2.f, v[0 * c + 1] = 2.f;         // tie across threads: column 1
-  v[1 * c + 0] = NAN, v[1 * c + 900] = 5.f;         // NaN first: 0
-  v[2 * c + 3] = NAN, v[2 * c + 1499] = 1.f;        // NaN inside: passed over
+  v[0 * c + 700] = 2.f, v[0 * c + 1] = 2.f;   // tie across threads: column 1
+  v[1 * c + 0] = NAN, v[1 * c + 900] = 5.f;   // NaN first: 0
+  v[2 * c + 3] = NAN, v[2 * c + 1499] = 1.f;  // NaN inside: passed over
   for (int64_t j = 0; j < c; ++j) v[3 * c + j] = NAN;
   for (int64_t j = 0; j < c; ++j) v[4 * c + j] = -INFINITY;
   v[5 * c + 1000] = INFINITY, v[5 * c + 1200] = INFINITY;
@@ -1706,7 +1721,6 @@ TEST(CudaOps, BadArgumentsThrowLikeTheCpu) {
       near("add after the argument errors", ops::add(g23, g23), ops::add(a23, a23), kEltRtol, 0));
 }
 
-
 // The device allocator (core/block_cache.h under the CUDA runtime): a repeated set of tensor
 // sizes is served from the cache after the first round (no cudaMalloc), live bytes go back to
 // where they were, and empty_cache returns every cached block to the driver.
@@ -1760,15 +1774,17 @@ TEST(CudaUpload, BatchesArriveBeforeTheComputeStreamUsesThem) {
       EXPECT_EQ(d.dtype(), t.dtype()) << name;
       EXPECT_FALSE(d.device().is_cpu()) << name;
       const Tensor back = d.to(Device::cpu());  // on the compute stream
-      EXPECT_EQ(0, std::memcmp(back.raw_data(), t.raw_data(), t.nbytes())) << name << " of batch " << k;
+      EXPECT_EQ(0, std::memcmp(back.raw_data(), t.raw_data(), t.nbytes()))
+          << name << " of batch " << k;
     }
     // A device op on the fresh batch, queued at once.
-    EXPECT_TRUE(same_f("scale of the uploaded image, batch " + std::to_string(k), ops::scale(dev.at("image"), 2.f),
-                       ops::scale(host.at("image"), 2.f)));
+    EXPECT_TRUE(same_f("scale of the uploaded image, batch " + std::to_string(k),
+                       ops::scale(dev.at("image"), 2.f), ops::scale(host.at("image"), 2.f)));
     // The batch before this one is still intact.
     for (const auto& [name, t] : previous_host) {
       const Tensor back = previous_dev.at(name).to(Device::cpu());
-      EXPECT_EQ(0, std::memcmp(back.raw_data(), t.raw_data(), t.nbytes())) << name << " of batch " << k - 1;
+      EXPECT_EQ(0, std::memcmp(back.raw_data(), t.raw_data(), t.nbytes()))
+          << name << " of batch " << k - 1;
     }
     previous_host = host;
     previous_dev = dev;

@@ -17,8 +17,8 @@
 
 #include "core/autograd.h"
 #include "core/config.h"
-#include "cuda/cuda_test_util.h"
 #include "core/precision.h"
+#include "cuda/cuda_test_util.h"
 #include "data/mnist_dataset.h"
 #include "dist/loss_scale.h"
 #include "dist/step_guard.h"
@@ -57,8 +57,9 @@ struct TrainResult {
 // each step settled as a strategy does it (dist::settle_step: skip and back off on overflow,
 // else unscale).
 // `shuffle` picks the epochs' example orders (the same on every device for one value).
-TrainResult train(const data::MnistDataset& ds, Device device, Precision precision = Precision::fp32,
-                  dist::LossScaler* scaler = nullptr, uint64_t shuffle = 0) {
+TrainResult train(const data::MnistDataset& ds, Device device,
+                  Precision precision = Precision::fp32, dist::LossScaler* scaler = nullptr,
+                  uint64_t shuffle = 0) {
   struct PrecisionScope {
     explicit PrecisionScope(Precision p) { set_cuda_matmul_precision(p); }
     ~PrecisionScope() { set_cuda_matmul_precision(Precision::fp32); }
@@ -72,7 +73,8 @@ TrainResult train(const data::MnistDataset& ds, Device device, Precision precisi
   model->to(device);
   optim::OptimizerRegistry optimizers("optimizer");
   optim::register_builtin_optimizers(optimizers);
-  Config oc = Config::parse("{name: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.0005}", "test optimizer");
+  Config oc =
+      Config::parse("{name: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.0005}", "test optimizer");
   const int64_t total = kEpochs * (kTrain / kBatch);
   auto opt = optim::make_optimizer(optimizers, oc);
   const auto params = model->parameters();
@@ -85,7 +87,8 @@ TrainResult train(const data::MnistDataset& ds, Device device, Precision precisi
     std::vector<int64_t> perm(order.begin(), order.begin() + kTrain);
     Generator g(100 + 1000 * shuffle + static_cast<uint64_t>(epoch));
     for (int64_t i = kTrain - 1; i > 0; --i) {
-      const int64_t j = static_cast<int64_t>(Generator::uniform_at(g.seed(), 0, static_cast<uint64_t>(i)) * (i + 1));
+      const int64_t j = static_cast<int64_t>(
+          Generator::uniform_at(g.seed(), 0, static_cast<uint64_t>(i)) * (i + 1));
       std::swap(perm[static_cast<size_t>(i)], perm[static_cast<size_t>(j)]);
     }
     for (int64_t b = 0; b + kBatch <= kTrain; b += kBatch) {
@@ -100,7 +103,8 @@ TrainResult train(const data::MnistDataset& ds, Device device, Precision precisi
       }
       backward(out.loss, Tensor::full({}, scaler->scale(), DType::f32, device));
       const bool bad = !std::isfinite(run.losses.back()) || dist::any_nonfinite_grad(params);
-      if (dist::settle_step(static_cast<int64_t>(run.losses.size() - 1), run.losses.back(), bad, settle, params))
+      if (dist::settle_step(static_cast<int64_t>(run.losses.size() - 1), run.losses.back(), bad,
+                            settle, params))
         opt->step(params, static_cast<float>(kLr * (1.0 - done)));
     }
   }
@@ -137,12 +141,15 @@ TEST(CudaTraining, LeNetOnMnistMatchesTheCpu) {
   ASSERT_TRUE(ds);
   const TrainResult cpu = train(*ds, Device::cpu());
   const TrainResult gpu = train(*ds, ada::testing::gpu());
-  std::printf("[ training ] LeNet-5, %lld steps: accuracy cpu %.2f%%, cuda %.2f%%; last loss cpu %.4f, cuda %.4f\n",
-              static_cast<long long>(cpu.losses.size()), 100 * cpu.accuracy, 100 * gpu.accuracy,
-              cpu.losses.back(), gpu.losses.back());
+  std::printf(
+      "[ training ] LeNet-5, %lld steps: accuracy cpu %.2f%%, cuda %.2f%%; last loss cpu %.4f, "
+      "cuda %.4f\n",
+      static_cast<long long>(cpu.losses.size()), 100 * cpu.accuracy, 100 * gpu.accuracy,
+      cpu.losses.back(), gpu.losses.back());
   ASSERT_EQ(cpu.losses.size(), gpu.losses.size());
   // Same weights and batch: the first losses agree to f32 reordering error.
-  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(gpu.losses[i], cpu.losses[i], 1e-4 * std::fabs(cpu.losses[i])) << "step " << i;
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_NEAR(gpu.losses[i], cpu.losses[i], 1e-4 * std::fabs(cpu.losses[i])) << "step " << i;
   EXPECT_GE(cpu.accuracy, 0.96) << "the CPU run itself did not learn: the test's setup is wrong";
   EXPECT_GE(gpu.accuracy, cpu.accuracy - 0.01) << "the GPU run learns worse than the CPU run";
 }
@@ -164,18 +171,21 @@ TEST(CudaTraining, MixedPrecisionLeNetReachesTheFp32Accuracy) {
     const TrainResult rb16 = train(*ds, ada::testing::gpu(), Precision::bf16, nullptr, order);
     dist::LossScaler scaler({/*dynamic=*/true, 65536, 2000});
     const TrainResult r16 = train(*ds, ada::testing::gpu(), Precision::fp16, &scaler, order);
-    std::printf("[ training ] LeNet-5 on cuda, example order %llu: accuracy fp32 %.2f%%, bf16 %.2f%%, fp16 %.2f%% "
-                "(loss scale %g after %lld overflows)\n",
-                static_cast<unsigned long long>(order), 100 * r32.accuracy, 100 * rb16.accuracy, 100 * r16.accuracy,
-                scaler.scale(), static_cast<long long>(scaler.overflows()));
+    std::printf(
+        "[ training ] LeNet-5 on cuda, example order %llu: accuracy fp32 %.2f%%, bf16 %.2f%%, fp16 "
+        "%.2f%% "
+        "(loss scale %g after %lld overflows)\n",
+        static_cast<unsigned long long>(order), 100 * r32.accuracy, 100 * rb16.accuracy,
+        100 * r16.accuracy, scaler.scale(), static_cast<long long>(scaler.overflows()));
     EXPECT_GE(r32.accuracy, 0.96) << "order " << order;
-    EXPECT_LT(scaler.overflows(), 10) << "order " << order << ": fp16 overflowed on many steps: the scale does not settle";
+    EXPECT_LT(scaler.overflows(), 10)
+        << "order " << order << ": fp16 overflowed on many steps: the scale does not settle";
     fp32 += r32.accuracy / kOrders;
     bf16 += rb16.accuracy / kOrders;
     fp16 += r16.accuracy / kOrders;
   }
-  std::printf("[ training ] LeNet-5 on cuda, mean of %d: fp32 %.2f%%, bf16 %.2f%%, fp16 %.2f%%\n", kOrders, 100 * fp32,
-              100 * bf16, 100 * fp16);
+  std::printf("[ training ] LeNet-5 on cuda, mean of %d: fp32 %.2f%%, bf16 %.2f%%, fp16 %.2f%%\n",
+              kOrders, 100 * fp32, 100 * bf16, 100 * fp16);
   EXPECT_GE(bf16, fp32 - 0.01) << "bf16 learns worse than fp32";
   EXPECT_GE(fp16, fp32 - 0.01) << "fp16 with loss scaling learns worse than fp32";
 }

@@ -295,18 +295,18 @@ TEST(ImageFolder, TrainAndEvalClassesMustAgreeWithEachOtherAndTheModel) {
     const auto train = open(train_root), eval = open(eval_root);
     EXPECT_NO_THROW(check_image_folder_classes(train, &eval, 3));
     EXPECT_NO_THROW(check_image_folder_classes(train, &eval, 0));  // 0: the model has no classes
-    expect_error<IoError>([&] { check_image_folder_classes(train, &eval, 10); },
-                          {train_root, "3 class folders", "the model has 10 classes",
-                           "set model.num_classes to 3"});
+    expect_error<IoError>(
+        [&] { check_image_folder_classes(train, &eval, 10); },
+        {train_root, "3 class folders", "the model has 10 classes", "set model.num_classes to 3"});
   }
   // 'dog' missing from the eval folder: eval's 'emu' (index 1) would be read as dog.
   std::filesystem::remove_all(eval_root + "/dog");
   {
     const auto train = open(train_root), eval = open(eval_root);
-    expect_error<IoError>([&] { check_image_folder_classes(train, &eval, 3); },
-                          {"class 1 is 'dog' in '" + train_root + "'",
-                           "'" + eval_root + "' has no folder 'dog'", "3 training classes",
-                           "2 evaluation classes", "same class sub-folders"});
+    expect_error<IoError>(
+        [&] { check_image_folder_classes(train, &eval, 3); },
+        {"class 1 is 'dog' in '" + train_root + "'", "'" + eval_root + "' has no folder 'dog'",
+         "3 training classes", "2 evaluation classes", "same class sub-folders"});
   }
   // An extra class in the eval folder is named the same way, from the other side.
   make_folder(eval_root);
@@ -314,9 +314,9 @@ TEST(ImageFolder, TrainAndEvalClassesMustAgreeWithEachOtherAndTheModel) {
   write_jpeg(eval_root + "/bee/x.jpg", pattern_image(40, 40));
   {
     const auto train = open(train_root), eval = open(eval_root);
-    expect_error<IoError>([&] { check_image_folder_classes(train, &eval, 3); },
-                          {"class 0 is 'bee' in '" + eval_root + "'",
-                           "'" + train_root + "' has no folder 'bee'"});
+    expect_error<IoError>(
+        [&] { check_image_folder_classes(train, &eval, 3); },
+        {"class 0 is 'bee' in '" + eval_root + "'", "'" + train_root + "' has no folder 'bee'"});
   }
 }
 

@@ -200,20 +200,22 @@ TEST(MlmShards, CorpusOpenVerifiesEveryShard) {
   b[b.size() - 1] ^= 0x01;  // the last token id; the checksum no longer matches
   spit(dir / "c/b.mlm", b);
   const std::string bad = dir / "c/b.mlm";
-  expect_error<IoError>([&] { MlmCorpus::open({dir / "c"}); }, {bad, "payload checksum", "prepare_mlm"});
-  expect_error<IoError>([&] { MlmDataset::open({dir / "c"}, MlmOptions{}); }, {bad, "payload checksum"});
+  expect_error<IoError>([&] { MlmCorpus::open({dir / "c"}); },
+                        {bad, "payload checksum", "prepare_mlm"});
+  expect_error<IoError>([&] { MlmDataset::open({dir / "c"}, MlmOptions{}); },
+                        {bad, "payload checksum"});
   EXPECT_NO_THROW(MlmCorpus::open({dir / "c"}, /*verify=*/false));  // header and indices are fine
   // An id outside the vocabulary with matching checksums: named with its segment and document.
   std::vector<uint8_t> good = slurp(dir / "c/a.mlm");
   write_shard(bad, {{{10, 11, 12}, {13, 14}}, {{15}}});
   b = slurp(bad);
-  const uint16_t big = 60000;  // vocabulary 60000: ids 0..59999
+  const uint16_t big = 60000;                         // vocabulary 60000: ids 0..59999
   std::memcpy(b.data() + b.size() - 2 * 3, &big, 2);  // token 3: segment 1 of document 0
   fix_checksums(b);
   spit(bad, b);
-  expect_error<IoError>([&] { MlmCorpus::open({bad}); },
-                        {bad, "token 3 (segment 1 of document 0) has id 60000",
-                         "outside the vocabulary of 60000"});
+  expect_error<IoError>(
+      [&] { MlmCorpus::open({bad}); },
+      {bad, "token 3 (segment 1 of document 0) has id 60000", "outside the vocabulary of 60000"});
   // A wide shard with a negative id.
   write_shard(dir / "w.mlm", {{{10}, {11, 12}}}, synthetic_vocab(70000));
   b = slurp(dir / "w.mlm");
@@ -221,7 +223,8 @@ TEST(MlmShards, CorpusOpenVerifiesEveryShard) {
   std::memcpy(b.data() + b.size() - 4, &neg, 4);
   fix_checksums(b);
   spit(dir / "w.mlm", b);
-  expect_error<IoError>([&] { MlmCorpus::open({dir / "w.mlm"}); }, {"token 2 (segment 1 of document 0) has id -5"});
+  expect_error<IoError>([&] { MlmCorpus::open({dir / "w.mlm"}); },
+                        {"token 2 (segment 1 of document 0) has id -5"});
 }
 
 TEST(MlmShards, VocabularySizeAndSpecialIdsAreCheckedAtOpen) {
@@ -614,11 +617,15 @@ TEST(PrepareMlm, EvalSetIsEveryNthDocumentInItsOwnFolder) {
     auto [rc, out] = run(base + "--out '" + (dir / "train") + "' --eval-out '" + (dir / "eval") +
                          "' --eval-fraction 0.3 --verify" + in);
     ASSERT_EQ(rc, 0) << out;
-    EXPECT_NE(out.find("evaluation set (1 document in 3.33333): 1 shard(s)"), std::string::npos) << out;
-    const MlmCorpus train = MlmCorpus::open({dir / "train"}), eval = MlmCorpus::open({dir / "eval"});
+    EXPECT_NE(out.find("evaluation set (1 document in 3.33333): 1 shard(s)"), std::string::npos)
+        << out;
+    const MlmCorpus train = MlmCorpus::open({dir / "train"}),
+                    eval = MlmCorpus::open({dir / "eval"});
     std::vector<uint64_t> train_lengths, eval_lengths;
-    for (uint64_t s = 0; s < train.num_segments(); ++s) train_lengths.push_back(train.segment_length(s));
-    for (uint64_t s = 0; s < eval.num_segments(); ++s) eval_lengths.push_back(eval.segment_length(s));
+    for (uint64_t s = 0; s < train.num_segments(); ++s)
+      train_lengths.push_back(train.segment_length(s));
+    for (uint64_t s = 0; s < eval.num_segments(); ++s)
+      eval_lengths.push_back(eval.segment_length(s));
     EXPECT_EQ(eval_lengths, (std::vector<uint64_t>{4, 7, 10}));
     EXPECT_EQ(train_lengths, (std::vector<uint64_t>{1, 2, 3, 5, 6, 8, 9}));
     EXPECT_EQ(train.vocab(), eval.vocab());
@@ -634,7 +641,8 @@ TEST(PrepareMlm, EvalSetIsEveryNthDocumentInItsOwnFolder) {
   auto [rc3, out3] = run(base + "--out '" + (dir / "a") + "' --eval-out '" + (dir / "b") +
                          "' --eval-fraction 0.05" + in);
   EXPECT_EQ(rc3, 1);
-  EXPECT_NE(out3.find("puts 0 of the 10 documents into the evaluation set"), std::string::npos) << out3;
+  EXPECT_NE(out3.find("puts 0 of the 10 documents into the evaluation set"), std::string::npos)
+      << out3;
   auto [rc4, out4] = run(base + "--out '" + (dir / "a") + "' --eval-out '" + (dir / "b") +
                          "' --eval-fraction 1" + in);
   EXPECT_EQ(rc4, 1);

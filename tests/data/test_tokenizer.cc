@@ -167,9 +167,9 @@ TEST(Tokenizer, BadVocabularies) {
                         {nounk, "has no [UNK], [CLS], [SEP], [MASK] token"});
   // Every special token BERT needs, named: here only [MASK] is missing.
   const std::string nomask = write("nomask.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\n");
-  expect_error<IoError>([&] { Tokenizer::from_file(nomask); },
-                        {nomask, "(5 tokens) has no [MASK] token", "one per line",
-                         "tools/fetch_data.sh bert-vocab"});
+  expect_error<IoError>(
+      [&] { Tokenizer::from_file(nomask); },
+      {nomask, "(5 tokens) has no [MASK] token", "one per line", "tools/fetch_data.sh bert-vocab"});
   const std::string bad = write("bad.txt", "[UNK]\nab\xff\n");
   expect_error<IoError>([&] { Tokenizer::from_file(bad); }, {bad, "line 2", "UTF-8"});
   // CRLF line ends are tolerated.
@@ -232,7 +232,8 @@ std::pair<int, std::string> run(const std::string& cmd) {
 
 TEST(TokenizeTool, IdsPerLineAndErrors) {
   const std::string bin = self_dir() + "/tokenize";
-  ASSERT_TRUE(std::filesystem::exists(bin)) << bin << " not built (cmake --build --target tokenize)";
+  ASSERT_TRUE(std::filesystem::exists(bin))
+      << bin << " not built (cmake --build --target tokenize)";
   TempDir dir;
   const Tokenizer tok = Tokenizer::from_file(kTinyVocab);
   const std::vector<std::string> lines = {"Hello, world!", "", "Café naïve don't!!",

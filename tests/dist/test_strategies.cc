@@ -13,8 +13,8 @@
 #include "core/functional.h"
 #include "core/ops.h"
 #include "dist/delta_sync.h"
-#include "dist_test_util.h"
 #include "dist/strategy.h"
+#include "dist_test_util.h"
 #include "nn/model.h"
 #include "optim/optimizer.h"
 
@@ -59,13 +59,14 @@ std::vector<float> flat(const std::vector<Param>& ps) {
   return v;
 }
 
-void expect_bits_equal(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
+void expect_bits_equal(const std::vector<float>& a, const std::vector<float>& b,
+                       const std::string& what) {
   ASSERT_EQ(a.size(), b.size()) << what;
   size_t bad = 0, first = 0;
   for (size_t i = 0; i < a.size(); ++i)
     if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0 && bad++ == 0) first = i;
-  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << a.size() << " values differ, first at " << first
-                     << " (" << a[first] << " vs " << b[first] << ")";
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << a.size() << " values differ, first at "
+                     << first << " (" << a[first] << " vs " << b[first] << ")";
 }
 
 void expect_same_on_every_rank(const std::vector<float>& v, const std::string& what) {
@@ -81,8 +82,9 @@ void expect_same_on_every_rank(const std::vector<float>& v, const std::string& w
 
 // Runs `steps` steps of `model_name` through a strategy; returns the final weights.
 std::vector<float> run_strategy(const std::string& model_name, const std::string& opt_yaml,
-                                const std::string& red, comm::ReduceTarget target, StrategyOptions so,
-                                int steps, int micro, bool* overlapped = nullptr) {
+                                const std::string& red, comm::ReduceTarget target,
+                                StrategyOptions so, int steps, int micro,
+                                bool* overlapped = nullptr) {
   auto& c = world();
   auto m = model(model_name);
   auto params = m->parameters();
@@ -130,7 +132,8 @@ std::vector<float> run_reference_delta(const std::string& model_name, const std:
     std::vector<Tensor> before, delta;
     for (auto& p : params) before.push_back(p.var.value().clone());
     opt->step(params, 0.05f);
-    for (size_t i = 0; i < params.size(); ++i) delta.push_back(ops::sub(params[i].var.value(), before[i]));
+    for (size_t i = 0; i < params.size(); ++i)
+      delta.push_back(ops::sub(params[i].var.value(), before[i]));
     b.reduce(delta);
     for (size_t i = 0; i < params.size(); ++i) {
       Tensor& w = params[i].var.mutable_value();
@@ -142,8 +145,9 @@ std::vector<float> run_reference_delta(const std::string& model_name, const std:
 }
 
 // Gradient mode by hand: reduce all gradients through the buckets after backward, then step.
-std::vector<float> run_reference_gradients(const std::string& model_name, const std::string& opt_yaml,
-                                           const std::string& red, int steps, int micro) {
+std::vector<float> run_reference_gradients(const std::string& model_name,
+                                           const std::string& opt_yaml, const std::string& red,
+                                           int steps, int micro) {
   auto& c = world();
   auto m = model(model_name);
   auto params = m->parameters();
@@ -170,7 +174,8 @@ TEST(DeltaSync, OverlappedEqualsTheReferenceDeltaModeBitForBit) {
     for (const char* red : {"adasum", "average", "sum"}) {
       const std::string what = std::string(opt) + " " + red;
       bool overlapped = false;
-      auto got = run_strategy("lenet5", opt, red, comm::ReduceTarget::model_delta, {}, 3, 1, &overlapped);
+      auto got =
+          run_strategy("lenet5", opt, red, comm::ReduceTarget::model_delta, {}, 3, 1, &overlapped);
       EXPECT_TRUE(overlapped) << what;
       expect_bits_equal(got, run_reference_delta("lenet5", opt, red, 3, 1), what);
       expect_same_on_every_rank(got, what);
@@ -179,8 +184,10 @@ TEST(DeltaSync, OverlappedEqualsTheReferenceDeltaModeBitForBit) {
 
 TEST(DeltaSync, MicroBatchesAndBatchNormEqualTheReference) {
   const char* opt = kOptimizers[0];
-  auto got = run_strategy("resnet20_mnist", opt, "adasum", comm::ReduceTarget::model_delta, {}, 2, 2);
-  expect_bits_equal(got, run_reference_delta("resnet20_mnist", opt, "adasum", 2, 2), "resnet20 x2 micro");
+  auto got =
+      run_strategy("resnet20_mnist", opt, "adasum", comm::ReduceTarget::model_delta, {}, 2, 2);
+  expect_bits_equal(got, run_reference_delta("resnet20_mnist", opt, "adasum", 2, 2),
+                    "resnet20 x2 micro");
   expect_same_on_every_rank(got, "resnet20 delta");
 }
 
@@ -191,7 +198,8 @@ TEST(DeltaSync, SynchronousPathGivesTheSameBits) {
   clip.clip_grad_norm = 1e30;
   for (const char* opt : kOptimizers) {
     bool overlapped = true;
-    auto sync = run_strategy("lenet5", opt, "adasum", comm::ReduceTarget::model_delta, clip, 3, 1, &overlapped);
+    auto sync = run_strategy("lenet5", opt, "adasum", comm::ReduceTarget::model_delta, clip, 3, 1,
+                             &overlapped);
     EXPECT_FALSE(overlapped);
     auto over = run_strategy("lenet5", opt, "adasum", comm::ReduceTarget::model_delta, {}, 3, 1);
     expect_bits_equal(sync, over, opt);
@@ -232,13 +240,16 @@ TEST(DeltaSync, OptimizerStateStaysLocal) {
 
 TEST(StrategySpec, AdasumTargetDefaultsToGradientsForSgdAndModelDeltaForAdaptiveOptimizers) {
   auto target = [](const std::string& red, const std::string& opt, const std::string& extra = "") {
-    Config root = Config::parse("{optimizer: {name: " + opt + "}, reducer: {name: " + red + extra + "}}", "test");
+    Config root = Config::parse(
+        "{optimizer: {name: " + opt + "}, reducer: {name: " + red + extra + "}}", "test");
     return read_strategy_spec(root, *reducer(red), world().size()).target;
   };
   using comm::ReduceTarget;
   EXPECT_EQ(target("adasum", "sgd"), ReduceTarget::gradients);  // measured: mnist_lenet_scaling
-  for (const char* opt : {"adam", "adamw", "lamb"}) EXPECT_EQ(target("adasum", opt), ReduceTarget::model_delta) << opt;
-  EXPECT_EQ(target("adasum", "sgd", ", target: model_delta"), ReduceTarget::model_delta);  // asked for
+  for (const char* opt : {"adam", "adamw", "lamb"})
+    EXPECT_EQ(target("adasum", opt), ReduceTarget::model_delta) << opt;
+  EXPECT_EQ(target("adasum", "sgd", ", target: model_delta"),
+            ReduceTarget::model_delta);  // asked for
   EXPECT_EQ(target("adasum", "lamb", ", target: gradients"), ReduceTarget::gradients);
   for (const char* red : {"average", "sum"}) {
     EXPECT_EQ(target(red, "sgd"), ReduceTarget::gradients) << red;
@@ -287,7 +298,8 @@ TEST(Strategies, NonFiniteLossOnOneRankStopsEveryRankOrSkips) {
           s->end_step(l);
           ADD_FAILURE() << "expected an error on every rank";
         } catch (const Error& e) {
-          EXPECT_NE(std::string(e.what()).find("step 5: the loss or a gradient is NaN/Inf"), std::string::npos)
+          EXPECT_NE(std::string(e.what()).find("step 5: the loss or a gradient is NaN/Inf"),
+                    std::string::npos)
               << e.what();
         }
       }
@@ -305,14 +317,16 @@ TEST(LossScaling, PowerOfTwoScalesChangeNoBit) {
     comm::ReduceTarget target;
     int micro;
   };
-  const Case cases[] = {{"lenet5", kOptimizers[0], "adasum", comm::ReduceTarget::gradients, 1},
-                        {"lenet5", kOptimizers[1], "average", comm::ReduceTarget::gradients, 2},
-                        {"lenet5", kOptimizers[2], "sum", comm::ReduceTarget::gradients, 1},
-                        {"lenet5", kOptimizers[1], "adasum", comm::ReduceTarget::model_delta, 1},
-                        {"resnet20_mnist", kOptimizers[0], "adasum", comm::ReduceTarget::gradients, 1}};
+  const Case cases[] = {
+      {"lenet5", kOptimizers[0], "adasum", comm::ReduceTarget::gradients, 1},
+      {"lenet5", kOptimizers[1], "average", comm::ReduceTarget::gradients, 2},
+      {"lenet5", kOptimizers[2], "sum", comm::ReduceTarget::gradients, 1},
+      {"lenet5", kOptimizers[1], "adasum", comm::ReduceTarget::model_delta, 1},
+      {"resnet20_mnist", kOptimizers[0], "adasum", comm::ReduceTarget::gradients, 1}};
   for (const Case& k : cases) {
-    const std::string what = std::string(k.model) + " " + k.opt + " " + k.red +
-                             (k.target == comm::ReduceTarget::gradients ? " gradients" : " model_delta");
+    const std::string what =
+        std::string(k.model) + " " + k.opt + " " + k.red +
+        (k.target == comm::ReduceTarget::gradients ? " gradients" : " model_delta");
     LossScaler scaler({/*dynamic=*/true, /*init=*/1024, /*growth_interval=*/2});
     StrategyOptions so;
     so.loss_scale = &scaler;
@@ -321,9 +335,11 @@ TEST(LossScaling, PowerOfTwoScalesChangeNoBit) {
     auto scaled = run_strategy(k.model, k.opt, k.red, k.target, so, steps, k.micro, &overlapped);
     // Gradient sync still overlaps; delta sync agrees on overflows before any local step.
     EXPECT_EQ(overlapped, k.target == comm::ReduceTarget::gradients) << what;
-    EXPECT_EQ(scaler.scale(), 1024.0 * (1 << (steps / 2))) << what << ": doubles every 2 good steps";
+    EXPECT_EQ(scaler.scale(), 1024.0 * (1 << (steps / 2)))
+        << what << ": doubles every 2 good steps";
     EXPECT_EQ(scaler.overflows(), 0) << what;
-    expect_bits_equal(scaled, run_strategy(k.model, k.opt, k.red, k.target, {}, steps, k.micro), what);
+    expect_bits_equal(scaled, run_strategy(k.model, k.opt, k.red, k.target, {}, steps, k.micro),
+                      what);
   }
 }
 
@@ -336,8 +352,9 @@ TEST(LossScaling, OverflowOnOneRankSkipsTheStepEverywhereAndHalvesTheScale) {
   for (auto target : {comm::ReduceTarget::gradients, comm::ReduceTarget::model_delta})
     for (double init : {256.0, 1.0})
       for (bool dynamic : {true, false}) {
-        const std::string what = std::string(target == comm::ReduceTarget::gradients ? "gradients" : "model_delta") +
-                                 (dynamic ? " dynamic from " : " static ") + std::to_string(init);
+        const std::string what =
+            std::string(target == comm::ReduceTarget::gradients ? "gradients" : "model_delta") +
+            (dynamic ? " dynamic from " : " static ") + std::to_string(init);
         auto m = model("lenet5");
         auto params = m->parameters();
         auto opt = optimizer(kOptimizers[0]);
@@ -350,7 +367,8 @@ TEST(LossScaling, OverflowOnOneRankSkipsTheStepEverywhereAndHalvesTheScale) {
           m->zero_grad();
           s->begin_step(n, 0.05f);
           auto out = m->forward(batch(c.rank(), n, 0));
-          Variable loss = overflow && c.rank() == c.size() - 1 ? fn::scale(out.loss, INFINITY) : out.loss;
+          Variable loss =
+              overflow && c.rank() == c.size() - 1 ? fn::scale(out.loss, INFINITY) : out.loss;
           const Tensor seed = Tensor::full({}, scaler.scale());
           if (s->wants_grad_hook())
             backward(loss, seed, [&](Variable& p) { s->on_grad_ready(p); });
@@ -371,7 +389,8 @@ TEST(LossScaling, OverflowOnOneRankSkipsTheStepEverywhereAndHalvesTheScale) {
             step(0, true);
             ADD_FAILURE() << what << ": expected the non-finite error on every rank";
           } catch (const Error& e) {
-            EXPECT_NE(std::string(e.what()).find("step 0: the loss or a gradient is NaN/Inf"), std::string::npos)
+            EXPECT_NE(std::string(e.what()).find("step 0: the loss or a gradient is NaN/Inf"),
+                      std::string::npos)
                 << what << ": " << e.what();
           }
           EXPECT_EQ(scaler.scale(), init) << what;
@@ -381,4 +400,3 @@ TEST(LossScaling, OverflowOnOneRankSkipsTheStepEverywhereAndHalvesTheScale) {
 
 }  // namespace
 }  // namespace ada::dist
-

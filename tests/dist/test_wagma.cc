@@ -10,11 +10,11 @@
 #include <cstring>
 #include <numeric>
 
-#include "dist_test_util.h"
 #include "core/ops.h"
 #include "dist/delta_sync.h"
 #include "dist/wagma_agent.h"
 #include "dist/wagma_schedule.h"
+#include "dist_test_util.h"
 #include "optim/optimizer.h"
 
 namespace ada::dist {
@@ -22,7 +22,9 @@ namespace {
 
 using testing::world;
 
-bool pow2(int p) { return p >= 1 && (p & (p - 1)) == 0; }
+bool pow2(int p) {
+  return p >= 1 && (p & (p - 1)) == 0;
+}
 
 TEST(WagmaSchedule, MatchesThePapersExampleAndPartitionsTheRanks) {
   WagmaSchedule s(8, 4);
@@ -83,7 +85,8 @@ TEST(WagmaAgent, LogSPConsecutiveGroupAveragesEqualTheGlobalAverage) {
     for (int t = 0; t < levels; ++t) agent.step(t, x);
     // Global mean of rank*8 + i over ranks: 8 (p-1)/2 + i.
     auto v = x.to_vector<float>();
-    for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(v[i], 4.f * (p - 1) + i) << "S=" << s << " after " << levels << " steps";
+    for (int i = 0; i < 6; ++i)
+      EXPECT_FLOAT_EQ(v[i], 4.f * (p - 1) + i) << "S=" << s << " after " << levels << " steps";
   }
 }
 
@@ -104,7 +107,8 @@ TEST(WagmaAgent, GlobalStepMakesReplicasBitIdentical) {
     c.allgather(x, all);
     auto v = all.to_vector<float>();
     for (int r = 1; r < c.size(); ++r)
-      EXPECT_EQ(0, std::memcmp(v.data(), v.data() + 1000 * r, 1000 * sizeof(float))) << "rank " << r;
+      EXPECT_EQ(0, std::memcmp(v.data(), v.data() + 1000 * r, 1000 * sizeof(float)))
+          << "rank " << r;
   }
 }
 
@@ -137,7 +141,8 @@ TEST(WagmaAgent, ALateRankMixesItsFreshModelIn) {
       want = (sum[i] + 3.f * initial.to_vector<float>()[i]) / (s + 1);  // (sum + own) / (S + 1)
     else
       want = sum[i] / s;  // on time: sum / S (the late member's stale model is in the sum)
-    EXPECT_FLOAT_EQ(got[i], want) << "rank " << c.rank() << (in_late_group ? " (late rank's group)" : "");
+    EXPECT_FLOAT_EQ(got[i], want) << "rank " << c.rank()
+                                  << (in_late_group ? " (late rank's group)" : "");
   }
   agent.finish();
   EXPECT_EQ(agent.late_steps(), c.rank() == late ? 1 : 0);
@@ -160,8 +165,10 @@ std::unique_ptr<comm::Reducer> reducer(const std::string& name) {
 struct TwoParams {
   std::vector<Param> params;
   TwoParams() {
-    params.push_back({"a", Variable(Tensor::from_vector<float>({1.f, -2.f, 0.5f}, {3}), true, "a"), true});
-    params.push_back({"b", Variable(Tensor::from_vector<float>({0.25f, 4.f}, {2}), true, "b"), true});
+    params.push_back(
+        {"a", Variable(Tensor::from_vector<float>({1.f, -2.f, 0.5f}, {3}), true, "a"), true});
+    params.push_back(
+        {"b", Variable(Tensor::from_vector<float>({0.25f, 4.f}, {2}), true, "b"), true});
   }
   void set_grads(int rank, int step) {
     for (size_t i = 0; i < params.size(); ++i) {
@@ -198,7 +205,8 @@ TEST(LocalSgd, PeriodOneWithPlainSgdEqualsGradientAveraging) {
     opt_ref->step(ref.params, 0.1f);
   }
   for (size_t i = 0; i < 2; ++i) {
-    auto x = local.params[i].var.value().to_vector<float>(), y = ref.params[i].var.value().to_vector<float>();
+    auto x = local.params[i].var.value().to_vector<float>(),
+         y = ref.params[i].var.value().to_vector<float>();
     for (size_t k = 0; k < x.size(); ++k) EXPECT_NEAR(x[k], y[k], 1e-6f);
   }
 }
@@ -236,7 +244,8 @@ TEST(DiLoCo, OuterNesterovStepMatchesAHandComputedOne) {
         }
       }
       for (size_t i = 0; i < 2; ++i)
-        for (size_t e = 0; e < w[i].size(); ++e) mean_delta[i][e] += (w[i][e] - anchor[i][e]) / c.size();
+        for (size_t e = 0; e < w[i].size(); ++e)
+          mean_delta[i][e] += (w[i][e] - anchor[i][e]) / c.size();
     }
     for (size_t i = 0; i < 2; ++i)
       for (size_t e = 0; e < anchor[i].size(); ++e) {
@@ -253,7 +262,8 @@ TEST(DiLoCo, OuterNesterovStepMatchesAHandComputedOne) {
   }
   for (size_t i = 0; i < 2; ++i) {
     auto x = m.params[i].var.value().to_vector<float>();
-    for (size_t e = 0; e < x.size(); ++e) EXPECT_NEAR(x[e], anchor[i][e], 2e-5) << "param " << i << "[" << e << "]";
+    for (size_t e = 0; e < x.size(); ++e)
+      EXPECT_NEAR(x[e], anchor[i][e], 2e-5) << "param " << i << "[" << e << "]";
   }
 }
 

@@ -4,8 +4,8 @@
 // token checks; bit 1: NSP pairs; bits 2-3: seq_len 8, 12, 16 or 32. Every example of a small
 // data set (the first and last 16 of a large one) is built, in two epochs.
 #include <algorithm>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>

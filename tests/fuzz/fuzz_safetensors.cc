@@ -21,7 +21,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       for (int64_t d : t.shape())
         if (d < 0 || __builtin_mul_overflow(numel, static_cast<uint64_t>(d), &numel)) std::abort();
       uint64_t bytes = 0;
-      if (__builtin_mul_overflow(numel, static_cast<uint64_t>(ada::dtype_size(t.dtype())), &bytes) ||
+      if (__builtin_mul_overflow(numel, static_cast<uint64_t>(ada::dtype_size(t.dtype())),
+                                 &bytes) ||
           bytes != static_cast<uint64_t>(t.nbytes()))
         std::abort();
       data_bytes += bytes;

@@ -15,8 +15,8 @@
 #error "ADA_FUZZ_TINY_VOCAB (path of tests/data/bert/tiny_vocab.txt) must be defined"
 #endif
 
-using ada::fuzz::expect_clean;
 using ada::data::Tokenizer;
+using ada::fuzz::expect_clean;
 
 namespace {
 

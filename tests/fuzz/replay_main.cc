@@ -105,7 +105,8 @@ std::vector<uint8_t> mutate(std::vector<uint8_t> v, const std::vector<std::vecto
       }
       case 5: {  // copy a chunk of this input elsewhere
         if (v.size() < 2) break;
-        const size_t from = r.below(v.size()), n = 1 + r.below(std::min<size_t>(64, v.size() - from));
+        const size_t from = r.below(v.size()),
+                     n = 1 + r.below(std::min<size_t>(64, v.size() - from));
         std::vector<uint8_t> chunk(v.begin() + static_cast<std::ptrdiff_t>(from),
                                    v.begin() + static_cast<std::ptrdiff_t>(from + n));
         v.insert(v.begin() + static_cast<std::ptrdiff_t>(r.below(v.size() + 1)), chunk.begin(),
@@ -136,11 +137,15 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if ((a == "--mutate" || a == "--seed" || a == "--save-crash") && i + 1 < argc) {
       const std::string v = argv[++i];
-      if (a == "--mutate") mutations = std::stoull(v);
-      else if (a == "--seed") seed = std::stoull(v);
-      else g_crash_dir = v;
+      if (a == "--mutate")
+        mutations = std::stoull(v);
+      else if (a == "--seed")
+        seed = std::stoull(v);
+      else
+        g_crash_dir = v;
     } else if (a.rfind("--", 0) == 0) {
-      std::fprintf(stderr, "usage: %s [--mutate N] [--seed S] [--save-crash DIR] PATH...\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--mutate N] [--seed S] [--save-crash DIR] PATH...\n",
+                   argv[0]);
       return 2;
     } else if (fs::is_directory(a)) {
       for (const auto& e : fs::recursive_directory_iterator(a))
@@ -167,7 +172,8 @@ int main(int argc, char** argv) {
     run_one(corpus.back());
   }
   Rng r{seed};
-  for (uint64_t k = 0; k < mutations; ++k) run_one(mutate(corpus[r.below(corpus.size())], corpus, r));
+  for (uint64_t k = 0; k < mutations; ++k)
+    run_one(mutate(corpus[r.below(corpus.size())], corpus, r));
   std::printf("fuzz_replay: %zu corpus inputs replayed, %llu mutated inputs run (seed %llu)\n",
               corpus.size(), static_cast<unsigned long long>(mutations),
               static_cast<unsigned long long>(seed));

@@ -48,7 +48,8 @@ nn::TensorMap make_batch(bool bert) {
     return b;
   }
   const int64_t batch = 4, seq = 32;
-  Tensor ids = Tensor::empty({batch, seq}, DType::i64), labels = Tensor::empty({batch, seq}, DType::i64);
+  Tensor ids = Tensor::empty({batch, seq}, DType::i64),
+         labels = Tensor::empty({batch, seq}, DType::i64);
   for (int64_t i = 0; i < batch * seq; ++i) {
     ids.data<int64_t>()[i] = 5 + (i * 31) % 90;
     labels.data<int64_t>()[i] = i % 7 == 3 ? ids.data<int64_t>()[i] : -100;
@@ -87,7 +88,8 @@ void compare(const std::string& model_yaml, bool bert) {
   const Result f = run(model_yaml, bert, Precision::fp32);
   const Result h = run(model_yaml, bert, Precision::bf16);
   ASSERT_EQ(f.names, h.names);
-  EXPECT_LE(std::fabs(h.loss - f.loss), 1e-2 * std::fabs(f.loss)) << "loss fp32 " << f.loss << " bf16 " << h.loss;
+  EXPECT_LE(std::fabs(h.loss - f.loss), 1e-2 * std::fabs(f.loss))
+      << "loss fp32 " << f.loss << " bf16 " << h.loss;
   double total_diff = 0, total_norm = 0, worst = 0;
   std::string worst_name;
   for (size_t i = 0; i < f.names.size(); ++i) {
@@ -105,17 +107,27 @@ void compare(const std::string& model_yaml, bool bert) {
     EXPECT_LE(rel, 0.25) << f.names[i] << ": relative L2 error of the bf16 gradient";
   }
   const double whole = std::sqrt(total_diff / total_norm);
-  std::printf("%s: loss fp32 %.6f bf16 %.6f; gradient relative L2 error: whole model %.4f, worst "
-              "parameter %.4f (%s)\n",
-              model_yaml.c_str(), f.loss, h.loss, whole, worst, worst_name.c_str());
+  std::printf(
+      "%s: loss fp32 %.6f bf16 %.6f; gradient relative L2 error: whole model %.4f, worst "
+      "parameter %.4f (%s)\n",
+      model_yaml.c_str(), f.loss, h.loss, whole, worst, worst_name.c_str());
   EXPECT_LE(whole, 0.08);
   EXPECT_GT(total_diff, 0.0) << "bf16 changed no gradient: the matrix products did not use it";
   EXPECT_NE(h.loss, f.loss);
 }
 
-TEST(Bf16Models, LeNet5) { compare("{name: lenet5}", false); }
-TEST(Bf16Models, ResNet20) { compare("{name: resnet20_mnist}", false); }
-TEST(Bf16Models, BertTiny) { compare("{name: bert, preset: tiny, vocab_size: 97, max_positions: 32, dropout: 0.0, attention_dropout: 0.0}", true); }
+TEST(Bf16Models, LeNet5) {
+  compare("{name: lenet5}", false);
+}
+TEST(Bf16Models, ResNet20) {
+  compare("{name: resnet20_mnist}", false);
+}
+TEST(Bf16Models, BertTiny) {
+  compare(
+      "{name: bert, preset: tiny, vocab_size: 97, max_positions: 32, dropout: 0.0, "
+      "attention_dropout: 0.0}",
+      true);
+}
 
 }  // namespace
 }  // namespace ada

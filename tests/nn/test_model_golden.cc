@@ -37,7 +37,6 @@
 #include <string>
 #include <vector>
 
-#include "util/golden.h"
 #include "core/autograd.h"
 #include "core/config.h"
 #include "core/serialize.h"
@@ -46,6 +45,7 @@
 #include "nn/model.h"
 #include "nn/models/image_classifier.h"
 #include "optim/optimizer.h"
+#include "util/golden.h"
 
 #ifdef ADA_GOLDEN_ON_GPU
 #include "cuda/cuda_test_util.h"
@@ -250,7 +250,9 @@ class ModelGolden : public ::testing::TestWithParam<std::string> {
     for (const auto& n : split(meta("zero_grad_params"), ',')) zero_grad_.insert(n);
   }
 
-  std::string meta(const std::string& key) const { return ada::testing::golden_meta(g_, key, kRegenerate); }
+  std::string meta(const std::string& key) const {
+    return ada::testing::golden_meta(g_, key, kRegenerate);
+  }
 
   // The model from the file's model_config through the registry, every parameter and buffer set
   // from the init formula via Module::load_state.

@@ -48,8 +48,9 @@ TEST(Models, TorchvisionNamesAndDecayFlags) {
   auto params = r50->parameters();
   std::map<std::string, Param> by;
   for (auto& p : params) by.emplace(p.name, p);
-  for (const char* n : {"conv1.weight", "bn1.weight", "layer1.0.conv2.weight", "layer1.0.downsample.0.weight",
-                        "layer1.0.downsample.1.bias", "layer4.2.bn3.weight", "fc.weight", "fc.bias"})
+  for (const char* n :
+       {"conv1.weight", "bn1.weight", "layer1.0.conv2.weight", "layer1.0.downsample.0.weight",
+        "layer1.0.downsample.1.bias", "layer4.2.bn3.weight", "fc.weight", "fc.bias"})
     EXPECT_TRUE(by.count(n)) << n;
   EXPECT_TRUE(by.at("fc.weight").weight_decay);
   EXPECT_FALSE(by.at("fc.bias").weight_decay);
@@ -63,14 +64,16 @@ TEST(Models, TorchvisionNamesAndDecayFlags) {
   EXPECT_EQ(by.at("layer3.1.conv1.weight").var.name(), "layer3.1.conv1.weight");
   auto bert = build("{name: bert, preset: tiny, nsp: true}");
   for (auto& p : bert->parameters()) {
-    const bool norm_or_bias = p.name.find("norm") != std::string::npos || p.name.find("LayerNorm") != std::string::npos ||
+    const bool norm_or_bias = p.name.find("norm") != std::string::npos ||
+                              p.name.find("LayerNorm") != std::string::npos ||
                               p.name.find("bias") != std::string::npos;
     EXPECT_EQ(p.weight_decay, !norm_or_bias) << p.name;
   }
 }
 
 TEST(Models, SameSeedSameWeightsDifferentSeedDifferent) {
-  auto a = build("name: resnet20_mnist", 5), b = build("name: resnet20_mnist", 5), c = build("name: resnet20_mnist", 6);
+  auto a = build("name: resnet20_mnist", 5), b = build("name: resnet20_mnist", 5),
+       c = build("name: resnet20_mnist", 6);
   auto pa = a->parameters(), pb = b->parameters(), pc = c->parameters();
   EXPECT_EQ(pa[0].var.value().to_vector<float>(), pb[0].var.value().to_vector<float>());
   EXPECT_NE(pa[0].var.value().to_vector<float>(), pc[0].var.value().to_vector<float>());
@@ -94,25 +97,30 @@ TEST(Models, ForwardBackwardShapesAndModes) {
   } catch (const ShapeError& e) {
     EXPECT_NE(std::string(e.what()).find("no field 'label'"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(m->forward({{"image", Tensor::zeros({1, 3, 32, 32})}, {"label", Tensor::zeros({1}, DType::i64)}}),
+  EXPECT_THROW(m->forward({{"image", Tensor::zeros({1, 3, 32, 32})},
+                           {"label", Tensor::zeros({1}, DType::i64)}}),
                ShapeError);
 }
 
 TEST(Models, BertRunsWithPaddingAndNsp) {
-  auto m = build("{name: bert, preset: tiny, vocab_size: 50, nsp: true, dropout: 0.0, attention_dropout: 0.0}");
+  auto m = build(
+      "{name: bert, preset: tiny, vocab_size: 50, nsp: true, dropout: 0.0, attention_dropout: "
+      "0.0}");
   std::vector<int64_t> ids = {2, 5, 9, 3, 0, 0, 2, 7, 7, 8, 3, 1};
   std::vector<int64_t> labels(12, -100);
   labels[1] = 6;
   labels[8] = 11;
   TensorMap batch{{"input_ids", Tensor::from_vector<int64_t>(ids, {2, 6})},
                   {"segment_ids", Tensor::zeros({2, 6}, DType::i64)},
-                  {"attention_mask", Tensor::from_vector<int64_t>({1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1}, {2, 6})},
+                  {"attention_mask",
+                   Tensor::from_vector<int64_t>({1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1}, {2, 6})},
                   {"labels", Tensor::from_vector<int64_t>(labels, {2, 6})},
                   {"nsp_label", Tensor::from_vector<int64_t>({0, 1}, {2})}};
   auto out = m->forward(batch);
   EXPECT_EQ(out.metrics.at("mlm_count"), 2.0);
   EXPECT_EQ(out.metrics.at("nsp_count"), 2.0);
-  EXPECT_NEAR(out.loss.value().item(), std::log(50.0) + std::log(2.0), 1.0);  // near-uniform at init
+  EXPECT_NEAR(out.loss.value().item(), std::log(50.0) + std::log(2.0),
+              1.0);  // near-uniform at init
   backward(out.loss);
   // The word embedding gets gradient from the input and from the tied decoder.
   for (auto& p : m->parameters()) {
@@ -130,13 +138,15 @@ TEST(Modules, StateRoundTripAndErrors) {
   b->load_state(load_safetensors(path));
   auto sa = a->state(), sb = b->state();
   ASSERT_EQ(sa.size(), sb.size());
-  for (size_t i = 0; i < sa.size(); ++i) EXPECT_EQ(sa[i].second.to_vector<float>(), sb[i].second.to_vector<float>());
+  for (size_t i = 0; i < sa.size(); ++i)
+    EXPECT_EQ(sa[i].second.to_vector<float>(), sb[i].second.to_vector<float>());
   auto lenet = build("name: lenet5");
   try {
     lenet->load_state(load_safetensors(path));
     FAIL();
   } catch (const IoError& e) {
-    EXPECT_NE(std::string(e.what()).find("entry 'conv1.weight' is f32[16,1,3,3] but the model expects f32[6,1,5,5]"),
+    EXPECT_NE(std::string(e.what()).find(
+                  "entry 'conv1.weight' is f32[16,1,3,3] but the model expects f32[6,1,5,5]"),
               std::string::npos)
         << e.what();
     EXPECT_NE(std::string(e.what()).find("r20.safetensors"), std::string::npos) << e.what();
@@ -161,8 +171,10 @@ TEST(Models, DescribeAndConfigErrors) {
         build(std::string("name: ") + m + "\nnum_classes: " + n + "\n");
         ADD_FAILURE() << m << " accepted num_classes " << n;
       } catch (const ConfigError& e) {
-        const std::string want = std::string("num_classes (line 2, column 14): a classifier "
-                                             "needs at least 2 classes, got ") + n;
+        const std::string want = std::string(
+                                     "num_classes (line 2, column 14): a classifier "
+                                     "needs at least 2 classes, got ") +
+                                 n;
         EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
       }
     }
@@ -180,8 +192,8 @@ TEST(Layers, AttentionIgnoresPaddedKeys) {
   Generator g(4), d(5);
   MultiHeadAttention att(8, 2, 0.f, g);
   Tensor x = Tensor::randn({1, 4, 8}, g);
-  Tensor mask = MultiHeadAttention::additive_mask(Tensor::from_vector<int64_t>({1, 1, 0, 0}, {1, 4}),
-                                                 att.heads(), Device::cpu());
+  Tensor mask = MultiHeadAttention::additive_mask(
+      Tensor::from_vector<int64_t>({1, 1, 0, 0}, {1, 4}), att.heads(), Device::cpu());
   auto y1 = att.forward(Variable(x), mask, d).value().to_vector<float>();
   // Changing the padded positions must not change the outputs at the real positions.
   Tensor x2 = x.clone();
@@ -189,8 +201,10 @@ TEST(Layers, AttentionIgnoresPaddedKeys) {
   auto y2 = att.forward(Variable(x2), mask, d).value().to_vector<float>();
   for (int i = 0; i < 16; ++i) EXPECT_NEAR(y1[i], y2[i], 1e-5) << i;
   // A mask made for another batch shape is refused, naming the expected shape.
-  EXPECT_THROW(att.forward(Variable(x), MultiHeadAttention::additive_mask(mask.reshape({2, 16}), 2, Device::cpu()), d),
-               ShapeError);
+  EXPECT_THROW(
+      att.forward(Variable(x),
+                  MultiHeadAttention::additive_mask(mask.reshape({2, 16}), 2, Device::cpu()), d),
+      ShapeError);
 }
 
 }  // namespace

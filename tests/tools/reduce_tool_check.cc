@@ -45,7 +45,8 @@ int main(int argc, char** argv) {
         throw Error("output shapes differ from the input's");
       double bscale = reducer == "sum" ? p * (p + 1) / 2.0 : (p + 1) / 2.0;
       for (int i = 0; i < 15; ++i)
-        if (std::fabs(a[i] - (0.5 + i)) > 1e-5 * (1 + i)) throw Error("a[" + std::to_string(i) + "] wrong");
+        if (std::fabs(a[i] - (0.5 + i)) > 1e-5 * (1 + i))
+          throw Error("a[" + std::to_string(i) + "] wrong");
       for (int i = 0; i < 7; ++i)
         if (std::fabs(b[i] - bscale * (i - 3)) > 1e-5 * (1 + std::fabs(bscale * (i - 3))))
           throw Error("b[" + std::to_string(i) + "] = " + std::to_string(b[i]) + ", want " +

@@ -71,7 +71,8 @@ inline void check_gradients(const std::string& what, const GradFn& f, std::vecto
     } else {
       Generator pick(opt.seed + 17 + i);
       for (int64_t k = 0; k < opt.max_elements; ++k)
-        idx.push_back(std::min<int64_t>(n - 1, static_cast<int64_t>(Generator::uniform_at(pick.seed(), 0, k) * n)));
+        idx.push_back(std::min<int64_t>(
+            n - 1, static_cast<int64_t>(Generator::uniform_at(pick.seed(), 0, k) * n)));
     }
     int failures = 0;
     for (int64_t k : idx) {

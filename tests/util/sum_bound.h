@@ -35,8 +35,8 @@ struct SumRef {
 // Non-fatal failures for the elements of `got` beyond the bound (the first three shown with
 // their error in units of eps * G); returns the number of such elements. With
 // ADA_TEST_SUM_BOUND_REPORT=1 in the environment it prints the worst |error| / (eps * G).
-inline int expect_within_sum_bound(const std::vector<float>& got, const SumRef& ref, const std::string& what,
-                                   double factor = kSumBoundFactor) {
+inline int expect_within_sum_bound(const std::vector<float>& got, const SumRef& ref,
+                                   const std::string& what, double factor = kSumBoundFactor) {
   EXPECT_EQ(got.size(), ref.value.size()) << what;
   EXPECT_EQ(ref.mag.size(), ref.value.size()) << what;
   if (got.size() != ref.value.size() || ref.mag.size() != ref.value.size()) return 1;
@@ -47,9 +47,10 @@ inline int expect_within_sum_bound(const std::vector<float>& got, const SumRef& 
     const bool ok = err <= factor * unit;  // false for NaN
     if (unit > 0) worst = std::max(worst, err / unit);
     if (!ok && ++bad <= 3)
-      ADD_FAILURE() << what << ": element " << i << ": " << got[i] << ", exact " << ref.value[i] << ", error "
-                    << err << " = " << (unit > 0 ? err / unit : INFINITY) << " eps * G (G = sum |terms| = "
-                    << ref.mag[i] << "; bound " << factor << " eps * G)";
+      ADD_FAILURE() << what << ": element " << i << ": " << got[i] << ", exact " << ref.value[i]
+                    << ", error " << err << " = " << (unit > 0 ? err / unit : INFINITY)
+                    << " eps * G (G = sum |terms| = " << ref.mag[i] << "; bound " << factor
+                    << " eps * G)";
   }
   EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " elements beyond the bound";
   if (const char* r = std::getenv("ADA_TEST_SUM_BOUND_REPORT"); r && std::string(r) == "1")

@@ -2,8 +2,8 @@
 // Batched GEMM parallelises over the batch when it has at least as many entries as threads
 // (each product then runs single-threaded), otherwise each product uses all threads.
 #include "core/backend/cpu/cpu_common.h"
-#include "core/backend/op_shapes.h"
 #include "core/backend/cpu/sgemm.h"
+#include "core/backend/op_shapes.h"
 #include "core/ops.h"
 
 namespace ada::ops {
@@ -45,7 +45,9 @@ void gemm_batched(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb,
   const float* bp = b.data<float>();
   float* cp = c.data<float>();
   const int64_t sa = d.m * d.k, sb = d.k * d.n, sc = d.m * d.n;
-  auto one = [&](int64_t i) { gemm_raw(ap + i * sa, bp + i * sb, cp + i * sc, d, ta, tb, alpha, beta); };
+  auto one = [&](int64_t i) {
+    gemm_raw(ap + i * sa, bp + i * sb, cp + i * sc, d, ta, tb, alpha, beta);
+  };
   if (batch >= num_threads()) {
     parallel_for(0, batch, 1, [&](int64_t s, int64_t e) {
       for (int64_t i = s; i < e; ++i) one(i);

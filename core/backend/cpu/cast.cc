@@ -17,7 +17,8 @@ void cast_out(const Tensor& src, Tensor& dst) {
   const int64_t n = src.numel();
   const DType from = src.dtype(), to = dst.dtype();
   if (from == DType::f32 && to == DType::f32) {
-    if (src.data<float>() != dst.data<float>()) std::memcpy(dst.data<float>(), src.data<float>(), n * sizeof(float));
+    if (src.data<float>() != dst.data<float>())
+      std::memcpy(dst.data<float>(), src.data<float>(), n * sizeof(float));
     return;
   }
   parallel_for(0, n, cpu::kGrain, [&](int64_t b, int64_t e) {

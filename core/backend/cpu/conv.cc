@@ -23,12 +23,12 @@
 #include "core/backend/cpu/conv_cpu.h"
 #include "core/backend/cpu/conv_direct.h"
 #include "core/backend/cpu/cpu_common.h"
-#include "core/backend/op_shapes.h"
 #include "core/backend/cpu/sgemm.h"
+#include "core/backend/op_shapes.h"
 #include "core/cpu_isa.h"
-#include "core/ops.h"
 #include "core/half.h"
 #include "core/host_memory.h"
+#include "core/ops.h"
 #include "core/precision.h"
 
 namespace ada::ops {
@@ -129,8 +129,8 @@ using cpu::conv_detail::Plane;
 // ResNet-50's 3x3 64->64 on 56x56 151 against 125 GFLOP/s (bench_ops --precision bf16
 // --verbose, batch 16); the batch-blocked kernels still win on ResNet-20's small planes (their
 // limits below are their own).
-constexpr int64_t kDirectMaxKC = 256 * 256, kDirectFilterMaxKC = 128 * 128, kDirectBf16MaxKC = 64 * 64,
-                  kDirectAmxMaxKC = 32 * 32;
+constexpr int64_t kDirectMaxKC = 256 * 256, kDirectFilterMaxKC = 128 * 128,
+                  kDirectBf16MaxKC = 64 * 64, kDirectAmxMaxKC = 32 * 32;
 
 bool env_off(const char* name) {
   const char* v = std::getenv(name);
@@ -148,9 +148,13 @@ bool blocked_allowed() {
 }
 
 // Whether the direct kernels' operands are rounded to bf16 (the bf16 mode, see direct_for).
-bool direct_bf16() { return cpu_matmul_precision() == Precision::bf16; }
+bool direct_bf16() {
+  return cpu_matmul_precision() == Precision::bf16;
+}
 
-float round_bf16(float v) { return half::bf16_to_float(half::bf16_from_float(v)); }
+float round_bf16(float v) {
+  return half::bf16_to_float(half::bf16_from_float(v));
+}
 
 // n floats from src to dst, rounded to bf16 (nearest even, as the bf16 GEMM packs) when r16.
 void copy_floats(float* dst, const float* src, int64_t n, bool r16) {
@@ -169,21 +173,28 @@ void copy_floats(float* dst, const float* src, int64_t n, bool r16) {
 // so the fp32 kernels then compute what a bf16 dot product with fp32 accumulation does.
 const DirectKernels* direct_for(const ConvGeom& g, cpu::ConvPass pass) {
   const auto& pr = g.prm;
-  const int64_t max_kc = direct_bf16() ? (cpu::isa() == cpu::Isa::amx ? kDirectAmxMaxKC : kDirectBf16MaxKC)
+  const int64_t max_kc = direct_bf16()
+                             ? (cpu::isa() == cpu::Isa::amx ? kDirectAmxMaxKC : kDirectBf16MaxKC)
                          : pass == cpu::ConvPass::backward_filter ? kDirectFilterMaxKC
                                                                   : kDirectMaxKC;
-  if ((g.r != 3 && g.r != 5) || g.s != g.r || pr.stride_h != 1 || pr.stride_w != 1 || pr.dil_h != 1 ||
-      pr.dil_w != 1 || pr.pad_h >= g.r || pr.pad_w >= g.r || g.k * g.c > max_kc || !direct_allowed())
+  if ((g.r != 3 && g.r != 5) || g.s != g.r || pr.stride_h != 1 || pr.stride_w != 1 ||
+      pr.dil_h != 1 || pr.dil_w != 1 || pr.pad_h >= g.r || pr.pad_w >= g.r || g.k * g.c > max_kc ||
+      !direct_allowed())
     return nullptr;
   switch (cpu::isa()) {
     case cpu::Isa::amx:
-    case cpu::Isa::avx512: return &cpu::conv_detail::avx512_direct();
-    case cpu::Isa::avx2: return &cpu::conv_detail::avx2_direct();
-    default: return nullptr;
+    case cpu::Isa::avx512:
+      return &cpu::conv_detail::avx512_direct();
+    case cpu::Isa::avx2:
+      return &cpu::conv_detail::avx2_direct();
+    default:
+      return nullptr;
   }
 }
 
-int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+int64_t round_up(int64_t v, int64_t m) {
+  return (v + m - 1) / m * m;
+}
 
 using cpu::conv_detail::Blocked;
 using cpu::conv_detail::BlockedBf16Kernels;
@@ -203,23 +214,29 @@ constexpr int64_t kBlockedMaxPlane = 28 * 28, kBlockedMaxKC = 64 * 64;
 const BlockedKernels* blocked_for(const ConvGeom& g, cpu::ConvPass pass) {
   const auto& pr = g.prm;
   const int64_t stride_max = pass == cpu::ConvPass::backward_data ? 1 : 2;
-  if (g.r != 3 || g.s != 3 || pr.stride_h != pr.stride_w || pr.stride_h > stride_max || pr.dil_h != 1 ||
-      pr.dil_w != 1 || pr.pad_h > 2 || pr.pad_w > 2 || g.k * g.c > kBlockedMaxKC || g.pq() > kBlockedMaxPlane ||
-      !blocked_allowed())
+  if (g.r != 3 || g.s != 3 || pr.stride_h != pr.stride_w || pr.stride_h > stride_max ||
+      pr.dil_h != 1 || pr.dil_w != 1 || pr.pad_h > 2 || pr.pad_w > 2 || g.k * g.c > kBlockedMaxKC ||
+      g.pq() > kBlockedMaxPlane || !blocked_allowed())
     return nullptr;
   const BlockedKernels* kern = nullptr;
   switch (cpu::isa()) {
     case cpu::Isa::amx:
-    case cpu::Isa::avx512: kern = &cpu::conv_detail::avx512_blocked(); break;
-    case cpu::Isa::avx2: kern = &cpu::conv_detail::avx2_blocked(); break;
-    default: return nullptr;
+    case cpu::Isa::avx512:
+      kern = &cpu::conv_detail::avx512_blocked();
+      break;
+    case cpu::Isa::avx2:
+      kern = &cpu::conv_detail::avx2_blocked();
+      break;
+    default:
+      return nullptr;
   }
   return g.n >= kern->lanes && round_up(g.n, kern->lanes) * 4 <= g.n * 5 ? kern : nullptr;
 }
 
 // The kernels' view of a taps x taps convolution of c planes of h x w, padded by (ph, pw), into
 // k planes of p rows (of w + 2 pw - taps + 1 columns).
-Plane direct_plane(const DirectKernels& kern, int64_t taps, int64_t c, int64_t w, int64_t pw, int64_t k, int64_t p) {
+Plane direct_plane(const DirectKernels& kern, int64_t taps, int64_t c, int64_t w, int64_t pw,
+                   int64_t k, int64_t p) {
   const int64_t wp = w + 2 * pw, n = round_up(p * wp, kern.lanes);
   return {taps, c, k, wp, n, round_up(n + (taps - 1) * (wp + 1), kern.lanes)};
 }
@@ -271,8 +288,8 @@ void sum_over_slots(int64_t slots, int64_t n, float* out, F part) {
 
 // One image's planes of h x w into out (pl.c planes of pl.xplane floats, rows of pl.wp) at
 // offset (ph, pw), rounded to bf16 when r16; zeros everywhere else.
-void pad_planes(const float* x, const Plane& pl, int64_t h, int64_t w, int64_t ph, int64_t pw, float* out,
-                bool r16) {
+void pad_planes(const float* x, const Plane& pl, int64_t h, int64_t w, int64_t ph, int64_t pw,
+                float* out, bool r16) {
   for (int64_t c = 0; c < pl.c; ++c) {
     float* o = out + c * pl.xplane;
     std::fill(o, o + ph * pl.wp + pw, 0.f);  // top rows, and the left border of the first row
@@ -288,8 +305,9 @@ void pad_planes(const float* x, const Plane& pl, int64_t h, int64_t w, int64_t p
 // y (n images of k planes of p x q) = the direct convolution of x (n images of c planes of
 // h x w, padded by (ph, pw)) with wt [k, c, taps, taps] (already rounded in bf16 mode); images
 // in parallel.
-void direct_forward(const DirectKernels& kern, int64_t taps, int64_t n, const float* x, int64_t c, int64_t h,
-                    int64_t w, int64_t ph, int64_t pw, const float* wt, int64_t k, int64_t p, int64_t q, float* y) {
+void direct_forward(const DirectKernels& kern, int64_t taps, int64_t n, const float* x, int64_t c,
+                    int64_t h, int64_t w, int64_t ph, int64_t pw, const float* wt, int64_t k,
+                    int64_t p, int64_t q, float* y) {
   const Plane pl = direct_plane(kern, taps, c, w, pw, k, p);
   const bool r16 = direct_bf16();
   parallel_for(0, n, 1, [&](int64_t b, int64_t e) {
@@ -300,14 +318,16 @@ void direct_forward(const DirectKernels& kern, int64_t taps, int64_t n, const fl
       kern.forward(pl, xb, wt, yb);
       for (int64_t kk = 0; kk < k; ++kk)  // drop the discarded positions
         for (int64_t i = 0; i < p; ++i)
-          std::memcpy(y + ((m * k + kk) * p + i) * q, yb + kk * pl.n + i * pl.wp, sizeof(float) * q);
+          std::memcpy(y + ((m * k + kk) * p + i) * q, yb + kk * pl.n + i * pl.wp,
+                      sizeof(float) * q);
     }
   });
 }
 
 // dw (zeroed) += the filter gradient over the batch: each thread sums its images into its own
 // accumulator, in groups of images small enough for L2 (sum_over_slots).
-void direct_filter(const DirectKernels& kern, const ConvGeom& g, const float* x, const float* dy, float* dw) {
+void direct_filter(const DirectKernels& kern, const ConvGeom& g, const float* x, const float* dy,
+                   float* dw) {
   const Plane pl = direct_plane(kern, g.r, g.c, g.w, g.prm.pad_w, g.k, g.p);
   const int64_t xs = pl.c * pl.xplane, ds = pl.k * pl.n;
   const int64_t group = std::clamp<int64_t>((int64_t(1) << 17) / (xs + ds), 1, g.n);
@@ -322,10 +342,12 @@ void direct_filter(const DirectKernels& kern, const ConvGeom& g, const float* x,
     for (int64_t m = g.n * b / slots; m < g.n * e / slots; m += group) {
       const int64_t gm = std::min(group, g.n * e / slots - m);
       for (int64_t j = 0; j < gm; ++j) {
-        pad_planes(x + (m + j) * g.c * g.h * g.w, pl, g.h, g.w, g.prm.pad_h, g.prm.pad_w, xb + j * xs, r16);
+        pad_planes(x + (m + j) * g.c * g.h * g.w, pl, g.h, g.w, g.prm.pad_h, g.prm.pad_w,
+                   xb + j * xs, r16);
         for (int64_t k = 0; k < g.k; ++k)
           for (int64_t i = 0; i < g.p; ++i)
-            copy_floats(db + j * ds + k * pl.n + i * pl.wp, dy + (((m + j) * g.k + k) * g.p + i) * g.q, g.q, r16);
+            copy_floats(db + j * ds + k * pl.n + i * pl.wp,
+                        dy + (((m + j) * g.k + k) * g.p + i) * g.q, g.q, r16);
       }
       kern.filter(pl, gm, xb, xs, db, ds, acc);
     }
@@ -342,14 +364,15 @@ void direct_filter(const DirectKernels& kern, const ConvGeom& g, const float* x,
 // kernels, 0.97x with the fp32 ones on rounded operands (bench_step --model resnet20_mnist
 // --batch 64 --threads 1 --precision bf16; ResNet-20 convolutions 102 against 137 GFLOP/s).
 const BlockedBf16Kernels* blocked_bf16(const BlockedKernels& kern) {
-  return direct_bf16() && kern.lanes == 16 && cpu::isa() == cpu::Isa::avx512 && cpu::bf16_available()
+  return direct_bf16() && kern.lanes == 16 && cpu::isa() == cpu::Isa::avx512 &&
+                 cpu::bf16_available()
              ? &cpu::conv_detail::avx512_bf16_blocked()
              : nullptr;
 }
 
-void blocked_forward(const BlockedKernels& kern, int64_t n, const float* x, int64_t c, int64_t h, int64_t w,
-                     int64_t ph, int64_t pw, int64_t stride, const float* wt, int64_t k, int64_t p, int64_t q,
-                     float* y) {
+void blocked_forward(const BlockedKernels& kern, int64_t n, const float* x, int64_t c, int64_t h,
+                     int64_t w, int64_t ph, int64_t pw, int64_t stride, const float* wt, int64_t k,
+                     int64_t p, int64_t q, float* y) {
   const Blocked bg{stride, c, k, h + 2 * ph, w + 2 * pw, p, q};
   const bool r16 = direct_bf16();
   const BlockedBf16Kernels* b16 = blocked_bf16(kern);
@@ -380,7 +403,8 @@ void blocked_forward(const BlockedKernels& kern, int64_t n, const float* x, int6
 
 // dw (zeroed) += the filter gradient over the batch on the blocked kernels, blocks in parallel
 // (sum_over_slots).
-void blocked_filter(const BlockedKernels& kern, const ConvGeom& g, const float* x, const float* dy, float* dw) {
+void blocked_filter(const BlockedKernels& kern, const ConvGeom& g, const float* x, const float* dy,
+                    float* dw) {
   const auto& pr = g.prm;
   const Blocked bg{pr.stride_h, g.c, g.k, g.h + 2 * pr.pad_h, g.w + 2 * pr.pad_w, g.p, g.q};
   const bool r16 = direct_bf16();
@@ -391,7 +415,8 @@ void blocked_filter(const BlockedKernels& kern, const ConvGeom& g, const float* 
     float *xb = xs.p, *db = ds.p;
     for (int64_t blk = blocks * b / slots; blk < blocks * e / slots; ++blk) {
       const int64_t m0 = blk * lanes, images = std::min(lanes, g.n - m0);
-      kern.to_blocked(x + m0 * g.c * g.h * g.w, images, g.c * g.h * g.w, g.c, g.h, g.w, pr.pad_h, pr.pad_w, r16, xb);
+      kern.to_blocked(x + m0 * g.c * g.h * g.w, images, g.c * g.h * g.w, g.c, g.h, g.w, pr.pad_h,
+                      pr.pad_w, r16, xb);
       kern.to_blocked(dy + m0 * g.k * g.pq(), images, g.k * g.pq(), g.k, g.p, g.q, 0, 0, r16, db);
       kern.filter(bg, xb, db, acc);
     }
@@ -400,9 +425,9 @@ void blocked_filter(const BlockedKernels& kern, const ConvGeom& g, const float* 
 
 // How images are grouped and whether groups run in parallel.
 struct Plan {
-  int64_t group;      // images per group
+  int64_t group;  // images per group
   int64_t groups;
-  bool parallel;      // groups in parallel, single-threaded GEMMs
+  bool parallel;  // groups in parallel, single-threaded GEMMs
 };
 
 Plan make_plan(const ConvGeom& g) {
@@ -431,7 +456,8 @@ void run_groups(const Plan& plan, F body) {
 }  // namespace ada::ops
 
 namespace ada::cpu {
-const char* conv_direct_kernels(const Shape& x, const Shape& w, const ops::Conv2dParams& p, ConvPass pass) {
+const char* conv_direct_kernels(const Shape& x, const Shape& w, const ops::Conv2dParams& p,
+                                ConvPass pass) {
   const backend::ConvGeom g = backend::make_geom("conv_direct_kernels", x, w, p);
   if (const conv_detail::BlockedKernels* kern = ops::blocked_for(g, pass)) {
     const conv_detail::BlockedBf16Kernels* b16 = ops::blocked_bf16(*kern);
@@ -472,10 +498,11 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& prm)
     }
     const float* wt = w16.empty() ? wp : w16.data();
     if (blocked)
-      blocked_forward(*blocked, g.n, xp, g.c, g.h, g.w, g.prm.pad_h, g.prm.pad_w, g.prm.stride_h, wt, g.k, g.p,
-                      g.q, yp);
+      blocked_forward(*blocked, g.n, xp, g.c, g.h, g.w, g.prm.pad_h, g.prm.pad_w, g.prm.stride_h,
+                      wt, g.k, g.p, g.q, yp);
     else
-      direct_forward(*kern, g.r, g.n, xp, g.c, g.h, g.w, g.prm.pad_h, g.prm.pad_w, wt, g.k, g.p, g.q, yp);
+      direct_forward(*kern, g.r, g.n, xp, g.c, g.h, g.w, g.prm.pad_h, g.prm.pad_w, wt, g.k, g.p,
+                     g.q, yp);
     return y;
   }
   const Plan plan = make_plan(g);
@@ -547,11 +574,11 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
           wf[(c * g.k + k) * tt + t] = r16 ? round_bf16(v) : v;
         }
     if (blocked)
-      blocked_forward(*blocked, g.n, gp, g.k, g.p, g.q, taps - 1 - g.prm.pad_h, taps - 1 - g.prm.pad_w, 1,
-                      wf.data(), g.c, g.h, g.w, dxp);
+      blocked_forward(*blocked, g.n, gp, g.k, g.p, g.q, taps - 1 - g.prm.pad_h,
+                      taps - 1 - g.prm.pad_w, 1, wf.data(), g.c, g.h, g.w, dxp);
     else
-      direct_forward(*kern, taps, g.n, gp, g.k, g.p, g.q, taps - 1 - g.prm.pad_h, taps - 1 - g.prm.pad_w,
-                     wf.data(), g.c, g.h, g.w, dxp);
+      direct_forward(*kern, taps, g.n, gp, g.k, g.p, g.q, taps - 1 - g.prm.pad_h,
+                     taps - 1 - g.prm.pad_w, wf.data(), g.c, g.h, g.w, dxp);
     return dx;
   }
   const Plan plan = make_plan(g);
@@ -616,8 +643,7 @@ Tensor conv2d_backward_filter(const Tensor& dy, const Tensor& x, const Shape& w_
     if (a.empty()) a.assign(static_cast<size_t>(g.k * g.crs()), 0.f);
     // a[k, crs] += dy[k, cols] * col[crs, cols]^T, both with leading dimension cols.
     auto accumulate = [&](const float* dyc, const float* col, int64_t cols) {
-      cpu::gemm(false, true, g.k, g.crs(), cols, 1.f, dyc, cols, col, cols, 1.f, a.data(),
-                 g.crs());
+      cpu::gemm(false, true, g.k, g.crs(), cols, 1.f, dyc, cols, col, cols, 1.f, a.data(), g.crs());
     };
     const int64_t n0 = gi * plan.group, gn = std::min(plan.group, g.n - n0);
     if (gn == 1 && g.pointwise()) {

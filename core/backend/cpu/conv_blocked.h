@@ -29,20 +29,22 @@ struct BlockedKernels {
   int64_t lanes;     // images per block
   // out = w [k, c, 3, 3] in the forward kernel's order (k * c * 9 floats).
   void (*pack)(const Blocked& g, const float* w, float* out);
-  // y[k][i * q + j][l] = sum_{c, r, s} w[k, c, r, s] * x[c][(i * stride + r) * wp + j * stride + s][l];
-  // wpk from pack.
+  // y[k][i * q + j][l] = sum_{c, r, s} w[k, c, r, s] * x[c][(i * stride + r) * wp + j * stride +
+  // s][l]; wpk from pack.
   void (*forward)(const Blocked& g, const float* x, const float* wpk, float* y);
-  // dw[k, c, r, s] += sum_{i, j, l} dy[k][i * q + j][l] * x[c][(i * stride + r) * wp + j * stride + s][l].
+  // dw[k, c, r, s] += sum_{i, j, l} dy[k][i * q + j][l] * x[c][(i * stride + r) * wp + j * stride +
+  // s][l].
   void (*filter)(const Blocked& g, const float* x, const float* dy, float* dw);
   // Writes the planes [0, planes) of `images` (<= lanes) images (image l at src + l *
   // image_stride, planes of h x w floats) into dst[plane][(i + ph) * wp + j + pw][l] with wp = w +
   // 2 pw and planes of (h + 2 ph) * wp vectors, rounded to bf16 when r16, and zeros in the
   // padding and in the lanes from `images` on.
-  void (*to_blocked)(const float* src, int64_t images, int64_t image_stride, int64_t planes, int64_t h, int64_t w,
-                     int64_t ph, int64_t pw, bool r16, float* dst);
+  void (*to_blocked)(const float* src, int64_t images, int64_t image_stride, int64_t planes,
+                     int64_t h, int64_t w, int64_t ph, int64_t pw, bool r16, float* dst);
   // The inverse for unpadded planes of n floats: image l (< images) of src[plane][n][lanes] to
   // dst + l * image_stride, planes of n floats.
-  void (*from_blocked)(const float* src, int64_t images, int64_t planes, int64_t n, float* dst, int64_t image_stride);
+  void (*from_blocked)(const float* src, int64_t images, int64_t planes, int64_t n, float* dst,
+                       int64_t image_stride);
 };
 
 const BlockedKernels& avx2_blocked();
@@ -60,8 +62,8 @@ struct BlockedBf16Kernels {
   void (*pack)(const Blocked& g, const float* w, uint32_t* out);
   void (*forward)(const Blocked& g, const uint32_t* x, const uint32_t* wpk, float* y);
   // to_blocked with channel pairs: dst[pair][(i + ph) * wp + j + pw][l], 16 lanes.
-  void (*to_blocked)(const float* src, int64_t images, int64_t image_stride, int64_t planes, int64_t h, int64_t w,
-                     int64_t ph, int64_t pw, uint32_t* dst);
+  void (*to_blocked)(const float* src, int64_t images, int64_t image_stride, int64_t planes,
+                     int64_t h, int64_t w, int64_t ph, int64_t pw, uint32_t* dst);
 };
 
 const BlockedBf16Kernels& avx512_bf16_blocked();

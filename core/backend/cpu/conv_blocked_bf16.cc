@@ -22,8 +22,8 @@ inline __m512i pair_lanes(Vf lo, Vf hi) {
   return _mm512_or_si512(a, _mm512_slli_epi32(b, 16));
 }
 
-void to_pairs(const float* src, int64_t images, int64_t image_stride, int64_t planes, int64_t h, int64_t w,
-              int64_t ph, int64_t pw, uint32_t* dst) {
+void to_pairs(const float* src, int64_t images, int64_t image_stride, int64_t planes, int64_t h,
+              int64_t w, int64_t ph, int64_t pw, uint32_t* dst) {
   const int64_t n = h * w, wp = w + 2 * pw, plane = (h + 2 * ph) * wp * V;
   for (int64_t pr = 0; pr < (planes + 1) / 2; ++pr) {
     uint32_t* dp = dst + pr * plane;
@@ -75,7 +75,9 @@ struct PairProducts {
   using W = __m512bh;
   static int64_t depth(const Blocked& g) { return (g.c + 1) / 2; }
   static X load_x(const In* p) { return reinterpret_cast<__m512bh>(_mm512_loadu_si512(p)); }
-  static W weight(In w) { return reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(w))); }
+  static W weight(In w) {
+    return reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(w)));
+  }
   static Vf madd(Vf acc, X x, W w) {
     __m512 a;
     __builtin_memcpy(&a, &acc, sizeof a);
@@ -96,6 +98,8 @@ const BlockedBf16Kernels kBlockedBf16 = {"avx512_bf16 blocked", pack_pairs, pfor
 
 }  // namespace
 
-const BlockedBf16Kernels& avx512_bf16_blocked() { return kBlockedBf16; }
+const BlockedBf16Kernels& avx512_bf16_blocked() {
+  return kBlockedBf16;
+}
 
 }  // namespace ada::cpu::conv_detail

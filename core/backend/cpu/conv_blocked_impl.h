@@ -34,9 +34,10 @@ inline void transpose(Vf* r) {
     Vf t[V];
     for (int i = 0; i < V / 2; ++i) {
 #if ADA_DIRECT_LANES == 16
-      t[2 * i] = __builtin_shufflevector(r[i], r[i + 8], 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-      t[2 * i + 1] =
-          __builtin_shufflevector(r[i], r[i + 8], 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+      t[2 * i] = __builtin_shufflevector(r[i], r[i + 8], 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21,
+                                         6, 22, 7, 23);
+      t[2 * i + 1] = __builtin_shufflevector(r[i], r[i + 8], 8, 24, 9, 25, 10, 26, 11, 27, 12, 28,
+                                             13, 29, 14, 30, 15, 31);
 #elif ADA_DIRECT_LANES == 8
       t[2 * i] = __builtin_shufflevector(r[i], r[i + 4], 0, 8, 1, 9, 2, 10, 3, 11);
       t[2 * i + 1] = __builtin_shufflevector(r[i], r[i + 4], 4, 12, 5, 13, 6, 14, 7, 15);
@@ -50,7 +51,8 @@ inline void transpose(Vf* r) {
 
 // rows[l] = positions [o0, o0 + cnt) of image l's plane at src + l * image_stride (cnt <= V),
 // zeros past cnt and for l >= images.
-inline void load_rows(const float* src, int64_t images, int64_t image_stride, int64_t o0, int64_t cnt, Vf* rows) {
+inline void load_rows(const float* src, int64_t images, int64_t image_stride, int64_t o0,
+                      int64_t cnt, Vf* rows) {
   for (int l = 0; l < V; ++l) {
     const float* sl = src + l * image_stride + o0;
     if (l >= images) {
@@ -72,8 +74,8 @@ inline void zero_padding(float* dp, int64_t h, int64_t w, int64_t ph, int64_t pw
       if (i < ph || i >= ph + h || j < pw || j >= pw + w) store(dp + (i * wp + j) * V, Vf{});
 }
 
-void to_blocked(const float* src, int64_t images, int64_t image_stride, int64_t planes, int64_t h, int64_t w,
-                int64_t ph, int64_t pw, bool r16, float* dst) {
+void to_blocked(const float* src, int64_t images, int64_t image_stride, int64_t planes, int64_t h,
+                int64_t w, int64_t ph, int64_t pw, bool r16, float* dst) {
   const int64_t n = h * w, wp = w + 2 * pw, hp = h + 2 * ph, plane = hp * wp * V;
   for (int64_t pl = 0; pl < planes; ++pl) {
     float* dp = dst + pl * plane;
@@ -95,7 +97,8 @@ void to_blocked(const float* src, int64_t images, int64_t image_stride, int64_t 
   }
 }
 
-void from_blocked(const float* src, int64_t images, int64_t planes, int64_t n, float* dst, int64_t image_stride) {
+void from_blocked(const float* src, int64_t images, int64_t planes, int64_t n, float* dst,
+                  int64_t image_stride) {
   for (int64_t pl = 0; pl < planes; ++pl)
     for (int64_t o0 = 0; o0 < n; o0 += V) {
       const int64_t cnt = n - o0 < V ? n - o0 : V;
@@ -141,8 +144,8 @@ struct Fp32Products {
 // Output channels [k0, k0 + KB) at the TT output positions o0 + t, whose top-left taps are at
 // x + off[t]; wb the weights of the channel block as pack lays them out.
 template <class P, int KB, int TT>
-void fwd_tile(const Blocked& g, const typename P::In* x, const typename P::In* wb, float* y, int64_t k0, int64_t o0,
-              const int64_t* off) {
+void fwd_tile(const Blocked& g, const typename P::In* x, const typename P::In* wb, float* y,
+              int64_t k0, int64_t o0, const int64_t* off) {
   Vf acc[KB][TT];
 #pragma GCC unroll 16
   for (int kb = 0; kb < KB; ++kb)
@@ -195,7 +198,8 @@ void for_tiles(const Blocked& g, F&& tile) {
       const int64_t o = o0 + t, r = o / g.q, s = o % g.q;
       off[t] = (r * g.stride * g.wp + s * g.stride) * V;
     }
-    channel_blocks<BKB>(g.k, [&]<int B>(int64_t k0) { with_tile_size<B, BTT>(tt, tile, k0, o0, off); });
+    channel_blocks<BKB>(g.k,
+                        [&]<int B>(int64_t k0) { with_tile_size<B, BTT>(tt, tile, k0, o0, off); });
   }
 }
 
@@ -208,7 +212,8 @@ void bforward(const Blocked& g, const float* x, const float* wpk, float* y) {
 // dw[k0 .. k0 + KB, c, r0 .. r0 + RT, :] += the products over the block's positions and lanes:
 // KB x RT x 3 accumulators, each input vector feeding KB of them and each gradient vector 3 RT.
 template <int KB, int RT>
-void bfilter_tile(const Blocked& g, const float* x, const float* dy, float* dw, int64_t k0, int64_t c, int r0) {
+void bfilter_tile(const Blocked& g, const float* x, const float* dy, float* dw, int64_t k0,
+                  int64_t c, int r0) {
   Vf acc[KB][RT][3];
 #pragma GCC unroll 16
   for (int kb = 0; kb < KB; ++kb)
@@ -242,7 +247,8 @@ void bfilter_tile(const Blocked& g, const float* x, const float* dy, float* dw, 
   }
   for (int kb = 0; kb < KB; ++kb)
     for (int rr = 0; rr < RT; ++rr)
-      for (int s = 0; s < 3; ++s) dw[((k0 + kb) * g.c + c) * 9 + (r0 + rr) * 3 + s] += hsum(acc[kb][rr][s]);
+      for (int s = 0; s < 3; ++s)
+        dw[((k0 + kb) * g.c + c) * 9 + (r0 + rr) * 3 + s] += hsum(acc[kb][rr][s]);
 }
 
 void bfilter(const Blocked& g, const float* x, const float* dy, float* dw) {
@@ -254,7 +260,8 @@ void bfilter(const Blocked& g, const float* x, const float* dy, float* dw) {
     });
 }
 
-const BlockedKernels kBlocked = {ADA_BLOCKED_NAME, V, pack, bforward, bfilter, to_blocked, from_blocked};
+const BlockedKernels kBlocked = {ADA_BLOCKED_NAME, V,          pack,        bforward,
+                                 bfilter,          to_blocked, from_blocked};
 
 }  // namespace
 }  // namespace ada::cpu::conv_detail

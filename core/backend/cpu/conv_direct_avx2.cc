@@ -15,6 +15,10 @@
 #include "core/backend/cpu/conv_blocked_impl.h"
 
 namespace ada::cpu::conv_detail {
-const DirectKernels& avx2_direct() { return kDirect; }
-const BlockedKernels& avx2_blocked() { return kBlocked; }
+const DirectKernels& avx2_direct() {
+  return kDirect;
+}
+const BlockedKernels& avx2_blocked() {
+  return kBlocked;
+}
 }  // namespace ada::cpu::conv_detail

@@ -4,6 +4,10 @@
 #include "core/backend/cpu/conv_blocked_impl.h"
 
 namespace ada::cpu::conv_detail {
-const DirectKernels& avx512_direct() { return kDirect; }
-const BlockedKernels& avx512_blocked() { return kBlocked; }
+const DirectKernels& avx512_direct() {
+  return kDirect;
+}
+const BlockedKernels& avx512_blocked() {
+  return kBlocked;
+}
 }  // namespace ada::cpu::conv_detail

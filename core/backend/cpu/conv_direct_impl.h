@@ -29,7 +29,9 @@ inline Vf load(const float* p) {
   return v;
 }
 
-inline void store(float* p, Vf v) { __builtin_memcpy(p, &v, sizeof v); }
+inline void store(float* p, Vf v) {
+  __builtin_memcpy(p, &v, sizeof v);
+}
 
 inline float hsum(Vf v) {
   __m256 a;
@@ -94,7 +96,8 @@ void fwd_tile(const Plane& g, const float* x, const float* w, float* y, int64_t 
 
 // fwd_tile for tt (1..TT) vectors.
 template <int T, int KB, int TT>
-void fwd_tile_n(int tt, const Plane& g, const float* x, const float* w, float* y, int64_t k0, int64_t o0) {
+void fwd_tile_n(int tt, const Plane& g, const float* x, const float* w, float* y, int64_t k0,
+                int64_t o0) {
   if constexpr (TT > 1) {
     if (tt < TT) return fwd_tile_n<T, KB, TT - 1>(tt, g, x, w, y, k0, o0);
   }
@@ -110,7 +113,8 @@ void forward_t(const Plane& g, const float* x, const float* w, float* y) {
   for (int64_t i = 0; i < tiles; ++i) {
     const int64_t t0 = nv * i / tiles;
     const int tt = static_cast<int>(nv * (i + 1) / tiles - t0);
-    channel_blocks<KB>(g.k, [&]<int B>(int64_t k0) { fwd_tile_n<T, B, TT>(tt, g, x, w, y, k0, t0 * V); });
+    channel_blocks<KB>(
+        g.k, [&]<int B>(int64_t k0) { fwd_tile_n<T, B, TT>(tt, g, x, w, y, k0, t0 * V); });
   }
 }
 
@@ -163,7 +167,8 @@ void filter_tile(const Plane& g, int64_t images, const float* x, int64_t x_strid
   }
   for (int r = 0; r < T; ++r)
     for (int kb = 0; kb < KB; ++kb)
-      for (int s = 0; s < T; ++s) dw[((k0 + kb) * g.c + c) * T * T + r * T + s] += hsum(keep[r][kb][s]);
+      for (int s = 0; s < T; ++s)
+        dw[((k0 + kb) * g.c + c) * T * T + r * T + s] += hsum(keep[r][kb][s]);
 }
 
 template <int T, int KB>
@@ -171,12 +176,15 @@ void filter_t(const Plane& g, int64_t images, const float* x, int64_t x_stride, 
               int64_t dy_stride, float* dw) {
   // Input channel outermost: its planes stay in L1 while every output channel passes.
   for (int64_t c = 0; c < g.c; ++c)
-    channel_blocks<KB>(g.k, [&]<int B>(int64_t k0) { filter_tile<T, B>(g, images, x, x_stride, dy, dy_stride, k0, c, dw); });
+    channel_blocks<KB>(g.k, [&]<int B>(int64_t k0) {
+      filter_tile<T, B>(g, images, x, x_stride, dy, dy_stride, k0, c, dw);
+    });
 }
 
 void filter(const Plane& g, int64_t images, const float* x, int64_t x_stride, const float* dy,
             int64_t dy_stride, float* dw) {
-  if (g.taps == 5) return filter_t<5, ADA_DIRECT_FLT_KB5>(g, images, x, x_stride, dy, dy_stride, dw);
+  if (g.taps == 5)
+    return filter_t<5, ADA_DIRECT_FLT_KB5>(g, images, x, x_stride, dy, dy_stride, dw);
   filter_t<3, ADA_DIRECT_FLT_KB>(g, images, x, x_stride, dy, dy_stride, dw);
 }
 

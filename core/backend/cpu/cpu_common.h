@@ -17,11 +17,11 @@
 #ifdef ADA_WITH_CUDA
 #include "core/backend/cuda/cuda_ops.h"
 #include "core/backend/cuda_runtime.h"
-#define ADA_ON_CUDA(call, ...)                     \
-  if (::ada::cpu::any_cuda(__VA_ARGS__)) {         \
-    ::ada::cuda::OpTimer ada_op_timer_(__func__);  \
-    return call;                                   \
-  }                                                \
+#define ADA_ON_CUDA(call, ...)                    \
+  if (::ada::cpu::any_cuda(__VA_ARGS__)) {        \
+    ::ada::cuda::OpTimer ada_op_timer_(__func__); \
+    return call;                                  \
+  }                                               \
   ::ada::cpu::OpTimer ada_cpu_op_timer_(__func__)
 #else
 #define ADA_ON_CUDA(call, ...) ::ada::cpu::OpTimer ada_cpu_op_timer_(__func__)
@@ -41,8 +41,7 @@ inline void require_cpu_f32(const char* op, std::initializer_list<const Tensor*>
     ADA_CHECK_ARG(t->device().is_cpu(), DeviceError)
         << op << ": tensor " << t->str() << " is on a CUDA device while another argument is on "
         << "the CPU; move them to one device";
-    ADA_CHECK_ARG(t->dtype() == DType::f32, DTypeError)
-        << op << ": expected f32, got " << t->str();
+    ADA_CHECK_ARG(t->dtype() == DType::f32, DTypeError) << op << ": expected f32, got " << t->str();
   }
 }
 

@@ -7,8 +7,8 @@
 
 #include <unsupported/Eigen/SpecialFunctions>  // vectorised erf (gelu)
 
-#include "core/backend/op_shapes.h"
 #include "core/backend/cpu/cpu_common.h"
+#include "core/backend/op_shapes.h"
 #include "core/ops.h"
 
 namespace ada::ops {
@@ -100,7 +100,9 @@ Tensor scale(const Tensor& a, float s) {
   return map1("scale", a, [s](float x) { return s * x; });
 }
 
-void add_(Tensor& y, const Tensor& x) { axpby_(1.f, x, 1.f, y); }
+void add_(Tensor& y, const Tensor& x) {
+  axpby_(1.f, x, 1.f, y);
+}
 void scale_(Tensor& y, float s) {
   ADA_ON_CUDA(cuda::scale_(y, s), y);
   require_cpu_f32("scale_", {&y});
@@ -134,10 +136,11 @@ Tensor add_bias(const Tensor& x, const Tensor& bias) {
   const float* xp = x.data<float>();
   const float* bp = bias.data<float>();
   float* yp = y.data<float>();
-  parallel_for(0, rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(n, 1)), [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r)
-      for (int64_t j = 0; j < n; ++j) yp[r * n + j] = xp[r * n + j] + bp[j];
-  });
+  parallel_for(0, rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(n, 1)),
+               [&](int64_t b, int64_t e) {
+                 for (int64_t r = b; r < e; ++r)
+                   for (int64_t j = 0; j < n; ++j) yp[r * n + j] = xp[r * n + j] + bp[j];
+               });
   return y;
 }
 
@@ -180,7 +183,8 @@ Tensor add_channel_bias(const Tensor& x, const Tensor& bias) {
 Tensor channel_bias_grad(const Tensor& dy) {
   ADA_ON_CUDA(cuda::channel_bias_grad(dy), dy);
   require_cpu_f32("channel_bias_grad", {&dy});
-  ADA_CHECK_ARG(dy.dim() >= 2, ShapeError) << "channel_bias_grad: needs [N, C, ...], got " << dy.str();
+  ADA_CHECK_ARG(dy.dim() >= 2, ShapeError)
+      << "channel_bias_grad: needs [N, C, ...], got " << dy.str();
   const int64_t n = dy.size(0), c = dy.size(1), inner = dy.numel() / std::max<int64_t>(1, n * c);
   Tensor g = Tensor::empty({c});
   const float* p = dy.data<float>();
@@ -252,7 +256,8 @@ Tensor gelu(const Tensor& x) {
   float* yp = y.data<float>();
   parallel_for(0, x.numel(), kGrain, [&](int64_t b, int64_t e) {
     Eigen::Map<const Eigen::ArrayXf> v(xp + b, e - b);
-    Eigen::Map<Eigen::ArrayXf>(yp + b, e - b) = 0.5f * v * (1.f + (v * 0.70710678118654752440f).erf());
+    Eigen::Map<Eigen::ArrayXf>(yp + b, e - b) =
+        0.5f * v * (1.f + (v * 0.70710678118654752440f).erf());
   });
   return y;
 }
@@ -328,8 +333,10 @@ Tensor mean(const Tensor& x, const std::vector<int>& axes, bool keepdim) {
   ADA_ON_CUDA(cuda::mean(x, axes, keepdim), x);
   Tensor y = sum(x, axes, keepdim);
   int64_t count = y.numel() ? x.numel() / y.numel() : 0;
-  if (count > 0) scale_(y, 1.f / static_cast<float>(count));
-  else fill_(y, NAN);  // mean over an empty axis, as PyTorch
+  if (count > 0)
+    scale_(y, 1.f / static_cast<float>(count));
+  else
+    fill_(y, NAN);  // mean over an empty axis, as PyTorch
   return y;
 }
 
@@ -370,9 +377,8 @@ double norm2_sq(const Tensor& a) {
   ADA_ON_CUDA(cuda::norm2_sq(a), a);
   require_cpu_f32("norm2_sq", {&a});
   const float* x = a.data<float>();
-  return reduce_double(a.numel(), [x](int64_t i) {
-    return static_cast<double>(x[i]) * static_cast<double>(x[i]);
-  });
+  return reduce_double(
+      a.numel(), [x](int64_t i) { return static_cast<double>(x[i]) * static_cast<double>(x[i]); });
 }
 
 bool all_finite(const Tensor& x) {

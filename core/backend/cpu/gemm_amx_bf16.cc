@@ -31,7 +31,9 @@ constexpr int64_t kTileSteps = 16;          // pair steps (32 k values) in a til
 // in between.
 constexpr int64_t kKC = 256, kMC = 32, kNC = 4096;
 
-int64_t amx_steps(int64_t kc) { return ((kc + 1) / 2 + kTileSteps - 1) / kTileSteps * kTileSteps; }
+int64_t amx_steps(int64_t kc) {
+  return ((kc + 1) / 2 + kTileSteps - 1) / kTileSteps * kTileSteps;
+}
 
 // op(A)[i0 : i0+mc, p0 : p0+kc] into 32-row micro-panels: row i of the panel at ir is
 // dst[ir * ks + i * ks + q], zero past kc and past the last row.
@@ -60,15 +62,19 @@ void pack_a(const Problem& g, int64_t i0, int64_t mc, int64_t p0, int64_t kc, ui
       // and 8 steps, then transpose the 8 x 8 lanes into the rows.
       for (int64_t i8 = 0; i8 < kMR; i8 += 8) {
         const int64_t rows = mr - i8;
-        const __mmask8 m = static_cast<__mmask8>(rows >= 8 ? 0xFF : rows <= 0 ? 0 : (1u << rows) - 1);
+        const __mmask8 m = static_cast<__mmask8>(rows >= 8   ? 0xFF
+                                                 : rows <= 0 ? 0
+                                                             : (1u << rows) - 1);
         const float* s = g.a + p0 * g.lda + i0 + ir + i8;
         for (int64_t q0 = 0; q0 < ks; q0 += 8) {
           alignas(32) uint32_t tmp[8 * 8];
 #pragma GCC unroll 8
           for (int t = 0; t < 8; ++t) {
             const int64_t k = 2 * (q0 + t);
-            const __m256 lo = k < kc ? _mm256_maskz_loadu_ps(m, s + k * g.lda) : _mm256_setzero_ps();
-            const __m256 hi = k + 1 < kc ? _mm256_maskz_loadu_ps(m, s + (k + 1) * g.lda) : _mm256_setzero_ps();
+            const __m256 lo =
+                k < kc ? _mm256_maskz_loadu_ps(m, s + k * g.lda) : _mm256_setzero_ps();
+            const __m256 hi =
+                k + 1 < kc ? _mm256_maskz_loadu_ps(m, s + (k + 1) * g.lda) : _mm256_setzero_ps();
             _mm256_store_si256(reinterpret_cast<__m256i*>(tmp + t * 8), pair_lanes8(lo, hi));
           }
           transpose_8x8(tmp, 8, d + i8 * ks + q0, ks);
@@ -98,8 +104,8 @@ inline void store_block(const float* t, float* c, int64_t ldc, int64_t mr, int64
 }
 
 // The 32 x 32 product of an A and a B micro-panel of ks steps, into c as store_block.
-void micro_kernel(int64_t ks, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, int64_t mr,
-                  int64_t nr, float alpha, float beta) {
+void micro_kernel(int64_t ks, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc,
+                  int64_t mr, int64_t nr, float alpha, float beta) {
   const int64_t lda_bytes = ks * 4, ldb_bytes = kNR * 4;
   const uint32_t* a1 = a + 16 * ks;
   _tile_zero(0);
@@ -129,18 +135,20 @@ struct Amx {
   static constexpr int64_t kMR = ::ada::cpu::gemm_detail::kMR;
   static constexpr int64_t kNR = ::ada::cpu::gemm_detail::kNR;
   static int64_t k_steps(int64_t kc) { return amx_steps(kc); }
-  static void pack_a(const Problem& g, int64_t i0, int64_t mc, int64_t p0, int64_t kc, uint32_t* d) {
+  static void pack_a(const Problem& g, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
+                     uint32_t* d) {
     ::ada::cpu::gemm_detail::pack_a(g, i0, mc, p0, kc, d);
   }
-  static void pack_b(const Problem& g, int64_t p0, int64_t kc, int64_t j0, int64_t nc, uint32_t* d) {
+  static void pack_b(const Problem& g, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
+                     uint32_t* d) {
     pack_b_pairs(g, p0, kc, j0, nc, amx_steps(kc), d);
   }
-  static void micro(int64_t ks, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, float alpha,
-                    float beta) {
+  static void micro(int64_t ks, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc,
+                    float alpha, float beta) {
     micro_kernel(ks, a, b, c, ldc, kMR, kNR, alpha, beta);
   }
-  static void edge(int64_t ks, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, int64_t mr,
-                   int64_t nr, float alpha, float beta) {
+  static void edge(int64_t ks, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc,
+                   int64_t mr, int64_t nr, float alpha, float beta) {
     micro_kernel(ks, a, b, c, ldc, mr, nr, alpha, beta);
   }
 };
@@ -156,8 +164,8 @@ static_assert(sizeof(TileConfig) == 64);
 
 // The tile state belongs to the thread: configured here, released before returning so that a
 // context switch does not keep saving 8 KiB of tile data.
-void amx_block(const Problem& g, int64_t m0, int64_t m1, int64_t n0, int64_t n1, const Steps& s, float* pa,
-               float* pb) {
+void amx_block(const Problem& g, int64_t m0, int64_t m1, int64_t n0, int64_t n1, const Steps& s,
+               float* pa, float* pb) {
   static const TileConfig config;
   _tile_loadconfig(&config);
   gemm_block<Amx>(g, m0, m1, n0, n1, s, pa, pb);
@@ -168,6 +176,8 @@ constexpr Kernel kAmxKernel{"amx_bf16 32x32", kMR, kNR, kKC, kMC, kNC, &amx_bloc
 
 }  // namespace
 
-const Kernel& amx_bf16_kernel() { return kAmxKernel; }
+const Kernel& amx_bf16_kernel() {
+  return kAmxKernel;
+}
 
 }  // namespace ada::cpu::gemm_detail

@@ -51,7 +51,8 @@ __attribute__((always_inline)) inline void micro_kernel(int64_t ks, const uint32
 #pragma GCC unroll 8
   for (int r = 0; r < kMR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
 #pragma GCC unroll 8
-  for (int r = 0; r < kMR; ++r) _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
+  for (int r = 0; r < kMR; ++r)
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
 #pragma GCC unroll 2
   for (int64_t q = 0; q < ks; ++q) {
     const __m512bh b0 = reinterpret_cast<__m512bh>(_mm512_load_si512(b));
@@ -114,6 +115,8 @@ constexpr Kernel kBf16Kernel{"avx512_bf16 8x32", kMR, kNR, kKC, kMC, kNC, &gemm_
 
 }  // namespace
 
-const Kernel& avx512_bf16_kernel() { return kBf16Kernel; }
+const Kernel& avx512_bf16_kernel() {
+  return kBf16Kernel;
+}
 
 }  // namespace ada::cpu::gemm_detail

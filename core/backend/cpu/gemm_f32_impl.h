@@ -39,7 +39,7 @@ struct Simd {
   static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
 };
-constexpr int kMR = 8, kNV = 2;  // 8 x 32: 16 zmm accumulators
+constexpr int kMR = 8, kNV = 2;                      // 8 x 32: 16 zmm accumulators
 constexpr int64_t kKC = 256, kMC = 192, kNC = 4096;  // B micro-panel 32 KiB
 constexpr const char* kKernelName = "avx512f 8x32";
 #else
@@ -55,7 +55,7 @@ struct Simd {
   static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
 };
-constexpr int kMR = 6, kNV = 2;  // 6 x 16: 12 ymm accumulators
+constexpr int kMR = 6, kNV = 2;                     // 6 x 16: 12 ymm accumulators
 constexpr int64_t kKC = 384, kMC = 96, kNC = 4080;  // B micro-panel 24 KiB, A block 144 KiB
 constexpr const char* kKernelName = "avx2+fma 6x16";
 #endif
@@ -79,7 +79,8 @@ __attribute__((always_inline)) inline void micro_kernel(int64_t kc, const float*
     for (int v = 0; v < kNV; ++v) acc[r][v] = Simd::zero();
   }
 #pragma GCC unroll 16
-  for (int r = 0; r < kMR; ++r) _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
+  for (int r = 0; r < kMR; ++r)
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
 
 #pragma GCC unroll 4
   for (int64_t p = 0; p < kc; ++p) {
@@ -153,7 +154,8 @@ inline void store_lanes(float* d, __m256 v) {
 
 // op(A)[i0 : i0+mc, p0 : p0+kc] into MR-row micro-panels: panel q holds rows q*MR.., laid out
 // as kc steps of MR floats; rows past mc are zero.
-__attribute__((noinline)) void pack_a(const Problem& g, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float* dst) {
+__attribute__((noinline)) void pack_a(const Problem& g, int64_t i0, int64_t mc, int64_t p0,
+                                      int64_t kc, float* dst) {
   for (int64_t ir = 0; ir < mc; ir += kMR) {
     const int64_t mr = imin(kMR, mc - ir);
     float* d = dst + ir * kc;
@@ -187,7 +189,8 @@ __attribute__((noinline)) void pack_a(const Problem& g, int64_t i0, int64_t mc, 
 
 // op(B)[p0 : p0+kc, j0 : j0+nc] into NR-column micro-panels: panel q holds columns q*NR..,
 // laid out as kc steps of NR floats; columns past nc are zero.
-__attribute__((noinline)) void pack_b(const Problem& g, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* dst) {
+__attribute__((noinline)) void pack_b(const Problem& g, int64_t p0, int64_t kc, int64_t j0,
+                                      int64_t nc, float* dst) {
   for (int64_t jr = 0; jr < nc; jr += kNR) {
     const int64_t nr = imin(kNR, nc - jr);
     float* d = dst + jr * kc;

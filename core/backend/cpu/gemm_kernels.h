@@ -1,9 +1,9 @@
 // The seam between the GEMM driver (sgemm.cc, built for the baseline ISA) and its kernels, each
 // built in its own translation unit for one ISA (gemm_avx2.cc, gemm_avx512.cc,
-// gemm_avx512_bf16.cc, gemm_amx_bf16.cc) and chosen at run time by CPUID (core/backend/cpu/cpu_isa.h).
-// The kernel files include nothing but this header and <immintrin.h>, and keep everything else
-// in anonymous namespaces: an inline function emitted there with AVX-512 instructions must never
-// be the copy the linker picks for the rest of the program.
+// gemm_avx512_bf16.cc, gemm_amx_bf16.cc) and chosen at run time by CPUID
+// (core/backend/cpu/cpu_isa.h). The kernel files include nothing but this header and <immintrin.h>,
+// and keep everything else in anonymous namespaces: an inline function emitted there with AVX-512
+// instructions must never be the copy the linker picks for the rest of the program.
 #pragma once
 
 #include <cstdint>
@@ -30,14 +30,14 @@ struct Steps {
 };
 
 struct Kernel {
-  const char* name;       // e.g. "avx512f 8x32"
-  int64_t mr, nr;         // micro-tile
-  int64_t kc, mc, nc;     // largest cache blocks
+  const char* name;    // e.g. "avx512f 8x32"
+  int64_t mr, nr;      // micro-tile
+  int64_t kc, mc, nc;  // largest cache blocks
   // Runs the blocked loop nest over C[m0:m1, n0:n1] on the calling thread. pa / pb are 64-byte
   // aligned packing buffers of at least mc * (kc + 32) and nc * (kc + 32) floats (the AMX
   // kernel pads k to whole tiles of 32 values).
-  void (*block)(const Problem& g, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
-                const Steps& s, float* pa, float* pb);
+  void (*block)(const Problem& g, int64_t m0, int64_t m1, int64_t n0, int64_t n1, const Steps& s,
+                float* pa, float* pb);
 };
 
 // fp32 kernels (AVX2+FMA 6x16; AVX-512F 8x32) and the bf16 ones (inputs rounded to bfloat16

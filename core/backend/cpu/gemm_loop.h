@@ -14,7 +14,9 @@
 namespace ada::cpu::gemm_detail {
 namespace {
 
-inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+inline int64_t imin(int64_t a, int64_t b) {
+  return a < b ? a : b;
+}
 
 // A partial tile: c[mr x nr] = t + beta * c (beta == 0 does not read c), where t is the full
 // tile a micro-kernel wrote with alpha applied and row stride ldt.
@@ -31,8 +33,8 @@ inline void merge_tile(const float* t, int64_t ldt, float* c, int64_t ldc, int64
 }
 
 template <class K>
-void gemm_block(const Problem& g, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
-                const Steps& s, float* pa_raw, float* pb_raw) {
+void gemm_block(const Problem& g, int64_t m0, int64_t m1, int64_t n0, int64_t n1, const Steps& s,
+                float* pa_raw, float* pb_raw) {
   using P = typename K::Packed;
   P* pa = reinterpret_cast<P*>(pa_raw);
   P* pb = reinterpret_cast<P*>(pb_raw);

@@ -18,7 +18,8 @@ inline void load_transpose_8x8(const float* src, int64_t lds, __m256 t[8]) {
   static_assert(kRows >= 1 && kRows <= 8);
   __m256 r[8];
 #pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) r[i] = i < kRows ? _mm256_loadu_ps(src + i * lds) : _mm256_setzero_ps();
+  for (int i = 0; i < 8; ++i)
+    r[i] = i < kRows ? _mm256_loadu_ps(src + i * lds) : _mm256_setzero_ps();
   // Pairs interleaved, then quads, then 128-bit halves exchanged.
   const __m256 u0 = _mm256_unpacklo_ps(r[0], r[1]), u1 = _mm256_unpackhi_ps(r[0], r[1]);
   const __m256 u2 = _mm256_unpacklo_ps(r[2], r[3]), u3 = _mm256_unpackhi_ps(r[2], r[3]);

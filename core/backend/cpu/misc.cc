@@ -53,7 +53,9 @@ Tensor dropout_forward(const Tensor& x, float p, Generator& gen, Tensor& mask) {
   return y;
 }
 
-Tensor dropout_backward(const Tensor& dy, const Tensor& mask) { return mul(dy, mask); }
+Tensor dropout_backward(const Tensor& dy, const Tensor& mask) {
+  return mul(dy, mask);
+}
 
 Tensor embedding_forward(const Tensor& weight, const Tensor& ids) {
   ADA_ON_CUDA(cuda::embedding_forward(weight, ids), weight, ids);
@@ -63,9 +65,8 @@ Tensor embedding_forward(const Tensor& weight, const Tensor& ids) {
   const int64_t v = weight.size(0), d = weight.size(1), n = ids.numel();
   for (int64_t i = 0; i < n; ++i) {
     const int64_t id = cpu::index_at(ids, i);
-    ADA_CHECK_ARG(id >= 0 && id < v, ShapeError)
-        << "embedding: id " << id << " at position " << i << " is outside the vocabulary [0, "
-        << v << ")";
+    ADA_CHECK_ARG(id >= 0 && id < v, ShapeError) << "embedding: id " << id << " at position " << i
+                                                 << " is outside the vocabulary [0, " << v << ")";
   }
   Shape os = ids.shape();
   os.push_back(d);

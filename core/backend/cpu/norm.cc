@@ -14,8 +14,8 @@
 
 namespace ada::ops {
 namespace {
-using backend::BnGeom;
 using backend::bn_geom;
+using backend::BnGeom;
 
 // Visits the rows of channel ch (one per image, g.inner contiguous elements): f(offset of the row).
 template <class F>
@@ -34,8 +34,9 @@ namespace {
 
 // batch_norm_train, with a ReLU on the output in the normalising pass when Relu.
 template <bool Relu>
-Tensor bn_train(const char* op, const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
-                Tensor& running_var, float momentum, float eps, Tensor& save_mean, Tensor& save_invstd) {
+Tensor bn_train(const char* op, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                Tensor& running_mean, Tensor& running_var, float momentum, float eps,
+                Tensor& save_mean, Tensor& save_invstd) {
   cpu::require_cpu_f32(op, {&x, &gamma, &beta});
   BnGeom g = bn_geom(op, x, gamma, beta);
   const bool track = running_mean.defined();
@@ -109,25 +110,27 @@ Tensor bn_train(const char* op, const Tensor& x, const Tensor& gamma, const Tens
 Tensor batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                         Tensor& running_mean, Tensor& running_var, float momentum, float eps,
                         Tensor& save_mean, Tensor& save_invstd) {
-  ADA_ON_CUDA(cuda::batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps, save_mean, save_invstd),
+  ADA_ON_CUDA(cuda::batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps,
+                                     save_mean, save_invstd),
               x, gamma, beta, running_mean, running_var);
-  return bn_train<false>("batch_norm_train", x, gamma, beta, running_mean, running_var, momentum, eps, save_mean,
-                         save_invstd);
+  return bn_train<false>("batch_norm_train", x, gamma, beta, running_mean, running_var, momentum,
+                         eps, save_mean, save_invstd);
 }
 
-Tensor batch_norm_relu_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
-                             Tensor& running_var, float momentum, float eps, Tensor& save_mean,
-                             Tensor& save_invstd) {
-  ADA_ON_CUDA(cuda::batch_norm_relu_train(x, gamma, beta, running_mean, running_var, momentum, eps, save_mean,
-                                          save_invstd),
+Tensor batch_norm_relu_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                             Tensor& running_mean, Tensor& running_var, float momentum, float eps,
+                             Tensor& save_mean, Tensor& save_invstd) {
+  ADA_ON_CUDA(cuda::batch_norm_relu_train(x, gamma, beta, running_mean, running_var, momentum, eps,
+                                          save_mean, save_invstd),
               x, gamma, beta, running_mean, running_var);
-  return bn_train<true>("batch_norm_relu_train", x, gamma, beta, running_mean, running_var, momentum, eps,
-                        save_mean, save_invstd);
+  return bn_train<true>("batch_norm_relu_train", x, gamma, beta, running_mean, running_var,
+                        momentum, eps, save_mean, save_invstd);
 }
 
 Tensor batch_norm_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                        const Tensor& running_mean, const Tensor& running_var, float eps) {
-  ADA_ON_CUDA(cuda::batch_norm_eval(x, gamma, beta, running_mean, running_var, eps), x, gamma, beta, running_mean, running_var);
+  ADA_ON_CUDA(cuda::batch_norm_eval(x, gamma, beta, running_mean, running_var, eps), x, gamma, beta,
+              running_mean, running_var);
   cpu::require_cpu_f32("batch_norm_eval", {&x, &gamma, &beta});
   BnGeom g = bn_geom("batch_norm_eval", x, gamma, beta);
   check_stat("batch_norm_eval", running_mean, g.c, "running_mean");
@@ -169,8 +172,9 @@ inline float relu_grad(float g, float y) {
 
 // batch_norm_backward of dy, masked by y > 0 (the gradient of a ReLU on y) when Relu.
 template <bool Relu>
-BatchNormGrads bn_backward(const char* op, const Tensor& dy, const Tensor& y, const Tensor& x, const Tensor& gamma,
-                           const Tensor& save_mean, const Tensor& save_invstd) {
+BatchNormGrads bn_backward(const char* op, const Tensor& dy, const Tensor& y, const Tensor& x,
+                           const Tensor& gamma, const Tensor& save_mean,
+                           const Tensor& save_invstd) {
   cpu::require_cpu_f32(op, {&dy, &x, &gamma});
   BnGeom g = bn_geom(op, x, gamma, Tensor());
   check_same_shape(dy, x, op);
@@ -239,21 +243,24 @@ BatchNormGrads bn_backward(const char* op, const Tensor& dy, const Tensor& y, co
 
 BatchNormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                    const Tensor& save_mean, const Tensor& save_invstd) {
-  ADA_ON_CUDA(cuda::batch_norm_backward(dy, x, gamma, save_mean, save_invstd), dy, x, gamma, save_mean, save_invstd);
+  ADA_ON_CUDA(cuda::batch_norm_backward(dy, x, gamma, save_mean, save_invstd), dy, x, gamma,
+              save_mean, save_invstd);
   return bn_backward<false>("batch_norm_backward", dy, Tensor(), x, gamma, save_mean, save_invstd);
 }
 
-BatchNormGrads batch_norm_relu_backward(const Tensor& dy, const Tensor& y, const Tensor& x, const Tensor& gamma,
-                                        const Tensor& save_mean, const Tensor& save_invstd) {
-  ADA_ON_CUDA(cuda::batch_norm_relu_backward(dy, y, x, gamma, save_mean, save_invstd), dy, y, x, gamma, save_mean,
-              save_invstd);
+BatchNormGrads batch_norm_relu_backward(const Tensor& dy, const Tensor& y, const Tensor& x,
+                                        const Tensor& gamma, const Tensor& save_mean,
+                                        const Tensor& save_invstd) {
+  ADA_ON_CUDA(cuda::batch_norm_relu_backward(dy, y, x, gamma, save_mean, save_invstd), dy, y, x,
+              gamma, save_mean, save_invstd);
   return bn_backward<true>("batch_norm_relu_backward", dy, y, x, gamma, save_mean, save_invstd);
 }
 
 BatchNormGrads batch_norm_eval_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                         const Tensor& running_mean, const Tensor& running_var,
                                         float eps) {
-  ADA_ON_CUDA(cuda::batch_norm_eval_backward(dy, x, gamma, running_mean, running_var, eps), dy, x, gamma, running_mean, running_var);
+  ADA_ON_CUDA(cuda::batch_norm_eval_backward(dy, x, gamma, running_mean, running_var, eps), dy, x,
+              gamma, running_mean, running_var);
   cpu::require_cpu_f32("batch_norm_eval_backward", {&dy, &x, &gamma});
   BnGeom g = bn_geom("batch_norm_eval_backward", x, gamma, Tensor());
   check_same_shape(dy, x, "batch_norm_eval_backward");
@@ -321,31 +328,33 @@ Tensor layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& be
   float* yp = y.data<float>();
   float* mp = save_mean.data<float>();
   float* rp = save_rstd.data<float>();
-  parallel_for(0, rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(d, 1)), [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
-      const float* xr = xp + r * d;
-      double s = 0;
+  parallel_for(0, rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(d, 1)),
+               [&](int64_t b, int64_t e) {
+                 for (int64_t r = b; r < e; ++r) {
+                   const float* xr = xp + r * d;
+                   double s = 0;
 #pragma omp simd reduction(+ : s)
-      for (int64_t j = 0; j < d; ++j) s += xr[j];
-      const double mean = s / d;
-      double ss = 0;
+                   for (int64_t j = 0; j < d; ++j) s += xr[j];
+                   const double mean = s / d;
+                   double ss = 0;
 #pragma omp simd reduction(+ : ss)
-      for (int64_t j = 0; j < d; ++j) ss += (xr[j] - mean) * (xr[j] - mean);
-      const double rstd = 1.0 / std::sqrt(ss / d + eps);
-      mp[r] = static_cast<float>(mean);
-      rp[r] = static_cast<float>(rstd);
-      const float fm = static_cast<float>(mean), fr = static_cast<float>(rstd);
-      float* yr = yp + r * d;
+                   for (int64_t j = 0; j < d; ++j) ss += (xr[j] - mean) * (xr[j] - mean);
+                   const double rstd = 1.0 / std::sqrt(ss / d + eps);
+                   mp[r] = static_cast<float>(mean);
+                   rp[r] = static_cast<float>(rstd);
+                   const float fm = static_cast<float>(mean), fr = static_cast<float>(rstd);
+                   float* yr = yp + r * d;
 #pragma omp simd
-      for (int64_t j = 0; j < d; ++j) yr[j] = (xr[j] - fm) * fr * gp[j] + bp[j];
-    }
-  });
+                   for (int64_t j = 0; j < d; ++j) yr[j] = (xr[j] - fm) * fr * gp[j] + bp[j];
+                 }
+               });
   return y;
 }
 
 LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                    const Tensor& save_mean, const Tensor& save_rstd) {
-  ADA_ON_CUDA(cuda::layer_norm_backward(dy, x, gamma, save_mean, save_rstd), dy, x, gamma, save_mean, save_rstd);
+  ADA_ON_CUDA(cuda::layer_norm_backward(dy, x, gamma, save_mean, save_rstd), dy, x, gamma,
+              save_mean, save_rstd);
   cpu::require_cpu_f32("layer_norm_backward", {&dy, &x, &gamma, &save_mean, &save_rstd});
   const int64_t d = ln_width("layer_norm_backward", x, gamma);
   check_same_shape(dy, x, "layer_norm_backward");

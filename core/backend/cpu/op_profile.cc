@@ -14,8 +14,12 @@ std::mutex g_mu;
 std::map<std::string, std::pair<int64_t, double>> g_ops;  // op -> calls, seconds
 }  // namespace
 
-void set_profiling(bool on) { g_on.store(on, std::memory_order_relaxed); }
-bool profiling() { return g_on.load(std::memory_order_relaxed); }
+void set_profiling(bool on) {
+  g_on.store(on, std::memory_order_relaxed);
+}
+bool profiling() {
+  return g_on.load(std::memory_order_relaxed);
+}
 
 void OpTimer::record(const char* op, std::chrono::steady_clock::duration d) {
   std::lock_guard<std::mutex> lock(g_mu);

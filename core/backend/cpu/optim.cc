@@ -23,8 +23,8 @@ void check_adam(const char* op, const Tensor& w, const Tensor& g, const Tensor& 
   backend::check_adam_args(op, w, g, m, v, a);
 }
 
-using backend::AdamConsts;
 using backend::adam_consts;
+using backend::AdamConsts;
 
 }  // namespace
 

@@ -1,9 +1,9 @@
 // Max-, average- and global-average pooling on NCHW, parallel over (n, c) planes.
 // Max-pool records the flat argmax in each input plane (i32) so backward is a scatter; ties go
 // to the first maximum in row-major window order, as PyTorch does.
-#include <cstring>
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -13,11 +13,13 @@
 namespace ada::ops {
 namespace {
 void check_pool(const char* op, const Shape& x, const Pool2dParams& p) {
-  ADA_CHECK_ARG(x.size() == 4, ShapeError) << op << ": input must be [N,C,H,W], got " << shape_str(x);
+  ADA_CHECK_ARG(x.size() == 4, ShapeError)
+      << op << ": input must be [N,C,H,W], got " << shape_str(x);
   ADA_CHECK_ARG(p.kernel_h > 0 && p.kernel_w > 0 && p.stride_h > 0 && p.stride_w > 0, ShapeError)
       << op << ": kernel and stride must be positive";
-  ADA_CHECK_ARG(p.pad_h >= 0 && p.pad_w >= 0 && 2 * p.pad_h <= p.kernel_h && 2 * p.pad_w <= p.kernel_w,
-                ShapeError)
+  ADA_CHECK_ARG(
+      p.pad_h >= 0 && p.pad_w >= 0 && 2 * p.pad_h <= p.kernel_h && 2 * p.pad_w <= p.kernel_w,
+      ShapeError)
       << op << ": padding must be between 0 and half the kernel (got pad " << p.pad_h << "x"
       << p.pad_w << ", kernel " << p.kernel_h << "x" << p.kernel_w << ")";
   ADA_CHECK_ARG(x[2] + 2 * p.pad_h >= p.kernel_h && x[3] + 2 * p.pad_w >= p.kernel_w, ShapeError)
@@ -56,7 +58,8 @@ Tensor max_pool2d_forward(const Tensor& x, const Pool2dParams& p, Tensor& indice
     const int64_t m64 = -static_cast<int64_t>(t);
     arg = (at & m64) | (arg & ~m64);
   };
-  const int64_t kh = p.kernel_h, kw = p.kernel_w, sh = p.stride_h, sw = p.stride_w, ph = p.pad_h, pw = p.pad_w;
+  const int64_t kh = p.kernel_h, kw = p.kernel_w, sh = p.stride_h, sw = p.stride_w, ph = p.pad_h,
+                pw = p.pad_w;
   const bool unpadded = ph == 0 && pw == 0;  // then every window lies inside the plane
   // Length of one column phase of a padded input row: outputs 0..Q-1 read phase entries from
   // -pw / sw (floor) to Q - 1 + (kw - 1 - pw) / sw.
@@ -101,7 +104,8 @@ Tensor max_pool2d_forward(const Tensor& x, const Pool2dParams& p, Tensor& indice
           for (int64_t r = 0; r < sw; ++r)
             for (int64_t k = -pw; k < L - pw; ++k) {
               const int64_t col = k * sw + r;
-              phases[r * L + k + pw] = col >= 0 && col < W ? row[col] : -std::numeric_limits<float>::infinity();
+              phases[r * L + k + pw] =
+                  col >= 0 && col < W ? row[col] : -std::numeric_limits<float>::infinity();
             }
           for (int64_t dw = 0; dw < kw; ++dw) {
             const int64_t d = dw - pw, r = ((d % sw) + sw) % sw, q = (d - r) / sw;
@@ -127,8 +131,9 @@ Tensor max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Shape&
   cpu::require_cpu_f32("max_pool2d_backward", {&dy});
   check_dtype(indices, DType::i32, "max_pool2d_backward", "indices");
   check_same_shape(dy, indices, "max_pool2d_backward");
-  ADA_CHECK_ARG(x_shape.size() == 4 && dy.dim() == 4 && dy.size(0) == x_shape[0] &&
-                    dy.size(1) == x_shape[1], ShapeError)
+  ADA_CHECK_ARG(
+      x_shape.size() == 4 && dy.dim() == 4 && dy.size(0) == x_shape[0] && dy.size(1) == x_shape[1],
+      ShapeError)
       << "max_pool2d_backward: gradient " << dy.str() << " does not match input "
       << shape_str(x_shape);
   Tensor dx = Tensor::zeros(x_shape);

@@ -6,7 +6,8 @@
 
 namespace ada::ops {
 
-void segment_partial_sums(const Tensor& a, const Tensor& b, const std::vector<Segment>& segs, double* sums) {
+void segment_partial_sums(const Tensor& a, const Tensor& b, const std::vector<Segment>& segs,
+                          double* sums) {
   ADA_ON_CUDA(cuda::segment_partial_sums(a, b, segs, sums), a, b);
   cpu::require_cpu_f32("segment_partial_sums", {&a, &b});
   backend::check_segments("segment_partial_sums", a, b, nullptr, segs);
@@ -29,8 +30,8 @@ void segment_partial_sums(const Tensor& a, const Tensor& b, const std::vector<Se
   }
 }
 
-void segment_combine(const Tensor& a, const Tensor& b, Tensor& out, const std::vector<Segment>& segs,
-                     const double* coef) {
+void segment_combine(const Tensor& a, const Tensor& b, Tensor& out,
+                     const std::vector<Segment>& segs, const double* coef) {
   ADA_ON_CUDA(cuda::segment_combine(a, b, out, segs, coef), a, b, out);
   cpu::require_cpu_f32("segment_combine", {&a, &b, &out});
   backend::check_segments("segment_combine", a, b, &out, segs);

@@ -34,14 +34,16 @@ using gemm_detail::Steps;
 void scale_c(float* c, int64_t m, int64_t n, int64_t ldc, float beta) {
   for (int64_t i = 0; i < m; ++i) {
     float* row = c + i * ldc;
-    if (beta == 0.f) std::fill(row, row + n, 0.f);
+    if (beta == 0.f)
+      std::fill(row, row + n, 0.f);
     else if (beta != 1.f)
       for (int64_t j = 0; j < n; ++j) row[j] *= beta;
   }
 }
 
 // Empty products and alpha = 0 leave only c = beta c: done here, true when nothing is left.
-bool trivial_product(int64_t m, int64_t n, int64_t k, float alpha, float beta, float* c, int64_t ldc) {
+bool trivial_product(int64_t m, int64_t n, int64_t k, float alpha, float beta, float* c,
+                     int64_t ldc) {
   if (m <= 0 || n <= 0) return true;
   if (k > 0 && alpha != 0.f) return false;
   scale_c(c, m, n, ldc, beta);
@@ -71,16 +73,19 @@ void eigen_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, flo
       C.noalias() += alpha * (opa * opb);
     }
   };
-  if (!trans_a && !trans_b) run(A, B);
-  else if (trans_a && !trans_b) run(A.transpose(), B);
-  else if (!trans_a && trans_b) run(A, B.transpose());
-  else run(A.transpose(), B.transpose());
+  if (!trans_a && !trans_b)
+    run(A, B);
+  else if (trans_a && !trans_b)
+    run(A.transpose(), B);
+  else if (!trans_a && trans_b)
+    run(A, B.transpose());
+  else
+    run(A.transpose(), B.transpose());
 }
 
-
-// ---- per-thread packing buffers ------------------------------------------------------------------
-// Grow-only, 64-byte aligned; one pair per thread (OpenMP pool threads persist, so steady-state
-// calls allocate nothing).
+// ---- per-thread packing buffers
+// ------------------------------------------------------------------ Grow-only, 64-byte aligned;
+// one pair per thread (OpenMP pool threads persist, so steady-state calls allocate nothing).
 class PackBuffer {
  public:
   ~PackBuffer() { std::free(p_); }
@@ -108,8 +113,12 @@ struct ThreadBuffers {
 };
 thread_local ThreadBuffers tls_buffers;
 
-int64_t ceil_div(int64_t x, int64_t y) { return (x + y - 1) / y; }
-int64_t round_up(int64_t x, int64_t y) { return ceil_div(x, y) * y; }
+int64_t ceil_div(int64_t x, int64_t y) {
+  return (x + y - 1) / y;
+}
+int64_t round_up(int64_t x, int64_t y) {
+  return ceil_div(x, y) * y;
+}
 // Step that cuts `total` into ceil(total / max_step) near-equal blocks, a multiple of `unit`.
 int64_t balanced_step(int64_t total, int64_t max_step, int64_t unit) {
   return round_up(ceil_div(total, ceil_div(total, max_step)), unit);
@@ -166,9 +175,12 @@ void run(const Kernel& kern, const Problem& g) {
 const Kernel* f32_kernel() {
   switch (isa()) {
     case Isa::amx:
-    case Isa::avx512: return &gemm_detail::avx512_kernel();
-    case Isa::avx2: return &gemm_detail::avx2_kernel();
-    case Isa::generic: break;
+    case Isa::avx512:
+      return &gemm_detail::avx512_kernel();
+    case Isa::avx2:
+      return &gemm_detail::avx2_kernel();
+    case Isa::generic:
+      break;
   }
   return nullptr;
 }
@@ -187,11 +199,12 @@ const char* sgemm_kernel_name() {
   return kern ? kern->name : "eigen";
 }
 
-const char* sbgemm_kernel_name() { return bf16_available() ? bf16_kernel()->name : "none"; }
+const char* sbgemm_kernel_name() {
+  return bf16_available() ? bf16_kernel()->name : "none";
+}
 
-void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-           int64_t ldc) {
+void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (trivial_product(m, n, k, alpha, beta, c, ldc)) return;
   if (const Kernel* kern = f32_kernel())
     run(*kern, Problem{trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc});
@@ -211,9 +224,8 @@ void sbgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float a
   run(*bf16_kernel(), Problem{trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc});
 }
 
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-          const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-          int64_t ldc) {
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (g_precision.load(std::memory_order_relaxed) == Precision::bf16)
     sbgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   else
@@ -224,16 +236,20 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
 
 const char* precision_name(Precision p) {
   switch (p) {
-    case Precision::bf16: return "bf16";
-    case Precision::fp16: return "fp16";
-    case Precision::fp32: break;
+    case Precision::bf16:
+      return "bf16";
+    case Precision::fp16:
+      return "fp16";
+    case Precision::fp32:
+      break;
   }
   return "fp32";
 }
 
 void set_cpu_matmul_precision(Precision p) {
   ADA_CHECK_ARG(p != Precision::fp16, DeviceError)
-      << "fp16 matrix products are not supported on the CPU (it has no fp16 dot products); use bf16 "
+      << "fp16 matrix products are not supported on the CPU (it has no fp16 dot products); use "
+         "bf16 "
          "on a CPU with AVX512_BF16, or fp32";
   std::string why;
   if (p == Precision::bf16 && !cpu::bf16_available(&why))
@@ -242,6 +258,8 @@ void set_cpu_matmul_precision(Precision p) {
   cpu::g_precision.store(p, std::memory_order_relaxed);
 }
 
-Precision cpu_matmul_precision() { return cpu::g_precision.load(std::memory_order_relaxed); }
+Precision cpu_matmul_precision() {
+  return cpu::g_precision.load(std::memory_order_relaxed);
+}
 
 }  // namespace ada

@@ -20,9 +20,10 @@ Tensor rowwise(const char* op, const Tensor& x, F f) {
   Tensor y = Tensor::empty(x.shape());
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
-  parallel_for(0, rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(d, 1)), [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) f(xp + r * d, yp + r * d, d);
-  });
+  parallel_for(0, rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(d, 1)),
+               [&](int64_t b, int64_t e) {
+                 for (int64_t r = b; r < e; ++r) f(xp + r * d, yp + r * d, d);
+               });
   return y;
 }
 
@@ -66,9 +67,10 @@ Tensor rowwise_backward(const char* op, const Tensor& dy, const Tensor& y, F f) 
   const float* gp = dy.data<float>();
   const float* yp = y.data<float>();
   float* dp = dx.data<float>();
-  parallel_for(0, rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(d, 1)), [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) f(gp + r * d, yp + r * d, dp + r * d, d);
-  });
+  parallel_for(0, rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(d, 1)),
+               [&](int64_t b, int64_t e) {
+                 for (int64_t r = b; r < e; ++r) f(gp + r * d, yp + r * d, dp + r * d, d);
+               });
   return dx;
 }
 }  // namespace
@@ -128,7 +130,8 @@ namespace {
 void check_ce(const char* op, const Tensor& logits, const Tensor& targets, float smoothing) {
   cpu::require_cpu_f32(op, {&logits});
   cpu::require_index(op, targets, "targets");
-  ADA_CHECK_ARG(logits.dim() == 2, ShapeError) << op << ": logits must be [N, C], got " << logits.str();
+  ADA_CHECK_ARG(logits.dim() == 2, ShapeError)
+      << op << ": logits must be [N, C], got " << logits.str();
   ADA_CHECK_ARG(targets.dim() == 1 && targets.size(0) == logits.size(0), ShapeError)
       << op << ": targets " << targets.str() << " should be [" << logits.size(0) << "]";
   ADA_CHECK_ARG(smoothing >= 0.f && smoothing <= 1.f, ShapeError)
@@ -168,7 +171,8 @@ Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, float 
 
 Tensor cross_entropy_backward(float dloss, const Tensor& save_logp, const Tensor& targets,
                               float smoothing, int64_t ignore_index) {
-  ADA_ON_CUDA(cuda::cross_entropy_backward(dloss, save_logp, targets, smoothing, ignore_index), save_logp, targets);
+  ADA_ON_CUDA(cuda::cross_entropy_backward(dloss, save_logp, targets, smoothing, ignore_index),
+              save_logp, targets);
   check_ce("cross_entropy_backward", save_logp, targets, smoothing);
   const int64_t n = save_logp.size(0), c = save_logp.size(1);
   int64_t count = 0;

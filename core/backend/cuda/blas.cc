@@ -10,8 +10,8 @@
 
 #include "core/backend/cuda/cuda_blas.h"
 #include "core/backend/cuda/cuda_common.h"
-#include "core/backend/op_shapes.h"
 #include "core/backend/cuda/cuda_ops.h"
+#include "core/backend/op_shapes.h"
 #include "core/precision.h"
 
 namespace ada::cuda {
@@ -71,23 +71,25 @@ void gemm_strided(const char* op, int dev, const float* a, const float* b, float
     // fp32 product), so the operands are cast here, as autocast does.
     const DType narrow = precision == Precision::bf16 ? DType::bf16 : DType::f16;
     const cudaDataType_t type = precision == Precision::bf16 ? CUDA_R_16BF : CUDA_R_16F;
-    Scratch a16(static_cast<size_t>(batch * sa) * 2, dev), b16(static_cast<size_t>(batch * sb) * 2, dev);
+    Scratch a16(static_cast<size_t>(batch * sa) * 2, dev),
+        b16(static_cast<size_t>(batch * sb) * 2, dev);
     round_f32(a, a16.get(), batch * sa, narrow, dev);
     round_f32(b, b16.get(), batch * sb, narrow, dev);
-    ADA_CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, opb, opa, m, n, k, &alpha, b16.get(), type, ldb, sb, a16.get(),
-                                                type, lda, sa, &beta, c, CUDA_R_32F, ldc, sc, count,
-                                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    ADA_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+        h, opb, opa, m, n, k, &alpha, b16.get(), type, ldb, sb, a16.get(), type, lda, sa, &beta, c,
+        CUDA_R_32F, ldc, sc, count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     return;
   }
-  const cublasComputeType_t compute = allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const cublasComputeType_t compute =
+      allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   if (batch == 1) {
     ADA_CUBLAS_CHECK(cublasGemmEx(h, opb, opa, m, n, k, &alpha, b, CUDA_R_32F, ldb, a, CUDA_R_32F,
                                   lda, &beta, c, CUDA_R_32F, ldc, compute, CUBLAS_GEMM_DEFAULT));
     return;
   }
   ADA_CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, opb, opa, m, n, k, &alpha, b, CUDA_R_32F, ldb, sb,
-                                              a, CUDA_R_32F, lda, sa, &beta, c, CUDA_R_32F, ldc,
-                                              sc, count, compute, CUBLAS_GEMM_DEFAULT));
+                                              a, CUDA_R_32F, lda, sa, &beta, c, CUDA_R_32F, ldc, sc,
+                                              count, compute, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace
@@ -104,7 +106,9 @@ bool allow_tf32() {
   return v == 1;
 }
 
-void set_allow_tf32(bool on) { g_tf32.store(on ? 1 : 0); }
+void set_allow_tf32(bool on) {
+  g_tf32.store(on ? 1 : 0);
+}
 
 }  // namespace ada::cuda
 
@@ -112,8 +116,12 @@ namespace ada {
 namespace {
 std::atomic<Precision> g_cuda_precision{Precision::fp32};
 }
-void set_cuda_matmul_precision(Precision p) { g_cuda_precision.store(p, std::memory_order_relaxed); }
-Precision cuda_matmul_precision() { return g_cuda_precision.load(std::memory_order_relaxed); }
+void set_cuda_matmul_precision(Precision p) {
+  g_cuda_precision.store(p, std::memory_order_relaxed);
+}
+Precision cuda_matmul_precision() {
+  return g_cuda_precision.load(std::memory_order_relaxed);
+}
 }  // namespace ada
 
 namespace ada::cuda {

@@ -3,32 +3,35 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "core/backend/op_shapes.h"
 #include "core/backend/cuda/cuda_common.h"
 #include "core/backend/cuda/cuda_ops.h"
 #include "core/backend/cuda/kernel_util.cuh"
+#include "core/backend/op_shapes.h"
 
 namespace ada::cuda {
 namespace {
 
 // NaN as the CPU converts it (core/half.h, x86's vcvtps2ph / vcvtph2ps): quiet, sign and the
-// payload's top bits kept. CUDA's intrinsics give the canonical 0x7FFF instead, which would make a cast's bits
-// depend on the device.
+// payload's top bits kept. CUDA's intrinsics give the canonical 0x7FFF instead, which would make a
+// cast's bits depend on the device.
 __device__ __forceinline__ __half f16_of(float x) {
   const uint32_t u = __float_as_uint(x);
   if ((u & 0x7FFFFFFFu) > 0x7F800000u)
-    return __ushort_as_half(static_cast<unsigned short>(((u >> 16) & 0x8000u) | 0x7E00u | ((u >> 13) & 0x3FFu)));
+    return __ushort_as_half(
+        static_cast<unsigned short>(((u >> 16) & 0x8000u) | 0x7E00u | ((u >> 13) & 0x3FFu)));
   return __float2half_rn(x);
 }
 __device__ __forceinline__ __nv_bfloat16 bf16_of(float x) {
   const uint32_t u = __float_as_uint(x);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return __ushort_as_bfloat16(static_cast<unsigned short>((u >> 16) | 0x0040u));
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u)
+    return __ushort_as_bfloat16(static_cast<unsigned short>((u >> 16) | 0x0040u));
   return __float2bfloat16_rn(x);
 }
 
 __device__ __forceinline__ float f32_of(__half h) {
   const uint32_t b = __half_as_ushort(h);
-  if ((b & 0x7FFFu) > 0x7C00u) return __uint_as_float(((b & 0x8000u) << 16) | 0x7FC00000u | ((b & 0x3FFu) << 13));  // quiet
+  if ((b & 0x7FFFu) > 0x7C00u)
+    return __uint_as_float(((b & 0x8000u) << 16) | 0x7FC00000u | ((b & 0x3FFu) << 13));  // quiet
   return __half2float(h);
 }
 
@@ -42,7 +45,8 @@ __global__ void f16_to_f32(const __half* x, float* y, int64_t n) {
   for (int64_t i = kernel::global_tid(); i < n; i += kernel::global_stride()) y[i] = f32_of(x[i]);
 }
 __global__ void bf16_to_f32(const __nv_bfloat16* x, float* y, int64_t n) {
-  for (int64_t i = kernel::global_tid(); i < n; i += kernel::global_stride()) y[i] = __bfloat162float(x[i]);
+  for (int64_t i = kernel::global_tid(); i < n; i += kernel::global_stride())
+    y[i] = __bfloat162float(x[i]);
 }
 
 int require_device(const Tensor& a, const Tensor& b) {
@@ -68,17 +72,21 @@ void cast_out(const Tensor& src, Tensor& dst) {
                                      cudaMemcpyDeviceToDevice, s));
     return;
   }
-  if (to == DType::f16 || to == DType::bf16) return round_f32(src.data<float>(), dst.raw_data(), n, to, dev);
+  if (to == DType::f16 || to == DType::bf16)
+    return round_f32(src.data<float>(), dst.raw_data(), n, to, dev);
   float* y32 = dst.data<float>();
   if (from == DType::f16)
-    f16_to_f32<<<blocks_for(n), kThreads, 0, s>>>(reinterpret_cast<const __half*>(src.data<Half>()), y32, n);
+    f16_to_f32<<<blocks_for(n), kThreads, 0, s>>>(reinterpret_cast<const __half*>(src.data<Half>()),
+                                                  y32, n);
   else
-    bf16_to_f32<<<blocks_for(n), kThreads, 0, s>>>(reinterpret_cast<const __nv_bfloat16*>(src.data<BFloat16>()), y32, n);
+    bf16_to_f32<<<blocks_for(n), kThreads, 0, s>>>(
+        reinterpret_cast<const __nv_bfloat16*>(src.data<BFloat16>()), y32, n);
   ADA_CUDA_LAUNCH_CHECK();
 }
 
 void round_f32(const float* x, void* y, int64_t n, DType to, int dev) {
-  ADA_CHECK(to == DType::f16 || to == DType::bf16) << "round_f32: to " << dtype_name(to) << ", not f16 or bf16";
+  ADA_CHECK(to == DType::f16 || to == DType::bf16)
+      << "round_f32: to " << dtype_name(to) << ", not f16 or bf16";
   if (n == 0) return;
   set_device(dev);
   cudaStream_t s = stream(dev);

@@ -13,8 +13,8 @@
 
 #include "core/backend/cuda/cuda_blas.h"
 #include "core/backend/cuda/cuda_common.h"
-#include "core/backend/op_shapes.h"
 #include "core/backend/cuda/cuda_ops.h"
+#include "core/backend/op_shapes.h"
 #include "core/precision.h"
 
 // cuDNN 9 marks the legacy convolution API deprecated (warned about only when
@@ -44,8 +44,8 @@ void require_int_sizes(const char* op, const ConvGeom& g) {
   for (int64_t s : sizes)
     ADA_CHECK_ARG(s <= INT_MAX, ShapeError)
         << op << ": a tensor of " << s << " elements exceeds cuDNN's limit of " << INT_MAX
-        << " (input [" << g.n << "," << g.c << "," << g.h << "," << g.w << "], output ["
-        << g.n << "," << g.k << "," << g.p << "," << g.q << "]); lower the batch size";
+        << " (input [" << g.n << "," << g.c << "," << g.h << "," << g.w << "], output [" << g.n
+        << "," << g.k << "," << g.p << "," << g.q << "]); lower the batch size";
 }
 
 enum class Dir { forward = 0, backward_data = 1, backward_filter = 2 };
@@ -76,7 +76,8 @@ enum class ConvMath { fma, tf32, fp16 };
 
 ConvMath current_math() {
   if (cuda_matmul_precision() == Precision::fp16) return ConvMath::fp16;
-  return allow_tf32() || cuda_matmul_precision() == Precision::bf16 ? ConvMath::tf32 : ConvMath::fma;
+  return allow_tf32() || cuda_matmul_precision() == Precision::bf16 ? ConvMath::tf32
+                                                                    : ConvMath::fma;
 }
 
 // The first heuristic result that succeeded, fits kMaxWorkspace and uses no more than `math`
@@ -151,8 +152,8 @@ void choose_backward_filter(cudnnHandle_t h, Plan& pl, ConvMath allowed, cudnnMa
     math = best.mathType;
   }
   ADA_CUDNN_CHECK(cudnnSetConvolutionMathType(pl.conv, math));
-  ADA_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, pl.x, pl.y, pl.conv, pl.w,
-                                                                 algo, &pl.workspace));
+  ADA_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, pl.x, pl.y, pl.conv, pl.w, algo,
+                                                                 &pl.workspace));
   pl.algo = static_cast<int>(algo);
 }
 
@@ -177,7 +178,8 @@ std::unique_ptr<Plan> make_plan(int dev, Dir dir, const ConvGeom& g, ConvMath al
                                                            : CUDNN_FMA_MATH;
   ADA_CUDNN_CHECK(cudnnSetConvolutionMathType(pl->conv, math));
   int on = 0, oc = 0, oh = 0, ow = 0;
-  ADA_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(pl->conv, pl->x, pl->w, &on, &oc, &oh, &ow));
+  ADA_CUDNN_CHECK(
+      cudnnGetConvolution2dForwardOutputDim(pl->conv, pl->x, pl->w, &on, &oc, &oh, &ow));
   ADA_CHECK(on == g.n && oc == g.k && oh == g.p && ow == g.q)
       << "cuDNN's conv output [" << on << "," << oc << "," << oh << "," << ow << "] differs from ["
       << g.n << "," << g.k << "," << g.p << "," << g.q << "]";
@@ -185,9 +187,15 @@ std::unique_ptr<Plan> make_plan(int dev, Dir dir, const ConvGeom& g, ConvMath al
                                              i(g.k), i(g.p), i(g.q)));
   cudnnHandle_t h = cudnn(dev);
   switch (dir) {
-    case Dir::forward: choose_forward(h, *pl, allowed, math); break;
-    case Dir::backward_data: choose_backward_data(h, *pl, allowed, math); break;
-    case Dir::backward_filter: choose_backward_filter(h, *pl, allowed, math); break;
+    case Dir::forward:
+      choose_forward(h, *pl, allowed, math);
+      break;
+    case Dir::backward_data:
+      choose_backward_data(h, *pl, allowed, math);
+      break;
+    case Dir::backward_filter:
+      choose_backward_filter(h, *pl, allowed, math);
+      break;
   }
   return pl;
 }
@@ -201,9 +209,14 @@ const Plan& get_plan(int dev, Dir dir, const ConvGeom& g) {
   static auto* cache = new std::map<Key, std::unique_ptr<Plan>>;
   const ConvMath math = current_math();
   const Conv2dParams& p = g.prm;
-  const Key key{dev,       static_cast<int64_t>(dir), g.n,     g.c,     g.h,     g.w,
-                g.k,       g.r,                       g.s,     p.stride_h, p.stride_w, p.pad_h,
-                p.pad_w,   p.dil_h,                   p.dil_w, static_cast<int64_t>(math)};
+  const Key key{dev,        static_cast<int64_t>(dir),
+                g.n,        g.c,
+                g.h,        g.w,
+                g.k,        g.r,
+                g.s,        p.stride_h,
+                p.stride_w, p.pad_h,
+                p.pad_w,    p.dil_h,
+                p.dil_w,    static_cast<int64_t>(math)};
   std::lock_guard<std::mutex> lock(*mu);
   auto it = cache->find(key);
   if (it != cache->end()) return *it->second;
@@ -228,10 +241,10 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& prm)
   const Plan& pl = get_plan(dev, Dir::forward, g);
   Scratch ws(pl.workspace, dev);
   const float one = 1.f, zero_f = 0.f;  // beta = 0: y is not read
-  ADA_CUDNN_CHECK(cudnnConvolutionForward(
-      cudnn(dev), &one, pl.x, x.data<float>(), pl.w, w.data<float>(), pl.conv,
-      static_cast<cudnnConvolutionFwdAlgo_t>(pl.algo), ws.get(), pl.workspace, &zero_f, pl.y,
-      y.data<float>()));
+  ADA_CUDNN_CHECK(cudnnConvolutionForward(cudnn(dev), &one, pl.x, x.data<float>(), pl.w,
+                                          w.data<float>(), pl.conv,
+                                          static_cast<cudnnConvolutionFwdAlgo_t>(pl.algo), ws.get(),
+                                          pl.workspace, &zero_f, pl.y, y.data<float>()));
   return y;
 }
 
@@ -248,10 +261,10 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
   const Plan& pl = get_plan(dev, Dir::backward_data, g);
   Scratch ws(pl.workspace, dev);
   const float one = 1.f, zero_f = 0.f;  // beta = 0: dx is not read
-  ADA_CUDNN_CHECK(cudnnConvolutionBackwardData(
-      cudnn(dev), &one, pl.w, w.data<float>(), pl.y, dy.data<float>(), pl.conv,
-      static_cast<cudnnConvolutionBwdDataAlgo_t>(pl.algo), ws.get(), pl.workspace, &zero_f, pl.x,
-      dx.data<float>()));
+  ADA_CUDNN_CHECK(
+      cudnnConvolutionBackwardData(cudnn(dev), &one, pl.w, w.data<float>(), pl.y, dy.data<float>(),
+                                   pl.conv, static_cast<cudnnConvolutionBwdDataAlgo_t>(pl.algo),
+                                   ws.get(), pl.workspace, &zero_f, pl.x, dx.data<float>()));
   return dx;
 }
 

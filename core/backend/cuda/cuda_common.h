@@ -13,18 +13,15 @@
 #include "core/error.h"
 #include "core/tensor.h"
 
-#define ADA_CUDA_CHECK(call)                                            \
-  ADA_CHECK_STATUS(ExternalError, "CUDA", call, cudaSuccess, [](cudaError_t e) { \
-    return std::string(cudaGetErrorString(e));                           \
-  })
-#define ADA_CUBLAS_CHECK(call)                                                           \
-  ADA_CHECK_STATUS(ExternalError, "cuBLAS", call, CUBLAS_STATUS_SUCCESS, [](cublasStatus_t e) { \
-    return std::string(cublasGetStatusString(e));                                         \
-  })
-#define ADA_CUDNN_CHECK(call)                                                            \
-  ADA_CHECK_STATUS(ExternalError, "cuDNN", call, CUDNN_STATUS_SUCCESS, [](cudnnStatus_t e) { \
-    return std::string(cudnnGetErrorString(e));                                           \
-  })
+#define ADA_CUDA_CHECK(call)                                 \
+  ADA_CHECK_STATUS(ExternalError, "CUDA", call, cudaSuccess, \
+                   [](cudaError_t e) { return std::string(cudaGetErrorString(e)); })
+#define ADA_CUBLAS_CHECK(call)                                           \
+  ADA_CHECK_STATUS(ExternalError, "cuBLAS", call, CUBLAS_STATUS_SUCCESS, \
+                   [](cublasStatus_t e) { return std::string(cublasGetStatusString(e)); })
+#define ADA_CUDNN_CHECK(call)                                          \
+  ADA_CHECK_STATUS(ExternalError, "cuDNN", call, CUDNN_STATUS_SUCCESS, \
+                   [](cudnnStatus_t e) { return std::string(cudnnGetErrorString(e)); })
 // After a kernel launch: a bad configuration shows up here, not at the next sync.
 #define ADA_CUDA_LAUNCH_CHECK() ADA_CUDA_CHECK(cudaGetLastError())
 
@@ -59,7 +56,9 @@ class Scratch {
   Scratch& operator=(const Scratch&) = delete;
   void* get() const { return ptr_; }
   template <class T>
-  T* as() const { return static_cast<T*>(ptr_); }
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
   size_t bytes() const { return bytes_; }
 
  private:

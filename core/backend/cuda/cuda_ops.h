@@ -52,11 +52,11 @@ void cast_out(const Tensor& src, Tensor& dst);
 // 16-bit operands of train.precision's matrix products.
 void round_f32(const float* x, void* y, int64_t n, DType to, int dev);
 // ---- BLAS -----------------------------------------------------------------------------------
-void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b,
-          float alpha, float beta);
+void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b, float alpha,
+          float beta);
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b);
-void gemm_batched(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a,
-                  bool trans_b, float alpha, float beta);
+void gemm_batched(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b,
+                  float alpha, float beta);
 Tensor bmm(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b);
 // ---- convolution and pooling (NCHW) ----------------------------------------------------------
 Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& p);
@@ -76,10 +76,12 @@ Tensor batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta
                         Tensor& save_mean, Tensor& save_invstd);
 Tensor batch_norm_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                        const Tensor& running_mean, const Tensor& running_var, float eps);
-Tensor batch_norm_relu_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
-                             Tensor& running_var, float momentum, float eps, Tensor& save_mean, Tensor& save_invstd);
-BatchNormGrads batch_norm_relu_backward(const Tensor& dy, const Tensor& y, const Tensor& x, const Tensor& gamma,
-                                        const Tensor& save_mean, const Tensor& save_invstd);
+Tensor batch_norm_relu_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                             Tensor& running_mean, Tensor& running_var, float momentum, float eps,
+                             Tensor& save_mean, Tensor& save_invstd);
+BatchNormGrads batch_norm_relu_backward(const Tensor& dy, const Tensor& y, const Tensor& x,
+                                        const Tensor& gamma, const Tensor& save_mean,
+                                        const Tensor& save_invstd);
 Tensor add_relu(const Tensor& a, const Tensor& b);
 BatchNormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                    const Tensor& save_mean, const Tensor& save_invstd);
@@ -110,8 +112,9 @@ void adam_update_(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamAr
 void adam_direction_(Tensor& u, const Tensor& w, const Tensor& g, Tensor& m, Tensor& v,
                      const AdamArgs& a, double decay);
 // ---- Adasum's arithmetic (segment_ops.cu) -----------------------------------------------------
-void segment_partial_sums(const Tensor& a, const Tensor& b, const std::vector<ops::Segment>& segs, double* sums);
-void segment_combine(const Tensor& a, const Tensor& b, Tensor& out, const std::vector<ops::Segment>& segs,
-                     const double* coef);
+void segment_partial_sums(const Tensor& a, const Tensor& b, const std::vector<ops::Segment>& segs,
+                          double* sums);
+void segment_combine(const Tensor& a, const Tensor& b, Tensor& out,
+                     const std::vector<ops::Segment>& segs, const double* coef);
 
 }  // namespace ada::cuda

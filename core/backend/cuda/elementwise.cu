@@ -8,10 +8,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/backend/op_shapes.h"
 #include "core/backend/cuda/cuda_common.h"
 #include "core/backend/cuda/cuda_ops.h"
 #include "core/backend/cuda/kernel_util.cuh"
+#include "core/backend/op_shapes.h"
 
 namespace ada::cuda {
 namespace {
@@ -84,8 +84,7 @@ Tensor map1(const char* op, const Tensor& a, F f) {
   Tensor y = Tensor::empty(a.shape(), DType::f32, a.device());
   const int64_t n = a.numel();
   if (n == 0) return y;
-  map1_kernel<<<blocks_for(n), kThreads, 0, stream(dev)>>>(a.data<float>(), y.data<float>(), n,
-                                                           f);
+  map1_kernel<<<blocks_for(n), kThreads, 0, stream(dev)>>>(a.data<float>(), y.data<float>(), n, f);
   ADA_CUDA_LAUNCH_CHECK();
   return y;
 }
@@ -206,7 +205,8 @@ __global__ void reduce_cols_kernel(const float* x, float* out, int64_t n_out, in
     double acc = 0.0;
     if (o < n_out) {
       const int64_t base = offset_of(kept, o);
-      for (int64_t r = ty; r < n_red; r += kColsY) acc += static_cast<double>(x[base + offset_of(red, r)]);
+      for (int64_t r = ty; r < n_red; r += kColsY)
+        acc += static_cast<double>(x[base + offset_of(red, r)]);
     }
     sh[ty][tx] = acc;
     __syncthreads();
@@ -234,7 +234,8 @@ __global__ void reduce_cols_partial_kernel(const float* x, double* part, int64_t
     double acc = 0.0;
     if (o < n_out) {
       const int64_t base = offset_of(kept, o);
-      for (int64_t r = r0 + ty; r < r1; r += kColsY) acc += static_cast<double>(x[base + offset_of(red, r)]);
+      for (int64_t r = r0 + ty; r < r1; r += kColsY)
+        acc += static_cast<double>(x[base + offset_of(red, r)]);
     }
     sh[ty][tx] = acc;
     __syncthreads();
@@ -366,11 +367,12 @@ void reduce_sum_into(const float* x, const Shape& s, const std::vector<bool>& re
     } else {
       const int64_t chunk = (n_red + chunks - 1) / chunks;
       Scratch part(static_cast<size_t>(chunks * n_out) * sizeof(double), dev);
-      reduce_cols_partial_kernel<<<dim3(blocks, static_cast<unsigned>(chunks)), dim3(kColsX, kColsY),
-                                   0, stream(dev)>>>(x, part.as<double>(), n_out, n_red, chunk, kept, rd);
+      reduce_cols_partial_kernel<<<dim3(blocks, static_cast<unsigned>(chunks)),
+                                   dim3(kColsX, kColsY), 0, stream(dev)>>>(
+          x, part.as<double>(), n_out, n_red, chunk, kept, rd);
       ADA_CUDA_LAUNCH_CHECK();
-      sum_partials_kernel<<<blocks_for(n_out), kThreads, 0, stream(dev)>>>(part.as<const double>(), out,
-                                                                           n_out, chunks);
+      sum_partials_kernel<<<blocks_for(n_out), kThreads, 0, stream(dev)>>>(part.as<const double>(),
+                                                                           out, n_out, chunks);
     }
   }
   ADA_CUDA_LAUNCH_CHECK();
@@ -410,8 +412,7 @@ __global__ void add_bias_kernel(const float* x, const float* b, float* y, int64_
 
 __global__ void add_channel_bias_kernel(const float* x, const float* b, float* y, int64_t total,
                                         int64_t c, int64_t inner) {
-  for (int64_t i = global_tid(); i < total; i += global_stride())
-    y[i] = x[i] + b[(i / inner) % c];
+  for (int64_t i = global_tid(); i < total; i += global_stride()) y[i] = x[i] + b[(i / inner) % c];
 }
 
 __global__ void axpby_kernel(float alpha, const float* x, float beta, float* y, int64_t n) {
@@ -438,11 +439,21 @@ void fill_(Tensor& t, float value) {
   ADA_CUDA_LAUNCH_CHECK();
 }
 
-Tensor add(const Tensor& a, const Tensor& b) { return map2("add", a, b, AddF{}); }
-Tensor add_relu(const Tensor& a, const Tensor& b) { return map2("add_relu", a, b, AddReluF{}); }
-Tensor sub(const Tensor& a, const Tensor& b) { return map2("sub", a, b, SubF{}); }
-Tensor mul(const Tensor& a, const Tensor& b) { return map2("mul", a, b, MulF{}); }
-Tensor scale(const Tensor& a, float s) { return map1("scale", a, ScaleF{s}); }
+Tensor add(const Tensor& a, const Tensor& b) {
+  return map2("add", a, b, AddF{});
+}
+Tensor add_relu(const Tensor& a, const Tensor& b) {
+  return map2("add_relu", a, b, AddReluF{});
+}
+Tensor sub(const Tensor& a, const Tensor& b) {
+  return map2("sub", a, b, SubF{});
+}
+Tensor mul(const Tensor& a, const Tensor& b) {
+  return map2("mul", a, b, MulF{});
+}
+Tensor scale(const Tensor& a, float s) {
+  return map1("scale", a, ScaleF{s});
+}
 
 void add_out(const Tensor& a, const Tensor& b, Tensor& out) {
   map2_into("add_out", a, b, out, AddF{});
@@ -549,15 +560,21 @@ Tensor permute(const Tensor& x, const std::vector<int>& perm) {
 
 // ---- activations ----------------------------------------------------------------------------
 
-Tensor relu(const Tensor& x) { return map1("relu", x, ReluF{}); }
+Tensor relu(const Tensor& x) {
+  return map1("relu", x, ReluF{});
+}
 Tensor relu_backward(const Tensor& dy, const Tensor& y) {
   return map2("relu_backward", dy, y, ReluBackF{});
 }
-Tensor gelu(const Tensor& x) { return map1("gelu", x, GeluF{}); }
+Tensor gelu(const Tensor& x) {
+  return map1("gelu", x, GeluF{});
+}
 Tensor gelu_backward(const Tensor& dy, const Tensor& x) {
   return map2("gelu_backward", dy, x, GeluBackF{});
 }
-Tensor tanh(const Tensor& x) { return map1("tanh", x, TanhF{}); }
+Tensor tanh(const Tensor& x) {
+  return map1("tanh", x, TanhF{});
+}
 Tensor tanh_backward(const Tensor& dy, const Tensor& y) {
   return map2("tanh_backward", dy, y, TanhBackF{});
 }
@@ -577,8 +594,10 @@ Tensor sum(const Tensor& x, const std::vector<int>& axes, bool keepdim) {
 Tensor mean(const Tensor& x, const std::vector<int>& axes, bool keepdim) {
   Tensor y = cuda::sum(x, axes, keepdim);
   const int64_t count = y.numel() ? x.numel() / y.numel() : 0;
-  if (count > 0) cuda::scale_(y, 1.f / static_cast<float>(count));
-  else cuda::fill_(y, NAN);  // mean over an empty axis, as PyTorch
+  if (count > 0)
+    cuda::scale_(y, 1.f / static_cast<float>(count));
+  else
+    cuda::fill_(y, NAN);  // mean over an empty axis, as PyTorch
   return y;
 }
 

@@ -132,9 +132,8 @@ Tensor embedding_forward(const Tensor& weight, const Tensor& ids) {
   }
   int64_t id = 0;
   const int64_t i = read_bad(bad, ids, dev, &id);
-  ADA_CHECK_ARG(i < 0, ShapeError)
-      << "embedding: id " << id << " at position " << i << " is outside the vocabulary [0, "
-      << v << ")";
+  ADA_CHECK_ARG(i < 0, ShapeError) << "embedding: id " << id << " at position " << i
+                                   << " is outside the vocabulary [0, " << v << ")";
   return y;
 }
 

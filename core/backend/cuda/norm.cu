@@ -8,9 +8,9 @@
 #include <cstdint>
 
 #include "core/backend/cuda/cuda_common.h"
-#include "core/backend/op_shapes.h"
 #include "core/backend/cuda/cuda_ops.h"
 #include "core/backend/cuda/kernel_util.cuh"
+#include "core/backend/op_shapes.h"
 
 namespace ada::cuda {
 namespace {
@@ -20,8 +20,8 @@ using namespace kernel;
 
 constexpr int kBnThreads = 512;
 
-using backend::BnGeom;
 using backend::bn_geom;
+using backend::BnGeom;
 
 // Element m (0 <= m < n*inner) of channel ch.
 __device__ __forceinline__ int64_t bn_index(const BnGeom& g, int64_t ch, int64_t m) {
@@ -56,13 +56,16 @@ __device__ __forceinline__ int64_t bn_at(const BnGeom& g, bool narrow, int64_t c
 // four loads in flight per thread (one at a time left the memory system idle: the statistics
 // ran at a quarter of the bandwidth on an H200). F: V load(flat index), add(acc, V).
 template <class F, int kAcc>
-__device__ void bn_chunk_sums(const BnGeom& g, int64_t ch, int64_t e0, int64_t e1, const F& f, double (&acc)[kAcc]) {
+__device__ void bn_chunk_sums(const BnGeom& g, int64_t ch, int64_t e0, int64_t e1, const F& f,
+                              double (&acc)[kAcc]) {
   const bool narrow = g.count() <= INT32_MAX;
   const int64_t st = blockDim.x;
   int64_t e = e0 + threadIdx.x;
   for (; e + 3 * st < e1; e += 4 * st) {
-    const typename F::V v0 = f.load(bn_at(g, narrow, ch, e)), v1 = f.load(bn_at(g, narrow, ch, e + st)),
-                        v2 = f.load(bn_at(g, narrow, ch, e + 2 * st)), v3 = f.load(bn_at(g, narrow, ch, e + 3 * st));
+    const typename F::V v0 = f.load(bn_at(g, narrow, ch, e)),
+                        v1 = f.load(bn_at(g, narrow, ch, e + st)),
+                        v2 = f.load(bn_at(g, narrow, ch, e + 2 * st)),
+                        v3 = f.load(bn_at(g, narrow, ch, e + 3 * st));
     f.add(acc, v0);
     f.add(acc, v1);
     f.add(acc, v2);
@@ -162,7 +165,8 @@ __global__ void bn_train_finish_kernel(const double* mean, const double* var, co
 
 // Channel of flat element i of an [n, c, inner] tensor (32-bit division when it fits).
 __device__ __forceinline__ int64_t bn_channel(int64_t i, int64_t c, int64_t inner, bool narrow) {
-  if (narrow) return (static_cast<uint32_t>(i) / static_cast<uint32_t>(inner)) % static_cast<uint32_t>(c);
+  if (narrow)
+    return (static_cast<uint32_t>(i) / static_cast<uint32_t>(inner)) % static_cast<uint32_t>(c);
   return (i / inner) % c;
 }
 
@@ -174,7 +178,9 @@ struct Vec;
 template <>
 struct Vec<4> {
   using T = float4;
-  __device__ static float& at(T& v, int j) { return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w; }
+  __device__ static float& at(T& v, int j) {
+    return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w;
+  }
 };
 template <>
 struct Vec<1> {
@@ -190,7 +196,8 @@ bool vec4_ok(int64_t inner, std::initializer_list<const void*> ptrs) {
 
 // y = x * ab[ch] + ab[c + ch], then max(y, 0) with kRelu (the same bits as relu of the result).
 template <int kVec, bool kRelu>
-__global__ void bn_apply_kernel(const float* x, const float* ab, float* y, int64_t total, int64_t c, int64_t inner) {
+__global__ void bn_apply_kernel(const float* x, const float* ab, float* y, int64_t total, int64_t c,
+                                int64_t inner) {
   using VT = typename Vec<kVec>::T;
   const bool narrow = total <= INT32_MAX;
   for (int64_t q = global_tid(); q < total / kVec; q += global_stride()) {
@@ -207,10 +214,12 @@ __global__ void bn_apply_kernel(const float* x, const float* ab, float* y, int64
   }
 }
 template <bool kRelu>
-void bn_apply(const float* x, const float* ab, float* y, int64_t total, int64_t c, int64_t inner, cudaStream_t st) {
+void bn_apply(const float* x, const float* ab, float* y, int64_t total, int64_t c, int64_t inner,
+              cudaStream_t st) {
   if (total == 0) return;
   if (vec4_ok(inner, {x, y}))
-    bn_apply_kernel<4, kRelu><<<blocks_for(total / 4), kThreads, 0, st>>>(x, ab, y, total, c, inner);
+    bn_apply_kernel<4, kRelu>
+        <<<blocks_for(total / 4), kThreads, 0, st>>>(x, ab, y, total, c, inner);
   else
     bn_apply_kernel<1, kRelu><<<blocks_for(total), kThreads, 0, st>>>(x, ab, y, total, c, inner);
   ADA_CUDA_LAUNCH_CHECK();
@@ -230,15 +239,17 @@ __global__ void bn_eval_coef_kernel(const float* gamma, const float* beta, const
 // dy*(x-mean) in one pass (dy masked by y > 0 when y is given: the fused ReLU's gradient); per
 // channel dgamma = sum(dy*(x-mean))*invstd, dbeta = sum(dy) and the coefficients of
 // dx = gamma*invstd * (dy - mean(dy) - (x-mean) * dgamma*invstd/m).
-__global__ void bn_backward_partial_kernel(const float* dy, const float* x, const float* y, const float* save_mean,
-                                           BnGeom g, int64_t chunk, double* part_dy, double* part_dyx) {
+__global__ void bn_backward_partial_kernel(const float* dy, const float* x, const float* y,
+                                           const float* save_mean, BnGeom g, int64_t chunk,
+                                           double* part_dy, double* part_dyx) {
   __shared__ double sh[33];
   const int64_t S = gridDim.y;
   for (int64_t ch = blockIdx.x; ch < g.c; ch += gridDim.x) {
     const int64_t e0 = static_cast<int64_t>(blockIdx.y) * chunk;
     const int64_t e1 = e0 + chunk < g.count() ? e0 + chunk : g.count();
     double acc[2] = {0.0, 0.0};
-    bn_chunk_sums(g, ch, e0, e1, BnBackwardTerms{dy, x, y, static_cast<double>(save_mean[ch])}, acc);
+    bn_chunk_sums(g, ch, e0, e1, BnBackwardTerms{dy, x, y, static_cast<double>(save_mean[ch])},
+                  acc);
     const double a = block_sum(acc[0], sh);
     const double b = block_sum(acc[1], sh);
     if (threadIdx.x == 0) {
@@ -272,8 +283,9 @@ __global__ void bn_backward_finish_kernel(const double* part_dy, const double* p
 
 // dx = kk * (g - mean(dy) - (x - mean) * cf), g = dy masked by y > 0 with kRelu.
 template <int kVec, bool kRelu>
-__global__ void bn_backward_apply_kernel(const float* dy, const float* x, const float* y, const double* coef,
-                                         float* dx, int64_t total, int64_t c, int64_t inner) {
+__global__ void bn_backward_apply_kernel(const float* dy, const float* x, const float* y,
+                                         const double* coef, float* dx, int64_t total, int64_t c,
+                                         int64_t inner) {
   using VT = typename Vec<kVec>::T;
   const bool narrow = total <= INT32_MAX;
   for (int64_t q = global_tid(); q < total / kVec; q += global_stride()) {
@@ -288,18 +300,21 @@ __global__ void bn_backward_apply_kernel(const float* dy, const float* x, const 
     for (int j = 0; j < kVec; ++j) {
       float g = Vec<kVec>::at(gv, j);
       if (kRelu && !(Vec<kVec>::at(yv, j) > 0.f)) g = 0.f;
-      Vec<kVec>::at(out, j) = static_cast<float>(kk * (g - mean_dy - (Vec<kVec>::at(xv, j) - mean) * cf));
+      Vec<kVec>::at(out, j) =
+          static_cast<float>(kk * (g - mean_dy - (Vec<kVec>::at(xv, j) - mean) * cf));
     }
     reinterpret_cast<VT*>(dx)[q] = out;
   }
 }
 template <bool kRelu>
-void bn_backward_apply(const float* dy, const float* x, const float* y, const double* coef, float* dx, int64_t total,
-                       int64_t c, int64_t inner, cudaStream_t st) {
+void bn_backward_apply(const float* dy, const float* x, const float* y, const double* coef,
+                       float* dx, int64_t total, int64_t c, int64_t inner, cudaStream_t st) {
   if (vec4_ok(inner, {dy, x, y, dx}))
-    bn_backward_apply_kernel<4, kRelu><<<blocks_for(total / 4), kThreads, 0, st>>>(dy, x, y, coef, dx, total, c, inner);
+    bn_backward_apply_kernel<4, kRelu>
+        <<<blocks_for(total / 4), kThreads, 0, st>>>(dy, x, y, coef, dx, total, c, inner);
   else
-    bn_backward_apply_kernel<1, kRelu><<<blocks_for(total), kThreads, 0, st>>>(dy, x, y, coef, dx, total, c, inner);
+    bn_backward_apply_kernel<1, kRelu>
+        <<<blocks_for(total), kThreads, 0, st>>>(dy, x, y, coef, dx, total, c, inner);
   ADA_CUDA_LAUNCH_CHECK();
 }
 
@@ -341,8 +356,8 @@ int64_t ln_width(const char* op, const Tensor& x, const Tensor& gamma) {
   return d;
 }
 
-__global__ void ln_forward_kernel(const float* x, const float* gamma, const float* beta,
-                                  float eps, int64_t rows, int64_t d, float* y, float* save_mean,
+__global__ void ln_forward_kernel(const float* x, const float* gamma, const float* beta, float eps,
+                                  int64_t rows, int64_t d, float* y, float* save_mean,
                                   float* save_rstd) {
   __shared__ double sh[33];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -368,8 +383,8 @@ __global__ void ln_forward_kernel(const float* x, const float* gamma, const floa
 
 // dx per row: rstd * (dy*gamma - mean(dy*gamma) - xhat * mean(dy*gamma*xhat)).
 __global__ void ln_backward_dx_kernel(const float* dy, const float* x, const float* gamma,
-                                      const float* save_mean, const float* save_rstd,
-                                      int64_t rows, int64_t d, float* dx) {
+                                      const float* save_mean, const float* save_rstd, int64_t rows,
+                                      int64_t d, float* dx) {
   __shared__ double sh[33];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* xr = x + r * d;
@@ -434,8 +449,8 @@ __global__ void ln_param_partial_kernel(const float* dy, const float* x, const f
 }
 
 // Stage 2: dgamma[j] = sum over chunks of pg, dbeta[j] likewise, in chunk order.
-__global__ void ln_param_final_kernel(const double* pg, const double* pb, int64_t d,
-                                      int64_t chunks, float* dgamma, float* dbeta) {
+__global__ void ln_param_final_kernel(const double* pg, const double* pb, int64_t d, int64_t chunks,
+                                      float* dgamma, float* dbeta) {
   for (int64_t j = global_tid(); j < d; j += global_stride()) {
     double sg = 0.0, sb = 0.0;
     for (int64_t c = 0; c < chunks; ++c) {
@@ -452,8 +467,8 @@ __global__ void ln_param_final_kernel(const double* pg, const double* pb, int64_
 namespace {
 
 Tensor bn_train(const char* op, bool relu, const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                Tensor& running_mean, Tensor& running_var, float momentum, float eps, Tensor& save_mean,
-                Tensor& save_invstd) {
+                Tensor& running_mean, Tensor& running_var, float momentum, float eps,
+                Tensor& save_mean, Tensor& save_invstd) {
   const int dev = require_f32(op, {&x, &gamma, &beta});
   const BnGeom g = bn_geom(op, x, gamma, beta);
   const bool track = running_mean.defined();
@@ -494,24 +509,28 @@ Tensor bn_train(const char* op, bool relu, const Tensor& x, const Tensor& gamma,
       ab.as<float>());
   ADA_CUDA_LAUNCH_CHECK();
   if (relu)
-    bn_apply<true>(x.data<float>(), ab.as<const float>(), y.data<float>(), x.numel(), g.c, g.inner, st);
+    bn_apply<true>(x.data<float>(), ab.as<const float>(), y.data<float>(), x.numel(), g.c, g.inner,
+                   st);
   else
-    bn_apply<false>(x.data<float>(), ab.as<const float>(), y.data<float>(), x.numel(), g.c, g.inner, st);
+    bn_apply<false>(x.data<float>(), ab.as<const float>(), y.data<float>(), x.numel(), g.c, g.inner,
+                    st);
   return y;
 }
 
 }  // namespace
 
-Tensor batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
-                        Tensor& running_var, float momentum, float eps, Tensor& save_mean, Tensor& save_invstd) {
-  return bn_train("batch_norm_train", false, x, gamma, beta, running_mean, running_var, momentum, eps, save_mean,
-                  save_invstd);
+Tensor batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                        Tensor& running_mean, Tensor& running_var, float momentum, float eps,
+                        Tensor& save_mean, Tensor& save_invstd) {
+  return bn_train("batch_norm_train", false, x, gamma, beta, running_mean, running_var, momentum,
+                  eps, save_mean, save_invstd);
 }
 
-Tensor batch_norm_relu_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
-                             Tensor& running_var, float momentum, float eps, Tensor& save_mean, Tensor& save_invstd) {
-  return bn_train("batch_norm_relu_train", true, x, gamma, beta, running_mean, running_var, momentum, eps,
-                  save_mean, save_invstd);
+Tensor batch_norm_relu_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                             Tensor& running_mean, Tensor& running_var, float momentum, float eps,
+                             Tensor& save_mean, Tensor& save_invstd) {
+  return bn_train("batch_norm_relu_train", true, x, gamma, beta, running_mean, running_var,
+                  momentum, eps, save_mean, save_invstd);
 }
 
 Tensor batch_norm_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
@@ -537,8 +556,9 @@ Tensor batch_norm_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
 namespace {
 
 // y defined: the gradient of relu(batch_norm(x)) from its output y.
-BatchNormGrads bn_backward(const char* op, const Tensor& dy, const Tensor& y, const Tensor& x, const Tensor& gamma,
-                           const Tensor& save_mean, const Tensor& save_invstd) {
+BatchNormGrads bn_backward(const char* op, const Tensor& dy, const Tensor& y, const Tensor& x,
+                           const Tensor& gamma, const Tensor& save_mean,
+                           const Tensor& save_invstd) {
   const int dev = require_f32(op, {&dy, &x, &gamma});
   const BnGeom g = bn_geom(op, x, gamma, Tensor());
   check_same_shape(dy, x, op);
@@ -565,8 +585,8 @@ BatchNormGrads bn_backward(const char* op, const Tensor& dy, const Tensor& y, co
   double* part_dy = part.as<double>();
   double* part_dyx = part_dy + g.c * S;
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>(g.c, 65535)), static_cast<unsigned>(S));
-  bn_backward_partial_kernel<<<grid, kBnThreads, 0, st>>>(dy.data<float>(), x.data<float>(), yp,
-                                                          save_mean.data<float>(), g, chunk, part_dy, part_dyx);
+  bn_backward_partial_kernel<<<grid, kBnThreads, 0, st>>>(
+      dy.data<float>(), x.data<float>(), yp, save_mean.data<float>(), g, chunk, part_dy, part_dyx);
   ADA_CUDA_LAUNCH_CHECK();
   bn_backward_finish_kernel<<<blocks_for(g.c), kThreads, 0, st>>>(
       part_dy, part_dyx, gamma.data<float>(), save_mean.data<float>(), save_invstd.data<float>(),
@@ -575,21 +595,24 @@ BatchNormGrads bn_backward(const char* op, const Tensor& dy, const Tensor& y, co
   ADA_CUDA_LAUNCH_CHECK();
   const double* cf = coef.as<const double>();
   if (yp)
-    bn_backward_apply<true>(dy.data<float>(), x.data<float>(), yp, cf, r.dx.data<float>(), x.numel(), g.c, g.inner, st);
+    bn_backward_apply<true>(dy.data<float>(), x.data<float>(), yp, cf, r.dx.data<float>(),
+                            x.numel(), g.c, g.inner, st);
   else
-    bn_backward_apply<false>(dy.data<float>(), x.data<float>(), yp, cf, r.dx.data<float>(), x.numel(), g.c, g.inner, st);
+    bn_backward_apply<false>(dy.data<float>(), x.data<float>(), yp, cf, r.dx.data<float>(),
+                             x.numel(), g.c, g.inner, st);
   return r;
 }
 
 }  // namespace
 
-BatchNormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
-                                   const Tensor& save_invstd) {
+BatchNormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                   const Tensor& save_mean, const Tensor& save_invstd) {
   return bn_backward("batch_norm_backward", dy, Tensor(), x, gamma, save_mean, save_invstd);
 }
 
-BatchNormGrads batch_norm_relu_backward(const Tensor& dy, const Tensor& y, const Tensor& x, const Tensor& gamma,
-                                        const Tensor& save_mean, const Tensor& save_invstd) {
+BatchNormGrads batch_norm_relu_backward(const Tensor& dy, const Tensor& y, const Tensor& x,
+                                        const Tensor& gamma, const Tensor& save_mean,
+                                        const Tensor& save_invstd) {
   return bn_backward("batch_norm_relu_backward", dy, y, x, gamma, save_mean, save_invstd);
 }
 
@@ -660,12 +683,11 @@ LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tens
   double* pb = pg + chunks * d;
   ln_param_partial_kernel<<<dim3(static_cast<unsigned>(col_tiles), static_cast<unsigned>(chunks)),
                             dim3(kLnCols, kLnLanes), 0, s>>>(
-      dy.data<float>(), x.data<float>(), save_mean.data<float>(), save_rstd.data<float>(), rows,
-      d, chunks, pg, pb);
+      dy.data<float>(), x.data<float>(), save_mean.data<float>(), save_rstd.data<float>(), rows, d,
+      chunks, pg, pb);
   ADA_CUDA_LAUNCH_CHECK();
-  ln_param_final_kernel<<<blocks_for(d), kThreads, 0, s>>>(pg, pb, d, chunks,
-                                                           r.dgamma.data<float>(),
-                                                           r.dbeta.data<float>());
+  ln_param_final_kernel<<<blocks_for(d), kThreads, 0, s>>>(
+      pg, pb, d, chunks, r.dgamma.data<float>(), r.dbeta.data<float>());
   ADA_CUDA_LAUNCH_CHECK();
   return r;
 }

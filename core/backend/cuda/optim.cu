@@ -6,8 +6,8 @@
 #include <initializer_list>
 
 #include "core/backend/cuda/cuda_common.h"
-#include "core/backend/op_shapes.h"
 #include "core/backend/cuda/cuda_ops.h"
+#include "core/backend/op_shapes.h"
 
 namespace ada::cuda {
 namespace {
@@ -20,8 +20,8 @@ int check_adam(const char* op, const Tensor& w, const Tensor& g, const Tensor& m
   return dev;
 }
 
-using backend::AdamConsts;
 using backend::adam_consts;
+using backend::AdamConsts;
 
 __device__ __forceinline__ int64_t global_tid() {
   return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -54,9 +54,9 @@ __global__ void adam_update_kernel(float* w, const float* g, float* m, float* v,
 }
 
 // u = inv_bias1*m/d + lambda*w.
-__global__ void adam_direction_kernel(float* u, const float* w, const float* g, float* m,
-                                      float* v, int64_t n, AdamConsts c, bool add_l2,
-                                      float inv_bias1, float lambda) {
+__global__ void adam_direction_kernel(float* u, const float* w, const float* g, float* m, float* v,
+                                      int64_t n, AdamConsts c, bool add_l2, float inv_bias1,
+                                      float lambda) {
   for (int64_t i = global_tid(); i < n; i += global_stride()) {
     const float wi = w[i];
     float mi = m[i], vi = v[i];
@@ -78,9 +78,9 @@ void adam_update_(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamAr
   const bool add_l2 = a.l2 != 0.0;
   const int64_t n = w.numel();
   if (n == 0) return;
-  adam_update_kernel<<<blocks_for(n), kThreads, 0, stream(dev)>>>(
-      w.data<float>(), g.data<float>(), m.data<float>(), v.data<float>(), n, c, add_l2, neg_step,
-      w_scale);
+  adam_update_kernel<<<blocks_for(n), kThreads, 0, stream(dev)>>>(w.data<float>(), g.data<float>(),
+                                                                  m.data<float>(), v.data<float>(),
+                                                                  n, c, add_l2, neg_step, w_scale);
   ADA_CUDA_LAUNCH_CHECK();
 }
 

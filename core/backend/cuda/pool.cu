@@ -23,8 +23,8 @@ struct PoolGeom {
 };
 
 PoolGeom pool_geom(const Shape& x, const Shape& out, const Pool2dParams& p) {
-  return {x[2],       x[3],       out[2],   out[3],   p.kernel_h,         p.kernel_w,
-          p.stride_h, p.stride_w, p.pad_h,  p.pad_w,  p.count_include_pad};
+  return {x[2],       x[3],       out[2],  out[3],  p.kernel_h,         p.kernel_w,
+          p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.count_include_pad};
 }
 
 // y and argmax (flat index into the H*W plane) of every output; the first maximum in row-major
@@ -129,8 +129,7 @@ __global__ void global_avg_forward_kernel(const float* x, float* y, int64_t plan
   }
 }
 
-__global__ void global_avg_backward_kernel(const float* dy, float* dx, int64_t total,
-                                           int64_t hw) {
+__global__ void global_avg_backward_kernel(const float* dy, float* dx, int64_t total, int64_t hw) {
   const float fhw = static_cast<float>(hw);
   for (int64_t e = global_tid(); e < total; e += global_stride()) dx[e] = dy[e / hw] / fhw;
 }
@@ -158,16 +157,17 @@ Tensor max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Shape&
   ADA_CHECK_ARG(!indices.device().is_cpu() && indices.device().index == dev, DeviceError)
       << op << ": 'indices' is " << indices.str() << ", expected on cuda:" << dev;
   check_same_shape(dy, indices, op);
-  ADA_CHECK_ARG(x_shape.size() == 4 && dy.dim() == 4 && dy.size(0) == x_shape[0] &&
-                    dy.size(1) == x_shape[1], ShapeError)
+  ADA_CHECK_ARG(
+      x_shape.size() == 4 && dy.dim() == 4 && dy.size(0) == x_shape[0] && dy.size(1) == x_shape[1],
+      ShapeError)
       << "max_pool2d_backward: gradient " << dy.str() << " does not match input "
       << shape_str(x_shape);
   Tensor dx = Tensor::zeros(x_shape, DType::f32, dy.device());
   const int64_t total = dy.numel(), hw = x_shape[2] * x_shape[3];
   if (total == 0 || dx.numel() == 0) return dx;
   max_pool_backward_kernel<<<blocks_for(total), kThreads, 0, stream(dev)>>>(
-      dy.data<float>(), indices.data<int32_t>(), dx.data<float>(), total,
-      dy.size(2) * dy.size(3), hw);
+      dy.data<float>(), indices.data<int32_t>(), dx.data<float>(), total, dy.size(2) * dy.size(3),
+      hw);
   ADA_CUDA_LAUNCH_CHECK();
   return dx;
 }

@@ -5,10 +5,10 @@
 #include <chrono>
 #include <cstdlib>
 #include <map>
-#include <sstream>
-#include <vector>
 #include <mutex>
+#include <sstream>
 #include <unordered_map>
+#include <vector>
 
 #include "core/backend/cuda/cuda_common.h"
 #include "core/block_cache.h"
@@ -31,12 +31,15 @@ void* device_malloc(size_t bytes, int device) {
                          << (why.empty() ? "" : "; ") << why;
   return nullptr;
 }
-void device_free(void* p, int) { cudaFree(p); }
+void device_free(void* p, int) {
+  cudaFree(p);
+}
 
 // One device's state. Created on first use and never destroyed: tensors freed during static
 // destruction must still find it (their blocks are then simply left to the driver).
 struct DeviceState {
-  explicit DeviceState(int device) : blocks(BlockCache::Policy{}, device_malloc, device_free, device) {}
+  explicit DeviceState(int device)
+      : blocks(BlockCache::Policy{}, device_malloc, device_free, device) {}
   BlockCache blocks;  // up to 1 MiB: 512-byte bins, exact reuse; larger: 2 MiB bins, up to 1.25x
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
@@ -62,7 +65,9 @@ std::string bytes_str(int64_t b) {
 
 }  // namespace
 
-bool built_with_cuda() { return true; }
+bool built_with_cuda() {
+  return true;
+}
 
 int device_count() {
   int n = 0;
@@ -78,7 +83,8 @@ std::string unavailable_reason() {
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
     cudaGetLastError();
-    return std::string("no usable CUDA device: cudaGetDeviceCount failed: ") + cudaGetErrorString(e);
+    return std::string("no usable CUDA device: cudaGetDeviceCount failed: ") +
+           cudaGetErrorString(e);
   }
   if (n == 0) {
     const char* vis = std::getenv("CUDA_VISIBLE_DEVICES");
@@ -157,7 +163,9 @@ void* alloc(size_t bytes, int device) {
   return p;
 }
 
-void free(void* ptr, size_t bytes, int device) noexcept { state(device).blocks.free(ptr, bytes); }
+void free(void* ptr, size_t bytes, int device) noexcept {
+  state(device).blocks.free(ptr, bytes);
+}
 
 void empty_cache(int device) {
   set_device(device);
@@ -165,16 +173,21 @@ void empty_cache(int device) {
   state(device).blocks.release_cached();
 }
 
-MemoryStats memory_stats(int device) { return state(device).blocks.stats(); }
-void reset_peak(int device) { state(device).blocks.reset_peak(); }
+MemoryStats memory_stats(int device) {
+  return state(device).blocks.stats();
+}
+void reset_peak(int device) {
+  state(device).blocks.reset_peak();
+}
 
 void copy(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t bytes,
           int device) {
   if (bytes == 0) return;
   set_device(device);
   cudaStream_t s = stream(device);
-  cudaMemcpyKind kind = dst_on_device ? (src_on_device ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
-                                      : (src_on_device ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+  cudaMemcpyKind kind = dst_on_device
+                            ? (src_on_device ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+                            : (src_on_device ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
   ADA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, s));
   // Device to host: the host reads dst next, so wait. Host to device: an async copy from
   // pageable memory returns once the source is staged (CUDA's documented behaviour), so the
@@ -202,7 +215,8 @@ int require_f32(const char* op, std::initializer_list<const Tensor*> ts) {
         << ".to(Device::cuda())";
     if (device < 0) device = t->device().index;
     ADA_CHECK_ARG(t->device().index == device, DeviceError)
-        << op << ": tensors on different CUDA devices (" << t->str() << " vs cuda:" << device << ")";
+        << op << ": tensors on different CUDA devices (" << t->str() << " vs cuda:" << device
+        << ")";
     ADA_CHECK_ARG(t->dtype() == DType::f32, DTypeError) << op << ": expected f32, got " << t->str();
   }
   ADA_CHECK(device >= 0) << op << ": no tensor given";
@@ -228,7 +242,8 @@ struct ProfileRecord {
 };
 thread_local int t_op_depth = 0;
 int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 std::mutex g_profile_mu;
@@ -240,7 +255,9 @@ cudaEvent_t make_event() {
 }
 }  // namespace
 
-void set_profiling(bool on) { g_profiling = on; }
+void set_profiling(bool on) {
+  g_profiling = on;
+}
 
 OpTimer::OpTimer(const char* op) : op_(op) {
   if (!g_profiling) return;
@@ -256,7 +273,8 @@ OpTimer::~OpTimer() {
   if (!start_) return;
   --t_op_depth;
   cudaEvent_t end = nullptr;
-  if (cudaEventCreate(&end) != cudaSuccess || cudaEventRecord(end, stream(device_)) != cudaSuccess) return;
+  if (cudaEventCreate(&end) != cudaSuccess || cudaEventRecord(end, stream(device_)) != cudaSuccess)
+    return;
   const double host_ms = 1e-6 * static_cast<double>(now_ns() - host_start_ns_);
   std::lock_guard<std::mutex> lock(g_profile_mu);
   g_profile.push_back({op_, static_cast<cudaEvent_t>(start_), end, depth_, host_ms});
@@ -302,20 +320,23 @@ std::string profile_report() {
     cudaEventDestroy(r.end);
   }
   std::vector<std::pair<std::string, Row>> rows(by_op.begin(), by_op.end());
-  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.gpu_ms > b.second.gpu_ms; });
+  std::sort(rows.begin(), rows.end(),
+            [](const auto& a, const auto& b) { return a.second.gpu_ms > b.second.gpu_ms; });
   std::ostringstream os;
   char line[200];
-  std::snprintf(line, sizeof line, "%-28s %8s %10s %6s %10s %12s\n", "op (GPU time, events)", "calls", "GPU ms", "share",
-                "host ms", "GPU idle ms");
+  std::snprintf(line, sizeof line, "%-28s %8s %10s %6s %10s %12s\n", "op (GPU time, events)",
+                "calls", "GPU ms", "share", "host ms", "GPU idle ms");
   os << line;
   for (const auto& [op, v] : rows) {
     std::snprintf(line, sizeof line, "%-28s %8lld %10.2f %5.1f%% %10.2f %12.2f%s\n", op.c_str(),
-                  static_cast<long long>(v.calls), v.gpu_ms, gpu_total > 0 ? 100 * v.gpu_ms / gpu_total : 0.0,
-                  v.host_ms, v.idle_ms, v.nested ? "  (inside another op)" : "");
+                  static_cast<long long>(v.calls), v.gpu_ms,
+                  gpu_total > 0 ? 100 * v.gpu_ms / gpu_total : 0.0, v.host_ms, v.idle_ms,
+                  v.nested ? "  (inside another op)" : "");
     os << line;
   }
-  std::snprintf(line, sizeof line, "%-28s %8lld %10.2f %6s %10.2f %12.2f\n", "total (top-level ops)",
-                static_cast<long long>(top_calls), gpu_total, "", host_total, idle_total);
+  std::snprintf(line, sizeof line, "%-28s %8lld %10.2f %6s %10.2f %12.2f\n",
+                "total (top-level ops)", static_cast<long long>(top_calls), gpu_total, "",
+                host_total, idle_total);
   os << line;
   return os.str();
 }

@@ -133,8 +133,8 @@ int check_ce(const char* op, const Tensor& logits, const Tensor& targets, float 
 
 // row_loss[r] = (1-e)*(-lp[t]) + e*mean_c(-lp[c]) for rows whose target t is in range and not
 // ignore_index, else 0. Rows with an out-of-range target lower *bad_row to their index.
-__global__ void ce_rows_kernel(const float* lp, const void* targets, bool t64, int64_t n,
-                               int64_t c, float smoothing, int64_t ignore_index, double* row_loss,
+__global__ void ce_rows_kernel(const float* lp, const void* targets, bool t64, int64_t n, int64_t c,
+                               float smoothing, int64_t ignore_index, double* row_loss,
                                unsigned long long* bad_row) {
   __shared__ double shd[33];
   for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
@@ -206,13 +206,17 @@ __global__ void ce_backward_kernel(const float* lp, const void* targets, bool t6
 
 }  // namespace
 
-Tensor softmax(const Tensor& x) { return softmax_forward_impl<false>("softmax", x); }
+Tensor softmax(const Tensor& x) {
+  return softmax_forward_impl<false>("softmax", x);
+}
 
 Tensor softmax_backward(const Tensor& dy, const Tensor& y) {
   return softmax_backward_impl<false>("softmax_backward", dy, y);
 }
 
-Tensor log_softmax(const Tensor& x) { return softmax_forward_impl<true>("log_softmax", x); }
+Tensor log_softmax(const Tensor& x) {
+  return softmax_forward_impl<true>("log_softmax", x);
+}
 
 Tensor log_softmax_backward(const Tensor& dy, const Tensor& y) {
   return softmax_backward_impl<true>("log_softmax_backward", dy, y);
@@ -263,7 +267,8 @@ Tensor argmax_rows(const Tensor& x) {
   const int64_t n = x.size(0), c = x.size(1);
   Tensor out = Tensor::empty({n}, DType::i64, x.device());
   if (n == 0) return out;
-  argmax_rows_kernel<<<row_blocks(n), row_threads(c), 0, stream(dev)>>>(x.data<float>(), n, c, out.data<int64_t>());
+  argmax_rows_kernel<<<row_blocks(n), row_threads(c), 0, stream(dev)>>>(x.data<float>(), n, c,
+                                                                        out.data<int64_t>());
   ADA_CUDA_LAUNCH_CHECK();
   return out;
 }

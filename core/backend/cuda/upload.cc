@@ -114,8 +114,8 @@ std::map<std::string, Tensor> BatchUploader::upload(const std::map<std::string, 
     char* staged = static_cast<char*>(slot.pinned) + off;
     if (t.nbytes() > 0) {
       std::memcpy(staged, t.raw_data(), t.nbytes());
-      ADA_CUDA_CHECK(cudaMemcpyAsync(out[name].raw_data(), staged, t.nbytes(), cudaMemcpyHostToDevice,
-                                     im.copy_stream));
+      ADA_CUDA_CHECK(cudaMemcpyAsync(out[name].raw_data(), staged, t.nbytes(),
+                                     cudaMemcpyHostToDevice, im.copy_stream));
     }
     off += (t.nbytes() + 255) / 256 * 256;
   }
