@@ -25,11 +25,11 @@
 #include <thread>
 #include <vector>
 
+#include "base/config.h"
+#include "base/log.h"
 #include "comm/bucketer.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_runtime.h"
-#include "core/config.h"
-#include "core/log.h"
 #include "core/parallel.h"
 #include "core/random.h"
 

@@ -28,7 +28,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/random.h"
 #include "data/data_loader.h"
 #include "data/idx.h"

@@ -49,9 +49,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include "apps/common/torch_twin.h"
+#include "base/config.h"
 #include "core/backend/cpu/op_profile.h"
 #include "core/backend/cuda_runtime.h"
-#include "core/config.h"
 #include "core/cpu_isa.h"
 #include "core/host_memory.h"
 #include "core/parallel.h"

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "apps/common/cli.h"
-#include "core/config.h"
+#include "base/config.h"
 #include "nn/init.h"
 #include "nn/model.h"
 

@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "apps/common/cli.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "data/mlm_shards.h"
 #include "data/tokenizer.h"
 

@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "base/config.h"
+#include "base/log.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_runtime.h"
 #include "comm/reducer.h"
-#include "core/config.h"
-#include "core/log.h"
 #include "core/serialize.h"
 
 namespace {

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "apps/common/cli.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "data/tokenizer.h"
 
 namespace {

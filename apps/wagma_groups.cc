@@ -8,12 +8,12 @@
 #include <exception>
 
 #include "apps/common/cli.h"
-#include "dist/wagma_schedule.h"
+#include "sync/wagma_schedule.h"
 
 int main(int argc, char** argv) {
   int ranks = 0, group = 0;
   int64_t steps = 0, tau = 0;
-  CLI::App app("Prints the WAGMA-SGD group schedule (dist/wagma_schedule.h), one line per step",
+  CLI::App app("Prints the WAGMA-SGD group schedule (sync/wagma_schedule.h), one line per step",
                "wagma_groups");
   app.add_option("--ranks", ranks, "P, a power of two")->required();
   app.add_option("--group", group, "S, a power of two <= P")->required();
@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
       return 0;
     ADA_CHECK_ARG(steps >= 0, ConfigError) << "--steps must be >= 0, got " << steps;
     ADA_CHECK_ARG(tau >= 0, ConfigError) << "--global-every must be >= 0, got " << tau;
-    ada::dist::WagmaSchedule s(ranks, group, tau > 0 ? tau : int64_t{1} << 30);
+    ada::sync::WagmaSchedule s(ranks, group, tau > 0 ? tau : int64_t{1} << 30);
     for (int64_t t = 0; t < steps; ++t)
       std::printf("step %lld: %s\n", static_cast<long long>(t), s.describe(t).c_str());
     return 0;

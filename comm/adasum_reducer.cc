@@ -4,7 +4,7 @@
 #include <cfloat>
 #include <cmath>
 
-#include "core/fault.h"
+#include "base/fault.h"
 #include "core/ops.h"
 
 namespace ada::comm {

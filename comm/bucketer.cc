@@ -2,8 +2,8 @@
 
 #include <string>
 
+#include "base/timeline.h"
 #include "core/ops.h"
-#include "core/timeline.h"
 
 namespace ada::comm {
 

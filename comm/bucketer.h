@@ -6,7 +6,7 @@
 // (parameters unused this step), launches what is left, waits, and writes results back.
 // Besides gradients, a bucket can carry any per-parameter payload of the parameter's shape (model
 // deltas): write it into slot(i) and call mark_ready(i); wait() then leaves the reduced payload
-// in the slots. Each launched bucket is a span on the timeline (core/timeline.h).
+// in the slots. Each launched bucket is a span on the timeline (base/timeline.h).
 #pragma once
 
 #include <memory>

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/parallel.h"
 
 namespace ada::comm {

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ada::comm {
 inline std::string mpi_error_string(int code) {

@@ -6,7 +6,7 @@
 #include <mutex>
 #include <sstream>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ada::comm::nccl {
 namespace {

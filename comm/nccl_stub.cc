@@ -1,7 +1,7 @@
 // Builds without NCCL (ADA_WITH_NCCL off): the factory says how to get one.
 #include "comm/nccl_communicator.h"
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ada::comm {
 

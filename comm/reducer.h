@@ -11,9 +11,9 @@
 #include <utility>
 #include <vector>
 
+#include "base/config.h"
+#include "base/registry.h"
 #include "comm/communicator.h"
-#include "core/config.h"
-#include "core/registry.h"
 
 namespace ada::comm {
 

@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ada::cpu {
 namespace {

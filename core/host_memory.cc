@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "core/error.h"
+#include "base/error.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define ADA_ASAN 1

@@ -24,8 +24,9 @@ Precision cpu_matmul_precision();
 // convolutions in TF32 (cuDNN has no bf16 mode for fp32 tensors; TF32 keeps more mantissa bits
 // than bf16). fp32 tensors, outputs and everything else as above. fp16: both operands cast to
 // fp16 the same way, fp32 compute (cuDNN convolutions with CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) —
-// fp16's narrow range is why training with it needs loss scaling (dist/loss_scale.h). Process-wide;
-// the default is fp32. Setting bf16 or fp16 in a build without CUDA throws DeviceError.
+// fp16's narrow range is why training with it needs loss scaling (optim/loss_scale.h).
+// Process-wide; the default is fp32. Setting bf16 or fp16 in a build without CUDA throws
+// DeviceError.
 void set_cuda_matmul_precision(Precision p);
 Precision cuda_matmul_precision();
 

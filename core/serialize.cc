@@ -1,6 +1,6 @@
 #include "core/serialize.h"
 
-#include "core/atomic_file.h"
+#include "base/atomic_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -16,8 +16,8 @@
 #include <set>
 #include <sstream>
 
-#include "core/error.h"
-#include "core/registry.h"
+#include "base/error.h"
+#include "base/registry.h"
 
 namespace ada {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/random.h"
 
 namespace ada::data {

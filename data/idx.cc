@@ -7,7 +7,7 @@
 #include <fstream>
 #include <memory>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ada::data {
 

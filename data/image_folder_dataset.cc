@@ -4,7 +4,7 @@
 #include <cctype>
 #include <filesystem>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ada::data {
 

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ada::data {
 

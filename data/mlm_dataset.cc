@@ -4,7 +4,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/random.h"
 
 namespace ada::data {

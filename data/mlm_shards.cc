@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <sstream>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ada::data {
 

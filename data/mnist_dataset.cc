@@ -4,7 +4,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "data/idx.h"
 
 namespace ada::data {

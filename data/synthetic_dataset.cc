@@ -2,7 +2,7 @@
 
 #include <set>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/random.h"
 
 namespace ada::data {

@@ -12,9 +12,9 @@
 #include <memory>
 #include <string>
 
-#include "core/config.h"
+#include "base/config.h"
+#include "base/registry.h"
 #include "core/random.h"
-#include "core/registry.h"
 #include "nn/module.h"
 
 namespace ada::nn {

@@ -7,8 +7,8 @@
 #include <sstream>
 #include <string>
 
-#include "core/config.h"
-#include "core/error.h"
+#include "base/config.h"
+#include "base/error.h"
 
 namespace ada::optim::detail {
 

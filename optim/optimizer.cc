@@ -7,7 +7,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "core/fault.h"
+#include "base/fault.h"
 #include "core/ops.h"
 
 namespace ada::optim {

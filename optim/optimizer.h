@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "core/config.h"
+#include "base/config.h"
+#include "base/registry.h"
 #include "core/parameter.h"
-#include "core/registry.h"
 #include "core/serialize.h"
 
 namespace ada::optim {

@@ -10,8 +10,8 @@
 #include <memory>
 #include <string>
 
-#include "core/config.h"
-#include "core/registry.h"
+#include "base/config.h"
+#include "base/registry.h"
 #include "core/serialize.h"
 
 namespace ada::optim {

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ada::cli {
 

@@ -9,10 +9,10 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "core/atomic_file.h"
-#include "core/error.h"
-#include "core/fault.h"
-#include "core/log.h"
+#include "base/atomic_file.h"
+#include "base/error.h"
+#include "base/fault.h"
+#include "base/log.h"
 
 namespace ada::trainer {
 namespace fs = std::filesystem;

@@ -6,7 +6,7 @@
 //   DIR/ckpt-<step>.json                       written last: step, epoch, sampler position, world
 //                                              size, config hash, generator states, the run's id,
 //                                              and the size and CRC-32 of every file above
-// Every file is written atomically (core/atomic_file.h). A checkpoint is valid only when its JSON
+// Every file is written atomically (base/atomic_file.h). A checkpoint is valid only when its JSON
 // parses, it belongs to the expected run, and every file it lists exists with its size and CRC;
 // choosing one for a resume validates all of that. Pruning touches only this run's checkpoints
 // and keeps its `keep` newest VALID ones (a damaged newer one never pushes a good one out).

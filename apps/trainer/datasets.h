@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "core/config.h"
+#include "base/config.h"
 #include "data/dataset.h"
 
 namespace ada::trainer {

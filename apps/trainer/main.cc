@@ -3,8 +3,8 @@
 #include <string>
 
 #include "apps/trainer/trainer.h"
+#include "base/log.h"
 #include "comm/mpi_runtime.h"
-#include "core/log.h"
 
 int main(int argc, char** argv) {
   ada::comm::MpiRuntime mpi(&argc, &argv);

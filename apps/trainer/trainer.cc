@@ -20,28 +20,28 @@
 #include "apps/common/version.h"
 #include "apps/trainer/checkpoint.h"
 #include "apps/trainer/datasets.h"
+#include "apps/trainer/straggler.h"
+#include "base/atomic_file.h"
+#include "base/fault.h"
+#include "base/log.h"
+#include "base/timeline.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_runtime.h"
 #include "comm/nccl_communicator.h"
-#include "core/atomic_file.h"
 #include "core/backend/cuda_runtime.h"
 #include "core/cpu_isa.h"
-#include "core/fault.h"
 #include "core/functional.h"
-#include "core/log.h"
 #include "core/ops.h"
 #include "core/parallel.h"
 #include "core/precision.h"
-#include "core/timeline.h"
 #include "data/data_loader.h"
-#include "dist/loss_scale.h"
-#include "dist/straggler.h"
-#include "dist/strategy.h"
 #include "nn/init.h"
 #include "nn/model.h"
 #include "optim/checkpoint.h"
+#include "optim/loss_scale.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
+#include "sync/strategy.h"
 
 namespace ada::trainer {
 namespace fs = std::filesystem;
@@ -192,8 +192,8 @@ Precision read_precision(const Config& t, const Device& device) {
 
 // train.loss_scale: none, dynamic or a positive number (a static scale); absent: dynamic with
 // precision fp16, none otherwise. train.loss_scale_init (dynamic's start, default 65536) and
-// train.loss_scale_growth_interval (default 2000) tune the dynamic rule (dist/loss_scale.h).
-std::optional<dist::LossScaleOptions> read_loss_scale(const Config& t, Precision precision) {
+// train.loss_scale_growth_interval (default 2000) tune the dynamic rule (optim/loss_scale.h).
+std::optional<optim::LossScaleOptions> read_loss_scale(const Config& t, Precision precision) {
   const std::string s =
       t.get_or<std::string>("loss_scale", precision == Precision::fp16 ? "dynamic" : "none");
   const bool tuned = t.has("loss_scale_init") || t.has("loss_scale_growth_interval");
@@ -209,11 +209,11 @@ std::optional<dist::LossScaleOptions> read_loss_scale(const Config& t, Precision
           t.where("loss_scale"));
     return std::nullopt;
   }
-  dist::LossScaleOptions o;
+  optim::LossScaleOptions o;
   if (s == "dynamic") {
     o.init = t.get_or<double>("loss_scale_init", o.init);
     o.growth_interval = t.get_or<int64_t>("loss_scale_growth_interval", o.growth_interval);
-    ADA_CHECK_ARG(std::isfinite(o.init) && o.init >= 1 && o.init <= dist::kMaxLossScale,
+    ADA_CHECK_ARG(std::isfinite(o.init) && o.init >= 1 && o.init <= optim::kMaxLossScale,
                   ConfigError)
         << t.where("loss_scale_init")
         << ": must be a number from 1 to 2^64 (powers of two keep the "
@@ -226,7 +226,7 @@ std::optional<dist::LossScaleOptions> read_loss_scale(const Config& t, Precision
   char* end = nullptr;
   const double v = std::strtod(s.c_str(), &end);
   ADA_CHECK_ARG(
-      end != s.c_str() && *end == '\0' && std::isfinite(v) && v > 0 && v <= dist::kMaxLossScale,
+      end != s.c_str() && *end == '\0' && std::isfinite(v) && v > 0 && v <= optim::kMaxLossScale,
       ConfigError)
       << t.where("loss_scale")
       << ": must be none, dynamic or a positive number up to 2^64 (a static "
@@ -285,9 +285,9 @@ class Trainer {
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::Schedule> schedule_;
   std::unique_ptr<comm::Reducer> reducer_;
-  std::unique_ptr<dist::Strategy> strategy_;
-  std::optional<dist::Straggler> straggler_;    // train.straggler: injected delays
-  std::optional<dist::LossScaler> loss_scale_;  // train.loss_scale (absent: off)
+  std::unique_ptr<sync::Strategy> strategy_;
+  std::optional<Straggler> straggler_;           // train.straggler: injected delays
+  std::optional<optim::LossScaler> loss_scale_;  // train.loss_scale (absent: off)
   std::unique_ptr<Checkpointer> ckpt_;
   std::string reducer_name_;
   int64_t step_ = 0, total_steps_ = 0, steps_per_epoch_ = 0, epoch_ = 0;
@@ -306,7 +306,7 @@ class Trainer {
   int64_t window_steps_ = 0;
   double last_mean_loss_ = 0;
   bool log_due_ = false, checksum_due_ = false;  // waiting for a step where replicas agree
-  dist::StrategySpec spec_;
+  sync::StrategySpec spec_;
 };
 
 void Trainer::setup() {
@@ -452,9 +452,9 @@ void Trainer::setup() {
   optim::ScheduleRegistry schedules("schedule");
   optim::register_builtin_schedules(schedules);
   schedule_ = optim::make_schedule(schedules, sc, base_lr);
-  spec_ = dist::read_strategy_spec(cfg, *reducer_, world);
+  spec_ = sync::read_strategy_spec(cfg, *reducer_, world);
   if (!s_.device.is_cpu()) {
-    // The decentralised syncs keep flat host copies of the model (dist/model_average.h): not on
+    // The decentralised syncs keep flat host copies of the model (sync/model_average.h): not on
     // a GPU yet.
     ADA_CHECK_ARG(spec_.sync == "none", ConfigError)
         << cfg.where("sync.name") << ": sync '" << spec_.sync << "' on " << s_.device.str()
@@ -509,12 +509,12 @@ void Trainer::setup() {
     uploader_ = std::make_unique<cuda::BatchUploader>(s_.device.index);
     log_info("device {} ({})", s_.device.str(), cuda::device_name(s_.device.index));
   }
-  dist::StrategyOptions so_;
+  sync::StrategyOptions so_;
   so_.clip_grad_norm = s_.clip;
   so_.skip_nonfinite = s_.skip_nonfinite;
   so_.loss_scale = loss_scale_ ? &*loss_scale_ : nullptr;
   so_.buckets = bo;
-  strategy_ = dist::make_strategy(spec_, {params_, *optimizer_, step_comm(), *reducer_}, so_);
+  strategy_ = sync::make_strategy(spec_, {params_, *optimizer_, step_comm(), *reducer_}, so_);
 
   data::SamplerOptions so;
   so.rank = rank;
@@ -911,7 +911,7 @@ void Trainer::train_step() {
       backward(loss, seed);
   }
   const double loss = loss_sum / static_cast<double>(s_.micro);
-  const dist::StepResult res = strategy_->end_step(loss);
+  const sync::StepResult res = strategy_->end_step(loss);
   schedule_->advance();
   ++step_;
   const double step_s = seconds_since(t0);

@@ -1,6 +1,6 @@
 // CUDA runtime seam for builds without CUDA: every call that needs a GPU says how to get one.
+#include "base/error.h"
 #include "core/backend/cuda_runtime.h"
-#include "core/error.h"
 #include "core/precision.h"
 #include "core/tensor.h"
 

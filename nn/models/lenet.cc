@@ -1,6 +1,6 @@
 // LeNet-5 for 28x28x1 (MNIST): conv5x5(6, pad 2) - ReLU - maxpool2 - conv5x5(16) - ReLU -
 // maxpool2 - fc120 - ReLU - fc84 - ReLU - fc(classes). 61,706 parameters for 10 classes.
-#include "core/error.h"
+#include "base/error.h"
 #include "nn/layers/conv2d.h"
 #include "nn/layers/flatten.h"
 #include "nn/layers/linear.h"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Reliability of build/bin/trainer under mpiexec (run by CTest; not a timing test):
-#   faults      — a failure injected on one rank of 4 (ADA_FAULT, core/fault.h) during backward with
+#   faults      — a failure injected on one rank of 4 (ADA_FAULT, base/fault.h) during backward with
 #                 buckets in flight, inside the Adasum reduction, in the optimizer, during a
 #                 checkpoint write and during evaluation: every rank exits non-zero within 30 s and
 #                 the log names the rank and the cause;

@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "comm/comm_thread.h"
 #include "comm/mpi_communicator.h"
 #include "comm/nccl_communicator.h"
 #include "comm/nccl_library.h"
 #include "core/backend/cuda_runtime.h"
-#include "core/error.h"
 #include "core/ops.h"
 #include "core/random.h"
 

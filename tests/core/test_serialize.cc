@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "util/temp_dir.h"
 
 namespace ada {

@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "core/backend/cpu/sgemm.h"
 #include "core/cpu_isa.h"
-#include "core/error.h"
 #include "core/parallel.h"
 #include "core/precision.h"
 #include "util/sum_bound.h"

@@ -15,17 +15,17 @@
 #include <string>
 #include <vector>
 
+#include "base/config.h"
 #include "core/autograd.h"
-#include "core/config.h"
 #include "core/precision.h"
 #include "cuda/cuda_test_util.h"
 #include "data/mnist_dataset.h"
-#include "dist/loss_scale.h"
-#include "dist/step_guard.h"
 #include "nn/losses.h"
 #include "nn/model.h"
 #include "nn/models/image_classifier.h"
+#include "optim/loss_scale.h"
 #include "optim/optimizer.h"
+#include "sync/step_guard.h"
 
 namespace {
 
@@ -54,17 +54,17 @@ struct TrainResult {
 };
 
 // `precision` sets the GPU's matrix products for the run; with `scaler` the loss is scaled and
-// each step settled as a strategy does it (dist::settle_step: skip and back off on overflow,
+// each step settled as a strategy does it (sync::settle_step: skip and back off on overflow,
 // else unscale).
 // `shuffle` picks the epochs' example orders (the same on every device for one value).
 TrainResult train(const data::MnistDataset& ds, Device device,
-                  Precision precision = Precision::fp32, dist::LossScaler* scaler = nullptr,
+                  Precision precision = Precision::fp32, optim::LossScaler* scaler = nullptr,
                   uint64_t shuffle = 0) {
   struct PrecisionScope {
     explicit PrecisionScope(Precision p) { set_cuda_matmul_precision(p); }
     ~PrecisionScope() { set_cuda_matmul_precision(Precision::fp32); }
   } scope(device.is_cpu() ? Precision::fp32 : precision);
-  dist::StrategyOptions settle;
+  sync::StrategyOptions settle;
   settle.loss_scale = scaler;
   nn::ModelRegistry models("model");
   nn::register_builtin_models(models);
@@ -102,8 +102,8 @@ TrainResult train(const data::MnistDataset& ds, Device device,
         continue;
       }
       backward(out.loss, Tensor::full({}, scaler->scale(), DType::f32, device));
-      const bool bad = !std::isfinite(run.losses.back()) || dist::any_nonfinite_grad(params);
-      if (dist::settle_step(static_cast<int64_t>(run.losses.size() - 1), run.losses.back(), bad,
+      const bool bad = !std::isfinite(run.losses.back()) || sync::any_nonfinite_grad(params);
+      if (sync::settle_step(static_cast<int64_t>(run.losses.size() - 1), run.losses.back(), bad,
                             settle, params))
         opt->step(params, static_cast<float>(kLr * (1.0 - done)));
     }
@@ -169,7 +169,7 @@ TEST(CudaTraining, MixedPrecisionLeNetReachesTheFp32Accuracy) {
   for (uint64_t order = 0; order < kOrders; ++order) {
     const TrainResult r32 = train(*ds, ada::testing::gpu(), Precision::fp32, nullptr, order);
     const TrainResult rb16 = train(*ds, ada::testing::gpu(), Precision::bf16, nullptr, order);
-    dist::LossScaler scaler({/*dynamic=*/true, 65536, 2000});
+    optim::LossScaler scaler({/*dynamic=*/true, 65536, 2000});
     const TrainResult r16 = train(*ds, ada::testing::gpu(), Precision::fp16, &scaler, order);
     std::printf(
         "[ training ] LeNet-5 on cuda, example order %llu: accuracy fp32 %.2f%%, bf16 %.2f%%, fp16 "

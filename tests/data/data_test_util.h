@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <string>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "data/jpeg.h"
 #include "util/temp_dir.h"
 

@@ -1,4 +1,4 @@
-// Fuzz target: the YAML config loader (core/config.h) and its `--set` overrides.
+// Fuzz target: the YAML config loader (base/config.h) and its `--set` overrides.
 // Input: YAML text, then optionally a NUL byte and override lines ("a.b=value"), one per line.
 // Exercises parse, set_override, every typed read of every key (recursively), where(), dump(),
 // hash() and finish(); and checks that a dumped config parses back to the same hash.
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/config.h"
+#include "base/config.h"
 #include "fuzz_util.h"
 
 namespace {

@@ -14,7 +14,7 @@
 #include <filesystem>
 #include <string>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ada::fuzz {
 

@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
+#include "base/config.h"
+#include "base/error.h"
 #include "core/autograd.h"
-#include "core/config.h"
 #include "core/cpu_isa.h"
-#include "core/error.h"
 #include "core/precision.h"
 #include "core/random.h"
 #include "core/tensor.h"

@@ -37,8 +37,8 @@
 #include <string>
 #include <vector>
 
+#include "base/config.h"
 #include "core/autograd.h"
-#include "core/config.h"
 #include "core/serialize.h"
 #include "core/tensor.h"
 #include "nn/losses.h"

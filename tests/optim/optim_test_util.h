@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/config.h"
+#include "base/config.h"
 #include "core/parameter.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"

@@ -10,7 +10,7 @@
 #include <system_error>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ada::testing {
 

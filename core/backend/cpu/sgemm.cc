@@ -16,9 +16,9 @@
 
 #include <Eigen/Core>
 
+#include "base/error.h"
 #include "core/backend/cpu/gemm_kernels.h"
 #include "core/cpu_isa.h"
-#include "core/error.h"
 #include "core/parallel.h"
 #include "core/precision.h"
 

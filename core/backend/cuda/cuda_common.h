@@ -9,8 +9,8 @@
 
 #include <initializer_list>
 
+#include "base/error.h"
 #include "core/backend/cuda_runtime.h"
-#include "core/error.h"
 #include "core/tensor.h"
 
 #define ADA_CUDA_CHECK(call)                                 \

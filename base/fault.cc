@@ -1,0 +1,71 @@
+#include "base/fault.h"
+
+#include <csignal>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+
+namespace ada {
+namespace {
+
+struct Spec {
+  std::string point;
+  int rank = 0;
+  long nth = 1;
+  bool kill = false;
+};
+
+std::vector<Spec> parse(const char* env) {
+  std::vector<Spec> specs;
+  std::stringstream all(env);
+  for (std::string item; std::getline(all, item, ',');) {
+    if (item.empty()) continue;
+    Spec s;
+    const auto colon = item.find(':');
+    if (colon != std::string::npos) {
+      ADA_CHECK_ARG(item.substr(colon + 1) == "kill", ConfigError)
+          << "ADA_FAULT: '" << item << "': the only action is ':kill'";
+      s.kill = true;
+      item = item.substr(0, colon);
+    }
+    const auto at = item.find('@');
+    ADA_CHECK_ARG(at != std::string::npos && at > 0, ConfigError)
+        << "ADA_FAULT: '" << item << "' must read <point>@<rank>[#<n>][:kill]";
+    s.point = item.substr(0, at);
+    const std::string rest = item.substr(at + 1);
+    const auto hash = rest.find('#');
+    try {
+      s.rank = std::stoi(rest.substr(0, hash));
+      if (hash != std::string::npos) s.nth = std::stol(rest.substr(hash + 1));
+    } catch (const std::exception&) {
+      ADA_THROW(ConfigError) << "ADA_FAULT: '" << item << "': rank and count must be integers";
+    }
+    specs.push_back(s);
+  }
+  return specs;
+}
+
+}  // namespace
+
+void fault_point(const char* point) {
+  static const char* env = std::getenv("ADA_FAULT");
+  if (env == nullptr || *env == '\0') return;
+  static std::mutex mu;
+  static const std::vector<Spec> specs = parse(env);
+  static std::map<std::string, long> calls;
+  std::lock_guard<std::mutex> lock(mu);
+  const long n = ++calls[point];
+  for (const auto& s : specs) {
+    if (s.point != point || s.rank != process_rank() || s.nth != n) continue;
+    if (s.kill) std::raise(SIGKILL);
+    ADA_THROW(Error) << "injected fault at " << point << " on rank " << process_rank()
+                     << " (ADA_FAULT=" << env << ")";
+  }
+}
+
+}  // namespace ada

@@ -1,0 +1,78 @@
+// Delta sync: each rank takes its own optimizer steps with its own gradients; every `period`
+// steps the per-tensor model delta since the last synchronisation (current - anchor) is reduced
+// by the reducer, and every rank sets anchor = anchor + outer(reduced delta), weights = anchor. So
+// replicas agree after every synchronisation while optimizer state (momentum, Adam moments)
+// stays local to each rank. One mechanism, three named methods:
+//   period 1, no outer optimizer   Horovod's Adasum scheme for stateful optimizers (reducer.target:
+//                                  model_delta); with average and plain SGD it equals gradient
+//                                  averaging up to rounding;
+//   period H, no outer optimizer   local SGD (models averaged every H steps; with adasum, Horovod's
+//                                  TF delta optimizer with backward_passes_per_step = H);
+//   period H, outer Nesterov       DiLoCo (Douillard et al. 2023): the outer gradient is
+//                                  anchor - reduced model, the outer optimizer updates the anchor.
+//
+// Period 1 is overlapped with backward (the default): when a parameter's gradient is final its
+// local step runs at once and its delta goes straight into its bucket slot (the gradient's own
+// memory), so buckets go out while backward goes on. Memory: one extra copy of the weights (the
+// anchor), nothing allocated per step. Global-norm clipping needs every gradient before any step,
+// and skipping a non-finite step (train.on_nonfinite: skip, or a loss-scale overflow) needs the
+// check before any step: with any of these, the synchronous path runs (one log line says so).
+// Both paths give the same bits.
+#pragma once
+
+#include <vector>
+
+#include "sync/strategy.h"
+
+namespace ada::sync {
+
+struct DeltaSyncOptions {
+  int64_t period = 1;     // local steps between reductions (H)
+  bool outer = false;     // DiLoCo's outer optimizer on the reduced delta
+  double outer_lr = 0.7;  // DiLoCo's defaults
+  double outer_momentum = 0.9;
+  bool nesterov = true;
+  std::string name = "model_delta";  // for describe(): model_delta, local_sgd, diloco
+};
+
+class DeltaSync : public Strategy {
+ public:
+  DeltaSync(const StrategyContext& context, const StrategyOptions& options,
+            const DeltaSyncOptions& delta = {});
+  std::string describe() const override;
+  void begin_step(int64_t step, float lr) override;
+  bool wants_grad_hook() const override { return overlapped_; }
+  void on_grad_ready(Variable& param) override;
+  StepResult end_step(double local_loss) override;
+  bool optimizer_state_is_local() const override { return true; }
+  bool replicas_identical() const override { return synced_; }
+  NamedTensors state() const override;
+  void load_state(const NamedTensors& state) override;
+  void with_average_model(const std::function<void()>& fn) override;
+  void finish() override;
+  bool overlapped() const { return overlapped_; }
+
+ private:
+  // Parameter i (period 1, overlapped): anchor = w; local step; slot = w - anchor; the slot goes
+  // out.
+  void local_step(size_t i);
+  // Every slot holds its delta: reduce them all, then anchor and weights move (collective).
+  double synchronise();
+  void apply_reduced();
+
+  StrategyContext ctx_;
+  StrategyOptions options_;
+  DeltaSyncOptions delta_;
+  comm::GradBucketer bucketer_;
+  bool overlapped_;
+  std::vector<Tensor>
+      anchor_;  // weights at the last synchronisation (start of the step if period 1)
+  std::vector<Tensor> slots_;  // each parameter's bucket slot (its delta, then the reduced delta)
+  std::vector<Tensor> momentum_;  // the outer optimizer's, when there is one
+  std::vector<bool> stepped_;
+  int64_t step_ = 0;
+  float lr_ = 0;
+  bool synced_ = true;  // replicas agree after the step that just ended
+};
+
+}  // namespace ada::sync

@@ -1,0 +1,66 @@
+#include "sync/step_guard.h"
+
+#include <cmath>
+
+#include "base/log.h"
+#include "core/ops.h"
+
+namespace ada::sync {
+
+Agreement agree(comm::Communicator& world, double local_loss, bool local_nonfinite) {
+  const bool bad = local_nonfinite || !std::isfinite(local_loss);
+  double v[2] = {bad ? 0.0 : local_loss, bad ? 1.0 : 0.0};
+  world.allreduce(v, 2);
+  return {v[0] / world.size(), v[1] > 0};
+}
+
+bool any_nonfinite_grad(const std::vector<Param>& params) {
+  for (const auto& p : params)
+    if (p.var.grad().defined() && !ops::all_finite(p.var.grad())) return true;
+  return false;
+}
+
+bool any_nonfinite(const std::vector<Tensor>& tensors) {
+  for (const auto& t : tensors)
+    if (!ops::all_finite(t)) return true;
+  return false;
+}
+
+bool settle_step(int64_t step, double local_loss, bool nonfinite, const StrategyOptions& options,
+                 const std::vector<Param>& params) {
+  optim::LossScaler* scaler = options.loss_scale;
+  if (!scaler) {
+    if (nonfinite) on_nonfinite_step(step, local_loss, options.skip_nonfinite);
+    return !nonfinite;
+  }
+  const double scale = scaler->scale();
+  switch (scaler->update(nonfinite)) {
+    case optim::LossScaler::Outcome::apply:
+      if (scale != 1.0) {
+        const float inverse = static_cast<float>(1.0 / scale);
+        for (const Param& p : params) {
+          Tensor g = p.var.grad();
+          if (g.defined()) ops::scale_(g, inverse);
+        }
+      }
+      return true;
+    case optim::LossScaler::Outcome::overflow:
+      log_info("step {}: gradient overflow at loss scale {}: step skipped, loss scale now {}", step,
+               scale, scaler->scale());
+      return false;
+    case optim::LossScaler::Outcome::nonfinite:
+      on_nonfinite_step(step, local_loss, options.skip_nonfinite);
+      return false;
+  }
+  return false;
+}
+
+void on_nonfinite_step(int64_t step, double local_loss, bool skip) {
+  ADA_CHECK_ARG(skip, Error)
+      << "step " << step << ": the loss or a gradient is NaN/Inf on at least one rank (loss here "
+      << local_loss << "); lower the learning rate, enable "
+      << "train.clip_grad_norm, or set train.on_nonfinite: skip";
+  log_warn("step {}: non-finite loss or gradient on at least one rank, step skipped", step);
+}
+
+}  // namespace ada::sync

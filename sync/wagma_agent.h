@@ -1,0 +1,90 @@
+// The WAGMA-SGD averaging of one flat model buffer (Li et al., TPDS 2021, Algorithm 2):
+// iteration t is a group average over the ranks WagmaSchedule gives (sum over the group divided
+// by S) or, every tau iterations, a blocking world average that makes all replicas identical.
+//
+// Wait-avoiding mode: a rank never waits for a late group member. Whichever member reaches a
+// group iteration first activates it: it sends a small signal to the other members and runs the
+// group allreduce on the communication thread. A member that is still computing takes part from
+// its communication thread (an idle task, comm/comm_thread.h), contributing the model it last
+// published — its previous one. When that late rank arrives it finds the result already there
+// and mixes its fresh model in: (sum + own) / (S + 1); a rank whose fresh model went in takes
+// sum / S. Iterations execute exactly once per rank, in increasing order, so every group
+// communicator sees its collectives in the same order on all its members. Global iterations are
+// never activated remotely: they wait for every rank, which bounds staleness by tau.
+// Choice (DESIGN §5): the communication thread and point-to-point signals, not MPI one-sided
+// (with which the members of one group would compute different averages) nor non-blocking
+// collectives (which still need every member's call); activation stays inside the group (the
+// paper's fastest rank activates every group; ours activates its own).
+//
+// Synchronous mode runs the same averages as blocking collectives on the calling thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "sync/wagma_schedule.h"
+
+namespace ada::sync {
+
+class WagmaAgent {
+ public:
+  // `initial` (flat, numel elements) is what this rank contributes until its first publish.
+  // Collective over `world` (creates the group communicators).
+  WagmaAgent(comm::Communicator& world, WagmaSchedule schedule, const Tensor& initial,
+             bool wait_avoiding);
+  ~WagmaAgent();
+  WagmaAgent(const WagmaAgent&) = delete;
+  WagmaAgent& operator=(const WagmaAgent&) = delete;
+
+  // Iteration t (each t once, increasing): `model` holds this rank's fresh model W'_t and is
+  // replaced by the averaged one. Returns true when this rank was late (its stale model went
+  // into the group sum and the fresh one was mixed in afterwards).
+  bool step(int64_t t, Tensor& model);
+  // Stops the communication thread's participation after making sure no rank still needs it
+  // (collective; call once every rank has taken its last step).
+  void finish();
+  // Continues at iteration t (a resumed run) with `model` as the published one. Before any step.
+  void start_at(int64_t t, const Tensor& model);
+  // Tests: blocks until this rank has executed iteration t (possibly passively).
+  void wait_executed(int64_t t);
+
+  const WagmaSchedule& schedule() const { return schedule_; }
+  int64_t late_steps() const { return late_; }
+  int64_t group_steps() const { return group_steps_; }
+
+ private:
+  struct Result {
+    Tensor sum;
+    bool fresh = false;
+  };
+  void progress();          // communication thread: drain signals, run what can run
+  void execute(int64_t v);  // communication thread: iteration v's collective
+  Tensor take_buffer();
+
+  comm::Communicator& world_;
+  WagmaSchedule schedule_;
+  bool wait_avoiding_;
+  int64_t numel_;
+  std::vector<std::unique_ptr<comm::Communicator>> groups_;  // one per bit set
+  std::unique_ptr<comm::Communicator> signals_;              // activations travel here
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  Tensor snapshot_;                // the model this rank last published
+  int64_t snapshot_version_ = -1;  // its iteration (-1: the initial model)
+  int64_t arrived_ = -1;           // the latest iteration this rank's compute thread reached
+  int64_t next_ = 0;               // iterations < next_ have executed here
+  std::set<int64_t> activated_;    // activations received for iterations not yet executed
+  std::map<int64_t, Result> results_;
+  std::vector<Tensor> pool_;  // result buffers to reuse
+  bool finished_ = false;
+  int64_t late_ = 0, group_steps_ = 0;
+};
+
+}  // namespace ada::sync

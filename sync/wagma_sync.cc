@@ -1,0 +1,100 @@
+#include "sync/wagma_sync.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "base/log.h"
+#include "base/timeline.h"
+#include "optim/clip.h"
+#include "sync/step_guard.h"
+
+namespace ada::sync {
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+}  // namespace
+
+int default_wagma_group_size(int ranks) {
+  int k = 0;
+  while ((1 << k) < ranks) ++k;
+  return 1 << ((k + 1) / 2);
+}
+
+WagmaSync::WagmaSync(const StrategyContext& context, const StrategyOptions& options,
+                     const WagmaOptions& wagma)
+    : ctx_(context), options_(options), wagma_(wagma), flat_(context.params) {
+  if (wagma_.group_size == 0) wagma_.group_size = default_wagma_group_size(ctx_.world.size());
+  WagmaSchedule schedule(ctx_.world.size(), wagma_.group_size, wagma_.global_every);
+  agent_ = std::make_unique<WagmaAgent>(ctx_.world, schedule, flat_.buffer(), wagma_.wait_avoiding);
+}
+
+std::string WagmaSync::describe() const {
+  return "wagma (group " + std::to_string(wagma_.group_size) + ", global every " +
+         std::to_string(wagma_.global_every) +
+         (wagma_.wait_avoiding ? ", wait-avoiding)" : ", synchronous)");
+}
+
+void WagmaSync::begin_step(int64_t step, float lr) {
+  if (!started_ && step > 0) {  // a resumed run: the averages continue at this iteration
+    flat_.pack(ctx_.params);
+    agent_->start_at(step, flat_.buffer());
+  }
+  started_ = true;
+  step_ = step;
+  lr_ = lr;
+}
+
+StepResult WagmaSync::end_step(double local_loss) {
+  StepResult r;
+  // Each rank decides alone (a world collective every step is the barrier WAGMA avoids).
+  // With dynamic loss scaling each rank's scale moves on its own overflows.
+  const bool bad = !std::isfinite(local_loss) || any_nonfinite_grad(ctx_.params);
+  if (!settle_step(step_, local_loss, bad, options_, ctx_.params)) {  // throws unless skipping
+    r.applied = false;
+  } else {
+    TraceSpan span("optimizer", "compute");
+    if (options_.clip_grad_norm > 0) optim::clip_grad_norm(ctx_.params, options_.clip_grad_norm);
+    ctx_.optimizer.step(ctx_.params, lr_);
+  }
+  // Even a skipped step takes part in the averages: the others count on this rank's model.
+  const auto t0 = Clock::now();
+  flat_.pack(ctx_.params);
+  agent_->step(step_, flat_.buffer());
+  flat_.unpack(ctx_.params);
+  r.comm_seconds = r.exposed_seconds = seconds(t0, Clock::now());
+  synced_ = agent_->schedule().is_global(step_);
+  return r;
+}
+
+NamedTensors WagmaSync::state() const {
+  NamedTensors s;
+  s.tensors.emplace_back("synced", Tensor::from_vector<int64_t>({synced_ ? 1 : 0}, {}));
+  return s;
+}
+
+void WagmaSync::load_state(const NamedTensors& state) {
+  for (const auto& [name, t] : state.tensors)
+    if (name == "synced") synced_ = t.to_vector<int64_t>()[0] != 0;
+}
+
+void WagmaSync::with_average_model(const std::function<void()>& fn) {
+  if (synced_) return fn();
+  with_world_average(ctx_.params, ctx_.world, fn);
+}
+
+void WagmaSync::finish() {
+  if (finished_) return;
+  finished_ = true;
+  agent_->finish();
+  log_info("WAGMA: this rank contributed a stale model in {} of {} group averages",
+           agent_->late_steps(), agent_->group_steps());
+  if (synced_) return;
+  log_info(
+      "end of training between global averages: a last world average makes the replicas agree");
+  average_parameters(ctx_.params, ctx_.world);
+  synced_ = true;
+}
+
+}  // namespace ada::sync

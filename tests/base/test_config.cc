@@ -1,0 +1,501 @@
+// Config: typed getters, defaults, located errors, unread-key detection, overrides, dump and hash.
+#include "base/config.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "base/error.h"
+#include "util/temp_dir.h"
+
+namespace ada {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+template <class E, class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an exception";
+  return "";
+}
+
+// Line numbers below are part of the expected messages: keep this text as it is.
+const char* const kTrainYaml =
+    "# a training run\n"            // 1
+    "seed: 42\n"                    // 2
+    "model: lenet\n"                // 3
+    "optimizer:\n"                  // 4
+    "  lr: 0.1\n"                   // 5
+    "  momentum: 0.9\n"             // 6
+    "  nesterov: true\n"            // 7
+    "  milestones: [30, 60, 80]\n"  // 8
+    "reducer:\n"                    // 9
+    "  name: adasum\n"              // 10
+    "data:\n"                       // 11
+    "  batch_size: 32\n"            // 12
+    "  samples: 6000000000\n"       // 13
+    "  mean: [0.1307, -2.5e-1]\n"   // 14
+    "  splits: [train, test]\n"     // 15
+    "  shuffle_buffer:\n"           // 16
+    "  cache: ~\n";                 // 17
+
+TEST(Config, TypedGetters) {
+  Config c = Config::parse(kTrainYaml, "train.yaml");
+  EXPECT_EQ(c.get<int>("seed"), 42);
+  EXPECT_EQ(c.get<std::string>("model"), "lenet");
+  Config opt = c.child("optimizer");
+  EXPECT_DOUBLE_EQ(opt.get<double>("lr"), 0.1);
+  EXPECT_FLOAT_EQ(opt.get<float>("momentum"), 0.9f);
+  EXPECT_TRUE(opt.get<bool>("nesterov"));
+  EXPECT_EQ(opt.get<std::vector<int>>("milestones"), (std::vector<int>{30, 60, 80}));
+  EXPECT_EQ(opt.get<std::vector<int64_t>>("milestones"), (std::vector<int64_t>{30, 60, 80}));
+  EXPECT_EQ(c.get<int64_t>("data.samples"), 6000000000LL);
+  EXPECT_EQ(c.get<std::vector<double>>("data.mean"), (std::vector<double>{0.1307, -0.25}));
+  EXPECT_EQ(c.get<std::vector<std::string>>("data.splits"),
+            (std::vector<std::string>{"train", "test"}));
+  // A number read as a string is its text.
+  EXPECT_EQ(c.get<std::string>("data.batch_size"), "32");
+}
+
+TEST(Config, DottedKeysAndSections) {
+  Config c = Config::parse(kTrainYaml, "train.yaml");
+  EXPECT_EQ(c.path(), "");
+  Config opt = c.child("optimizer");
+  EXPECT_EQ(opt.path(), "optimizer");
+  EXPECT_EQ(opt.source(), "train.yaml");
+  EXPECT_DOUBLE_EQ(c.get<double>("optimizer.lr"), opt.get<double>("lr"));
+  EXPECT_EQ(opt.keys(), (std::vector<std::string>{"lr", "momentum", "nesterov", "milestones"}));
+  Config nested = Config::parse("a:\n  b:\n    c: 3\n", "n.yaml");
+  EXPECT_EQ(nested.child("a.b").path(), "a.b");
+  EXPECT_EQ(nested.child("a").child("b").get<int>("c"), 3);
+}
+
+TEST(Config, HasAndDefaults) {
+  Config c = Config::parse(kTrainYaml, "train.yaml");
+  EXPECT_TRUE(c.has("seed"));
+  EXPECT_TRUE(c.has("optimizer.lr"));
+  EXPECT_FALSE(c.has("optimizer.weight_decay"));
+  EXPECT_FALSE(c.has("nothing.at.all"));
+  // Null values (`key:` and `key: ~`) count as not set.
+  EXPECT_FALSE(c.has("data.shuffle_buffer"));
+  EXPECT_EQ(c.get_or("data.cache", "none"), "none");
+  EXPECT_EQ(c.get_or<int>("data.shuffle_buffer", 1000), 1000);
+  // Present values win over the fallback; absent ones give it.
+  EXPECT_EQ(c.get_or("seed", 7), 42);
+  EXPECT_EQ(c.get_or("epochs", 7), 7);
+  EXPECT_DOUBLE_EQ(c.get_or("optimizer.weight_decay", 1e-4), 1e-4);
+  EXPECT_EQ(c.get_or<std::string>("reducer.name", "sum"), "adasum");
+  EXPECT_EQ(c.get_or("reducer.kind", "sum"), "sum");
+  EXPECT_EQ(c.get_or("optimizer.milestones", std::vector<int>{1}), (std::vector<int>{30, 60, 80}));
+  EXPECT_FALSE(c.get_or("amp", false));
+  // A present value of the wrong type is still an error.
+  EXPECT_THROW(c.get_or("model", 3), ConfigError);
+}
+
+TEST(Config, WrongTypeSaysWhereAndWhat) {
+  const char* text =
+      "# comment\n"
+      "seed: 1\n"
+      "model: lenet\n"
+      "optimizer:\n"
+      "  lr: fast\n"
+      "  steps: 0.5\n"
+      "  big: 3e9\n"
+      "  flag: maybe\n"
+      "  milestones: [30, sixty]\n"
+      "  single: 3\n"
+      "  section: {a: 1}\n"
+      "  empty:\n";
+  Config c = Config::parse(text, "configs/x.yaml");
+  EXPECT_EQ(error_of<ConfigError>([&] { c.get<double>("optimizer.lr"); }),
+            "config configs/x.yaml: optimizer.lr (line 5, column 7): expected a number, got "
+            "'fast'");
+  Config opt = c.child("optimizer");
+  EXPECT_THAT(error_of<ConfigError>([&] { opt.get<int>("steps"); }),
+              HasSubstr("optimizer.steps (line 6, column 10): expected an integer, got '0.5'"));
+  EXPECT_THAT(error_of<ConfigError>([&] { opt.get<int>("big"); }),
+              HasSubstr("expected an integer in [-2147483648, 2147483647], got '3e9'"));
+  EXPECT_EQ(opt.get<int64_t>("big"), 3000000000LL);  // integral values may use exponents
+  EXPECT_THAT(error_of<ConfigError>([&] { opt.get<bool>("flag"); }),
+              HasSubstr("optimizer.flag (line 8, column 9): expected true or false, got 'maybe'"));
+  EXPECT_THAT(
+      error_of<ConfigError>([&] { opt.get<std::vector<int>>("milestones"); }),
+      HasSubstr("optimizer.milestones[1] (line 9, column 20): expected an integer, got 'sixty'"));
+  EXPECT_THAT(error_of<ConfigError>([&] { opt.get<std::vector<int>>("single"); }),
+              HasSubstr("expected a list of integers such as [1, 2], got '3'"));
+  EXPECT_THAT(error_of<ConfigError>([&] { opt.get<std::string>("section"); }),
+              HasSubstr("optimizer.section (line 11, column 3): expected a string, got a mapping"));
+  EXPECT_THAT(error_of<ConfigError>([&] { opt.get<double>("empty"); }),
+              HasSubstr("optimizer.empty (line 12, column 3): expected a number, got an empty "
+                        "value (null)"));
+  EXPECT_THAT(error_of<ConfigError>([&] { c.child("model"); }),
+              HasSubstr("model (line 3, column 8): expected a section"));
+  EXPECT_THAT(error_of<ConfigError>([&] { c.get<int>("model.depth"); }),
+              HasSubstr("cannot read model.depth: model is 'lenet', not a section"));
+}
+
+TEST(Config, NumberSpellings) {
+  Config c = Config::parse(
+      "a: 1e-3\nb: +2\nc: -7\nd: .inf\ne: -.Inf\nf: .nan\ng: 1e400\nh: 1e39\ni: 2.0\n"
+      "j: 9223372036854775807\nk: 9223372036854775808\nl: yes\nm: Off\nn: FALSE\n",
+      "n.yaml");
+  EXPECT_DOUBLE_EQ(c.get<double>("a"), 1e-3);
+  EXPECT_EQ(c.get<int>("b"), 2);
+  EXPECT_EQ(c.get<int>("c"), -7);
+  EXPECT_EQ(c.get<double>("d"), std::numeric_limits<double>::infinity());
+  EXPECT_EQ(c.get<double>("e"), -std::numeric_limits<double>::infinity());
+  EXPECT_TRUE(std::isnan(c.get<double>("f")));
+  EXPECT_THROW(c.get<double>("g"), ConfigError);
+  EXPECT_DOUBLE_EQ(c.get<double>("h"), 1e39);
+  EXPECT_THAT(error_of<ConfigError>([&] { c.get<float>("h"); }),
+              HasSubstr("in the range of a float"));
+  EXPECT_EQ(c.get<int>("i"), 2);
+  EXPECT_EQ(c.get<int64_t>("j"), std::numeric_limits<int64_t>::max());
+  EXPECT_THROW(c.get<int64_t>("k"), ConfigError);
+  EXPECT_TRUE(c.get<bool>("l"));
+  EXPECT_FALSE(c.get<bool>("m"));
+  EXPECT_FALSE(c.get<bool>("n"));
+}
+
+TEST(Config, MissingRequiredSaysWhere) {
+  Config c = Config::parse(kTrainYaml, "x.yaml");
+  Config opt = c.child("optimizer");
+  EXPECT_EQ(error_of<ConfigError>([&] { opt.get<double>("weight_decay"); }),
+            "config x.yaml: missing required key optimizer.weight_decay (in section optimizer at "
+            "line 4)");
+  EXPECT_EQ(error_of<ConfigError>([&] { c.get<int>("epochs"); }),
+            "config x.yaml: missing required key epochs (at top level)");
+  EXPECT_EQ(error_of<ConfigError>([&] { c.child("schedule"); }),
+            "config x.yaml: missing required section schedule (at top level)");
+  EXPECT_THAT(error_of<ConfigError>([&] { c.get<int>("schedule.warmup"); }),
+              HasSubstr("missing required key schedule.warmup (at top level)"));
+}
+
+TEST(Config, MissingRequiredPointsAtALikelyTypo) {
+  Config c = Config::parse("seed: 1\noptimizer:\n  name: sgd\n  lrr: 0.1\n", "x.yaml");
+  EXPECT_EQ(error_of<ConfigError>([&] { c.get<double>("optimizer.lr"); }),
+            "config x.yaml: missing required key optimizer.lr (in section optimizer at line 2); "
+            "found 'optimizer.lrr' at line 4 instead: is it misspelt?");
+}
+
+TEST(Config, FinishListsUnreadKeysWithSuggestions) {
+  const char* text =
+      "seed: 1\n"           // 1
+      "optimizer:\n"        // 2
+      "  name: sgd\n"       // 3
+      "  lr: 0.1\n"         // 4
+      "  momentumm: 0.9\n"  // 5
+      "  nesterov: true\n"  // 6
+      "reducer:\n"          // 7
+      "  name: adasum\n"    // 8
+      "optimzer:\n"         // 9
+      "  lr: 1\n"           // 10
+      "epochz: 3\n"         // 11
+      "colour: red\n";      // 12
+  Config c = Config::parse(text, "configs/x.yaml");
+  c.get<int>("seed");
+  Config opt = c.child("optimizer");
+  opt.get<std::string>("name");
+  opt.get<double>("lr");
+  opt.get_or("momentum", 0.0);  // absent: known, so it can be suggested
+  opt.get_or("weight_decay", 0.0);
+  c.get_or("epochs", 10);
+  c.get<std::string>("reducer.name");
+  const std::string msg = error_of<ConfigError>([&] { c.finish(); });
+  EXPECT_THAT(msg, HasSubstr("config configs/x.yaml: 5 keys that nothing reads"));
+  EXPECT_THAT(msg, HasSubstr("\n  optimizer.momentumm (line 5, column 3): did you mean "
+                             "'momentum'?"));
+  EXPECT_THAT(msg, HasSubstr("\n  optimizer.nesterov (line 6, column 3)\n"));
+  // An unread section is reported once, as a whole.
+  EXPECT_THAT(msg, HasSubstr("\n  optimzer (line 9, column 1): did you mean 'optimizer'?"));
+  EXPECT_THAT(msg, Not(HasSubstr("optimzer.lr")));
+  EXPECT_THAT(msg, HasSubstr("\n  epochz (line 11, column 1): did you mean 'epochs'?"));
+  EXPECT_THAT(msg, HasSubstr("\n  colour (line 12, column 1)"));
+  // finish() checks the whole document from any section.
+  EXPECT_THROW(opt.finish(), ConfigError);
+}
+
+TEST(Config, FinishPassesWhenEverythingIsRead) {
+  Config c = Config::parse(kTrainYaml, "train.yaml");
+  c.get<int>("seed");
+  c.get<std::string>("model");
+  Config opt = c.child("optimizer");
+  opt.get<double>("lr");
+  opt.get<double>("momentum");
+  opt.get<bool>("nesterov");
+  opt.get<std::vector<int>>("milestones");
+  c.get<std::string>("reducer.name");
+  Config data = c.child("data");
+  EXPECT_THAT(error_of<ConfigError>([&] { c.finish(); }), HasSubstr("data.batch_size"));
+  data.get<int>("batch_size");
+  data.get<int64_t>("samples");
+  data.get<std::vector<double>>("mean");
+  data.get<std::vector<std::string>>("splits");
+  // Explicit nulls looked at through has()/get_or() count as read.
+  data.get_or("shuffle_buffer", 0);
+  EXPECT_THAT(error_of<ConfigError>([&] { c.finish(); }),
+              HasSubstr("1 key that nothing reads (misspelt, misplaced, or unused with these "
+                        "settings); fix or remove it:\n  data.cache (line 17, column 3)"));
+  EXPECT_FALSE(data.has("cache"));
+  EXPECT_NO_THROW(c.finish());
+}
+
+TEST(Config, Overrides) {
+  Config c = Config::parse(kTrainYaml, "x.yaml");
+  c.set_override("optimizer.lr=0.5");
+  c.set_override("reducer.name=average");
+  c.set_override("optimizer.milestones=[1, 2]");
+  c.set_override("schedule.warmup.steps=100");  // creates schedule and schedule.warmup
+  c.set_override("data.shuffle_buffer=64");     // replaces a null
+  c.set_override("data.splits={train: 0.9, test: 0.1}");
+  c.set_override("model='lenet: v2'");
+  EXPECT_DOUBLE_EQ(c.get<double>("optimizer.lr"), 0.5);
+  EXPECT_EQ(c.get<std::string>("reducer.name"), "average");
+  EXPECT_EQ(c.get<std::vector<int>>("optimizer.milestones"), (std::vector<int>{1, 2}));
+  EXPECT_EQ(c.get<int>("schedule.warmup.steps"), 100);
+  EXPECT_EQ(c.get<int>("data.shuffle_buffer"), 64);
+  EXPECT_DOUBLE_EQ(c.child("data").get<double>("splits.train"), 0.9);
+  EXPECT_EQ(c.get<std::string>("model"), "lenet: v2");
+  EXPECT_EQ(c.where("optimizer.lr"), "config x.yaml: optimizer.lr (set by --set optimizer.lr=0.5)");
+  EXPECT_EQ(c.where("data.splits.test"),
+            "config x.yaml: data.splits.test (set by --set data.splits={train: 0.9, test: 0.1})");
+  // Keys keep their place in the file.
+  EXPECT_EQ(c.child("optimizer").keys(),
+            (std::vector<std::string>{"lr", "momentum", "nesterov", "milestones"}));
+  // Overrides relative to a section.
+  Config opt = c.child("optimizer");
+  opt.set_override("momentum=0.8");
+  EXPECT_DOUBLE_EQ(c.get<double>("optimizer.momentum"), 0.8);
+  // A misspelt override is caught by finish() like a misspelt key in the file.
+  c.set_override("optimizer.nesterv=false");
+  const std::string msg = error_of<ConfigError>([&] { c.finish(); });
+  EXPECT_THAT(msg, HasSubstr("optimizer.nesterv (set by --set optimizer.nesterv=false)"));
+}
+
+TEST(Config, BadOverridesNameTheAssignmentAndTheFix) {
+  Config c = Config::parse(kTrainYaml, "x.yaml");
+  EXPECT_THAT(error_of<ConfigError>([&] { c.set_override("optimizer.lr"); }),
+              HasSubstr("--set 'optimizer.lr': expected KEY=VALUE with a dotted key, e.g. --set "
+                        "optimizer.lr=0.1"));
+  EXPECT_THAT(error_of<ConfigError>([&] { c.set_override("=3"); }), HasSubstr("KEY=VALUE"));
+  EXPECT_THAT(error_of<ConfigError>([&] { c.set_override("optimizer..lr=3"); }),
+              HasSubstr("has an empty part"));
+  EXPECT_THAT(error_of<ConfigError>([&] { c.set_override("optimizer lr=3"); }),
+              HasSubstr("may hold only letters, digits"));
+  EXPECT_THAT(error_of<ConfigError>([&] { c.set_override("optimizer.lr="); }),
+              HasSubstr("the value is empty; write optimizer.lr='' for an empty string"));
+  EXPECT_THAT(error_of<ConfigError>([&] { c.set_override("optimizer.milestones=[1, 2"); }),
+              HasSubstr("--set 'optimizer.milestones=[1, 2': the value '[1, 2' is not valid YAML"));
+  EXPECT_THAT(error_of<ConfigError>([&] { c.set_override("model.depth=3"); }),
+              HasSubstr("cannot set model.depth because model (line 3, column 8) is 'lenet', not "
+                        "a section"));
+  // Nothing changed.
+  EXPECT_DOUBLE_EQ(c.get<double>("optimizer.lr"), 0.1);
+  EXPECT_EQ(c.get<std::vector<int>>("optimizer.milestones"), (std::vector<int>{30, 60, 80}));
+}
+
+TEST(Config, OverrideOfAnAliasedValueLeavesTheOtherAliasAlone) {
+  Config c = Config::parse("base: &lr 0.1\nhead_lr: *lr\n", "a.yaml");
+  c.set_override("head_lr=0.5");
+  EXPECT_DOUBLE_EQ(c.get<double>("head_lr"), 0.5);
+  EXPECT_DOUBLE_EQ(c.get<double>("base"), 0.1);
+  Config shared = Config::parse("a: &s {x: 1}\nb: *s\n", "a.yaml");
+  EXPECT_THAT(error_of<ConfigError>([&] { shared.set_override("b.x=2"); }),
+              HasSubstr("shared through a YAML alias"));
+}
+
+TEST(Config, WhereFormats) {
+  Config c = Config::parse(kTrainYaml, "x.yaml");
+  EXPECT_EQ(c.where("reducer.name"), "config x.yaml: reducer.name (line 10, column 9)");
+  EXPECT_EQ(c.child("reducer").where("name"), "config x.yaml: reducer.name (line 10, column 9)");
+  EXPECT_EQ(c.where("reducer"), "config x.yaml: reducer (line 9, column 1)");
+  EXPECT_EQ(c.where("reducer.kind"), "config x.yaml: reducer.kind (not set)");
+  EXPECT_EQ(c.where(), "config x.yaml");
+  EXPECT_EQ(c.child("reducer").where(), "config x.yaml: reducer (line 9, column 1)");
+}
+
+TEST(Config, HashIsStableAndCanonical) {
+  Config a = Config::parse("# comment\nb: [x, y]\na: 1\n", "a.yaml");
+  Config b =
+      Config::parse("a: 1   # same content, other order and layout\nb:\n  - x\n  - y\n", "b.yaml");
+  EXPECT_EQ(a.hash(), b.hash());
+  // Pinned: FNV-1a 64 of the canonical text {"a":"1","b":["x","y"]}. It must never change
+  // between builds or machines, because ranks compare it.
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char ch : std::string("{\"a\":\"1\",\"b\":[\"x\",\"y\"]}")) {
+    h ^= ch;
+    h *= 1099511628211ull;
+  }
+  EXPECT_EQ(a.hash(), h);
+  EXPECT_EQ(a.hash(), 0x4a087599244f11b8ull);
+  Config c = Config::parse("a: 2\nb: [x, y]\n", "c.yaml");
+  EXPECT_NE(a.hash(), c.hash());
+  Config d = Config::parse("a: 1\nb: [x, y]\n", "d.yaml");
+  EXPECT_EQ(a.hash(), d.hash());
+  d.set_override("a=2");
+  EXPECT_EQ(d.hash(), c.hash());
+  // Sections hash on their own.
+  Config e = Config::parse("s:\n  a: 1\n  b: [x, y]\nt: 3\n", "e.yaml");
+  EXPECT_EQ(e.child("s").hash(), a.hash());
+  EXPECT_NE(e.hash(), a.hash());
+}
+
+TEST(Config, DumpRoundTrips) {
+  Config c = Config::parse(kTrainYaml, "x.yaml");
+  c.set_override("optimizer.lr=0.25");
+  const std::string text = c.dump();
+  EXPECT_THAT(text, HasSubstr("lr: 0.25"));
+  EXPECT_THAT(text, Not(HasSubstr("# a training run")));
+  Config again = Config::parse(text, "dump.yaml");
+  EXPECT_EQ(again.hash(), c.hash());
+  EXPECT_DOUBLE_EQ(again.get<double>("optimizer.lr"), 0.25);
+  EXPECT_THAT(c.child("reducer").dump(), HasSubstr("name: adasum"));
+  // Hashing and dumping leave the document as it was.
+  EXPECT_EQ(c.dump(), text);
+  EXPECT_EQ(c.get<std::string>("model"), "lenet");
+}
+
+TEST(Config, EmptyDocumentIsAnEmptyMapping) {
+  Config c = Config::parse("", "empty.yaml");
+  EXPECT_FALSE(c.has("a"));
+  EXPECT_EQ(c.get_or("a", 3), 3);
+  EXPECT_NO_THROW(c.finish());
+  c.set_override("a.b=1");
+  EXPECT_EQ(c.get<int>("a.b"), 1);
+  Config comments = Config::parse("# only a comment\n", "c.yaml");
+  EXPECT_TRUE(comments.keys().empty());
+}
+
+TEST(Config, BadDocuments) {
+  EXPECT_THAT(error_of<ConfigError>([] { Config::parse("a: 1\nb: [1, 2\nc: 3\n", "s.yaml"); }),
+              HasSubstr("config s.yaml: YAML syntax error at line"));
+  EXPECT_THAT(error_of<ConfigError>([] { Config::parse("a:\n  b: 1\n c: 2\n", "i.yaml"); }),
+              HasSubstr("config i.yaml: YAML syntax error at line 3, column"));
+  EXPECT_EQ(error_of<ConfigError>([] { Config::parse("a: 1\nb: 2\na: 3\n", "d.yaml"); }),
+            "config d.yaml: key a appears twice (line 1 and line 3); keep one");
+  EXPECT_THAT(error_of<ConfigError>([] { Config::parse("x:\n  a: 1\n  a: 2\n", "d.yaml"); }),
+              HasSubstr("key x.a appears twice (line 2 and line 3)"));
+  EXPECT_THAT(error_of<ConfigError>([] { Config::parse("a: 1\n---\nb: 2\n", "m.yaml"); }),
+              HasSubstr("holds 2 YAML documents"));
+  EXPECT_THAT(error_of<ConfigError>([] { Config::parse("- a\n- b\n", "l.yaml"); }),
+              HasSubstr("the top level must be a mapping of keys (key: value lines), got a list"));
+  EXPECT_THAT(error_of<ConfigError>([] { Config::parse("just text", "t.yaml"); }),
+              HasSubstr("got 'just text'"));
+  EXPECT_THAT(
+      error_of<ConfigError>([] { Config::parse("base: &b {x: 1}\nc:\n  <<: *b\n", "m.yaml"); }),
+      HasSubstr("c.<< (line 3, column 3): YAML merge keys (<<) are not supported"));
+  EXPECT_THAT(error_of<ConfigError>([] { Config::parse("? [a, b]\n: 1\n", "k.yaml"); }),
+              HasSubstr("keys must be strings"));
+}
+
+// Found by fuzz_config (a timeout): yaml-cpp 0.7's LoadAll loops forever, allocating, on a
+// document that starts with ',' outside brackets. A stray comma is now a syntax error.
+TEST(Config, StrayCommaIsASyntaxErrorNotAHang) {
+  EXPECT_EQ(error_of<ConfigError>([] { Config::parse(", 15% masking\n", "c.yaml"); }),
+            "config c.yaml: YAML syntax error at line 1, column 1: unexpected ',' outside [ ] or "
+            "{ } (write lists as [a, b] or as '- item' lines); check the indentation, the ': ' "
+            "after each key, and quotes and brackets there");
+  EXPECT_THAT(error_of<ConfigError>([] { Config::parse("[a], b\n", "c.yaml"); }),
+              HasSubstr("YAML syntax error at line 1, column 4: unexpected ','"));
+  EXPECT_THAT(error_of<ConfigError>([] { Config::parse("a: 1\n...\n,\n", "c.yaml"); }),
+              HasSubstr("YAML syntax error at line 3, column 1: unexpected ','"));
+  Config c = Config::parse("a: 1\n", "c.yaml");
+  EXPECT_THAT(error_of<ConfigError>([&] { c.set_override("a=[1], 2"); }),
+              HasSubstr("--set 'a=[1], 2': the value '[1], 2' is not valid YAML (unexpected ','"));
+  EXPECT_THAT(error_of<ConfigError>([&] { c.set_override("a=1\n---\n2"); }),
+              HasSubstr("is not valid YAML (more than one YAML document)"));
+  EXPECT_EQ(c.get<int>("a"), 1);
+}
+
+// Found by fuzz_config: yaml-cpp read a bad byte as U+FFFD but dump() wrote it back raw, so the
+// run folder's config.yaml did not load to the same keys. Now refused at once, with the place.
+TEST(Config, InvalidUtf8IsAnErrorNamingLineAndColumn) {
+  EXPECT_EQ(error_of<ConfigError>([] { Config::parse("a: 1\nb: x\xd8y\n", "u.yaml"); }),
+            "config u.yaml: line 2, column 5: byte 0xd8 is not valid UTF-8; save the config as "
+            "UTF-8 text without control characters (tabs and line ends aside)");
+  EXPECT_THAT(error_of<ConfigError>([] {
+                Config::parse(
+                    "\xff\xfe"
+                    "a: 1\n",
+                    "utf16.yaml");
+              }),
+              HasSubstr("line 1, column 1: byte 0xff"));
+  // Overlong forms and surrogates are not UTF-8 either; real UTF-8 (and a BOM) is fine.
+  EXPECT_THROW(Config::parse("a: \xc0\xaf\n", "o.yaml"), ConfigError);
+  EXPECT_THROW(Config::parse("a: \xed\xa0\x80\n", "s.yaml"), ConfigError);
+  Config ok =
+      Config::parse("\xef\xbb\xbfname: caf\xc3\xa9 \xe4\xb8\xad \xf0\x9f\x98\x80\n", "ok.yaml");
+  EXPECT_EQ(ok.get<std::string>("name"), "caf\xc3\xa9 \xe4\xb8\xad \xf0\x9f\x98\x80");
+  EXPECT_EQ(Config::parse(ok.dump(), "again").hash(), ok.hash());
+  EXPECT_THAT(error_of<ConfigError>([&] { ok.set_override("name=b\xe9"); }),
+              HasSubstr("--set: line 1, column 7: byte 0xe9 is not valid UTF-8 in the assignment"));
+  // A NUL made yaml-cpp decode the rest as UTF-32, into bytes that are not UTF-8 (found by
+  // fuzz_config): control characters are refused in files and --set values alike.
+  EXPECT_THAT(
+      error_of<ConfigError>([&] { ok.set_override(std::string("x=\x02\0\0\0\x01\0\0\0ab", 14)); }),
+      HasSubstr("--set: line 1, column 3: control character 0x02 in the assignment"));
+  EXPECT_THAT(
+      error_of<ConfigError>([] { Config::parse(std::string("a: 1\n\0b: 2\n", 11), "z.yaml"); }),
+      HasSubstr("line 2, column 1: control character 0x00"));
+  EXPECT_NO_THROW(Config::parse("a:\t1\r\nb: 2\n", "tab.yaml"));  // tabs and CRLF are fine
+  // A lone CR stayed inside the value ("null\r") and dump() wrote it unquoted (fuzz_config).
+  EXPECT_THAT(error_of<ConfigError>([&] { ok.set_override("train=null\r"); }),
+              HasSubstr("--set: line 1, column 11: a carriage return without a line feed"));
+  EXPECT_THAT(error_of<ConfigError>([] { Config::parse("a: 1\rb: 2\n", "cr.yaml"); }),
+              HasSubstr("config cr.yaml: line 1, column 5: a carriage return without a line feed"));
+  // Override values obey the document rules too: no duplicate keys.
+  EXPECT_THAT(error_of<ConfigError>([&] { ok.set_override("s={k: 1, k: 2}"); }),
+              HasSubstr("key s.k appears twice"));
+  EXPECT_FALSE(ok.has("x"));
+  EXPECT_FALSE(ok.has("s"));
+}
+
+class ConfigFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tmp_ = std::make_unique<ada::testing::TempDir>("ada_config");
+    dir_ = tmp_->path();
+  }
+  void TearDown() override { tmp_.reset(); }
+  std::string write(const std::string& name, const std::string& text) {
+    const auto p = dir_ / name;
+    std::ofstream(p) << text;
+    return p.string();
+  }
+  std::unique_ptr<ada::testing::TempDir> tmp_;
+  std::filesystem::path dir_;
+};
+
+TEST_F(ConfigFile, LoadsAndNamesTheFileInMessages) {
+  const std::string path = write("run.yaml", kTrainYaml);
+  Config c = Config::load_file(path);
+  EXPECT_EQ(c.source(), path);
+  EXPECT_EQ(c.get<int>("seed"), 42);
+  EXPECT_EQ(c.where("reducer.name"), "config " + path + ": reducer.name (line 10, column 9)");
+  EXPECT_EQ(Config::parse(kTrainYaml, "other").hash(), c.hash());
+}
+
+TEST_F(ConfigFile, UnreadableAndBrokenFiles) {
+  const std::string missing = (dir_ / "nope.yaml").string();
+  EXPECT_THAT(error_of<IoError>([&] { Config::load_file(missing); }),
+              HasSubstr("cannot open config file '" + missing + "': No such file or directory"));
+  EXPECT_THAT(error_of<IoError>([&] { Config::load_file("surely/not/here.yaml"); }),
+              HasSubstr("(relative to "));
+  EXPECT_THAT(error_of<IoError>([&] { Config::load_file(dir_.string()); }),
+              HasSubstr("is a folder; pass a .yaml file"));
+  const std::string bad = write("bad.yaml", "a: 1\nb: {c: 2\n");
+  EXPECT_THAT(error_of<ConfigError>([&] { Config::load_file(bad); }),
+              HasSubstr("config " + bad + ": YAML syntax error at line"));
+}
+
+}  // namespace
+}  // namespace ada
