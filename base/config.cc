@@ -826,6 +826,23 @@ uint64_t Config::hash() const {
   return h;
 }
 
+std::string Range::str() const {
+  std::ostringstream os;
+  if (std::isinf(hi) && !std::isinf(lo))
+    os << (lo_open ? "> " : ">= ") << lo;
+  else
+    os << "in " << (lo_open ? "(" : "[") << lo << ", " << hi << (hi_open ? ")" : "]");
+  return os.str();
+}
+
+void Config::fail_range(const std::string& key, double value, const Range& range,
+                        const std::string& hint) const {
+  std::ostringstream os;
+  os << where(key) << ": must be " << range.str() << ", got " << value;
+  if (!hint.empty()) os << "; " << hint;
+  throw ConfigError(os.str());
+}
+
 std::string Config::where(const std::string& key) const {
   const ConfigState& s = *state_;
   const std::string full = join(path_, key);

@@ -6,12 +6,34 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 namespace ada {
+
+// The values a number read from a config may take (Config::get_in): at_least(0) is [0, inf),
+// above(0) is (0, inf), closed(0, 1) is [0, 1], half_open(0, 1) is [0, 1). NaN is in none.
+struct Range {
+  double lo = -std::numeric_limits<double>::infinity(),
+         hi = std::numeric_limits<double>::infinity();
+  bool lo_open = false, hi_open = false;  // open: the bound itself is excluded
+
+  static Range at_least(double lo) {
+    return {lo, std::numeric_limits<double>::infinity(), false, false};
+  }
+  static Range above(double lo) {
+    return {lo, std::numeric_limits<double>::infinity(), true, false};
+  }
+  static Range closed(double lo, double hi) { return {lo, hi, false, false}; }
+  static Range half_open(double lo, double hi) { return {lo, hi, false, true}; }
+  bool contains(double x) const {
+    return (lo_open ? x > lo : x >= lo) && (hi_open ? x < hi : x <= hi);
+  }
+  std::string str() const;  // ">= 0", "> 0", "in [0, 1)"
+};
 
 namespace detail {
 struct ConfigState;
@@ -57,6 +79,25 @@ class Config {
     return get_or<std::string>(key, std::string(fallback));
   }
 
+  // A required number (int, int64_t, float, double) in `range`, else a ConfigError
+  // "<where>: must be <range>, got <value>; <hint>": `hint` says what values mean or are
+  // typical ("0: off", "typical: 0.9"). get_in_or: the same for an optional one (`fallback`,
+  // unchecked, when unset).
+  template <class T>
+  T get_in(const std::string& key, const Range& range, const std::string& hint = "") const {
+    static_assert(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>,
+                  "Config::get_in: a number type");
+    const T v = get<T>(key);
+    if (!range.contains(static_cast<double>(v)))
+      fail_range(key, static_cast<double>(v), range, hint);
+    return v;
+  }
+  template <class T>
+  T get_in_or(const std::string& key, const T& fallback, const Range& range,
+              const std::string& hint = "") const {
+    return has(key) ? get_in<T>(key, range, hint) : fallback;
+  }
+
   // Throws ConfigError listing every key of the whole document (not only this section) that
   // nothing read, with its path, line and a "did you mean" suggestion. Call once all components
   // have been built from the configuration.
@@ -89,6 +130,8 @@ class Config {
   Config(std::shared_ptr<detail::ConfigState> state, std::string path);
   template <class T>
   T read(const std::string& key) const;  // defined and instantiated in config.cc
+  [[noreturn]] void fail_range(const std::string& key, double value, const Range& range,
+                               const std::string& hint) const;
   std::shared_ptr<detail::ConfigState> state_;
   std::string path_;
 };

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/autograd.h"
 
@@ -15,5 +16,13 @@ struct Param {
   Variable var;              // value + grad
   bool weight_decay = true;  // false for biases and normalisation parameters
 };
+
+// The Variables of `params`, in order.
+inline std::vector<Variable> variables_of(const std::vector<Param>& params) {
+  std::vector<Variable> v;
+  v.reserve(params.size());
+  for (const auto& p : params) v.push_back(p.var);
+  return v;
+}
 
 }  // namespace ada

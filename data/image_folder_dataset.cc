@@ -115,4 +115,25 @@ void check_image_folder_classes(const ImageFolderDataset& train, const ImageFold
                        << " or point data.path at a folder with " << num_classes << " classes";
 }
 
+DataSets read_image_folder(const DatasetRequest& request) {
+  const Config& d = request.section;
+  ImageTransformOptions train_t, eval_t;
+  train_t.crop_size = eval_t.crop_size = d.get_or<int64_t>("crop_size", 224);
+  eval_t.resize_size = d.get_or<int64_t>("resize_size", 256);
+  eval_t.train = false;
+  auto train =
+      std::make_shared<ImageFolderDataset>(d.get<std::string>("path"), train_t, request.seed);
+  std::shared_ptr<ImageFolderDataset> eval;
+  DataSets out;
+  if (d.has("eval_path"))
+    eval =
+        std::make_shared<ImageFolderDataset>(d.get<std::string>("eval_path"), eval_t, request.seed);
+  else
+    out.no_eval_reason = "data.eval_path is not set";
+  check_image_folder_classes(*train, eval.get(), request.num_classes);
+  out.train = train;
+  out.eval = eval;
+  return out;
+}
+
 }  // namespace ada::data

@@ -11,6 +11,7 @@
 
 #include "data/dataset.h"
 #include "data/image_transforms.h"
+#include "data/registry.h"
 
 namespace ada::data {
 
@@ -48,5 +49,9 @@ class ImageFolderDataset : public Dataset {
 // fix.
 void check_image_folder_classes(const ImageFolderDataset& train, const ImageFolderDataset* eval,
                                 int64_t num_classes);
+
+// data.name image_folder: data.path, data.eval_path (class folders of JPEGs), data.crop_size
+// (224), data.resize_size (256, evaluation).
+DataSets read_image_folder(const DatasetRequest& request);
 
 }  // namespace ada::data

@@ -293,4 +293,38 @@ Example MlmDataset::get(int64_t index, int64_t epoch) const {
   return ex;
 }
 
+namespace {
+// A single path or a list of paths.
+std::vector<std::string> paths_of(const Config& c, const std::string& key) {
+  try {
+    return c.get<std::vector<std::string>>(key);
+  } catch (const ConfigError&) {
+    return {c.get<std::string>(key)};
+  }
+}
+}  // namespace
+
+DataSets read_mlm(const DatasetRequest& request) {
+  const Config &d = request.section, &model = request.model;
+  MlmOptions o;
+  o.seq_len = d.get_or<int64_t>("seq_len", 128);
+  o.nsp = model.get_or<bool>("nsp", false);
+  o.max_predictions = d.get_or<int64_t>("max_predictions", 0);
+  o.seed = request.seed;
+  // The defaults are those of nn/models/bert.cc (every preset: 30522 tokens, 512 positions).
+  o.vocab_size = model.get_or<int64_t>("vocab_size", 30522);
+  const int64_t positions = model.get_or<int64_t>("max_positions", 512);
+  ADA_CHECK_ARG(o.seq_len <= positions, ConfigError)
+      << d.where("seq_len") << ": " << o.seq_len << " tokens per sequence, but the model has "
+      << positions << " positions (model.max_positions); lower data.seq_len or raise max_positions";
+  DataSets out;
+  out.train = MlmDataset::open(paths_of(d, "path"), o);
+  if (d.has("eval_path"))
+    out.eval = MlmDataset::open(paths_of(d, "eval_path"), o);
+  else
+    out.no_eval_reason =
+        "data.eval_path is not set (prepare_mlm --eval-out writes an evaluation set)";
+  return out;
+}
+
 }  // namespace ada::data

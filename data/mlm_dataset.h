@@ -11,6 +11,7 @@
 
 #include "data/dataset.h"
 #include "data/mlm_shards.h"
+#include "data/registry.h"
 
 namespace ada::data {
 
@@ -98,5 +99,9 @@ class MlmDataset : public Dataset {
   // NSP mode.
   std::vector<Chunk> chunks_;
 };
+
+// data.name mlm: data.path and data.eval_path (a shard or a list, from prepare_mlm),
+// data.seq_len (128, at most model.max_positions), data.max_predictions (0: no cap).
+DataSets read_mlm(const DatasetRequest& request);
 
 }  // namespace ada::data

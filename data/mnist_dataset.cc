@@ -108,4 +108,29 @@ Example MnistDataset::get(int64_t index, int64_t /*epoch*/) const {
   return ex;
 }
 
+DataSets read_mnist(const DatasetRequest& request, bool fashion) {
+  const Config& d = request.section;
+  const std::string dir =
+      d.get_or<std::string>("path", fashion ? "data/fashion-mnist" : "data/mnist");
+  MnistOptions o = fashion ? MnistOptions::fashion() : MnistOptions{};
+  o.mean = static_cast<float>(d.get_or<double>("mean", o.mean));
+  o.std = static_cast<float>(d.get_or<double>("std", o.std));
+  o.num_classes = request.num_classes;
+  DataSets out;
+  auto train = MnistDataset::open(dir, "train", o);
+  out.train = train;
+  if (d.get_or<bool>("eval", true)) {
+    auto test = MnistDataset::open(dir, "test", o);
+    ADA_CHECK_ARG(test->height() == train->height() && test->width() == train->width(), IoError)
+        << "data: " << test->describe() << " holds " << test->height() << "x" << test->width()
+        << " images but " << train->describe() << " holds " << train->height() << "x"
+        << train->width() << "; both splits must come from one data set (" << d.where("path")
+        << ")";
+    out.eval = test;
+  } else {
+    out.no_eval_reason = d.where("eval") + " is false";
+  }
+  return out;
+}
+
 }  // namespace ada::data

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "data/dataset.h"
+#include "data/registry.h"
 
 namespace ada::data {
 
@@ -50,5 +51,9 @@ class MnistDataset : public Dataset {
   std::vector<uint8_t> labels_;
   float lut_[256];  // byte -> normalised value
 };
+
+// data.name mnist / fashion_mnist: data.path (an IDX folder, default data/mnist or
+// data/fashion-mnist), data.mean, data.std, data.eval (true: the test split evaluates).
+DataSets read_mnist(const DatasetRequest& request, bool fashion);
 
 }  // namespace ada::data

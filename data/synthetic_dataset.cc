@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "core/random.h"
+#include "data/dataset.h"
 
 namespace ada::data {
 
@@ -92,6 +93,82 @@ Example SyntheticDataset::get(int64_t index, int64_t /*epoch*/) const {
     ex.set(f.name, std::move(t));
   }
   return ex;
+}
+
+namespace {
+
+// Synthetic BERT batches: random ids, and labels at ~15% of the positions (-100 elsewhere).
+class SyntheticMlm : public Dataset {
+ public:
+  SyntheticMlm(int64_t size, int64_t seq, int64_t vocab, bool nsp, uint64_t seed)
+      : size_(size), seq_(seq), vocab_(vocab), nsp_(nsp), seed_(seed) {}
+  int64_t size() const override { return size_; }
+  Example get(int64_t index, int64_t epoch) const override {
+    Generator g = example_generator(seed_, epoch, index);
+    const uint64_t first = g.take(static_cast<uint64_t>(2 * seq_));
+    Tensor ids = Tensor::empty({seq_}, DType::i64), labels = Tensor::empty({seq_}, DType::i64);
+    for (int64_t i = 0; i < seq_; ++i) {
+      ids.data<int64_t>()[i] =
+          static_cast<int64_t>(Generator::uniform_at(g.seed(), first, i) * vocab_) % vocab_;
+      const bool chosen = Generator::uniform_at(g.seed(), first, seq_ + i) < 0.15f;
+      labels.data<int64_t>()[i] = chosen ? ids.data<int64_t>()[i] : -100;
+    }
+    Example e;
+    e.set("input_ids", ids);
+    e.set("segment_ids", Tensor::zeros({seq_}, DType::i64));
+    e.set("attention_mask", Tensor::ones({seq_}, DType::i64));
+    e.set("labels", labels);
+    if (nsp_)
+      e.set("nsp_label",
+            Tensor::full({}, Generator::uniform_at(g.seed(), first, 0) < 0.5f ? 0 : 1, DType::i64));
+    return e;
+  }
+  std::string describe() const override {
+    return "synthetic MLM (" + std::to_string(size_) + " sequences of " + std::to_string(seq_) +
+           ")";
+  }
+
+ private:
+  int64_t size_, seq_, vocab_;
+  bool nsp_;
+  uint64_t seed_;
+};
+
+}  // namespace
+
+DataSets read_synthetic(const DatasetRequest& request) {
+  const Config &d = request.section, &model = request.model;
+  for (const char* k :
+       {"path", "eval_path", "eval", "mean", "std", "crop_size", "resize_size", "max_predictions"})
+    if (d.has(k)) (void)d.get<std::string>(k);
+  const int64_t size = d.get_in_or<int64_t>("size", 1024, Range::above(0));
+  const int64_t eval_size =
+      d.get_in_or<int64_t>("eval_size", 256, Range::at_least(0), "0: no evaluation");
+  DataSets out;
+  auto add = [&](auto make) {
+    out.train = make(size, request.seed);
+    if (eval_size > 0)
+      out.eval = make(eval_size, request.seed + 1);
+    else
+      out.no_eval_reason = d.where("eval_size") + " is 0";
+  };
+  if (request.num_classes == 0) {  // a model without classes reads MLM sequences (BERT)
+    const int64_t seq = d.get_or<int64_t>("seq_len", 128);
+    const int64_t vocab = model.get_or<int64_t>("vocab_size", 30522);
+    const bool nsp = model.get_or<bool>("nsp", false);
+    add([&](int64_t n, uint64_t seed) {
+      return std::make_shared<SyntheticMlm>(n, seq, vocab, nsp, seed);
+    });
+  } else {
+    const std::string name = model.get<std::string>("name");
+    const bool small = name == "lenet5" || name == "resnet20_mnist";  // 28 x 28 grey images
+    std::vector<int64_t> shape = d.get_or<std::vector<int64_t>>(
+        "image_shape", small ? std::vector<int64_t>{1, 28, 28} : std::vector<int64_t>{3, 224, 224});
+    const std::vector<SyntheticField> f = {{"image", Shape(shape.begin(), shape.end()), DType::f32},
+                                           {"label", {}, DType::i64, 0, 1, 0, request.num_classes}};
+    add([&](int64_t n, uint64_t seed) { return std::make_shared<SyntheticDataset>(n, f, seed); });
+  }
+  return out;
 }
 
 }  // namespace ada::data

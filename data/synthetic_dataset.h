@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "data/dataset.h"
+#include "data/registry.h"
 
 namespace ada::data {
 
@@ -47,5 +48,11 @@ class SyntheticDataset : public Dataset {
   std::vector<SyntheticField> fields_;
   uint64_t seed_;
 };
+
+// data.name synthetic: random examples of the shapes the model needs (data.size, data.eval_size,
+// data.image_shape for classifiers, data.seq_len for a model without classes: MLM sequences).
+// Stands in for any data set in smoke and throughput runs: the keys of the set it replaces are
+// accepted and ignored.
+DataSets read_synthetic(const DatasetRequest& request);
 
 }  // namespace ada::data

@@ -2,6 +2,15 @@
 
 namespace ada::nn {
 
+const Metric& ModelOutput::metric(const std::string& name) const {
+  for (const auto& [n, m] : metrics)
+    if (n == name) return m;
+  std::string have;
+  for (const auto& [n, m] : metrics) have += (have.empty() ? "" : ", ") + n;
+  ADA_THROW(InternalError) << "the model reports no figure '" << name
+                           << "' (it reports: " << (have.empty() ? "none" : have) << ")";
+}
+
 const Tensor& Model::field(const TensorMap& batch, const std::string& name) const {
   auto it = batch.find(name);
   if (it != batch.end()) return it->second;

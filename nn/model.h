@@ -1,8 +1,8 @@
 // Model: a Module that turns a batch of named tensors into a loss and metric sums.
 // Image classifiers read "image" [N,C,H,W] f32 and "label" [N] i64; BERT reads "input_ids",
 // "segment_ids", optional "attention_mask" [B,S], "labels" [B,S] (-100 = not masked) and
-// optional "nsp_label" [B]. Metrics are sums over the batch (e.g. "correct", "count") so they
-// can be added across micro-batches and ranks before dividing.
+// optional "nsp_label" [B]. Each reports its evaluation figures as named (sum, count) pairs over
+// the batch, added across batches and ranks before dividing.
 // To add a model: one file with a class deriving from Model and a factory, plus one line in
 // register_builtin_models() (models/registry.cc).
 #pragma once
@@ -11,6 +11,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "base/config.h"
 #include "base/registry.h"
@@ -21,14 +23,26 @@ namespace ada::nn {
 
 using TensorMap = std::map<std::string, Tensor>;
 
+// One evaluation figure over a batch, as a sum and a count: the figure is sum / count once both
+// are added over every batch and rank (e.g. top-1 accuracy: correct predictions, examples).
+struct Metric {
+  double sum = 0, count = 0;
+};
+// Named figures in the order a run reports them (as eval_<name> in metrics.jsonl).
+using Metrics = std::vector<std::pair<std::string, Metric>>;
+
 struct ModelOutput {
-  Variable loss;                          // mean over the batch
-  std::map<std::string, double> metrics;  // sums over the batch
+  Variable loss;    // mean over the batch
+  Metrics metrics;  // sums over the batch
+  // The figure called `name`; InternalError when the model reports none of that name.
+  const Metric& metric(const std::string& name) const;
 };
 
 class Model : public Module {
  public:
   virtual ModelOutput forward(const TensorMap& batch) = 0;
+  // The classes of a classifier's output; 0 for models without classes.
+  virtual int64_t num_classes() const { return 0; }
   // The generator behind dropout (checkpointed with the model); models without one return
   // their unused default.
   Generator& rng() { return rng_; }

@@ -2,25 +2,19 @@
 #include "optim/adam.h"
 
 #include "core/ops.h"
-#include "optim/config_util.h"
 
 namespace ada::optim {
-
-using detail::above;
-using detail::at_least;
-using detail::get_checked;
-using detail::get_checked_or;
-using detail::unit_interval_open_top;
 
 AdamOptions AdamOptions::from_config(const Config& c, bool decoupled) {
   AdamOptions o;
   o.decoupled = decoupled;
-  o.lr = get_checked(c, "lr", above(0), "the single-worker learning rate, e.g. 1e-3");
-  o.beta1 = get_checked_or(c, "beta1", o.beta1, unit_interval_open_top(), "typical: 0.9");
-  o.beta2 = get_checked_or(c, "beta2", o.beta2, unit_interval_open_top(), "typical: 0.999");
-  o.eps = get_checked_or(c, "eps", o.eps, above(0), "typical: 1e-8 (1e-6 for BERT)");
-  o.weight_decay = get_checked_or(c, "weight_decay", decoupled ? 0.01 : 0.0, at_least(0),
-                                  decoupled ? "typical: 0.01" : "typical: 0 (use adamw to decay)");
+  o.lr = c.get_in<double>("lr", Range::above(0), "the single-worker learning rate, e.g. 1e-3");
+  o.beta1 = c.get_in_or<double>("beta1", o.beta1, Range::half_open(0, 1), "typical: 0.9");
+  o.beta2 = c.get_in_or<double>("beta2", o.beta2, Range::half_open(0, 1), "typical: 0.999");
+  o.eps = c.get_in_or<double>("eps", o.eps, Range::above(0), "typical: 1e-8 (1e-6 for BERT)");
+  o.weight_decay =
+      c.get_in_or<double>("weight_decay", decoupled ? 0.01 : 0.0, Range::at_least(0),
+                          decoupled ? "typical: 0.01" : "typical: 0 (use adamw to decay)");
   return o;
 }
 

@@ -4,23 +4,17 @@
 #include <cmath>
 
 #include "core/ops.h"
-#include "optim/config_util.h"
 
 namespace ada::optim {
 
-using detail::above;
-using detail::at_least;
-using detail::get_checked;
-using detail::get_checked_or;
-using detail::unit_interval_open_top;
-
 LambOptions LambOptions::from_config(const Config& c) {
   LambOptions o;
-  o.lr = get_checked(c, "lr", above(0), "the single-worker learning rate, e.g. 1e-3");
-  o.beta1 = get_checked_or(c, "beta1", o.beta1, unit_interval_open_top(), "typical: 0.9");
-  o.beta2 = get_checked_or(c, "beta2", o.beta2, unit_interval_open_top(), "typical: 0.999");
-  o.eps = get_checked_or(c, "eps", o.eps, above(0), "typical: 1e-6");
-  o.weight_decay = get_checked_or(c, "weight_decay", o.weight_decay, at_least(0), "typical: 0.01");
+  o.lr = c.get_in<double>("lr", Range::above(0), "the single-worker learning rate, e.g. 1e-3");
+  o.beta1 = c.get_in_or<double>("beta1", o.beta1, Range::half_open(0, 1), "typical: 0.9");
+  o.beta2 = c.get_in_or<double>("beta2", o.beta2, Range::half_open(0, 1), "typical: 0.999");
+  o.eps = c.get_in_or<double>("eps", o.eps, Range::above(0), "typical: 1e-6");
+  o.weight_decay =
+      c.get_in_or<double>("weight_decay", o.weight_decay, Range::at_least(0), "typical: 0.01");
   o.always_adapt = c.get_or<bool>("always_adapt", o.always_adapt);
   return o;
 }

@@ -72,13 +72,21 @@ class Schedule {
 // From total_steps on, polynomial, cosine and linear stay at end_lr.
 using ScheduleFactory =
     std::function<std::unique_ptr<Schedule>(const Config& section, double base_lr)>;
-using ScheduleRegistry = Registry<ScheduleFactory>;
+struct ScheduleKind {
+  ScheduleFactory make;
+  // Whether the schedule decays to total_steps (the trainer sets it to the run's length when
+  // the config leaves it out).
+  bool needs_total_steps = false;
+};
+using ScheduleRegistry = Registry<ScheduleKind>;
 
 // Adds constant, step, polynomial, cosine, linear.
 void register_builtin_schedules(ScheduleRegistry& registry);
 // The schedule named by `section`'s `name` key ("unknown schedule" lists the known ones).
 std::unique_ptr<Schedule> make_schedule(const ScheduleRegistry& registry, const Config& section,
                                         double base_lr);
+// Whether the schedule `section` names decays to total_steps and the section leaves it out.
+bool lacks_total_steps(const ScheduleRegistry& registry, const Config& section);
 
 // ---- LR scaling with the number of ranks (DESIGN §5, Horovod's Adasum guide) -----------------
 enum class LrScalingRule { none, linear, sqrt };

@@ -5,15 +5,9 @@
 #include <numbers>
 #include <sstream>
 
-#include "optim/config_util.h"
 #include "optim/schedule.h"
 
 namespace ada::optim {
-
-using detail::above;
-using detail::at_least;
-using detail::get_checked_or;
-using detail::Range;
 
 Schedule::Schedule(std::string name, double base_lr, Warmup warmup)
     : name_(std::move(name)), base_lr_(base_lr), warmup_(warmup) {
@@ -113,28 +107,21 @@ class AnnealSchedule : public Schedule {
 
 Warmup read_warmup(const Config& c) {
   Warmup w;
-  const int64_t steps = c.get_or<int64_t>("warmup_steps", 0);
-  if (steps < 0)
-    throw ConfigError(c.where("warmup_steps") + ": warmup_steps must be >= 0, got " +
-                      std::to_string(steps) + "; 0 turns warm-up off");
-  w.steps = steps;
-  w.start_factor = get_checked_or(c, "warmup_start_factor", 0.0, Range{0.0, 1.0},
-                                  "the fraction of the base LR that step 0 runs at");
+  w.steps = c.get_in_or<int64_t>("warmup_steps", 0, Range::at_least(0), "0 turns warm-up off");
+  w.start_factor = c.get_in_or<double>("warmup_start_factor", 0.0, Range::closed(0, 1),
+                                       "the fraction of the base LR that step 0 runs at");
   return w;
 }
 
 int64_t read_total_steps(const Config& c, const Warmup& w) {
-  const int64_t total = c.get<int64_t>("total_steps");
-  if (total <= w.steps)
-    throw ConfigError(c.where("total_steps") + ": total_steps must be > warmup_steps (" +
-                      std::to_string(w.steps) + "), got " + std::to_string(total) +
-                      "; it is the step at which the LR reaches end_lr");
-  return total;
+  return c.get_in<int64_t>("total_steps", Range::above(double(w.steps)),
+                           "it must exceed warmup_steps (" + std::to_string(w.steps) +
+                               "): it is the step at which the LR reaches end_lr");
 }
 
 double read_end_lr(const Config& c, double base) {
-  return get_checked_or(c, "end_lr", 0.0, Range{0.0, base},
-                        "the LR at total_steps, at most the base LR");
+  return c.get_in_or<double>("end_lr", 0.0, Range::closed(0, base),
+                             "the LR at total_steps, at most the base LR");
 }
 
 std::unique_ptr<Schedule> make_step(const Config& c, double base) {
@@ -149,7 +136,7 @@ std::unique_ptr<Schedule> make_step(const Config& c, double base) {
       throw ConfigError(os.str());
     }
   }
-  const double gamma = get_checked_or(c, "gamma", 0.1, above(0), "typical: 0.1");
+  const double gamma = c.get_in_or<double>("gamma", 0.1, Range::above(0), "typical: 0.1");
   return std::make_unique<StepSchedule>(base, w, ms, gamma);
 }
 
@@ -162,7 +149,7 @@ std::unique_ptr<Schedule> make_anneal(const Config& c, double base, const std::s
                                             AnnealSchedule::Shape::cosine, 1.0);
   double power = 1.0;
   if (name == "polynomial")
-    power = get_checked_or(c, "power", 1.0, above(0), "typical: 1 (linear) or 0.5");
+    power = c.get_in_or<double>("power", 1.0, Range::above(0), "typical: 1 (linear) or 0.5");
   return std::make_unique<AnnealSchedule>(name, base, w, total, end,
                                           AnnealSchedule::Shape::polynomial, power);
 }
@@ -170,22 +157,26 @@ std::unique_ptr<Schedule> make_anneal(const Config& c, double base, const std::s
 }  // namespace
 
 void register_builtin_schedules(ScheduleRegistry& r) {
-  r.add("constant", [](const Config& c, double base) {
-    return std::make_unique<ConstantSchedule>(base, read_warmup(c));
-  });
-  r.add("step", make_step);
-  r.add("polynomial", [](const Config& c, double b) { return make_anneal(c, b, "polynomial"); });
-  r.add("cosine", [](const Config& c, double b) { return make_anneal(c, b, "cosine"); });
-  r.add("linear", [](const Config& c, double b) { return make_anneal(c, b, "linear"); });
+  r.add("constant", {[](const Config& c, double base) {
+          return std::make_unique<ConstantSchedule>(base, read_warmup(c));
+        }});
+  r.add("step", {make_step});
+  for (const char* name : {"polynomial", "cosine", "linear"})
+    r.add(name, {[name](const Config& c, double b) { return make_anneal(c, b, name); }, true});
 }
 
 std::unique_ptr<Schedule> make_schedule(const ScheduleRegistry& registry, const Config& section,
                                         double base_lr) {
   const std::string name = section.get<std::string>("name");
-  const ScheduleFactory& f = registry.get(name, section.where("name"));
+  const ScheduleFactory& f = registry.get(name, section.where("name")).make;
   ADA_CHECK_ARG(base_lr > 0 && std::isfinite(base_lr), ConfigError)
       << section.where() << ": the base LR must be a positive number, got " << base_lr;
   return f(section, base_lr);
+}
+
+bool lacks_total_steps(const ScheduleRegistry& registry, const Config& section) {
+  const std::string name = section.get_or<std::string>("name", "constant");
+  return !section.has("total_steps") && registry.get(name, section.where("name")).needs_total_steps;
 }
 
 LrScaling read_lr_scaling(const Config& c, const std::string& reducer) {
@@ -201,8 +192,8 @@ LrScaling read_lr_scaling(const Config& c, const std::string& reducer) {
     throw ConfigError(c.where("lr_scaling") + ": unknown lr_scaling '" + rule +
                       "'; known: linear, none, sqrt");
   }
-  s.adasum_factor = get_checked_or(c, "adasum_lr_factor", 1.0, above(0),
-                                   "Horovod's guide suggests 2-2.5 for CPU Adasum");
+  s.adasum_factor = c.get_in_or<double>("adasum_lr_factor", 1.0, Range::above(0),
+                                        "Horovod's guide suggests 2-2.5 for CPU Adasum");
   return s;
 }
 

@@ -2,22 +2,16 @@
 #include "optim/sgd.h"
 
 #include "core/ops.h"
-#include "optim/config_util.h"
 
 namespace ada::optim {
 
-using detail::above;
-using detail::at_least;
-using detail::get_checked;
-using detail::get_checked_or;
-
 SgdOptions SgdOptions::from_config(const Config& c) {
   SgdOptions o;
-  o.lr = get_checked(c, "lr", above(0), "the single-worker learning rate, e.g. 0.1");
-  o.momentum = get_checked_or(c, "momentum", o.momentum, detail::unit_interval_open_top(),
-                              "typical: 0.9; 0 gives plain SGD");
-  o.weight_decay =
-      get_checked_or(c, "weight_decay", o.weight_decay, at_least(0), "typical: 1e-4 for ResNets");
+  o.lr = c.get_in<double>("lr", Range::above(0), "the single-worker learning rate, e.g. 0.1");
+  o.momentum = c.get_in_or<double>("momentum", o.momentum, Range::half_open(0, 1),
+                                   "typical: 0.9; 0 gives plain SGD");
+  o.weight_decay = c.get_in_or<double>("weight_decay", o.weight_decay, Range::at_least(0),
+                                       "typical: 1e-4 for ResNets");
   o.nesterov = c.get_or<bool>("nesterov", o.nesterov);
   if (o.nesterov && o.momentum == 0)
     throw ConfigError(c.where("nesterov") +

@@ -1,10 +1,10 @@
 #include "sync/delta_sync.h"
 
-#include <chrono>
 #include <cmath>
 #include <map>
 
 #include "base/log.h"
+#include "base/stopwatch.h"
 #include "base/timeline.h"
 #include "core/ops.h"
 #include "optim/clip.h"
@@ -13,28 +13,51 @@
 
 namespace ada::sync {
 namespace {
-using Clock = std::chrono::steady_clock;
-double seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
+
+StrategyMaker read_periodic(const SyncRequest& r, DeltaSyncOptions d) {
+  check_averaging_sync(r, d.name, {"average", "adasum"},
+                       "combines the ranks' model deltas (a sum of deltas moves the model world "
+                       "x the mean)");
+  const Config& s = r.section;
+  ADA_CHECK_ARG(s.has("period"), ConfigError)
+      << s.where("period") << ": sync " << d.name
+      << " needs period (H, the local steps between reductions)";
+  d.period = s.get_in<int64_t>("period", Range::at_least(1));
+  if (d.outer) {
+    d.outer_lr = s.get_in_or<double>("outer_lr", d.outer_lr, Range::above(0), "DiLoCo's: 0.7");
+    d.outer_momentum = s.get_in_or<double>("outer_momentum", d.outer_momentum,
+                                           Range::half_open(0, 1), "DiLoCo's: 0.9");
+    d.nesterov = s.get_or<bool>("nesterov", d.nesterov);
+  }
+  return [d](const StrategyContext& c, const StrategyOptions& o) {
+    return std::make_unique<DeltaSync>(c, o, d);
+  };
 }
 
-std::vector<Variable> vars_of(const std::vector<Param>& params) {
-  std::vector<Variable> v;
-  v.reserve(params.size());
-  for (const auto& p : params) v.push_back(p.var);
-  return v;
-}
 }  // namespace
+
+StrategyMaker read_local_sgd(const SyncRequest& request) {
+  DeltaSyncOptions d;
+  d.name = "local_sgd";
+  return read_periodic(request, d);
+}
+
+StrategyMaker read_diloco(const SyncRequest& request) {
+  DeltaSyncOptions d;
+  d.name = "diloco";
+  d.outer = true;
+  return read_periodic(request, d);
+}
 
 DeltaSync::DeltaSync(const StrategyContext& context, const StrategyOptions& options,
                      const DeltaSyncOptions& delta)
     : ctx_(context),
       options_(options),
       delta_(delta),
-      bucketer_(vars_of(context.params), context.world, context.reducer, options.buckets),
+      bucketer_(variables_of(context.params), context.world, context.reducer, options.buckets),
       overlapped_(delta.period == 1 && options.clip_grad_norm <= 0 && !options.skip_nonfinite &&
                   !options.loss_scale) {
-  ADA_CHECK_ARG(delta.period >= 1, ConfigError) << "sync.period must be >= 1, got " << delta.period;
+  ADA_CHECK(delta.period >= 1) << "DeltaSync: period " << delta.period;
   for (size_t i = 0; i < ctx_.params.size(); ++i) {
     anchor_.push_back(ctx_.params[i].var.value().clone());  // the (broadcast) starting point
     slots_.push_back(bucketer_.slot(i));
@@ -49,16 +72,15 @@ DeltaSync::DeltaSync(const StrategyContext& context, const StrategyOptions& opti
         options.clip_grad_norm > 0 ? "train.clip_grad_norm"
         : options.skip_nonfinite   ? "train.on_nonfinite: skip"
                                    : "train.loss_scale (every rank agrees on an overflow first)");
-}
-
-std::string DeltaSync::describe() const {
-  std::string s = delta_.name + "/" + ctx_.reducer.name();
-  if (delta_.period > 1) s += " every " + std::to_string(delta_.period) + " steps";
+  description_ = delta_.name + "/" + ctx_.reducer.name();
+  if (delta_.period > 1) description_ += " every " + std::to_string(delta_.period) + " steps";
   if (delta_.outer)
-    s += ", outer " + std::string(delta_.nesterov ? "Nesterov" : "momentum") + " lr " +
-         std::to_string(delta_.outer_lr) + " momentum " + std::to_string(delta_.outer_momentum);
-  if (delta_.period == 1) s += overlapped_ ? " (overlapped)" : " (after backward)";
-  return s;
+    description_ += ", outer " + std::string(delta_.nesterov ? "Nesterov" : "momentum") + " lr " +
+                    std::to_string(delta_.outer_lr) + " momentum " +
+                    std::to_string(delta_.outer_momentum);
+  if (delta_.period == 1) description_ += overlapped_ ? " (overlapped)" : " (after backward)";
+  overlaps_backward_ = overlapped_;
+  local_optimizer_state_ = true;
 }
 
 void DeltaSync::begin_step(int64_t step, float lr) {
@@ -115,33 +137,33 @@ double DeltaSync::synchronise() {
     ops::sub_out(ctx_.params[i].var.value(), anchor_[i], slots_[i]);
     bucketer_.mark_ready(i);  // buckets go out as they fill
   }
-  const auto tw = Clock::now();
+  const Stopwatch wait;
   {
     TraceSpan span("wait for reductions", "comm");
     bucketer_.wait();
   }
-  return seconds(tw, Clock::now());
+  return wait.seconds();
 }
 
 StepResult DeltaSync::end_step(double local_loss) {
   StepResult r;
-  const auto t0 = Clock::now();
+  const Stopwatch step;
   if (overlapped_) {
     {
       TraceSpan span("optimizer (unreported parameters)", "compute");
       for (size_t i = 0; i < stepped_.size(); ++i)
         if (!stepped_[i]) local_step(i);  // unused by the last backward: stepped with what it has
     }
-    const auto tw = Clock::now();
+    Stopwatch comm;
     {
       TraceSpan span("wait for reductions", "comm");
       bucketer_.wait();
     }
-    r.exposed_seconds = seconds(tw, Clock::now());
+    r.exposed_seconds = comm.seconds();
     // The reduced deltas are identical on every rank: a NaN anywhere shows everywhere.
-    const auto ta = Clock::now();
+    comm.restart();
     const Agreement a = agree(ctx_.world, local_loss, any_nonfinite(slots_));
-    r.comm_seconds = r.exposed_seconds + seconds(ta, Clock::now());
+    r.comm_seconds = r.exposed_seconds + comm.seconds();
     if (a.nonfinite) on_nonfinite_step(step_, local_loss, /*skip=*/false);  // throws
     apply_reduced();
     synced_ = true;
@@ -154,7 +176,7 @@ StepResult DeltaSync::end_step(double local_loss) {
   // With loss scaling, so does each rank's scale between synchronisations.
   bool bad = !std::isfinite(local_loss) || any_nonfinite_grad(ctx_.params);
   if (delta_.period == 1) bad = agree(ctx_.world, local_loss, bad).nonfinite;
-  const double agree_s = seconds(t0, Clock::now());
+  const double agree_s = step.seconds();
   if (!settle_step(step_, local_loss, bad, options_, ctx_.params)) {  // throws unless skipping
     r.applied = false;
   } else {

@@ -22,6 +22,7 @@
 
 #include <vector>
 
+#include "sync/registry.h"
 #include "sync/strategy.h"
 
 namespace ada::sync {
@@ -35,22 +36,20 @@ struct DeltaSyncOptions {
   std::string name = "model_delta";  // for describe(): model_delta, local_sgd, diloco
 };
 
-class DeltaSync : public Strategy {
+class DeltaSync : public Strategy, public CarriedState {
  public:
   DeltaSync(const StrategyContext& context, const StrategyOptions& options,
             const DeltaSyncOptions& delta = {});
-  std::string describe() const override;
   void begin_step(int64_t step, float lr) override;
-  bool wants_grad_hook() const override { return overlapped_; }
   void on_grad_ready(Variable& param) override;
   StepResult end_step(double local_loss) override;
-  bool optimizer_state_is_local() const override { return true; }
+  void finish() override;
+  // Period 1 without an outer optimizer carries nothing from step to step.
+  CarriedState* carried() override { return delta_.period > 1 || delta_.outer ? this : nullptr; }
   bool replicas_identical() const override { return synced_; }
   NamedTensors state() const override;
   void load_state(const NamedTensors& state) override;
   void with_average_model(const std::function<void()>& fn) override;
-  void finish() override;
-  bool overlapped() const { return overlapped_; }
 
  private:
   // Parameter i (period 1, overlapped): anchor = w; local step; slot = w - anchor; the slot goes
@@ -74,5 +73,9 @@ class DeltaSync : public Strategy {
   float lr_ = 0;
   bool synced_ = true;  // replicas agree after the step that just ended
 };
+
+// sync: local_sgd (sync.period H >= 1) and diloco (also outer_lr, outer_momentum, nesterov).
+StrategyMaker read_local_sgd(const SyncRequest& request);
+StrategyMaker read_diloco(const SyncRequest& request);
 
 }  // namespace ada::sync

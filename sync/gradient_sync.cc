@@ -1,33 +1,18 @@
 #include "sync/gradient_sync.h"
 
-#include <chrono>
-
+#include "base/stopwatch.h"
 #include "base/timeline.h"
 #include "optim/clip.h"
 #include "sync/step_guard.h"
 
 namespace ada::sync {
-namespace {
-using Clock = std::chrono::steady_clock;
-double seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-std::vector<Variable> vars_of(const std::vector<Param>& params) {
-  std::vector<Variable> v;
-  v.reserve(params.size());
-  for (const auto& p : params) v.push_back(p.var);
-  return v;
-}
-}  // namespace
 
 GradientSync::GradientSync(const StrategyContext& context, const StrategyOptions& options)
     : ctx_(context),
       options_(options),
-      bucketer_(vars_of(context.params), context.world, context.reducer, options.buckets) {}
-
-std::string GradientSync::describe() const {
-  return "gradients/" + ctx_.reducer.name();
+      bucketer_(variables_of(context.params), context.world, context.reducer, options.buckets) {
+  description_ = "gradients/" + ctx_.reducer.name();
+  overlaps_backward_ = true;
 }
 
 void GradientSync::begin_step(int64_t step, float lr) {
@@ -42,17 +27,16 @@ void GradientSync::on_grad_ready(Variable& param) {
 
 StepResult GradientSync::end_step(double local_loss) {
   StepResult r;
-  const auto t0 = Clock::now();
+  const Stopwatch comm;
   {
     TraceSpan span("wait for reductions", "comm");
     bucketer_.finish();  // launches what backward did not, waits for every bucket
   }
-  const auto t1 = Clock::now();
-  r.exposed_seconds = seconds(t0, t1);
+  r.exposed_seconds = comm.seconds();
   // The reduced gradients are identical on every rank (checked once per bucket); the loss may
   // not be.
   const Agreement a = agree(ctx_.world, local_loss, !bucketer_.all_finite());
-  r.comm_seconds = seconds(t0, Clock::now());
+  r.comm_seconds = comm.seconds();
   if (!settle_step(step_, local_loss, a.nonfinite, options_, ctx_.params)) {
     r.applied = false;
     return r;

@@ -13,12 +13,9 @@ namespace ada::sync {
 class GradientSync : public Strategy {
  public:
   GradientSync(const StrategyContext& context, const StrategyOptions& options);
-  std::string describe() const override;
   void begin_step(int64_t step, float lr) override;
-  bool wants_grad_hook() const override { return true; }
   void on_grad_ready(Variable& param) override;
   StepResult end_step(double local_loss) override;
-  bool optimizer_state_is_local() const override { return false; }
 
  private:
   StrategyContext ctx_;

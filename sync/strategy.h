@@ -1,15 +1,8 @@
 // Strategy: how data-parallel ranks stay in agreement — WHAT is reduced (gradients, model
-// deltas), WHEN (every step, overlapped with backward or after it) and AMONG WHOM (the world),
-// combined by a comm::Reducer. The trainer runs forward/backward and hands the step to its
-// strategy; it knows no reducer details. DESIGN.md §4. Built-in (make_strategy):
-//   gradient sync — gradients reduced in buckets while backward runs, then one optimizer step;
-//   delta sync    — each rank's local optimizer steps, the per-tensor model delta reduced every
-//                   step (Horovod's Adasum scheme, overlapped with backward) or every H steps
-//                   (local SGD), optionally followed by an outer optimizer step (DiLoCo);
-//   WAGMA         — local steps, models averaged in rotating groups, globally every tau steps,
-//                   optionally wait-avoiding.
-// Between synchronisations the decentralised ones leave replicas different; replicas_identical()
-// says when they agree, and with_average_model() gives evaluation the world-average model.
+// deltas, models), WHEN (every step, overlapped with backward or after it, every H steps) and
+// AMONG WHOM (the world, rotating groups), combined by a comm::Reducer. The trainer hands it the
+// step's events and knows no reducer details. The built-in syncs and how a config picks one:
+// sync/registry.h; the design: docs/architecture.md.
 #pragma once
 
 #include <functional>
@@ -45,44 +38,6 @@ struct StrategyOptions {
   comm::BucketOptions buckets;
 };
 
-class Strategy {
- public:
-  virtual ~Strategy() = default;
-  // For logs and summaries, e.g. "gradients/adasum".
-  virtual std::string describe() const = 0;
-
-  // Starts step `step` at learning rate `lr`, before the first forward. Parameters' gradients
-  // have been zeroed.
-  virtual void begin_step(int64_t step, float lr) = 0;
-  // Whether the last micro-batch's backward should report each parameter's final gradient
-  // through on_grad_ready (so work can start while backward goes on).
-  virtual bool wants_grad_hook() const = 0;
-  virtual void on_grad_ready(Variable& param) { (void)param; }
-  // After backward: reduces, steps the optimizer and leaves every rank's parameters as the
-  // strategy defines. `local_loss` is this rank's (unscaled) loss. On a non-finite loss or
-  // gradient on any rank it throws (naming the step) unless options say skip, or, with dynamic
-  // loss scaling, skips the step as an overflow. Collective.
-  virtual StepResult end_step(double local_loss) = 0;
-
-  // True when optimizer state differs between ranks (each rank's own must be checkpointed).
-  virtual bool optimizer_state_is_local() const = 0;
-  // Whether every rank holds the same parameters after the step that just ended (gradient and
-  // delta sync: always; local SGD, WAGMA: after their world synchronisations only). Collectives
-  // the trainer adds (loss logging, checksums) go at such steps, so they never add a barrier.
-  virtual bool replicas_identical() const { return true; }
-  // The strategy's own per-rank state for checkpoints (e.g. the anchor of the current period,
-  // the outer optimizer's momentum), and its restore; names are the strategy's.
-  virtual NamedTensors state() const { return {}; }
-  virtual void load_state(const NamedTensors& state) { (void)state; }
-  // Runs `fn` with every rank's parameters set to their world average, then restores each
-  // rank's own (collective). Replicas already identical: just runs `fn`.
-  virtual void with_average_model(const std::function<void()>& fn) { fn(); }
-  // End of training: leaves every rank with the same final parameters (collective).
-  virtual void finish() {}
-  // Counters for the run's summary (e.g. WAGMA's late group steps), this rank's.
-  virtual std::map<std::string, double> stats() const { return {}; }
-};
-
 // Everything a strategy works on. The references must outlive it.
 struct StrategyContext {
   std::vector<Param>& params;  // registration order, identical on every rank
@@ -91,29 +46,75 @@ struct StrategyContext {
   comm::Reducer& reducer;
 };
 
-// What a run's config asks for, read before anything is built (so Config::finish() sees every
-// key read): `sync` (name none | local_sgd | wagma | diloco and its knobs; absent: none) and the
-// reducer's target when sync is none.
-struct StrategySpec {
-  std::string sync = "none";
-  comm::ReduceTarget target = comm::ReduceTarget::gradients;  // sync none
-  int64_t period = 1;                                         // local_sgd, diloco
-  double outer_lr = 0.7, outer_momentum = 0.9;                // diloco
-  bool nesterov = true;
-  int group_size = 0;  // wagma (0: the default)
-  int64_t global_every = 10;
-  bool wait_avoiding = true;
+// What some strategies carry from one step to the next: replicas that differ between world
+// synchronisations (local SGD, WAGMA) or an outer optimizer (DiLoCo).
+class CarriedState {
+ public:
+  virtual ~CarriedState() = default;
+  // Whether every rank holds the same parameters after the step that just ended. Collectives
+  // the trainer adds (loss logging, checksums) go at such steps, so they never add a barrier.
+  virtual bool replicas_identical() const = 0;
+  // This rank's state for checkpoints (names are the strategy's), and its restore.
+  virtual NamedTensors state() const = 0;
+  virtual void load_state(const NamedTensors& state) = 0;
+  // Runs `fn` with every rank's parameters set to their world average, then restores each
+  // rank's own (collective); replicas already identical: just runs `fn`.
+  virtual void with_average_model(const std::function<void()>& fn) = 0;
+  // Counters for the run's summary (e.g. WAGMA's late group steps), this rank's.
+  virtual std::map<std::string, double> stats() const { return {}; }
 };
-// reducer.target when the config leaves it out: the reducer's own default (model_delta for adasum),
-// except gradients for adasum with optimizer 'sgd' (measured; see strategy.cc).
-comm::ReduceTarget default_target(const comm::Reducer& reducer, const std::string& optimizer);
-// ConfigError naming the key for impossible values and combinations (e.g. wagma with adasum,
-// a non-power-of-two world for wagma, reducer.target with a decentralised sync).
-StrategySpec read_strategy_spec(const Config& root, const comm::Reducer& reducer, int world_size);
 
-// Builds the strategy (after rank 0's weights reached every rank: some keep a copy of them).
-std::unique_ptr<Strategy> make_strategy(const StrategySpec& spec, const StrategyContext& context,
-                                        const StrategyOptions& options);
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+
+  // The step's events. begin_step: before the first forward, gradients zeroed.
+  // on_grad_ready: each parameter's final gradient of the last micro-batch, while backward goes
+  // on, when overlaps_backward(). end_step: after backward; reduces, steps the optimizer and
+  // leaves every rank's parameters as the strategy defines; `local_loss` is this rank's
+  // (unscaled) loss; a non-finite loss or gradient on any rank throws (naming the step) unless
+  // options say skip, or, with dynamic loss scaling, skips the step as an overflow. Collective.
+  virtual void begin_step(int64_t step, float lr) = 0;
+  virtual void on_grad_ready(Variable& param) { (void)param; }
+  virtual StepResult end_step(double local_loss) = 0;
+  // End of training: leaves every rank with the same final parameters (collective).
+  virtual void finish() {}
+  // What the strategy carries between steps; null when nothing (gradient sync, model deltas).
+  virtual CarriedState* carried() { return nullptr; }
+  const CarriedState* carried() const { return const_cast<Strategy*>(this)->carried(); }
+
+  // For logs and summaries, e.g. "gradients/adasum".
+  const std::string& describe() const { return description_; }
+  bool overlaps_backward() const { return overlaps_backward_; }
+  // True when optimizer state differs between ranks (each rank's own must be checkpointed).
+  bool optimizer_state_is_local() const { return local_optimizer_state_; }
+
+  // The optional state, answered for every strategy.
+  bool replicas_identical() const { return !carried() || carried()->replicas_identical(); }
+  NamedTensors state() const { return carried() ? carried()->state() : NamedTensors{}; }
+  void load_state(const NamedTensors& s) {
+    if (carried()) carried()->load_state(s);
+  }
+  void with_average_model(const std::function<void()>& fn) {
+    carried() ? carried()->with_average_model(fn) : fn();
+  }
+  std::map<std::string, double> stats() const {
+    return carried() ? carried()->stats() : std::map<std::string, double>{};
+  }
+
+ protected:
+  std::string description_;
+  bool overlaps_backward_ = false;
+  bool local_optimizer_state_ = false;
+};
+
+// reducer.target when the config leaves it out: the reducer's own default (model_delta for
+// adasum), except gradients for adasum with optimizer 'sgd' (measured; see strategy.cc).
+comm::ReduceTarget default_target(const comm::Reducer& reducer, const std::string& optimizer);
+// reducer.target as `reducer_section` sets it, else default_target().
+comm::ReduceTarget read_target(const Config& reducer_section, const comm::Reducer& reducer,
+                               const std::string& optimizer);
+
 // Gradient or model-delta sync every step (sync: none).
 std::unique_ptr<Strategy> make_strategy(comm::ReduceTarget target, const StrategyContext& context,
                                         const StrategyOptions& options);

@@ -1,20 +1,38 @@
 #include "sync/wagma_sync.h"
 
-#include <chrono>
 #include <cmath>
 
 #include "base/log.h"
+#include "base/stopwatch.h"
 #include "base/timeline.h"
 #include "optim/clip.h"
 #include "sync/step_guard.h"
 
 namespace ada::sync {
-namespace {
-using Clock = std::chrono::steady_clock;
-double seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
+
+StrategyMaker read_wagma(const SyncRequest& r) {
+  check_averaging_sync(r, "wagma", {"average"}, "averages models within groups");
+  const Config& s = r.section;
+  WagmaOptions w;
+  w.group_size = s.get_or<int>("group_size", default_wagma_group_size(r.world_size));
+  w.global_every = s.get_in_or<int64_t>("global_every", w.global_every, Range::at_least(1),
+                                        "tau, the steps between world averages");
+  w.wait_avoiding = s.get_or<bool>("wait_avoiding", w.wait_avoiding);
+  ADA_CHECK_ARG(
+      w.group_size >= 1 && (w.group_size & (w.group_size - 1)) == 0 && w.group_size <= r.world_size,
+      ConfigError)
+      << s.where("group_size") << ": must be a power of two no larger than the " << r.world_size
+      << " ranks, got " << w.group_size << "; leave it out for the default "
+      << default_wagma_group_size(r.world_size);
+  try {
+    WagmaSchedule check(r.world_size, w.group_size, w.global_every);
+  } catch (const ConfigError& e) {
+    ADA_THROW(ConfigError) << s.where() << ": " << e.what();
+  }
+  return [w](const StrategyContext& c, const StrategyOptions& o) {
+    return std::make_unique<WagmaSync>(c, o, w);
+  };
 }
-}  // namespace
 
 int default_wagma_group_size(int ranks) {
   int k = 0;
@@ -28,12 +46,10 @@ WagmaSync::WagmaSync(const StrategyContext& context, const StrategyOptions& opti
   if (wagma_.group_size == 0) wagma_.group_size = default_wagma_group_size(ctx_.world.size());
   WagmaSchedule schedule(ctx_.world.size(), wagma_.group_size, wagma_.global_every);
   agent_ = std::make_unique<WagmaAgent>(ctx_.world, schedule, flat_.buffer(), wagma_.wait_avoiding);
-}
-
-std::string WagmaSync::describe() const {
-  return "wagma (group " + std::to_string(wagma_.group_size) + ", global every " +
-         std::to_string(wagma_.global_every) +
-         (wagma_.wait_avoiding ? ", wait-avoiding)" : ", synchronous)");
+  description_ = "wagma (group " + std::to_string(wagma_.group_size) + ", global every " +
+                 std::to_string(wagma_.global_every) +
+                 (wagma_.wait_avoiding ? ", wait-avoiding)" : ", synchronous)");
+  local_optimizer_state_ = true;
 }
 
 void WagmaSync::begin_step(int64_t step, float lr) {
@@ -59,11 +75,11 @@ StepResult WagmaSync::end_step(double local_loss) {
     ctx_.optimizer.step(ctx_.params, lr_);
   }
   // Even a skipped step takes part in the averages: the others count on this rank's model.
-  const auto t0 = Clock::now();
+  const Stopwatch comm;
   flat_.pack(ctx_.params);
   agent_->step(step_, flat_.buffer());
   flat_.unpack(ctx_.params);
-  r.comm_seconds = r.exposed_seconds = seconds(t0, Clock::now());
+  r.comm_seconds = r.exposed_seconds = comm.seconds();
   synced_ = agent_->schedule().is_global(step_);
   return r;
 }

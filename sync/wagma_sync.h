@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "sync/model_average.h"
+#include "sync/registry.h"
 #include "sync/strategy.h"
 #include "sync/wagma_agent.h"
 
@@ -18,20 +19,18 @@ struct WagmaOptions {
   bool wait_avoiding = true;
 };
 
-class WagmaSync : public Strategy {
+class WagmaSync : public Strategy, public CarriedState {
  public:
   WagmaSync(const StrategyContext& context, const StrategyOptions& options,
             const WagmaOptions& wagma);
-  std::string describe() const override;
   void begin_step(int64_t step, float lr) override;
-  bool wants_grad_hook() const override { return false; }
   StepResult end_step(double local_loss) override;
-  bool optimizer_state_is_local() const override { return true; }
+  void finish() override;
+  CarriedState* carried() override { return this; }
   bool replicas_identical() const override { return synced_; }
   NamedTensors state() const override;
   void load_state(const NamedTensors& state) override;
   void with_average_model(const std::function<void()>& fn) override;
-  void finish() override;
   std::map<std::string, double> stats() const override {
     return {{"wagma_group_steps", static_cast<double>(agent_->group_steps())},
             {"wagma_late_group_steps", static_cast<double>(agent_->late_steps())}};
@@ -53,5 +52,8 @@ class WagmaSync : public Strategy {
 
 // S = 2^ceil(log2(P) / 2).
 int default_wagma_group_size(int ranks);
+
+// sync: wagma (group_size, global_every, wait_avoiding).
+StrategyMaker read_wagma(const SyncRequest& request);
 
 }  // namespace ada::sync

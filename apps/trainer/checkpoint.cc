@@ -13,6 +13,9 @@
 #include "base/error.h"
 #include "base/fault.h"
 #include "base/log.h"
+#include "base/timeline.h"
+#include "comm/agreement.h"
+#include "optim/checkpoint.h"
 
 namespace ada::trainer {
 namespace fs = std::filesystem;
@@ -54,7 +57,7 @@ std::string new_run_id() {
 
 Checkpointer::Checkpointer(std::string dir, int keep, std::string run_id)
     : dir_(std::move(dir)), keep_(keep), run_id_(std::move(run_id)) {
-  ADA_CHECK_ARG(keep >= 1, ConfigError) << "checkpoint.keep must be at least 1, got " << keep;
+  ADA_CHECK(keep >= 1) << "Checkpointer: keep " << keep;
 }
 
 std::string Checkpointer::rank_file(int64_t step, int rank) const {
@@ -239,6 +242,200 @@ void Checkpointer::prune() const {
     }
     remove(j);
   }
+}
+
+void broadcast_model_state(comm::Communicator& world, nn::Model& model, bool buffers_only) {
+  if (world.size() == 1) return;
+  for (auto& [name, t] : buffers_only ? model.buffers() : model.state()) world.broadcast(t, 0);
+}
+
+RunCheckpoints::RunCheckpoints(std::string dir, int keep, bool overwrite, comm::Communicator& world,
+                               TrainingState state, uint64_t config_hash)
+    : files_(std::move(dir), keep),
+      overwrite_(overwrite),
+      world_(world),
+      state_(state),
+      config_hash_(config_hash) {}
+
+// The optimizer's, the strategy's and the loss scaler's state (each rank's own where optimizer
+// state is local).
+void RunCheckpoints::add_step_state(NamedTensors& st) const {
+  optim::add_prefixed(st, state_.optimizer.state(), "optim.");
+  optim::add_prefixed(st, state_.strategy.state(), "sync.");
+  if (state_.loss_scale) optim::add_prefixed(st, state_.loss_scale->state(), "loss_scale.");
+}
+
+void RunCheckpoints::load_step_state(const NamedTensors& st) {
+  state_.optimizer.load_state(optim::take_prefixed(st, "optim."), state_.params);
+  state_.strategy.load_state(optim::take_prefixed(st, "sync."));
+  if (state_.loss_scale) state_.loss_scale->load_state(optim::take_prefixed(st, "loss_scale."));
+}
+
+void RunCheckpoints::save(int64_t step, double wall_seconds) {
+  if (last_saved_ == step) return;  // already written at this step
+  TraceSpan span("checkpoint", "checkpoint");
+  last_saved_ = step;
+  // BN running stats: rank 0's, so the checkpoint is the model every rank has.
+  broadcast_model_state(world_, state_.model, /*buffers_only=*/true);
+  CheckpointMeta m;
+  m.step = step;
+  const auto position = state_.loader.state();
+  m.epoch = position.epoch;
+  m.position = position.position;
+  m.world_size = world_.size();
+  m.config_hash = config_hash_;
+  m.wall_seconds = wall_seconds;
+  std::vector<double> seeds(world_.size()), offsets(world_.size());
+  const double my_seed = static_cast<double>(state_.model.rng().seed()),
+               my_off = static_cast<double>(state_.model.rng().offset());
+  world_.allgather(&my_seed, 1, seeds.data());
+  world_.allgather(&my_off, 1, offsets.data());
+  for (int r = 0; r < world_.size(); ++r) {
+    m.rng_seed.push_back(static_cast<uint64_t>(seeds[r]));
+    m.rng_offset.push_back(static_cast<uint64_t>(offsets[r]));
+  }
+  // Where optimizer state is local (model-delta, local SGD, DiLoCo, WAGMA) each rank writes its
+  // own file before rank 0 completes the checkpoint with the JSON: its optimizer state, the
+  // strategy's state and, between synchronisations, its own weights. The shared file then holds
+  // the world-average model.
+  const bool local_state = state_.strategy.optimizer_state_is_local() && world_.size() > 1;
+  m.local_optimizer_state = local_state;
+  if (local_state) {
+    if (world_.rank() == 0) fs::create_directories(files_.dir());
+    world_.barrier();
+    NamedTensors st;
+    add_step_state(st);
+    if (!state_.strategy.replicas_identical())
+      for (auto& [k, v] : state_.model.state()) st.tensors.emplace_back("model." + k, v);
+    const std::string mine = files_.rank_file(step, world_.rank());
+    save_safetensors(mine, st.tensors, st.metadata);
+    const FileRecord rec = Checkpointer::record_of(mine);
+    const double sent[2] = {static_cast<double>(rec.bytes), static_cast<double>(rec.crc32)};
+    std::vector<double> all(2 * world_.size());
+    world_.allgather(sent, 2, all.data());
+    for (int r = 0; r < world_.size(); ++r)
+      m.files.push_back({fs::path(files_.rank_file(step, r)).filename().string(),
+                         static_cast<uint64_t>(all[2 * r]), static_cast<uint32_t>(all[2 * r + 1])});
+  }
+  fault_point("checkpoint");  // every rank, between its own files and the shared ones
+  world_.barrier();
+  state_.strategy.with_average_model([&] {
+    if (world_.rank() != 0) return;
+    NamedTensors all;
+    for (auto& [k, v] : state_.model.state()) all.tensors.emplace_back("model." + k, v);
+    if (!local_state) add_step_state(all);
+    optim::add_prefixed(all, state_.schedule.state(), "sched.");
+    files_.save(all.tensors, all.metadata, m);
+    log_info("checkpoint at step {} written to {}", step, files_.dir());
+  });
+  world_.barrier();
+}
+
+namespace {
+// "\n  rejected PATH: REASON" for each rejected checkpoint.
+std::string rejections(const Checkpointer::Choice& choice) {
+  std::string why;
+  for (const auto& r : choice.rejected) why += "\n  rejected " + r.path + ": " + r.reason;
+  return why;
+}
+}  // namespace
+
+void RunCheckpoints::start_fresh() {
+  const std::string id = comm::decide_on_rank0(world_, [&] {
+    for (const auto& t : remove_stale_temporaries(files_.dir()))
+      log_info("removed {} (left by a crash)", t);
+    const auto existing = files_.list();
+    if (!existing.empty()) {
+      ADA_CHECK_ARG(overwrite_, ConfigError)
+          << "checkpoint folder " << files_.dir() << " already holds " << existing.size()
+          << " checkpoint(s) of an earlier run (newest " << existing.front()
+          << "); continue that run with --resume auto, or write this one elsewhere (output.dir or "
+             "checkpoint.dir), or set checkpoint.overwrite: true to delete them";
+      for (const auto& j : existing) Checkpointer::remove(j);
+      log_info("checkpoint.overwrite: removed {} checkpoint(s) of an earlier run from {}",
+               existing.size(), files_.dir());
+    }
+    return new_run_id();
+  });
+  files_.set_run_id(id);
+}
+
+ResumePoint RunCheckpoints::resume(const std::string& which) {
+  // Rank 0 chooses (validating every file of the checkpoint) and tells the others.
+  const std::string path = comm::decide_on_rank0(world_, [&]() -> std::string {
+    for (const auto& t : remove_stale_temporaries(files_.dir()))
+      log_info("removed {} (left by a crash)", t);
+    if (which != "auto") {
+      Checkpointer::validate(which);
+      return which;
+    }
+    const auto choice = files_.choose();
+    if (!choice.path) {
+      ADA_CHECK_ARG(choice.rejected.empty(), IoError)
+          << "--resume auto: no valid checkpoint in " << files_.dir() << rejections(choice)
+          << "\nresume from a checkpoint you trust with --resume PATH, or start afresh without "
+             "--resume (checkpoint.overwrite: true discards these)";
+      return "";
+    }
+    if (!choice.rejected.empty())
+      log_warn("--resume auto: newer checkpoints are damaged:{}", rejections(choice));
+    return *choice.path;
+  });
+  if (path.empty()) {
+    log_info("--resume auto: {} holds no checkpoint yet; starting fresh", files_.dir());
+    start_fresh();
+    return {};
+  }
+  const CheckpointMeta m = Checkpointer::read_meta(path);
+  ADA_CHECK_ARG(m.world_size == world_.size(), ConfigError)
+      << path << ": written by a run on " << m.world_size << " ranks, this run has "
+      << world_.size() << "; resume with the same number of ranks";
+  ADA_CHECK_ARG(!m.local_optimizer_state || state_.strategy.optimizer_state_is_local(), ConfigError)
+      << path << ": holds each rank's own optimizer state (written with a model-delta or "
+      << "decentralised strategy), but this run keeps one shared optimizer state; resume with the "
+         "same reducer.target";
+  if (m.config_hash != config_hash_)
+    log_warn(
+        "{}: the config differs from the one that wrote this checkpoint; continuing with the "
+        "new one",
+        path);
+  files_.set_run_id(m.run_id);
+  NamedTensors t = Checkpointer::read_tensors(path);
+  state_.model.load_state(optim::take_prefixed(t, "model."));
+  last_saved_ = m.step;
+  if (m.local_optimizer_state) {  // this rank's own optimizer and strategy state (and weights)
+    const NamedTensors mine = load_safetensors(Checkpointer::rank_file_of(path, world_.rank()));
+    load_step_state(mine);
+    const NamedTensors own = optim::take_prefixed(mine, "model.");
+    if (!own.tensors.empty()) state_.model.load_state(own);
+  } else {
+    load_step_state(t);
+  }
+  state_.schedule.load_state(optim::take_prefixed(t, "sched."));
+  const int r = world_.rank();
+  if (r < static_cast<int>(m.rng_seed.size()))
+    state_.model.rng().set_state(m.rng_seed[r], m.rng_offset[r]);
+  state_.loader.restore({m.epoch, m.position});
+  log_info("resumed from {} (step {}, epoch {}, position {})", path, m.step, m.epoch, m.position);
+  return {m.step, m.epoch, m.wall_seconds};
+}
+
+std::string init_weights_from(comm::Communicator& world, nn::Model& model, const std::string& from,
+                              const std::string& where) {
+  const std::string path = comm::decide_on_rank0(world, [&] {
+    std::string p = from;
+    if (fs::is_directory(p)) {
+      const auto choice = Checkpointer(p, 1).choose();
+      ADA_CHECK_ARG(choice.path.has_value(), IoError)
+          << where << ": no valid checkpoint in " << p << rejections(choice);
+      p = *choice.path;
+    } else {
+      Checkpointer::validate(p);
+    }
+    model.load_state(optim::take_prefixed(Checkpointer::read_tensors(p), "model."));
+    return p;
+  });
+  return path;
 }
 
 }  // namespace ada::trainer

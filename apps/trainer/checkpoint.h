@@ -1,16 +1,17 @@
-// Checkpoints of a run, made so that none is ever lost or mixed up with another run's.
-//   DIR/ckpt-<step>.safetensors                model state, optimizer (when replicated) and
-//   schedule DIR/ckpt-<step>.optim-rank<r>.safetensors  rank r's optimizer state, when it is local
-//   to each
-//                                              rank (model-delta and decentralised strategies)
-//   DIR/ckpt-<step>.json                       written last: step, epoch, sampler position, world
-//                                              size, config hash, generator states, the run's id,
-//                                              and the size and CRC-32 of every file above
+// Checkpoints of a run, made so that none is ever lost or mixed up with another run's: the files
+// (Checkpointer) and the run's policy (RunCheckpoints: fresh start, resume, save, init_from).
+// One checkpoint, in a folder all ranks share (a shared filesystem across nodes):
+//   ckpt-<step>.safetensors               the model, the optimizer state (when replicated), the
+//                                         schedule, the strategy's and loss scaler's state
+//   ckpt-<step>.optim-rank<r>.safetensors rank r's optimizer and strategy state, when each rank
+//                                         has its own (model-delta and decentralised syncs)
+//   ckpt-<step>.json                      written last: step, epoch, sampler position, world size,
+//                                         config hash, generator states, the run's id, and the
+//                                         size and CRC-32 of every file above
 // Every file is written atomically (base/atomic_file.h). A checkpoint is valid only when its JSON
 // parses, it belongs to the expected run, and every file it lists exists with its size and CRC;
 // choosing one for a resume validates all of that. Pruning touches only this run's checkpoints
 // and keeps its `keep` newest VALID ones (a damaged newer one never pushes a good one out).
-// The folder is shared by all ranks (a shared filesystem across nodes).
 #pragma once
 
 #include <cstdint>
@@ -19,7 +20,14 @@
 #include <utility>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "core/serialize.h"
+#include "data/data_loader.h"
+#include "nn/model.h"
+#include "optim/loss_scale.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+#include "sync/strategy.h"
 
 namespace ada::trainer {
 
@@ -96,5 +104,63 @@ class Checkpointer {
 
 // A fresh random run id (hex).
 std::string new_run_id();
+
+// Rank 0's model state (or only its buffers: batch-norm running statistics) to every rank.
+void broadcast_model_state(comm::Communicator& world, nn::Model& model, bool buffers_only = false);
+
+// What a checkpoint holds, by reference: the model and all that a step carries to the next.
+struct TrainingState {
+  nn::Model& model;
+  std::vector<Param>& params;
+  optim::Optimizer& optimizer;
+  sync::Strategy& strategy;
+  optim::Schedule& schedule;
+  optim::LossScaler* loss_scale;  // null: no loss scaling
+  data::DataLoader& loader;
+};
+
+// Where a run goes on from: step 0 for a fresh run.
+struct ResumePoint {
+  int64_t step = 0, epoch = 0;
+  double wall_seconds = 0;  // training time before this process
+};
+
+// A run's checkpoint policy. Every method is collective: rank 0 decides and writes the shared
+// files, and a failure stops every rank together.
+class RunCheckpoints {
+ public:
+  RunCheckpoints(std::string dir, int keep, bool overwrite, comm::Communicator& world,
+                 TrainingState state, uint64_t config_hash);
+
+  // A fresh run: refuses a folder holding another run's checkpoints (unless `overwrite`),
+  // removes a crash's leftover temporaries, gives the run its id.
+  void start_fresh();
+  // --resume auto (the newest valid checkpoint; none yet: a fresh start) or --resume PATH:
+  // restores the model, the step's state, the generators and the loader's position.
+  ResumePoint resume(const std::string& which);
+  // Writes the checkpoint of `step` unless it was written already (`wall_seconds`: training
+  // time so far). The world-average model for a decentralised sync between synchronisations.
+  void save(int64_t step, double wall_seconds);
+  // The model changed after the last save at this step (a final synchronisation).
+  void model_changed() { last_saved_ = -1; }
+
+ private:
+  void add_step_state(NamedTensors& st) const;
+  void load_step_state(const NamedTensors& st);
+
+  Checkpointer files_;
+  bool overwrite_;
+  comm::Communicator& world_;
+  TrainingState state_;
+  uint64_t config_hash_;
+  int64_t last_saved_ = -1;
+};
+
+// train.init_from: model weights from a checkpoint file or from the newest valid one in a folder
+// (a fresh optimizer; e.g. BERT phase 2 from phase 1), read on rank 0 only: broadcast rank 0's
+// model after it. Returns the file used; IoError naming `where` (the key's location) when there
+// is none. Collective.
+std::string init_weights_from(comm::Communicator& world, nn::Model& model, const std::string& path,
+                              const std::string& where);
 
 }  // namespace ada::trainer

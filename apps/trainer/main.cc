@@ -1,16 +1,54 @@
-// trainer's main: MPI start-up, one top-level catch, MPI_Abort on error so no rank hangs.
+// trainer's main: MPI start-up, the command line, one top-level catch, MPI_Abort on error so no
+// rank hangs.
 #include <exception>
 #include <string>
 
+#include "apps/common/cli.h"
+#include "apps/common/version.h"
 #include "apps/trainer/trainer.h"
 #include "base/log.h"
 #include "comm/mpi_runtime.h"
+
+namespace {
+
+// The arguments, or nullopt after --help or --version.
+std::optional<ada::trainer::Args> parse_args(int argc, char** argv) {
+  ada::trainer::Args a;
+  CLI::App app(
+      "Adatrain: data-parallel training from one YAML config (configs/README.md lists every key)",
+      "trainer");
+  app.add_option("--config", a.config, "the run's YAML config")->required();
+  app.add_option("--set", a.sets,
+                 "override a config value, e.g. --set optimizer.lr=0.1 (repeatable)")
+      ->allow_extra_args(false)
+      ->take_all();
+  app.add_option("--resume", a.resume,
+                 "auto (the newest valid checkpoint of the run) or a checkpoint path");
+  app.add_flag("--describe", a.describe, "print the model's layers and parameter count, then exit");
+  app.set_version_flag("--version",
+                       std::string("trainer (Adatrain) built from commit ") + ada::build_commit(),
+                       "print the commit this trainer was built from, then exit");
+  if (!ada::cli::parse_command_line(
+          app, argc, argv,
+          "trainer --config FILE [--set key.path=value ...] [--resume auto|PATH] [--describe]"))
+    return std::nullopt;
+  return a;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   ada::comm::MpiRuntime mpi(&argc, &argv);
   ada::init_logging(mpi.rank(), mpi.size());
   try {
-    return ada::trainer::run(argc, argv, mpi);
+    const auto args = parse_args(argc, argv);
+    if (!args) return 0;  // --help or --version
+    // Not destroyed when run() throws: its destructors would wait for communication that the
+    // other ranks may never complete. Every rank is aborted below instead.
+    auto* trainer = new ada::trainer::Trainer(*args);
+    const int rc = trainer->run();
+    delete trainer;
+    return rc;
   } catch (const std::exception& e) {
     ada::log_error(std::string("trainer: ") + e.what());
     ada::flush_log();

@@ -1,18 +1,90 @@
 // The trainer: a YAML config in; a trained model, checkpoints and comparable curves out.
 //   trainer --config FILE [--set key.path=value ...] [--resume auto|PATH] [--describe]
-// Runs under mpirun/srun or alone. See configs/README.md for every key and DESIGN.md §4 for
-// the step: batch -> forward -> loss -> backward (buckets reduced while it runs) -> reducer ->
-// optimizer (gradient or model-delta mode) -> schedule; evaluation, guards, checkpoints.
+// Runs under mpirun/srun or alone. The Trainer is wiring plus the step loop: every concern lives
+// in a file of its own (run_settings, run_log, evaluation, checkpoint, run_timeline; the model,
+// data, optimizer, schedule, reducer and sync each build themselves from their config section
+// through a registry). The step: docs/architecture.md.
 #pragma once
 
-namespace ada::comm {
-class MpiRuntime;
-}
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "apps/trainer/checkpoint.h"
+#include "apps/trainer/run_log.h"
+#include "apps/trainer/run_settings.h"
+#include "apps/trainer/straggler.h"
+#include "base/config.h"
+#include "comm/mpi_communicator.h"
+#include "comm/reducer.h"
+#include "core/backend/cuda_runtime.h"
+#include "data/data_loader.h"
+#include "data/registry.h"
+#include "nn/model.h"
+#include "optim/loss_scale.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+#include "sync/registry.h"
+#include "sync/strategy.h"
 
 namespace ada::trainer {
 
-// Parses the command line, trains, returns the exit status. Throws ada::Error on bad input;
-// main() logs it and aborts every rank.
-int run(int argc, char** argv, comm::MpiRuntime& mpi);
+// The command line.
+struct Args {
+  std::string config;
+  std::vector<std::string> sets;  // --set key.path=value, in order
+  std::string resume;             // auto, a checkpoint path, or "" (a fresh run)
+  bool describe = false;          // print the model and exit
+};
+
+class Trainer {
+ public:
+  explicit Trainer(Args args);
+  // Builds everything, trains to the last step, evaluates, checkpoints and writes the summary.
+  // Throws ada::Error on bad input; every rank stops.
+  int run();
+
+ private:
+  void build();  // from the config, in the order each part needs the others
+  void build_model(const Config& cfg);
+  void build_data(const Config& cfg);
+  void build_optimization(Config& cfg);  // optimizer, schedule and the sync's settings
+  void build_step();  // rank 0's weights everywhere, the device, the strategy, the loader
+  void train_step();
+  void flush_due(double lr);
+  void evaluate_now();
+  void write_summary();
+  double wall_seconds() const { return resumed_.wall_seconds + clock_.seconds(); }
+
+  Args args_;
+  std::unique_ptr<comm::MpiCommunicator> world_;
+  std::unique_ptr<comm::Communicator> device_comm_;  // NCCL over world_'s ranks (train.comm)
+  std::optional<Config> cfg_;
+  RunSettings s_;
+  std::unique_ptr<comm::Reducer> reducer_;
+  std::unique_ptr<nn::Model> model_;
+  std::vector<Param> params_;
+  data::DataSets data_;
+  std::unique_ptr<data::DataLoader> loader_;
+  std::unique_ptr<cuda::BatchUploader> uploader_;  // train.device cuda: batches via pinned memory
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<optim::Schedule> schedule_;
+  sync::StrategyMaker make_strategy_;  // the sync's settings, read before anything is built
+  std::unique_ptr<sync::Strategy> strategy_;
+  std::optional<Straggler> straggler_;           // train.straggler: injected delays
+  std::optional<optim::LossScaler> loss_scale_;  // train.loss_scale
+  std::unique_ptr<RunCheckpoints> checkpoints_;
+  std::unique_ptr<RunLog> log_;
+  StepMeter meter_;
+  Stopwatch clock_;  // since this process started training
+  ResumePoint resumed_;
+  int64_t step_ = 0, epoch_ = 0, total_steps_ = 0, steps_per_epoch_ = 0, skipped_ = 0;
+  int64_t last_eval_step_ = -1;
+  nn::Metrics last_eval_;
+  double last_mean_loss_ = 0;
+  bool log_due_ = false, checksum_due_ = false;  // waiting for a step where replicas agree
+};
 
 }  // namespace ada::trainer

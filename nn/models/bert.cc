@@ -147,6 +147,7 @@ class Bert : public Model {
     Variable flat = fn::reshape(x, {b * s, c_.hidden});
     ModelOutput out;
     Variable loss;
+    double mlm_correct = 0;
     if (m > 0) {
       Variable h =
           fn::embedding(flat, Tensor::from_vector<int64_t>(where, {m}).to(dev));  // row gather
@@ -154,15 +155,13 @@ class Bert : public Model {
       Variable logits = fn::add_bias(fn::matmul(h, word_->weight(), false, true), decoder_bias_);
       Tensor t = Tensor::from_vector<int64_t>(target, {m}).to(dev);
       loss = mlm_loss(logits, t);
-      auto [correct, count] = count_correct(logits.value(), t);
-      out.metrics["mlm_correct"] = static_cast<double>(correct);
-      out.metrics["mlm_count"] = static_cast<double>(count);
+      mlm_correct = static_cast<double>(count_correct(logits.value(), t).first);
     } else {
       loss = fn::scale(fn::sum(flat, {0, 1}), 0.f);  // no masked token: zero loss, graph intact
-      out.metrics["mlm_correct"] = 0;
-      out.metrics["mlm_count"] = 0;
     }
-    out.metrics["mlm_loss_sum"] = static_cast<double>(loss.value().item()) * static_cast<double>(m);
+    const double masked = static_cast<double>(m);
+    out.metrics = {{"mlm_loss", {static_cast<double>(loss.value().item()) * masked, masked}},
+                   {"mlm_accuracy", {mlm_correct, masked}}};
     if (c_.nsp) {
       const Tensor& nsp_label = field(batch, "nsp_label");
       std::vector<int64_t> firsts(b);
@@ -171,8 +170,8 @@ class Bert : public Model {
       Variable logits = nsp_->forward(fn::tanh(pooler_->forward(cls)));
       loss = fn::add(loss, nsp_loss(logits, nsp_label));
       auto [correct, count] = count_correct(logits.value(), nsp_label);
-      out.metrics["nsp_correct"] = static_cast<double>(correct);
-      out.metrics["nsp_count"] = static_cast<double>(count);
+      out.metrics.push_back(
+          {"nsp_accuracy", {static_cast<double>(correct), static_cast<double>(count)}});
     }
     out.loss = loss;
     return out;

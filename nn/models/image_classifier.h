@@ -1,5 +1,5 @@
 // ImageClassifier: the Model for "image" -> logits -> cross-entropy (with label smoothing)
-// against "label"; metrics "correct" and "count". Subclasses implement logits().
+// against "label"; figures "loss" and "top1". Subclasses implement logits().
 #pragma once
 
 #include "nn/losses.h"
@@ -9,7 +9,8 @@ namespace ada::nn {
 
 class ImageClassifier : public Model {
  public:
-  explicit ImageClassifier(float label_smoothing = 0.f) : label_smoothing_(label_smoothing) {}
+  ImageClassifier(int64_t classes, float label_smoothing)
+      : classes_(classes), label_smoothing_(label_smoothing) {}
   virtual Variable logits(const Variable& image) = 0;
   ModelOutput forward(const TensorMap& batch) override {
     const Tensor& image = field(batch, "image");
@@ -17,12 +18,15 @@ class ImageClassifier : public Model {
     Variable out = logits(Variable(image));
     ModelOutput r{cross_entropy_loss(out, label, label_smoothing_), {}};
     auto [correct, count] = count_correct(out.value(), label);
-    r.metrics["correct"] = static_cast<double>(correct);
-    r.metrics["count"] = static_cast<double>(count);
+    const double n = static_cast<double>(count);
+    r.metrics = {{"loss", {static_cast<double>(r.loss.value().item()) * n, n}},
+                 {"top1", {static_cast<double>(correct), n}}};
     return r;
   }
+  int64_t num_classes() const override { return classes_; }
 
  private:
+  int64_t classes_;
   float label_smoothing_;
 };
 

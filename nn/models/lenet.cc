@@ -14,7 +14,7 @@ namespace {
 
 class LeNet5 : public ImageClassifier {
  public:
-  LeNet5(int64_t classes, float smoothing, Generator& g) : ImageClassifier(smoothing) {
+  LeNet5(int64_t classes, float smoothing, Generator& g) : ImageClassifier(classes, smoothing) {
     conv1_ = register_module("conv1",
                              std::make_shared<Conv2d>(1, 6, 5, g, Conv2dOptions{1, 2, 1, true}));
     conv2_ = register_module("conv2",

@@ -119,7 +119,7 @@ class ResNet : public ImageClassifier {
  public:
   ResNet(const std::string& name, const Spec& s, int64_t classes, bool zero_last, float smoothing,
          Generator& g)
-      : ImageClassifier(smoothing), name_(name), imagenet_stem_(s.imagenet_stem) {
+      : ImageClassifier(classes, smoothing), name_(name), imagenet_stem_(s.imagenet_stem) {
     const int64_t stem = s.widths[0];
     conv1_ = register_module(
         "conv1", he_conv(s.in_channels, stem, s.imagenet_stem ? 7 : 3, s.imagenet_stem ? 2 : 1, g));

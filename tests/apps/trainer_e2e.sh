@@ -181,11 +181,11 @@ YAML
   check "--set: 1 required TEXT missing" --config tiny.yaml --set
   check "did you mean 'lr'" --config tiny.yaml --set optimizer.lrr=0.1
   check "model.num_classes (line 1, column 36): a classifier needs at least 2 classes, got 0" --config zero_classes.yaml
-  check "train.batch_per_rank (line 6, column 36): must be positive, got -4" --config negative_batch.yaml
-  check "train.log_every (line 6, column 50): must be at least 1 (steps per log line), got 0" --config zero_log.yaml
-  check "train.micro_batches (set by --set train.micro_batches=0): must be positive, got 0" --config tiny.yaml --set train.micro_batches=0
-  check "train.eval_every (set by --set train.eval_every=-5): must be >= 0 (0: each epoch's end), got -5" --config tiny.yaml --set train.eval_every=-5
-  check "train.max_eval_batches (set by --set train.max_eval_batches=-1): must be >= 0 (0: all), got -1" --config tiny.yaml --set train.max_eval_batches=-1
+  check "train.batch_per_rank (line 6, column 36): must be > 0, got -4" --config negative_batch.yaml
+  check "train.log_every (line 6, column 50): must be >= 1, got 0; steps per metrics line" --config zero_log.yaml
+  check "train.micro_batches (set by --set train.micro_batches=0): must be > 0, got 0" --config tiny.yaml --set train.micro_batches=0
+  check "train.eval_every (set by --set train.eval_every=-5): must be >= 0, got -5; 0 evaluates at each epoch's end" --config tiny.yaml --set train.eval_every=-5
+  check "train.max_eval_batches (set by --set train.max_eval_batches=-1): must be >= 0, got -1; 0 evaluates the whole set" --config tiny.yaml --set train.max_eval_batches=-1
   check "train.eval_every (line 6, column 84): set, but there is no evaluation set" --config no_eval.yaml
   check "data.eval_size (line 2, column 46) is 0" --config no_eval.yaml
   check "train.max_eval_batches (set by --set train.max_eval_batches=2): set, but there is no evaluation set" \
@@ -194,7 +194,7 @@ YAML
   check "train.precision (set by --set train.precision=fp8): unknown precision 'fp8'; known: fp32, bf16, fp16" --config tiny.yaml --set train.precision=fp8
   check "train.loss_scale (set by --set train.loss_scale=-3): must be none, dynamic or a positive number" --config tiny.yaml --set train.loss_scale=-3
   check "train.loss_scale (set by --set train.loss_scale=lots): must be none, dynamic or a positive number" --config tiny.yaml --set train.loss_scale=lots
-  check "train.loss_scale_init (set by --set train.loss_scale_init=0.5): must be a number from 1 to 2^64" \
+  check "train.loss_scale_init (set by --set train.loss_scale_init=0.5): must be in [1, 1.84467e+19], got 0.5" \
     --config tiny.yaml --set train.loss_scale=dynamic --set train.loss_scale_init=0.5
   check "train.loss_scale_growth_interval (set by --set train.loss_scale_growth_interval=5): tunes dynamic loss scaling, but train.loss_scale is 'none'" \
     --config tiny.yaml --set train.loss_scale_growth_interval=5

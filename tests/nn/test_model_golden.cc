@@ -428,9 +428,9 @@ TEST_P(ModelGolden, ForwardAndGradients) {
   Worst wl;
   EXPECT_TRUE(close_tensor("loss", out.loss.value().reshape({}), g_.at("loss"), kLossTol, &wl));
   if (model_ == "bert") {
-    // Our BERT returns only the loss and metric sums: the MLM loss is mlm_loss_sum / mlm_count,
+    // Our BERT returns only the loss and figure sums: the MLM loss is mlm_loss's sum / count,
     // the NSP loss the rest; arg-max counts are checked against the twin's stored logits.
-    const double mlm = out.metrics.at("mlm_loss_sum") / out.metrics.at("mlm_count");
+    const double mlm = out.metric("mlm_loss").sum / out.metric("mlm_loss").count;
     const double nsp = out.loss.value().item() - mlm;
     EXPECT_TRUE(close(
         "mlm_loss", {mlm}, to_double(g_.at("mlm_loss")), kLossTol, [](size_t) { return ""; }, &wl));
@@ -440,13 +440,13 @@ TEST_P(ModelGolden, ForwardAndGradients) {
     for (int64_t l : b.at("labels").to_vector<int64_t>())
       if (l != -100) targets.push_back(l);
     const Tensor t = Tensor::from_vector<int64_t>(targets, {static_cast<int64_t>(targets.size())});
-    EXPECT_EQ(out.metrics.at("mlm_count"), static_cast<double>(targets.size()));
-    EXPECT_EQ(out.metrics.at("mlm_correct"),
+    EXPECT_EQ(out.metric("mlm_accuracy").count, static_cast<double>(targets.size()));
+    EXPECT_EQ(out.metric("mlm_accuracy").sum,
               static_cast<double>(nn::count_correct(g_.at("mlm_logits"), t).first));
-    EXPECT_EQ(out.metrics.at("nsp_correct"),
+    EXPECT_EQ(out.metric("nsp_accuracy").sum,
               static_cast<double>(nn::count_correct(g_.at("nsp_logits"), b.at("nsp_label")).first));
   } else {
-    EXPECT_EQ(out.metrics.at("correct"),
+    EXPECT_EQ(out.metric("top1").sum,
               static_cast<double>(nn::count_correct(g_.at("logits"), b.at("label")).first));
   }
   print_worst(model_, "loss", wl);

@@ -85,7 +85,9 @@ TEST(Models, ForwardBackwardShapesAndModes) {
   TensorMap batch{{"image", Tensor::randn({3, 1, 28, 28}, g)},
                   {"label", Tensor::from_vector<int64_t>({1, 7, 3}, {3})}};
   auto out = m->forward(batch);
-  EXPECT_EQ(out.metrics.at("count"), 3.0);
+  EXPECT_EQ(out.metric("top1").count, 3.0);
+  EXPECT_EQ(out.metric("loss").count, 3.0);
+  EXPECT_EQ(out.metric("loss").sum, 3.0 * out.loss.value().item());
   EXPECT_GT(out.loss.value().item(), 0.f);
   backward(out.loss);
   for (auto& p : m->parameters()) EXPECT_TRUE(p.var.grad().defined()) << p.name;
@@ -117,8 +119,9 @@ TEST(Models, BertRunsWithPaddingAndNsp) {
                   {"labels", Tensor::from_vector<int64_t>(labels, {2, 6})},
                   {"nsp_label", Tensor::from_vector<int64_t>({0, 1}, {2})}};
   auto out = m->forward(batch);
-  EXPECT_EQ(out.metrics.at("mlm_count"), 2.0);
-  EXPECT_EQ(out.metrics.at("nsp_count"), 2.0);
+  EXPECT_EQ(out.metric("mlm_accuracy").count, 2.0);
+  EXPECT_EQ(out.metric("mlm_loss").count, 2.0);
+  EXPECT_EQ(out.metric("nsp_accuracy").count, 2.0);
   EXPECT_NEAR(out.loss.value().item(), std::log(50.0) + std::log(2.0),
               1.0);  // near-uniform at init
   backward(out.loss);

@@ -129,7 +129,8 @@ TEST(Schedule, ConfigErrorsNameTheKey) {
   msg = error_of<ConfigError>(
       [] { build_schedule("name: cosine\nwarmup_steps: 10\ntotal_steps: 10\n", kBase); });
   EXPECT_NE(msg.find("schedule.total_steps"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("must be > warmup_steps (10)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("must be > 10, got 10; it must exceed warmup_steps (10)"), std::string::npos)
+      << msg;
 
   msg = error_of<ConfigError>([] { build_schedule("name: linear\n", kBase); });
   EXPECT_NE(msg.find("total_steps"), std::string::npos) << msg;
@@ -143,7 +144,8 @@ TEST(Schedule, ConfigErrorsNameTheKey) {
 
   msg = error_of<ConfigError>(
       [] { build_schedule("name: constant\nwarmup_start_factor: 1.5\n", kBase); });
-  EXPECT_NE(msg.find("warmup_start_factor must be in [0, 1], got 1.5"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("schedule.warmup_start_factor (line "), std::string::npos) << msg;
+  EXPECT_NE(msg.find("): must be in [0, 1], got 1.5"), std::string::npos) << msg;
 
   msg = error_of<ConfigError>(
       [] { build_schedule("name: cosine\ntotal_steps: 10\nend_lr: 0.5\n", kBase); });
@@ -151,7 +153,8 @@ TEST(Schedule, ConfigErrorsNameTheKey) {
 
   msg = error_of<ConfigError>(
       [] { build_schedule("name: polynomial\ntotal_steps: 10\npower: 0\n", kBase); });
-  EXPECT_NE(msg.find("power must be > 0"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("schedule.power (line "), std::string::npos) << msg;
+  EXPECT_NE(msg.find("): must be > 0, got 0"), std::string::npos) << msg;
 
   // A key that no schedule reads is a typo that Config::finish() reports.
   msg = error_of<ConfigError>([] { build_schedule("name: cosine\ntotal_step: 10\n", kBase); });
@@ -197,7 +200,7 @@ TEST(LrScaling, ReadsItsKeys) {
   Config e = Config::parse("schedule:\n  adasum_lr_factor: 0\n", "t.yaml");
   EXPECT_NE(error_of<ConfigError>([&] {
               read_lr_scaling(e.child("schedule"));
-            }).find("adasum_lr_factor must be > 0"),
+            }).find("schedule.adasum_lr_factor (line 2, column 21): must be > 0, got 0"),
             std::string::npos);
 }
 

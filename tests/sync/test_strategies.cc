@@ -93,7 +93,7 @@ std::vector<float> run_strategy(const std::string& model_name, const std::string
   so.buckets.bucket_bytes = 20000;  // several buckets even for LeNet
   so.buckets.first_bucket_bytes = 4000;
   auto s = make_strategy(target, {params, *opt, c, *r}, so);
-  if (overlapped) *overlapped = s->wants_grad_hook();
+  if (overlapped) *overlapped = s->overlaps_backward();
   for (int step = 0; step < steps; ++step) {
     m->zero_grad();
     s->begin_step(step, 0.05f);
@@ -103,7 +103,7 @@ std::vector<float> run_strategy(const std::string& model_name, const std::string
       loss += out.loss.value().item();
       Tensor seed;  // loss scaling: backward starts from S, as the trainer does it
       if (so.loss_scale) seed = Tensor::full({}, so.loss_scale->scale());
-      if (s->wants_grad_hook() && k == micro - 1)
+      if (s->overlaps_backward() && k == micro - 1)
         backward(out.loss, seed, [&](Variable& p) { s->on_grad_ready(p); });
       else
         backward(out.loss, seed);
@@ -238,11 +238,11 @@ TEST(DeltaSync, OptimizerStateStaysLocal) {
   EXPECT_NE(0, std::memcmp(x.data(), x.data() + m1.size(), m1.size() * sizeof(float)));
 }
 
-TEST(StrategySpec, AdasumTargetDefaultsToGradientsForSgdAndModelDeltaForAdaptiveOptimizers) {
+TEST(ReduceTarget, AdasumTargetDefaultsToGradientsForSgdAndModelDeltaForAdaptiveOptimizers) {
   auto target = [](const std::string& red, const std::string& opt, const std::string& extra = "") {
     Config root = Config::parse(
         "{optimizer: {name: " + opt + "}, reducer: {name: " + red + extra + "}}", "test");
-    return read_strategy_spec(root, *reducer(red), world().size()).target;
+    return read_target(root.child("reducer"), *reducer(red), opt);
   };
   using comm::ReduceTarget;
   EXPECT_EQ(target("adasum", "sgd"), ReduceTarget::gradients);  // measured: mnist_lenet_scaling
@@ -284,7 +284,7 @@ TEST(Strategies, NonFiniteLossOnOneRankStopsEveryRankOrSkips) {
       auto out = m->forward(batch(c.rank(), 0, 0));
       // The last rank's loss (and so its gradients) is NaN.
       Variable loss = c.rank() == c.size() - 1 ? fn::scale(out.loss, std::nanf("")) : out.loss;
-      if (s->wants_grad_hook())
+      if (s->overlaps_backward())
         backward(loss, {}, [&](Variable& p) { s->on_grad_ready(p); });
       else
         backward(loss);
@@ -370,7 +370,7 @@ TEST(LossScaling, OverflowOnOneRankSkipsTheStepEverywhereAndHalvesTheScale) {
           Variable loss =
               overflow && c.rank() == c.size() - 1 ? fn::scale(out.loss, INFINITY) : out.loss;
           const Tensor seed = Tensor::full({}, scaler.scale());
-          if (s->wants_grad_hook())
+          if (s->overlaps_backward())
             backward(loss, seed, [&](Variable& p) { s->on_grad_ready(p); });
           else
             backward(loss, seed);

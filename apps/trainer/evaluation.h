@@ -1,0 +1,33 @@
+// Evaluation of the model on the held-out set, sharded over the ranks: each rank takes every
+// world-th example (the sampler pads the shards to equal length; the padding is not counted),
+// the model reports its named figures as (sum, count) pairs, and one allreduce adds them up.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "apps/trainer/run_log.h"
+#include "comm/communicator.h"
+#include "data/dataset.h"
+#include "nn/model.h"
+
+namespace ada::trainer {
+
+struct EvalOptions {
+  int64_t batch = 32;
+  int workers = 1;
+  int64_t max_batches = 0;  // per rank; 0: the whole shard
+  Device device;            // where the model runs
+};
+
+// The model's figures over the whole set (every rank gets the same). Collective.
+nn::Metrics evaluate(nn::Model& model, const std::shared_ptr<const data::Dataset>& set,
+                     comm::Communicator& world, const EvalOptions& options);
+
+// Adds eval_<name> = sum / count to `record` for each figure with a count.
+void add_figures(Json& record, const nn::Metrics& figures);
+// "loss 0.0812, top1 0.9843 (9843/10000)" for logs.
+std::string describe_figures(const nn::Metrics& figures);
+
+}  // namespace ada::trainer

@@ -1,0 +1,111 @@
+#include "apps/trainer/run_log.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "base/log.h"
+
+namespace ada::trainer {
+
+void StepMeter::add(double loss, double seconds, double comm_seconds, double exposed_seconds) {
+  for (Totals* t : {&run_, &window_}) {
+    t->steps += 1;
+    t->loss += loss;
+    t->seconds += seconds;
+    t->comm += comm_seconds;
+    t->exposed += exposed_seconds;
+  }
+}
+
+Json window_record(int64_t step, int64_t epoch, double lr, double mean_loss,
+                   const StepMeter::Totals& w, int64_t examples_per_step, double wall) {
+  const double n = static_cast<double>(w.steps);
+  const double per_step = w.seconds / n, comm_per_step = w.comm / n;
+  return {{"step", step},
+          {"epoch", epoch},
+          {"lr", lr},
+          {"loss", mean_loss},
+          {"samples_per_s", static_cast<double>(examples_per_step) * n / w.seconds},
+          {"compute_s", per_step - comm_per_step},
+          {"comm_s", comm_per_step},
+          {"exposed_comm_s", w.exposed / n},
+          {"wall_s", wall}};
+}
+
+std::string format_duration(double s) {
+  char buf[32];
+  if (s < 0 || !std::isfinite(s)) return "?";
+  const long t = static_cast<long>(s + 0.5);
+  std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
+  return buf;
+}
+
+RunLog::RunLog(std::string out_dir, bool writer, int64_t log_every)
+    : dir_(std::move(out_dir)),
+      writer_(writer),
+      tty_(writer && isatty(STDERR_FILENO)),
+      log_every_(log_every) {}
+
+void RunLog::open(int64_t resumed_step) {
+  if (!writer_) return;
+  const std::string path = dir_ + "/metrics.jsonl";
+  std::vector<std::string> kept;
+  if (resumed_step > 0) {
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+      const auto rec = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (rec.is_object() && rec.contains("step") && rec["step"].is_number_integer() &&
+          rec["step"].get<int64_t>() <= resumed_step)
+        kept.push_back(line);
+    }
+  }
+  metrics_.open(path, std::ios::trunc);
+  for (const auto& l : kept) metrics_ << l << "\n";
+}
+
+void RunLog::write(const Json& record) {
+  if (!writer_) return;
+  metrics_ << record.dump() << "\n";
+  metrics_.flush();
+}
+
+void RunLog::start(int64_t step) {
+  start_step_ = step;
+  clock_.restart();
+}
+
+void RunLog::progress(int64_t step, int64_t total_steps, int64_t epoch, double loss, double lr,
+                      double sps, bool force) {
+  if (!writer_) return;
+  const int64_t done = step - start_step_;
+  const double eta = done > 0 ? clock_.seconds() / static_cast<double>(done) *
+                                    static_cast<double>(total_steps - step)
+                              : -1;
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "step %lld/%lld  epoch %lld  loss %.4f  lr %.4g  %.1f samples/s  ETA %s",
+                static_cast<long long>(step), static_cast<long long>(total_steps),
+                static_cast<long long>(epoch), loss, lr, sps, format_duration(eta).c_str());
+  if (tty_) {
+    if (!force && drawn_ && since_drawn_.seconds() < 0.25) return;
+    drawn_ = true;
+    since_drawn_.restart();
+    std::fprintf(stderr, "\r%-100s%s", line, force ? "\n" : "");
+    std::fflush(stderr);
+  } else if (force || step % log_every_ == 0) {
+    log_info("{}", line);  // one line per log_every steps: logs stay readable
+  }
+}
+
+void RunLog::break_line() {
+  if (tty_) std::fprintf(stderr, "\n");
+}
+
+void RunLog::write_summary(const Json& summary) {
+  if (writer_) std::ofstream(dir_ + "/summary.json") << summary.dump(2) << "\n";
+}
+
+}  // namespace ada::trainer

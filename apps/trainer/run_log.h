@@ -1,0 +1,74 @@
+// What a run writes as it goes, on rank 0: metrics.jsonl (one JSON line per log_every steps and
+// per evaluation; on resume the lines after the resumed step are dropped, so curves have no
+// duplicates), the progress line (redrawn on a terminal, every log_every steps in a log file)
+// and summary.json at the end. StepMeter keeps the step timings those lines report.
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "base/stopwatch.h"
+
+namespace ada::trainer {
+
+using Json = nlohmann::ordered_json;
+
+// Step timings and losses, over the whole run and over the window since the last metrics line.
+class StepMeter {
+ public:
+  struct Totals {
+    int64_t steps = 0;
+    double loss = 0, seconds = 0, comm = 0, exposed = 0;  // sums over the steps
+  };
+  // A step that was applied (skipped steps are not counted).
+  void add(double loss, double seconds, double comm_seconds, double exposed_seconds);
+  const Totals& run() const { return run_; }
+  const Totals& window() const { return window_; }
+  void reset_window() { window_ = {}; }
+
+ private:
+  Totals run_, window_;
+};
+
+// The metrics line of a window: step, epoch, lr, the loss averaged over ranks and steps
+// (`mean_loss`), samples/s over the window (`examples_per_step` on all ranks per step) and the
+// per-step compute, communication and exposed communication seconds, then `wall`.
+Json window_record(int64_t step, int64_t epoch, double lr, double mean_loss,
+                   const StepMeter::Totals& window, int64_t examples_per_step, double wall);
+
+class RunLog {
+ public:
+  // Writes nothing unless `writer` (rank 0). `log_every` paces the progress line in log files.
+  RunLog(std::string out_dir, bool writer, int64_t log_every);
+
+  // Opens OUT/metrics.jsonl: keeps the lines up to `resumed_step` (0: a fresh run; a line cut
+  // short by a crash is dropped) and appends after them.
+  void open(int64_t resumed_step);
+  void write(const Json& record);
+  // One progress line; `force` draws it whatever the pacing (and ends it on a terminal).
+  void progress(int64_t step, int64_t total_steps, int64_t epoch, double loss, double lr,
+                double samples_per_s, bool force);
+  // Starts a new progress line on a terminal, so log lines do not overwrite it.
+  void break_line();
+  // Starts the clock of the ETA: `step` is where this process started.
+  void start(int64_t step);
+  void write_summary(const Json& summary);
+
+  bool writer() const { return writer_; }
+
+ private:
+  std::string dir_;
+  bool writer_, tty_;
+  int64_t log_every_, start_step_ = 0;
+  Stopwatch clock_, since_drawn_;
+  bool drawn_ = false;
+  std::ofstream metrics_;
+};
+
+// "H:MM:SS", or "?" for a negative or infinite duration.
+std::string format_duration(double seconds);
+
+}  // namespace ada::trainer

@@ -1,0 +1,165 @@
+#include "apps/trainer/run_settings.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+
+#include "base/log.h"
+#include "comm/step_comm.h"
+#include "core/backend/cuda_runtime.h"
+#include "core/cpu_isa.h"
+
+namespace ada::trainer {
+namespace {
+
+// train.device: "cpu", "cuda" (this rank's node-local index modulo the visible GPUs) or
+// "cuda:N". A GPU that cannot be used is a ConfigError naming the key and why.
+Device read_device(const Config& t, int local_rank) {
+  const std::string s = t.get_or<std::string>("device", "cpu");
+  if (s == "cpu") return Device::cpu();
+  int index = -1;
+  if (s == "cuda") {
+    index = cuda::device_count() > 0 ? local_rank % cuda::device_count() : 0;
+  } else if (s.rfind("cuda:", 0) == 0 && s.size() > 5 &&
+             s.find_first_not_of("0123456789", 5) == std::string::npos && s.size() < 9) {
+    index = std::stoi(s.substr(5));
+  } else {
+    ADA_THROW(ConfigError) << t.where("device") << ": unknown device '" << s
+                           << "'; known: cpu, cuda, cuda:N (N a GPU index)";
+  }
+  try {
+    cuda::require_device(index);
+  } catch (const DeviceError& e) {
+    ADA_THROW(ConfigError) << t.where("device") << ": " << e.what()
+                           << "; train on the CPU with train.device: cpu";
+  }
+  return Device::cuda(index);
+}
+
+// train.precision: fp32 (default), bf16 or fp16: the matrix products (linear layers, attention,
+// convolutions) take bf16/fp16 inputs and accumulate in fp32, everything else stays fp32
+// (core/precision.h). fp16 is CUDA only.
+Precision read_precision(const Config& t, const Device& device) {
+  const std::string s = t.get_or<std::string>("precision", "fp32");
+  if (s == "fp32") return Precision::fp32;
+  ADA_CHECK_ARG(s == "bf16" || s == "fp16", ConfigError)
+      << t.where("precision") << ": unknown precision '" << s << "'; known: fp32, bf16, fp16";
+  if (!device.is_cpu()) return s == "bf16" ? Precision::bf16 : Precision::fp16;
+  ADA_CHECK_ARG(s == "bf16", ConfigError)
+      << t.where("precision") << ": fp16 is not supported on the CPU (no fp16 dot products); "
+      << "use bf16 on a CPU with AVX512_BF16, or fp32";
+  std::string why;
+  ADA_CHECK_ARG(cpu::bf16_available(&why), ConfigError)
+      << t.where("precision") << ": bf16 needs the CPU's bf16 dot products, but " << why
+      << "; use precision: fp32 on this machine";
+  return Precision::bf16;
+}
+
+// train.loss_scale: none, dynamic or a positive number (a static scale); absent: dynamic with
+// precision fp16, none otherwise. loss_scale_init (dynamic's start) and
+// loss_scale_growth_interval tune the dynamic rule (optim/loss_scale.h).
+std::optional<optim::LossScaleOptions> read_loss_scale(const Config& t, Precision precision) {
+  const std::string s =
+      t.get_or<std::string>("loss_scale", precision == Precision::fp16 ? "dynamic" : "none");
+  const bool tuned = t.has("loss_scale_init") || t.has("loss_scale_growth_interval");
+  ADA_CHECK_ARG(s == "dynamic" || !tuned, ConfigError)
+      << t.where(t.has("loss_scale_init") ? "loss_scale_init" : "loss_scale_growth_interval")
+      << ": tunes dynamic loss scaling, but train.loss_scale is '" << s
+      << "'; set loss_scale: dynamic or drop it";
+  if (s == "none") {
+    if (precision == Precision::fp16)
+      log_warn(
+          "{}: fp16 without loss scaling: small gradients may flush to zero in the fp16 products; "
+          "loss_scale: dynamic is the usual choice",
+          t.where("loss_scale"));
+    return std::nullopt;
+  }
+  optim::LossScaleOptions o;
+  if (s == "dynamic") {
+    o.init = t.get_in_or<double>("loss_scale_init", o.init,
+                                 Range::closed(1, optim::kMaxLossScale),
+                                 "up to 2^64; powers of two keep the scaling exact");
+    o.growth_interval = t.get_in_or<int64_t>("loss_scale_growth_interval", o.growth_interval,
+                                             Range::at_least(1), "good steps before S doubles");
+    return o;
+  }
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  ADA_CHECK_ARG(end != s.c_str() && *end == '\0' && std::isfinite(v) && v > 0 &&
+                    v <= optim::kMaxLossScale,
+                ConfigError)
+      << t.where("loss_scale") << ": must be none, dynamic or a positive number up to 2^64 (a "
+      << "static scale), got '" << s << "'";
+  o.dynamic = false;
+  o.init = v;
+  return o;
+}
+
+// A section that may be absent (all defaults).
+Config section_or_empty(const Config& root, const std::string& key) {
+  return root.has(key) ? root.child(key) : Config::parse("{}", "defaults");
+}
+
+}  // namespace
+
+RunSettings read_run_settings(const Config& root, const std::string& config_path, int world,
+                              int local_rank) {
+  RunSettings s;
+  const Config t = root.child("train");
+  s.epochs = t.get_or<int64_t>("epochs", 0);
+  s.steps = t.get_or<int64_t>("steps", 0);
+  ADA_CHECK_ARG((s.epochs > 0) != (s.steps > 0), ConfigError)
+      << t.where() << ": set exactly one of train.epochs or train.steps to a positive number";
+  s.batch = t.get_in_or<int64_t>("batch_per_rank", s.batch, Range::above(0));
+  s.micro = t.get_in_or<int64_t>("micro_batches", s.micro, Range::above(0));
+  s.eval_every = t.get_in_or<int64_t>("eval_every", s.eval_every, Range::at_least(0),
+                                      "0 evaluates at each epoch's end");
+  s.max_eval_batches = t.get_in_or<int64_t>("max_eval_batches", s.max_eval_batches,
+                                            Range::at_least(0), "0 evaluates the whole set");
+  s.log_every = t.get_in_or<int64_t>("log_every", s.log_every, Range::at_least(1),
+                                     "steps per metrics line");
+  s.seed = static_cast<uint64_t>(t.get_or<int64_t>("seed", 1));
+  s.threads = t.get_in_or<int>("threads", s.threads, Range::at_least(0),
+                               "0 shares the node's cores among its ranks");
+  s.checksum_every = t.get_in_or<int64_t>("checksum_every", s.checksum_every,
+                                          Range::at_least(0), "0 turns the check off");
+  s.clip = t.get_in_or<double>("clip_grad_norm", s.clip, Range::at_least(0), "0 turns it off");
+  s.init_from = t.get_or<std::string>("init_from", "");
+  s.timeline = t.get_or<std::string>("timeline", "");
+  s.device = read_device(t, local_rank);
+  s.precision = read_precision(t, s.device);
+  s.loss_scale = read_loss_scale(t, s.precision);
+  s.comm = t.get_or<std::string>("comm", s.comm);
+  comm::check_step_comm_choice(s.comm, s.device, t.where("comm"));
+  const std::string nonfinite = t.get_or<std::string>("on_nonfinite", "stop");
+  ADA_CHECK_ARG(nonfinite == "stop" || nonfinite == "skip", ConfigError)
+      << t.where("on_nonfinite") << ": must be 'stop' or 'skip', got '" << nonfinite << "'";
+  s.skip_nonfinite = nonfinite == "skip";
+
+  const Config d = root.child("data");
+  s.workers = d.get_in_or<int>("workers", s.workers, Range::at_least(0),
+                               "0 loads on the training thread");
+  s.prefetch = d.get_in_or<int>("prefetch", s.prefetch, Range::at_least(0), "0: 2 x workers");
+
+  const Config out = section_or_empty(root, "output");
+  const std::string stem = std::filesystem::path(config_path).stem().string();
+  s.out_dir = out.get_or<std::string>("dir", "runs/" + stem + "-np" + std::to_string(world));
+  const Config ck = section_or_empty(root, "checkpoint");
+  s.ckpt_dir = ck.get_or<std::string>("dir", s.out_dir + "/checkpoints");
+  s.ckpt_every = ck.get_in_or<int64_t>("every", s.ckpt_every, Range::at_least(0),
+                                       "0 saves at the end of every epoch");
+  s.ckpt_keep = ck.get_in_or<int>("keep", s.ckpt_keep, Range::at_least(1),
+                                  "the newest valid checkpoint is always kept");
+  s.ckpt_overwrite = ck.get_or<bool>("overwrite", false);
+
+  const Config red = root.child("reducer");
+  const double mb = red.get_in_or<double>("bucket_mb", 25.0, Range::above(0),
+                                          "MiB per gradient bucket (25, as PyTorch DDP)");
+  const double first = red.get_in_or<double>("first_bucket_mb", 1.0, Range::above(0),
+                                             "MiB of the first, small bucket");
+  s.buckets.bucket_bytes = static_cast<int64_t>(mb * (1 << 20));
+  s.buckets.first_bucket_bytes = static_cast<int64_t>(first * (1 << 20));
+  return s;
+}
+
+}  // namespace ada::trainer

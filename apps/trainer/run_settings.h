@@ -1,0 +1,52 @@
+// RunSettings: what the trainer itself reads from a run config (train, output, checkpoint, the
+// loader's data keys, reducer bucket sizes), checked and with every default applied; a pure
+// function of the config and the world, unit-tested without MPI. Models, data sets,
+// optimizers, schedules, reducers and syncs read their own sections.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "base/config.h"
+#include "comm/bucketer.h"
+#include "core/precision.h"
+#include "core/tensor.h"
+#include "optim/loss_scale.h"
+
+namespace ada::trainer {
+
+struct RunSettings {
+  // train: exactly one of epochs or steps is positive.
+  int64_t epochs = 0, steps = 0;
+  int64_t batch = 32, micro = 1;  // batch_per_rank, micro_batches
+  int64_t eval_every = 0;         // 0: at each epoch's end
+  int64_t max_eval_batches = 0;   // 0: all
+  int64_t log_every = 50, checksum_every = 100;
+  uint64_t seed = 1;
+  int threads = 0;  // 0: the node's cores shared among its ranks
+  double clip = 0;  // clip_grad_norm; 0: off
+  bool skip_nonfinite = false;  // on_nonfinite: skip
+  std::string timeline, init_from;
+  Device device;                                       // train.device
+  Precision precision = Precision::fp32;               // train.precision (core/precision.h)
+  std::optional<optim::LossScaleOptions> loss_scale;   // train.loss_scale; absent: off
+  std::string comm = "auto";                           // train.comm
+  // data: the loader's keys.
+  int workers = 1, prefetch = 0;
+  // output and checkpoint.
+  std::string out_dir, ckpt_dir;
+  int64_t ckpt_every = 0;  // 0: at each epoch's end
+  int ckpt_keep = 3;
+  bool ckpt_overwrite = false;
+  // reducer.bucket_mb and first_bucket_mb.
+  comm::BucketOptions buckets;
+};
+
+// Reads `root` (a run config loaded from `config_path`, whose stem names the default output
+// folder) for `world` ranks; `local_rank` picks the GPU of train.device: cuda. ConfigError naming
+// the key as written, the value and the fix for anything out of range.
+RunSettings read_run_settings(const Config& root, const std::string& config_path, int world,
+                              int local_rank);
+
+}  // namespace ada::trainer

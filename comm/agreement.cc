@@ -1,0 +1,45 @@
+#include "comm/agreement.h"
+
+#include <exception>
+#include <vector>
+
+#include "base/error.h"
+
+namespace ada::comm {
+
+std::string decide_on_rank0(Communicator& comm, const std::function<std::string()>& decide) {
+  std::string text;
+  std::exception_ptr error;
+  if (comm.rank() == 0) {
+    try {
+      text = decide();
+    } catch (const std::exception& e) {
+      error = std::current_exception();
+      text = e.what();
+    }
+  }
+  double failed = error ? 1.0 : 0.0;
+  comm.allreduce(&failed, 1, ReduceOp::max);
+  text = broadcast_string(comm, text, 0);
+  if (error) std::rethrow_exception(error);
+  ADA_CHECK_ARG(failed == 0.0, Error) << "rank 0 stopped the run: " << text;
+  return text;
+}
+
+std::string ranks_differing(Communicator& comm, double value) {
+  std::vector<double> all(comm.size());
+  comm.allgather(&value, 1, all.data());
+  std::string differ;
+  for (int r = 1; r < comm.size(); ++r)
+    if (all[r] != all[0]) differ += (differ.empty() ? "" : ", ") + std::to_string(r);
+  return differ;
+}
+
+void require_same_on_all_ranks(Communicator& comm, uint64_t value, const std::string& what) {
+  const std::string differ = ranks_differing(comm, static_cast<double>(value >> 11));  // exact
+  ADA_CHECK_ARG(differ.empty(), ConfigError)
+      << what << " differs between rank 0 and rank(s) " << differ
+      << "; every rank must run the same config and code (check --set arguments and binaries)";
+}
+
+}  // namespace ada::comm

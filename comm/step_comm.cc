@@ -1,0 +1,46 @@
+#include "comm/step_comm.h"
+
+#include "base/error.h"
+#include "base/log.h"
+#include "comm/nccl_communicator.h"
+#include "core/backend/cuda_runtime.h"
+
+namespace ada::comm {
+
+void check_step_comm_choice(const std::string& choice, const Device& device,
+                            const std::string& where) {
+  ADA_CHECK_ARG(choice == "auto" || choice == "mpi" || choice == "nccl", ConfigError)
+      << where << ": unknown communicator '" << choice
+      << "'; known: auto (NCCL for a CUDA run with a GPU per rank, else MPI), mpi, nccl";
+  ADA_CHECK_ARG(choice != "nccl" || !device.is_cpu(), ConfigError)
+      << where << ": nccl reduces CUDA device buffers; set train.device: cuda, or comm: mpi";
+}
+
+std::unique_ptr<Communicator> make_step_communicator(Communicator& world, const Device& device,
+                                                     const std::string& choice,
+                                                     const std::string& where) {
+  check_step_comm_choice(choice, device, where);
+  if (device.is_cpu() || choice == "mpi") return nullptr;
+  // NCCL when every rank can use it: the build has it, the library loads, and no two ranks of a
+  // node share a GPU (NCCL refuses that).
+  std::string why = nccl_unavailable_reason();
+  if (why.empty() && world.local_size() > cuda::device_count())
+    why = std::to_string(world.local_size()) + " ranks share this node's " +
+          std::to_string(cuda::device_count()) + " GPU(s), and NCCL needs one GPU per rank";
+  double usable = why.empty() ? 1 : 0;
+  world.allreduce(&usable, 1, ReduceOp::min);
+  if (usable == 0 && why.empty()) why = "another rank cannot use NCCL (see its log)";
+  if (!why.empty()) {
+    ADA_CHECK_ARG(choice != "nccl", ConfigError)
+        << where << ": nccl is not usable: " << why
+        << "; use comm: mpi (or auto), which stages device buffers through host memory";
+    log_info("train.comm: MPI, staging the device buffers through host memory ({})", why);
+    return nullptr;
+  }
+  auto nccl = make_nccl_communicator(
+      std::shared_ptr<Communicator>(&world, [](Communicator*) {}), device.index);
+  log_info("train.comm: NCCL on {}", device.str());
+  return nccl;
+}
+
+}  // namespace ada::comm

@@ -1,0 +1,23 @@
+#include "data/registry.h"
+
+#include "data/image_folder_dataset.h"
+#include "data/mlm_dataset.h"
+#include "data/mnist_dataset.h"
+#include "data/synthetic_dataset.h"
+
+namespace ada::data {
+
+void register_builtin_datasets(DatasetRegistry& r) {
+  r.add("mnist", [](const DatasetRequest& q) { return read_mnist(q, false); });
+  r.add("fashion_mnist", [](const DatasetRequest& q) { return read_mnist(q, true); });
+  r.add("image_folder", read_image_folder);
+  r.add("mlm", read_mlm);
+  r.add("synthetic", read_synthetic);
+}
+
+DataSets read_datasets(const DatasetRegistry& registry, const DatasetRequest& request) {
+  const std::string name = request.section.get<std::string>("name");
+  return registry.get(name, request.section.where("name"))(request);
+}
+
+}  // namespace ada::data

@@ -1,0 +1,40 @@
+// The `data` section of a run config -> the training and evaluation sets. A data set is one file
+// holding its Dataset and a reader of its section, plus one line in register_builtin_datasets()
+// (data/registry.cc): mnist and fashion_mnist (mnist_dataset.cc), image_folder, mlm, synthetic.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "base/config.h"
+#include "base/registry.h"
+#include "data/dataset.h"
+
+namespace ada::data {
+
+struct DataSets {
+  std::shared_ptr<const Dataset> train;
+  std::shared_ptr<const Dataset> eval;  // may be null: no evaluation
+  std::string no_eval_reason;           // why eval is null, e.g. "data.eval_path is not set"
+};
+
+// What a reader gets: its section, and the model its examples must fit.
+struct DatasetRequest {
+  Config section;           // `data`
+  Config model;             // `model` (BERT's vocab_size, max_positions and nsp)
+  int64_t num_classes = 0;  // of the model's output; 0 for a model without classes (BERT)
+  uint64_t seed = 1;        // train.seed
+};
+
+// Builds and validates both sets on every rank, against the model too (labels inside its
+// classes, token ids inside its vocabulary); errors name the file, the index and the fix.
+using DatasetReader = std::function<DataSets(const DatasetRequest&)>;
+using DatasetRegistry = Registry<DatasetReader>;
+
+void register_builtin_datasets(DatasetRegistry& registry);
+
+// The sets request.section's `name` asks for.
+DataSets read_datasets(const DatasetRegistry& registry, const DatasetRequest& request);
+
+}  // namespace ada::data

@@ -1,0 +1,153 @@
+// RunSettings: every default, and bad values refused naming the key as the user wrote it (in the
+// file or by --set), the value and what to do. No MPI: a pure function of the config.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "apps/trainer/run_settings.h"
+#include "base/error.h"
+
+namespace ada::trainer {
+namespace {
+
+const char kMinimal[] =
+    "model: {name: lenet5}\n"
+    "data: {name: synthetic}\n"
+    "optimizer: {name: sgd, lr: 0.1}\n"
+    "reducer: {name: average}\n"
+    "train: {steps: 10}\n";
+
+RunSettings settings(const std::string& yaml, const std::vector<std::string>& sets = {},
+                     int world = 4) {
+  Config c = Config::parse(yaml, "configs/run.yaml");
+  for (const auto& s : sets) c.set_override(s);
+  return read_run_settings(c, "configs/run.yaml", world, 0);
+}
+
+std::string error(const std::string& yaml, const std::vector<std::string>& sets = {}) {
+  try {
+    settings(yaml, sets);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+TEST(RunSettings, Defaults) {
+  const RunSettings s = settings(kMinimal);
+  EXPECT_EQ(s.steps, 10);
+  EXPECT_EQ(s.epochs, 0);
+  EXPECT_EQ(s.batch, 32);
+  EXPECT_EQ(s.micro, 1);
+  EXPECT_EQ(s.eval_every, 0);
+  EXPECT_EQ(s.max_eval_batches, 0);
+  EXPECT_EQ(s.log_every, 50);
+  EXPECT_EQ(s.checksum_every, 100);
+  EXPECT_EQ(s.seed, 1u);
+  EXPECT_EQ(s.threads, 0);
+  EXPECT_EQ(s.clip, 0.0);
+  EXPECT_FALSE(s.skip_nonfinite);
+  EXPECT_TRUE(s.device.is_cpu());
+  EXPECT_EQ(s.precision, Precision::fp32);
+  EXPECT_FALSE(s.loss_scale.has_value());
+  EXPECT_EQ(s.comm, "auto");
+  EXPECT_EQ(s.workers, 1);
+  EXPECT_EQ(s.prefetch, 0);
+  EXPECT_EQ(s.out_dir, "runs/run-np4");  // the config file's stem and the world
+  EXPECT_EQ(s.ckpt_dir, "runs/run-np4/checkpoints");
+  EXPECT_EQ(s.ckpt_every, 0);
+  EXPECT_EQ(s.ckpt_keep, 3);
+  EXPECT_FALSE(s.ckpt_overwrite);
+  EXPECT_EQ(s.buckets.bucket_bytes, 25 << 20);
+  EXPECT_EQ(s.buckets.first_bucket_bytes, 1 << 20);
+  EXPECT_EQ(settings(kMinimal, {}, 16).out_dir, "runs/run-np16");
+}
+
+TEST(RunSettings, ReadsEveryKey) {
+  const RunSettings s = settings(
+      kMinimal, {"train.steps=0", "train.epochs=3", "train.batch_per_rank=8",
+                 "train.micro_batches=2", "train.eval_every=100", "train.max_eval_batches=5",
+                 "train.log_every=10", "train.checksum_every=0", "train.seed=7",
+                 "train.threads=2", "train.clip_grad_norm=1.5", "train.on_nonfinite=skip",
+                 "train.loss_scale=dynamic", "train.loss_scale_init=1024",
+                 "train.loss_scale_growth_interval=50", "train.comm=mpi", "data.workers=0",
+                 "data.prefetch=4", "output.dir=out", "checkpoint.every=20", "checkpoint.keep=1",
+                 "checkpoint.overwrite=true", "reducer.bucket_mb=0.5",
+                 "reducer.first_bucket_mb=0.25", "train.timeline=t.json", "train.init_from=ck"});
+  EXPECT_EQ(s.epochs, 3);
+  EXPECT_EQ(s.steps, 0);
+  EXPECT_EQ(s.batch, 8);
+  EXPECT_EQ(s.micro, 2);
+  EXPECT_EQ(s.eval_every, 100);
+  EXPECT_EQ(s.max_eval_batches, 5);
+  EXPECT_EQ(s.log_every, 10);
+  EXPECT_EQ(s.checksum_every, 0);
+  EXPECT_EQ(s.seed, 7u);
+  EXPECT_EQ(s.threads, 2);
+  EXPECT_EQ(s.clip, 1.5);
+  EXPECT_TRUE(s.skip_nonfinite);
+  ASSERT_TRUE(s.loss_scale.has_value());
+  EXPECT_TRUE(s.loss_scale->dynamic);
+  EXPECT_EQ(s.loss_scale->init, 1024.0);
+  EXPECT_EQ(s.loss_scale->growth_interval, 50);
+  EXPECT_EQ(s.comm, "mpi");
+  EXPECT_EQ(s.workers, 0);
+  EXPECT_EQ(s.prefetch, 4);
+  EXPECT_EQ(s.out_dir, "out");
+  EXPECT_EQ(s.ckpt_dir, "out/checkpoints");
+  EXPECT_EQ(s.ckpt_every, 20);
+  EXPECT_EQ(s.ckpt_keep, 1);
+  EXPECT_TRUE(s.ckpt_overwrite);
+  EXPECT_EQ(s.buckets.bucket_bytes, 1 << 19);
+  EXPECT_EQ(s.buckets.first_bucket_bytes, 1 << 18);
+  EXPECT_EQ(s.timeline, "t.json");
+  EXPECT_EQ(s.init_from, "ck");
+  const RunSettings st = settings(kMinimal, {"train.loss_scale=128"});
+  ASSERT_TRUE(st.loss_scale.has_value());
+  EXPECT_FALSE(st.loss_scale->dynamic);
+  EXPECT_EQ(st.loss_scale->init, 128.0);
+}
+
+// Each message names the key as written with its location, the value and the fix or range.
+TEST(RunSettings, BadValuesNameTheKeyTheValueAndTheFix) {
+  struct Case {
+    std::vector<std::string> sets;
+    std::vector<std::string> expect;
+  } cases[] = {
+      {{"train.epochs=2"}, {"config configs/run.yaml: train", "exactly one of train.epochs or train.steps"}},
+      {{"reducer.bucket_mb=-25"},
+       {"reducer.bucket_mb (set by --set reducer.bucket_mb=-25): must be > 0, got -25"}},
+      {{"train.micro_batches=0"}, {"train.micro_batches", "must be > 0, got 0"}},
+      {{"train.eval_every=-1"}, {"train.eval_every", "must be >= 0, got -1", "epoch's end"}},
+      {{"train.log_every=0"}, {"train.log_every", "must be >= 1, got 0"}},
+      {{"train.threads=-2"}, {"train.threads", "must be >= 0, got -2"}},
+      {{"train.clip_grad_norm=-1"}, {"train.clip_grad_norm", "must be >= 0, got -1"}},
+      {{"data.workers=-1"}, {"data.workers", "must be >= 0, got -1"}},
+      {{"checkpoint.keep=0"}, {"checkpoint.keep", "must be >= 1, got 0"}},
+      {{"checkpoint.every=-5"}, {"checkpoint.every", "must be >= 0, got -5"}},
+      {{"train.on_nonfinite=ignore"}, {"train.on_nonfinite", "'stop' or 'skip'", "'ignore'"}},
+      {{"train.precision=fp16"}, {"train.precision", "fp16 is not supported on the CPU"}},
+      {{"train.precision=fp8"}, {"train.precision", "unknown precision 'fp8'"}},
+      {{"train.device=gpu"}, {"train.device", "unknown device 'gpu'"}},
+      {{"train.comm=gloo"}, {"train.comm", "unknown communicator 'gloo'"}},
+      {{"train.comm=nccl"}, {"train.comm", "nccl reduces CUDA device buffers"}},
+      {{"train.loss_scale=huge"}, {"train.loss_scale", "none, dynamic or a positive number", "'huge'"}},
+      {{"train.loss_scale_init=64"}, {"train.loss_scale_init", "set loss_scale: dynamic"}},
+      {{"train.loss_scale=dynamic", "train.loss_scale_init=0.5"},
+       {"train.loss_scale_init", "must be in [1, ", "got 0.5"}},
+  };
+  for (const auto& c : cases) {
+    const std::string msg = error(kMinimal, c.sets);
+    for (const auto& part : c.expect)
+      EXPECT_NE(msg.find(part), std::string::npos) << c.sets[0] << ": " << msg << "\nlacks: " << part;
+  }
+  // In the file: the line and column of the value.
+  EXPECT_NE(error("model: {name: lenet5}\ndata: {name: synthetic}\nreducer: {name: sum}\n"
+                  "train:\n  steps: 3\n  batch_per_rank: -8\n")
+                .find("train.batch_per_rank (line 6, column 19): must be > 0, got -8"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace ada::trainer
