@@ -45,6 +45,8 @@ import time
 
 import yaml
 
+from runlog import read_metrics
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CELL_MARKER = "study_cell.json"
 EXPR_NAMES = ("ranks", "micro_batches", "batch_per_rank", "examples_per_step", "steps_per_epoch",
@@ -295,25 +297,17 @@ class Cell:
 def read_curve(folder, metric):
     """From a run's metrics.jsonl: eval points [(step, value)], loss points [(step, loss)] and
     the wall time of each evaluation [(step, seconds since the run started)]."""
-    evals, losses, walls = {}, {}, {}
-    path = os.path.join(folder, "metrics.jsonl")
-    if not os.path.isfile(path):
+    rows = read_metrics(folder)
+    if rows is None:
         return [], [], []
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut by a crash
-            if metric in row and isinstance(row.get("step"), int):
-                evals[row["step"]] = row[metric]
-                if isinstance(row.get("wall_s"), (int, float)):
-                    walls[row["step"]] = row["wall_s"]
-            if "loss" in row and isinstance(row.get("step"), int):
-                losses[row["step"]] = row["loss"]
+    evals, losses, walls = {}, {}, {}
+    for row in rows:
+        if metric in row and isinstance(row.get("step"), int):
+            evals[row["step"]] = row[metric]
+            if isinstance(row.get("wall_s"), (int, float)):
+                walls[row["step"]] = row["wall_s"]
+        if "loss" in row and isinstance(row.get("step"), int):
+            losses[row["step"]] = row["loss"]
     return sorted(evals.items()), sorted(losses.items()), sorted(walls.items())
 
 
