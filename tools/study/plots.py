@@ -4,7 +4,7 @@ for every cell."""
 import math
 import os
 
-from .spec import StudyError, column, column_order, fmt_metric
+from .spec import StudyError, column, columns, fmt_metric, in_percent
 
 
 def write_plots(study, rows, best, out_dir, seconds_compare=True):
@@ -18,12 +18,12 @@ def write_plots(study, rows, best, out_dir, seconds_compare=True):
     methods = list(study.methods)
     colors = {m: plt.cm.tab10(i % 10) for i, m in enumerate(methods)}
     label = {m: study.methods[m]["label"] for m in methods}
-    scale = 100.0 if study.metric.endswith(("top1", "accuracy")) else 1.0
+    scale = 100.0 if in_percent(study) else 1.0
     ylab = study.metric + (" (%)" if scale == 100 else "")
 
     # 1. Metric against step, one panel per column (ranks, micro-batches, variant), mean over
     # seeds (band: min-max).
-    cols_ = sorted({column(r) for r in best}, key=lambda c: column_order(study, c))
+    cols_ = columns(study, best)
     n = len(cols_)
     ncols = min(3, n)
     nrows = (n + ncols - 1) // ncols

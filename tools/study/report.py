@@ -8,7 +8,7 @@ import os
 
 from .plots import write_plots
 from .run import commit, machine
-from .spec import ROOT, column, column_order, fmt_metric, fmt_value
+from .spec import ROOT, column, column_order, columns, fmt_metric, fmt_value, point_label
 
 
 def fmt_time(s):
@@ -103,7 +103,7 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
     os.makedirs(out_dir, exist_ok=True)
     rows = aggregate(study, records)
     for r in rows:
-        r["point_label"] = ", ".join(f"{k.split('.')[-1]} {fmt_value(v)}" for k, v in r["point"].items())
+        r["point_label"] = point_label(r["point"])
     best = best_rows(study, rows)
     # Each record knows where it ran: cells run now carry this machine and commit, cells taken
     # from an earlier report's cells.json carry theirs.
@@ -165,7 +165,7 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
     L.append("")
 
     # Headlines: final metric (and time to target), method x column.
-    cols_ = sorted({column(r) for r in best}, key=lambda c: column_order(study, c))
+    cols_ = columns(study, best)
     head = ["method"] + [study.column_label(*c) for c in cols_]
 
     def table(title, cell_text):

@@ -67,8 +67,7 @@ def run_cell(cell, args, folder):
     os.makedirs(folder, exist_ok=True)
     mpirun = [args.mpirun, "-np", str(cell.ranks), "--oversubscribe", "--bind-to", "none",
               "--mca", "mpi_yield_when_idle", "1"]
-    base = study.base if os.path.isabs(study.base) else os.path.join(ROOT, study.base)
-    cmd = mpirun + [args.trainer, "--config", base]
+    cmd = mpirun + [args.trainer, "--config", study.base_path]
     for s in cell.trainer_sets() + [f"output.dir={folder}", "checkpoint.overwrite=true"]:
         cmd += ["--set", s]
     cmd += study.trainer_args

@@ -69,9 +69,9 @@ class Study:
 
         self.name = doc.get("name") or os.path.splitext(os.path.basename(path))[0]
         self.base = need("base", str)
-        base_path = self.base if os.path.isabs(self.base) else os.path.join(ROOT, self.base)
+        self.base_path = self.base if os.path.isabs(self.base) else os.path.join(ROOT, self.base)
         try:
-            with open(base_path) as f:
+            with open(self.base_path) as f:
                 self.base_cfg = yaml.safe_load(f) or {}
         except OSError as e:
             raise StudyError(f"{where}: base config {self.base}: cannot read ({e.strerror})")
@@ -183,6 +183,11 @@ def fmt_value(v):
     return str(v)
 
 
+def point_label(point):
+    """A sweep point as the report writes it: {'optimizer.lr': 0.1} -> 'lr 0.1'."""
+    return ", ".join(f"{k.split('.')[-1]} {fmt_value(v)}" for k, v in point.items())
+
+
 class Cell:
     def __init__(self, study, method, ranks, micro_batches, seed, point, variant=""):
         self.study, self.method, self.ranks, self.mb, self.seed, self.point, self.variant = \
@@ -195,7 +200,6 @@ class Cell:
         sweep = "".join(f"-{k.split('.')[-1]}{fmt_value(v)}" for k, v in point.items())
         mb = f"-mb{micro_batches}" if len(study.micro_batches) > 1 or micro_batches != 1 else ""
         self.name = f"{method}{sweep}" + (f"-{variant}" if variant else "") + f"-np{ranks}{mb}-s{seed}"
-        self.point_label = ", ".join(f"{k.split('.')[-1]} {fmt_value(v)}" for k, v in point.items())
 
     def _resolve(self):
         s = self.study
@@ -256,11 +260,20 @@ def column_order(study, col):
     return ranks, mb, list(study.variants).index(variant) if variant in study.variants else len(study.variants)
 
 
+def columns(study, rows):
+    """The columns the rows fill, in report order."""
+    return sorted({column(r) for r in rows}, key=lambda c: column_order(study, c))
+
+
+def in_percent(study):
+    """Whether the metric is shown in percent (an accuracy: *top1, *accuracy)."""
+    return study.metric.endswith(("top1", "accuracy"))
+
+
 def fmt_metric(study, v, sd=None):
     if v is None:
         return "–"
-    pct = study.metric.endswith(("top1", "accuracy"))
-    if pct:
+    if in_percent(study):
         s = f"{100 * v:.2f}%"
         return s + (f" ± {100 * sd:.2f}" if sd is not None else "")
     return f"{v:.4f}" + (f" ± {sd:.4f}" if sd is not None else "")
