@@ -1,5 +1,5 @@
 """Reads a trainer output folder's metrics.jsonl (one JSON object per line: training lines, eval
-lines). Used by tools/study.py and tools/compare.py."""
+lines). Used by tools/study.py, tools/compare.py and tools/bench_overlap.sh."""
 import json
 import os
 
