@@ -31,9 +31,11 @@ run 2 average gradients grad "$@"
 run 2 adasum model_delta delta "$@"
 /usr/bin/python3 - "$work" "$model" "$batch" "$steps" <<'PY'
 import json, sys, os
+sys.path.insert(0, "tools")
+from runlog import read_metrics
 work, model, batch, steps = sys.argv[1:]
 def load(tag):
-    rows = [json.loads(l) for l in open(os.path.join(work, tag, "metrics.jsonl")) if '"loss"' in l]
+    rows = [r for r in read_metrics(os.path.join(work, tag), strict=True) if "loss" in r]
     s = json.load(open(os.path.join(work, tag, "summary.json")))
     r = rows[-1]  # one line: the mean over all steps
     return r["compute_s"] + r["comm_s"], r["comm_s"], r["exposed_comm_s"], s["peak_rss_mb_max_rank"]

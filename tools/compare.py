@@ -12,26 +12,23 @@ import json
 import os
 import sys
 
+from runlog import METRICS, BadLine, read_metrics
+
 
 def load_run(path):
-    metrics = os.path.join(path, "metrics.jsonl")
-    if not os.path.isfile(metrics):
-        sys.exit(f"compare.py: {metrics} not found; is {path} a trainer output folder?")
+    try:
+        rows = read_metrics(path, strict=True)
+    except BadLine as e:
+        sys.exit(f"compare.py: {e}")
+    if rows is None:
+        sys.exit(f"compare.py: {os.path.join(path, METRICS)} not found; is {path} a trainer output folder?")
     train, evals = {}, {}
-    with open(metrics) as f:
-        for n, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                sys.exit(f"compare.py: {metrics}:{n}: not JSON ({e})")
-            # Later lines win: a resumed run may repeat a step.
-            if "loss" in row:
-                train[row["step"]] = row
-            if any(k.startswith("eval_") for k in row):
-                evals[row["step"]] = row
+    for row in rows:
+        # Later lines win: a resumed run may repeat a step.
+        if "loss" in row:
+            train[row["step"]] = row
+        if any(k.startswith("eval_") for k in row):
+            evals[row["step"]] = row
     label = os.path.basename(os.path.normpath(path))
     summary = os.path.join(path, "summary.json")
     if os.path.isfile(summary):

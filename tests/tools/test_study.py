@@ -1,7 +1,8 @@
 #!/usr/bin/python3
-"""tools/study.py: grid expansion, expressions, bad study files, aggregation and divergence
-(pure), then tiny real studies (LeNet-5 on synthetic data, a few steps, 1 and 2 ranks) for
-running, caching, resuming, reruns after a change, divergence and failures.
+"""The study runner (tools/study.py, the package tools/study/): grid expansion, expressions, bad
+study files, aggregation and divergence (pure), then tiny real studies (LeNet-5 on synthetic
+data, a few steps, 1 and 2 ranks) for running, caching, resuming, reruns after a change,
+divergence and failures.
 
     /usr/bin/python3 tests/tools/test_study.py TRAINER_BINARY   (CTest runs it)
 """
@@ -16,7 +17,10 @@ import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
-import study  # noqa: E402
+import study.cli  # noqa: E402
+import study.report  # noqa: E402
+import study.run  # noqa: E402
+import study.spec  # noqa: E402
 
 TRAINER = None  # set from argv
 
@@ -66,10 +70,10 @@ class Pure(unittest.TestCase):
         self.base = write(self.tmp, "base.yaml", BASE)
 
     def load(self, text):
-        return study.Study(write(self.tmp, "s.yaml", text))
+        return study.spec.Study(write(self.tmp, "s.yaml", text))
 
     def error(self, text):
-        with self.assertRaises(study.StudyError) as cm:
+        with self.assertRaises(study.spec.StudyError) as cm:
             self.load(text)
         return str(cm.exception)
 
@@ -108,11 +112,11 @@ class Pure(unittest.TestCase):
         self.assertIn("baseline 'nope'", self.error(study_text(self.base, TWO_METHODS, "baseline: nope\n")))
         # An expression that needs train_size without it, and one that does not evaluate.
         no_size = self.load(study_text(self.base, TWO_METHODS).replace("train_size: 256\n", ""))
-        with self.assertRaises(study.StudyError) as cm:
+        with self.assertRaises(study.spec.StudyError) as cm:
             no_size.cells()
         self.assertIn("needs 'train_size'", str(cm.exception))
         broken = self.load(study_text(self.base, TWO_METHODS).replace("min(2, steps_per_epoch)", "nope(1)"))
-        with self.assertRaises(study.StudyError) as cm:
+        with self.assertRaises(study.spec.StudyError) as cm:
             broken.cells()
         self.assertIn("schedule.warmup_steps: cannot evaluate", str(cm.exception))
 
@@ -133,7 +137,7 @@ class Pure(unittest.TestCase):
             rec("average", 0.1, 2, 0.0, status="diverged", evals=[(2, 0.0)]),
             rec("average", 0.1, 3, None, status="failed"),
         ]
-        rows = study.aggregate(s, records)
+        rows = study.report.aggregate(s, records)
         by = {(r["method"], r["point"].get("optimizer.lr")): r for r in rows}
         a = by[("adasum", None)]
         self.assertAlmostEqual(a["mean"], 0.6)
@@ -146,16 +150,16 @@ class Pure(unittest.TestCase):
         hi = by[("average", 0.1)]
         self.assertEqual((hi["seeds"], hi["failed"], hi["diverged"]), (2, 1, 1))
         self.assertAlmostEqual(hi["mean"], 0.3)
-        best = study.best_rows(s, rows)
+        best = study.report.best_rows(s, rows)
         # average: lr 0.05 has mean 0.2, lr 0.1 has 0.3: the best is 0.1 (and 0.05 for a min goal).
         self.assertEqual([(r["method"], r["point"].get("optimizer.lr")) for r in best],
                          [("adasum", None), ("average", 0.1)])
         s.goal = "min"
-        self.assertEqual(study.best_rows(s, rows)[1]["point"]["optimizer.lr"], 0.05)
-        self.assertTrue(study.is_diverged_value(s, float("nan")))
+        self.assertEqual(study.report.best_rows(s, rows)[1]["point"]["optimizer.lr"], 0.05)
+        self.assertTrue(study.run.is_diverged_value(s, float("nan")))
         s.goal, s.diverged = "max", 0.2
-        self.assertTrue(study.is_diverged_value(s, 0.2))
-        self.assertFalse(study.is_diverged_value(s, 0.21))
+        self.assertTrue(study.run.is_diverged_value(s, 0.2))
+        self.assertFalse(study.run.is_diverged_value(s, 0.21))
 
     def test_variants_cross_the_methods_and_one_column_reports_as_bars(self):
         variants = ("variants:\n  calm: {label: no straggler}\n"
@@ -167,7 +171,7 @@ class Pure(unittest.TestCase):
         self.assertEqual(cells["adasum-slow-np2-s1"].overrides["optimizer.lr"], 0.3)  # the variant's
         self.assertEqual(cells["average-lr0.1-slow-np2-s1"].overrides["optimizer.lr"], 0.1)  # the sweep wins
         self.assertNotIn("train.straggler.delay_ms", cells["adasum-calm-np2-s1"].overrides)
-        self.assertEqual(study.parse_only(["variant=slow"]), {"variant": {"slow"}})
+        self.assertEqual(study.cli.parse_only(["variant=slow"]), {"variant": {"slow"}})
         records = []
         for c in cells.values():
             records.append({"name": c.name, "hash": c.hash, "method": c.method, "ranks": 2, "micro_batches": 1,
@@ -175,7 +179,7 @@ class Pure(unittest.TestCase):
                             "status": "ok", "reason": "", "final": 0.5 if c.variant == "calm" else 0.4,
                             "wall_s": 3.0, "evals": [(2, 0.3), (4, 0.5)], "eval_wall": [(2, 1.0), (4, 2.0)]})
         out = os.path.join(self.tmp, "report")
-        study.write_report(s, records, out, [], 0, len(cells))
+        study.report.write_report(s, records, out, [], 0, len(cells))
         with open(os.path.join(out, "report.md")) as f:
             report = f.read()
         self.assertIn("| method | 2 ranks, no straggler | 2 ranks, a straggler |", report)
@@ -183,7 +187,7 @@ class Pure(unittest.TestCase):
         self.assertIn("| Adasum | 2 steps, 1 s (1/1) |", report)
         for f in ("curves.png", "final_vs_examples.png", "steps_to_target.png", "time_to_target.png"):
             self.assertGreater(os.path.getsize(os.path.join(out, f)), 0, f)
-        with self.assertRaises(study.StudyError):
+        with self.assertRaises(study.spec.StudyError):
             self.load(study_text(self.base, TWO_METHODS, "variants: {a: {sett: {}}}\n"))
 
     def test_a_method_can_run_fewer_seeds(self):
@@ -198,7 +202,7 @@ class Pure(unittest.TestCase):
                     "reason": "", "final": 0.5, "wall_s": 3.0, "evals": [(4, 0.5)], "eval_wall": [(4, 2.0)]}
                    for c in s.cells()]
         out = os.path.join(self.tmp, "report")
-        study.write_report(s, records, out, [], 0, len(records))
+        study.report.write_report(s, records, out, [], 0, len(records))
         with open(os.path.join(out, "report.md")) as f:
             report = f.read()
         self.assertIn("- **Adasum** (`adasum`): `reducer.name: adasum`; seed 2 only", report)
@@ -209,7 +213,7 @@ class Pure(unittest.TestCase):
         # Cells from two CPU models: seconds would compare machines, so the report leaves them out.
         for r, cpu in zip(records, ["AMD EPYC (AVX-512)", "Intel(R) Xeon(R) Processor (AVX-512)"] * 4):
             r["machine"] = f"{cpu}, 2 cores, 24 GiB, Linux 6"
-        study.write_report(s, records, out, [], 0, len(records))
+        study.report.write_report(s, records, out, [], 0, len(records))
         with open(os.path.join(out, "report.md")) as f:
             report = f.read()
         self.assertIn("| Adasum | 4 steps (1/1) |", report)
@@ -220,11 +224,11 @@ class Pure(unittest.TestCase):
 
     def test_only_filter(self):
         s = self.load(study_text(self.base, TWO_METHODS))
-        only = study.parse_only(["method=average", "ranks=2"])
-        self.assertEqual(sorted(c.name for c in s.cells() if study.selected(c, only)),
+        only = study.cli.parse_only(["method=average", "ranks=2"])
+        self.assertEqual(sorted(c.name for c in s.cells() if study.cli.selected(c, only)),
                          ["average-lr0.05-np2-s1", "average-lr0.1-np2-s1"])
-        with self.assertRaises(study.StudyError):
-            study.parse_only(["rank=2"])
+        with self.assertRaises(study.spec.StudyError):
+            study.cli.parse_only(["rank=2"])
 
 
 class EndToEnd(unittest.TestCase):
@@ -241,7 +245,7 @@ class EndToEnd(unittest.TestCase):
         path = write(self.tmp, "s.yaml", text)
         out = io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-            rc = study.main([path, "--runs", self.runs, "--results", self.results, "--trainer", TRAINER,
+            rc = study.cli.main([path, "--runs", self.runs, "--results", self.results, "--trainer", TRAINER,
                              "--no-build", *extra])
         return rc, out.getvalue()
 
@@ -263,7 +267,7 @@ class EndToEnd(unittest.TestCase):
             self.assertEqual(c["steps"], 4)
             self.assertEqual([s for s, _ in c["evals"]], [2, 4])
         # Each cell records the commit its trainer was built from, as the binary names it.
-        built = study.trainer_commit(TRAINER)
+        built = study.run.trainer_commit(TRAINER)
         self.assertIsNotNone(built, "trainer --version names no commit")
         for c in cells.values():
             self.assertEqual(c["commit"], built)
@@ -283,7 +287,7 @@ class EndToEnd(unittest.TestCase):
         self.assertIn("4 cells (4 cached, 0 to run)", out)
         # Interrupted: a cell without its marker runs again, alone.
         folder = next(d for d in os.listdir(self.runs) if d.startswith("average-np2-s1-"))
-        os.remove(os.path.join(self.runs, folder, study.CELL_MARKER))
+        os.remove(os.path.join(self.runs, folder, study.run.CELL_MARKER))
         rc, out = self.run_study(study_text(self.base, methods))
         self.assertIn("(3 cached, 1 to run)", out)
         self.assertIn("[1/1] average-np2-s1", out)

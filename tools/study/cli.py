@@ -1,0 +1,137 @@
+"""The command line: which cells to run (--only), running them with progress and an ETA, then
+the report."""
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+from . import __doc__ as RUNNER_DOC
+from .report import fmt_time, write_report
+from .run import Eta, commit, identity, load_cached, load_published, run_cell, trainer_commit
+from .spec import ROOT, Study, StudyError, fmt_metric
+
+
+def parse_only(only):
+    """--only method=a,b --only ranks=4 -> {'method': {'a','b'}, 'ranks': {'4'}}"""
+    out = {}
+    for o in only:
+        if "=" not in o:
+            raise StudyError(f"--only {o}: expected KEY=V1,V2 with KEY one of method, ranks, micro_batches, "
+                             "variant, seed")
+        k, v = o.split("=", 1)
+        if k not in ("method", "ranks", "micro_batches", "variant", "seed"):
+            raise StudyError(f"--only {o}: unknown key '{k}'; known: method, ranks, micro_batches, variant, seed")
+        out.setdefault(k, set()).update(x.strip() for x in v.split(","))
+    return out
+
+
+def selected(cell, only):
+    vals = {"method": cell.method, "ranks": str(cell.ranks), "micro_batches": str(cell.mb), "variant": cell.variant,
+            "seed": str(cell.seed)}
+    return all(vals[k] in v for k, v in only.items())
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=RUNNER_DOC.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=RUNNER_DOC)
+    ap.add_argument("study", help="study file (studies/*.yaml)")
+    ap.add_argument("--runs", help="where cells run (default runs/studies/<study>)")
+    ap.add_argument("--results", help="where the report goes (default docs/results/<study>)")
+    ap.add_argument("--trainer", default=os.path.join(ROOT, "build", "bin", "trainer"))
+    ap.add_argument("--mpirun", default="mpirun")
+    ap.add_argument("--only", action="append", default=[], help="KEY=V1,V2: run only these cells "
+                    "(method, ranks, micro_batches, variant, seed); the report covers every cached cell")
+    ap.add_argument("--dry-run", action="store_true", help="list the cells and which are cached")
+    ap.add_argument("--report-only", action="store_true", help="write the report from cached cells")
+    ap.add_argument("--no-build", action="store_true", help="do not build the trainer first")
+    args = ap.parse_args(argv)
+    try:
+        study = Study(args.study)
+        only = parse_only(args.only)
+        runs = args.runs or os.path.join(ROOT, "runs", "studies", study.name)
+        results = args.results or os.path.join(ROOT, "docs", "results", study.name)
+        cells = study.cells()
+        names = [c.name for c in cells]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise StudyError(f"study {study.path}: two cells share the name {sorted(dup)[0]}; give methods distinct names")
+    except StudyError as e:
+        print(f"study.py: {e}", file=sys.stderr)
+        return 2
+
+    folder = {c.name: os.path.join(runs, f"{c.name}-{c.hash}") for c in cells}
+    cached = {c.name: load_cached(folder[c.name], c) for c in cells}
+    # A fresh clone has no runs/ but has the committed report: its cells.json records count as
+    # finished cells when their settings hash matches and no run folder says otherwise (an
+    # unfinished attempt reruns), so a study can be extended or its findings rewritten without
+    # rerunning what is already measured.
+    published = load_published(os.path.join(results, "cells.json"))
+    from_report = 0
+    for c in cells:
+        if cached[c.name] is None and c.hash in published and not os.path.exists(folder[c.name]):
+            cached[c.name] = {**published[c.hash], **identity(c)}
+            from_report += 1
+    if from_report:
+        print(f"study.py: {from_report} finished cell(s) taken from {os.path.relpath(results, ROOT)}/cells.json")
+    todo = [c for c in cells if cached[c.name] is None and selected(c, only)]
+    print(f"study.py: {study.name}: {len(cells)} cells ({len(cells) - sum(v is None for v in cached.values())} "
+          f"cached, {len(todo)} to run); runs in {os.path.relpath(runs, ROOT)}")
+    if args.dry_run:
+        for c in cells:
+            state = "cached" if cached[c.name] else ("to run" if c in todo else "not selected")
+            print(f"  {c.name:40s} {c.hash}  {state:12s} {' '.join(c.trainer_sets())}")
+        return 0
+
+    # The commit the trainer was built from, recorded with every cell of this invocation (HEAD
+    # may move while cells run; the binary does not): the binary says which (`trainer
+    # --version`); HEAD now only for a trainer too old to say.
+    args.build_commit = None
+    if todo and not args.report_only:
+        if not args.no_build:
+            subprocess.check_call(["cmake", "-S", ROOT, "-B", os.path.join(ROOT, "build"),
+                                   "-DCMAKE_BUILD_TYPE=Release"], stdout=subprocess.DEVNULL)
+            subprocess.check_call(["cmake", "--build", os.path.join(ROOT, "build"), "-j", str(os.cpu_count()),
+                                   "--target", "trainer"], stdout=subprocess.DEVNULL)
+        args.build_commit = trainer_commit(args.trainer) or commit()
+        if study.fetch:
+            subprocess.check_call(["bash", os.path.join(ROOT, "tools", "fetch_data.sh")] + study.fetch)
+        if not os.access(args.trainer, os.X_OK):
+            print(f"study.py: trainer {args.trainer} not found; build it (cmake --build build --target trainer)",
+                  file=sys.stderr)
+            return 2
+    start = time.time()
+    eta = Eta()
+    failures = 0
+    for i, c in enumerate([] if args.report_only else todo):
+        t0 = time.time()
+        print(f"[{i + 1}/{len(todo)}] {c.name} ...", end="", flush=True)
+        rec = run_cell(c, args, folder[c.name])
+        eta.add(c.ranks, time.time() - t0)
+        if rec["status"] == "failed":
+            failures += 1
+        else:
+            cached[c.name] = rec
+        rem = eta.remaining(todo[i + 1:])
+        print(f" {rec['status']}, {study.metric} {fmt_metric(study, rec['final'])}, {fmt_time(rec['wall_s'])}"
+              f" | elapsed {fmt_time(time.time() - start)}" + (f", ETA {fmt_time(rem)}" if rem is not None else "")
+              + (f"\n    {rec['reason']}\n    log: {os.path.join(folder[c.name], 'log.txt')}"
+                 if rec["status"] == "failed" else ""), flush=True)
+        if rec["status"] == "failed":
+            cached.setdefault("__failed__", [])
+            cached["__failed__"].append(rec)
+    records = [v for k, v in cached.items() if k != "__failed__" and v] + cached.get("__failed__", [])
+    if not records:
+        print("study.py: no finished cells yet: nothing to report")
+        return 1 if failures else 0
+    try:
+        write_report(study, records, results, argv, time.time() - start if todo else 0, len(cells))
+    except StudyError as e:
+        print(f"study.py: {e}", file=sys.stderr)
+        return 2
+    print(f"study.py: report {os.path.relpath(os.path.join(results, 'report.md'), ROOT)} "
+          f"({len([r for r in records if r['status'] != 'failed'])}/{len(cells)} cells)")
+    if failures:
+        print(f"study.py: {failures} cell(s) failed; see the report's 'Failed cells' and their logs", file=sys.stderr)
+        return 1
+    return 0

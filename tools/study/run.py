@@ -1,0 +1,235 @@
+"""Running cells: one trainer run under mpirun per cell and its record (status, final metric, eval
+curve, machine, commit), the cache of finished cells (a cell folder's study_cell.json, or an
+earlier report's cells.json), and an ETA for the cells left."""
+import itertools
+import json
+import math
+import os
+import platform
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+
+from runlog import read_metrics
+
+from .spec import ROOT
+
+CELL_MARKER = "study_cell.json"
+
+
+def read_curve(folder, metric):
+    """From a run's metrics.jsonl: eval points [(step, value)], loss points [(step, loss)] and
+    the wall time of each evaluation [(step, seconds since the run started)]."""
+    rows = read_metrics(folder)
+    if rows is None:
+        return [], [], []
+    evals, losses, walls = {}, {}, {}
+    for row in rows:
+        if metric in row and isinstance(row.get("step"), int):
+            evals[row["step"]] = row[metric]
+            if isinstance(row.get("wall_s"), (int, float)):
+                walls[row["step"]] = row["wall_s"]
+        if "loss" in row and isinstance(row.get("step"), int):
+            losses[row["step"]] = row["loss"]
+    return sorted(evals.items()), sorted(losses.items()), sorted(walls.items())
+
+
+def first_error(log_text):
+    """The first error the trainer logged (with its indented continuation lines), else the log's
+    last lines: what to show for a failed cell instead of mpirun's abort banner."""
+    lines = log_text.splitlines()
+    for i, line in enumerate(lines):
+        if " error: " in line:
+            more = list(itertools.takewhile(lambda l: l.startswith("  "), lines[i + 1:i + 4]))
+            return " ".join([line.split(" error: ", 1)[1]] + [m.strip() for m in more])
+    return " | ".join([l for l in lines if l.strip()][-4:])
+
+
+def is_diverged_value(study, value):
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return True
+    if study.diverged is None:
+        return False
+    return value <= study.diverged if study.goal == "max" else value >= study.diverged
+
+
+def run_cell(cell, args, folder):
+    """Runs one cell; returns its record (also written as study_cell.json unless it failed)."""
+    study = cell.study
+    # An unfinished earlier attempt starts again, unless the study resumes cells: then the
+    # trainer goes on from the attempt's newest checkpoint (--resume auto; fresh if it has none).
+    resumed = study.resume_cells and os.path.isdir(folder)
+    if os.path.isdir(folder) and not resumed:
+        shutil.rmtree(folder)
+    os.makedirs(folder, exist_ok=True)
+    mpirun = [args.mpirun, "-np", str(cell.ranks), "--oversubscribe", "--bind-to", "none",
+              "--mca", "mpi_yield_when_idle", "1"]
+    cmd = mpirun + [args.trainer, "--config", study.base_path]
+    for s in cell.trainer_sets() + [f"output.dir={folder}", "checkpoint.overwrite=true"]:
+        cmd += ["--set", s]
+    cmd += study.trainer_args
+    if study.resume_cells:
+        cmd += ["--resume", "auto"]
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    start = time.time()
+    with open(os.path.join(folder, "log.txt"), "a" if resumed else "w") as log:
+        if resumed:
+            log.write("\n# study.py: an earlier attempt of this cell was interrupted; resuming it\n")
+        log.write("$ " + " ".join(shlex.quote(c) for c in cmd) + "\n")
+        log.flush()
+        rc = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+    wall = time.time() - start
+    with open(os.path.join(folder, "log.txt"), errors="replace") as f:
+        log_text = f.read()
+    if resumed:  # this attempt's part of the log: an earlier attempt's error is not this one's
+        log_text = log_text[log_text.rfind("# study.py: an earlier attempt"):]
+    evals, losses, walls = read_curve(folder, study.metric)
+    summary = {}
+    if os.path.isfile(os.path.join(folder, "summary.json")):
+        with open(os.path.join(folder, "summary.json")) as f:
+            summary = json.load(f)
+    final = summary.get(study.metric, evals[-1][1] if evals else None) if rc == 0 else (evals[-1][1] if evals else None)
+    nonfinite = "is NaN/Inf" in log_text  # the trainer's stop on a non-finite loss or gradient
+    if rc == 0 and study.metric not in summary:
+        status = "failed"
+        reason = f"the run ended without '{study.metric}' in summary.json (no evaluation set?)"
+    elif rc == 0:
+        status, reason = ("diverged", f"final {study.metric} {final}") if is_diverged_value(study, final) else ("ok", "")
+    elif nonfinite:
+        status, reason = "diverged", "stopped on NaN/Inf"
+    else:
+        status = "failed"
+        reason = f"exit code {rc}: " + first_error(log_text)
+    rec = {**identity(cell), "hash": cell.hash, "status": status,
+           "reason": reason, "exit_code": rc, "final": final,
+           # A resumed cell: the trainer's own count over its attempts (up to each one's last checkpoint).
+           "wall_s": round(summary.get("wall_seconds", wall) if resumed else wall, 2),
+           "resumed": resumed,
+           "steps": summary.get("steps", evals[-1][0] if evals else None),
+           "evals": evals, "eval_wall": walls, "losses": losses[:: max(1, len(losses) // 200)],
+           "command": " ".join(shlex.quote(c) for c in cmd), "machine": machine(),
+           "commit": args.build_commit or commit()}
+    if status != "failed":
+        with open(os.path.join(folder, CELL_MARKER), "w") as f:
+            json.dump(rec, f)
+    return rec
+
+
+def identity(cell):
+    """What a cell is called and where it sits in the grid. The names (cell, method, variant)
+    are not in its settings hash, so a cached record gets all of these from the study as it is
+    now (a method renamed, a setting moved into a variant): a report never shows a name or
+    column the study file no longer has."""
+    return {"name": cell.name, "method": cell.method, "ranks": cell.ranks, "micro_batches": cell.mb,
+            "variant": cell.variant, "seed": cell.seed, "point": cell.point,
+            "examples_per_step": cell.examples_per_step, "overrides": cell.overrides}
+
+
+def load_cached(folder, cell):
+    path = os.path.join(folder, CELL_MARKER)
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path) as f:
+            rec = json.load(f)
+    except (OSError, json.JSONDecodeError):
+        return None
+    if rec.get("hash") != cell.hash:
+        return None
+    if "eval_wall" not in rec:  # written by an older runner
+        rec["eval_wall"] = read_curve(folder, cell.study.metric)[2]
+    return {**rec, **identity(cell)}
+
+
+def load_published(path):
+    """Finished cells of an earlier report's cells.json by settings hash ({} when there is none)."""
+    if not os.path.isfile(path):
+        return {}
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        print(f"study.py: warning: {path} is unreadable ({e}); its cells are not reused", file=sys.stderr)
+        return {}
+    out = {}
+    for rec in doc.get("cells", []):
+        if not isinstance(rec, dict) or rec.get("status") == "failed" or "hash" not in rec:
+            continue
+        out[rec["hash"]] = rec
+    return out
+
+
+class Eta:
+    """Remaining time from the cells run so far, per rank count where known (runs at the same
+    rank count cost about the same), else the mean over all."""
+
+    def __init__(self):
+        self.by_ranks = {}
+
+    def add(self, ranks, seconds):
+        self.by_ranks.setdefault(ranks, []).append(seconds)
+
+    def remaining(self, cells):
+        all_t = [t for ts in self.by_ranks.values() for t in ts]
+        if not all_t:
+            return None
+        mean_all = sum(all_t) / len(all_t)
+        return sum(sum(self.by_ranks[c.ranks]) / len(self.by_ranks[c.ranks]) if c.ranks in self.by_ranks
+                   else mean_all for c in cells)
+
+
+def machine():
+    cpu, flags = "?", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and cpu == "?":
+                    cpu = line.split(":", 1)[1].strip()
+                elif line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        pass
+    # The model name is often just "AMD EPYC": the vector width says which kernels ran.
+    isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else ""
+    cpu += f" ({isa})" if isa else ""
+    mem = "?"
+    try:
+        with open("/proc/meminfo") as f:
+            kb = int(f.readline().split()[1])
+            mem = f"{kb / 2**20:.0f} GiB"
+    except (OSError, ValueError, IndexError):
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, {mem}, {platform.system()} {platform.release()}"
+
+
+def trainer_commit(trainer):
+    """The commit `trainer --version` names, or None (no such binary, or one without --version)."""
+    try:
+        out = subprocess.run([trainer, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"built from commit (\S+)", out)
+    if not m or m.group(1) == "unknown":
+        return None
+    sha = m.group(1)
+    return sha.replace("+changes", " (built with uncommitted changes)")
+
+
+def commit():
+    try:
+        sha = subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
+                                      stderr=subprocess.DEVNULL).strip()
+        # Changes to reports and study files do not change what a cell runs (its settings are
+        # recorded with it); any other uncommitted file is named.
+        status = subprocess.check_output(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                                         text=True, stderr=subprocess.DEVNULL).splitlines()
+        dirty = [l[3:] for l in status if not l[3:].startswith(("docs/results/", "studies/"))]
+        if not dirty:
+            return sha
+        return sha + " (with uncommitted changes to " + ", ".join(dirty[:3]) + (" ..." if len(dirty) > 3 else "") + ")"
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)"

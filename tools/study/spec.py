@@ -1,0 +1,279 @@
+"""The study file: reading and checking it (Study), its grid of cells with their resolved
+overrides, names and settings hashes (Cell), the report's columns, and how values are written."""
+import hashlib
+import itertools
+import json
+import math
+import os
+
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXPR_NAMES = ("ranks", "micro_batches", "batch_per_rank", "examples_per_step", "steps_per_epoch",
+              "epochs", "total_steps")
+
+
+class StudyError(Exception):
+    """A bad study file or command line; the message names the file and key."""
+
+
+def _flat(d, prefix=""):
+    """{'a': {'b': 1}} -> {'a.b': 1}; dotted keys stay as they are."""
+    out = {}
+    for k, v in (d or {}).items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flat(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def _get(tree, dotted, default=None):
+    node = tree
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return default
+        node = node[part]
+    return node
+
+
+class Study:
+    KEYS = {"name", "base", "question", "budget", "metric", "train_size", "set", "ranks",
+            "micro_batches", "seeds", "methods", "variants", "fetch", "findings", "baseline", "trainer_args",
+            "resume_cells"}
+
+    def __init__(self, path):
+        self.path = path
+        where = f"study {path}"
+        try:
+            with open(path) as f:
+                doc = yaml.safe_load(f)
+        except OSError as e:
+            raise StudyError(f"{where}: cannot read ({e.strerror})")
+        except yaml.YAMLError as e:
+            raise StudyError(f"{where}: not valid YAML: {e}")
+        if not isinstance(doc, dict):
+            raise StudyError(f"{where}: must be a mapping of keys (name, base, budget, ...)")
+        unknown = sorted(set(doc) - self.KEYS)
+        if unknown:
+            raise StudyError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(self.KEYS))}")
+
+        def need(key, kind):
+            if key not in doc:
+                raise StudyError(f"{where}: '{key}' is required")
+            if not isinstance(doc[key], kind):
+                raise StudyError(f"{where}: '{key}' must be a {kind.__name__ if isinstance(kind, type) else 'list'}, "
+                                 f"got {doc[key]!r}")
+            return doc[key]
+
+        self.name = doc.get("name") or os.path.splitext(os.path.basename(path))[0]
+        self.base = need("base", str)
+        self.base_path = self.base if os.path.isabs(self.base) else os.path.join(ROOT, self.base)
+        try:
+            with open(self.base_path) as f:
+                self.base_cfg = yaml.safe_load(f) or {}
+        except OSError as e:
+            raise StudyError(f"{where}: base config {self.base}: cannot read ({e.strerror})")
+        self.question = str(doc.get("question", "")).strip()
+        self.findings = str(doc.get("findings", "")).strip()
+        self.fetch = list(doc.get("fetch", []))
+        self.trainer_args = [str(a) for a in doc.get("trainer_args", [])]
+        self.resume_cells = doc.get("resume_cells", False)
+        if not isinstance(self.resume_cells, bool):
+            raise StudyError(f"{where}: resume_cells must be true or false, got {self.resume_cells!r}")
+
+        budget = need("budget", dict)
+        if set(budget) not in ({"epochs"}, {"steps"}) or not isinstance(next(iter(budget.values())), int) \
+                or next(iter(budget.values())) < 1:
+            raise StudyError(f"{where}: budget must be {{epochs: N}} or {{steps: N}} with N >= 1, got {budget!r}")
+        self.budget_key, self.budget = next(iter(budget.items()))
+
+        metric = need("metric", dict)
+        self.metric = metric.get("name")
+        self.goal = metric.get("goal", "max")
+        self.target = metric.get("target")
+        self.diverged = metric.get("diverged")
+        self.chance = metric.get("chance")
+        self.plot_range = metric.get("plot_range")
+        if self.plot_range is not None and not (isinstance(self.plot_range, list) and len(self.plot_range) == 2
+                                                and all(isinstance(x, (int, float)) for x in self.plot_range)):
+            raise StudyError(f"{where}: metric.plot_range must be [low, high], got {self.plot_range!r}")
+        bad = sorted(set(metric) - {"name", "goal", "target", "diverged", "chance", "plot_range"})
+        if bad or not isinstance(self.metric, str) or self.goal not in ("max", "min") or \
+                not all(v is None or isinstance(v, (int, float)) for v in (self.target, self.diverged, self.chance)):
+            raise StudyError(f"{where}: metric must be {{name: eval_top1, goal: max|min, target: X, "
+                             f"diverged: X, chance: X}} (numbers; only name is required), got {metric!r}")
+
+        self.train_size = doc.get("train_size")
+        if self.train_size is not None and (not isinstance(self.train_size, int) or self.train_size < 1):
+            raise StudyError(f"{where}: train_size must be a positive integer (examples in the training set)")
+
+        def int_list(key, default):
+            v = doc.get(key, default)
+            if not isinstance(v, list) or not v or not all(isinstance(x, int) and x >= 1 for x in v):
+                raise StudyError(f"{where}: '{key}' must be a non-empty list of positive integers, got {v!r}")
+            return v
+
+        self.ranks = int_list("ranks", None) if "ranks" in doc else need("ranks", list)
+        self.micro_batches = int_list("micro_batches", [1])
+        self.seeds = int_list("seeds", [1])
+        self.common = _flat(doc.get("set", {}))
+        for k in ("train.epochs", "train.steps", "train.seed", "train.micro_batches", "output.dir"):
+            if k in self.common:
+                raise StudyError(f"{where}: set.{k}: the runner sets it (budget, seeds, micro_batches, --runs)")
+
+        methods = need("methods", dict)
+        if not methods:
+            raise StudyError(f"{where}: methods is empty")
+        self.methods = {}
+        for mname, m in methods.items():
+            mw = f"{where}: methods.{mname}"
+            if not isinstance(m, dict) or not set(m) <= {"set", "sweep", "label", "seeds"}:
+                raise StudyError(f"{mw}: must be a mapping with 'set' (overrides), optional 'sweep' "
+                                 f"(key: [values]), 'seeds' and 'label', got {m!r}")
+            seeds = m.get("seeds", self.seeds)
+            if not isinstance(seeds, list) or not seeds or not all(isinstance(x, int) and x >= 1 for x in seeds):
+                raise StudyError(f"{mw}.seeds: must be a non-empty list of positive integers, got {seeds!r}")
+            sweep = _flat(m.get("sweep", {}))
+            for k, vals in sweep.items():
+                if not isinstance(vals, list) or not vals:
+                    raise StudyError(f"{mw}.sweep.{k}: must be a non-empty list of values")
+            self.methods[mname] = {"set": _flat(m.get("set", {})), "sweep": sweep, "seeds": seeds,
+                                   "label": str(m.get("label", mname))}
+        variants = doc.get("variants", {"": {}})
+        if not isinstance(variants, dict) or not variants:
+            raise StudyError(f"{where}: variants must be a mapping name -> {{label, set}}, got {variants!r}")
+        self.variants = {}
+        for vname, v in variants.items():
+            vw = f"{where}: variants.{vname}"
+            if not isinstance(v, dict) or not set(v) <= {"set", "label"}:
+                raise StudyError(f"{vw}: must be a mapping with 'set' (overrides) and optional 'label', got {v!r}")
+            self.variants[str(vname)] = {"set": _flat(v.get("set", {})), "label": str(v.get("label", vname))}
+        self.baseline = doc.get("baseline")
+        if self.baseline is not None and self.baseline not in self.methods:
+            raise StudyError(f"{where}: baseline '{self.baseline}' is not one of the methods")
+
+    # ---- grid ---------------------------------------------------------------------------------
+
+    def batch_per_rank(self, overrides):
+        return int(overrides.get("train.batch_per_rank", _get(self.base_cfg, "train.batch_per_rank", 32)))
+
+    def cells(self):
+        """Every cell of the grid, in run order: small rank counts first (quick feedback)."""
+        out = []
+        for ranks, mb, variant, (mname, m) in itertools.product(self.ranks, self.micro_batches, self.variants,
+                                                                self.methods.items()):
+            keys = list(m["sweep"])
+            for values in itertools.product(*(m["sweep"][k] for k in keys)):
+                point = dict(zip(keys, values))
+                for seed in m["seeds"]:
+                    out.append(Cell(self, mname, ranks, mb, seed, point, variant))
+        return out
+
+    def column_label(self, ranks, mb, variant):
+        """A report column: ranks (x micro-batches), and the variant's label when there are several."""
+        s = f"{ranks} ranks" if mb == 1 else f"{ranks}×{mb}×{self.batch_per_rank({})}"
+        return s + (f", {self.variants[variant]['label']}" if len(self.variants) > 1 else "")
+
+
+def fmt_value(v):
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
+
+
+def point_label(point):
+    """A sweep point as the report writes it: {'optimizer.lr': 0.1} -> 'lr 0.1'."""
+    return ", ".join(f"{k.split('.')[-1]} {fmt_value(v)}" for k, v in point.items())
+
+
+class Cell:
+    def __init__(self, study, method, ranks, micro_batches, seed, point, variant=""):
+        self.study, self.method, self.ranks, self.mb, self.seed, self.point, self.variant = \
+            study, method, ranks, micro_batches, seed, point, variant
+        self.overrides = self._resolve()
+        self.examples_per_step = ranks * micro_batches * study.batch_per_rank(self.overrides)
+        settings = {"base": study.base_cfg, "overrides": self.overrides, "ranks": ranks,
+                    "trainer_args": study.trainer_args}
+        self.hash = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:10]
+        sweep = "".join(f"-{k.split('.')[-1]}{fmt_value(v)}" for k, v in point.items())
+        mb = f"-mb{micro_batches}" if len(study.micro_batches) > 1 or micro_batches != 1 else ""
+        self.name = f"{method}{sweep}" + (f"-{variant}" if variant else "") + f"-np{ranks}{mb}-s{seed}"
+
+    def _resolve(self):
+        s = self.study
+        raw = {}
+        raw.update(s.common)
+        raw.update(s.variants[self.variant]["set"])
+        raw.update(s.methods[self.method]["set"])
+        raw.update(self.point)
+        raw[f"train.{s.budget_key}"] = s.budget
+        raw["train.seed"] = self.seed
+        raw["train.micro_batches"] = self.mb
+        batch = s.batch_per_rank(raw)
+        env = {"ranks": self.ranks, "micro_batches": self.mb, "batch_per_rank": batch,
+               "examples_per_step": self.ranks * self.mb * batch, "epochs": None, "steps_per_epoch": None,
+               "total_steps": None}
+        if s.train_size:
+            spe = s.train_size // self.ranks // batch // self.mb
+            env["steps_per_epoch"] = spe
+            env["epochs"] = s.budget if s.budget_key == "epochs" else None
+            env["total_steps"] = s.budget * spe if s.budget_key == "epochs" else s.budget
+        elif s.budget_key == "steps":
+            env["total_steps"] = s.budget
+        names = {"sqrt": math.sqrt, "log2": math.log2, "max": max, "min": min, "round": round, "int": int,
+                 "ceil": math.ceil, "floor": math.floor}
+        out = {}
+        for k, v in raw.items():
+            if isinstance(v, str) and v.startswith("="):
+                missing = [n for n in EXPR_NAMES if n in v[1:] and env[n] is None]
+                if missing:
+                    raise StudyError(f"study {s.path}: {k}: '{v}' uses {', '.join(missing)}, which needs "
+                                     f"'train_size' in the study (and an epochs budget for epochs)")
+                try:
+                    v = eval(v[1:], {"__builtins__": {}}, {**names, **env})  # noqa: S307 (our own files)
+                except Exception as e:  # noqa: BLE001
+                    raise StudyError(f"study {s.path}: {k}: cannot evaluate '{v}': {e}")
+                if isinstance(v, float) and v.is_integer() and ("steps" in k or "every" in k):
+                    v = int(v)
+            out[k] = v
+        return out
+
+    def trainer_sets(self):
+        def text(v):
+            if isinstance(v, bool):
+                return "true" if v else "false"
+            if isinstance(v, (list, dict)):
+                return json.dumps(v)
+            return fmt_value(v) if isinstance(v, float) else str(v)
+        return [f"{k}={text(v)}" for k, v in sorted(self.overrides.items())]
+
+
+def column(r):
+    """The report column of a record or row: (ranks, micro_batches, variant)."""
+    return r["ranks"], r["micro_batches"], r.get("variant", "")
+
+
+def column_order(study, col):
+    ranks, mb, variant = col
+    return ranks, mb, list(study.variants).index(variant) if variant in study.variants else len(study.variants)
+
+
+def columns(study, rows):
+    """The columns the rows fill, in report order."""
+    return sorted({column(r) for r in rows}, key=lambda c: column_order(study, c))
+
+
+def in_percent(study):
+    """Whether the metric is shown in percent (an accuracy: *top1, *accuracy)."""
+    return study.metric.endswith(("top1", "accuracy"))
+
+
+def fmt_metric(study, v, sd=None):
+    if v is None:
+        return "–"
+    if in_percent(study):
+        s = f"{100 * v:.2f}%"
+        return s + (f" ± {100 * sd:.2f}" if sd is not None else "")
+    return f"{v:.4f}" + (f" ± {sd:.4f}" if sd is not None else "")
