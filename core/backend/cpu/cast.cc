@@ -3,14 +3,14 @@
 #include <cstring>
 
 #include "core/backend/cpu/cpu_common.h"
+#include "core/backend/cpu/cpu_ops.h"
 #include "core/backend/op_shapes.h"
 #include "core/half.h"
 #include "core/ops.h"
 
-namespace ada::ops {
+namespace ada::cpu {
 
 void cast_out(const Tensor& src, Tensor& dst) {
-  ADA_ON_CUDA(cuda::cast_out(src, dst), src, dst);
   cpu::require_cpu("cast_out", src);
   cpu::require_cpu("cast_out", dst);
   backend::check_cast(src, dst);
@@ -56,4 +56,4 @@ void cast_out(const Tensor& src, Tensor& dst) {
   });
 }
 
-}  // namespace ada::ops
+}  // namespace ada::cpu

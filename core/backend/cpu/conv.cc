@@ -23,6 +23,7 @@
 #include "core/backend/cpu/conv_cpu.h"
 #include "core/backend/cpu/conv_direct.h"
 #include "core/backend/cpu/cpu_common.h"
+#include "core/backend/cpu/cpu_ops.h"
 #include "core/backend/cpu/sgemm.h"
 #include "core/backend/op_shapes.h"
 #include "core/cpu_isa.h"
@@ -31,7 +32,7 @@
 #include "core/ops.h"
 #include "core/precision.h"
 
-namespace ada::ops {
+namespace ada::cpu {
 namespace {
 
 using backend::ConvGeom;
@@ -453,36 +454,24 @@ void run_groups(const Plan& plan, F body) {
 
 }  // namespace
 
-}  // namespace ada::ops
-
-namespace ada::cpu {
 const char* conv_direct_kernels(const Shape& x, const Shape& w, const ops::Conv2dParams& p,
                                 ConvPass pass) {
   const backend::ConvGeom g = backend::make_geom("conv_direct_kernels", x, w, p);
-  if (const conv_detail::BlockedKernels* kern = ops::blocked_for(g, pass)) {
-    const conv_detail::BlockedBf16Kernels* b16 = ops::blocked_bf16(*kern);
+  if (const conv_detail::BlockedKernels* kern = blocked_for(g, pass)) {
+    const conv_detail::BlockedBf16Kernels* b16 = blocked_bf16(*kern);
     return b16 && pass != ConvPass::backward_filter ? b16->name : kern->name;
   }
-  const conv_detail::DirectKernels* kern = ops::direct_for(g, pass);
+  const conv_detail::DirectKernels* kern = direct_for(g, pass);
   return kern ? kern->name : nullptr;
-}
-}  // namespace ada::cpu
-
-namespace ada::ops {
-
-Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p) {
-  ConvGeom g = make_geom("conv2d", x, w, p);
-  return {g.n, g.k, g.p, g.q};
 }
 
 Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& prm) {
-  ADA_ON_CUDA(cuda::conv2d_forward(x, w, prm), x, w);
   cpu::require_cpu_f32("conv2d_forward", {&x, &w});
   ConvGeom g = make_geom("conv2d_forward", x.shape(), w.shape(), prm);
   Tensor y = Tensor::empty({g.n, g.k, g.p, g.q});
   if (y.numel() == 0) return y;
   if (g.crs() == 0) {
-    fill_(y, 0.f);
+    ops::fill_(y, 0.f);
     return y;
   }
   const float* xp = x.data<float>();
@@ -545,7 +534,6 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& prm)
 
 Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape,
                             const Conv2dParams& prm) {
-  ADA_ON_CUDA(cuda::conv2d_backward_data(dy, w, x_shape, prm), dy, w);
   cpu::require_cpu_f32("conv2d_backward_data", {&dy, &w});
   ConvGeom g = make_geom("conv2d_backward_data", x_shape, w.shape(), prm);
   ADA_CHECK_ARG(dy.shape() == Shape({g.n, g.k, g.p, g.q}), ShapeError)
@@ -616,7 +604,6 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
 
 Tensor conv2d_backward_filter(const Tensor& dy, const Tensor& x, const Shape& w_shape,
                               const Conv2dParams& prm) {
-  ADA_ON_CUDA(cuda::conv2d_backward_filter(dy, x, w_shape, prm), dy, x);
   cpu::require_cpu_f32("conv2d_backward_filter", {&dy, &x});
   ConvGeom g = make_geom("conv2d_backward_filter", x.shape(), w_shape, prm);
   ADA_CHECK_ARG(dy.shape() == Shape({g.n, g.k, g.p, g.q}), ShapeError)
@@ -684,4 +671,4 @@ Tensor conv2d_backward_filter(const Tensor& dy, const Tensor& x, const Shape& w_
   return dw;
 }
 
-}  // namespace ada::ops
+}  // namespace ada::cpu

@@ -3,13 +3,13 @@
 #include <cstring>
 
 #include "core/backend/cpu/cpu_common.h"
+#include "core/backend/cpu/cpu_ops.h"
 #include "core/ops.h"
 #include "core/philox.h"
 
-namespace ada::ops {
+namespace ada::cpu {
 
 Tensor dropout_forward(const Tensor& x, float p, Generator& gen, Tensor& mask) {
-  ADA_ON_CUDA(cuda::dropout_forward(x, p, gen, mask), x);
   cpu::require_cpu_f32("dropout_forward", {&x});
   ADA_CHECK_ARG(p >= 0.f && p < 1.f, ShapeError)
       << "dropout: probability must be in [0, 1), got " << p;
@@ -53,12 +53,7 @@ Tensor dropout_forward(const Tensor& x, float p, Generator& gen, Tensor& mask) {
   return y;
 }
 
-Tensor dropout_backward(const Tensor& dy, const Tensor& mask) {
-  return mul(dy, mask);
-}
-
 Tensor embedding_forward(const Tensor& weight, const Tensor& ids) {
-  ADA_ON_CUDA(cuda::embedding_forward(weight, ids), weight, ids);
   cpu::require_cpu_f32("embedding_forward", {&weight});
   cpu::require_index("embedding_forward", ids, "ids");
   check_dim(weight, 2, "embedding_forward", "weight");
@@ -81,7 +76,6 @@ Tensor embedding_forward(const Tensor& weight, const Tensor& ids) {
 }
 
 void embedding_backward(const Tensor& dy, const Tensor& ids, Tensor& dweight) {
-  ADA_ON_CUDA(cuda::embedding_backward(dy, ids, dweight), dy, ids, dweight);
   cpu::require_cpu_f32("embedding_backward", {&dy, &dweight});
   cpu::require_index("embedding_backward", ids, "ids");
   check_dim(dweight, 2, "embedding_backward", "dweight");
@@ -105,4 +99,4 @@ void embedding_backward(const Tensor& dy, const Tensor& ids, Tensor& dweight) {
   });
 }
 
-}  // namespace ada::ops
+}  // namespace ada::cpu

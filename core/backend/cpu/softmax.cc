@@ -6,10 +6,11 @@
 #include <limits>
 
 #include "core/backend/cpu/cpu_common.h"
+#include "core/backend/cpu/cpu_ops.h"
 #include "core/backend/op_shapes.h"
 #include "core/ops.h"
 
-namespace ada::ops {
+namespace ada::cpu {
 namespace {
 // Calls f(row_in, row_out, width) for each row in parallel.
 template <class F>
@@ -76,7 +77,6 @@ Tensor rowwise_backward(const char* op, const Tensor& dy, const Tensor& y, F f) 
 }  // namespace
 
 Tensor softmax(const Tensor& x) {
-  ADA_ON_CUDA(cuda::softmax(x), x);
   return rowwise("softmax", x, [](const float* in, float* out, int64_t d) {
     const double s = exp_shifted(in, row_max(in, d), out, d);
     ArrayMap(out, d) *= static_cast<float>(1.0 / s);
@@ -84,7 +84,6 @@ Tensor softmax(const Tensor& x) {
 }
 
 Tensor softmax_backward(const Tensor& dy, const Tensor& y) {
-  ADA_ON_CUDA(cuda::softmax_backward(dy, y), dy, y);
   return rowwise_backward("softmax_backward", dy, y,
                           [](const float* g, const float* yv, float* dx, int64_t d) {
                             double s = 0;
@@ -95,12 +94,10 @@ Tensor softmax_backward(const Tensor& dy, const Tensor& y) {
 }
 
 Tensor log_softmax(const Tensor& x) {
-  ADA_ON_CUDA(cuda::log_softmax(x), x);
   return rowwise("log_softmax", x, log_softmax_row);
 }
 
 Tensor log_softmax_backward(const Tensor& dy, const Tensor& y) {
-  ADA_ON_CUDA(cuda::log_softmax_backward(dy, y), dy, y);
   return rowwise_backward("log_softmax_backward", dy, y,
                           [](const float* g, const float* yv, float* dx, int64_t d) {
                             const float fs = static_cast<float>(row_sum(g, d));
@@ -109,7 +106,6 @@ Tensor log_softmax_backward(const Tensor& dy, const Tensor& y) {
 }
 
 Tensor argmax_rows(const Tensor& x) {
-  ADA_ON_CUDA(cuda::argmax_rows(x), x);
   cpu::require_cpu_f32("argmax_rows", {&x});
   backend::check_argmax_rows(x);
   const int64_t n = x.size(0), c = x.size(1);
@@ -141,10 +137,8 @@ void check_ce(const char* op, const Tensor& logits, const Tensor& targets, float
 
 Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, float smoothing,
                              int64_t ignore_index, Tensor& save_logp) {
-  ADA_ON_CUDA(cuda::cross_entropy_forward(logits, targets, smoothing, ignore_index, save_logp),
-              logits, targets);
   check_ce("cross_entropy_forward", logits, targets, smoothing);
-  save_logp = log_softmax(logits);
+  save_logp = ops::log_softmax(logits);
   const int64_t n = logits.size(0), c = logits.size(1);
   const float* lp = save_logp.data<float>();
   double total = 0;
@@ -171,8 +165,6 @@ Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, float 
 
 Tensor cross_entropy_backward(float dloss, const Tensor& save_logp, const Tensor& targets,
                               float smoothing, int64_t ignore_index) {
-  ADA_ON_CUDA(cuda::cross_entropy_backward(dloss, save_logp, targets, smoothing, ignore_index),
-              save_logp, targets);
   check_ce("cross_entropy_backward", save_logp, targets, smoothing);
   const int64_t n = save_logp.size(0), c = save_logp.size(1);
   int64_t count = 0;
@@ -201,4 +193,4 @@ Tensor cross_entropy_backward(float dloss, const Tensor& save_logp, const Tensor
   return dx;
 }
 
-}  // namespace ada::ops
+}  // namespace ada::cpu
