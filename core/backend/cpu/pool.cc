@@ -13,7 +13,7 @@
 
 namespace ada::cpu {
 Tensor max_pool2d_forward(const Tensor& x, const Pool2dParams& p, Tensor& indices) {
-  cpu::require_cpu_f32("max_pool2d_forward", {&x});
+  require_cpu_f32("max_pool2d_forward", {&x});
   Shape os = ops::pool2d_output_shape(x.shape(), p);
   Tensor y = Tensor::empty(os);
   indices = Tensor::empty(os, DType::i32);
@@ -104,7 +104,7 @@ Tensor max_pool2d_forward(const Tensor& x, const Pool2dParams& p, Tensor& indice
 }
 
 Tensor max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Shape& x_shape) {
-  cpu::require_cpu_f32("max_pool2d_backward", {&dy});
+  require_cpu_f32("max_pool2d_backward", {&dy});
   check_dtype(indices, DType::i32, "max_pool2d_backward", "indices");
   check_same_shape(dy, indices, "max_pool2d_backward");
   ADA_CHECK_ARG(
@@ -125,7 +125,7 @@ Tensor max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Shape&
 }
 
 Tensor avg_pool2d_forward(const Tensor& x, const Pool2dParams& p) {
-  cpu::require_cpu_f32("avg_pool2d_forward", {&x});
+  require_cpu_f32("avg_pool2d_forward", {&x});
   Shape os = ops::pool2d_output_shape(x.shape(), p);
   Tensor y = Tensor::empty(os);
   const int64_t H = x.size(2), W = x.size(3), P = os[2], Q = os[3];
@@ -156,7 +156,7 @@ Tensor avg_pool2d_forward(const Tensor& x, const Pool2dParams& p) {
 }
 
 Tensor avg_pool2d_backward(const Tensor& dy, const Shape& x_shape, const Pool2dParams& p) {
-  cpu::require_cpu_f32("avg_pool2d_backward", {&dy});
+  require_cpu_f32("avg_pool2d_backward", {&dy});
   Shape os = ops::pool2d_output_shape(x_shape, p);
   ADA_CHECK_ARG(dy.shape() == os, ShapeError)
       << "avg_pool2d_backward: gradient " << dy.str() << " should be " << shape_str(os);
@@ -188,7 +188,7 @@ Tensor avg_pool2d_backward(const Tensor& dy, const Shape& x_shape, const Pool2dP
 }
 
 Tensor global_avg_pool_forward(const Tensor& x) {
-  cpu::require_cpu_f32("global_avg_pool_forward", {&x});
+  require_cpu_f32("global_avg_pool_forward", {&x});
   check_dim(x, 4, "global_avg_pool_forward", "x");
   const int64_t planes = x.size(0) * x.size(1), HW = x.size(2) * x.size(3);
   ADA_CHECK_ARG(HW > 0, ShapeError) << "global_avg_pool_forward: empty spatial size in " << x.str();
@@ -206,7 +206,7 @@ Tensor global_avg_pool_forward(const Tensor& x) {
 }
 
 Tensor global_avg_pool_backward(const Tensor& dy, const Shape& x_shape) {
-  cpu::require_cpu_f32("global_avg_pool_backward", {&dy});
+  require_cpu_f32("global_avg_pool_backward", {&dy});
   ADA_CHECK_ARG(x_shape.size() == 4 && dy.shape() == Shape({x_shape[0], x_shape[1]}), ShapeError)
       << "global_avg_pool_backward: gradient " << dy.str() << " does not match input "
       << shape_str(x_shape);

@@ -9,7 +9,7 @@ namespace ada::cpu {
 
 void segment_partial_sums(const Tensor& a, const Tensor& b, const std::vector<Segment>& segs,
                           double* sums) {
-  cpu::require_cpu_f32("segment_partial_sums", {&a, &b});
+  require_cpu_f32("segment_partial_sums", {&a, &b});
   backend::check_segments("segment_partial_sums", a, b, nullptr, segs);
   const float* pa = a.data<float>();
   const float* pb = b.data<float>();
@@ -32,7 +32,7 @@ void segment_partial_sums(const Tensor& a, const Tensor& b, const std::vector<Se
 
 void segment_combine(const Tensor& a, const Tensor& b, Tensor& out,
                      const std::vector<Segment>& segs, const double* coef) {
-  cpu::require_cpu_f32("segment_combine", {&a, &b, &out});
+  require_cpu_f32("segment_combine", {&a, &b, &out});
   backend::check_segments("segment_combine", a, b, &out, segs);
   const float* pa = a.data<float>();
   const float* pb = b.data<float>();

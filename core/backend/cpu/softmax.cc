@@ -15,7 +15,7 @@ namespace {
 // Calls f(row_in, row_out, width) for each row in parallel.
 template <class F>
 Tensor rowwise(const char* op, const Tensor& x, F f) {
-  cpu::require_cpu_f32(op, {&x});
+  require_cpu_f32(op, {&x});
   ADA_CHECK_ARG(x.dim() >= 1, ShapeError) << op << ": input must have at least 1 dim";
   const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
   Tensor y = Tensor::empty(x.shape());
@@ -61,7 +61,7 @@ void log_softmax_row(const float* x, float* y, int64_t d) {
 // Calls f(dy_row, y_row, dx_row, width) for each row in parallel.
 template <class F>
 Tensor rowwise_backward(const char* op, const Tensor& dy, const Tensor& y, F f) {
-  cpu::require_cpu_f32(op, {&dy, &y});
+  require_cpu_f32(op, {&dy, &y});
   check_same_shape(dy, y, op);
   const int64_t d = y.dim() ? y.size(-1) : 1, rows = d ? y.numel() / d : 0;
   Tensor dx = Tensor::empty(y.shape());
@@ -106,7 +106,7 @@ Tensor log_softmax_backward(const Tensor& dy, const Tensor& y) {
 }
 
 Tensor argmax_rows(const Tensor& x) {
-  cpu::require_cpu_f32("argmax_rows", {&x});
+  require_cpu_f32("argmax_rows", {&x});
   backend::check_argmax_rows(x);
   const int64_t n = x.size(0), c = x.size(1);
   Tensor out = Tensor::empty({n}, DType::i64);
@@ -124,8 +124,8 @@ Tensor argmax_rows(const Tensor& x) {
 
 namespace {
 void check_ce(const char* op, const Tensor& logits, const Tensor& targets, float smoothing) {
-  cpu::require_cpu_f32(op, {&logits});
-  cpu::require_index(op, targets, "targets");
+  require_cpu_f32(op, {&logits});
+  require_index(op, targets, "targets");
   ADA_CHECK_ARG(logits.dim() == 2, ShapeError)
       << op << ": logits must be [N, C], got " << logits.str();
   ADA_CHECK_ARG(targets.dim() == 1 && targets.size(0) == logits.size(0), ShapeError)
@@ -144,7 +144,7 @@ Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, float 
   double total = 0;
   int64_t count = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t t = cpu::index_at(targets, i);
+    const int64_t t = index_at(targets, i);
     if (t == ignore_index) continue;
     ADA_CHECK_ARG(t >= 0 && t < c, ShapeError)
         << "cross_entropy: target " << t << " at row " << i << " is outside [0, " << c
@@ -169,7 +169,7 @@ Tensor cross_entropy_backward(float dloss, const Tensor& save_logp, const Tensor
   const int64_t n = save_logp.size(0), c = save_logp.size(1);
   int64_t count = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t t = cpu::index_at(targets, i);
+    const int64_t t = index_at(targets, i);
     if (t == ignore_index) continue;
     // (the forward checks too, but this op is callable on its own: no write outside the row)
     ADA_CHECK_ARG(t >= 0 && t < c, ShapeError)
@@ -184,7 +184,7 @@ Tensor cross_entropy_backward(float dloss, const Tensor& save_logp, const Tensor
   const float k = dloss / static_cast<float>(count), uni = smoothing / static_cast<float>(c);
   parallel_for(0, n, 64, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
-      const int64_t t = cpu::index_at(targets, i);
+      const int64_t t = index_at(targets, i);
       if (t == ignore_index) continue;
       ArrayMap(dp + i * c, c) = k * (ConstArrayMap(lp + i * c, c).exp() - uni);
       dp[i * c + t] -= k * (1.f - smoothing);
