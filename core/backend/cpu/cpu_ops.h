@@ -1,7 +1,8 @@
 // The CPU backend's half of the op surface: the same signatures as core/ops.h, in ada::cpu.
 // core/ops.cc sends a call here when none of its tensors lives on a CUDA device (the CUDA
 // backend's half is core/backend/cuda/cuda_ops.h); each function checks that every tensor is
-// f32 (or an index dtype) on the CPU and runs there, on the OpenMP pool of core/parallel.h.
+// on the CPU and f32 (an index dtype for ids and targets; cast_out's 16-bit side) and runs
+// there, on the OpenMP pool of core/parallel.h.
 // Semantics, layouts and argument checks are those of core/ops.h. The ops that need no kernel
 // of their own (add_, dropout_backward, the output shapes) live in core/ops.cc alone.
 #pragma once
