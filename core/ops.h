@@ -1,7 +1,7 @@
 // The op surface: every numeric kernel Adatrain runs, as free functions on Tensors.
-// Each op checks its arguments (ShapeError/DTypeError naming the op and argument), then
-// dispatches on device: CPU kernels live in core/backend/cpu (Eigen + the OpenMP pool of
-// core/parallel.h); CUDA tensors get DeviceError until the CUDA backend implements the op.
+// Each op (core/ops.cc) goes by its inputs' device to the CPU backend (backend/cpu/cpu_ops.h,
+// on the OpenMP pool of core/parallel.h) or the CUDA one (backend/cuda/cuda_ops.h), which
+// checks its arguments (ShapeError/DTypeError/DeviceError naming the op and argument).
 // Forward ops return new tensors; backward ops return input gradients. Layouts: images NCHW,
 // conv weights [Cout, Cin, kh, kw], linear weights [out, in], sequences [..., features].
 // All float ops are f32; index tensors (labels, token ids) are i64 or i32.

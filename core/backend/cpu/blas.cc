@@ -2,11 +2,12 @@
 // Batched GEMM parallelises over the batch when it has at least as many entries as threads
 // (each product then runs single-threaded), otherwise each product uses all threads.
 #include "core/backend/cpu/cpu_common.h"
+#include "core/backend/cpu/cpu_ops.h"
 #include "core/backend/cpu/sgemm.h"
 #include "core/backend/op_shapes.h"
 #include "core/ops.h"
 
-namespace ada::ops {
+namespace ada::cpu {
 namespace {
 
 using backend::GemmDims;
@@ -14,21 +15,19 @@ using backend::GemmDims;
 // c[m,n] = alpha * op(a) op(b) + beta * c on raw, densely packed row-major pointers.
 void gemm_raw(const float* a, const float* b, float* c, const GemmDims& d, bool ta, bool tb,
               float alpha, float beta) {
-  cpu::gemm(ta, tb, d.m, d.n, d.k, alpha, a, ta ? d.m : d.k, b, tb ? d.k : d.n, beta, c, d.n);
+  gemm(ta, tb, d.m, d.n, d.k, alpha, a, ta ? d.m : d.k, b, tb ? d.k : d.n, beta, c, d.n);
 }
 
 }  // namespace
 
 void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, float alpha, float beta) {
-  ADA_ON_CUDA(cuda::gemm(a, b, c, ta, tb, alpha, beta), a, b, c);
-  cpu::require_cpu_f32("gemm", {&a, &b, &c});
+  require_cpu_f32("gemm", {&a, &b, &c});
   const GemmDims d = backend::checked_gemm("gemm", a, b, &c, ta, tb);
   gemm_raw(a.data<float>(), b.data<float>(), c.data<float>(), d, ta, tb, alpha, beta);
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
-  ADA_ON_CUDA(cuda::matmul(a, b, ta, tb), a, b);
-  cpu::require_cpu_f32("matmul", {&a, &b});
+  require_cpu_f32("matmul", {&a, &b});
   const GemmDims d = backend::checked_gemm("matmul", a, b, nullptr, ta, tb);
   Tensor c = Tensor::empty({d.m, d.n});
   gemm_raw(a.data<float>(), b.data<float>(), c.data<float>(), d, ta, tb, 1.f, 0.f);
@@ -37,8 +36,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
 
 void gemm_batched(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, float alpha,
                   float beta) {
-  ADA_ON_CUDA(cuda::gemm_batched(a, b, c, ta, tb, alpha, beta), a, b, c);
-  cpu::require_cpu_f32("gemm_batched", {&a, &b, &c});
+  require_cpu_f32("gemm_batched", {&a, &b, &c});
   const GemmDims d = backend::checked_gemm_batched("gemm_batched", a, b, c, ta, tb);
   const int64_t batch = a.size(0);
   const float* ap = a.data<float>();
@@ -58,11 +56,10 @@ void gemm_batched(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb,
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b, bool ta, bool tb) {
-  ADA_ON_CUDA(cuda::bmm(a, b, ta, tb), a, b);
-  cpu::require_cpu_f32("bmm", {&a, &b});
+  require_cpu_f32("bmm", {&a, &b});
   Tensor c = Tensor::empty(backend::bmm_shape("bmm", a, b, ta, tb));
-  gemm_batched(a, b, c, ta, tb, 1.f, 0.f);
+  ops::gemm_batched(a, b, c, ta, tb, 1.f, 0.f);
   return c;
 }
 
-}  // namespace ada::ops
+}  // namespace ada::cpu

@@ -3,16 +3,16 @@
 #include <cstring>
 
 #include "core/backend/cpu/cpu_common.h"
+#include "core/backend/cpu/cpu_ops.h"
 #include "core/backend/op_shapes.h"
 #include "core/half.h"
 #include "core/ops.h"
 
-namespace ada::ops {
+namespace ada::cpu {
 
 void cast_out(const Tensor& src, Tensor& dst) {
-  ADA_ON_CUDA(cuda::cast_out(src, dst), src, dst);
-  cpu::require_cpu("cast_out", src);
-  cpu::require_cpu("cast_out", dst);
+  require_cpu("cast_out", src);
+  require_cpu("cast_out", dst);
   backend::check_cast(src, dst);
   const int64_t n = src.numel();
   const DType from = src.dtype(), to = dst.dtype();
@@ -21,7 +21,7 @@ void cast_out(const Tensor& src, Tensor& dst) {
       std::memcpy(dst.data<float>(), src.data<float>(), n * sizeof(float));
     return;
   }
-  parallel_for(0, n, cpu::kGrain, [&](int64_t b, int64_t e) {
+  parallel_for(0, n, kGrain, [&](int64_t b, int64_t e) {
     if (from == DType::f32) {
       const float* x = src.data<float>();
       if (to == DType::bf16) {
@@ -56,4 +56,4 @@ void cast_out(const Tensor& src, Tensor& dst) {
   });
 }
 
-}  // namespace ada::ops
+}  // namespace ada::cpu

@@ -23,6 +23,7 @@
 #include "core/backend/cpu/conv_cpu.h"
 #include "core/backend/cpu/conv_direct.h"
 #include "core/backend/cpu/cpu_common.h"
+#include "core/backend/cpu/cpu_ops.h"
 #include "core/backend/cpu/sgemm.h"
 #include "core/backend/op_shapes.h"
 #include "core/cpu_isa.h"
@@ -31,7 +32,7 @@
 #include "core/ops.h"
 #include "core/precision.h"
 
-namespace ada::ops {
+namespace ada::cpu {
 namespace {
 
 using backend::ConvGeom;
@@ -113,8 +114,8 @@ void col2im(const float* col, const ConvGeom& g, int64_t ld, float* dx) {
 
 // ---- The direct path (conv_direct.h) ----
 
-using cpu::conv_detail::DirectKernels;
-using cpu::conv_detail::Plane;
+using conv_detail::DirectKernels;
+using conv_detail::Plane;
 
 // Up to these many output x input channel pairs the direct kernels beat im2col + GEMM (one
 // thread, AVX-512, batch 32-64, measured with bench_ops and per-pass timings): the forward and
@@ -171,22 +172,21 @@ void copy_floats(float* dst, const float* src, int64_t n, bool r16) {
 // channel pairs and a CPU with AVX2 or AVX-512 in use. In the bf16 mode both operands are rounded
 // to bf16 as they are copied for the kernels: the products of two bf16 values are exact in fp32,
 // so the fp32 kernels then compute what a bf16 dot product with fp32 accumulation does.
-const DirectKernels* direct_for(const ConvGeom& g, cpu::ConvPass pass) {
+const DirectKernels* direct_for(const ConvGeom& g, ConvPass pass) {
   const auto& pr = g.prm;
-  const int64_t max_kc = direct_bf16()
-                             ? (cpu::isa() == cpu::Isa::amx ? kDirectAmxMaxKC : kDirectBf16MaxKC)
-                         : pass == cpu::ConvPass::backward_filter ? kDirectFilterMaxKC
-                                                                  : kDirectMaxKC;
+  const int64_t max_kc = direct_bf16() ? (isa() == Isa::amx ? kDirectAmxMaxKC : kDirectBf16MaxKC)
+                         : pass == ConvPass::backward_filter ? kDirectFilterMaxKC
+                                                             : kDirectMaxKC;
   if ((g.r != 3 && g.r != 5) || g.s != g.r || pr.stride_h != 1 || pr.stride_w != 1 ||
       pr.dil_h != 1 || pr.dil_w != 1 || pr.pad_h >= g.r || pr.pad_w >= g.r || g.k * g.c > max_kc ||
       !direct_allowed())
     return nullptr;
-  switch (cpu::isa()) {
-    case cpu::Isa::amx:
-    case cpu::Isa::avx512:
-      return &cpu::conv_detail::avx512_direct();
-    case cpu::Isa::avx2:
-      return &cpu::conv_detail::avx2_direct();
+  switch (isa()) {
+    case Isa::amx:
+    case Isa::avx512:
+      return &conv_detail::avx512_direct();
+    case Isa::avx2:
+      return &conv_detail::avx2_direct();
     default:
       return nullptr;
   }
@@ -196,9 +196,9 @@ int64_t round_up(int64_t v, int64_t m) {
   return (v + m - 1) / m * m;
 }
 
-using cpu::conv_detail::Blocked;
-using cpu::conv_detail::BlockedBf16Kernels;
-using cpu::conv_detail::BlockedKernels;
+using conv_detail::Blocked;
+using conv_detail::BlockedBf16Kernels;
+using conv_detail::BlockedKernels;
 
 // The batch-blocked kernels (conv_blocked.h) for pass `pass` of `g`, or null: 3x3, stride 1 or
 // 2 (the backward-data pass: 1), no dilation, padding at most 2, at least one block of images
@@ -211,21 +211,21 @@ using cpu::conv_detail::BlockedKernels;
 // to its peak memory.
 constexpr int64_t kBlockedMaxPlane = 28 * 28, kBlockedMaxKC = 64 * 64;
 
-const BlockedKernels* blocked_for(const ConvGeom& g, cpu::ConvPass pass) {
+const BlockedKernels* blocked_for(const ConvGeom& g, ConvPass pass) {
   const auto& pr = g.prm;
-  const int64_t stride_max = pass == cpu::ConvPass::backward_data ? 1 : 2;
+  const int64_t stride_max = pass == ConvPass::backward_data ? 1 : 2;
   if (g.r != 3 || g.s != 3 || pr.stride_h != pr.stride_w || pr.stride_h > stride_max ||
       pr.dil_h != 1 || pr.dil_w != 1 || pr.pad_h > 2 || pr.pad_w > 2 || g.k * g.c > kBlockedMaxKC ||
       g.pq() > kBlockedMaxPlane || !blocked_allowed())
     return nullptr;
   const BlockedKernels* kern = nullptr;
-  switch (cpu::isa()) {
-    case cpu::Isa::amx:
-    case cpu::Isa::avx512:
-      kern = &cpu::conv_detail::avx512_blocked();
+  switch (isa()) {
+    case Isa::amx:
+    case Isa::avx512:
+      kern = &conv_detail::avx512_blocked();
       break;
-    case cpu::Isa::avx2:
-      kern = &cpu::conv_detail::avx2_blocked();
+    case Isa::avx2:
+      kern = &conv_detail::avx2_blocked();
       break;
     default:
       return nullptr;
@@ -364,9 +364,8 @@ void direct_filter(const DirectKernels& kern, const ConvGeom& g, const float* x,
 // kernels, 0.97x with the fp32 ones on rounded operands (bench_step --model resnet20_mnist
 // --batch 64 --threads 1 --precision bf16; ResNet-20 convolutions 102 against 137 GFLOP/s).
 const BlockedBf16Kernels* blocked_bf16(const BlockedKernels& kern) {
-  return direct_bf16() && kern.lanes == 16 && cpu::isa() == cpu::Isa::avx512 &&
-                 cpu::bf16_available()
-             ? &cpu::conv_detail::avx512_bf16_blocked()
+  return direct_bf16() && kern.lanes == 16 && isa() == Isa::avx512 && bf16_available()
+             ? &conv_detail::avx512_bf16_blocked()
              : nullptr;
 }
 
@@ -453,43 +452,31 @@ void run_groups(const Plan& plan, F body) {
 
 }  // namespace
 
-}  // namespace ada::ops
-
-namespace ada::cpu {
 const char* conv_direct_kernels(const Shape& x, const Shape& w, const ops::Conv2dParams& p,
                                 ConvPass pass) {
   const backend::ConvGeom g = backend::make_geom("conv_direct_kernels", x, w, p);
-  if (const conv_detail::BlockedKernels* kern = ops::blocked_for(g, pass)) {
-    const conv_detail::BlockedBf16Kernels* b16 = ops::blocked_bf16(*kern);
+  if (const conv_detail::BlockedKernels* kern = blocked_for(g, pass)) {
+    const conv_detail::BlockedBf16Kernels* b16 = blocked_bf16(*kern);
     return b16 && pass != ConvPass::backward_filter ? b16->name : kern->name;
   }
-  const conv_detail::DirectKernels* kern = ops::direct_for(g, pass);
+  const conv_detail::DirectKernels* kern = direct_for(g, pass);
   return kern ? kern->name : nullptr;
-}
-}  // namespace ada::cpu
-
-namespace ada::ops {
-
-Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p) {
-  ConvGeom g = make_geom("conv2d", x, w, p);
-  return {g.n, g.k, g.p, g.q};
 }
 
 Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& prm) {
-  ADA_ON_CUDA(cuda::conv2d_forward(x, w, prm), x, w);
-  cpu::require_cpu_f32("conv2d_forward", {&x, &w});
+  require_cpu_f32("conv2d_forward", {&x, &w});
   ConvGeom g = make_geom("conv2d_forward", x.shape(), w.shape(), prm);
   Tensor y = Tensor::empty({g.n, g.k, g.p, g.q});
   if (y.numel() == 0) return y;
   if (g.crs() == 0) {
-    fill_(y, 0.f);
+    ops::fill_(y, 0.f);
     return y;
   }
   const float* xp = x.data<float>();
   const float* wp = w.data<float>();
   float* yp = y.data<float>();
-  const BlockedKernels* blocked = blocked_for(g, cpu::ConvPass::forward);
-  const DirectKernels* kern = blocked ? nullptr : direct_for(g, cpu::ConvPass::forward);
+  const BlockedKernels* blocked = blocked_for(g, ConvPass::forward);
+  const DirectKernels* kern = blocked ? nullptr : direct_for(g, ConvPass::forward);
   if (blocked || kern) {
     std::vector<float> w16;
     if (direct_bf16()) {
@@ -509,7 +496,7 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& prm)
   const int64_t chw = g.c * g.h * g.w, kpq = g.k * g.pq();
   // y[k, cols] = W[k, crs] * col[crs, cols], row-major with leading dimension cols.
   auto w_times = [&](const float* col, int64_t cols, float* out) {
-    cpu::gemm(false, false, g.k, cols, g.crs(), 1.f, wp, g.crs(), col, cols, 0.f, out, cols);
+    gemm(false, false, g.k, cols, g.crs(), 1.f, wp, g.crs(), col, cols, 0.f, out, cols);
   };
   run_groups(plan, [&](int64_t gi) {
     const int64_t n0 = gi * plan.group, gn = std::min(plan.group, g.n - n0);
@@ -545,14 +532,13 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& prm)
 
 Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape,
                             const Conv2dParams& prm) {
-  ADA_ON_CUDA(cuda::conv2d_backward_data(dy, w, x_shape, prm), dy, w);
-  cpu::require_cpu_f32("conv2d_backward_data", {&dy, &w});
+  require_cpu_f32("conv2d_backward_data", {&dy, &w});
   ConvGeom g = make_geom("conv2d_backward_data", x_shape, w.shape(), prm);
   ADA_CHECK_ARG(dy.shape() == Shape({g.n, g.k, g.p, g.q}), ShapeError)
       << "conv2d_backward_data: gradient " << dy.str() << " should be "
       << shape_str({g.n, g.k, g.p, g.q});
-  const BlockedKernels* blocked = blocked_for(g, cpu::ConvPass::backward_data);
-  const DirectKernels* kern = blocked ? nullptr : direct_for(g, cpu::ConvPass::backward_data);
+  const BlockedKernels* blocked = blocked_for(g, ConvPass::backward_data);
+  const DirectKernels* kern = blocked ? nullptr : direct_for(g, ConvPass::backward_data);
   const bool direct = blocked || kern;
   Tensor dx = direct ? Tensor::empty(x_shape) : Tensor::zeros(x_shape);  // col2im adds into zeros
   if (dx.numel() == 0) return dx;
@@ -585,7 +571,7 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
   const int64_t chw = g.c * g.h * g.w, kpq = g.k * g.pq();
   // col[crs, cols] = W^T * dy[k, cols], row-major with leading dimension cols.
   auto wt_times = [&](const float* dyc, int64_t cols, float* out) {
-    cpu::gemm(true, false, g.crs(), cols, g.k, 1.f, wp, g.crs(), dyc, cols, 0.f, out, cols);
+    gemm(true, false, g.crs(), cols, g.k, 1.f, wp, g.crs(), dyc, cols, 0.f, out, cols);
   };
   run_groups(plan, [&](int64_t gi) {
     const int64_t n0 = gi * plan.group, gn = std::min(plan.group, g.n - n0);
@@ -616,8 +602,7 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
 
 Tensor conv2d_backward_filter(const Tensor& dy, const Tensor& x, const Shape& w_shape,
                               const Conv2dParams& prm) {
-  ADA_ON_CUDA(cuda::conv2d_backward_filter(dy, x, w_shape, prm), dy, x);
-  cpu::require_cpu_f32("conv2d_backward_filter", {&dy, &x});
+  require_cpu_f32("conv2d_backward_filter", {&dy, &x});
   ConvGeom g = make_geom("conv2d_backward_filter", x.shape(), w_shape, prm);
   ADA_CHECK_ARG(dy.shape() == Shape({g.n, g.k, g.p, g.q}), ShapeError)
       << "conv2d_backward_filter: gradient " << dy.str() << " should be "
@@ -626,11 +611,11 @@ Tensor conv2d_backward_filter(const Tensor& dy, const Tensor& x, const Shape& w_
   if (dw.numel() == 0 || dy.numel() == 0) return dw;
   const float* gp = dy.data<float>();
   const float* xp = x.data<float>();
-  if (const BlockedKernels* blocked = blocked_for(g, cpu::ConvPass::backward_filter)) {
+  if (const BlockedKernels* blocked = blocked_for(g, ConvPass::backward_filter)) {
     blocked_filter(*blocked, g, xp, gp, dw.data<float>());
     return dw;
   }
-  if (const DirectKernels* kern = direct_for(g, cpu::ConvPass::backward_filter)) {
+  if (const DirectKernels* kern = direct_for(g, ConvPass::backward_filter)) {
     direct_filter(*kern, g, xp, gp, dw.data<float>());
     return dw;
   }
@@ -643,7 +628,7 @@ Tensor conv2d_backward_filter(const Tensor& dy, const Tensor& x, const Shape& w_
     if (a.empty()) a.assign(static_cast<size_t>(g.k * g.crs()), 0.f);
     // a[k, crs] += dy[k, cols] * col[crs, cols]^T, both with leading dimension cols.
     auto accumulate = [&](const float* dyc, const float* col, int64_t cols) {
-      cpu::gemm(false, true, g.k, g.crs(), cols, 1.f, dyc, cols, col, cols, 1.f, a.data(), g.crs());
+      gemm(false, true, g.k, g.crs(), cols, 1.f, dyc, cols, col, cols, 1.f, a.data(), g.crs());
     };
     const int64_t n0 = gi * plan.group, gn = std::min(plan.group, g.n - n0);
     if (gn == 1 && g.pointwise()) {
@@ -684,4 +669,4 @@ Tensor conv2d_backward_filter(const Tensor& dy, const Tensor& x, const Shape& w_
   return dw;
 }
 
-}  // namespace ada::ops
+}  // namespace ada::cpu

@@ -1,38 +1,14 @@
-// Helpers shared by the CPU kernels: argument checks that name the op, and device dispatch.
-// Every op of core/ops.h starts with ADA_ON_CUDA(cuda::op(args...), tensors...): when any of
-// its input tensors (pure outputs such as saved statistics or masks are not consulted) lives on
-// a CUDA device the call goes to the CUDA backend (core/backend/cuda),
-// which checks that all of them are on that one device. In builds without CUDA no CUDA tensor
-// can exist (allocation throws), so only the CPU part remains: an OpTimer over the rest of the
-// op's body (op_profile.h; one atomic load unless profiling). It is a declaration, so the macro
-// must open the op's body, as a statement of its own.
+// Helpers shared by the CPU kernels (cpu_ops.h): argument checks that name the op, index reads,
+// the elementwise grain. Device dispatch is core/ops.cc's; these checks still reject a CUDA
+// tensor among a CPU op's arguments (a mix of devices) with DeviceError.
 #pragma once
 
 #include <initializer_list>
 
-#include "core/backend/cpu/op_profile.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
 
-#ifdef ADA_WITH_CUDA
-#include "core/backend/cuda/cuda_ops.h"
-#include "core/backend/cuda_runtime.h"
-#define ADA_ON_CUDA(call, ...)                    \
-  if (::ada::cpu::any_cuda(__VA_ARGS__)) {        \
-    ::ada::cuda::OpTimer ada_op_timer_(__func__); \
-    return call;                                  \
-  }                                               \
-  ::ada::cpu::OpTimer ada_cpu_op_timer_(__func__)
-#else
-#define ADA_ON_CUDA(call, ...) ::ada::cpu::OpTimer ada_cpu_op_timer_(__func__)
-#endif
-
 namespace ada::cpu {
-
-template <class... Ts>
-bool any_cuda(const Ts&... ts) {
-  return ((ts.defined() && !ts.device().is_cpu()) || ...);
-}
 
 // Every tensor defined, f32, on the CPU.
 inline void require_cpu_f32(const char* op, std::initializer_list<const Tensor*> ts) {

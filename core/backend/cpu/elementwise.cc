@@ -8,12 +8,11 @@
 #include <unsupported/Eigen/SpecialFunctions>  // vectorised erf (gelu)
 
 #include "core/backend/cpu/cpu_common.h"
+#include "core/backend/cpu/cpu_ops.h"
 #include "core/backend/op_shapes.h"
 #include "core/ops.h"
 
-namespace ada::ops {
-using cpu::kGrain;
-using cpu::require_cpu_f32;
+namespace ada::cpu {
 
 namespace {
 template <class F>
@@ -69,42 +68,31 @@ double reduce_double(int64_t n, F f) {
 }  // namespace
 
 void fill_(Tensor& t, float value) {
-  ADA_ON_CUDA(cuda::fill_(t, value), t);
   require_cpu_f32("fill_", {&t});
   float* p = t.data<float>();
   parallel_for(0, t.numel(), kGrain, [&](int64_t b, int64_t e) { std::fill(p + b, p + e, value); });
 }
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  ADA_ON_CUDA(cuda::add(a, b), a, b);
   return map2("add", a, b, [](float x, float y) { return x + y; });
 }
 Tensor sub(const Tensor& a, const Tensor& b) {
-  ADA_ON_CUDA(cuda::sub(a, b), a, b);
   return map2("sub", a, b, [](float x, float y) { return x - y; });
 }
 void add_out(const Tensor& a, const Tensor& b, Tensor& out) {
-  ADA_ON_CUDA(cuda::add_out(a, b, out), a, b, out);
   map2_into("add_out", a, b, out, [](float x, float y) { return x + y; });
 }
 void sub_out(const Tensor& a, const Tensor& b, Tensor& out) {
-  ADA_ON_CUDA(cuda::sub_out(a, b, out), a, b, out);
   map2_into("sub_out", a, b, out, [](float x, float y) { return x - y; });
 }
 Tensor mul(const Tensor& a, const Tensor& b) {
-  ADA_ON_CUDA(cuda::mul(a, b), a, b);
   return map2("mul", a, b, [](float x, float y) { return x * y; });
 }
 Tensor scale(const Tensor& a, float s) {
-  ADA_ON_CUDA(cuda::scale(a, s), a);
   return map1("scale", a, [s](float x) { return s * x; });
 }
 
-void add_(Tensor& y, const Tensor& x) {
-  axpby_(1.f, x, 1.f, y);
-}
 void scale_(Tensor& y, float s) {
-  ADA_ON_CUDA(cuda::scale_(y, s), y);
   require_cpu_f32("scale_", {&y});
   float* p = y.data<float>();
   parallel_for(0, y.numel(), kGrain, [&](int64_t b, int64_t e) {
@@ -113,7 +101,6 @@ void scale_(Tensor& y, float s) {
 }
 
 void axpby_(float alpha, const Tensor& x, float beta, Tensor& y) {
-  ADA_ON_CUDA(cuda::axpby_(alpha, x, beta, y), x, y);
   require_cpu_f32("axpby_", {&x, &y});
   check_same_shape(x, y, "axpby_");
   const float* xp = x.data<float>();
@@ -127,7 +114,6 @@ void axpby_(float alpha, const Tensor& x, float beta, Tensor& y) {
 }
 
 Tensor add_bias(const Tensor& x, const Tensor& bias) {
-  ADA_ON_CUDA(cuda::add_bias(x, bias), x, bias);
   require_cpu_f32("add_bias", {&x, &bias});
   ADA_CHECK_ARG(x.dim() >= 1 && bias.dim() == 1 && bias.size(0) == x.size(-1), ShapeError)
       << "add_bias: bias " << bias.str() << " does not match the last dim of " << x.str();
@@ -145,7 +131,6 @@ Tensor add_bias(const Tensor& x, const Tensor& bias) {
 }
 
 Tensor bias_grad(const Tensor& dy) {
-  ADA_ON_CUDA(cuda::bias_grad(dy), dy);
   require_cpu_f32("bias_grad", {&dy});
   ADA_CHECK_ARG(dy.dim() >= 1, ShapeError) << "bias_grad: needs at least 1 dim, got " << dy.str();
   const int64_t n = dy.size(-1), rows = n ? dy.numel() / n : 0;
@@ -162,7 +147,6 @@ Tensor bias_grad(const Tensor& dy) {
 }
 
 Tensor add_channel_bias(const Tensor& x, const Tensor& bias) {
-  ADA_ON_CUDA(cuda::add_channel_bias(x, bias), x, bias);
   require_cpu_f32("add_channel_bias", {&x, &bias});
   ADA_CHECK_ARG(x.dim() >= 2 && bias.dim() == 1 && bias.size(0) == x.size(1), ShapeError)
       << "add_channel_bias: bias " << bias.str() << " does not match dim 1 of " << x.str();
@@ -181,7 +165,6 @@ Tensor add_channel_bias(const Tensor& x, const Tensor& bias) {
 }
 
 Tensor channel_bias_grad(const Tensor& dy) {
-  ADA_ON_CUDA(cuda::channel_bias_grad(dy), dy);
   require_cpu_f32("channel_bias_grad", {&dy});
   ADA_CHECK_ARG(dy.dim() >= 2, ShapeError)
       << "channel_bias_grad: needs [N, C, ...], got " << dy.str();
@@ -201,7 +184,6 @@ Tensor channel_bias_grad(const Tensor& dy) {
 }
 
 Tensor permute(const Tensor& x, const std::vector<int>& perm) {
-  ADA_ON_CUDA(cuda::permute(x, perm), x);
   require_cpu_f32("permute", {&x});
   const int nd = static_cast<int>(x.dim());
   const Shape out = backend::permuted_shape(x, perm);
@@ -231,15 +213,12 @@ Tensor permute(const Tensor& x, const std::vector<int>& perm) {
 }
 
 Tensor relu(const Tensor& x) {
-  ADA_ON_CUDA(cuda::relu(x), x);
   return map1("relu", x, [](float v) { return v > 0.f ? v : 0.f; });
 }
 Tensor relu_backward(const Tensor& dy, const Tensor& y) {
-  ADA_ON_CUDA(cuda::relu_backward(dy, y), dy, y);
   return map2("relu_backward", dy, y, [](float g, float v) { return v > 0.f ? g : 0.f; });
 }
 Tensor add_relu(const Tensor& a, const Tensor& b) {
-  ADA_ON_CUDA(cuda::add_relu(a, b), a, b);
   return map2("add_relu", a, b, [](float x, float y) {
     const float s = x + y;
     return s > 0.f ? s : 0.f;
@@ -249,7 +228,6 @@ Tensor add_relu(const Tensor& a, const Tensor& b) {
 // GELU through Eigen's vectorised erf (a rational interpolant, a few ulp; absolute error of
 // gelu below 2e-6) and exp: about 30x std::erf's scalar loop.
 Tensor gelu(const Tensor& x) {
-  ADA_ON_CUDA(cuda::gelu(x), x);
   require_cpu_f32("gelu", {&x});
   Tensor y = Tensor::empty(x.shape());
   const float* xp = x.data<float>();
@@ -262,7 +240,6 @@ Tensor gelu(const Tensor& x) {
   return y;
 }
 Tensor gelu_backward(const Tensor& dy, const Tensor& x) {
-  ADA_ON_CUDA(cuda::gelu_backward(dy, x), dy, x);
   require_cpu_f32("gelu_backward", {&dy, &x});
   check_same_shape(dy, x, "gelu_backward");
   Tensor dx = Tensor::empty(x.shape());
@@ -279,11 +256,9 @@ Tensor gelu_backward(const Tensor& dy, const Tensor& x) {
 }
 
 Tensor tanh(const Tensor& x) {
-  ADA_ON_CUDA(cuda::tanh(x), x);
   return map1("tanh", x, [](float v) { return std::tanh(v); });
 }
 Tensor tanh_backward(const Tensor& dy, const Tensor& y) {
-  ADA_ON_CUDA(cuda::tanh_backward(dy, y), dy, y);
   return map2("tanh_backward", dy, y, [](float g, float v) { return g * (1.f - v * v); });
 }
 
@@ -316,7 +291,6 @@ void for_each_reduced(const Shape& s, const std::vector<bool>& red, F f) {
 }  // namespace
 
 Tensor sum(const Tensor& x, const std::vector<int>& axes, bool keepdim) {
-  ADA_ON_CUDA(cuda::sum(x, axes, keepdim), x);
   require_cpu_f32("sum", {&x});
   auto red = reduced_mask(x.shape(), axes, "sum");
   Shape k = kept_shape(x.shape(), red);
@@ -330,18 +304,16 @@ Tensor sum(const Tensor& x, const std::vector<int>& axes, bool keepdim) {
 }
 
 Tensor mean(const Tensor& x, const std::vector<int>& axes, bool keepdim) {
-  ADA_ON_CUDA(cuda::mean(x, axes, keepdim), x);
-  Tensor y = sum(x, axes, keepdim);
+  Tensor y = ops::sum(x, axes, keepdim);
   int64_t count = y.numel() ? x.numel() / y.numel() : 0;
   if (count > 0)
-    scale_(y, 1.f / static_cast<float>(count));
+    ops::scale_(y, 1.f / static_cast<float>(count));
   else
-    fill_(y, NAN);  // mean over an empty axis, as PyTorch
+    ops::fill_(y, NAN);  // mean over an empty axis, as PyTorch
   return y;
 }
 
 Tensor sum_backward(const Tensor& dy, const Shape& x_shape, const std::vector<int>& axes) {
-  ADA_ON_CUDA(cuda::sum_backward(dy, x_shape, axes), dy);
   require_cpu_f32("sum_backward", {&dy});
   auto red = reduced_mask(x_shape, axes, "sum_backward");
   ADA_CHECK_ARG(dy.numel() == shape_numel(kept_shape(x_shape, red)), ShapeError)
@@ -355,14 +327,12 @@ Tensor sum_backward(const Tensor& dy, const Shape& x_shape, const std::vector<in
 }
 
 double sum_all(const Tensor& x) {
-  ADA_ON_CUDA(cuda::sum_all(x), x);
   require_cpu_f32("sum_all", {&x});
   const float* p = x.data<float>();
   return reduce_double(x.numel(), [p](int64_t i) { return static_cast<double>(p[i]); });
 }
 
 double dot(const Tensor& a, const Tensor& b) {
-  ADA_ON_CUDA(cuda::dot(a, b), a, b);
   require_cpu_f32("dot", {&a, &b});
   ADA_CHECK_ARG(a.numel() == b.numel(), ShapeError)
       << "dot: " << a.str() << " and " << b.str() << " differ in size";
@@ -374,7 +344,6 @@ double dot(const Tensor& a, const Tensor& b) {
 }
 
 double norm2_sq(const Tensor& a) {
-  ADA_ON_CUDA(cuda::norm2_sq(a), a);
   require_cpu_f32("norm2_sq", {&a});
   const float* x = a.data<float>();
   return reduce_double(
@@ -382,11 +351,10 @@ double norm2_sq(const Tensor& a) {
 }
 
 bool all_finite(const Tensor& x) {
-  ADA_ON_CUDA(cuda::all_finite(x), x);
   require_cpu_f32("all_finite", {&x});
   const float* p = x.data<float>();
   double bad = reduce_double(x.numel(), [p](int64_t i) { return std::isfinite(p[i]) ? 0.0 : 1.0; });
   return bad == 0.0;
 }
 
-}  // namespace ada::ops
+}  // namespace ada::cpu

@@ -3,14 +3,14 @@
 #include <cstring>
 
 #include "core/backend/cpu/cpu_common.h"
+#include "core/backend/cpu/cpu_ops.h"
 #include "core/ops.h"
 #include "core/philox.h"
 
-namespace ada::ops {
+namespace ada::cpu {
 
 Tensor dropout_forward(const Tensor& x, float p, Generator& gen, Tensor& mask) {
-  ADA_ON_CUDA(cuda::dropout_forward(x, p, gen, mask), x);
-  cpu::require_cpu_f32("dropout_forward", {&x});
+  require_cpu_f32("dropout_forward", {&x});
   ADA_CHECK_ARG(p >= 0.f && p < 1.f, ShapeError)
       << "dropout: probability must be in [0, 1), got " << p;
   const int64_t n = x.numel();
@@ -30,7 +30,7 @@ Tensor dropout_forward(const Tensor& x, float p, Generator& gen, Tensor& mask) {
     mask[i] = m;
     y[i] = x[i] * m;
   };
-  parallel_for(0, blocks, cpu::kGrain / 4, [&](int64_t b, int64_t e) {
+  parallel_for(0, blocks, kGrain / 4, [&](int64_t b, int64_t e) {
     const uint64_t s = seed, f = first;  // locals: the vectoriser does not hoist closure loads
     const float pp = p, scale = keep_scale;
     const float* x = xp;
@@ -53,18 +53,13 @@ Tensor dropout_forward(const Tensor& x, float p, Generator& gen, Tensor& mask) {
   return y;
 }
 
-Tensor dropout_backward(const Tensor& dy, const Tensor& mask) {
-  return mul(dy, mask);
-}
-
 Tensor embedding_forward(const Tensor& weight, const Tensor& ids) {
-  ADA_ON_CUDA(cuda::embedding_forward(weight, ids), weight, ids);
-  cpu::require_cpu_f32("embedding_forward", {&weight});
-  cpu::require_index("embedding_forward", ids, "ids");
+  require_cpu_f32("embedding_forward", {&weight});
+  require_index("embedding_forward", ids, "ids");
   check_dim(weight, 2, "embedding_forward", "weight");
   const int64_t v = weight.size(0), d = weight.size(1), n = ids.numel();
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t id = cpu::index_at(ids, i);
+    const int64_t id = index_at(ids, i);
     ADA_CHECK_ARG(id >= 0 && id < v, ShapeError) << "embedding: id " << id << " at position " << i
                                                  << " is outside the vocabulary [0, " << v << ")";
   }
@@ -75,15 +70,14 @@ Tensor embedding_forward(const Tensor& weight, const Tensor& ids) {
   float* yp = y.data<float>();
   parallel_for(0, n, 64, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i)
-      std::memcpy(yp + i * d, wp + cpu::index_at(ids, i) * d, sizeof(float) * d);
+      std::memcpy(yp + i * d, wp + index_at(ids, i) * d, sizeof(float) * d);
   });
   return y;
 }
 
 void embedding_backward(const Tensor& dy, const Tensor& ids, Tensor& dweight) {
-  ADA_ON_CUDA(cuda::embedding_backward(dy, ids, dweight), dy, ids, dweight);
-  cpu::require_cpu_f32("embedding_backward", {&dy, &dweight});
-  cpu::require_index("embedding_backward", ids, "ids");
+  require_cpu_f32("embedding_backward", {&dy, &dweight});
+  require_index("embedding_backward", ids, "ids");
   check_dim(dweight, 2, "embedding_backward", "dweight");
   const int64_t v = dweight.size(0), d = dweight.size(1), n = ids.numel();
   ADA_CHECK_ARG(dy.numel() == n * d, ShapeError)
@@ -95,7 +89,7 @@ void embedding_backward(const Tensor& dy, const Tensor& ids, Tensor& dweight) {
   // repeated ids add up deterministically without atomics.
   parallel_for(0, d, 64, [&](int64_t b, int64_t e) {
     for (int64_t i = 0; i < n; ++i) {
-      const int64_t id = cpu::index_at(ids, i);
+      const int64_t id = index_at(ids, i);
       ADA_CHECK_ARG(id >= 0 && id < v, ShapeError)
           << "embedding_backward: id " << id << " outside [0, " << v << ")";
       float* row = wp + id * d;
@@ -105,4 +99,4 @@ void embedding_backward(const Tensor& dy, const Tensor& ids, Tensor& dweight) {
   });
 }
 
-}  // namespace ada::ops
+}  // namespace ada::cpu

@@ -9,10 +9,11 @@
 #include <vector>
 
 #include "core/backend/cpu/cpu_common.h"
+#include "core/backend/cpu/cpu_ops.h"
 #include "core/backend/op_shapes.h"
 #include "core/ops.h"
 
-namespace ada::ops {
+namespace ada::cpu {
 namespace {
 using backend::bn_geom;
 using backend::BnGeom;
@@ -24,7 +25,7 @@ inline void for_rows(const BnGeom& g, int64_t ch, F f) {
 }
 
 void check_stat(const char* op, const Tensor& t, int64_t c, const char* arg) {
-  cpu::require_cpu_f32(op, {&t});
+  require_cpu_f32(op, {&t});
   ADA_CHECK_ARG(t.shape() == Shape{c}, ShapeError)
       << op << ": " << arg << " " << t.str() << " should be [" << c << "]";
 }
@@ -37,7 +38,7 @@ template <bool Relu>
 Tensor bn_train(const char* op, const Tensor& x, const Tensor& gamma, const Tensor& beta,
                 Tensor& running_mean, Tensor& running_var, float momentum, float eps,
                 Tensor& save_mean, Tensor& save_invstd) {
-  cpu::require_cpu_f32(op, {&x, &gamma, &beta});
+  require_cpu_f32(op, {&x, &gamma, &beta});
   BnGeom g = bn_geom(op, x, gamma, beta);
   const bool track = running_mean.defined();
   if (track) {
@@ -110,9 +111,6 @@ Tensor bn_train(const char* op, const Tensor& x, const Tensor& gamma, const Tens
 Tensor batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                         Tensor& running_mean, Tensor& running_var, float momentum, float eps,
                         Tensor& save_mean, Tensor& save_invstd) {
-  ADA_ON_CUDA(cuda::batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps,
-                                     save_mean, save_invstd),
-              x, gamma, beta, running_mean, running_var);
   return bn_train<false>("batch_norm_train", x, gamma, beta, running_mean, running_var, momentum,
                          eps, save_mean, save_invstd);
 }
@@ -120,18 +118,13 @@ Tensor batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta
 Tensor batch_norm_relu_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                              Tensor& running_mean, Tensor& running_var, float momentum, float eps,
                              Tensor& save_mean, Tensor& save_invstd) {
-  ADA_ON_CUDA(cuda::batch_norm_relu_train(x, gamma, beta, running_mean, running_var, momentum, eps,
-                                          save_mean, save_invstd),
-              x, gamma, beta, running_mean, running_var);
   return bn_train<true>("batch_norm_relu_train", x, gamma, beta, running_mean, running_var,
                         momentum, eps, save_mean, save_invstd);
 }
 
 Tensor batch_norm_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                        const Tensor& running_mean, const Tensor& running_var, float eps) {
-  ADA_ON_CUDA(cuda::batch_norm_eval(x, gamma, beta, running_mean, running_var, eps), x, gamma, beta,
-              running_mean, running_var);
-  cpu::require_cpu_f32("batch_norm_eval", {&x, &gamma, &beta});
+  require_cpu_f32("batch_norm_eval", {&x, &gamma, &beta});
   BnGeom g = bn_geom("batch_norm_eval", x, gamma, beta);
   check_stat("batch_norm_eval", running_mean, g.c, "running_mean");
   check_stat("batch_norm_eval", running_var, g.c, "running_var");
@@ -175,11 +168,11 @@ template <bool Relu>
 BatchNormGrads bn_backward(const char* op, const Tensor& dy, const Tensor& y, const Tensor& x,
                            const Tensor& gamma, const Tensor& save_mean,
                            const Tensor& save_invstd) {
-  cpu::require_cpu_f32(op, {&dy, &x, &gamma});
+  require_cpu_f32(op, {&dy, &x, &gamma});
   BnGeom g = bn_geom(op, x, gamma, Tensor());
   check_same_shape(dy, x, op);
   if (Relu) {
-    cpu::require_cpu_f32(op, {&y});
+    require_cpu_f32(op, {&y});
     check_same_shape(y, x, op);
   }
   check_stat(op, save_mean, g.c, "save_mean");
@@ -243,25 +236,19 @@ BatchNormGrads bn_backward(const char* op, const Tensor& dy, const Tensor& y, co
 
 BatchNormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                    const Tensor& save_mean, const Tensor& save_invstd) {
-  ADA_ON_CUDA(cuda::batch_norm_backward(dy, x, gamma, save_mean, save_invstd), dy, x, gamma,
-              save_mean, save_invstd);
   return bn_backward<false>("batch_norm_backward", dy, Tensor(), x, gamma, save_mean, save_invstd);
 }
 
 BatchNormGrads batch_norm_relu_backward(const Tensor& dy, const Tensor& y, const Tensor& x,
                                         const Tensor& gamma, const Tensor& save_mean,
                                         const Tensor& save_invstd) {
-  ADA_ON_CUDA(cuda::batch_norm_relu_backward(dy, y, x, gamma, save_mean, save_invstd), dy, y, x,
-              gamma, save_mean, save_invstd);
   return bn_backward<true>("batch_norm_relu_backward", dy, y, x, gamma, save_mean, save_invstd);
 }
 
 BatchNormGrads batch_norm_eval_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                         const Tensor& running_mean, const Tensor& running_var,
                                         float eps) {
-  ADA_ON_CUDA(cuda::batch_norm_eval_backward(dy, x, gamma, running_mean, running_var, eps), dy, x,
-              gamma, running_mean, running_var);
-  cpu::require_cpu_f32("batch_norm_eval_backward", {&dy, &x, &gamma});
+  require_cpu_f32("batch_norm_eval_backward", {&dy, &x, &gamma});
   BnGeom g = bn_geom("batch_norm_eval_backward", x, gamma, Tensor());
   check_same_shape(dy, x, "batch_norm_eval_backward");
   check_stat("batch_norm_eval_backward", running_mean, g.c, "running_mean");
@@ -314,8 +301,7 @@ int64_t ln_width(const char* op, const Tensor& x, const Tensor& gamma) {
 
 Tensor layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                           Tensor& save_mean, Tensor& save_rstd) {
-  ADA_ON_CUDA(cuda::layer_norm_forward(x, gamma, beta, eps, save_mean, save_rstd), x, gamma, beta);
-  cpu::require_cpu_f32("layer_norm_forward", {&x, &gamma, &beta});
+  require_cpu_f32("layer_norm_forward", {&x, &gamma, &beta});
   const int64_t d = ln_width("layer_norm_forward", x, gamma);
   check_same_shape(gamma, beta, "layer_norm_forward (gamma vs beta)");
   const int64_t rows = d ? x.numel() / d : 0;
@@ -353,9 +339,7 @@ Tensor layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& be
 
 LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                    const Tensor& save_mean, const Tensor& save_rstd) {
-  ADA_ON_CUDA(cuda::layer_norm_backward(dy, x, gamma, save_mean, save_rstd), dy, x, gamma,
-              save_mean, save_rstd);
-  cpu::require_cpu_f32("layer_norm_backward", {&dy, &x, &gamma, &save_mean, &save_rstd});
+  require_cpu_f32("layer_norm_backward", {&dy, &x, &gamma, &save_mean, &save_rstd});
   const int64_t d = ln_width("layer_norm_backward", x, gamma);
   check_same_shape(dy, x, "layer_norm_backward");
   const int64_t rows = d ? x.numel() / d : 0;
@@ -412,4 +396,4 @@ LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tens
   return r;
 }
 
-}  // namespace ada::ops
+}  // namespace ada::cpu

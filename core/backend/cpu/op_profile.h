@@ -1,6 +1,6 @@
-// Per-op wall-clock profile of the CPU backend (bench_step --profile on the CPU): every op of
-// core/ops.h holds an OpTimer for its whole body (ADA_ON_CUDA in cpu_common.h declares it), so
-// an op that calls another op is counted in both. Off by default: an OpTimer then costs one
+// Per-op wall-clock profile of the CPU backend (bench_step --profile on the CPU): every op that
+// core/ops.cc sends to the CPU backend runs under an OpTimer (ADA_DISPATCH declares it), so an
+// op that calls another op is counted in both. Off by default: an OpTimer then costs one
 // relaxed atomic load. Ops on every thread are counted (the communication thread's too).
 #pragma once
 

@@ -8,12 +8,11 @@
 #include <initializer_list>
 
 #include "core/backend/cpu/cpu_common.h"
+#include "core/backend/cpu/cpu_ops.h"
 #include "core/backend/op_shapes.h"
 #include "core/ops.h"
 
-namespace ada::ops {
-using cpu::kGrain;
-using cpu::require_cpu_f32;
+namespace ada::cpu {
 
 namespace {
 
@@ -56,7 +55,6 @@ void adam_moments(const AdamConsts& c, bool add_l2, const CArr& W, const CArr& G
 
 void adam_update_(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamArgs& a, double lr,
                   double decoupled_decay) {
-  ADA_ON_CUDA(cuda::adam_update_(w, g, m, v, a, lr, decoupled_decay), w, g, m, v);
   check_adam("adam_update_", w, g, m, v, a);
   const AdamConsts c = adam_consts(a);
   const float neg_step = static_cast<float>(-(lr / c.bias1));
@@ -81,7 +79,6 @@ void adam_update_(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamAr
 
 void adam_direction_(Tensor& u, const Tensor& w, const Tensor& g, Tensor& m, Tensor& v,
                      const AdamArgs& a, double decay) {
-  ADA_ON_CUDA(cuda::adam_direction_(u, w, g, m, v, a, decay), u, w, g, m, v);
   check_adam("adam_direction_", w, g, m, v, a);
   require_cpu_f32("adam_direction_", {&u});
   check_same_shape(w, u, "adam_direction_");
@@ -109,4 +106,4 @@ void adam_direction_(Tensor& u, const Tensor& w, const Tensor& g, Tensor& m, Ten
   });
 }
 
-}  // namespace ada::ops
+}  // namespace ada::cpu

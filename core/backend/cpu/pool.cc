@@ -8,36 +8,13 @@
 #include <vector>
 
 #include "core/backend/cpu/cpu_common.h"
+#include "core/backend/cpu/cpu_ops.h"
 #include "core/ops.h"
 
-namespace ada::ops {
-namespace {
-void check_pool(const char* op, const Shape& x, const Pool2dParams& p) {
-  ADA_CHECK_ARG(x.size() == 4, ShapeError)
-      << op << ": input must be [N,C,H,W], got " << shape_str(x);
-  ADA_CHECK_ARG(p.kernel_h > 0 && p.kernel_w > 0 && p.stride_h > 0 && p.stride_w > 0, ShapeError)
-      << op << ": kernel and stride must be positive";
-  ADA_CHECK_ARG(
-      p.pad_h >= 0 && p.pad_w >= 0 && 2 * p.pad_h <= p.kernel_h && 2 * p.pad_w <= p.kernel_w,
-      ShapeError)
-      << op << ": padding must be between 0 and half the kernel (got pad " << p.pad_h << "x"
-      << p.pad_w << ", kernel " << p.kernel_h << "x" << p.kernel_w << ")";
-  ADA_CHECK_ARG(x[2] + 2 * p.pad_h >= p.kernel_h && x[3] + 2 * p.pad_w >= p.kernel_w, ShapeError)
-      << op << ": kernel " << p.kernel_h << "x" << p.kernel_w << " larger than padded input "
-      << shape_str(x);
-}
-}  // namespace
-
-Shape pool2d_output_shape(const Shape& x, const Pool2dParams& p) {
-  check_pool("pool2d", x, p);
-  return {x[0], x[1], (x[2] + 2 * p.pad_h - p.kernel_h) / p.stride_h + 1,
-          (x[3] + 2 * p.pad_w - p.kernel_w) / p.stride_w + 1};
-}
-
+namespace ada::cpu {
 Tensor max_pool2d_forward(const Tensor& x, const Pool2dParams& p, Tensor& indices) {
-  ADA_ON_CUDA(cuda::max_pool2d_forward(x, p, indices), x);
-  cpu::require_cpu_f32("max_pool2d_forward", {&x});
-  Shape os = pool2d_output_shape(x.shape(), p);
+  require_cpu_f32("max_pool2d_forward", {&x});
+  Shape os = ops::pool2d_output_shape(x.shape(), p);
   Tensor y = Tensor::empty(os);
   indices = Tensor::empty(os, DType::i32);
   const int64_t H = x.size(2), W = x.size(3), P = os[2], Q = os[3];
@@ -127,8 +104,7 @@ Tensor max_pool2d_forward(const Tensor& x, const Pool2dParams& p, Tensor& indice
 }
 
 Tensor max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Shape& x_shape) {
-  ADA_ON_CUDA(cuda::max_pool2d_backward(dy, indices, x_shape), dy, indices);
-  cpu::require_cpu_f32("max_pool2d_backward", {&dy});
+  require_cpu_f32("max_pool2d_backward", {&dy});
   check_dtype(indices, DType::i32, "max_pool2d_backward", "indices");
   check_same_shape(dy, indices, "max_pool2d_backward");
   ADA_CHECK_ARG(
@@ -149,9 +125,8 @@ Tensor max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Shape&
 }
 
 Tensor avg_pool2d_forward(const Tensor& x, const Pool2dParams& p) {
-  ADA_ON_CUDA(cuda::avg_pool2d_forward(x, p), x);
-  cpu::require_cpu_f32("avg_pool2d_forward", {&x});
-  Shape os = pool2d_output_shape(x.shape(), p);
+  require_cpu_f32("avg_pool2d_forward", {&x});
+  Shape os = ops::pool2d_output_shape(x.shape(), p);
   Tensor y = Tensor::empty(os);
   const int64_t H = x.size(2), W = x.size(3), P = os[2], Q = os[3];
   const float* xp = x.data<float>();
@@ -181,9 +156,8 @@ Tensor avg_pool2d_forward(const Tensor& x, const Pool2dParams& p) {
 }
 
 Tensor avg_pool2d_backward(const Tensor& dy, const Shape& x_shape, const Pool2dParams& p) {
-  ADA_ON_CUDA(cuda::avg_pool2d_backward(dy, x_shape, p), dy);
-  cpu::require_cpu_f32("avg_pool2d_backward", {&dy});
-  Shape os = pool2d_output_shape(x_shape, p);
+  require_cpu_f32("avg_pool2d_backward", {&dy});
+  Shape os = ops::pool2d_output_shape(x_shape, p);
   ADA_CHECK_ARG(dy.shape() == os, ShapeError)
       << "avg_pool2d_backward: gradient " << dy.str() << " should be " << shape_str(os);
   Tensor dx = Tensor::zeros(x_shape);
@@ -214,8 +188,7 @@ Tensor avg_pool2d_backward(const Tensor& dy, const Shape& x_shape, const Pool2dP
 }
 
 Tensor global_avg_pool_forward(const Tensor& x) {
-  ADA_ON_CUDA(cuda::global_avg_pool_forward(x), x);
-  cpu::require_cpu_f32("global_avg_pool_forward", {&x});
+  require_cpu_f32("global_avg_pool_forward", {&x});
   check_dim(x, 4, "global_avg_pool_forward", "x");
   const int64_t planes = x.size(0) * x.size(1), HW = x.size(2) * x.size(3);
   ADA_CHECK_ARG(HW > 0, ShapeError) << "global_avg_pool_forward: empty spatial size in " << x.str();
@@ -233,8 +206,7 @@ Tensor global_avg_pool_forward(const Tensor& x) {
 }
 
 Tensor global_avg_pool_backward(const Tensor& dy, const Shape& x_shape) {
-  ADA_ON_CUDA(cuda::global_avg_pool_backward(dy, x_shape), dy);
-  cpu::require_cpu_f32("global_avg_pool_backward", {&dy});
+  require_cpu_f32("global_avg_pool_backward", {&dy});
   ADA_CHECK_ARG(x_shape.size() == 4 && dy.shape() == Shape({x_shape[0], x_shape[1]}), ShapeError)
       << "global_avg_pool_backward: gradient " << dy.str() << " does not match input "
       << shape_str(x_shape);
@@ -248,4 +220,4 @@ Tensor global_avg_pool_backward(const Tensor& dy, const Shape& x_shape) {
   return dx;
 }
 
-}  // namespace ada::ops
+}  // namespace ada::cpu

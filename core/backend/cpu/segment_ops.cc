@@ -1,15 +1,15 @@
 // Adasum's arithmetic on the CPU (core/ops.h: segment_partial_sums, segment_combine): one
 // vectorised pass per segment; the simd reductions keep a fixed order for a given build.
 #include "core/backend/cpu/cpu_common.h"
+#include "core/backend/cpu/cpu_ops.h"
 #include "core/backend/op_shapes.h"
 #include "core/ops.h"
 
-namespace ada::ops {
+namespace ada::cpu {
 
 void segment_partial_sums(const Tensor& a, const Tensor& b, const std::vector<Segment>& segs,
                           double* sums) {
-  ADA_ON_CUDA(cuda::segment_partial_sums(a, b, segs, sums), a, b);
-  cpu::require_cpu_f32("segment_partial_sums", {&a, &b});
+  require_cpu_f32("segment_partial_sums", {&a, &b});
   backend::check_segments("segment_partial_sums", a, b, nullptr, segs);
   const float* pa = a.data<float>();
   const float* pb = b.data<float>();
@@ -32,8 +32,7 @@ void segment_partial_sums(const Tensor& a, const Tensor& b, const std::vector<Se
 
 void segment_combine(const Tensor& a, const Tensor& b, Tensor& out,
                      const std::vector<Segment>& segs, const double* coef) {
-  ADA_ON_CUDA(cuda::segment_combine(a, b, out, segs, coef), a, b, out);
-  cpu::require_cpu_f32("segment_combine", {&a, &b, &out});
+  require_cpu_f32("segment_combine", {&a, &b, &out});
   backend::check_segments("segment_combine", a, b, &out, segs);
   const float* pa = a.data<float>();
   const float* pb = b.data<float>();
@@ -53,4 +52,4 @@ void segment_combine(const Tensor& a, const Tensor& b, Tensor& out,
   }
 }
 
-}  // namespace ada::ops
+}  // namespace ada::cpu

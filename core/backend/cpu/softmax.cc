@@ -6,15 +6,16 @@
 #include <limits>
 
 #include "core/backend/cpu/cpu_common.h"
+#include "core/backend/cpu/cpu_ops.h"
 #include "core/backend/op_shapes.h"
 #include "core/ops.h"
 
-namespace ada::ops {
+namespace ada::cpu {
 namespace {
 // Calls f(row_in, row_out, width) for each row in parallel.
 template <class F>
 Tensor rowwise(const char* op, const Tensor& x, F f) {
-  cpu::require_cpu_f32(op, {&x});
+  require_cpu_f32(op, {&x});
   ADA_CHECK_ARG(x.dim() >= 1, ShapeError) << op << ": input must have at least 1 dim";
   const int64_t d = x.size(-1), rows = d ? x.numel() / d : 0;
   Tensor y = Tensor::empty(x.shape());
@@ -60,7 +61,7 @@ void log_softmax_row(const float* x, float* y, int64_t d) {
 // Calls f(dy_row, y_row, dx_row, width) for each row in parallel.
 template <class F>
 Tensor rowwise_backward(const char* op, const Tensor& dy, const Tensor& y, F f) {
-  cpu::require_cpu_f32(op, {&dy, &y});
+  require_cpu_f32(op, {&dy, &y});
   check_same_shape(dy, y, op);
   const int64_t d = y.dim() ? y.size(-1) : 1, rows = d ? y.numel() / d : 0;
   Tensor dx = Tensor::empty(y.shape());
@@ -76,7 +77,6 @@ Tensor rowwise_backward(const char* op, const Tensor& dy, const Tensor& y, F f) 
 }  // namespace
 
 Tensor softmax(const Tensor& x) {
-  ADA_ON_CUDA(cuda::softmax(x), x);
   return rowwise("softmax", x, [](const float* in, float* out, int64_t d) {
     const double s = exp_shifted(in, row_max(in, d), out, d);
     ArrayMap(out, d) *= static_cast<float>(1.0 / s);
@@ -84,7 +84,6 @@ Tensor softmax(const Tensor& x) {
 }
 
 Tensor softmax_backward(const Tensor& dy, const Tensor& y) {
-  ADA_ON_CUDA(cuda::softmax_backward(dy, y), dy, y);
   return rowwise_backward("softmax_backward", dy, y,
                           [](const float* g, const float* yv, float* dx, int64_t d) {
                             double s = 0;
@@ -95,12 +94,10 @@ Tensor softmax_backward(const Tensor& dy, const Tensor& y) {
 }
 
 Tensor log_softmax(const Tensor& x) {
-  ADA_ON_CUDA(cuda::log_softmax(x), x);
   return rowwise("log_softmax", x, log_softmax_row);
 }
 
 Tensor log_softmax_backward(const Tensor& dy, const Tensor& y) {
-  ADA_ON_CUDA(cuda::log_softmax_backward(dy, y), dy, y);
   return rowwise_backward("log_softmax_backward", dy, y,
                           [](const float* g, const float* yv, float* dx, int64_t d) {
                             const float fs = static_cast<float>(row_sum(g, d));
@@ -109,8 +106,7 @@ Tensor log_softmax_backward(const Tensor& dy, const Tensor& y) {
 }
 
 Tensor argmax_rows(const Tensor& x) {
-  ADA_ON_CUDA(cuda::argmax_rows(x), x);
-  cpu::require_cpu_f32("argmax_rows", {&x});
+  require_cpu_f32("argmax_rows", {&x});
   backend::check_argmax_rows(x);
   const int64_t n = x.size(0), c = x.size(1);
   Tensor out = Tensor::empty({n}, DType::i64);
@@ -128,8 +124,8 @@ Tensor argmax_rows(const Tensor& x) {
 
 namespace {
 void check_ce(const char* op, const Tensor& logits, const Tensor& targets, float smoothing) {
-  cpu::require_cpu_f32(op, {&logits});
-  cpu::require_index(op, targets, "targets");
+  require_cpu_f32(op, {&logits});
+  require_index(op, targets, "targets");
   ADA_CHECK_ARG(logits.dim() == 2, ShapeError)
       << op << ": logits must be [N, C], got " << logits.str();
   ADA_CHECK_ARG(targets.dim() == 1 && targets.size(0) == logits.size(0), ShapeError)
@@ -141,16 +137,14 @@ void check_ce(const char* op, const Tensor& logits, const Tensor& targets, float
 
 Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, float smoothing,
                              int64_t ignore_index, Tensor& save_logp) {
-  ADA_ON_CUDA(cuda::cross_entropy_forward(logits, targets, smoothing, ignore_index, save_logp),
-              logits, targets);
   check_ce("cross_entropy_forward", logits, targets, smoothing);
-  save_logp = log_softmax(logits);
+  save_logp = ops::log_softmax(logits);
   const int64_t n = logits.size(0), c = logits.size(1);
   const float* lp = save_logp.data<float>();
   double total = 0;
   int64_t count = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t t = cpu::index_at(targets, i);
+    const int64_t t = index_at(targets, i);
     if (t == ignore_index) continue;
     ADA_CHECK_ARG(t >= 0 && t < c, ShapeError)
         << "cross_entropy: target " << t << " at row " << i << " is outside [0, " << c
@@ -171,13 +165,11 @@ Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, float 
 
 Tensor cross_entropy_backward(float dloss, const Tensor& save_logp, const Tensor& targets,
                               float smoothing, int64_t ignore_index) {
-  ADA_ON_CUDA(cuda::cross_entropy_backward(dloss, save_logp, targets, smoothing, ignore_index),
-              save_logp, targets);
   check_ce("cross_entropy_backward", save_logp, targets, smoothing);
   const int64_t n = save_logp.size(0), c = save_logp.size(1);
   int64_t count = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t t = cpu::index_at(targets, i);
+    const int64_t t = index_at(targets, i);
     if (t == ignore_index) continue;
     // (the forward checks too, but this op is callable on its own: no write outside the row)
     ADA_CHECK_ARG(t >= 0 && t < c, ShapeError)
@@ -192,7 +184,7 @@ Tensor cross_entropy_backward(float dloss, const Tensor& save_logp, const Tensor
   const float k = dloss / static_cast<float>(count), uni = smoothing / static_cast<float>(c);
   parallel_for(0, n, 64, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
-      const int64_t t = cpu::index_at(targets, i);
+      const int64_t t = index_at(targets, i);
       if (t == ignore_index) continue;
       ArrayMap(dp + i * c, c) = k * (ConstArrayMap(lp + i * c, c).exp() - uni);
       dp[i * c + t] -= k * (1.f - smoothing);
@@ -201,4 +193,4 @@ Tensor cross_entropy_backward(float dloss, const Tensor& save_logp, const Tensor
   return dx;
 }
 
-}  // namespace ada::ops
+}  // namespace ada::cpu

@@ -1,6 +1,6 @@
 // The CUDA backend's half of the op surface: the same signatures as core/ops.h, in ada::cuda.
 // core/ops.h's functions send a call here when its tensors live on a CUDA device (see
-// ADA_ON_CUDA in backend/cpu/cpu_common.h); each function checks that every tensor is f32 (or
+// ADA_DISPATCH in core/ops.cc); each function checks that every tensor is f32 (or
 // an index dtype) on the same CUDA device and enqueues its work on that device's compute stream
 // (cuda::stream) without synchronising the host. Semantics, layouts and argument checks are
 // those of core/ops.h, whose CPU backend is the reference the `cuda` tests compare against.

@@ -1,0 +1,329 @@
+// core/ops.h's functions: the dispatch front layer. Each op picks its backend from the devices of
+// its input tensors and calls cpu::op (core/backend/cpu/cpu_ops.h) or cuda::op
+// (core/backend/cuda/cuda_ops.h) with the same arguments, under that backend's op timer
+// (bench_step --profile). The ops that need no kernel of their own (compositions of other ops,
+// output shapes) are written here once.
+#include "core/ops.h"
+
+#include "core/backend/cpu/cpu_ops.h"
+#include "core/backend/cpu/op_profile.h"
+#include "core/backend/op_shapes.h"
+
+#ifdef ADA_WITH_CUDA
+#include "core/backend/cuda/cuda_ops.h"
+#include "core/backend/cuda_runtime.h"
+#endif
+
+// ADA_DISPATCH(op, (args...), inputs...) is the whole body of ops::op(args...): when any defined
+// tensor among `inputs` (the op's input tensors; pure outputs such as saved statistics or masks
+// are not consulted) lives on a CUDA device, it returns cuda::op(args...), which checks that all
+// of them are on that one device; otherwise cpu::op(args...). Each runs under its backend's
+// OpTimer named after the op: one relaxed atomic load (CPU) or one branch (CUDA) unless
+// profiling. In builds without CUDA no CUDA tensor can exist (allocation throws), so only the
+// CPU call remains and nothing here names the CUDA backend (core/backend/cuda_stub.cc stands in
+// for its runtime).
+#ifdef ADA_WITH_CUDA
+#define ADA_DISPATCH(op, args, ...)  \
+  if (any_cuda(__VA_ARGS__)) {       \
+    ::ada::cuda::OpTimer timer(#op); \
+    return ::ada::cuda::op args;     \
+  }                                  \
+  ::ada::cpu::OpTimer timer(#op);    \
+  return ::ada::cpu::op args
+#else
+#define ADA_DISPATCH(op, args, ...) \
+  ::ada::cpu::OpTimer timer(#op);   \
+  return ::ada::cpu::op args
+#endif
+
+namespace ada::ops {
+namespace {
+
+// True when any defined tensor among `inputs` lives on a CUDA device.
+template <class... Ts>
+bool any_cuda(const Ts&... inputs) {
+  return ((inputs.defined() && !inputs.device().is_cpu()) || ...);
+}
+
+void check_pool(const char* op, const Shape& x, const Pool2dParams& p) {
+  ADA_CHECK_ARG(x.size() == 4, ShapeError)
+      << op << ": input must be [N,C,H,W], got " << shape_str(x);
+  ADA_CHECK_ARG(p.kernel_h > 0 && p.kernel_w > 0 && p.stride_h > 0 && p.stride_w > 0, ShapeError)
+      << op << ": kernel and stride must be positive";
+  ADA_CHECK_ARG(
+      p.pad_h >= 0 && p.pad_w >= 0 && 2 * p.pad_h <= p.kernel_h && 2 * p.pad_w <= p.kernel_w,
+      ShapeError)
+      << op << ": padding must be between 0 and half the kernel (got pad " << p.pad_h << "x"
+      << p.pad_w << ", kernel " << p.kernel_h << "x" << p.kernel_w << ")";
+  ADA_CHECK_ARG(x[2] + 2 * p.pad_h >= p.kernel_h && x[3] + 2 * p.pad_w >= p.kernel_w, ShapeError)
+      << op << ": kernel " << p.kernel_h << "x" << p.kernel_w << " larger than padded input "
+      << shape_str(x);
+}
+
+}  // namespace
+
+// ---- creation / elementwise (same shapes unless stated) ------------------------------------
+void fill_(Tensor& t, float value) {
+  ADA_DISPATCH(fill_, (t, value), t);
+}
+Tensor add(const Tensor& a, const Tensor& b) {
+  ADA_DISPATCH(add, (a, b), a, b);
+}
+Tensor sub(const Tensor& a, const Tensor& b) {
+  ADA_DISPATCH(sub, (a, b), a, b);
+}
+Tensor mul(const Tensor& a, const Tensor& b) {
+  ADA_DISPATCH(mul, (a, b), a, b);
+}
+Tensor scale(const Tensor& a, float s) {
+  ADA_DISPATCH(scale, (a, s), a);
+}
+void add_(Tensor& y, const Tensor& x) {
+  axpby_(1.f, x, 1.f, y);
+}
+void add_out(const Tensor& a, const Tensor& b, Tensor& out) {
+  ADA_DISPATCH(add_out, (a, b, out), a, b, out);
+}
+void sub_out(const Tensor& a, const Tensor& b, Tensor& out) {
+  ADA_DISPATCH(sub_out, (a, b, out), a, b, out);
+}
+void scale_(Tensor& y, float s) {
+  ADA_DISPATCH(scale_, (y, s), y);
+}
+void axpby_(float alpha, const Tensor& x, float beta, Tensor& y) {
+  ADA_DISPATCH(axpby_, (alpha, x, beta, y), x, y);
+}
+Tensor add_bias(const Tensor& x, const Tensor& b) {
+  ADA_DISPATCH(add_bias, (x, b), x, b);
+}
+Tensor bias_grad(const Tensor& dy) {
+  ADA_DISPATCH(bias_grad, (dy), dy);
+}
+Tensor add_channel_bias(const Tensor& x, const Tensor& b) {
+  ADA_DISPATCH(add_channel_bias, (x, b), x, b);
+}
+Tensor channel_bias_grad(const Tensor& dy) {
+  ADA_DISPATCH(channel_bias_grad, (dy), dy);
+}
+Tensor permute(const Tensor& x, const std::vector<int>& perm) {
+  ADA_DISPATCH(permute, (x, perm), x);
+}
+
+// ---- activations ----------------------------------------------------------------------------
+Tensor relu(const Tensor& x) {
+  ADA_DISPATCH(relu, (x), x);
+}
+Tensor relu_backward(const Tensor& dy, const Tensor& y) {
+  ADA_DISPATCH(relu_backward, (dy, y), dy, y);
+}
+Tensor add_relu(const Tensor& a, const Tensor& b) {
+  ADA_DISPATCH(add_relu, (a, b), a, b);
+}
+Tensor gelu(const Tensor& x) {
+  ADA_DISPATCH(gelu, (x), x);
+}
+Tensor gelu_backward(const Tensor& dy, const Tensor& x) {
+  ADA_DISPATCH(gelu_backward, (dy, x), dy, x);
+}
+Tensor tanh(const Tensor& x) {
+  ADA_DISPATCH(tanh, (x), x);
+}
+Tensor tanh_backward(const Tensor& dy, const Tensor& y) {
+  ADA_DISPATCH(tanh_backward, (dy, y), dy, y);
+}
+
+// ---- reductions -----------------------------------------------------------------------------
+Tensor sum(const Tensor& x, const std::vector<int>& axes, bool keepdim) {
+  ADA_DISPATCH(sum, (x, axes, keepdim), x);
+}
+Tensor mean(const Tensor& x, const std::vector<int>& axes, bool keepdim) {
+  ADA_DISPATCH(mean, (x, axes, keepdim), x);
+}
+Tensor sum_backward(const Tensor& dy, const Shape& x_shape, const std::vector<int>& axes) {
+  ADA_DISPATCH(sum_backward, (dy, x_shape, axes), dy);
+}
+double sum_all(const Tensor& x) {
+  ADA_DISPATCH(sum_all, (x), x);
+}
+double dot(const Tensor& a, const Tensor& b) {
+  ADA_DISPATCH(dot, (a, b), a, b);
+}
+double norm2_sq(const Tensor& a) {
+  ADA_DISPATCH(norm2_sq, (a), a);
+}
+bool all_finite(const Tensor& x) {
+  ADA_DISPATCH(all_finite, (x), x);
+}
+
+// ---- conversions ----------------------------------------------------------------------------
+void cast_out(const Tensor& src, Tensor& dst) {
+  ADA_DISPATCH(cast_out, (src, dst), src, dst);
+}
+
+// ---- BLAS -----------------------------------------------------------------------------------
+void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b, float alpha,
+          float beta) {
+  ADA_DISPATCH(gemm, (a, b, c, trans_a, trans_b, alpha, beta), a, b, c);
+}
+Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
+  ADA_DISPATCH(matmul, (a, b, trans_a, trans_b), a, b);
+}
+void gemm_batched(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b,
+                  float alpha, float beta) {
+  ADA_DISPATCH(gemm_batched, (a, b, c, trans_a, trans_b, alpha, beta), a, b, c);
+}
+Tensor bmm(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
+  ADA_DISPATCH(bmm, (a, b, trans_a, trans_b), a, b);
+}
+
+// ---- convolution and pooling (NCHW) ----------------------------------------------------------
+Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p) {
+  const backend::ConvGeom g = backend::make_geom("conv2d", x, w, p);
+  return {g.n, g.k, g.p, g.q};
+}
+Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& p) {
+  ADA_DISPATCH(conv2d_forward, (x, w, p), x, w);
+}
+Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape,
+                            const Conv2dParams& p) {
+  ADA_DISPATCH(conv2d_backward_data, (dy, w, x_shape, p), dy, w);
+}
+Tensor conv2d_backward_filter(const Tensor& dy, const Tensor& x, const Shape& w_shape,
+                              const Conv2dParams& p) {
+  ADA_DISPATCH(conv2d_backward_filter, (dy, x, w_shape, p), dy, x);
+}
+Shape pool2d_output_shape(const Shape& x, const Pool2dParams& p) {
+  check_pool("pool2d", x, p);
+  return {x[0], x[1], (x[2] + 2 * p.pad_h - p.kernel_h) / p.stride_h + 1,
+          (x[3] + 2 * p.pad_w - p.kernel_w) / p.stride_w + 1};
+}
+Tensor max_pool2d_forward(const Tensor& x, const Pool2dParams& p, Tensor& indices) {
+  ADA_DISPATCH(max_pool2d_forward, (x, p, indices), x);
+}
+Tensor max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Shape& x_shape) {
+  ADA_DISPATCH(max_pool2d_backward, (dy, indices, x_shape), dy, indices);
+}
+Tensor avg_pool2d_forward(const Tensor& x, const Pool2dParams& p) {
+  ADA_DISPATCH(avg_pool2d_forward, (x, p), x);
+}
+Tensor avg_pool2d_backward(const Tensor& dy, const Shape& x_shape, const Pool2dParams& p) {
+  ADA_DISPATCH(avg_pool2d_backward, (dy, x_shape, p), dy);
+}
+Tensor global_avg_pool_forward(const Tensor& x) {
+  ADA_DISPATCH(global_avg_pool_forward, (x), x);
+}
+Tensor global_avg_pool_backward(const Tensor& dy, const Shape& x_shape) {
+  ADA_DISPATCH(global_avg_pool_backward, (dy, x_shape), dy);
+}
+
+// ---- normalisation ---------------------------------------------------------------------------
+Tensor batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                        Tensor& running_mean, Tensor& running_var, float momentum, float eps,
+                        Tensor& save_mean, Tensor& save_invstd) {
+  ADA_DISPATCH(batch_norm_train,
+               (x, gamma, beta, running_mean, running_var, momentum, eps, save_mean, save_invstd),
+               x, gamma, beta, running_mean, running_var);
+}
+Tensor batch_norm_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                       const Tensor& running_mean, const Tensor& running_var, float eps) {
+  ADA_DISPATCH(batch_norm_eval, (x, gamma, beta, running_mean, running_var, eps), x, gamma, beta,
+               running_mean, running_var);
+}
+BatchNormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                   const Tensor& save_mean, const Tensor& save_invstd) {
+  ADA_DISPATCH(batch_norm_backward, (dy, x, gamma, save_mean, save_invstd), dy, x, gamma, save_mean,
+               save_invstd);
+}
+Tensor batch_norm_relu_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                             Tensor& running_mean, Tensor& running_var, float momentum, float eps,
+                             Tensor& save_mean, Tensor& save_invstd) {
+  ADA_DISPATCH(batch_norm_relu_train,
+               (x, gamma, beta, running_mean, running_var, momentum, eps, save_mean, save_invstd),
+               x, gamma, beta, running_mean, running_var);
+}
+BatchNormGrads batch_norm_relu_backward(const Tensor& dy, const Tensor& y, const Tensor& x,
+                                        const Tensor& gamma, const Tensor& save_mean,
+                                        const Tensor& save_invstd) {
+  ADA_DISPATCH(batch_norm_relu_backward, (dy, y, x, gamma, save_mean, save_invstd), dy, y, x, gamma,
+               save_mean, save_invstd);
+}
+BatchNormGrads batch_norm_eval_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                        const Tensor& running_mean, const Tensor& running_var,
+                                        float eps) {
+  ADA_DISPATCH(batch_norm_eval_backward, (dy, x, gamma, running_mean, running_var, eps), dy, x,
+               gamma, running_mean, running_var);
+}
+Tensor layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                          Tensor& save_mean, Tensor& save_rstd) {
+  ADA_DISPATCH(layer_norm_forward, (x, gamma, beta, eps, save_mean, save_rstd), x, gamma, beta);
+}
+LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                   const Tensor& save_mean, const Tensor& save_rstd) {
+  ADA_DISPATCH(layer_norm_backward, (dy, x, gamma, save_mean, save_rstd), dy, x, gamma, save_mean,
+               save_rstd);
+}
+
+// ---- softmax and losses (over the last dim) --------------------------------------------------
+Tensor softmax(const Tensor& x) {
+  ADA_DISPATCH(softmax, (x), x);
+}
+Tensor softmax_backward(const Tensor& dy, const Tensor& y) {
+  ADA_DISPATCH(softmax_backward, (dy, y), dy, y);
+}
+Tensor log_softmax(const Tensor& x) {
+  ADA_DISPATCH(log_softmax, (x), x);
+}
+Tensor log_softmax_backward(const Tensor& dy, const Tensor& y) {
+  ADA_DISPATCH(log_softmax_backward, (dy, y), dy, y);
+}
+Tensor argmax_rows(const Tensor& x) {
+  ADA_DISPATCH(argmax_rows, (x), x);
+}
+Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, float label_smoothing,
+                             int64_t ignore_index, Tensor& save_logp) {
+  ADA_DISPATCH(cross_entropy_forward, (logits, targets, label_smoothing, ignore_index, save_logp),
+               logits, targets);
+}
+Tensor cross_entropy_backward(float dloss, const Tensor& save_logp, const Tensor& targets,
+                              float label_smoothing, int64_t ignore_index) {
+  ADA_DISPATCH(cross_entropy_backward, (dloss, save_logp, targets, label_smoothing, ignore_index),
+               save_logp, targets);
+}
+
+// ---- dropout and embedding -------------------------------------------------------------------
+Tensor dropout_forward(const Tensor& x, float p, Generator& gen, Tensor& mask) {
+  ADA_DISPATCH(dropout_forward, (x, p, gen, mask), x);
+}
+Tensor dropout_backward(const Tensor& dy, const Tensor& mask) {
+  return mul(dy, mask);
+}
+Tensor embedding_forward(const Tensor& weight, const Tensor& ids) {
+  ADA_DISPATCH(embedding_forward, (weight, ids), weight, ids);
+}
+void embedding_backward(const Tensor& dy, const Tensor& ids, Tensor& dweight) {
+  ADA_DISPATCH(embedding_backward, (dy, ids, dweight), dy, ids, dweight);
+}
+
+// ---- optimizer updates (one fused pass each; all operands f32 and of one shape) ----------------
+void adam_update_(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamArgs& a, double lr,
+                  double decoupled_decay) {
+  ADA_DISPATCH(adam_update_, (w, g, m, v, a, lr, decoupled_decay), w, g, m, v);
+}
+void adam_direction_(Tensor& u, const Tensor& w, const Tensor& g, Tensor& m, Tensor& v,
+                     const AdamArgs& a, double decay) {
+  ADA_DISPATCH(adam_direction_, (u, w, g, m, v, a, decay), u, w, g, m, v);
+}
+
+// ---- Adasum's arithmetic (comm/adasum_reducer.h), over segments of 1-d f32 tensors -------------
+void segment_partial_sums(const Tensor& a, const Tensor& b, const std::vector<Segment>& segs,
+                          double* sums) {
+  ADA_DISPATCH(segment_partial_sums, (a, b, segs, sums), a, b);
+}
+void segment_combine(const Tensor& a, const Tensor& b, Tensor& out,
+                     const std::vector<Segment>& segs, const double* coef) {
+  ADA_DISPATCH(segment_combine, (a, b, out, segs, coef), a, b, out);
+}
+
+}  // namespace ada::ops
+
+#undef ADA_DISPATCH
