@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "base/error.h"
+#include "util/error_of.h"
 #include "util/temp_dir.h"
 
 namespace ada {
@@ -20,16 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-template <class E, class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an exception";
-  return "";
-}
+using ada::testing::error_of;
 
 std::vector<unsigned char> read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
