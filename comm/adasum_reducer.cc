@@ -88,7 +88,7 @@ AdasumOptions AdasumOptions::from_config(const Config& section) {
 }
 
 AdasumReducer::AdasumReducer(AdasumOptions options)
-    : options_(std::move(options)), wire_out_(options_.wire), wire_in_(options_.wire) {}
+    : options_(std::move(options)), wire_(options_.wire) {}
 
 void AdasumReducer::add_pair_cosines(const std::vector<double>& triples) {
   static const double kTiny = std::sqrt(DBL_MIN);
@@ -162,33 +162,9 @@ void AdasumReducer::exchange_and_sum(Communicator& peers, int partner, int tag, 
     }
     ops::segment_partial_sums(a, b, segs, mine.data());
   };
-  // The fold only receives.
+  // The fold only receives. On a 16-bit wire each piece is widened into `theirs` as it arrives.
   Tensor give = glo < 0 ? Tensor::empty({0}, DType::f32, x.device()) : x.narrow(glo, ghi - glo);
-  if (!wire_in_.narrow()) {
-    peers.sendrecv_pipelined(give, partner, theirs, partner, tag, pipeline_chunk(x), on_piece);
-    return;
-  }
-  // 16-bit wire: each piece is widened into `theirs` as it arrives.
-  const Tensor give_w = wire_out_.pack(give);
-  Tensor theirs_w = wire_in_.get(khi - klo, x.device());
-  peers.sendrecv_pipelined(give_w, partner, theirs_w, partner, tag, pipeline_chunk(x),
-                           [&](int64_t off, int64_t count) {
-                             Tensor piece = theirs.narrow(off, count);
-                             ops::cast_out(theirs_w.narrow(off, count), piece);
-                             on_piece(off, count);
-                           });
-}
-
-void AdasumReducer::send_wire(Communicator& peers, Tensor& x, int peer, int tag) {
-  if (!wire_out_.narrow()) return peers.send(x, peer, tag);
-  peers.send(wire_out_.pack(x), peer, tag);
-}
-
-void AdasumReducer::recv_wire(Communicator& peers, Tensor& x, int peer, int tag) {
-  if (!wire_in_.narrow()) return peers.recv(x, peer, tag);
-  Tensor w = wire_in_.get(x.numel(), x.device());
-  peers.recv(w, peer, tag);
-  WireBuffer::unpack(w, x);
+  wire_.sendrecv_pipelined(peers, give, partner, theirs, partner, tag, pipeline_chunk(x), on_piece);
 }
 
 void AdasumReducer::tree(Tensor& x, const std::vector<TensorSpan>& pieces, Topology& topo) {
@@ -201,11 +177,10 @@ void AdasumReducer::tree(Tensor& x, const std::vector<TensorSpan>& pieces, Topol
   std::vector<ops::Segment> segs;
 
   if (r >= q) {  // fold into rank r - q, then receive the result
-    Tensor none = Tensor::empty({0}, wire_out_.dtype(), x.device());
-    const Tensor give = wire_out_.narrow() ? wire_out_.pack(x) : x;
-    peers.sendrecv_pipelined(give, r - q, none, r - q, kTagFold, pipeline_chunk(x),
+    Tensor none = Tensor::empty({0}, DType::f32, x.device());
+    wire_.sendrecv_pipelined(peers, x, r - q, none, r - q, kTagFold, pipeline_chunk(x),
                              [](int64_t, int64_t) {});
-    recv_wire(peers, x, r - q, kTagUnfold);
+    wire_.recv(peers, x, r - q, kTagUnfold);
     return;
   }
   if (r < extra) {
@@ -253,10 +228,8 @@ void AdasumReducer::tree(Tensor& x, const std::vector<TensorSpan>& pieces, Topol
   }
   // Allgather phase: undo the halvings, swapping finished segments with the same partners. On a
   // 16-bit wire this rank's own segment is rounded first, as the others will receive it.
-  if (wire_out_.narrow()) {
-    Tensor own = x.narrow(lo, hi - lo);
-    wire_out_.round(own);
-  }
+  Tensor finished = x.narrow(lo, hi - lo);
+  wire_.round(finished);
   for (int d = q / 2; d >= 1; d /= 2) {
     --level;
     const auto [plo, phi] = parents.back();
@@ -264,18 +237,11 @@ void AdasumReducer::tree(Tensor& x, const std::vector<TensorSpan>& pieces, Topol
     const int partner = r ^ d;
     const int64_t olo = lo == plo ? hi : plo, ohi = lo == plo ? phi : lo;  // partner's segment
     Tensor theirs = x.narrow(olo, ohi - olo);
-    if (wire_out_.narrow()) {
-      Tensor theirs_w = wire_in_.get(ohi - olo, x.device());
-      peers.sendrecv(wire_out_.pack(x.narrow(lo, hi - lo)), partner, theirs_w, partner,
-                     kTagGather + level);
-      WireBuffer::unpack(theirs_w, theirs);
-    } else {
-      peers.sendrecv(x.narrow(lo, hi - lo), partner, theirs, partner, kTagGather + level);
-    }
+    wire_.sendrecv(peers, x.narrow(lo, hi - lo), partner, theirs, partner, kTagGather + level);
     lo = plo;
     hi = phi;
   }
-  if (r < extra) send_wire(peers, x, r + q, kTagUnfold);
+  if (r < extra) wire_.send(peers, x, r + q, kTagUnfold);
 }
 
 void AdasumReducer::reduce_gathered(Tensor& x, const std::vector<TensorSpan>& spans,
@@ -283,13 +249,7 @@ void AdasumReducer::reduce_gathered(Tensor& x, const std::vector<TensorSpan>& sp
   const int p = comm.size(), nodes = p / local_size;
   const int64_t n = x.numel();
   Tensor all = scratch(int64_t(p) * n, x.device());
-  if (wire_out_.narrow()) {  // every rank then works on the same rounded inputs
-    Tensor all_w = wire_in_.get(int64_t(p) * n, x.device());
-    comm.allgather(wire_out_.pack(x), all_w);
-    WireBuffer::unpack(all_w, all);
-  } else {
-    comm.allgather(x, all);
-  }
+  wire_.allgather(comm, x, all);  // on a 16-bit wire every rank works on the same rounded inputs
   auto input = [&](int k) {
     return all.narrow(int64_t(k) * local_size * n, n);
   };                                 // node k's vector
@@ -369,13 +329,7 @@ void AdasumReducer::reduce(Tensor& buffer, const std::vector<TensorSpan>& spans,
     slice_ = Tensor::empty({m}, DType::f32, x.device());
   }
   Tensor s = slice_.narrow(0, m);
-  if (wire_out_.narrow()) {
-    Tensor s_w = wire_in_.get(m, x.device());
-    nl.node_comm->reduce_scatter(wire_out_.pack(x), s_w, counts);
-    WireBuffer::unpack(s_w, s);
-  } else {
-    nl.node_comm->reduce_scatter(x, s, counts);
-  }
+  wire_.reduce_scatter(*nl.node_comm, x, s, counts);
   std::vector<TensorSpan> pieces(spans.size());
   for (size_t i = 0; i < spans.size(); ++i) {
     const Clip c = clip(spans[i], s0, s0 + m, s0);
@@ -385,13 +339,8 @@ void AdasumReducer::reduce(Tensor& buffer, const std::vector<TensorSpan>& spans,
   Tensor mine = x.narrow(s0, m);
   const std::vector<double> inv = {1.0 / L, 0.0};
   ops::segment_combine(s, s, mine, {{0, m, 0}}, inv.data());
-  if (wire_out_.narrow()) {  // this rank's slice goes out rounded, and is kept rounded
-    Tensor x_w = wire_out_.pack(x);
-    nl.node_comm->allgather_inplace(x_w, counts);
-    WireBuffer::unpack(x_w, x);
-  } else {
-    nl.node_comm->allgather_inplace(x, counts);
-  }
+  // On a 16-bit wire this rank's slice goes out rounded, and is kept rounded.
+  wire_.allgather_inplace(*nl.node_comm, x, counts);
 }
 
 }  // namespace ada::comm

@@ -65,6 +65,7 @@
 
 #include "comm/node_layout.h"
 #include "comm/reducer.h"
+#include "comm/wire.h"
 
 namespace ada::comm {
 
@@ -119,9 +120,6 @@ class AdasumReducer : public Reducer {
   void reduce_gathered(Tensor& x, const std::vector<TensorSpan>& spans, Communicator& comm,
                        int local_size);
   Tensor scratch(int64_t n, Device device);  // the partner's data, on the buffer's device
-  // send/recv of a whole f32 tensor over the wire (16-bit when reducer.precision says so).
-  void send_wire(Communicator& peers, Tensor& x, int peer, int tag);
-  void recv_wire(Communicator& peers, Tensor& x, int peer, int tag);
   // Adds tensor-wise cosines of the first tree level to the diagnostic.
   void add_pair_cosines(const std::vector<double>& triples);
 
@@ -129,8 +127,7 @@ class AdasumReducer : public Reducer {
   std::map<const Communicator*, Topology> topologies_;
   Tensor scratch_;  // the partner's halves; grows to the largest need, reused across calls
   Tensor slice_;    // hierarchical: this rank's slice of the node sum
-  WireBuffer wire_out_,
-      wire_in_;  // 16-bit staging of what is sent and received (precision bf16/fp16)
+  Wire wire_;       // every exchange goes through it (16-bit when reducer.precision says so)
   std::mutex stats_mu_;
   double cos_sum_ = 0, cos_count_ = 0;
 };

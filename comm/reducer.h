@@ -52,29 +52,9 @@ class Reducer {
 // rounded (to nearest even) into a 16-bit copy, reduced in that format — half the bytes moved,
 // sums added in f32 and rounded at each step — and widened back into the f32 bucket. Every rank
 // ends with the same bits. fp16 saturates to +-Inf past 65504: with loss scaling, an overflow
-// (train.loss_scale). Returns the wire dtype; ConfigError naming the key for anything else.
+// (train.loss_scale). Returns the wire dtype (a reducer runs its exchanges through a Wire of it,
+// comm/wire.h); ConfigError naming the key for anything else.
 DType read_wire_dtype(const Config& section);
-
-// The 16-bit staging buffer of a reducer whose wire is bf16/fp16, reused between buckets (the
-// reducer runs one bucket at a time, on the communication thread).
-class WireBuffer {
- public:
-  explicit WireBuffer(DType wire) : wire_(wire) {}
-  bool narrow() const { return wire_ != DType::f32; }
-  DType dtype() const { return wire_; }
-  // The staging buffer's first n elements (1-d, the wire dtype, on `device`; grows as needed).
-  Tensor get(int64_t n, Device device);
-  // `x` (f32) rounded into the staging buffer; returns the 16-bit view of x's length.
-  Tensor pack(const Tensor& x);
-  // x = `wire` (a 16-bit tensor of x's length) widened.
-  static void unpack(const Tensor& wire, Tensor& x);
-  // x = x rounded to the wire format and back (through the staging buffer).
-  void round(Tensor& x);
-
- private:
-  DType wire_;
-  Tensor buffer_;
-};
 
 // Builds a reducer from its config section (the trainer's `reducer:`; tools pass a small
 // parsed one). A factory reads only the options it understands (marking them read), so keys no

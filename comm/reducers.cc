@@ -1,6 +1,7 @@
 // The simple reducers (sum, average) and the registry of built-in reducers.
 #include "comm/adasum_reducer.h"
 #include "comm/reducer.h"
+#include "comm/wire.h"
 #include "core/ops.h"
 
 namespace ada::comm {
@@ -13,19 +14,13 @@ class SumReducer : public Reducer {
   std::string name() const override { return average_ ? "average" : "sum"; }
   void reduce(Tensor& buffer, const std::vector<TensorSpan>&, Communicator& comm) override {
     if (comm.size() == 1) return;
-    if (wire_.narrow()) {
-      Tensor w = wire_.pack(buffer);
-      comm.allreduce(w, ReduceOp::sum);
-      wire_.unpack(w, buffer);
-    } else {
-      comm.allreduce(buffer, ReduceOp::sum);
-    }
+    wire_.allreduce(comm, buffer);
     if (average_) ops::scale_(buffer, 1.f / static_cast<float>(comm.size()));
   }
 
  private:
   bool average_;
-  WireBuffer wire_;
+  Wire wire_;
 };
 
 }  // namespace
@@ -38,29 +33,6 @@ DType read_wire_dtype(const Config& section) {
   ADA_THROW(ConfigError) << section.where("precision") << ": unknown precision '" << s
                          << "'; known: fp32, bf16, fp16 (what the buckets travel as)";
   return DType::f32;
-}
-
-Tensor WireBuffer::get(int64_t n, Device device) {
-  if (!buffer_.defined() || buffer_.numel() < n || buffer_.device() != device) {
-    buffer_ = Tensor();  // free the old one first
-    buffer_ = Tensor::empty({n}, wire_, device);
-  }
-  return buffer_.narrow(0, n);
-}
-
-Tensor WireBuffer::pack(const Tensor& x) {
-  Tensor w = get(x.numel(), x.device());
-  ops::cast_out(x.reshape({x.numel()}), w);
-  return w;
-}
-
-void WireBuffer::unpack(const Tensor& wire, Tensor& x) {
-  Tensor flat = x.reshape({x.numel()});
-  ops::cast_out(wire, flat);
-}
-
-void WireBuffer::round(Tensor& x) {
-  unpack(pack(x), x);
 }
 
 const char* target_name(ReduceTarget t) {

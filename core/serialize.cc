@@ -11,8 +11,8 @@
 #include <bit>
 #include <cerrno>
 #include <charconv>
-#include <cstdio>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
@@ -58,6 +58,9 @@ bool st_dtype_from_name(const std::string& name, DType& out) {
 }
 
 // ---- a small strict JSON reader for the header --------------------------------------------------
+// Hand-written on purpose: it refuses what the format forbids and a general parser lets through
+// or reports vaguely (duplicate keys, trailing text, deep nesting), naming the byte. The writer
+// below uses nlohmann-json.
 
 struct Json {
   enum Kind { null, boolean, number, string, array, object } kind = null;
@@ -335,36 +338,14 @@ class JsonReader {
   size_t i_ = 0;
 };
 
-void json_quote(std::string& out, const std::string& s) {
-  out += '"';
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
+// nlohmann-json writes valid UTF-8 only (dump() throws on anything else), as JSON requires.
+bool is_utf8(const std::string& s) {
+  try {
+    (void)nlohmann::json(s).dump();
+    return true;
+  } catch (const nlohmann::json::type_error&) {
+    return false;
   }
-  out += '"';
 }
 
 // ---- file helpers -------------------------------------------------------------------------------
@@ -502,43 +483,33 @@ bool NamedTensors::contains(const std::string& name) const {
 void save_safetensors(const std::string& path,
                       const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata) {
-  // Header first: it validates the arguments before anything touches the disk.
-  std::string header = "{";
-  if (!metadata.empty()) {
-    header += "\"__metadata__\":{";
-    bool first = true;
-    for (const auto& [k, v] : metadata) {
-      if (!first) header += ',';
-      first = false;
-      json_quote(header, k);
-      header += ':';
-      json_quote(header, v);
-    }
-    header += '}';
+  // Header first: it validates the arguments before anything touches the disk. Compact JSON,
+  // __metadata__ (if any) first, then the tensors in the order given.
+  nlohmann::ordered_json doc = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : metadata) {
+    ADA_CHECK_ARG(is_utf8(k) && is_utf8(v), IoError)
+        << "cannot save " << path << ": metadata " << (is_utf8(k) ? "value of '" : "key '") << k
+        << "' is not valid UTF-8 (JSON text must be)";
+    doc["__metadata__"][k] = v;
   }
   std::set<std::string> names;
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
     ADA_CHECK_ARG(!name.empty() && name != "__metadata__", IoError)
         << "cannot save " << path << ": invalid tensor name '" << name << "'";
+    ADA_CHECK_ARG(is_utf8(name), IoError) << "cannot save " << path << ": tensor name '" << name
+                                          << "' is not valid UTF-8 (JSON text must be)";
     ADA_CHECK_ARG(names.insert(name).second, IoError)
         << "cannot save " << path << ": tensor name '" << name << "' appears twice";
     ADA_CHECK_ARG(t.defined(), IoError)
         << "cannot save " << path << ": tensor '" << name << "' is undefined";
-    if (header.size() > 1) header += ',';
-    json_quote(header, name);
-    header += ":{\"dtype\":\"";
-    header += st_dtype_name(t.dtype());
-    header += "\",\"shape\":[";
-    for (size_t i = 0; i < t.shape().size(); ++i) {
-      if (i) header += ',';
-      header += std::to_string(t.shape()[i]);
-    }
-    header += "],\"data_offsets\":[" + std::to_string(offset) + ",";
+    const uint64_t begin = offset;
     offset += t.nbytes();
-    header += std::to_string(offset) + "]}";
+    doc[name] = {{"dtype", st_dtype_name(t.dtype())},
+                 {"shape", t.shape()},
+                 {"data_offsets", {begin, offset}}};
   }
-  header += '}';
+  std::string header = doc.dump();
   // Pad so that the data section starts 8-byte aligned (8 + N is a multiple of 8).
   header.append((8 - header.size() % 8) % 8, ' ');
   ADA_CHECK_ARG(header.size() < kMaxHeaderBytes, IoError)

@@ -20,12 +20,8 @@
 #                 straggler makes WAGMA ranks late (wait-avoidance at work); a failure on one of
 #                 8 WAGMA ranks stops them all; wagma_groups prints the schedule.
 # usage: reliability_e2e.sh TRAINER SOURCE_DIR WORK_DIR CASE
-set -uo pipefail
-trainer=$1 src=$2 work=$3 case=$4
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-mpi() { local np=$1; shift; mpiexec -np "$np" --oversubscribe --mca mpi_yield_when_idle 1 --bind-to none "$@"; }
-fail() { echo -e "FAIL: $*"; exit 1; }
-rm -rf "${work:?}/$case" && mkdir -p "$work/$case" && cd "$work/$case" || exit 1
+# shellcheck source-path=SCRIPTDIR source=e2e_common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/e2e_common.sh"
 
 cat > tiny.yaml <<'YAML'
 model: {name: lenet5}

@@ -15,12 +15,8 @@
 #   mlm_eval  — the bert_tiny configs, on shards made as tools/train.sh makes them (prepare_mlm
 #               with a held-out set), really evaluate: an eval line lands in metrics.jsonl.
 # usage: trainer_e2e.sh TRAINER SOURCE_DIR WORK_DIR CASE
-set -uo pipefail
-trainer=$1 src=$2 work=$3 case=$4
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-mpi() { local np=$1; shift; mpiexec -np "$np" --oversubscribe --mca mpi_yield_when_idle 1 --bind-to none "$@"; }
-fail() { echo "FAIL: $*"; exit 1; }
-rm -rf "$work/$case" && mkdir -p "$work/$case" && cd "$work/$case" || exit 1
+# shellcheck source-path=SCRIPTDIR source=e2e_common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/e2e_common.sh"
 
 # A tiny LeNet run on synthetic MNIST-shaped data (64 examples: the model can fit them).
 cat > tiny.yaml <<'YAML'

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "base/error.h"
+#include "util/error_of.h"
 #include "util/temp_dir.h"
 
 namespace ada {
@@ -17,16 +18,7 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-template <class E, class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an exception";
-  return "";
-}
+using ada::testing::error_of;
 
 // Line numbers below are part of the expected messages: keep this text as it is.
 const char* const kTrainYaml =

@@ -9,6 +9,7 @@
 
 #include "base/config.h"
 #include "base/error.h"
+#include "util/error_of.h"
 
 namespace ada {
 namespace {
@@ -35,16 +36,7 @@ Registry<ReducerFactory> make_reducers() {
   return r;
 }
 
-template <class E, class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an exception";
-  return "";
-}
+using ada::testing::error_of;
 
 TEST(Registry, AddGetContainsNames) {
   auto r = make_reducers();

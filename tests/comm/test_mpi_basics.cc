@@ -43,16 +43,3 @@ TEST(MpiBasics, FailingCallThrowsCommErrorWithCallAndRank) {
 
 }  // namespace
 }  // namespace ada::comm
-
-int main(int argc, char** argv) {
-  ada::comm::MpiRuntime mpi(&argc, &argv);
-  ::testing::InitGoogleTest(&argc, argv);
-  // Only rank 0 prints gtest's report; every rank's result decides the exit code.
-  if (mpi.rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  int local = RUN_ALL_TESTS(), global = 0;
-  MPI_Allreduce(&local, &global, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  return global;
-}

@@ -15,6 +15,7 @@
 #include "core/ops.h"
 #include "core/parallel.h"
 #include "core/precision.h"
+#include "util/error_of.h"
 #include "util/sum_bound.h"
 
 namespace ada {
@@ -25,6 +26,7 @@ Tensor rnd(const Shape& s, uint64_t seed) {
   return Tensor::randn(s, g);
 }
 
+using testing::error_of;
 using testing::SumRef;
 
 // `got` against a reference sum within the bound of tests/util/sum_bound.h.
@@ -676,30 +678,26 @@ TEST(Ops, EmbeddingGatherAndScatter) {
 }
 
 TEST(Ops, BadArgumentsGiveClearErrors) {
-  auto msg_of = [](auto f) -> std::string {
-    try {
-      f();
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "no exception";
-  };
   Tensor a = Tensor::zeros({2, 3}), b = Tensor::zeros({3, 2});
-  EXPECT_NE(msg_of([&] { ops::add(a, b); }).find("add: shapes differ: [2,3] vs [3,2]"),
+  EXPECT_NE(error_of<Error>([&] { ops::add(a, b); }).find("add: shapes differ: [2,3] vs [3,2]"),
             std::string::npos);
   EXPECT_THROW(ops::matmul(a, a), ShapeError);
-  EXPECT_NE(msg_of([&] { ops::matmul(a, a); }).find("inner dimensions differ"), std::string::npos);
+  EXPECT_NE(error_of<Error>([&] { ops::matmul(a, a); }).find("inner dimensions differ"),
+            std::string::npos);
   Tensor i = Tensor::zeros({2, 3}, DType::i32);
   EXPECT_THROW(ops::relu(i), DTypeError);
-  EXPECT_NE(msg_of([&] { ops::relu(i); }).find("relu: expected f32, got i32[2,3]"),
+  EXPECT_NE(error_of<Error>([&] { ops::relu(i); }).find("relu: expected f32, got i32[2,3]"),
             std::string::npos);
   EXPECT_THROW(ops::relu(Tensor()), ShapeError);
   Tensor x = Tensor::zeros({1, 3, 5, 5}), w = Tensor::zeros({4, 2, 3, 3});
-  EXPECT_NE(msg_of([&] { ops::conv2d_forward(x, w, {}); }).find("expects 2 input channels"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of<Error>([&] { ops::conv2d_forward(x, w, {}); }).find("expects 2 input channels"),
+      std::string::npos);
   EXPECT_THROW(ops::conv2d_forward(Tensor::zeros({3, 5, 5}), w, {}), ShapeError);
   Tensor big_w = Tensor::zeros({1, 3, 7, 7});
-  EXPECT_NE(msg_of([&] { ops::conv2d_forward(x, big_w, {}); }).find("larger than the padded input"),
+  EXPECT_NE(error_of<Error>([&] {
+              ops::conv2d_forward(x, big_w, {});
+            }).find("larger than the padded input"),
             std::string::npos);
   EXPECT_THROW(ops::cross_entropy_forward(Tensor::zeros({2, 3}), Tensor::zeros({2}), 0.f, -100, a),
                DTypeError);
@@ -708,13 +706,13 @@ TEST(Ops, BadArgumentsGiveClearErrors) {
                                            Tensor::from_vector<int64_t>({1, 3}, {2}), 0.f, -100),
                ShapeError);
   Tensor bad_t = Tensor::from_vector<int64_t>({0, 7}, {2});
-  EXPECT_NE(msg_of([&] {
+  EXPECT_NE(error_of<Error>([&] {
               Tensor lp;
               ops::cross_entropy_forward(Tensor::zeros({2, 3}), bad_t, 0.f, -100, lp);
             }).find("target 7 at row 1 is outside [0, 3)"),
             std::string::npos);
   Tensor m, v;
-  EXPECT_NE(msg_of([&] {
+  EXPECT_NE(error_of<Error>([&] {
               Tensor rm, rv;
               ops::batch_norm_train(Tensor::zeros({1, 2}), Tensor::ones({2}), Tensor::zeros({2}),
                                     rm, rv, 0.1f, 1e-5f, m, v);

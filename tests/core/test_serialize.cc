@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "base/error.h"
+#include "util/error_of.h"
 #include "util/temp_dir.h"
 
 namespace ada {
@@ -20,16 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-template <class E, class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an exception";
-  return "";
-}
+using ada::testing::error_of;
 
 std::vector<unsigned char> read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -232,7 +224,45 @@ TEST_F(Safetensors, SaveErrorsNameTheFileAndLeaveNothingBehind) {
                 save_safetensors(p, {{"__metadata__", Tensor::zeros({1})}});
               }),
               HasSubstr("invalid tensor name '__metadata__'"));
+  // JSON text is UTF-8: a name, key or value that is not is refused, by name.
+  EXPECT_THAT(error_of<IoError>([&] {
+                save_safetensors(p, {{"w\xFF", Tensor::zeros({1})}});
+              }),
+              HasSubstr("cannot save " + p + ": tensor name 'w\xFF' is not valid UTF-8"));
+  EXPECT_THAT(error_of<IoError>([&] {
+                save_safetensors(p, {{"x", Tensor::zeros({1})}}, {{"k\xC3", "v"}});
+              }),
+              HasSubstr("cannot save " + p + ": metadata key 'k\xC3' is not valid UTF-8"));
+  EXPECT_THAT(error_of<IoError>([&] {
+                save_safetensors(p, {{"x", Tensor::zeros({1})}}, {{"k", "\xC3("}});
+              }),
+              HasSubstr("cannot save " + p + ": metadata value of 'k' is not valid UTF-8"));
   EXPECT_TRUE(fs::is_empty(dir_));
+}
+
+// The header as written, byte for byte: compact JSON, __metadata__ first (keys sorted), then the
+// tensors in the order given with offsets in that order, padded with spaces.
+TEST_F(Safetensors, WritesACompactHeaderInTheGivenOrder) {
+  const std::string p = path("header.safetensors");
+  save_safetensors(p,
+                   {{"b", Tensor::from_vector<int32_t>({7, -1}, {2})},
+                    {"a", Tensor::from_vector<float>({1.f}, {})}},
+                   {{"k", "v\xC3\xA9"}, {"a\"b", "x\ny\\"}});
+  const auto bytes = read_bytes(p);
+  ASSERT_GE(bytes.size(), 8u);
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(bytes[i]) << (8 * i);
+  ASSERT_LE(8 + n, bytes.size());
+  std::string header(bytes.begin() + 8, bytes.begin() + 8 + static_cast<int64_t>(n));
+  const std::string want =
+      "{\"__metadata__\":{\"a\\\"b\":\"x\\ny\\\\\",\"k\":\"v\xC3\xA9\"},"
+      "\"b\":{\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+      "\"a\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[8,12]}}";
+  ASSERT_GE(header.size(), want.size());
+  EXPECT_EQ(header.substr(0, want.size()), want);
+  EXPECT_EQ(header.substr(want.size()), std::string(header.size() - want.size(), ' '));
+  EXPECT_EQ((8 + n) % 8, 0u);
+  EXPECT_EQ(bytes.size(), 8 + n + 12);
 }
 
 // ---- bad files ---------------------------------------------------------------------------------

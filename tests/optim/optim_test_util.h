@@ -14,6 +14,7 @@
 #include "core/parameter.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
+#include "util/error_of.h"
 
 namespace ada::optim::testing {
 
@@ -63,19 +64,7 @@ inline std::unique_ptr<Schedule> build_schedule(const std::string& body, double 
   return s;
 }
 
-template <class E, class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected another exception type, got: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "expected an exception";
-  return "";
-}
+using ada::testing::error_of;
 
 inline bool bit_equal(const Tensor& a, const Tensor& b) {
   return a.shape() == b.shape() && a.dtype() == b.dtype() &&

@@ -1,5 +1,6 @@
-// main() of the dist tests under mpiexec: only rank 0 prints gtest's report; every rank's
-// result decides the exit code.
+// main() of every MPI test binary (test_comm, test_sync, test_comm_gpu; tests/CMakeLists.txt),
+// run under mpiexec: MPI started and finalized around the tests, only rank 0 prints gtest's
+// report, and every rank's result decides the exit code.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
