@@ -37,8 +37,8 @@ std::unique_ptr<Communicator> make_step_communicator(Communicator& world, const 
     log_info("train.comm: MPI, staging the device buffers through host memory ({})", why);
     return nullptr;
   }
-  auto nccl = make_nccl_communicator(
-      std::shared_ptr<Communicator>(&world, [](Communicator*) {}), device.index);
+  auto nccl = make_nccl_communicator(std::shared_ptr<Communicator>(&world, [](Communicator*) {}),
+                                     device.index);
   log_info("train.comm: NCCL on {}", device.str());
   return nccl;
 }

@@ -11,9 +11,10 @@ namespace {
 StrategyMaker read_every_step(const SyncRequest& r) {
   comm::ReduceTarget target = read_target(r.reducer_section, r.reducer, r.optimizer);
   if (!r.device.is_cpu() && r.world_size == 1 && target == comm::ReduceTarget::model_delta) {
-    log_info("one rank on {}: the model-delta target is the optimizer's own step there; "
-             "gradients are used (same update)",
-             r.device.str());
+    log_info(
+        "one rank on {}: the model-delta target is the optimizer's own step there; "
+        "gradients are used (same update)",
+        r.device.str());
     target = comm::ReduceTarget::gradients;
   }
   return [target](const StrategyContext& c, const StrategyOptions& o) {
@@ -54,9 +55,9 @@ void check_averaging_sync(const SyncRequest& r, const std::string& name,
     known = known || n == r.reducer.name();
     list += (list.empty() ? "" : " or ") + n;
   }
-  ADA_CHECK_ARG(known, ConfigError) << red.where("name") << ": sync " << name << " " << why
-                                    << "; set reducer.name: " << list << ", not '"
-                                    << r.reducer.name() << "'";
+  ADA_CHECK_ARG(known, ConfigError)
+      << red.where("name") << ": sync " << name << " " << why << "; set reducer.name: " << list
+      << ", not '" << r.reducer.name() << "'";
   // The model-averaging syncs keep flat host copies of the model (sync/model_average.h).
   ADA_CHECK_ARG(r.device.is_cpu(), ConfigError)
       << r.section.where("name") << ": sync '" << name << "' on " << r.device.str()

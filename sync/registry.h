@@ -21,12 +21,12 @@ namespace ada::sync {
 
 // What a reader gets: its own section and what it may check its settings against.
 struct SyncRequest {
-  Config section;            // `sync` (absent for none: then the reader must not read it)
-  Config reducer_section;    // `reducer`
+  Config section;          // `sync` (absent for none: then the reader must not read it)
+  Config reducer_section;  // `reducer`
   const comm::Reducer& reducer;
-  std::string optimizer;     // optimizer.name
+  std::string optimizer;  // optimizer.name
   int world_size = 1;
-  Device device;             // train.device: where the parameters live
+  Device device;  // train.device: where the parameters live
 };
 
 // Builds the strategy once rank 0's weights have reached every rank (some keep a copy).
@@ -40,8 +40,8 @@ using SyncRegistry = Registry<SyncReader>;
 void register_builtin_syncs(SyncRegistry& registry);
 
 // The strategy `root`'s sync section asks for (sync.name; none when the section is absent).
-StrategyMaker read_sync(const SyncRegistry& registry, const Config& root, const comm::Reducer& reducer,
-                        int world_size, const Device& device);
+StrategyMaker read_sync(const SyncRegistry& registry, const Config& root,
+                        const comm::Reducer& reducer, int world_size, const Device& device);
 
 // Checks shared by the model-averaging syncs: reducer.target is not set (they choose what
 // they reduce), the reducer is one of `reducers`, the parameters live on the CPU.

@@ -39,7 +39,8 @@ nn::Metrics evaluate(nn::Model& model, const std::shared_ptr<const data::Dataset
     seen += keep;
     fault_point("eval");
     const nn::ModelOutput out = model.forward(fields);
-    if (sums.empty()) sums = out.metrics;
+    if (sums.empty())
+      sums = out.metrics;
     else
       for (size_t i = 0; i < sums.size(); ++i) {
         ADA_CHECK(i < out.metrics.size() && out.metrics[i].first == sums[i].first)

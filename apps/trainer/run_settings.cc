@@ -76,8 +76,7 @@ std::optional<optim::LossScaleOptions> read_loss_scale(const Config& t, Precisio
   }
   optim::LossScaleOptions o;
   if (s == "dynamic") {
-    o.init = t.get_in_or<double>("loss_scale_init", o.init,
-                                 Range::closed(1, optim::kMaxLossScale),
+    o.init = t.get_in_or<double>("loss_scale_init", o.init, Range::closed(1, optim::kMaxLossScale),
                                  "up to 2^64; powers of two keep the scaling exact");
     o.growth_interval = t.get_in_or<int64_t>("loss_scale_growth_interval", o.growth_interval,
                                              Range::at_least(1), "good steps before S doubles");
@@ -85,9 +84,9 @@ std::optional<optim::LossScaleOptions> read_loss_scale(const Config& t, Precisio
   }
   char* end = nullptr;
   const double v = std::strtod(s.c_str(), &end);
-  ADA_CHECK_ARG(end != s.c_str() && *end == '\0' && std::isfinite(v) && v > 0 &&
-                    v <= optim::kMaxLossScale,
-                ConfigError)
+  ADA_CHECK_ARG(
+      end != s.c_str() && *end == '\0' && std::isfinite(v) && v > 0 && v <= optim::kMaxLossScale,
+      ConfigError)
       << t.where("loss_scale") << ": must be none, dynamic or a positive number up to 2^64 (a "
       << "static scale), got '" << s << "'";
   o.dynamic = false;
@@ -116,13 +115,13 @@ RunSettings read_run_settings(const Config& root, const std::string& config_path
                                       "0 evaluates at each epoch's end");
   s.max_eval_batches = t.get_in_or<int64_t>("max_eval_batches", s.max_eval_batches,
                                             Range::at_least(0), "0 evaluates the whole set");
-  s.log_every = t.get_in_or<int64_t>("log_every", s.log_every, Range::at_least(1),
-                                     "steps per metrics line");
+  s.log_every =
+      t.get_in_or<int64_t>("log_every", s.log_every, Range::at_least(1), "steps per metrics line");
   s.seed = static_cast<uint64_t>(t.get_or<int64_t>("seed", 1));
   s.threads = t.get_in_or<int>("threads", s.threads, Range::at_least(0),
                                "0 shares the node's cores among its ranks");
-  s.checksum_every = t.get_in_or<int64_t>("checksum_every", s.checksum_every,
-                                          Range::at_least(0), "0 turns the check off");
+  s.checksum_every = t.get_in_or<int64_t>("checksum_every", s.checksum_every, Range::at_least(0),
+                                          "0 turns the check off");
   s.clip = t.get_in_or<double>("clip_grad_norm", s.clip, Range::at_least(0), "0 turns it off");
   s.init_from = t.get_or<std::string>("init_from", "");
   s.timeline = t.get_or<std::string>("timeline", "");
@@ -137,8 +136,8 @@ RunSettings read_run_settings(const Config& root, const std::string& config_path
   s.skip_nonfinite = nonfinite == "skip";
 
   const Config d = root.child("data");
-  s.workers = d.get_in_or<int>("workers", s.workers, Range::at_least(0),
-                               "0 loads on the training thread");
+  s.workers =
+      d.get_in_or<int>("workers", s.workers, Range::at_least(0), "0 loads on the training thread");
   s.prefetch = d.get_in_or<int>("prefetch", s.prefetch, Range::at_least(0), "0: 2 x workers");
 
   const Config out = section_or_empty(root, "output");

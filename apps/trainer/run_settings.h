@@ -24,14 +24,14 @@ struct RunSettings {
   int64_t max_eval_batches = 0;   // 0: all
   int64_t log_every = 50, checksum_every = 100;
   uint64_t seed = 1;
-  int threads = 0;  // 0: the node's cores shared among its ranks
-  double clip = 0;  // clip_grad_norm; 0: off
+  int threads = 0;              // 0: the node's cores shared among its ranks
+  double clip = 0;              // clip_grad_norm; 0: off
   bool skip_nonfinite = false;  // on_nonfinite: skip
   std::string timeline, init_from;
-  Device device;                                       // train.device
-  Precision precision = Precision::fp32;               // train.precision (core/precision.h)
-  std::optional<optim::LossScaleOptions> loss_scale;   // train.loss_scale; absent: off
-  std::string comm = "auto";                           // train.comm
+  Device device;                                      // train.device
+  Precision precision = Precision::fp32;              // train.precision (core/precision.h)
+  std::optional<optim::LossScaleOptions> loss_scale;  // train.loss_scale; absent: off
+  std::string comm = "auto";                          // train.comm
   // data: the loader's keys.
   int workers = 1, prefetch = 0;
   // output and checkpoint.

@@ -59,10 +59,11 @@ TEST(DatasetRegistry, ANewDataSetIsOneFileAndOneLine) {
     read_datasets(r, {bad.child("data"), bad.child("model"), 3, 1});
     ADD_FAILURE() << "an unknown name was accepted";
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("data.name (line 1, column 15): unknown data set 'countin'; "
-                                         "known: counting, fashion_mnist, image_folder, mlm, "
-                                         "mnist, synthetic (did you mean 'counting'?)"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("data.name (line 1, column 15): unknown data set 'countin'; "
+                                   "known: counting, fashion_mnist, image_folder, mlm, "
+                                   "mnist, synthetic (did you mean 'counting'?)"),
+        std::string::npos)
         << e.what();
   }
 }

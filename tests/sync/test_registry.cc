@@ -79,7 +79,8 @@ TEST(SyncRegistry, ANewSyncIsOneFileAndOneLine) {
   SyncRegistry syncs = builtin();
   syncs.add("every_k", read_every_k_average);  // the one line
   Config root = Config::parse(
-      "{optimizer: {name: sgd, lr: 0.1}, reducer: {name: average}, sync: {name: every_k, every: 3}}",
+      "{optimizer: {name: sgd, lr: 0.1}, reducer: {name: average}, sync: {name: every_k, every: "
+      "3}}",
       "test.yaml");
   auto red = reducer(root.child("reducer"));
   const StrategyMaker make = read_sync(syncs, root, *red, world().size(), Device::cpu());
@@ -138,7 +139,8 @@ TEST(SyncRegistry, RefusalsNameTheKey) {
   const std::string unknown = message("{reducer: {name: average}, sync: {name: gossip}}");
   expect_has(unknown, "sync.name (line 1, column ");
   expect_has(unknown, "): unknown sync 'gossip'; known: diloco, local_sgd, none, wagma");
-  const std::string group = message("{reducer: {name: average}, sync: {name: wagma, group_size: 3}}");
+  const std::string group =
+      message("{reducer: {name: average}, sync: {name: wagma, group_size: 3}}");
   expect_has(group, "sync.group_size (line 1, column ");
   expect_has(group, "): must be a power of two no larger than the 4 ranks, got 3");
   const std::string red = message("{reducer: {name: sum}, sync: {name: local_sgd, period: 2}}");

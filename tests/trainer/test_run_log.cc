@@ -44,17 +44,16 @@ TEST(StepMeter, WindowRecordIsTheMetricsLine) {
   m.add(2.0, 0.5, 0.1, 0.05);
   m.add(1.0, 1.5, 0.3, 0.15);
   const Json r = window_record(40, 1, 0.05, 1.5, m.window(), 128, 12.5);
-  EXPECT_EQ(r.dump(),
-            Json({{"step", 40},
-                  {"epoch", 1},
-                  {"lr", 0.05},
-                  {"loss", 1.5},
-                  {"samples_per_s", 128.0},  // 128 examples x 2 steps in 2 s
-                  {"compute_s", 1.0 - 0.2},
-                  {"comm_s", 0.2},
-                  {"exposed_comm_s", 0.1},
-                  {"wall_s", 12.5}})
-                .dump());
+  EXPECT_EQ(r.dump(), Json({{"step", 40},
+                            {"epoch", 1},
+                            {"lr", 0.05},
+                            {"loss", 1.5},
+                            {"samples_per_s", 128.0},  // 128 examples x 2 steps in 2 s
+                            {"compute_s", 1.0 - 0.2},
+                            {"comm_s", 0.2},
+                            {"exposed_comm_s", 0.1},
+                            {"wall_s", 12.5}})
+                          .dump());
 }
 
 TEST(RunLog, KeepsTheLinesUpToTheResumedStep) {
@@ -68,9 +67,10 @@ TEST(RunLog, KeepsTheLinesUpToTheResumedStep) {
     log.open(20);
     log.write({{"step", 30}, {"loss", 0.3}});
   }
-  EXPECT_EQ(read_all(path),
-            "{\"step\":10,\"loss\":1}\n{\"step\":20,\"loss\":0.5}\n{\"step\":20,\"eval_top1\":0.9}\n"
-            "{\"step\":30,\"loss\":0.3}\n");
+  EXPECT_EQ(
+      read_all(path),
+      "{\"step\":10,\"loss\":1}\n{\"step\":20,\"loss\":0.5}\n{\"step\":20,\"eval_top1\":0.9}\n"
+      "{\"step\":30,\"loss\":0.3}\n");
   {
     RunLog fresh(dir.path().string(), true, 10);
     fresh.open(0);  // a fresh run starts the file afresh
@@ -88,7 +88,8 @@ TEST(RunLog, OnlyTheWriterWrites) {
   EXPECT_FALSE(std::ifstream(dir.path() / "summary.json").good());
   RunLog writer(dir.path().string(), true, 10);
   writer.write_summary({{"steps", 3}, {"eval_top1", 0.5}});
-  EXPECT_EQ(read_all((dir.path() / "summary.json").string()), "{\n  \"steps\": 3,\n  \"eval_top1\": 0.5\n}\n");
+  EXPECT_EQ(read_all((dir.path() / "summary.json").string()),
+            "{\n  \"steps\": 3,\n  \"eval_top1\": 0.5\n}\n");
 }
 
 TEST(RunLog, Durations) {

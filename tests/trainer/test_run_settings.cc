@@ -65,16 +65,32 @@ TEST(RunSettings, Defaults) {
 }
 
 TEST(RunSettings, ReadsEveryKey) {
-  const RunSettings s = settings(
-      kMinimal, {"train.steps=0", "train.epochs=3", "train.batch_per_rank=8",
-                 "train.micro_batches=2", "train.eval_every=100", "train.max_eval_batches=5",
-                 "train.log_every=10", "train.checksum_every=0", "train.seed=7",
-                 "train.threads=2", "train.clip_grad_norm=1.5", "train.on_nonfinite=skip",
-                 "train.loss_scale=dynamic", "train.loss_scale_init=1024",
-                 "train.loss_scale_growth_interval=50", "train.comm=mpi", "data.workers=0",
-                 "data.prefetch=4", "output.dir=out", "checkpoint.every=20", "checkpoint.keep=1",
-                 "checkpoint.overwrite=true", "reducer.bucket_mb=0.5",
-                 "reducer.first_bucket_mb=0.25", "train.timeline=t.json", "train.init_from=ck"});
+  const RunSettings s = settings(kMinimal, {"train.steps=0",
+                                            "train.epochs=3",
+                                            "train.batch_per_rank=8",
+                                            "train.micro_batches=2",
+                                            "train.eval_every=100",
+                                            "train.max_eval_batches=5",
+                                            "train.log_every=10",
+                                            "train.checksum_every=0",
+                                            "train.seed=7",
+                                            "train.threads=2",
+                                            "train.clip_grad_norm=1.5",
+                                            "train.on_nonfinite=skip",
+                                            "train.loss_scale=dynamic",
+                                            "train.loss_scale_init=1024",
+                                            "train.loss_scale_growth_interval=50",
+                                            "train.comm=mpi",
+                                            "data.workers=0",
+                                            "data.prefetch=4",
+                                            "output.dir=out",
+                                            "checkpoint.every=20",
+                                            "checkpoint.keep=1",
+                                            "checkpoint.overwrite=true",
+                                            "reducer.bucket_mb=0.5",
+                                            "reducer.first_bucket_mb=0.25",
+                                            "train.timeline=t.json",
+                                            "train.init_from=ck"});
   EXPECT_EQ(s.epochs, 3);
   EXPECT_EQ(s.steps, 0);
   EXPECT_EQ(s.batch, 8);
@@ -115,7 +131,8 @@ TEST(RunSettings, BadValuesNameTheKeyTheValueAndTheFix) {
     std::vector<std::string> sets;
     std::vector<std::string> expect;
   } cases[] = {
-      {{"train.epochs=2"}, {"config configs/run.yaml: train", "exactly one of train.epochs or train.steps"}},
+      {{"train.epochs=2"},
+       {"config configs/run.yaml: train", "exactly one of train.epochs or train.steps"}},
       {{"reducer.bucket_mb=-25"},
        {"reducer.bucket_mb (set by --set reducer.bucket_mb=-25): must be > 0, got -25"}},
       {{"train.micro_batches=0"}, {"train.micro_batches", "must be > 0, got 0"}},
@@ -132,7 +149,8 @@ TEST(RunSettings, BadValuesNameTheKeyTheValueAndTheFix) {
       {{"train.device=gpu"}, {"train.device", "unknown device 'gpu'"}},
       {{"train.comm=gloo"}, {"train.comm", "unknown communicator 'gloo'"}},
       {{"train.comm=nccl"}, {"train.comm", "nccl reduces CUDA device buffers"}},
-      {{"train.loss_scale=huge"}, {"train.loss_scale", "none, dynamic or a positive number", "'huge'"}},
+      {{"train.loss_scale=huge"},
+       {"train.loss_scale", "none, dynamic or a positive number", "'huge'"}},
       {{"train.loss_scale_init=64"}, {"train.loss_scale_init", "set loss_scale: dynamic"}},
       {{"train.loss_scale=dynamic", "train.loss_scale_init=0.5"},
        {"train.loss_scale_init", "must be in [1, ", "got 0.5"}},
@@ -140,7 +158,8 @@ TEST(RunSettings, BadValuesNameTheKeyTheValueAndTheFix) {
   for (const auto& c : cases) {
     const std::string msg = error(kMinimal, c.sets);
     for (const auto& part : c.expect)
-      EXPECT_NE(msg.find(part), std::string::npos) << c.sets[0] << ": " << msg << "\nlacks: " << part;
+      EXPECT_NE(msg.find(part), std::string::npos)
+          << c.sets[0] << ": " << msg << "\nlacks: " << part;
   }
   // In the file: the line and column of the value.
   EXPECT_NE(error("model: {name: lenet5}\ndata: {name: synthetic}\nreducer: {name: sum}\n"
