@@ -309,15 +309,13 @@ int main(int argc, char** argv) {
     // The node's cores shared among its ranks: oversubscribed OpenMP teams would spin.
     ada::set_num_threads(
         std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / world->local_size()));
-    ReducerRegistry registry("reducer");
-    register_builtin_reducers(registry);
     // A reducer from its options; options nobody reads are errors, as in the trainer.
     auto make = [&](const std::string& name, const std::string& yaml, bool adasum) {
       Config c = Config::parse(yaml, "bench_allreduce");
       c.set_override("precision=" + precision, "--precision");
       if (adasum)
         for (const auto& o : adasum_options) c.set_override(o);
-      auto r = registry.get(name, "--reducers")(c);
+      auto r = builtin_reducers().get(name, "--reducers")(c);
       c.finish();
       return r;
     };

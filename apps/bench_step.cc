@@ -194,14 +194,11 @@ int main(int argc, char** argv) {
               : model == "bert_mini"  ? 32
                                       : 64;
     set_num_threads(threads);
-    nn::ModelRegistry models("model");
-    nn::register_builtin_models(models);
     Config mc = Config::parse(c.model_yaml, "bench");
-    auto net = models.get(mc.get<std::string>("name"))(mc, 1);
+    auto net = nn::builtin_models().get(mc.get<std::string>("name"))(mc, 1);
     if (on_cuda) net->to(Device::cuda(0));  // before the optimizer sees the parameters
-    optim::OptimizerRegistry optimizers("optimizer");
-    optim::register_builtin_optimizers(optimizers);
-    auto opt = optim::make_optimizer(optimizers, Config::parse(c.optimizer_yaml, "bench"));
+    auto opt = optim::make_optimizer(optim::builtin_optimizers(),
+                                     Config::parse(c.optimizer_yaml, "bench"));
     auto batch_map = make_batch(c, batch, seq);
     if (on_cuda)
       for (auto& kv : batch_map) kv.second = kv.second.to(Device::cuda(0));

@@ -22,11 +22,9 @@ int main(int argc, char** argv) {
   try {
     if (!ada::cli::parse_command_line(app, argc, argv, "describe_model NAME [key=value ...]"))
       return 0;
-    ada::nn::ModelRegistry registry("model");
-    ada::nn::register_builtin_models(registry);
     ada::Config cfg = ada::Config::parse("name: " + name, "command line");
     for (const auto& o : overrides) cfg.set_override(o);
-    const auto& factory = registry.get(cfg.get<std::string>("name"), "model name");
+    const auto& factory = ada::nn::builtin_models().get(cfg.get<std::string>("name"), "model name");
     ada::nn::init::ShapesOnly shapes_only;
     auto model = factory(cfg, 0);
     cfg.finish();

@@ -61,11 +61,9 @@ int run(int argc, char** argv, comm::MpiRuntime& mpi) {
   if (reducer_name.empty() || in_dir.empty() || out_dir.empty())
     ADA_THROW(ConfigError) << "--reducer, --in and --out are required; " << kUsage;
 
-  comm::ReducerRegistry registry("reducer");
-  comm::register_builtin_reducers(registry);
   Config section = Config::parse("{}", "reduce_tool --set");
   for (const auto& o : options) section.set_override(o);
-  auto reducer = registry.get(reducer_name, "--reducer")(section);
+  auto reducer = comm::builtin_reducers().get(reducer_name, "--reducer")(section);
   section.finish();  // an option the reducer did not read is a typo
   auto world = comm::MpiCommunicator::world();
 

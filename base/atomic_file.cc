@@ -11,23 +11,10 @@
 
 #include "base/error.h"
 #include "base/fault.h"
+#include "base/unique_fd.h"
 
 namespace ada {
 namespace {
-
-std::string errno_text(int err) {
-  return std::strerror(err);
-}
-
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-};
 
 void write_all(int fd, const void* data, size_t n, const std::string& tmp,
                const std::string& path) {
@@ -64,7 +51,7 @@ void write_file_atomically(const std::string& path, const std::vector<ByteRange>
   }
   bool renamed = false;
   try {
-    Fd fd(raw);
+    UniqueFd fd(raw);
     for (const auto& part : parts) {
       write_all(fd.fd, part.data, part.size, tmp, path);
       fault_point("atomic_write");
@@ -88,7 +75,7 @@ void write_file_atomically(const std::string& path, const std::vector<ByteRange>
     }
     renamed = true;
     // Make the rename itself durable.
-    Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    UniqueFd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     const int dir_err = dfd.fd < 0 ? errno : ::fsync(dfd.fd) != 0 ? errno : 0;
     if (dir_err != 0 && dir_err != EINVAL && dir_err != EROFS)
       ADA_THROW(IoError) << "saved " << path << " but fsync of its folder " << dir

@@ -109,4 +109,19 @@ class Registry {
   std::map<std::string, Factory> entries_;  // sorted by name
 };
 
+// The registry of `kind` that `fill` makes (the built-in entries), made once and kept: each
+// kind's builtin_*() (e.g. comm::builtin_reducers()) is one call of this.
+template <class R>
+const R& builtin_registry(const char* kind, void (*fill)(R&)) {
+  static const R registry = [&] {
+    R r(kind);
+    fill(r);
+    return r;
+  }();
+  ADA_CHECK(registry.kind() == kind)
+      << "builtin_registry: '" << kind << "' shares the registry type "
+      << "of '" << registry.kind() << "'";
+  return registry;
+}
+
 }  // namespace ada

@@ -70,15 +70,12 @@ AdasumCoefficients adasum_coefficients(double dot, double a2, double b2, double 
 AdasumOptions AdasumOptions::from_config(const Config& section) {
   AdasumOptions o;
   o.hierarchical = section.get_or<bool>("hierarchical", false);
-  o.local_size = section.get_or<int>("local_size", 0);
-  o.gather_below = section.get_or<int64_t>("gather_below", o.gather_below);
-  ADA_CHECK_ARG(o.gather_below >= 0, ConfigError)
-      << section.where("gather_below") << ": must be >= 0 (0: never gather), got "
-      << o.gather_below;
+  o.local_size =
+      section.get_in_or<int>("local_size", 0, Range::at_least(0), "0 takes the nodes MPI reports");
+  o.gather_below = section.get_in_or<int64_t>("gather_below", o.gather_below, Range::at_least(0),
+                                              "0 never gathers");
   o.wire = read_wire_dtype(section);
   o.where = section.where("local_size");
-  ADA_CHECK_ARG(o.local_size >= 0, ConfigError)
-      << o.where << ": must be >= 0 (0: the nodes MPI reports), got " << o.local_size;
   const std::string hier_key =
       section.path().empty() ? "hierarchical" : section.path() + ".hierarchical";
   ADA_CHECK_ARG(o.hierarchical || !section.has("local_size"), ConfigError)

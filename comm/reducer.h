@@ -63,5 +63,7 @@ using ReducerFactory = std::function<std::unique_ptr<Reducer>(const Config& sect
 using ReducerRegistry = Registry<ReducerFactory>;
 // Adds sum, average and adasum.
 void register_builtin_reducers(ReducerRegistry& registry);
+// The built-in reducers, registered once.
+const ReducerRegistry& builtin_reducers();
 
 }  // namespace ada::comm

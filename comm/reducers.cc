@@ -59,4 +59,8 @@ void register_builtin_reducers(ReducerRegistry& registry) {
   });
 }
 
+const ReducerRegistry& builtin_reducers() {
+  return builtin_registry<ReducerRegistry>("reducer", register_builtin_reducers);
+}
+
 }  // namespace ada::comm

@@ -18,6 +18,7 @@
 
 #include "base/error.h"
 #include "base/registry.h"
+#include "base/unique_fd.h"
 
 namespace ada {
 
@@ -350,21 +351,6 @@ bool is_utf8(const std::string& s) {
 
 // ---- file helpers -------------------------------------------------------------------------------
 
-std::string errno_text(int err) {
-  return std::strerror(err);
-}
-
-// Closes a descriptor on scope exit unless released.
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-};
-
 // Reads exactly n bytes at `offset`; false if the file ends first.
 bool read_at(int fd, void* data, size_t n, uint64_t offset, const std::string& path) {
   char* p = static_cast<char*>(data);
@@ -530,7 +516,7 @@ void save_safetensors(const std::string& path,
 }
 
 NamedTensors load_safetensors(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.fd < 0) {
     const int err = errno;
     ADA_THROW(IoError) << "cannot open " << path << ": " << errno_text(err);

@@ -20,4 +20,8 @@ DataSets read_datasets(const DatasetRegistry& registry, const DatasetRequest& re
   return registry.get(name, request.section.where("name"))(request);
 }
 
+const DatasetRegistry& builtin_datasets() {
+  return builtin_registry<DatasetRegistry>("data set", register_builtin_datasets);
+}
+
 }  // namespace ada::data

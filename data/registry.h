@@ -33,6 +33,8 @@ using DatasetReader = std::function<DataSets(const DatasetRequest&)>;
 using DatasetRegistry = Registry<DatasetReader>;
 
 void register_builtin_datasets(DatasetRegistry& registry);
+// The built-in data sets, registered once.
+const DatasetRegistry& builtin_datasets();
 
 // The sets request.section's `name` asks for.
 DataSets read_datasets(const DatasetRegistry& registry, const DatasetRequest& request);

@@ -57,5 +57,7 @@ class Model : public Module {
 using ModelFactory = std::function<std::unique_ptr<Model>(const Config& cfg, uint64_t seed)>;
 using ModelRegistry = Registry<ModelFactory>;
 void register_builtin_models(ModelRegistry& registry);
+// The built-in models, registered once.
+const ModelRegistry& builtin_models();
 
 }  // namespace ada::nn

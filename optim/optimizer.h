@@ -84,6 +84,8 @@ using OptimizerRegistry = Registry<OptimizerFactory>;
 
 // Adds sgd (momentum, optional Nesterov), adam, adamw and lamb.
 void register_builtin_optimizers(OptimizerRegistry& registry);
+// The built-in optimizers, registered once.
+const OptimizerRegistry& builtin_optimizers();
 // The optimizer named by `section`'s `name` key, built from the section.
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerRegistry& registry, const Config& section);
 

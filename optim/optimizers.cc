@@ -16,4 +16,8 @@ void register_builtin_optimizers(OptimizerRegistry& r) {
         [](const Config& c) { return std::make_unique<Lamb>(LambOptions::from_config(c)); });
 }
 
+const OptimizerRegistry& builtin_optimizers() {
+  return builtin_registry<OptimizerRegistry>("optimizer", register_builtin_optimizers);
+}
+
 }  // namespace ada::optim

@@ -1,8 +1,8 @@
 // Schedule: the learning rate as a pure function of the optimizer step, lr_at(step): an optional
 // linear warm-up, then constant, step, polynomial, cosine or linear decay. Its only state is the
 // step counter that the trainer advances, saved and restored like the optimizer's. Also the LR
-// scaling rule that ties the base LR to the reducer and the number of ranks (DESIGN §5).
-// A new schedule is a Schedule subclass plus one line in register_builtin_schedules().
+// scaling rule that ties the base LR to the reducer and the number of ranks (docs/architecture.md,
+// section 5). A new schedule is a Schedule subclass plus one line in register_builtin_schedules().
 #pragma once
 
 #include <cstdint>
@@ -82,13 +82,16 @@ using ScheduleRegistry = Registry<ScheduleKind>;
 
 // Adds constant, step, polynomial, cosine, linear.
 void register_builtin_schedules(ScheduleRegistry& registry);
+// The built-in schedules, registered once.
+const ScheduleRegistry& builtin_schedules();
 // The schedule named by `section`'s `name` key ("unknown schedule" lists the known ones).
 std::unique_ptr<Schedule> make_schedule(const ScheduleRegistry& registry, const Config& section,
                                         double base_lr);
 // Whether the schedule `section` names decays to total_steps and the section leaves it out.
 bool lacks_total_steps(const ScheduleRegistry& registry, const Config& section);
 
-// ---- LR scaling with the number of ranks (DESIGN §5, Horovod's Adasum guide) -----------------
+// ---- LR scaling with the number of ranks (docs/architecture.md section 5, Horovod's Adasum guide)
+// -----------------
 enum class LrScalingRule { none, linear, sqrt };
 struct LrScaling {
   LrScalingRule rule = LrScalingRule::linear;  // for average and sum

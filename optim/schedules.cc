@@ -214,4 +214,8 @@ double scaled_lr(double lr, const std::string& reducer, int world, const LrScali
                     "'; known: adasum, average, sum (add the new reducer's rule to scaled_lr)");
 }
 
+const ScheduleRegistry& builtin_schedules() {
+  return builtin_registry<ScheduleRegistry>("schedule", register_builtin_schedules);
+}
+
 }  // namespace ada::optim

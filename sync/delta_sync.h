@@ -1,23 +1,7 @@
-// Delta sync: each rank takes its own optimizer steps with its own gradients; every `period`
-// steps the per-tensor model delta since the last synchronisation (current - anchor) is reduced
-// by the reducer, and every rank sets anchor = anchor + outer(reduced delta), weights = anchor. So
-// replicas agree after every synchronisation while optimizer state (momentum, Adam moments)
-// stays local to each rank. One mechanism, three named methods:
-//   period 1, no outer optimizer   Horovod's Adasum scheme for stateful optimizers (reducer.target:
-//                                  model_delta); with average and plain SGD it equals gradient
-//                                  averaging up to rounding;
-//   period H, no outer optimizer   local SGD (models averaged every H steps; with adasum, Horovod's
-//                                  TF delta optimizer with backward_passes_per_step = H);
-//   period H, outer Nesterov       DiLoCo (Douillard et al. 2023): the outer gradient is
-//                                  anchor - reduced model, the outer optimizer updates the anchor.
-//
-// Period 1 is overlapped with backward (the default): when a parameter's gradient is final its
-// local step runs at once and its delta goes straight into its bucket slot (the gradient's own
-// memory), so buckets go out while backward goes on. Memory: one extra copy of the weights (the
-// anchor), nothing allocated per step. Global-norm clipping needs every gradient before any step,
-// and skipping a non-finite step (train.on_nonfinite: skip, or a loss-scale overflow) needs the
-// check before any step: with any of these, the synchronous path runs (one log line says so).
-// Both paths give the same bits.
+// Delta sync: each rank takes its own optimizer steps; every `period` steps the per-tensor model
+// delta since the last synchronisation is reduced and every rank sets anchor = anchor +
+// outer(reduced delta), weights = anchor. Period 1: Horovod's Adasum scheme, overlapped with
+// backward; period H: local SGD; with an outer optimizer: DiLoCo. docs/architecture.md, section 4.
 #pragma once
 
 #include <vector>

@@ -64,4 +64,8 @@ void check_averaging_sync(const SyncRequest& r, const std::string& name,
       << " is not supported yet; use sync: none or train.device: cpu";
 }
 
+const SyncRegistry& builtin_syncs() {
+  return builtin_registry<SyncRegistry>("sync", register_builtin_syncs);
+}
+
 }  // namespace ada::sync

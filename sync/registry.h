@@ -38,6 +38,8 @@ using SyncReader = std::function<StrategyMaker(const SyncRequest&)>;
 using SyncRegistry = Registry<SyncReader>;
 
 void register_builtin_syncs(SyncRegistry& registry);
+// The built-in syncs, registered once.
+const SyncRegistry& builtin_syncs();
 
 // The strategy `root`'s sync section asks for (sync.name; none when the section is absent).
 StrategyMaker read_sync(const SyncRegistry& registry, const Config& root,

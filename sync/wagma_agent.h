@@ -1,22 +1,7 @@
-// The WAGMA-SGD averaging of one flat model buffer (Li et al., TPDS 2021, Algorithm 2):
-// iteration t is a group average over the ranks WagmaSchedule gives (sum over the group divided
-// by S) or, every tau iterations, a blocking world average that makes all replicas identical.
-//
-// Wait-avoiding mode: a rank never waits for a late group member. Whichever member reaches a
-// group iteration first activates it: it sends a small signal to the other members and runs the
-// group allreduce on the communication thread. A member that is still computing takes part from
-// its communication thread (an idle task, comm/comm_thread.h), contributing the model it last
-// published — its previous one. When that late rank arrives it finds the result already there
-// and mixes its fresh model in: (sum + own) / (S + 1); a rank whose fresh model went in takes
-// sum / S. Iterations execute exactly once per rank, in increasing order, so every group
-// communicator sees its collectives in the same order on all its members. Global iterations are
-// never activated remotely: they wait for every rank, which bounds staleness by tau.
-// Choice (DESIGN §5): the communication thread and point-to-point signals, not MPI one-sided
-// (with which the members of one group would compute different averages) nor non-blocking
-// collectives (which still need every member's call); activation stays inside the group (the
-// paper's fastest rank activates every group; ours activates its own).
-//
-// Synchronous mode runs the same averages as blocking collectives on the calling thread.
+// The WAGMA-SGD averaging of one flat model buffer (Li et al., TPDS 2021, Algorithm 2): group
+// averages over the ranks WagmaSchedule gives, a blocking world average every tau iterations;
+// wait-avoiding (a late member contributes its previous model, mixes its fresh one in later) or
+// synchronous. The mechanism and why: docs/architecture.md, section 4.
 #pragma once
 
 #include <condition_variable>

@@ -85,7 +85,7 @@ def yaml_config(opt, hp, lr):
     return "\n".join(lines) + "\n"
 
 
-# ---- independent float64 reference (the formulas of DESIGN §6, not torch) ----------------------
+# ---- independent float64 reference (the formulas of optim/*.h, not torch) ---------------------
 def reference(opt, hp, init, grads, lrs):
     """Returns after[k][name] as float64 numpy arrays."""
     w = {n: init[n].numpy().copy() for n, _, _ in PARAMS}

@@ -24,23 +24,20 @@ Straggler::Straggler(const Config& c, int world_size) {
     ranks_.resize(static_cast<size_t>(world_size));
     std::iota(ranks_.begin(), ranks_.end(), 0);
   }
-  count_ = c.get_or<int>("count", static_cast<int>(ranks_.size()));
-  ADA_CHECK_ARG(count_ >= 0 && count_ <= static_cast<int>(ranks_.size()), ConfigError)
-      << c.where("count") << ": must be in [0, " << ranks_.size()
-      << "] (the ranks that may be slow), got " << count_;
+  count_ = c.get_in_or<int>("count", static_cast<int>(ranks_.size()),
+                            Range::closed(0, static_cast<double>(ranks_.size())),
+                            "at most the ranks that may be slow");
   ADA_CHECK_ARG(c.has("delay_ms"), ConfigError)
       << c.where("delay_ms") << ": train.straggler needs delay_ms";
-  delay_ms_ = c.get<double>("delay_ms");
-  ADA_CHECK_ARG(delay_ms_ >= 0 && delay_ms_ < 3.6e6, ConfigError)
-      << c.where("delay_ms") << ": must be in [0, 3600000), got " << delay_ms_;
+  delay_ms_ =
+      c.get_in<double>("delay_ms", Range::half_open(0, 3.6e6), "milliseconds, under an hour");
   distribution_ = c.get_or<std::string>("distribution", "fixed");
   ADA_CHECK_ARG(distribution_ == "fixed" || distribution_ == "uniform" ||
                     distribution_ == "exponential" || distribution_ == "lognormal",
                 ConfigError)
       << c.where("distribution") << ": unknown distribution '" << distribution_
       << "'; known: exponential, fixed, lognormal, uniform";
-  sigma_ = c.get_or<double>("sigma", 1.0);
-  ADA_CHECK_ARG(sigma_ > 0, ConfigError) << c.where("sigma") << ": must be > 0, got " << sigma_;
+  sigma_ = c.get_in_or<double>("sigma", 1.0, Range::above(0), "lognormal's shape");
   seed_ = static_cast<uint64_t>(c.get_or<int64_t>("seed", 1));
 }
 

@@ -43,10 +43,8 @@ void Trainer::build() {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   set_num_threads(s_.threads > 0 ? s_.threads : std::max(1, cores / world_->local_size()));
 
-  comm::ReducerRegistry reducers("reducer");
-  comm::register_builtin_reducers(reducers);
   const Config red = cfg.child("reducer");
-  reducer_ = reducers.get(red.get<std::string>("name"), red.where("name"))(red);
+  reducer_ = comm::builtin_reducers().get(red.get<std::string>("name"), red.where("name"))(red);
   build_model(cfg);
   if (!args_.describe) build_data(cfg);
   build_optimization(cfg);
@@ -60,10 +58,8 @@ void Trainer::build() {
 }
 
 void Trainer::build_model(const Config& cfg) {
-  nn::ModelRegistry models("model");
-  nn::register_builtin_models(models);
   const Config mc = cfg.child("model");
-  const auto& make_model = models.get(mc.get<std::string>("name"), mc.where("name"));
+  const auto& make_model = nn::builtin_models().get(mc.get<std::string>("name"), mc.where("name"));
   {
     std::optional<nn::init::ShapesOnly> shapes;  // --describe: no weights drawn
     if (args_.describe) shapes.emplace();
@@ -74,10 +70,8 @@ void Trainer::build_model(const Config& cfg) {
 }
 
 void Trainer::build_data(const Config& cfg) {
-  data::DatasetRegistry sets("data set");
-  data::register_builtin_datasets(sets);
-  data_ = data::read_datasets(
-      sets, {cfg.child("data"), cfg.child("model"), model_->num_classes(), s_.seed});
+  data_ = data::read_datasets(data::builtin_datasets(), {cfg.child("data"), cfg.child("model"),
+                                                         model_->num_classes(), s_.seed});
   const Config t = cfg.child("train");
   if (!data_.eval)
     for (const char* key : {"eval_every", "max_eval_batches"})
@@ -97,11 +91,8 @@ void Trainer::build_data(const Config& cfg) {
 }
 
 void Trainer::build_optimization(Config& cfg) {
-  optim::OptimizerRegistry optimizers("optimizer");
-  optim::register_builtin_optimizers(optimizers);
-  optimizer_ = optim::make_optimizer(optimizers, cfg.child("optimizer"));
-  optim::ScheduleRegistry schedules("schedule");
-  optim::register_builtin_schedules(schedules);
+  optimizer_ = optim::make_optimizer(optim::builtin_optimizers(), cfg.child("optimizer"));
+  const optim::ScheduleRegistry& schedules = optim::builtin_schedules();
   // A decaying schedule ends at the run's last step unless the config says otherwise.
   if (!args_.describe && cfg.has("schedule") &&
       optim::lacks_total_steps(schedules, cfg.child("schedule")))
@@ -114,9 +105,8 @@ void Trainer::build_optimization(Config& cfg) {
   const double base_lr = optim::scaled_lr(optimizer_->lr(), reducer_->name(), world_->size(),
                                           optim::read_lr_scaling(sc, reducer_->name()));
   schedule_ = optim::make_schedule(schedules, sc, base_lr);
-  sync::SyncRegistry syncs("sync");
-  sync::register_builtin_syncs(syncs);
-  make_strategy_ = sync::read_sync(syncs, cfg, *reducer_, world_->size(), s_.device);
+  make_strategy_ =
+      sync::read_sync(sync::builtin_syncs(), cfg, *reducer_, world_->size(), s_.device);
 }
 
 void Trainer::build_step() {

@@ -204,23 +204,16 @@ std::unique_ptr<Model> make_bert(const Config& cfg, uint64_t seed) {
   else
     ADA_THROW(ConfigError) << cfg.where("preset") << ": unknown BERT preset '" << preset
                            << "'; known: base, large, mini, tiny";
-  c.vocab = cfg.get_or<int64_t>("vocab_size", c.vocab);
-  c.layers = cfg.get_or<int64_t>("layers", c.layers);
-  c.hidden = cfg.get_or<int64_t>("hidden", c.hidden);
-  c.heads = cfg.get_or<int64_t>("heads", c.heads);
-  c.ffn = cfg.get_or<int64_t>("ffn", c.ffn);
-  c.max_positions = cfg.get_or<int64_t>("max_positions", c.max_positions);
+  c.vocab = cfg.get_in_or<int64_t>("vocab_size", c.vocab, Range::above(0));
+  c.layers = cfg.get_in_or<int64_t>("layers", c.layers, Range::above(0));
+  c.hidden = cfg.get_in_or<int64_t>("hidden", c.hidden, Range::above(0));
+  c.heads = cfg.get_in_or<int64_t>("heads", c.heads, Range::above(0));
+  c.ffn = cfg.get_in_or<int64_t>("ffn", c.ffn, Range::above(0));
+  c.max_positions = cfg.get_in_or<int64_t>("max_positions", c.max_positions, Range::above(0));
   c.dropout = static_cast<float>(cfg.get_or<double>("dropout", c.dropout));
   c.attention_dropout =
       static_cast<float>(cfg.get_or<double>("attention_dropout", c.attention_dropout));
   c.nsp = cfg.get_or<bool>("nsp", c.nsp);
-  for (auto [key, v] : {std::pair<const char*, int64_t>{"vocab_size", c.vocab},
-                        {"layers", c.layers},
-                        {"hidden", c.hidden},
-                        {"heads", c.heads},
-                        {"ffn", c.ffn},
-                        {"max_positions", c.max_positions}})
-    ADA_CHECK_ARG(v > 0, ConfigError) << cfg.where(key) << ": must be positive, got " << v;
   ADA_CHECK_ARG(c.hidden % c.heads == 0, ConfigError)
       << cfg.where("heads") << ": hidden " << c.hidden << " is not divisible by " << c.heads
       << " heads";

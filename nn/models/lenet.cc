@@ -50,11 +50,10 @@ class LeNet5 : public ImageClassifier {
 std::unique_ptr<Model> make_lenet5(const Config& cfg, uint64_t seed) {
   Generator g(seed);
   const int64_t classes = cfg.get_or<int64_t>("num_classes", 10);
-  const float smoothing = static_cast<float>(cfg.get_or<double>("label_smoothing", 0.0));
+  const float smoothing = static_cast<float>(
+      cfg.get_in_or<double>("label_smoothing", 0.0, Range::half_open(0, 1), "typical: 0.1"));
   ADA_CHECK_ARG(classes >= 2, ConfigError)
       << cfg.where("num_classes") << ": a classifier needs at least 2 classes, got " << classes;
-  ADA_CHECK_ARG(smoothing >= 0 && smoothing < 1, ConfigError)
-      << cfg.where("label_smoothing") << ": must be in [0, 1), got " << smoothing;
   return std::make_unique<LeNet5>(classes, smoothing, g);
 }
 

@@ -13,4 +13,8 @@ void register_builtin_models(ModelRegistry& r) {
   r.add("bert", make_bert);
 }
 
+const ModelRegistry& builtin_models() {
+  return builtin_registry<ModelRegistry>("model", register_builtin_models);
+}
+
 }  // namespace ada::nn

@@ -174,17 +174,14 @@ std::unique_ptr<Model> make_resnet(const std::string& variant, const Config& cfg
     s = {false, {3, 3, 3}, {16, 32, 64}, false, 1};
   else
     ADA_THROW(ConfigError) << "unknown ResNet variant '" << variant << "'";
-  s.in_channels = cfg.get_or<int64_t>("in_channels", s.in_channels);
+  s.in_channels = cfg.get_in_or<int64_t>("in_channels", s.in_channels, Range::above(0));
   const int64_t classes =
       cfg.get_or<int64_t>("num_classes", variant == "resnet20_mnist" ? 10 : 1000);
   const bool zero_last = cfg.get_or<bool>("zero_init_last_bn", true);
-  const float smoothing = static_cast<float>(cfg.get_or<double>("label_smoothing", 0.0));
+  const float smoothing = static_cast<float>(
+      cfg.get_in_or<double>("label_smoothing", 0.0, Range::half_open(0, 1), "typical: 0.1"));
   ADA_CHECK_ARG(classes >= 2, ConfigError)
       << cfg.where("num_classes") << ": a classifier needs at least 2 classes, got " << classes;
-  ADA_CHECK_ARG(s.in_channels > 0, ConfigError)
-      << cfg.where("in_channels") << ": must be positive, got " << s.in_channels;
-  ADA_CHECK_ARG(smoothing >= 0 && smoothing < 1, ConfigError)
-      << cfg.where("label_smoothing") << ": must be in [0, 1), got " << smoothing;
   Generator g(seed);
   return std::make_unique<ResNet>(variant, s, classes, zero_last, smoothing, g);
 }

@@ -1,6 +1,6 @@
-// LAMB against its formula (DESIGN §6) computed in double in the test: per-tensor trust ratios,
-// zero norms (w = 0 and u = 0 give ratio 1), parameters excluded from decay (and, unless
-// always_adapt, from the trust ratio), several steps.
+// LAMB against its formula (docs/architecture.md, and optim/lamb.h) computed in double in the test:
+// per-tensor trust ratios, zero norms (w = 0 and u = 0 give ratio 1), parameters excluded from
+// decay (and, unless always_adapt, from the trust ratio), several steps.
 #include <gtest/gtest.h>
 
 #include <cmath>
