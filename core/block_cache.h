@@ -1,23 +1,8 @@
 // The bookkeeping of a caching allocator, shared by host memory (core/host_memory.h) and CUDA
-// device memory (backend/cuda/runtime.cc): freed blocks go to a free list keyed by their binned
-// size and are handed out again to later requests of (about) that size, so a training step in
-// steady state, which frees and allocates the same sizes every step, makes no calls to the system
-// allocator at all: no page faults on the host from memory returned to the kernel and taken back,
-// no cudaMalloc/cudaFree on the device.
-//
-// Policy: requests below `bypass` bytes go straight to the system allocator and back (the host
-// leaves small blocks to malloc, whose own bins do this well); up to `small` bytes sizes are binned
-// to `small_bin` and reused only at the same bin; larger ones are binned to `large_bin` and may
-// reuse a free block up to 1.25x the request. With `split`, a large request that no free block
-// fits within 1.25x takes the front of the smallest larger free block when more than `small`
-// bytes would remain (the rest stays cached as a block of its own), and a freed block merges
-// with free neighbours carved from the same system allocation ("segment"), as PyTorch's CUDA
-// allocator does: sizes that differ from step to step then share memory instead of each keeping
-// blocks of their own. Only whole free segments go back to the system allocator. When it fails,
-// every whole free segment is released and the request tried once more. With `cap_at_peak` the
-// cache gives back whole free segments, oldest first, while it holds more bytes than the peak of
-// live bytes so far, so what an unusual step left behind cannot grow the process beyond about
-// twice its working set. Thread-safe (one mutex).
+// device memory (backend/cuda/runtime.cc): freed blocks are kept by binned size and handed out
+// again, so a training step in steady state makes no calls to the system allocator. Thread-safe
+// (one mutex). The policy (bins, splitting, merging, the cap at the peak): docs/architecture.md,
+// "Memory".
 #pragma once
 
 #include <algorithm>

@@ -2,26 +2,7 @@
 // A shard holds documents; a document holds segments (one input line each: BERT's "sentences");
 // a segment holds token ids. MlmShardWriter writes one shard atomically, MlmShard maps and
 // validates one, MlmCorpus numbers the documents and segments of several shards globally.
-//
-// File format, version 1 (all integers little-endian; the reader needs a little-endian host):
-//   offset size  field
-//   0      8     magic "ADAMLMSH"
-//   8      4     u32 version (1)
-//   12     4     u32 header bytes (128)
-//   16     4     u32 bytes per token id: 2 (vocab_size <= 65536) or 4
-//   20     4     u32 vocab_size
-//   24     8     u64 vocab_hash: FNV-1a 64 of the vocabulary's tokens, each followed by '\n'
-//   32     20    i32 ids of [PAD] [UNK] [CLS] [SEP] [MASK] (-1: absent)
-//   52     4     u32 reserved (0)
-//   56     8     u64 D = documents, 64: u64 S = segments, 72: u64 T = tokens
-//   80     8     u64 offset of the document index: u64[D + 1], first segment of each document
-//   88     8     u64 offset of the segment index: u64[S + 1], first token of each segment
-//   96     8     u64 offset of the tokens: T ids of 2 or 4 bytes
-//   104    8     u64 file bytes
-//   112    8     u64 FNV-1a 64 of bytes [128, file bytes) (checked by verify(): MlmCorpus::open)
-//   120    8     u64 FNV-1a 64 of bytes [0, 120)
-// The index arrays follow the header back to back (8-byte aligned), then the tokens; both index
-// arrays start at 0, never decrease and end at S and T. Documents and segments are never empty.
+// The file format (version 1): data/README.md, "MLM shard format".
 #pragma once
 
 #include <cstdint>
