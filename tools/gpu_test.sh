@@ -121,6 +121,29 @@ for p in ("bf16", "fp16"):
     gap = 100 * (acc["fp32"] - acc[p])
     print(f"mixed precision: {p} {'within' if gap <= 0.5 else 'MORE THAN'} 0.5 points of fp32 ({gap:+.2f})")
 PY
+  # train.tensorboard read by TensorBoard's own event reader (this machine has tensorboard; the
+  # suite checks the files with an independent reader: tests/tools/tensorboard_reader.py).
+  echo "-- train.tensorboard read by TensorBoard's EventAccumulator" | tee -a "$out/train.log"
+  OMP_NUM_THREADS=8 timeout 300 .gpu/bin/trainer --config configs/mnist_lenet_adasum.yaml --set train.epochs=0 \
+    --set train.steps=200 --set train.eval_every=100 --set train.tensorboard=out/tb \
+    --set output.dir=out/gpu-tb --set checkpoint.overwrite=true > "$out/tb_run.log" 2>&1 || tail -5 "$out/tb_run.log"
+  python3 - out/tb/gpu-tb out/gpu-tb/metrics.jsonl <<'PY' 2>&1 | tee -a "$out/train.log"
+import json, struct, sys
+try:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+except ImportError as e:
+    print(f"tensorboard: not installed here ({e})"); sys.exit(0)
+acc = EventAccumulator(sys.argv[1]); acc.Reload()
+f32 = lambda x: struct.unpack("<f", struct.pack("<f", x))[0]
+want = {}
+for line in open(sys.argv[2]):
+    r = json.loads(line)
+    for k, v in r.items():
+        if isinstance(v, (int, float)) and k not in ("step", "epoch", "wall_s"):
+            want.setdefault(k, []).append((r["step"], f32(v)))
+got = {t: [(e.step, e.value) for e in acc.Scalars(t)] for t in acc.Tags()["scalars"]}
+print("tensorboard: " + ("its reader sees every scalar of metrics.jsonl" if got == want else f"DIFFERS:\n{got}\n{want}"))
+PY
 fi
 py=$(command -v python3)
 # bench_step against PyTorch eager for each case (a model and its flags).

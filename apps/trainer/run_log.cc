@@ -2,8 +2,10 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <vector>
 
 #include "base/log.h"
@@ -43,8 +45,9 @@ std::string format_duration(double s) {
   return buf;
 }
 
-RunLog::RunLog(std::string out_dir, bool writer, int64_t log_every)
+RunLog::RunLog(std::string out_dir, bool writer, int64_t log_every, std::string tensorboard)
     : dir_(std::move(out_dir)),
+      tensorboard_(std::move(tensorboard)),
       writer_(writer),
       tty_(writer && isatty(STDERR_FILENO)),
       log_every_(log_every) {}
@@ -64,12 +67,28 @@ void RunLog::open(int64_t resumed_step) {
   }
   metrics_.open(path, std::ios::trunc);
   for (const auto& l : kept) metrics_ << l << "\n";
+  if (!tensorboard_.empty()) {
+    std::filesystem::path out = std::filesystem::path(dir_).lexically_normal();
+    if (out.filename().empty()) out = out.parent_path();  // "runs/x/"
+    const std::string run = out.filename().empty() ? "run" : out.filename().string();
+    events_ = std::make_unique<TensorBoardWriter>(
+        (std::filesystem::path(tensorboard_) / run).string(), resumed_step);
+  }
 }
 
 void RunLog::write(const Json& record) {
   if (!writer_) return;
   metrics_ << record.dump() << "\n";
   metrics_.flush();
+  if (!events_) return;
+  ScalarEvent e{
+      record.value("step", int64_t{0}),
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(),
+      {}};
+  for (const auto& [key, value] : record.items())
+    if (value.is_number() && key != "step" && key != "epoch" && key != "wall_s")
+      e.values.push_back({key, value.get<float>()});
+  events_->write(e);
 }
 
 void RunLog::start(int64_t step) {

@@ -1,15 +1,18 @@
 // What a run writes as it goes, on rank 0: metrics.jsonl (one JSON line per log_every steps and
 // per evaluation; on resume the lines after the resumed step are dropped, so curves have no
-// duplicates), the progress line (redrawn on a terminal, every log_every steps in a log file)
-// and summary.json at the end. StepMeter keeps the step timings those lines report.
+// duplicates), the same numbers as TensorBoard scalars when asked (train.tensorboard), the
+// progress line (redrawn on a terminal, every log_every steps in a log file) and summary.json at
+// the end. StepMeter keeps the step timings those lines report.
 #pragma once
 
 #include <cstdint>
 #include <fstream>
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "apps/trainer/tensorboard.h"
 #include "base/stopwatch.h"
 
 namespace ada::trainer {
@@ -42,11 +45,14 @@ Json window_record(int64_t step, int64_t epoch, double lr, double mean_loss,
 class RunLog {
  public:
   // Writes nothing unless `writer` (rank 0). `log_every` paces the progress line in log files.
-  RunLog(std::string out_dir, bool writer, int64_t log_every);
+  // `tensorboard`: a folder whose subfolder named as the output folder gets the event files;
+  // empty: none.
+  RunLog(std::string out_dir, bool writer, int64_t log_every, std::string tensorboard = "");
 
   // Opens OUT/metrics.jsonl: keeps the lines up to `resumed_step` (0: a fresh run; a line cut
-  // short by a crash is dropped) and appends after them.
+  // short by a crash is dropped) and appends after them; the event files likewise.
   void open(int64_t resumed_step);
+  // A metrics line; to TensorBoard every number in it but step, epoch and wall_s, at its step.
   void write(const Json& record);
   // One progress line; `force` draws it whatever the pacing (and ends it on a terminal).
   void progress(int64_t step, int64_t total_steps, int64_t epoch, double loss, double lr,
@@ -60,12 +66,13 @@ class RunLog {
   bool writer() const { return writer_; }
 
  private:
-  std::string dir_;
+  std::string dir_, tensorboard_;
   bool writer_, tty_;
   int64_t log_every_, start_step_ = 0;
   Stopwatch clock_, since_drawn_;
   bool drawn_ = false;
   std::ofstream metrics_;
+  std::unique_ptr<TensorBoardWriter> events_;
 };
 
 // "H:MM:SS", or "?" for a negative or infinite duration.

@@ -28,7 +28,8 @@ struct RunSettings {
   double clip = 0;              // clip_grad_norm; 0: off
   bool skip_nonfinite = false;  // on_nonfinite: skip
   std::string timeline, init_from;
-  Device device;                                      // train.device
+  std::string tensorboard;  // train.tensorboard: a folder for event files; empty: none
+  Device device;            // train.device
   Precision precision = Precision::fp32;              // train.precision (core/precision.h)
   std::optional<optim::LossScaleOptions> loss_scale;  // train.loss_scale; absent: off
   std::string comm = "auto";                          // train.comm

@@ -159,7 +159,7 @@ void Trainer::build_step() {
     write_file_atomically(s_.out_dir + "/config.yaml", cfg_->dump());
     return std::string();
   });
-  log_ = std::make_unique<RunLog>(s_.out_dir, world_->rank() == 0, s_.log_every);
+  log_ = std::make_unique<RunLog>(s_.out_dir, world_->rank() == 0, s_.log_every, s_.tensorboard);
   log_info("trainer built from commit {}", build_commit());
   log_info(
       "{} ranks, {} threads each (cpu kernels {}); precision {}{}; model {} ({} parameters); "
@@ -307,6 +307,7 @@ void Trainer::flush_due(double lr) {
                                s_.batch * s_.micro * world_->size(), wall_seconds());
       for (size_t i = 0; i < stat_names.size(); ++i)
         if (agg[3 + 2 * i] > 0) rec[stat_names[i]] = agg[2 + 2 * i] / agg[3 + 2 * i];
+      if (loss_scale_) rec["loss_scale"] = loss_scale_->scale();  // rank 0's
       log_->write(rec);
     }
     meter_.reset_window();

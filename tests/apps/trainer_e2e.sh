@@ -12,6 +12,9 @@
 #   smoke     — every config in configs/ runs 2 steps on synthetic data with small shapes;
 #   timeline  — train.timeline writes one Chrome trace with both ranks, and buckets are reduced
 #               while backward still runs (gradient and overlapped model-delta sync).
+#   tensorboard — train.tensorboard's event files, read back by an independent reader
+#               (tests/tools/tensorboard_reader.py), equal metrics.jsonl, also after a resume
+#               from an earlier checkpoint (no duplicate steps);
 #   mlm_eval  — the bert_tiny configs, on shards made as tools/train.sh makes them (prepare_mlm
 #               with a held-out set), really evaluate: an eval line lands in metrics.jsonl.
 # usage: trainer_e2e.sh TRAINER SOURCE_DIR WORK_DIR CASE
@@ -36,6 +39,18 @@ red_args() { echo --set reducer.name=$1; [ "$1" != adasum ] || echo --set reduce
 losses() { python3 -c 'import json,sys; print(" ".join("%.9g" % json.loads(l)["loss"] for l in open(sys.argv[1]) if "\"loss\"" in l))' "$1"; }
 
 case $case in
+tensorboard)
+  protoc --proto_path="$src/apps/trainer" --python_out=. "$src/apps/trainer/tensorboard.proto" || fail "protoc"
+  tb=(--set train.tensorboard=tb --set reducer.name=adasum --set train.log_every=2)
+  mpi 2 "$trainer" --config tiny.yaml "${tb[@]}" --set output.dir=run > run.txt 2>&1 || { cat run.txt; fail "the run"; }
+  /usr/bin/python3 "$src/tests/tools/tensorboard_reader.py" . tb/run run || fail "the events of the run"
+  # Resumed from step 10 after the run reached 20: the curves go on from 10 without duplicates.
+  rm run/checkpoints/ckpt-00000020.*
+  mpi 2 "$trainer" --config tiny.yaml "${tb[@]}" --set output.dir=run --resume auto > resumed.txt 2>&1 ||
+    { cat resumed.txt; fail "the resumed run"; }
+  grep -q "resumed from .*step 10" resumed.txt || { cat resumed.txt; fail "did not resume at step 10"; }
+  /usr/bin/python3 "$src/tests/tools/tensorboard_reader.py" . tb/run run || fail "the events after the resume"
+  ;;
 reducers)
   # sum, average, adasum; then average and adasum with their buckets on a 16-bit wire (reducer.precision).
   for run in sum average adasum average:fp16 adasum:bf16; do
