@@ -34,6 +34,13 @@ else
 fi
 # MPI tests ask for 2 processors each, so ctest never runs two of them at once on 2 cores.
 ctest --test-dir "$build" --output-on-failure -j "$jobs" --timeout 600
+# The trainer under a one-node Slurm started here (srun with PMIx, sbatch with a requeue, salloc
+# with mpirun, a killed rank): about 70 s after installing Slurm. ADA_NO_SLURM=1 skips it.
+if [[ -z "${ADA_NO_SLURM:-}" && $# -eq 0 ]]; then
+  bash tools/slurm_test.sh "$build"
+else
+  echo "test.sh: the Slurm checks skipped (ADA_NO_SLURM or extra cmake options)"
+fi
 # Bounded fuzzing (ASan + UBSan, libFuzzer); a crash fails the run. Longer: tools/fuzz.sh all 600.
 if command -v clang++ >/dev/null 2>&1; then
   bash tools/fuzz.sh all 10

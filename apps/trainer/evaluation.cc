@@ -76,11 +76,12 @@ std::string describe_figures(const nn::Metrics& figures) {
   char buf[96];
   for (const auto& [name, m] : figures) {
     if (m.count <= 0) continue;
-    std::snprintf(buf, sizeof buf, "%s %.4f (%.0f/%.0f)", name.c_str(), m.sum / m.count, m.sum,
-                  m.count);
+    std::snprintf(buf, sizeof buf, "%s %.4f", name.c_str(), m.sum / m.count);
     s += (s.empty() ? "" : ", ") + std::string(buf);
   }
-  return s.empty() ? "nothing evaluated" : s;
+  if (s.empty()) return "nothing evaluated";
+  std::snprintf(buf, sizeof buf, " (n = %.0f)", figures.front().second.count);
+  return s + buf;
 }
 
 }  // namespace ada::trainer

@@ -27,7 +27,7 @@ nn::Metrics evaluate(nn::Model& model, const std::shared_ptr<const data::Dataset
 
 // Adds eval_<name> = sum / count to `record` for each figure with a count.
 void add_figures(Json& record, const nn::Metrics& figures);
-// "loss 0.0812, top1 0.9843 (9843/10000)" for logs.
+// "loss 0.0812, top1 0.9843 (n = 10000)" for logs, n being the first figure's count.
 std::string describe_figures(const nn::Metrics& figures);
 
 }  // namespace ada::trainer
