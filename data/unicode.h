@@ -1,6 +1,6 @@
 // The Unicode pieces of BERT's basic tokenisation: UTF-8 decoding/encoding, per-code-point
-// properties (control, whitespace, punctuation, Mn, CJK), Python's str.lower() per code point,
-// and canonical decomposition (NFD). Tables come from Python's unicodedata via
+// properties (control, whitespace, punctuation, Mn, CJK, word characters), Python's str.lower() per
+// code point, and canonical decomposition (NFD). Tables come from Python's unicodedata via
 // tools/make_unicode_tables.py, so results equal what HuggingFace's BertTokenizer computes there.
 #pragma once
 
@@ -18,6 +18,7 @@ enum : uint8_t {
   kPunct = 8,       // ASCII 33-47, 58-64, 91-96, 123-126, or category P*
   kMn = 16,         // category Mn (non-spacing mark): dropped after NFD when stripping accents
   kCjk = 32,        // BERT's CJK ideograph blocks: surrounded by spaces
+  kWord = 64,       // str.isalnum() or '_': Python re's \w
 };
 
 uint8_t props(char32_t c);

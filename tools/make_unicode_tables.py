@@ -14,6 +14,7 @@ The tables reproduce what HuggingFace's BertTokenizer computes with `unicodedata
       punct      ASCII 33-47, 58-64, 91-96, 123-126 or category P*
       mn         category Mn                                 (dropped after NFD)
       cjk        the CJK ideograph blocks of BERT's _is_chinese_char
+      word       str.isalnum() or '_': Python re's \\w (SQuAD's answer normalisation)
   * kLower: runs (first, last, stride, delta): str.lower() of every code point in the run, stepping
     by stride, is the code point + delta. U+0130 (lower() gives two code points) is the only
     multi-code-point mapping; the C++ side handles it and this script asserts it.
@@ -30,7 +31,7 @@ OUT = os.path.join(REPO, "data", "unicode_tables.cc")
 MAX_CP = 0x110000
 HANGUL_FIRST, HANGUL_LAST = 0xAC00, 0xD7A3
 
-CONTROL, WHITESPACE, SPACE, PUNCT, MN, CJK = 1, 2, 4, 8, 16, 32
+CONTROL, WHITESPACE, SPACE, PUNCT, MN, CJK, WORD = 1, 2, 4, 8, 16, 32, 64
 
 CJK_RANGES = [(0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
               (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F)]
@@ -52,6 +53,8 @@ def props(cp):
         bits |= MN
     if any(a <= cp <= b for a, b in CJK_RANGES):
         bits |= CJK
+    if ch.isalnum() or ch == "_":
+        bits |= WORD
     return bits, ud.combining(ch)
 
 

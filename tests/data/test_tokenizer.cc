@@ -201,11 +201,15 @@ TEST(Unicode, Helpers) {
   EXPECT_EQ(props(U','), kPunct);
   EXPECT_EQ(props(U'\u00bf'), kPunct);
   EXPECT_EQ(props(U'\u0301'), kMn);
-  EXPECT_EQ(props(U'\u4e2d'), kCjk);
+  EXPECT_EQ(props(U'\u4e2d'), kCjk | kWord);
   EXPECT_EQ(props(U'\u00ad'), kControl);
   EXPECT_EQ(props(U'\u3000'), kWhitespace | kSpace);
   EXPECT_EQ(props(U'\u2028'), kSpace);
-  EXPECT_EQ(props(U'a'), 0);
+  EXPECT_EQ(props(U'a'), kWord);  // str.isalnum(): re's \w
+  EXPECT_EQ(props(U'_'), kPunct | kWord);
+  EXPECT_EQ(props(U'\u0663'), kWord);   // ARABIC-INDIC DIGIT THREE
+  EXPECT_EQ(props(U'\u00ab'), kPunct);  // «: punctuation, not a word character
+  EXPECT_EQ(props(U'\u20ac'), 0);       // €: neither
   std::u32string low;
   for (char32_t c : U"AÉΣİЖ") append_lower(c, low);
   EXPECT_EQ(low, (std::u32string{U'a', 0xE9, 0x3C3, U'i', 0x307, 0x436, 0}));
