@@ -80,7 +80,13 @@ def main():
         assert got == want, f"trial {trial}: squad_eval {got}, the official logic {want}"
         missing = sum(f"q{q}" not in preds for q in range(60))
         assert out.stderr.count("Unanswered question") == missing, out.stderr
-    print(f"squad_eval equals the official logic on 20 random datasets of 60 questions (last: {got})")
+    # A malformed input: exit status 1, the file and the field named on the last line.
+    bad = os.path.join(work, "bad.json")
+    json.dump({"version": "1.1", "data": [{"paragraphs": [{"context": "c", "qas": [{"id": "x"}]}]}]}, open(bad, "w"))
+    out = subprocess.run([squad_eval, bad, ppath], capture_output=True, text=True)
+    assert out.returncode == 1 and f"{bad}: data[0].paragraphs[0].qas[0].question is missing" in out.stderr, out
+    print(f"squad_eval equals the official logic on 20 random datasets of 60 questions (last: {got}); "
+          "a malformed file is refused naming it and the field")
 
 
 if __name__ == "__main__":
