@@ -92,14 +92,28 @@ std::vector<std::pair<std::string, Tensor>> Module::state() const {
 }
 
 void Module::load_state(const NamedTensors& source, bool allow_extra) {
+  copy_state(source, allow_extra, /*require_all=*/true, nullptr);
+}
+
+std::vector<std::string> Module::load_present(const NamedTensors& source,
+                                              std::vector<std::string>* unused) {
+  return copy_state(source, /*allow_extra=*/false, /*require_all=*/false, unused);
+}
+
+std::vector<std::string> Module::copy_state(const NamedTensors& source, bool allow_extra,
+                                            bool require_all, std::vector<std::string>* unused) {
   const std::string from = source.source.empty() ? "state" : source.source;
   auto entries = state();
-  std::vector<std::string> known;
+  std::vector<std::string> known, absent;
   for (auto& [name, t] : entries) {
     known.push_back(name);
-    ADA_CHECK_ARG(source.contains(name), IoError)
-        << from << ": no entry '" << name << "' for this " << type_name()
-        << " (is it a checkpoint of another model or configuration?)";
+    if (!source.contains(name)) {
+      ADA_CHECK_ARG(!require_all, IoError)
+          << from << ": no entry '" << name << "' for this " << type_name()
+          << " (is it a checkpoint of another model or configuration?)";
+      absent.push_back(name);
+      continue;
+    }
     const Tensor& src = source.at(name);
     ADA_CHECK_ARG(src.shape() == t.shape() && src.dtype() == t.dtype(), IoError)
         << from << ": entry '" << name << "' is " << dtype_name(src.dtype())
@@ -111,9 +125,14 @@ void Module::load_state(const NamedTensors& source, bool allow_extra) {
     for (const auto& [name, t] : source.tensors) {
       bool used = false;
       for (const auto& k : known) used = used || k == name;
+      if (!used && unused) {
+        unused->push_back(name);
+        continue;
+      }
       ADA_CHECK_ARG(used, IoError)
           << from << ": entry '" << name << "' matches nothing in this " << type_name();
     }
+  return absent;
 }
 
 void Module::describe_into(const std::string& prefix, std::string& out) const {

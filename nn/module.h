@@ -46,6 +46,11 @@ class Module {
   // same shape and dtype; extra entries are errors too, unless `allow_extra`. IoError names
   // the file (source.source) and the entry.
   void load_state(const NamedTensors& source, bool allow_extra = false);
+  // The same for the entries `source` has (a model with a new head from a checkpoint without it):
+  // returns the names of the parameters and buffers it left as they were. With `unused`, the
+  // entries that match nothing (heads the model does not have) are listed there, not refused.
+  std::vector<std::string> load_present(const NamedTensors& source,
+                                        std::vector<std::string>* unused = nullptr);
 
   // One line per module: its dotted name, type and own parameter count; then the total.
   std::string describe() const;
@@ -64,6 +69,9 @@ class Module {
   }
 
  private:
+  // load_state and load_present: entries copied by name; the names absent from `source`.
+  std::vector<std::string> copy_state(const NamedTensors& source, bool allow_extra,
+                                      bool require_all, std::vector<std::string>* unused);
   void check_new_name(const std::string& name) const;
   void collect(const std::string& prefix, std::vector<Param>* params,
                std::vector<std::pair<std::string, Tensor>>* buffers) const;

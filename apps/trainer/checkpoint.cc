@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "base/timeline.h"
 #include "comm/agreement.h"
+#include "nn/models/bert_hf.h"
 #include "optim/checkpoint.h"
 
 namespace ada::trainer {
@@ -422,20 +423,35 @@ ResumePoint RunCheckpoints::resume(const std::string& which) {
 
 std::string init_weights_from(comm::Communicator& world, nn::Model& model, const std::string& from,
                               const std::string& where) {
-  const std::string path = comm::decide_on_rank0(world, [&] {
+  return comm::decide_on_rank0(world, [&] {
     std::string p = from;
+    NamedTensors weights;
     if (fs::is_directory(p)) {
       const auto choice = Checkpointer(p, 1).choose();
       ADA_CHECK_ARG(choice.path.has_value(), IoError)
           << where << ": no valid checkpoint in " << p << rejections(choice);
       p = *choice.path;
+      weights = optim::take_prefixed(Checkpointer::read_tensors(p), "model.");
+    } else if (fs::path(p).extension() == ".safetensors" && !fs::exists(stem_of(p) + ".json")) {
+      // Weights alone: Hugging Face BERT names, or ours (e.g. written by export_hf_bert's twin).
+      weights = load_safetensors(p);
+      if (nn::is_hf_bert(weights)) weights = nn::import_hf_bert(weights);
     } else {
       Checkpointer::validate(p);
+      weights = optim::take_prefixed(Checkpointer::read_tensors(p), "model.");
     }
-    model.load_state(optim::take_prefixed(Checkpointer::read_tensors(p), "model."));
-    return p;
+    std::vector<std::string> unused;
+    const std::vector<std::string> fresh = model.load_present(weights, &unused);
+    std::string said = p;
+    auto list = [&](const std::vector<std::string>& names, const std::string& what) {
+      if (names.empty()) return;
+      said += "; " + std::to_string(names.size()) + " " + what + ":";
+      for (const auto& n : names) said += " " + n;
+    };
+    list(fresh, "tensors not in it keep their initial values (a new head)");
+    list(unused, "of its tensors match nothing in this model and are left out");
+    return said;
   });
-  return path;
 }
 
 }  // namespace ada::trainer

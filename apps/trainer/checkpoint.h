@@ -156,10 +156,13 @@ class RunCheckpoints {
   int64_t last_saved_ = -1;
 };
 
-// train.init_from: model weights from a checkpoint file or from the newest valid one in a folder
-// (a fresh optimizer; e.g. BERT phase 2 from phase 1), read on rank 0 only: broadcast rank 0's
-// model after it. Returns the file used; IoError naming `where` (the key's location) when there
-// is none. Collective.
+// train.init_from: model weights from a checkpoint, the newest valid one in a folder, or a
+// safetensors file of weights alone (ours, or a Hugging Face BERT's: nn/models/bert_hf.h), with a
+// fresh optimizer (e.g. BERT phase 2 from phase 1, fine-tuning from pre-training). Tensors the
+// source lacks (a new head) keep their initial values, tensors the model lacks (a pre-training
+// head) are left out; both are named in the returned text, which starts with the file used. Read on
+// rank 0 only: broadcast rank 0's model after it. IoError naming `where` (the key's location) when
+// there is no checkpoint. Collective.
 std::string init_weights_from(comm::Communicator& world, nn::Model& model, const std::string& path,
                               const std::string& where);
 

@@ -12,6 +12,9 @@
 #   smoke     — every config in configs/ runs 2 steps on synthetic data with small shapes;
 #   timeline  — train.timeline writes one Chrome trace with both ranks, and buckets are reduced
 #               while backward still runs (gradient and overlapped model-delta sync).
+#   hf        — train.init_from a Hugging Face BertForPreTraining file (tests/golden/bert_hf),
+#               into a model with NSP (every tensor used) and one without (its NSP head left
+#               out, said in the log); export_hf_bert of the run's checkpoint gives HF's names;
 #   tensorboard — train.tensorboard's event files, read back by an independent reader
 #               (tests/tools/tensorboard_reader.py), equal metrics.jsonl, also after a resume
 #               from an earlier checkpoint (no duplicate steps);
@@ -39,6 +42,50 @@ red_args() { echo --set reducer.name=$1; [ "$1" != adasum ] || echo --set reduce
 losses() { python3 -c 'import json,sys; print(" ".join("%.9g" % json.loads(l)["loss"] for l in open(sys.argv[1]) if "\"loss\"" in l))' "$1"; }
 
 case $case in
+hf)
+  # A BERT with the shapes of tests/golden/bert_hf.safetensors, on synthetic MLM data.
+  cat > small_bert.yaml <<'YAML'
+model: {name: bert, preset: tiny, vocab_size: 50, hidden: 32, layers: 2, heads: 2, ffn: 64, max_positions: 16, nsp: true}
+data: {name: synthetic, size: 64, eval_size: 16, seq_len: 16, workers: 1}
+optimizer: {name: adamw, lr: 0.001}
+schedule: {name: constant}
+reducer: {name: average}
+train: {steps: 4, batch_per_rank: 4, log_every: 2, seed: 1}
+YAML
+  # The golden file's weights alone (it also holds the twin's batch and results).
+  /usr/bin/python3 - "$src/tests/golden/bert_hf.safetensors" bert_hf.safetensors <<'PY' || fail "copying the weights"
+import json, struct, sys
+b = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+keep, blobs, at = {}, [], 0
+for k, v in h.items():
+    if k == "__metadata__" or "/" in k:
+        continue
+    lo, hi = v["data_offsets"]; blobs.append(b[8 + n + lo:8 + n + hi])
+    keep[k] = dict(v, data_offsets=[at, at + hi - lo]); at += hi - lo
+head = json.dumps(keep).encode(); head += b" " * (-len(head) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(head)) + head + b"".join(blobs))
+PY
+  golden=$PWD/bert_hf.safetensors
+  mpi 2 "$trainer" --config small_bert.yaml --set train.init_from="$golden" --set output.dir=with_nsp > nsp.txt 2>&1 ||
+    { cat nsp.txt; fail "init_from a Hugging Face file"; }
+  grep -q "model weights initialised from $golden$" nsp.txt || { cat nsp.txt; fail "the log does not say it was initialised from every tensor"; }
+  mpi 2 "$trainer" --config small_bert.yaml --set model.nsp=false --set train.init_from="$golden" --set output.dir=no_nsp > no.txt 2>&1 ||
+    { cat no.txt; fail "init_from into a model without NSP"; }
+  grep -q "4 of its tensors match nothing in this model and are left out: pooler.weight pooler.bias cls.nsp.weight cls.nsp.bias" no.txt ||
+    { cat no.txt; fail "the log does not name the heads left out"; }
+  "$(dirname "$trainer")/export_hf_bert" with_nsp/checkpoints hf.safetensors > export.txt 2>&1 || { cat export.txt; fail "export_hf_bert"; }
+  /usr/bin/python3 - "$golden" hf.safetensors <<'PY' || fail "the exported names"
+import json, struct, sys
+def names(p):
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+    return {k for k in h if k != "__metadata__"}, h.get("__metadata__", {})
+gold, _ = names(sys.argv[1]); out, meta = names(sys.argv[2])
+want = gold - {"bert.embeddings.position_ids", "cls.predictions.decoder.weight"}
+assert out == want, (sorted(out ^ want))
+assert meta.get("format") == "pt", meta
+print(f"hf: {len(out)} tensors exported under Hugging Face's names")
+PY
+  ;;
 tensorboard)
   protoc --proto_path="$src/apps/trainer" --python_out=. "$src/apps/trainer/tensorboard.proto" || fail "protoc"
   tb=(--set train.tensorboard=tb --set reducer.name=adasum --set train.log_every=2)

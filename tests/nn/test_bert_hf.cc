@@ -1,0 +1,158 @@
+// Hugging Face BERT checkpoints: the name mapping by hand; tests/golden/bert_hf.safetensors (a
+// BertForPreTraining state dict and the losses of a PyTorch twin written against HF's module
+// structure, tools/make_hf_golden.py) imported into our BERT gives the twin's losses and MLM
+// accuracy; export gives back HF's tensors bit for bit; a BertModel checkpoint (no heads) loads
+// the encoder and names the heads it left; untied decoders and foreign tensors are refused.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "base/error.h"
+#include "core/ops.h"
+#include "nn/losses.h"
+#include "nn/model.h"
+#include "nn/models/bert_hf.h"
+#include "util/error_of.h"
+#include "util/golden.h"
+
+namespace ada::nn {
+namespace {
+
+constexpr char kRegenerate[] =
+    "regenerate it from the repository root with `/usr/bin/python3 tools/make_hf_golden.py` "
+    "(needs Debian's python3-torch)";
+
+TEST(BertHf, NamesByHand) {
+  EXPECT_EQ(bert_name_from_hf("bert.encoder.layer.11.attention.self.query.weight"),
+            "encoder.layer11.attention.query.weight");
+  EXPECT_EQ(bert_name_from_hf("encoder.layer.0.attention.output.LayerNorm.bias"),
+            "encoder.layer0.attention_norm.bias");  // BertModel: no "bert." prefix
+  EXPECT_EQ(bert_name_from_hf("bert.encoder.layer.3.output.LayerNorm.gamma"),
+            "encoder.layer3.output_norm.weight");  // TF-converted checkpoints
+  EXPECT_EQ(bert_name_from_hf("bert.pooler.dense.bias"), "pooler.bias");
+  EXPECT_EQ(bert_name_from_hf("cls.predictions.bias"), "cls.decoder_bias");
+  EXPECT_EQ(bert_name_from_hf("cls.seq_relationship.weight"), "cls.nsp.weight");
+  EXPECT_EQ(bert_name_from_hf("bert.encoder.layer.1.crossattention.self.query.weight"),
+            std::nullopt);
+  EXPECT_EQ(hf_name_from_bert("encoder.layer7.intermediate.bias"),
+            "bert.encoder.layer.7.intermediate.dense.bias");
+  EXPECT_EQ(hf_name_from_bert("cls.transform_norm.weight"),
+            "cls.predictions.transform.LayerNorm.weight");
+  EXPECT_EQ(hf_name_from_bert("embeddings.LayerNorm.bias"), "bert.embeddings.LayerNorm.bias");
+}
+
+class BertHfGolden : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(ada::testing::load_golden("bert_hf", kRegenerate, &g_));
+    for (const auto& [name, t] : g_.tensors) {
+      if (name.rfind("batch/", 0) == 0)
+        batch_[name.substr(6)] = t;
+      else if (name.find('/') == std::string::npos)
+        hf_.tensors.emplace_back(name, t);
+    }
+    hf_.source = "bert_hf.safetensors";
+  }
+  std::unique_ptr<Model> model(uint64_t seed = 1) {
+    const Config c =
+        Config::parse(ada::testing::golden_meta(g_, "model_config", kRegenerate), "golden");
+    return builtin_models().get("bert")(c, seed);
+  }
+  NamedTensors g_, hf_;
+  TensorMap batch_;
+};
+
+TEST_F(BertHfGolden, ImportedWeightsGiveTheTwinsLosses) {
+  auto m = model();
+  m->load_state(import_hf_bert(hf_));  // every tensor present, nothing left over
+  m->train(false);
+  const ModelOutput out = m->forward(batch_);
+  const double mlm = out.metric("mlm_loss").sum / out.metric("mlm_loss").count;
+  const double twin_mlm = g_.at("twin/mlm_loss").to_vector<float>()[0];
+  const double twin_nsp = g_.at("twin/nsp_loss").to_vector<float>()[0];
+  // Losses of O(1) from f32 kernels against a float64 twin rounded to f32: within 1e-5
+  // relative (tests/nn/test_model_golden.cc measures ours within 2.4e-7 on the same arithmetic).
+  EXPECT_NEAR(mlm, twin_mlm, 1e-5 * std::fabs(twin_mlm));
+  EXPECT_NEAR(out.loss.value().item(), twin_mlm + twin_nsp, 1e-5 * (twin_mlm + twin_nsp));
+  // MLM accuracy: the twin's arg-max at the masked positions (row-major, as our model takes them).
+  const Tensor logits = g_.at("twin/prediction_logits");  // [B, S, V]
+  const auto labels = batch_.at("labels").to_vector<int64_t>();
+  const int64_t v = logits.size(2);
+  const auto lv = logits.to_vector<float>();
+  int64_t correct = 0, count = 0;
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (labels[i] == -100) continue;
+    ++count;
+    int64_t best = 0;
+    for (int64_t j = 1; j < v; ++j)
+      if (lv[i * v + j] > lv[i * v + best]) best = j;
+    correct += best == labels[i];
+  }
+  EXPECT_EQ(out.metric("mlm_accuracy").count, count);
+  EXPECT_EQ(out.metric("mlm_accuracy").sum, correct);
+}
+
+TEST_F(BertHfGolden, ExportGivesBackTheHuggingFaceTensors) {
+  auto m = model();
+  m->load_state(import_hf_bert(hf_));
+  NamedTensors ours;
+  for (auto& [name, t] : m->state()) ours.tensors.emplace_back(name, t);
+  const NamedTensors back = export_hf_bert(ours);
+  EXPECT_EQ(back.metadata.at("format"), "pt");
+  size_t compared = 0;
+  for (const auto& [name, t] : hf_.tensors) {
+    if (name == "bert.embeddings.position_ids" || name == "cls.predictions.decoder.weight") {
+      EXPECT_FALSE(back.contains(name)) << name;  // a buffer and a tied copy: not ours to write
+      continue;
+    }
+    ASSERT_TRUE(back.contains(name)) << name;
+    EXPECT_EQ(back.at(name).to_vector<float>(), t.to_vector<float>()) << name;
+    ++compared;
+  }
+  EXPECT_EQ(compared, back.tensors.size());
+}
+
+TEST_F(BertHfGolden, BertModelWithoutHeadsLoadsTheEncoder) {
+  NamedTensors encoder;
+  for (const auto& [name, t] : hf_.tensors)
+    if (name.rfind("bert.", 0) == 0) encoder.tensors.emplace_back(name.substr(5), t);
+  auto m = model(/*seed=*/99);
+  const auto before = m->state();
+  const std::vector<std::string> fresh = m->load_present(import_hf_bert(encoder));
+  EXPECT_EQ(fresh, (std::vector<std::string>{"cls.decoder_bias", "cls.transform.weight",
+                                             "cls.transform.bias", "cls.transform_norm.weight",
+                                             "cls.transform_norm.bias", "cls.nsp.weight",
+                                             "cls.nsp.bias"}));
+  for (const auto& [name, t] : m->state())
+    if (name.rfind("cls.", 0) != 0)
+      EXPECT_EQ(t.to_vector<float>(),
+                encoder.at(hf_name_from_bert(name).substr(5)).to_vector<float>())
+          << name;
+}
+
+TEST_F(BertHfGolden, UntiedDecodersAndForeignTensorsAreRefused) {
+  NamedTensors untied = hf_;
+  for (auto& [name, t] : untied.tensors)
+    if (name == "cls.predictions.decoder.weight") {
+      t = t.clone();
+      ops::scale_(t, 2.f);
+    }
+  EXPECT_NE(ada::testing::error_of<IoError>([&] {
+              import_hf_bert(untied);
+            }).find("bert_hf.safetensors: cls.predictions.decoder.weight is not tied"),
+            std::string::npos);
+  NamedTensors foreign = hf_;
+  foreign.tensors.emplace_back("bert.encoder.layer.0.attention.self.rotary.weight",
+                               Tensor::zeros({2}));
+  EXPECT_NE(ada::testing::error_of<IoError>([&] {
+              import_hf_bert(foreign);
+            }).find("tensor 'bert.encoder.layer.0.attention.self.rotary.weight' is not part of"),
+            std::string::npos);
+  EXPECT_TRUE(is_hf_bert(hf_));
+  NamedTensors plain;
+  plain.tensors.emplace_back("encoder.layer0.attention.query.weight", Tensor::zeros({2}));
+  EXPECT_FALSE(is_hf_bert(plain));
+}
+
+}  // namespace
+}  // namespace ada::nn
