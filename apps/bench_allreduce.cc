@@ -2,7 +2,7 @@
 //   mpirun -np 4 bench_allreduce [--min-log2 10] [--max-log2 26] [--sets resnet50,bert_large]
 //                                [--reducers sum,average,adasum] [--hierarchical N]
 //                                [--adasum KEY=VALUE ...] [--precision fp32|bf16|fp16] [--reps N]
-//                                [--json]
+//                                [--device cpu|cuda] [--json]
 // Single tensors of 2^10 .. 2^26 floats: raw MPI_Allreduce in place vs reducer.reduce() on the
 // same buffer. Parameter sets (ResNet-50: 161 tensors, 25,557,032 floats; BERT-Large with MLM
 // and NSP heads): raw MPI_Allreduce on one fused buffer and per bucket of the bucketer's layout,
@@ -16,6 +16,10 @@
 // warm-up repetition. Figures: the median over repetitions of the slowest rank's time; (x) is
 // ours / raw MPI_Allreduce of the same layout (per bucket for the sets); X/sum is the median
 // over repetitions of each Adasum's time over our sum reducer's.
+// --device cuda: every buffer on this rank's GPU, the reducers through an NCCL communicator over
+// the ranks, and the baseline NCCL's allreduce (ncclAllReduce through that communicator) instead
+// of MPI_Allreduce. On one GPU shared by several ranks (ADA_NCCL_SHARED_GPU=1) NCCL moves the
+// data through sockets on loopback: the ratios compare like with like, the times are not NVLink's.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -30,6 +34,9 @@
 #include "comm/bucketer.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_runtime.h"
+#include "comm/nccl_communicator.h"
+#include "comm/shared_gpu.h"
+#include "core/backend/cuda_runtime.h"
 #include "core/parallel.h"
 #include "core/random.h"
 
@@ -123,8 +130,12 @@ double median(std::vector<double> v) {
 
 class Bench {
  public:
-  Bench(MpiCommunicator& world, int reps_override, std::vector<Column> columns, int sum_column)
+  // `comm` carries the reducers: `world` itself on the CPU, an NCCL communicator over it on a GPU.
+  Bench(MpiCommunicator& world, Communicator& comm, Device device, int reps_override,
+        std::vector<Column> columns, int sum_column)
       : world_(world),
+        comm_(comm),
+        device_(device),
         reps_override_(reps_override),
         columns_(std::move(columns)),
         sum_column_(sum_column) {}
@@ -170,21 +181,26 @@ class Bench {
     }
   }
 
+  // The baseline: raw MPI_Allreduce in place on a CPU buffer, NCCL's allreduce on a device one.
+  void raw_allreduce(Tensor& t) {
+    if (!device_.is_cpu()) return comm_.allreduce(t);
+    // MPI counts are int: a set above 2^31 floats would need chunks (BERT-Large is 3.4e8).
+    MPI_Allreduce(MPI_IN_PLACE, t.raw_data(), static_cast<int>(t.numel()), MPI_FLOAT, MPI_SUM,
+                  world_.handle());
+  }
+
   Row single(int64_t n) {
     Generator g(world_.rank() + 1);
-    Tensor pristine = Tensor::uniform({n}, g, -1.f, 1.f), buf = Tensor::empty({n});
+    Tensor pristine = Tensor::uniform({n}, g, -1.f, 1.f).to(device_),
+           buf = Tensor::empty({n}, DType::f32, device_);
     auto refill = [&] { buf.copy_from(pristine); };
     Row row;
     row.name = "2^" + std::to_string(static_cast<int>(std::log2(double(n)))) + " floats";
     row.floats = n;
     std::vector<TensorSpan> spans{{0, n}};
     measure(
-        row, reps_for(n), refill,
-        [&] {
-          MPI_Allreduce(MPI_IN_PLACE, buf.raw_data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM,
-                        world_.handle());
-        },
-        [&](size_t k) { columns_[k].reducer->reduce(buf, spans, world_); }, row.mpi);
+        row, reps_for(n), refill, [&] { raw_allreduce(buf); },
+        [&](size_t k) { columns_[k].reducer->reduce(buf, spans, comm_); }, row.mpi);
     return row;
   }
 
@@ -197,36 +213,37 @@ class Bench {
     const int reps = reps_override_ > 0 ? reps_override_ : std::min(5, reps_for(total));
     {
       Generator g(world_.rank() + 1);
-      Tensor buf = Tensor::uniform({total}, g, -1.f, 1.f);
-      // MPI counts are int: a set above 2^31 floats would need chunks (BERT-Large is 3.4e8).
+      Tensor buf = Tensor::uniform({total}, g, -1.f, 1.f).to(device_);
       std::vector<double> ts;
       for (int i = 0; i < reps + 1; ++i) {
-        const double t = once([] {},
-                              [&] {
-                                MPI_Allreduce(MPI_IN_PLACE, buf.raw_data(), static_cast<int>(total),
-                                              MPI_FLOAT, MPI_SUM, world_.handle());
-                              });
+        const double t = once([] {}, [&] { raw_allreduce(buf); });
         if (i > 0) ts.push_back(t);
       }
       row.mpi = median(ts);
     }
     std::vector<Variable> params;
     for (size_t i = 0; i < shapes.size(); ++i)  // values are never read: left uninitialised
-      params.emplace_back(Tensor::empty(shapes[i]), true, std::string("p") + std::to_string(i));
+      params.emplace_back(Tensor::empty(shapes[i], DType::f32, device_), true,
+                          std::string("p") + std::to_string(i));
     SwitchReducer reducer;
     reducer.current = columns_.empty() ? nullptr : columns_[0].reducer.get();
-    GradBucketer bucketer(params, world_, reducer);
+    GradBucketer bucketer(params, comm_, reducer);
     Generator g(world_.rank() + 7);
     for (auto& p : params) p.grad().copy_from(Tensor::uniform(p.value().shape(), g, -1.f, 1.f));
-    // The like-for-like baseline: one MPI_Allreduce per bucket, on the bucketer's own buffers
-    // (a bucket starts at the gradient of its first parameter in backward order).
+    // The like-for-like baseline: one allreduce per bucket of the bucketer's layout. On the CPU
+    // on the bucketer's own buffers (a bucket starts at the gradient of its first parameter in
+    // backward order); on a GPU on buffers of the same sizes.
     std::vector<int64_t> numels;
     for (size_t i = shapes.size(); i-- > 0;) numels.push_back(shape_numel(shapes[i]));
     std::vector<std::pair<float*, int64_t>> buckets;
+    std::vector<Tensor> device_buckets;
     for (const auto& b : assign_buckets(numels, BucketOptions{})) {
       int64_t n = 0;
       for (size_t k : b) n += numels[k];
-      buckets.emplace_back(params[shapes.size() - 1 - b.front()].grad().data<float>(), n);
+      if (device_.is_cpu())
+        buckets.emplace_back(params[shapes.size() - 1 - b.front()].grad().data<float>(), n);
+      else
+        device_buckets.push_back(Tensor::zeros({n}, DType::f32, device_));
     }
     measure(
         row, reps, [] {},
@@ -234,6 +251,7 @@ class Bench {
           for (auto [p, n] : buckets)
             MPI_Allreduce(MPI_IN_PLACE, p, static_cast<int>(n), MPI_FLOAT, MPI_SUM,
                           world_.handle());
+          for (Tensor& t : device_buckets) raw_allreduce(t);
         },
         [&](size_t k) {
           reducer.current = columns_[k].reducer.get();
@@ -248,6 +266,8 @@ class Bench {
 
  private:
   MpiCommunicator& world_;
+  Communicator& comm_;
+  Device device_;
   int reps_override_;
   std::vector<Column> columns_;
   int sum_column_;
@@ -272,12 +292,12 @@ int main(int argc, char** argv) {
     bool json = false;
     std::vector<std::string> sets = {"resnet50", "bert_large"};
     std::vector<std::string> names = {"sum", "average", "adasum"}, adasum_options;
-    std::string precision = "fp32";
+    std::string precision = "fp32", device_name = "cpu";
     const char* usage =
         "usage: bench_allreduce [--min-log2 10] [--max-log2 26] [--sets resnet50,bert_large] "
         "[--reducers sum,average,adasum] [--hierarchical N] [--adasum KEY=VALUE ...] [--precision "
         "fp32|bf16|fp16] "
-        "[--reps N] [--json]";
+        "[--reps N] [--device cpu|cuda] [--json]";
     for (int i = 1; i < argc; ++i) {
       std::string a = argv[i];
       auto value = [&]() -> std::string {
@@ -300,12 +320,28 @@ int main(int argc, char** argv) {
         adasum_options.push_back(value());
       else if (a == "--precision")
         precision = value();
+      else if (a == "--device")
+        device_name = value();
       else if (a == "--json")
         json = true;
       else
         ADA_THROW(ConfigError) << "unknown option '" << a << "'; " << usage;
     }
-    auto world = MpiCommunicator::world();
+    ADA_CHECK_ARG(device_name == "cpu" || device_name == "cuda", ConfigError)
+        << "--device: unknown device '" << device_name << "'; known: cpu, cuda";
+    std::shared_ptr<MpiCommunicator> world = MpiCommunicator::world();
+    const bool gpu = device_name == "cuda";
+    const Device device =
+        gpu ? Device::cuda(gpu_for_local_rank(world->local_rank(), cuda::device_count()))
+            : Device::cpu();
+    std::unique_ptr<Communicator> nccl;
+    if (gpu) {
+      const std::string why = cuda::unavailable_reason();
+      ADA_CHECK_ARG(why.empty(), DeviceError) << "--device cuda: " << why;
+      nccl = make_nccl_communicator(world, device.index);
+    }
+    Communicator& comm = gpu ? *nccl : static_cast<Communicator&>(*world);
+    const char* base = gpu ? "NCCL" : "MPI";
     // The node's cores shared among its ranks: oversubscribed OpenMP teams would spin.
     ada::set_num_threads(
         std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / world->local_size()));
@@ -329,7 +365,7 @@ int main(int argc, char** argv) {
     int sum_col = -1;
     for (size_t k = 0; k < columns.size(); ++k)
       if (columns[k].label == "sum") sum_col = static_cast<int>(k);
-    Bench bench(*world, reps, std::move(columns), sum_col);
+    Bench bench(*world, comm, device, reps, std::move(columns), sum_col);
     std::vector<Row> rows;
     for (int k = min_log2; k <= max_log2; k += 2) rows.push_back(bench.single(int64_t(1) << k));
     for (const auto& s : sets) {
@@ -347,6 +383,7 @@ int main(int argc, char** argv) {
       auto is_adasum = [](const std::string& l) { return l.rfind("adasum", 0) == 0; };
       if (json) {
         std::cout << "{\"ranks\": " << mpi.size() << ", \"precision\": \"" << precision
+                  << "\", \"device\": \"" << device_name << "\", \"baseline\": \"" << base
                   << "\", \"rows\": [";
         for (size_t i = 0; i < rows.size(); ++i) {
           const Row& r = rows[i];
@@ -364,15 +401,13 @@ int main(int argc, char** argv) {
         std::cout << "]}\n";
       } else {
         std::printf(
-            "bench_allreduce: %d ranks (%d per node by MPI); reducers on a %s wire; times: median "
-            "over "
-            "repetitions of the slowest rank\n(x) = ours / raw f32 MPI_Allreduce of the same "
-            "layout (per 25 MB "
-            "bucket for the sets); X/sum = median over repetitions of X's time / our sum "
-            "reducer's, timed back "
-            "to back\n",
-            mpi.size(), world->local_size(), precision.c_str());
-        std::printf("%-24s %10s %9s %9s", "case", "floats", "MPI ms", "MPI/bkt");
+            "bench_allreduce: %d ranks (%d per node by MPI) on %s; reducers on a %s wire; times: "
+            "median over repetitions of the slowest rank\n(x) = ours / raw f32 %s allreduce of "
+            "the same layout (per 25 MB bucket for the sets); X/sum = median over repetitions of "
+            "X's time / our sum reducer's, timed back to back\n",
+            mpi.size(), world->local_size(), device.str().c_str(), precision.c_str(), base);
+        std::printf("%-24s %10s %9s %9s", "case", "floats", (std::string(base) + " ms").c_str(),
+                    (std::string(base) + "/bkt").c_str());
         for (const auto& l : labels) std::printf(" %18s", (l + " ms (x)").c_str());
         for (const auto& l : labels)
           if (sum_col >= 0 && is_adasum(l)) std::printf(" %11s", (l + "/sum").c_str());

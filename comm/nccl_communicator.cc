@@ -13,6 +13,7 @@
 
 #include "comm/comm_thread.h"
 #include "comm/nccl_library.h"
+#include "comm/shared_gpu.h"
 #include "core/backend/cuda/cuda_common.h"
 
 namespace ada::comm {
@@ -523,6 +524,8 @@ std::string nccl_unavailable_reason() {
 
 std::unique_ptr<Communicator> make_nccl_communicator(std::shared_ptr<Communicator> host,
                                                      int device) {
+  ADA_CHECK_ARG(host != nullptr, CommError) << "make_nccl_communicator: no host communicator";
+  prepare_nccl_environment(host->rank(), host->local_rank(), cuda::device_count());
   return std::make_unique<NcclCommunicator>(std::move(host), device, nullptr);
 }
 

@@ -3,6 +3,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "comm/nccl_communicator.h"
+#include "comm/shared_gpu.h"
 #include "core/backend/cuda_runtime.h"
 
 namespace ada::comm {
@@ -22,11 +23,12 @@ std::unique_ptr<Communicator> make_step_communicator(Communicator& world, const 
   check_step_comm_choice(choice, device, where);
   if (device.is_cpu() || choice == "mpi") return nullptr;
   // NCCL when every rank can use it: the build has it, the library loads, and no two ranks of a
-  // node share a GPU (NCCL refuses that).
+  // node share a GPU (NCCL refuses that, except in the shared-GPU test mode: shared_gpu.h).
   std::string why = nccl_unavailable_reason();
-  if (why.empty() && world.local_size() > cuda::device_count())
+  if (why.empty() && world.local_size() > cuda::device_count() && !shared_gpu_mode())
     why = std::to_string(world.local_size()) + " ranks share this node's " +
-          std::to_string(cuda::device_count()) + " GPU(s), and NCCL needs one GPU per rank";
+          std::to_string(cuda::device_count()) + " GPU(s), and NCCL needs one GPU per rank" + " (" +
+          kSharedGpuVariable + "=1 lets them share it, as a test mode)";
   double usable = why.empty() ? 1 : 0;
   world.allreduce(&usable, 1, ReduceOp::min);
   if (usable == 0 && why.empty()) why = "another rank cannot use NCCL (see its log)";

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Runs on a lent GPU machine (the device tool), from the repository root, with .gpu/ carried
-# (made here by tools/gpu_bundle.sh): the `cuda` tests and the communication tests on device
-# buffers (NCCL at one rank, the reducers through MPI at 1-4 ranks on one GPU), a one-rank MNIST
-# run of the trainer on the GPU beside the same run on the CPU, then the GPU benchmarks against
-# PyTorch eager on the same GPU. Logs go to $OUT (or out/gpu when OUT is unset).
-#   bash tools/gpu_test.sh [tests|train|bench|profile|all] [gtest filter]     (default: all;
-#                                                      profile: per-op GPU time, not in all)
+# (made here by tools/gpu_bundle.sh): the `cuda` tests; NCCL across 1-4 ranks sharing the GPU
+# (tools/gpu_nccl.sh: the communication tests on device buffers, the trainer over NCCL, the
+# reducers' benchmark, failures); MNIST runs of the trainer on the GPU beside the CPU and through
+# MPI; the Hugging Face and TensorBoard checks; then the GPU benchmarks against PyTorch on the same
+# GPU. Logs go to $OUT (or out/gpu when OUT is unset).
+#   bash tools/gpu_test.sh [tests|nccl|train|interop|bench|profile|all] [gtest filter]
+#                         (default: all; interop: Hugging Face and TensorBoard, also in train;
+#                          profile: per-op GPU time, not in all)
 #   bash tools/gpu_test.sh step "resnet50 --batch 64;bert_base --batch 32 --seq 128"
 #                                     (bench_step against PyTorch for the named cases only)
 # That machine has the driver, CUDA 13 with cuBLAS, PyTorch (whose wheels bring cuDNN) and no
@@ -70,15 +72,11 @@ if [[ "$what" == tests || "$what" == all ]]; then
   OMP_NUM_THREADS=8 timeout 420 .gpu/bin/test_cuda --gtest_filter="$filter" 2>&1 | tee "$out/test_cuda.log"
   status=${PIPESTATUS[0]}
   grep -E '^\[  (PASSED|FAILED)|tests? ran|FAILED TEST' "$out/test_cuda.log" | tail -30
-  # The NCCL communicator needs one GPU per rank (its tests skip beyond that); the reducers on
-  # device buffers through MPI run at several ranks on one GPU.
-  for np in 1 2 3 4; do
-    echo "== communication on device buffers, $np rank(s)"
-    timeout 300 .gpu/bin/mpirun -np $np --oversubscribe --bind-to none .gpu/bin/test_comm_gpu --gtest_color=no 2>&1 |
-      tee -a "$out/test_comm_gpu.log" | grep -E '^\[  (PASSED|FAILED|SKIPPED)|tests? ran'
-    np_status=${PIPESTATUS[0]}
-    [[ $status -ne 0 ]] || status=$np_status
-  done
+fi
+if [[ "$what" == nccl || "$what" == all ]]; then
+  OUT=$out bash tools/gpu_nccl.sh ${2:+"$2"}
+  nccl_status=$?
+  [[ $status -ne 0 ]] || status=$nccl_status
 fi
 if [[ "$what" == train || "$what" == all ]]; then
   echo "== trainer: LeNet-5 on MNIST, one rank, train.device cuda against cpu (1 epoch), then several ranks"
@@ -120,6 +118,37 @@ for path in sys.argv[1:]:
 for p in ("bf16", "fp16"):
     gap = 100 * (acc["fp32"] - acc[p])
     print(f"mixed precision: {p} {'within' if gap <= 0.5 else 'MORE THAN'} 0.5 points of fp32 ({gap:+.2f})")
+PY
+fi
+if [[ "$what" == train || "$what" == interop || "$what" == all ]]; then
+  # Hugging Face interop: transformers' own BertForPreTraining on tests/golden/bert_hf's weights
+  # and batch gives the losses of the twin that tests/nn/test_bert_hf.cc holds our BERT to.
+  echo "-- Hugging Face: BertForPreTraining on tests/golden/bert_hf.safetensors" | tee -a "$out/train.log"
+  python3 - tests/golden/bert_hf.safetensors <<'PY' 2>&1 | tee -a "$out/train.log"
+import json, struct, sys
+import numpy as np, torch
+try:
+    from transformers import BertConfig, BertForPreTraining
+except ImportError as e:
+    print(f"hf: transformers not installed here ({e})"); sys.exit(0)
+b = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+t = {}
+for k, v in h.items():
+    if k == "__metadata__": continue
+    lo, hi = v["data_offsets"]; dt = {"F32": np.float32, "I64": np.int64}[v["dtype"]]
+    t[k] = torch.from_numpy(np.frombuffer(b[8 + n + lo:8 + n + hi], dtype=dt).reshape(v["shape"]).copy())
+cfg = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                 max_position_embeddings=16, type_vocab_size=2, hidden_dropout_prob=0.0,
+                 attention_probs_dropout_prob=0.0, layer_norm_eps=1e-12, hidden_act="gelu")
+m = BertForPreTraining(cfg).double().eval()
+missing, unexpected = m.load_state_dict({k: v.double() if v.dtype == torch.float32 else v for k, v in t.items() if "/" not in k}, strict=False)
+o = m(input_ids=t["batch/input_ids"], token_type_ids=t["batch/segment_ids"], attention_mask=t["batch/attention_mask"])
+mlm = torch.nn.functional.cross_entropy(o.prediction_logits.view(-1, 50), t["batch/labels"].view(-1), ignore_index=-100)
+nsp = torch.nn.functional.cross_entropy(o.seq_relationship_logits, t["batch/nsp_label"])
+twin = (float(t["twin/mlm_loss"]), float(t["twin/nsp_loss"]))
+ok = abs(float(mlm) - twin[0]) < 1e-5 * twin[0] and abs(float(nsp) - twin[1]) < 1e-5 * twin[1]
+print(f"hf: transformers mlm {float(mlm):.7f} nsp {float(nsp):.7f}, twin {twin[0]:.7f} {twin[1]:.7f}: "
+      f"{'equal' if ok else 'DIFFERENT'} (missing {missing}, unexpected {unexpected})")
 PY
   # train.tensorboard read by TensorBoard's own event reader (this machine has tensorboard; the
   # suite checks the files with an independent reader: tests/tools/tensorboard_reader.py).

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "base/log.h"
+#include "comm/shared_gpu.h"
 #include "comm/step_comm.h"
 #include "core/backend/cuda_runtime.h"
 #include "core/cpu_isa.h"
@@ -19,7 +20,7 @@ Device read_device(const Config& t, int local_rank) {
   if (s == "cpu") return Device::cpu();
   int index = -1;
   if (s == "cuda") {
-    index = cuda::device_count() > 0 ? local_rank % cuda::device_count() : 0;
+    index = comm::gpu_for_local_rank(local_rank, cuda::device_count());
   } else if (s.rfind("cuda:", 0) == 0 && s.size() > 5 &&
              s.find_first_not_of("0123456789", 5) == std::string::npos && s.size() < 9) {
     index = std::stoi(s.substr(5));

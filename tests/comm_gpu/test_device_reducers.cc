@@ -1,15 +1,18 @@
-// The reducers on CUDA device buffers through the MPI communicator (which stages them through
-// host memory), so that several ranks can share one GPU: every rank's result must be the same
-// bits, and equal to the CPU reducer's on the same inputs up to the GPU's summation order and
-// fused multiply-adds. Label `cuda`; skips without a GPU.
+// The reducers on CUDA device buffers, through the MPI communicator (which stages them through
+// host memory, so several ranks may share one GPU) and through NCCL (one GPU per rank, or
+// ADA_NCCL_SHARED_GPU=1): every rank's result must be the same bits, and equal to the CPU
+// reducer's on the same inputs up to the GPU's and NCCL's summation order and fused
+// multiply-adds. Label `cuda`; skips without a GPU (NCCL: without NCCL usable here).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "comm/reducer_test_util.h"
+#include "comm_gpu/nccl_test_util.h"
 #include "core/backend/cuda_runtime.h"
 
 namespace ada::comm::testing {
@@ -22,7 +25,8 @@ struct Case {
   double tol = 1e-6;
 };
 
-class DeviceReducers : public ::testing::TestWithParam<Case> {};
+// Which communicator carries the device buffers: "mpi" or "nccl".
+class DeviceReducers : public ::testing::TestWithParam<std::tuple<Case, std::string>> {};
 
 TEST_P(DeviceReducers, MatchTheCpuReducerAndAgreeOnEveryRank) {
   const std::string why = cuda::unavailable_reason();
@@ -30,8 +34,9 @@ TEST_P(DeviceReducers, MatchTheCpuReducerAndAgreeOnEveryRank) {
     std::printf("[  SKIPPED ] no GPU: %s\n", why.c_str());
     GTEST_SKIP() << why;
   }
-  const Case& c = GetParam();
-  Communicator& comm = world();
+  const auto& [c, via] = GetParam();
+  if (via == "nccl") ADA_REQUIRE_NCCL();
+  Communicator& comm = via == "nccl" ? nccl() : static_cast<Communicator&>(world());
   const int p = comm.size();
   // Hierarchical: nodes of 2 ranks where the world size allows, else one node of all ranks
   // (the form's one-node case: the average).
@@ -42,37 +47,41 @@ TEST_P(DeviceReducers, MatchTheCpuReducerAndAgreeOnEveryRank) {
   sizes.push_back(70001);  // more than one block's chunk of the GPU kernels
   sizes.push_back(3);
   const std::vector<float> mine = random_vec(total(sizes), 500 + comm.rank());
-  const std::vector<float> cpu = reduce_with(c.reducer, mine, sizes, comm, options);
+  const std::vector<float> cpu = reduce_with(c.reducer, mine, sizes, world(), options);
 
   auto reducer = make_reducer(c.reducer, options);
-  const Device gpu = Device::cuda(comm.local_rank() % cuda::device_count());
+  const Device gpu = test_gpu();
   Tensor buf = Tensor::from_vector<float>(mine, {total(sizes)}).to(gpu);
   reducer->reduce(buf, spans_of(sizes), comm);
   ASSERT_EQ(buf.device(), gpu);
   const std::vector<float> got = buf.to_vector<float>();
-  expect_same_on_every_rank(got, c.label + " on the GPU");
+  const std::string what = c.label + " on the GPU over " + via;
+  expect_same_on_every_rank(got, what);
   std::vector<double> want(cpu.begin(), cpu.end());
-  expect_near_rel(got, want, c.tol, c.label + ": GPU against CPU");
+  expect_near_rel(got, want, c.tol, what + ": against the CPU reducer over MPI");
   // A second reduction of the same inputs gives the same bits (deterministic kernels).
   Tensor again = Tensor::from_vector<float>(mine, {total(sizes)}).to(gpu);
   reducer->reduce(again, spans_of(sizes), comm);
-  EXPECT_EQ(again.to_vector<float>(), got) << c.label << ": not repeatable";
+  EXPECT_EQ(again.to_vector<float>(), got) << what << ": not repeatable";
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Reducers, DeviceReducers,
-    ::testing::Values(
-        Case{"sum", "{}", "sum"}, Case{"average", "{}", "average"},
-        Case{"adasum", "{gather_below: 0}", "adasum tree"},
-        Case{"adasum", "{gather_below: 100000000}", "adasum gathered"},
-        Case{"adasum", "{hierarchical: true, local_size: {L}, gather_below: 0}",
-             "adasum hierarchical"},
-        Case{"average", "{precision: fp16}", "average fp16 wire", 2e-3},
-        Case{"adasum", "{gather_below: 0, precision: bf16}", "adasum tree bf16 wire", 1e-2},
-        Case{"adasum", "{hierarchical: true, local_size: {L}, gather_below: 0, precision: fp16}",
-             "adasum hierarchical fp16 wire", 2e-3}),
-    [](const ::testing::TestParamInfo<Case>& info) {
-      std::string s = info.param.label;
+    ::testing::Combine(
+        ::testing::Values(
+            Case{"sum", "{}", "sum"}, Case{"average", "{}", "average"},
+            Case{"adasum", "{gather_below: 0}", "adasum tree"},
+            Case{"adasum", "{gather_below: 100000000}", "adasum gathered"},
+            Case{"adasum", "{hierarchical: true, local_size: {L}, gather_below: 0}",
+                 "adasum hierarchical"},
+            Case{"average", "{precision: fp16}", "average fp16 wire", 2e-3},
+            Case{"adasum", "{gather_below: 0, precision: bf16}", "adasum tree bf16 wire", 1e-2},
+            Case{"adasum",
+                 "{hierarchical: true, local_size: {L}, gather_below: 0, precision: fp16}",
+                 "adasum hierarchical fp16 wire", 2e-3}),
+        ::testing::Values("mpi", "nccl")),
+    [](const ::testing::TestParamInfo<std::tuple<Case, std::string>>& info) {
+      std::string s = std::get<0>(info.param).label + " over " + std::get<1>(info.param);
       for (char& ch : s)
         if (ch == ' ') ch = '_';
       return s;

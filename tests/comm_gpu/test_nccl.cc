@@ -1,11 +1,11 @@
 // The NCCL communicator (label `cuda`, under mpiexec): every collective on device buffers against
 // its closed form, CPU tensors through the host communicator, the compute stream's producers
 // ordered before NCCL, pipelined exchanges, split, and the errors a caller can make. Needs one
-// GPU per rank (NCCL refuses two ranks on one device); otherwise every test skips with the
+// GPU per rank (NCCL refuses two ranks on one device) or ADA_NCCL_SHARED_GPU=1 (comm/shared_gpu.h:
+// how tools/gpu_test.sh runs it at 2-4 ranks on one GPU); otherwise every test skips with the
 // reason, the same on every rank.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <numeric>
 #include <string>
@@ -13,9 +13,8 @@
 
 #include "base/error.h"
 #include "comm/comm_thread.h"
-#include "comm/mpi_communicator.h"
-#include "comm/nccl_communicator.h"
 #include "comm/nccl_library.h"
+#include "comm_gpu/nccl_test_util.h"
 #include "core/backend/cuda_runtime.h"
 #include "core/ops.h"
 #include "core/random.h"
@@ -24,47 +23,28 @@ namespace ada::comm {
 namespace {
 
 std::shared_ptr<Communicator> host() {
-  static std::shared_ptr<Communicator> h(MpiCommunicator::world());
-  return h;
-}
-
-// Why NCCL cannot be tested here ("" when it can): decided from facts every rank of one machine
-// shares, so all ranks skip together.
-std::string skip_reason() {
-  if (!nccl_built()) return "this build has no NCCL communicator (ADA_WITH_NCCL=OFF)";
-  const std::string why = cuda::unavailable_reason();
-  if (!why.empty()) return why;
-  if (cuda::device_count() < host()->local_size())
-    return std::to_string(host()->local_size()) + " ranks on this node but " +
-           std::to_string(cuda::device_count()) +
-           " GPU(s): NCCL needs one GPU per rank (the multi-rank logic is tested through MPI)";
-  return "";
-}
-
-#define ADA_REQUIRE_NCCL()                                \
-  do {                                                    \
-    const std::string ada_why_ = skip_reason();           \
-    if (!ada_why_.empty()) {                              \
-      std::printf("[  SKIPPED ] %s\n", ada_why_.c_str()); \
-      GTEST_SKIP() << ada_why_;                           \
-    }                                                     \
-  } while (0)
-
-int device() {
-  return host()->local_rank();
+  return testing::nccl_host();
 }
 Device gpu() {
-  return Device::cuda(device());
+  return testing::test_gpu();
 }
-
-Communicator& nccl() {
-  static std::unique_ptr<Communicator> c = make_nccl_communicator(host(), device());
-  return *c;
-}
+using testing::nccl;
 
 template <class T>
 Tensor on_gpu(const std::vector<T>& v) {
   return Tensor::from_vector<T>(v, {static_cast<int64_t>(v.size())}).to(gpu());
+}
+
+// x in dtype `dt` (16-bit), on x's device; and a 16-bit tensor's values as floats.
+Tensor narrowed(const Tensor& x, DType dt) {
+  Tensor out = Tensor::empty(x.shape(), dt, x.device());
+  ops::cast_out(x, out);
+  return out;
+}
+std::vector<float> widened(const Tensor& x) {
+  Tensor out = Tensor::empty(x.shape(), DType::f32, x.device());
+  ops::cast_out(x, out);
+  return out.to_vector<float>();
 }
 
 std::vector<float> iota(int64_t n, float start) {
@@ -96,6 +76,21 @@ TEST(Nccl, AllreduceSumMaxMinEveryDtype) {
   Tensor i64 = on_gpu(std::vector<int64_t>{int64_t{1} << 40 | r, -r});
   c.allreduce(i64, ReduceOp::min);
   EXPECT_EQ(i64.to_vector<int64_t>(), (std::vector<int64_t>{int64_t{1} << 40, -(p - 1)}));
+  // 16-bit floats: integers whose every partial sum stays within +-256, exact in both (bf16
+  // has 8 significant bits).
+  std::vector<float> small(300);
+  for (int i = 0; i < 300; ++i) small[i] = static_cast<float>(i % 41 - 20 + r);
+  for (DType dt : {DType::f16, DType::bf16}) {
+    Tensor h = narrowed(on_gpu(small), dt);
+    c.allreduce(h);
+    ASSERT_EQ(h.dtype(), dt);
+    const std::vector<float> hv = widened(h);
+    for (int i = 0; i < 300; ++i)
+      ASSERT_EQ(hv[i], p * (i % 41 - 20.f) + p * (p - 1) / 2.f) << dtype_name(dt) << " " << i;
+    Tensor m = narrowed(on_gpu(std::vector<float>{1.f * r, -1.f * r}), dt);
+    c.allreduce(m, ReduceOp::max);
+    EXPECT_EQ(widened(m), (std::vector<float>{p - 1.f, 0.f})) << dtype_name(dt);
+  }
   Tensor empty = Tensor::empty({0}, DType::f32, gpu());
   c.allreduce(empty);
 }
