@@ -4,6 +4,7 @@
 #include "data/mlm_dataset.h"
 #include "data/mnist_dataset.h"
 #include "data/synthetic_dataset.h"
+#include "data/text_classification.h"
 
 namespace ada::data {
 
@@ -13,6 +14,7 @@ void register_builtin_datasets(DatasetRegistry& r) {
   r.add("image_folder", read_image_folder);
   r.add("mlm", read_mlm);
   r.add("synthetic", read_synthetic);
+  r.add("text_classification", read_text_classification);
 }
 
 DataSets read_datasets(const DatasetRegistry& registry, const DatasetRequest& request) {

@@ -138,9 +138,10 @@ class SyntheticMlm : public Dataset {
 
 DataSets read_synthetic(const DatasetRequest& request) {
   const Config &d = request.section, &model = request.model;
-  for (const char* k :
-       {"path", "eval_path", "eval", "mean", "std", "crop_size", "resize_size", "max_predictions"})
+  for (const char* k : {"path", "eval_path", "eval", "mean", "std", "crop_size", "resize_size",
+                        "max_predictions", "vocab"})
     if (d.has(k)) (void)d.get<std::string>(k);
+  if (d.has("labels")) (void)d.get<std::vector<std::string>>("labels");  // text_classification
   const int64_t size = d.get_in_or<int64_t>("size", 1024, Range::above(0));
   const int64_t eval_size =
       d.get_in_or<int64_t>("eval_size", 256, Range::at_least(0), "0: no evaluation");
@@ -152,13 +153,28 @@ DataSets read_synthetic(const DatasetRequest& request) {
     else
       out.no_eval_reason = d.where("eval_size") + " is 0";
   };
-  if (request.num_classes == 0) {  // a model without classes reads MLM sequences (BERT)
+  const std::string bert_head = model.get<std::string>("name") == "bert"
+                                    ? model.get_or<std::string>("head", "pretraining")
+                                    : "";
+  if (bert_head == "pretraining") {  // MLM sequences
     const int64_t seq = d.get_or<int64_t>("seq_len", 128);
     const int64_t vocab = model.get_or<int64_t>("vocab_size", 30522);
     const bool nsp = model.get_or<bool>("nsp", false);
     add([&](int64_t n, uint64_t seed) {
       return std::make_shared<SyntheticMlm>(n, seq, vocab, nsp, seed);
     });
+  } else if (!bert_head.empty()) {  // BERT's task heads: token ids and the head's labels
+    const int64_t seq = d.get_or<int64_t>("seq_len", 128);
+    const int64_t vocab = model.get_or<int64_t>("vocab_size", 30522);
+    std::vector<SyntheticField> f = {{"input_ids", {seq}, DType::i64, 0, 1, 0, vocab},
+                                     {"segment_ids", {seq}, DType::i64, 0, 1, 0, 1},
+                                     {"attention_mask", {seq}, DType::i64, 0, 1, 1, 2}};
+    if (bert_head == "classification")
+      f.push_back({"label", {}, DType::i64, 0, 1, 0, request.num_classes});
+    else
+      for (const char* k : {"start_position", "end_position"})
+        f.push_back({k, {}, DType::i64, 0, 1, 0, seq});
+    add([&](int64_t n, uint64_t seed) { return std::make_shared<SyntheticDataset>(n, f, seed); });
   } else {
     const std::string name = model.get<std::string>("name");
     const bool small = name == "lenet5" || name == "resnet20_mnist";  // 28 x 28 grey images

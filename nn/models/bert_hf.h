@@ -1,7 +1,8 @@
-// Hugging Face BERT checkpoints <-> ours: the names of BertForPreTraining / BertModel state dicts
-// (bert.embeddings.*, bert.encoder.layer.N.attention.self.query.*, ..., cls.predictions.*,
-// cls.seq_relationship.*; BertModel's without the "bert." prefix and the heads) mapped to our
-// BERT's (nn/models/bert.cc); the layouts are the same ([out, in] linear weights).
+// Hugging Face BERT checkpoints <-> ours: the names of BertForPreTraining / BertModel /
+// BertForSequenceClassification / BertForQuestionAnswering state dicts (bert.embeddings.*,
+// bert.encoder.layer.N.attention.self.query.*, ..., cls.predictions.*, cls.seq_relationship.*,
+// classifier.*, qa_outputs.*; BertModel's without the "bert." prefix and the heads) mapped to our
+// BERT's (nn/models/bert.cc, each head); the layouts are the same ([out, in] linear weights).
 #pragma once
 
 #include <optional>

@@ -15,6 +15,10 @@
 #   hf        — train.init_from a Hugging Face BertForPreTraining file (tests/golden/bert_hf),
 #               into a model with NSP (every tensor used) and one without (its NSP head left
 #               out, said in the log); export_hf_bert of the run's checkpoint gives HF's names;
+#   finetune  — pre-train a small BERT a few steps (synthetic MLM), fine-tune it for spam vs ham
+#               (data/spam, tools/fetch_data.sh spam) with train.init_from: the log names the
+#               new head and the MLM head left out; a from-scratch fine-tuning of 240 steps must
+#               beat the dev set's majority class (ham, 68.6 %) by 10 points;
 #   tensorboard — train.tensorboard's event files, read back by an independent reader
 #               (tests/tools/tensorboard_reader.py), equal metrics.jsonl, also after a resume
 #               from an earlier checkpoint (no duplicate steps);
@@ -84,6 +88,36 @@ want = gold - {"bert.embeddings.position_ids", "cls.predictions.decoder.weight"}
 assert out == want, (sorted(out ^ want))
 assert meta.get("format") == "pt", meta
 print(f"hf: {len(out)} tensors exported under Hugging Face's names")
+PY
+  ;;
+finetune)
+  for f in train dev; do
+    [ -f "$src/data/spam/$f.jsonl" ] || fail "$src/data/spam/$f.jsonl is missing: run tools/fetch_data.sh spam (tools/test.sh does)"
+  done
+  shape=(--set model.hidden=64 --set model.layers=2 --set model.heads=2 --set model.ffn=128 --set model.max_positions=64)
+  mpi 2 "$trainer" --config "$src/configs/bert_tiny_mlm_lamb.yaml" "${shape[@]}" --set data.name=synthetic \
+    --set data.size=32 --set data.eval_size=0 --set data.seq_len=64 --set train.steps=2 --set train.batch_per_rank=2 \
+    --set train.eval_every=null --set train.max_eval_batches=null --set schedule.warmup_steps=1 \
+    --set output.dir=pretrained > pre.txt 2>&1 || { cat pre.txt; fail "the pre-training run"; }
+  ft=(--config "$src/configs/bert_tiny_spam.yaml" "${shape[@]}" --set data.seq_len=64
+      --set data.path="$src/data/spam/train.jsonl" --set data.eval_path="$src/data/spam/dev.jsonl"
+      --set data.vocab="$src/data/bert/vocab.txt" --set train.epochs=0)
+  mpi 2 "$trainer" "${ft[@]}" --set train.steps=2 --set schedule.warmup_steps=1 --set train.init_from=pretrained/checkpoints \
+    --set output.dir=from_pretrained > init.txt 2>&1 || { cat init.txt; fail "fine-tuning from the checkpoint"; }
+  grep -q "4 tensors not in it keep their initial values (a new head): pooler.weight pooler.bias classifier.weight classifier.bias" init.txt ||
+    { cat init.txt; fail "the log does not name the new head"; }
+  grep -q "match nothing in this model and are left out: cls.decoder_bias cls.transform.weight" init.txt ||
+    { cat init.txt; fail "the log does not name the MLM head left out"; }
+  # From scratch, 240 steps of 2 x 16 e-mails of 64 tokens (about 1.6 epochs).
+  mpi 2 "$trainer" "${ft[@]}" --set train.steps=240 --set train.batch_per_rank=16 --set optimizer.lr=3e-4 \
+    --set schedule.warmup_steps=24 --set train.eval_every=240 --set output.dir=scratch > scratch.txt 2>&1 ||
+    { cat scratch.txt; fail "fine-tuning from scratch"; }
+  /usr/bin/python3 - scratch/summary.json <<'PY' || { tail -5 scratch.txt; fail "fine-tuning did not beat the majority class by 10 points"; }
+import json, sys
+acc = json.load(open(sys.argv[1]))["eval_accuracy"]
+majority = 1 - 184 / 586  # dev: 586 e-mails, 184 spam
+print(f"finetune: dev accuracy {100 * acc:.2f} % against the majority class's {100 * majority:.2f} %")
+sys.exit(0 if acc >= majority + 0.10 else 1)
 PY
   ;;
 tensorboard)

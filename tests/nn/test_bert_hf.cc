@@ -2,9 +2,13 @@
 // BertForPreTraining state dict and the losses of a PyTorch twin written against HF's module
 // structure, tools/make_hf_golden.py) imported into our BERT gives the twin's losses and MLM
 // accuracy; export gives back HF's tensors bit for bit; a BertModel checkpoint (no heads) loads
-// the encoder and names the heads it left; untied decoders and foreign tensors are refused.
+// the encoder and names the heads it left; untied decoders and foreign tensors are refused. The
+// task heads (model.head: classification, question_answering) against the twin's logits, losses
+// and gradients on tests/golden/bert_hf_heads.safetensors (BertForSequenceClassification's and
+// BertForQuestionAnswering's names).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "base/error.h"
@@ -152,6 +156,137 @@ TEST_F(BertHfGolden, UntiedDecodersAndForeignTensorsAreRefused) {
   NamedTensors plain;
   plain.tensors.emplace_back("encoder.layer0.attention.query.weight", Tensor::zeros({2}));
   EXPECT_FALSE(is_hf_bert(plain));
+}
+
+// ---- task heads -------------------------------------------------------------------------------
+
+class BertHfHeads : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(ada::testing::load_golden("bert_hf_heads", kRegenerate, &g_));
+    for (const auto& [name, t] : g_.tensors) {
+      if (name.rfind("batch/", 0) == 0)
+        batch_[name.substr(6)] = t;
+      else if (name.find('/') == std::string::npos)
+        hf_.tensors.emplace_back(name, t);
+    }
+    hf_.source = "bert_hf_heads.safetensors";
+  }
+  std::unique_ptr<Model> model(const std::string& head) {
+    std::string yaml = ada::testing::golden_meta(g_, "model_config", kRegenerate);
+    yaml += "head: " + head + "\n" + (head == "classification" ? "num_classes: 3\n" : "");
+    return builtin_models().get("bert")(Config::parse(yaml, "golden"), 5);
+  }
+  // |got - want| <= atol + rtol |want| elementwise.
+  static void expect_close(const Tensor& got, const Tensor& want, double atol, double rtol,
+                           const std::string& what) {
+    ASSERT_EQ(got.shape(), want.shape()) << what;
+    const auto g = got.to_vector<float>(), w = want.to_vector<float>();
+    for (size_t i = 0; i < g.size(); ++i)
+      ASSERT_LE(std::fabs(g[i] - w[i]), atol + rtol * std::fabs(w[i])) << what << " element " << i;
+  }
+  NamedTensors g_, hf_;
+  TensorMap batch_;
+};
+
+TEST_P(BertHfHeads, LogitsLossAndGradientsOfTheTwin) {
+  const std::string head = GetParam();
+  auto m = model(head);
+  std::vector<std::string> unused;
+  const std::vector<std::string> fresh = m->load_present(import_hf_bert(hf_), &unused);
+  EXPECT_TRUE(fresh.empty()) << "left at their initial values: " << fresh.front();
+  // The other head's tensors match nothing here (BertForQuestionAnswering has no pooler).
+  std::sort(unused.begin(), unused.end());
+  const std::vector<std::string> want_unused =
+      head == "classification" ? std::vector<std::string>{"qa_outputs.bias", "qa_outputs.weight"}
+                               : std::vector<std::string>{"classifier.bias", "classifier.weight",
+                                                          "pooler.bias", "pooler.weight"};
+  EXPECT_EQ(unused, want_unused);
+  m->train(false);  // dropout off, as the twin
+  const ModelOutput out = m->forward(batch_);
+  const int64_t b = batch_.at("input_ids").size(0), s = batch_.at("input_ids").size(1);
+  // Tolerances as tests/nn/test_model_golden.cc's (f32 kernels against a float64 twin).
+  const double twin_loss = g_.at("twin/" + head + "_loss").to_vector<float>()[0];
+  EXPECT_NEAR(out.loss.value().item(), twin_loss, 1e-5 * std::fabs(twin_loss));
+  EXPECT_NEAR(out.metric("loss").sum / out.metric("loss").count, twin_loss,
+              1e-5 * std::fabs(twin_loss));
+  if (head == "classification") {
+    ASSERT_EQ(out.outputs.at("logits").shape(), (Shape{b, 3}));
+    expect_close(out.outputs.at("logits"), g_.at("twin/classification_logits"), 2e-5, 1e-5,
+                 "logits");
+    EXPECT_EQ(out.metric("accuracy").count, b);
+    EXPECT_EQ(out.metric("accuracy").sum,
+              count_correct(g_.at("twin/classification_logits"), batch_.at("label")).first);
+  } else {
+    for (const char* k : {"start_logits", "end_logits"}) {
+      ASSERT_EQ(out.outputs.at(k).shape(), (Shape{b, s})) << k;
+      expect_close(out.outputs.at(k), g_.at(std::string("twin/") + k), 2e-5, 1e-5, k);
+    }
+    EXPECT_EQ(out.metric("start_accuracy").sum,
+              count_correct(g_.at("twin/start_logits"), batch_.at("start_position")).first);
+    EXPECT_EQ(out.metric("end_accuracy").sum,
+              count_correct(g_.at("twin/end_logits"), batch_.at("end_position")).first);
+  }
+  // Gradients: atol 1e-4 of the tensor's largest |gradient|, floored at 1e-3 of the largest of
+  // all (test_model_golden's rule; qa_outputs.bias's exact gradient is 0: softmax rows sum to 1).
+  ada::backward(out.loss);
+  const std::string prefix = "twin/" + head + "_grad/";
+  auto max_abs = [](const Tensor& t) {
+    double m = 0;
+    for (float v : t.to_vector<float>()) m = std::max(m, double(std::fabs(v)));
+    return m;
+  };
+  double all_max = 0;
+  for (const auto& [name, t] : g_.tensors)
+    if (name.rfind(prefix, 0) == 0) all_max = std::max(all_max, max_abs(t));
+  size_t compared = 0;
+  for (const auto& p : m->parameters()) {
+    const std::string hf = hf_name_from_bert(p.name);
+    if (!g_.contains(prefix + hf)) continue;
+    const Tensor& want = g_.at(prefix + hf);
+    expect_close(p.var.grad(), want, 1e-4 * std::max(max_abs(want), 1e-3 * all_max), 1e-4,
+                 "gradient of " + hf);
+    ++compared;
+  }
+  EXPECT_EQ(compared, head == "classification" ? 6u : 5u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Heads, BertHfHeads,
+                         ::testing::Values("classification", "question_answering"));
+
+TEST(BertHeads, BadConfigsAndLabelsAreNamed) {
+  auto make = [](const std::string& yaml) {
+    return builtin_models().get("bert")(Config::parse(yaml, "m.yaml"), 1);
+  };
+  const std::string base = "name: bert\nvocab_size: 50\nhidden: 8\nheads: 2\nffn: 16\n";
+  EXPECT_NE(ada::testing::error_of<ConfigError>([&] {
+              make(base + "head: qa\n");
+            }).find("unknown BERT head 'qa'; known: pretraining"),
+            std::string::npos);
+  EXPECT_NE(ada::testing::error_of<ConfigError>([&] {
+              make(base + "head: classification\nnum_classes: 1\n");
+            }).find("num_classes"),
+            std::string::npos);
+  EXPECT_NE(ada::testing::error_of<ConfigError>([&] {
+              make(base + "num_classes: 3\n");
+            }).find("only BERT's head: classification has classes"),
+            std::string::npos);
+  EXPECT_NE(ada::testing::error_of<ConfigError>([&] {
+              make(base + "head: question_answering\nnsp: true\n");
+            }).find("the NSP head belongs to head: pretraining"),
+            std::string::npos);
+  auto qa = make(base + "head: question_answering\n");
+  TensorMap batch{{"input_ids", Tensor::from_vector<int64_t>({2, 7, 9, 3}, {1, 4})},
+                  {"start_position", Tensor::from_vector<int64_t>({4}, {1})},
+                  {"end_position", Tensor::from_vector<int64_t>({1}, {1})}};
+  EXPECT_NE(ada::testing::error_of<ShapeError>([&] {
+              qa->forward(batch);
+            }).find("start_position 4 of example 0 is outside [0, 4)"),
+            std::string::npos);
+  auto cls = make(base + "head: classification\n");
+  EXPECT_EQ(cls->num_classes(), 2);
+  TensorMap nolabel{{"input_ids", Tensor::from_vector<int64_t>({2, 7, 9, 3}, {1, 4})}};
+  EXPECT_THROW(cls->forward(nolabel), Error);
 }
 
 }  // namespace
