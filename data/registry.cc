@@ -3,6 +3,7 @@
 #include "data/image_folder_dataset.h"
 #include "data/mlm_dataset.h"
 #include "data/mnist_dataset.h"
+#include "data/squad_dataset.h"
 #include "data/synthetic_dataset.h"
 #include "data/text_classification.h"
 
@@ -13,6 +14,7 @@ void register_builtin_datasets(DatasetRegistry& r) {
   r.add("fashion_mnist", [](const DatasetRequest& q) { return read_mnist(q, true); });
   r.add("image_folder", read_image_folder);
   r.add("mlm", read_mlm);
+  r.add("squad", read_squad_windows);
   r.add("synthetic", read_synthetic);
   r.add("text_classification", read_text_classification);
 }

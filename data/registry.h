@@ -1,7 +1,7 @@
 // The `data` section of a run config -> the training and evaluation sets. A data set is one file
 // holding its Dataset and a reader of its section, plus one line in register_builtin_datasets()
-// (data/registry.cc): mnist and fashion_mnist (mnist_dataset.cc), image_folder, mlm, synthetic,
-// text_classification.
+// (data/registry.cc): mnist and fashion_mnist (mnist_dataset.cc), image_folder, mlm, squad,
+// synthetic, text_classification.
 #pragma once
 
 #include <functional>

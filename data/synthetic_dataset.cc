@@ -141,7 +141,9 @@ DataSets read_synthetic(const DatasetRequest& request) {
   for (const char* k : {"path", "eval_path", "eval", "mean", "std", "crop_size", "resize_size",
                         "max_predictions", "vocab"})
     if (d.has(k)) (void)d.get<std::string>(k);
-  if (d.has("labels")) (void)d.get<std::vector<std::string>>("labels");  // text_classification
+  if (d.has("labels")) (void)d.get<std::vector<std::string>>("labels");       // text_classification
+  for (const char* k : {"max_seq_length", "doc_stride", "max_query_length"})  // squad
+    if (d.has(k)) (void)d.get<int64_t>(k);
   const int64_t size = d.get_in_or<int64_t>("size", 1024, Range::above(0));
   const int64_t eval_size =
       d.get_in_or<int64_t>("eval_size", 256, Range::at_least(0), "0: no evaluation");

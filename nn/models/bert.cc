@@ -6,7 +6,8 @@
 //     cross-entropy against "label" [B] (BertForSequenceClassification);
 //   question_answering: `qa_outputs` [2, H] on every token -> start and end logits [B, S], loss
 //     the mean of the two cross-entropies against "start_position" / "end_position" [B]
-//     (BertForQuestionAnswering); the logits are also returned (ModelOutput::outputs).
+//     (BertForQuestionAnswering); the logits are also returned (ModelOutput::outputs), and are
+//     all a batch without positions gets (prediction: no loss, no figures).
 // Presets (layers, hidden, heads, FFN): tiny 2/128/2/512, mini 4/256/4/1024,
 // base 12/768/12/3072 (110,106,428 parameters with NSP), large 24/1024/16/4096 (336,226,108).
 // Init: truncated normal (std 0.02) for weights and embeddings, zeros for biases, LayerNorm 1/0.
@@ -206,6 +207,12 @@ class Bert : public Model {
     Variable logits = qa_outputs_->forward(fn::reshape(x, {b * s, c_.hidden}));  // [B*S, 2]
     // [B*S, 2] -> [2, B, S] -> [2B, S]: rows 0..B-1 start logits, B..2B-1 end logits.
     Variable rows = fn::reshape(fn::permute(fn::reshape(logits, {b, s, 2}), {2, 0, 1}), {2 * b, s});
+    if (!batch.count("start_position") && !batch.count("end_position")) {
+      ModelOutput out;  // prediction: logits only, no loss (build/bin/squad_predict)
+      out.outputs["start_logits"] = rows.value().narrow(0, b);
+      out.outputs["end_logits"] = rows.value().narrow(b, b);
+      return out;
+    }
     const char* why = "a position must lie inside the sequence ([CLS], 0, when not in it)";
     const Tensor start = labels_in(batch, "start_position", b, s, why).to(Device::cpu());
     const Tensor end = labels_in(batch, "end_position", b, s, why).to(Device::cpu());

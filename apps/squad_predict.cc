@@ -1,0 +1,141 @@
+// squad_predict --config RUN.yaml --weights CHECKPOINT --dataset DEV.json --out predictions.json:
+// SQuAD v1.1 answers from a fine-tuned BERT with the question-answering head. The config's model
+// and data sections say the model (model.head: question_answering) and the windows
+// (data.max_seq_length, doc_stride, max_query_length, vocab); the weights are a checkpoint (file
+// or folder: the newest valid one) or a safetensors file (ours or Hugging Face's
+// BertForQuestionAnswering). Every window of the dataset is scored, the logits decoded as
+// run_squad.py does (data/squad_features.h: n-best starts and ends, max-context windows,
+// get_final_text), predictions.json written in the official format, and, when the dataset has
+// answers, scored as evaluate-v1.1.py: {"exact_match": ..., "f1": ...} on the last line. Runs on
+// one process (train.device picks the device).
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "apps/common/cli.h"
+#include "apps/trainer/checkpoint.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "comm/mpi_communicator.h"
+#include "comm/mpi_runtime.h"
+#include "core/backend/cuda_runtime.h"
+#include "data/squad_dataset.h"
+#include "nn/model.h"
+
+namespace {
+
+using namespace ada;
+
+struct Args {
+  std::string config, weights, dataset, out = "predictions.json";
+  std::vector<std::string> sets;
+  int64_t batch = 32;
+  int n_best = 20, max_answer_length = 30;
+};
+
+int predict(const Args& a) {
+  Config cfg = Config::load_file(a.config);
+  for (const auto& s : a.sets) cfg.set_override(s);
+  const Config model_cfg = cfg.child("model"), data_cfg = cfg.child("data");
+  ADA_CHECK_ARG(model_cfg.get_or<std::string>("head", "pretraining") == "question_answering",
+                ConfigError)
+      << model_cfg.where("head") << ": squad_predict needs BERT's question_answering head";
+  const std::string device_name =
+      cfg.has("train") ? cfg.child("train").get_or<std::string>("device", "cpu") : "cpu";
+  ADA_CHECK_ARG(device_name == "cpu" || device_name.rfind("cuda", 0) == 0, ConfigError)
+      << "train.device: unknown device '" << device_name << "'; known: cpu, cuda, cuda:N";
+  const Device device = device_name == "cpu"    ? Device::cpu()
+                        : device_name == "cuda" ? Device::cuda(0)
+                                                : Device::cuda(std::stoi(device_name.substr(5)));
+
+  auto model = nn::builtin_models().get(model_cfg.get<std::string>("name"),
+                                        model_cfg.where("name"))(model_cfg, 1);
+  auto world = comm::MpiCommunicator::world();
+  log_info("model weights from {}",
+           trainer::init_weights_from(*world, *model, a.weights, "--weights"));
+  model->to(device);
+  model->train(false);
+
+  const data::Tokenizer tokenizer = data::squad_tokenizer(data_cfg, model_cfg);
+  const data::SquadFeatureOptions fo = data::squad_feature_options(data_cfg, model_cfg);
+  const data::SquadDataset squad = data::read_squad(a.dataset);
+  const std::vector<data::SquadFeature> features =
+      data::make_squad_features(squad, tokenizer, fo, /*training=*/false);
+  log_info("{}: {} windows of {} tokens", a.dataset, features.size(), fo.max_seq_length);
+
+  std::vector<std::vector<float>> starts, ends;
+  NoGradGuard no_grad;
+  const int64_t n = static_cast<int64_t>(features.size()), L = fo.max_seq_length;
+  for (int64_t at = 0; at < n; at += a.batch) {
+    const int64_t b = std::min(a.batch, n - at);
+    Tensor ids = Tensor::empty({b, L}, DType::i64), seg = Tensor::empty({b, L}, DType::i64),
+           mask = Tensor::empty({b, L}, DType::i64);
+    for (int64_t i = 0; i < b; ++i)
+      for (int64_t j = 0; j < L; ++j) {
+        const auto& f = features[static_cast<size_t>(at + i)];
+        ids.data<int64_t>()[i * L + j] = f.input_ids[static_cast<size_t>(j)];
+        seg.data<int64_t>()[i * L + j] = f.segment_ids[static_cast<size_t>(j)];
+        mask.data<int64_t>()[i * L + j] = f.attention_mask[static_cast<size_t>(j)];
+      }
+    const nn::ModelOutput out = model->forward({{"input_ids", ids.to(device)},
+                                                {"segment_ids", seg.to(device)},
+                                                {"attention_mask", mask.to(device)}});
+    const std::vector<float> s =
+        out.outputs.at("start_logits").to(Device::cpu()).to_vector<float>();
+    const std::vector<float> e = out.outputs.at("end_logits").to(Device::cpu()).to_vector<float>();
+    for (int64_t i = 0; i < b; ++i) {
+      starts.emplace_back(s.begin() + i * L, s.begin() + (i + 1) * L);
+      ends.emplace_back(e.begin() + i * L, e.begin() + (i + 1) * L);
+    }
+    if ((at / a.batch) % 50 == 49) log_info("scored {} of {} windows", at + b, n);
+  }
+  data::SquadDecodeOptions dec;
+  dec.n_best_size = a.n_best;
+  dec.max_answer_length = a.max_answer_length;
+  const auto predictions = data::squad_predictions(squad, tokenizer, features, starts, ends, dec);
+  data::write_squad_predictions(a.out, predictions);
+  log_info("{} answers written to {}", predictions.size(), a.out);
+  bool answered = false;
+  for (const auto& art : squad.articles)
+    for (const auto& p : art.paragraphs)
+      for (const auto& q : p.qas) answered = answered || !q.answers.empty();
+  if (answered) {
+    const auto score = data::evaluate_squad(squad, predictions);
+    std::cout << nlohmann::ordered_json{{"exact_match", score.exact_match}, {"f1", score.f1}}.dump()
+              << std::endl;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  comm::MpiRuntime mpi(&argc, &argv);
+  init_logging(mpi.rank(), mpi.size());
+  Args a;
+  CLI::App app("SQuAD v1.1 predictions (and EM/F1) from a fine-tuned BERT", "squad_predict");
+  app.add_option("--config", a.config, "the fine-tuning run's YAML config")->required();
+  app.add_option("--weights", a.weights, "a checkpoint file or folder, or a safetensors file")
+      ->required();
+  app.add_option("--dataset", a.dataset, "SQuAD v1.1 JSON (e.g. dev-v1.1.json)")->required();
+  app.add_option("--out", a.out, "predictions.json to write (default predictions.json)");
+  app.add_option("--set", a.sets, "override a config value (repeatable)")->take_all();
+  app.add_option("--batch", a.batch, "windows per forward pass (default 32)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--n-best", a.n_best, "start and end candidates per window (default 20)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--max-answer-length", a.max_answer_length,
+                 "longest answer in word pieces (default 30)")
+      ->check(CLI::PositiveNumber);
+  try {
+    if (!cli::parse_command_line(app, argc, argv,
+                                 "squad_predict --config RUN.yaml --weights CHECKPOINT --dataset "
+                                 "DEV.json [--out predictions.json]"))
+      return 0;
+    return predict(a);
+  } catch (const std::exception& e) {
+    log_error(std::string("squad_predict: ") + e.what());
+    flush_log();
+    return 1;
+  }
+}
