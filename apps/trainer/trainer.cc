@@ -162,7 +162,7 @@ void Trainer::build_step() {
     return std::string();
   });
   log_ = std::make_unique<RunLog>(s_.out_dir, world_->rank() == 0, s_.log_every, s_.tensorboard);
-  log_info("trainer built from commit {}", build_commit());
+  log_info("trainer built from commit {} (trainer version {})", build_commit(), build_version());
   log_info(
       "{} ranks, {} threads each (cpu kernels {}); precision {}{}; model {} ({} parameters); "
       "sync {}; {} steps of {} x {} examples per rank; data: {}",
@@ -363,6 +363,7 @@ void Trainer::write_summary() {
   Json sum = {{"steps", step_},
               {"world_size", world_->size()},
               {"commit", build_commit()},
+              {"trainer_version", build_version()},
               {"reducer", reducer_->name()},
               {"sync", strategy_->describe()},
               {"model", model_->type_name()},
