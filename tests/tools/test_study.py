@@ -292,7 +292,7 @@ class Pure(unittest.TestCase):
         self.assertIn("## Against Adasum (difference of the final eval_top1 in points; Welch's t-test", report)
         self.assertIn("| average | -31.67 (p = 0.014) |", report)  # both LR points are the same: the first
         self.assertIn("| average | +2 (p < 0.001) |", report)  # steps to target, every seed reached it
-        self.assertIn("Steps are counted at evaluations, 2 steps apart", report)
+        self.assertIn("counted at evaluations every 2 steps", report)
 
     def test_provenance_is_never_stamped_and_stale_cells_are_named(self):
         s = self.load(study_text(self.base, "  adasum: {set: {reducer.name: adasum}}\n").replace(

@@ -147,7 +147,8 @@ def main(argv=None):
         print("study.py: no finished cells yet: nothing to report")
         return 1 if failures else 0
     try:
-        write_report(study, records, results, argv, time.time() - start if todo else 0, len(cells))
+        write_report(study, records, results, argv, time.time() - start if todo and not args.report_only else 0,
+                     len(cells))
     except StudyError as e:
         print(f"study.py: {e}", file=sys.stderr)
         return 2

@@ -211,11 +211,7 @@ def write_significance(study, best, cols_, L):
     if study.target is not None:
         # Steps to target: compared only where every seed of both reached it (a seed that did not
         # has no number of steps, only a lower bound).
-        L.append(f"Steps to {study.metric} {fmt_metric(study, study.target)} against the same baseline "
-                 f"(difference of the mean steps; Welch's t-test; – where a seed of either did not reach it):\n")
-        L.append("| " + " | ".join(head) + " |")
-        L.append("|" + "---|" * len(head))
-        gaps = set()
+        lines, gaps = [], {c: [] for c in cols_}
         for m in study.methods:
             if m == base:
                 continue
@@ -230,15 +226,25 @@ def write_significance(study, best, cols_, L):
                 sb = [steps_to_target(study, x["evals"]) for x in b["records"]]
                 for x in r["records"] + b["records"]:
                     steps = [st for st, _ in x["evals"]]
-                    gaps.update(b_ - a_ for a_, b_ in zip(steps, steps[1:]))
+                    gaps[c] += [b_ - a_ for a_, b_ in zip(steps, steps[1:])]
                 w = welch(sr, sb) if None not in sr and None not in sb else None
                 cells.append("–" if w is None else f"{w[0]:+.0f} ({fmt_p(w[1])})")
-            L.append(f"| {study.methods[m]['label']} | " + " | ".join(cells) + " |")
-        if gaps:
-            g = sorted(gaps)
-            L.append(f"\nSteps are counted at evaluations, {g[0]}" + (f"-{g[-1]}" if len(g) > 1 else "")
-                     + " steps apart: a difference below that is not resolved.")
-        L.append("")
+            lines.append(f"| {study.methods[m]['label']} | " + " | ".join(cells) + " |")
+        if any("(p" in line for line in lines):  # at least one comparison to show
+            # The evaluation interval (its most common gap) per column: the resolution of steps.
+            every = [max(set(g), key=g.count) for g in gaps.values() if g]
+            every_text = ""
+            if every:
+                every_text = (f"every {every[0]} steps" if len(set(every)) == 1 else
+                              "every " + " / ".join(map(str, every)) + " steps in the columns from left to right")
+            L.append(f"Steps to {study.metric} {fmt_metric(study, study.target)} against the same baseline "
+                     f"(difference of the mean steps; Welch's t-test; – where a seed of either did not reach "
+                     f"it)" + (f", counted at evaluations {every_text}: a smaller difference is not resolved"
+                               if every_text else "") + ":\n")
+            L.append("| " + " | ".join(head) + " |")
+            L.append("|" + "---|" * len(head))
+            L.extend(lines)
+            L.append("")
     L.append("With three seeds a p above 0.05 means the seeds cannot tell the two apart; a diverged "
              "seed counts at the figure it ended at (or `metric.chance`), so a spread that large makes any "
              "difference hard to establish.\n")
@@ -287,11 +293,15 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
                  f"set, `data.validation_size`): the best sweep point per method and column is the best mean "
                  f"`{study.select}`; the test figure `{study.metric}` is reported for the chosen points only.")
     else:
-        L.append(f"- **Choices were made on the test figure** `{study.metric}`: this study has no validation split "
-                 f"(`metric.select`), so the best sweep point per method and column"
-                 + (" (and any choice its findings draw)" if study.findings else "")
-                 + " was chosen on the figures it reports, which flatters the chosen points. Rerunning with "
-                 "`data.validation_size` and `metric.select` chooses on held-out training data instead.")
+        chosen_what = [w for w, present in (("its best sweep point per method and column",
+                                             any(m["sweep"] for m in study.methods.values())),
+                                            ("the choices its findings draw (an LR, a factor, a threshold)",
+                                             bool(study.findings))) if present]
+        if chosen_what:
+            L.append(f"- **Choices were made on the test figure** `{study.metric}`: this study has no validation "
+                     f"split (`metric.select`), so {' and '.join(chosen_what)} were made on the figures it "
+                     f"reports, which flatters the chosen points. Rerunning with `data.validation_size` and "
+                     f"`metric.select` chooses on held-out training data instead.")
     origins = {}
     for r in records:
         c = r["commit"] + (f" ({r['commit_note']})" if r.get("commit_note") else "")
