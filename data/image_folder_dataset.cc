@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "base/error.h"
+#include "data/held_out.h"
 
 namespace ada::data {
 
@@ -133,6 +134,12 @@ DataSets read_image_folder(const DatasetRequest& request) {
   check_image_folder_classes(*train, eval.get(), request.num_classes);
   out.train = train;
   out.eval = eval;
+  // Files are sorted by class: the held-out images are spread over the whole list (every
+  // class), and read with the evaluation transform.
+  const int64_t n_val = read_validation_size(d, train->size(), train->describe());
+  if (n_val > 0)
+    hold_out_spread(out, n_val,
+                    std::make_shared<ImageFolderDataset>(train->root(), eval_t, request.seed));
   return out;
 }
 

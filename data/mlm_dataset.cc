@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "core/random.h"
+#include "data/held_out.h"
 
 namespace ada::data {
 
@@ -103,6 +104,23 @@ int64_t MlmDataset::size() const {
   if (opt_.nsp) return static_cast<int64_t>(chunks_.size());
   const uint64_t body = static_cast<uint64_t>(opt_.seq_len - 2);
   return static_cast<int64_t>((doc_stream_start_.back() + body - 1) / body);
+}
+
+int64_t MlmDataset::first_example_of_document_at(int64_t index) const {
+  ADA_CHECK_ARG(index >= 0 && index < size(), ShapeError)
+      << "MlmDataset: index " << index << " outside [0, " << size() << ")";
+  if (opt_.nsp) {  // chunks never straddle documents and come in document order
+    size_t i = static_cast<size_t>(index);
+    while (i > 0 && chunks_[i - 1].doc == chunks_[static_cast<size_t>(index)].doc) --i;
+    return static_cast<int64_t>(i);
+  }
+  const uint64_t body = static_cast<uint64_t>(opt_.seq_len - 2);
+  const uint64_t pos = static_cast<uint64_t>(index) * body;
+  const size_t d = static_cast<size_t>(
+                       std::upper_bound(doc_stream_start_.begin(), doc_stream_start_.end(), pos) -
+                       doc_stream_start_.begin()) -
+                   1;
+  return static_cast<int64_t>(doc_stream_start_[d] / body);
 }
 
 std::string MlmDataset::describe() const {
@@ -318,12 +336,27 @@ DataSets read_mlm(const DatasetRequest& request) {
       << d.where("seq_len") << ": " << o.seq_len << " tokens per sequence, but the model has "
       << positions << " positions (model.max_positions); lower data.seq_len or raise max_positions";
   DataSets out;
-  out.train = MlmDataset::open(paths_of(d, "path"), o);
+  auto train = MlmDataset::open(paths_of(d, "path"), o);
+  out.train = train;
   if (d.has("eval_path"))
     out.eval = MlmDataset::open(paths_of(d, "eval_path"), o);
   else
     out.no_eval_reason =
         "data.eval_path is not set (prepare_mlm --eval-out writes an evaluation set)";
+  const int64_t n_val = read_validation_size(d, train->size(), train->describe());
+  if (n_val > 0) {
+    ADA_CHECK_ARG(!o.nsp, ConfigError)
+        << d.where("validation_size") << ": a validation split with model.nsp would train on "
+        << "held-out documents (a random next sentence comes from any document); use it "
+        << "without NSP, or a held-out set of shards as data.eval_path";
+    // Whole documents: training stops where the first held-out sequence's document starts.
+    const int64_t train_end = train->first_example_of_document_at(train->size() - n_val);
+    ADA_CHECK_ARG(train_end > 0, ConfigError)
+        << d.where("validation_size") << ": the last " << n_val << " sequences of "
+        << train->describe() << " share a document with every other sequence, so no whole "
+        << "document is left to train on; hold out fewer or use a corpus of more documents";
+    hold_out_tail(out, n_val, train_end);
+  }
   return out;
 }
 

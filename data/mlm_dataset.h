@@ -63,6 +63,11 @@ class MlmDataset : public Dataset {
   };
   Sequence sequence(int64_t index, int64_t epoch) const;
 
+  // The first example holding a token of the document in which example `index` begins (a packed
+  // sequence may start inside a document): a validation split at `index` trains on the
+  // examples before it, so that no document is in both.
+  int64_t first_example_of_document_at(int64_t index) const;
+
   const MlmOptions& options() const { return opt_; }
   const MlmCorpus& corpus() const { return *corpus_; }
 
@@ -101,7 +106,10 @@ class MlmDataset : public Dataset {
 };
 
 // data.name mlm: data.path and data.eval_path (a shard or a list, from prepare_mlm),
-// data.seq_len (128, at most model.max_positions), data.max_predictions (0: no cap).
+// data.seq_len (128, at most model.max_positions), data.max_predictions (0: no cap),
+// data.validation_size (the last N sequences of data.path held out, whole documents: the
+// sequences that share a document with them are in neither set; not with model.nsp, whose
+// random next sentences come from any document).
 DataSets read_mlm(const DatasetRequest& request);
 
 }  // namespace ada::data

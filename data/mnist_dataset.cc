@@ -1,5 +1,7 @@
 #include "data/mnist_dataset.h"
 
+#include "data/held_out.h"
+
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -130,6 +132,8 @@ DataSets read_mnist(const DatasetRequest& request, bool fashion) {
   } else {
     out.no_eval_reason = d.where("eval") + " is false";
   }
+  // The last N training images (MNIST's are in no particular order).
+  hold_out_tail(out, read_validation_size(d, train->size(), train->describe()));
   return out;
 }
 

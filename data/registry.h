@@ -18,6 +18,9 @@ struct DataSets {
   std::shared_ptr<const Dataset> train;
   std::shared_ptr<const Dataset> eval;  // may be null: no evaluation
   std::string no_eval_reason;           // why eval is null, e.g. "data.eval_path is not set"
+  // Held out of the training set by data.validation_size (data/held_out.h); null: none. Never
+  // in `train`.
+  std::shared_ptr<const Dataset> validation;
 };
 
 // What a reader gets: its section, and the model its examples must fit.
@@ -28,7 +31,7 @@ struct DatasetRequest {
   uint64_t seed = 1;        // train.seed
 };
 
-// Builds and validates both sets on every rank, against the model too (labels inside its
+// Builds and validates the sets on every rank, against the model too (labels inside its
 // classes, token ids inside its vocabulary); errors name the file, the index and the fix.
 using DatasetReader = std::function<DataSets(const DatasetRequest&)>;
 using DatasetRegistry = Registry<DatasetReader>;

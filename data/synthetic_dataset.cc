@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "core/random.h"
 #include "data/dataset.h"
+#include "data/held_out.h"
 
 namespace ada::data {
 
@@ -186,6 +187,7 @@ DataSets read_synthetic(const DatasetRequest& request) {
                                            {"label", {}, DType::i64, 0, 1, 0, request.num_classes}};
     add([&](int64_t n, uint64_t seed) { return std::make_shared<SyntheticDataset>(n, f, seed); });
   }
+  hold_out_tail(out, read_validation_size(d, size, out.train->describe()));
   return out;
 }
 

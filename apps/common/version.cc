@@ -6,4 +6,7 @@ namespace ada {
 const char* build_commit() {
   return ADA_BUILD_COMMIT;
 }
+const char* build_version() {
+  return ADA_BUILD_VERSION;
+}
 }  // namespace ada

@@ -66,9 +66,9 @@ nn::Metrics evaluate(nn::Model& model, const std::shared_ptr<const data::Dataset
   return sums;
 }
 
-void add_figures(Json& record, const nn::Metrics& figures) {
+void add_figures(Json& record, const nn::Metrics& figures, const std::string& prefix) {
   for (const auto& [name, m] : figures)
-    if (m.count > 0) record["eval_" + name] = m.sum / m.count;
+    if (m.count > 0) record[prefix + name] = m.sum / m.count;
 }
 
 std::string describe_figures(const nn::Metrics& figures) {

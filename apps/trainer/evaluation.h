@@ -1,4 +1,5 @@
-// Evaluation of the model on the held-out set, sharded over the ranks: each rank takes every
+// Evaluation of the model on a held-out set (the test set, or the validation part of the
+// training set), sharded over the ranks: each rank takes every
 // world-th example (the sampler pads the shards to equal length; the padding is not counted),
 // the model reports its named figures as (sum, count) pairs, and one allreduce adds them up.
 #pragma once
@@ -25,8 +26,9 @@ struct EvalOptions {
 nn::Metrics evaluate(nn::Model& model, const std::shared_ptr<const data::Dataset>& set,
                      comm::Communicator& world, const EvalOptions& options);
 
-// Adds eval_<name> = sum / count to `record` for each figure with a count.
-void add_figures(Json& record, const nn::Metrics& figures);
+// Adds <prefix><name> = sum / count to `record` for each figure with a count: eval_ for the
+// test set, val_ for the validation set.
+void add_figures(Json& record, const nn::Metrics& figures, const std::string& prefix = "eval_");
 // "loss 0.0812, top1 0.9843 (n = 10000)" for logs, n being the first figure's count.
 std::string describe_figures(const nn::Metrics& figures);
 

@@ -26,8 +26,11 @@ std::optional<ada::trainer::Args> parse_args(int argc, char** argv) {
                  "auto (the newest valid checkpoint of the run) or a checkpoint path");
   app.add_flag("--describe", a.describe, "print the model's layers and parameter count, then exit");
   app.set_version_flag("--version",
-                       std::string("trainer (Adatrain) built from commit ") + ada::build_commit(),
-                       "print the commit this trainer was built from, then exit");
+                       std::string("trainer (Adatrain) built from commit ") + ada::build_commit() +
+                           "\ntrainer version " + ada::build_version() +
+                           " (the newest commit changing its sources, +changes.<hash> when "
+                           "they had uncommitted changes)",
+                       "print the commit this trainer was built from and its version, then exit");
   if (!ada::cli::parse_command_line(
           app, argc, argv,
           "trainer --config FILE [--set key.path=value ...] [--resume auto|PATH] [--describe]"))

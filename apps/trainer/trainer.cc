@@ -73,12 +73,14 @@ void Trainer::build_data(const Config& cfg) {
   data_ = data::read_datasets(data::builtin_datasets(), {cfg.child("data"), cfg.child("model"),
                                                          model_->num_classes(), s_.seed});
   const Config t = cfg.child("train");
-  if (!data_.eval)
-    for (const char* key : {"eval_every", "max_eval_batches"})
+  if (!data_.eval && !data_.validation) {
+    for (const char* key : {"eval_every", "max_eval_batches"}) {
       ADA_CHECK_ARG(!t.has(key), ConfigError)
           << t.where(key) << ": set, but there is no evaluation set (" << data_.no_eval_reason
-          << "), so nothing would ever be evaluated; give the data an evaluation set or remove "
-          << "train." << key;
+          << ") and no validation set (data.validation_size), so nothing would ever be "
+          << "evaluated; give the data an evaluation set or remove train." << key;
+    }
+  }
   // Steps per epoch as the loader will make them (drop_last sharding, whole batches only).
   const int64_t per_rank = data_.train->size() / world_->size();
   steps_per_epoch_ = per_rank / s_.batch / s_.micro;
@@ -160,7 +162,7 @@ void Trainer::build_step() {
     return std::string();
   });
   log_ = std::make_unique<RunLog>(s_.out_dir, world_->rank() == 0, s_.log_every, s_.tensorboard);
-  log_info("trainer built from commit {}", build_commit());
+  log_info("trainer built from commit {} (trainer version {})", build_commit(), build_version());
   log_info(
       "{} ranks, {} threads each (cpu kernels {}); precision {}{}; model {} ({} parameters); "
       "sync {}; {} steps of {} x {} examples per rank; data: {}",
@@ -168,6 +170,8 @@ void Trainer::build_step() {
       loss_scale_ ? ", loss scale " + loss_scale_->describe() : std::string(), model_->type_name(),
       model_->parameter_count(), strategy_->describe(), total_steps_, s_.micro, s_.batch,
       data_.train->describe());
+  if (data_.validation)
+    log_info("validation set (val_* figures): {}", data_.validation->describe());
   if (straggler_) log_info("straggler: {}", straggler_->describe());
 }
 
@@ -326,20 +330,24 @@ void Trainer::flush_due(double lr) {
 }
 
 void Trainer::evaluate_now() {
-  if (!data_.eval || last_eval_step_ == step_) return;
+  if ((!data_.eval && !data_.validation) || last_eval_step_ == step_) return;
   last_eval_step_ = step_;
   broadcast_model_state(*world_, *model_, /*buffers_only=*/true);
   TraceSpan span("evaluation", "eval");
+  const EvalOptions eo{s_.batch, loader_->options().num_workers, s_.max_eval_batches, s_.device};
   strategy_->with_average_model([&] {  // decentralised: the average model
-    last_eval_ =
-        evaluate(*model_, data_.eval, *world_,
-                 {s_.batch, loader_->options().num_workers, s_.max_eval_batches, s_.device});
+    // The validation set (held out of the training set: what choices are made on), then the
+    // test set; the same model for both.
+    if (data_.validation) last_val_ = evaluate(*model_, data_.validation, *world_, eo);
+    if (data_.eval) last_eval_ = evaluate(*model_, data_.eval, *world_, eo);
   });
   Json rec = {{"step", step_}, {"epoch", epoch_}};
+  add_figures(rec, last_val_, "val_");
   add_figures(rec, last_eval_);
   rec["wall_s"] = wall_seconds();
   log_->write(rec);
-  log_info("eval at step {}: {}", step_, describe_figures(last_eval_));
+  if (data_.validation) log_info("validation at step {}: {}", step_, describe_figures(last_val_));
+  if (data_.eval) log_info("eval at step {}: {}", step_, describe_figures(last_eval_));
 }
 
 void Trainer::write_summary() {
@@ -355,6 +363,7 @@ void Trainer::write_summary() {
   Json sum = {{"steps", step_},
               {"world_size", world_->size()},
               {"commit", build_commit()},
+              {"trainer_version", build_version()},
               {"reducer", reducer_->name()},
               {"sync", strategy_->describe()},
               {"model", model_->type_name()},
@@ -375,6 +384,7 @@ void Trainer::write_summary() {
     sum["loss_scale"] = loss_scale_->scale();
     sum["loss_scale_overflows"] = loss_scale_->overflows();
   }
+  add_figures(sum, last_val_, "val_");
   add_figures(sum, last_eval_);
   for (const auto& [k, v] : stats) sum[k] = v;
   log_->write_summary(sum);
@@ -383,6 +393,7 @@ void Trainer::write_summary() {
            format_duration(wall_seconds()), s_.out_dir, s_.out_dir);
   if (!s_.timeline.empty())
     log_info("timeline (Chrome trace; open in ui.perfetto.dev): {}", s_.timeline);
+  if (!last_val_.empty()) log_info("final validation: {}", describe_figures(last_val_));
   if (!last_eval_.empty()) log_info("final evaluation: {}", describe_figures(last_eval_));
 }
 

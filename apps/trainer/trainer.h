@@ -82,7 +82,8 @@ class Trainer {
   ResumePoint resumed_;
   int64_t step_ = 0, epoch_ = 0, total_steps_ = 0, steps_per_epoch_ = 0, skipped_ = 0;
   int64_t last_eval_step_ = -1;
-  nn::Metrics last_eval_;
+  nn::Metrics last_eval_;  // the test set's figures (eval_*)
+  nn::Metrics last_val_;   // the validation set's (val_*)
   double last_mean_loss_ = 0;
   bool log_due_ = false, checksum_due_ = false;  // waiting for a step where replicas agree
 };

@@ -27,7 +27,11 @@
 #               (tests/tools/tensorboard_reader.py), equal metrics.jsonl, also after a resume
 #               from an earlier checkpoint (no duplicate steps);
 #   mlm_eval  — the bert_tiny configs, on shards made as tools/train.sh makes them (prepare_mlm
-#               with a held-out set), really evaluate: an eval line lands in metrics.jsonl.
+#               with a held-out set), really evaluate: an eval line lands in metrics.jsonl; with
+#               data.validation_size also a validation figure (val_mlm_loss);
+#   validation — data.validation_size: every evaluation line and summary.json hold val_* beside
+#               eval_*, the log names the held-out examples, a validation set alone is enough
+#               for train.eval_every, and a bad value stops the run naming the key.
 # usage: trainer_e2e.sh TRAINER SOURCE_DIR WORK_DIR CASE
 # shellcheck source-path=SCRIPTDIR source=e2e_common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/e2e_common.sh"
@@ -422,7 +426,48 @@ mlm_eval)
         --set output.dir=run_$name 2>&1) && grep -q '"eval_mlm_loss"' run_$name/metrics.jsonl; then echo "ok: $name evaluates"
     else echo "FAIL: $name did not evaluate"; echo "$out" | tail -5; status=1; fi
   done
+  # A validation split of the training shards: whole documents held out, evaluated as val_*.
+  cfg=$src/configs/bert_tiny_mlm_lamb.yaml
+  if out=$(mpi 2 "$trainer" --config "$cfg" --set train.steps=2 --set train.eval_every=2 --set train.max_eval_batches=1 \
+      --set train.batch_per_rank=2 --set data.seq_len=16 --set data.workers=0 --set schedule.warmup_steps=1 \
+      --set data.validation_size=2 --set output.dir=run_val 2>&1) && grep -q '"val_mlm_loss"' run_val/metrics.jsonl &&
+      grep -q '"eval_mlm_loss"' run_val/metrics.jsonl; then echo "ok: bert_tiny_mlm_lamb with data.validation_size evaluates both"
+  else echo "FAIL: bert_tiny_mlm_lamb with data.validation_size"; echo "$out" | tail -5; status=1; fi
   exit $status
+  ;;
+validation)
+  # 64 examples, the last 16 held out: trains on 48 (3 steps an epoch at 2 ranks x 8).
+  mpi 2 "$trainer" --config tiny.yaml --set data.validation_size=16 --set output.dir=v > v.txt 2>&1 || { cat v.txt; fail "a run with a validation split"; }
+  grep -q "validation set (val_\* figures): validation: 16 examples (48-63) of" v.txt || { cat v.txt; fail "the log does not name the held-out examples"; }
+  grep -q "data: training: 48 examples (0-47) of" v.txt || { cat v.txt; fail "the log does not name the training part"; }
+  grep -q "validation at step 10: loss" v.txt || { cat v.txt; fail "no validation log line"; }
+  /usr/bin/python3 - v <<'PY' || fail "val_* figures missing"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl")]
+evals = [l for l in lines if any(k.startswith(("eval_", "val_")) for k in l)]
+assert [l["step"] for l in evals] == [10, 20], evals
+for l in evals:
+    for k in ("val_loss", "val_top1", "eval_loss", "eval_top1"):
+        assert isinstance(l.get(k), float), (k, l)
+s = json.load(open(sys.argv[1] + "/summary.json"))
+for k in ("val_loss", "val_top1", "eval_loss", "eval_top1"):
+    assert isinstance(s.get(k), float), (k, s)
+assert s["val_top1"] == evals[-1]["val_top1"] and s["eval_top1"] == evals[-1]["eval_top1"]
+print("validation: val_* beside eval_* at steps", [l["step"] for l in evals], "and in summary.json")
+PY
+  # A validation set alone (no test set) is enough for train.eval_every.
+  mpi 1 "$trainer" --config tiny.yaml --set data.eval_size=0 --set data.validation_size=16 --set train.steps=10 --set output.dir=vo > vo.txt 2>&1 ||
+    { cat vo.txt; fail "train.eval_every with a validation set and no test set"; }
+  grep -q '"val_top1"' vo/summary.json && ! grep -q '"eval_top1"' vo/summary.json || fail "validation only: summary.json"
+  # Bad values stop the run naming the key as written.
+  out=$(mpi 1 "$trainer" --config tiny.yaml --set data.validation_size=64 --set output.dir=bad 2>&1) && fail "validation_size 64 of 64 was accepted"
+  echo "$out" | grep -q "data.validation_size (set by --set data.validation_size=64): must be in \[0, 64), got 64" ||
+    { echo "$out" | tail -5; fail "validation_size 64: message"; }
+  sed 's/eval_size: 16,/eval_size: 16, validation_size: -3,/' tiny.yaml > neg.yaml
+  out=$(mpi 1 "$trainer" --config neg.yaml --set output.dir=bad 2>&1) && fail "validation_size -3 was accepted"
+  echo "$out" | grep -q "data.validation_size (line 2, column [0-9]*): must be in \[0, 64), got -3" ||
+    { echo "$out" | tail -5; fail "validation_size -3: message"; }
+  echo "validation: bad values refused naming the key"
   ;;
 *) fail "unknown case $case" ;;
 esac

@@ -1,7 +1,7 @@
 // MLM shards (round trip, u16/u32 ids, atomic write, every bad-file case), MlmCorpus, the
 // MlmDataset (layout, special tokens, 15% masking with the 80/10/10 split, labels only where
-// chosen, determinism per (seed, epoch, index), fresh masks per epoch, NSP pairs), and the
-// prepare_mlm program.
+// chosen, determinism per (seed, epoch, index), fresh masks per epoch, NSP pairs), its
+// validation split (whole documents held out), and the prepare_mlm program.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -12,6 +12,7 @@
 #include <map>
 #include <set>
 
+#include "data/held_out.h"
 #include "data/mlm_dataset.h"
 #include "data/mlm_shards.h"
 #include "data_test_util.h"
@@ -508,6 +509,73 @@ TEST(MlmDataset, OneDocumentCorpusAndBadOptions) {
   expect_error<IoError>([&] { MlmDataset::open({dir / "empty.mlm"}, opt); },
                         {dir / "empty.mlm", "no tokens"});
   EXPECT_THROW(ds->get(ds->size(), 0), ShapeError);
+}
+
+// data.validation_size on MLM shards: the last N sequences are the validation set, and training
+// stops where the document of the first of them starts, so no document is in both sets.
+TEST(MlmDataset, ValidationHoldsOutWholeDocuments) {
+  TempDir dir;
+  std::map<int32_t, int> owner;
+  write_shard(dir / "c.mlm", unique_docs(40, 2, 12, &owner));
+  auto read = [&](const std::string& extra) {
+    Config root = Config::parse("{data: {name: mlm, path: " + (dir / "c.mlm") + ", seq_len: 16" +
+                                    extra + "}, model: {name: bert, vocab_size: 60000}}",
+                                "m.yaml");
+    return read_datasets(builtin_datasets(), {root.child("data"), root.child("model"), 0, 1});
+  };
+  MlmOptions opt;
+  opt.seq_len = 16;
+  opt.vocab_size = 60000;
+  opt.seed = 1;  // train.seed, as read_datasets is given it below
+  const auto full = MlmDataset::open({dir / "c.mlm"}, opt);
+  const int64_t n_val = 10;
+  const DataSets sets = read(", validation_size: " + std::to_string(n_val));
+  ASSERT_TRUE(sets.validation);
+  EXPECT_EQ(sets.validation->size(), n_val);
+  const int64_t train_end = full->first_example_of_document_at(full->size() - n_val);
+  EXPECT_EQ(sets.train->size(), train_end);
+  EXPECT_LT(train_end, full->size() - n_val) << "the test wants a document cut by the split";
+  auto docs_of = [&](const Dataset& set) {
+    const auto& sub = dynamic_cast<const SubsetDataset&>(set);
+    std::set<int> docs;
+    for (int64_t i = 0; i < sub.size(); ++i) {
+      const auto seq = full->sequence(sub.base_index(i), 0);
+      for (int64_t k = 0; k < seq.length; ++k)
+        if (seq.content[static_cast<size_t>(k)])
+          docs.insert(owner.at(seq.ids[static_cast<size_t>(k)]));
+    }
+    return docs;
+  };
+  const std::set<int> trained = docs_of(*sets.train), held = docs_of(*sets.validation);
+  EXPECT_FALSE(trained.empty());
+  EXPECT_FALSE(held.empty());
+  for (int d : held) EXPECT_EQ(trained.count(d), 0u) << "document " << d << " is in both sets";
+  // The validation examples are the last ones, masked as the full set masks them in epoch 0.
+  for (int64_t i = 0; i < n_val; ++i)
+    EXPECT_EQ(field(sets.validation->get(i, 0), "input_ids"),
+              field(full->get(full->size() - n_val + i, 0), "input_ids"));
+  // NSP draws random next sentences from any document: refused, naming the key.
+  expect_error<ConfigError>(
+      [&] {
+        Config root = Config::parse("{data: {name: mlm, path: " + (dir / "c.mlm") +
+                                        ", seq_len: 16, validation_size: 4}, model: {name: bert, "
+                                        "vocab_size: 60000, nsp: true}}",
+                                    "m.yaml");
+        read_datasets(builtin_datasets(), {root.child("data"), root.child("model"), 0, 1});
+      },
+      {"data.validation_size (line 1, column", "model.nsp"});
+  // A one-document corpus has no whole document left to train on.
+  write_shard(dir / "one.mlm", {{{10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
+                                  22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33}}});
+  expect_error<ConfigError>(
+      [&] {
+        Config root = Config::parse("{data: {name: mlm, path: " + (dir / "one.mlm") +
+                                        ", seq_len: 16, validation_size: 1}, model: {name: bert, "
+                                        "vocab_size: 60000}}",
+                                    "m.yaml");
+        read_datasets(builtin_datasets(), {root.child("data"), root.child("model"), 0, 1});
+      },
+      {"data.validation_size", "no whole document is left to train on"});
 }
 
 // The shards' vocabulary must be the model's: a larger one would index past the embedding table.

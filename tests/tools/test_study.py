@@ -1,8 +1,10 @@
 #!/usr/bin/python3
 """The study runner (tools/study.py, the package tools/study/): grid expansion, expressions, bad
-study files, aggregation and divergence (pure), then tiny real studies (LeNet-5 on synthetic
-data, a few steps, 1 and 2 ranks) for running, caching, resuming, reruns after a change,
-divergence and failures.
+study files, aggregation and divergence, choices on a validation figure with test figures for
+the chosen points only, Welch's t-test against the baseline, provenance (pure), then tiny real
+studies (LeNet-5 on synthetic data, a few steps, 1 and 2 ranks) for running, caching by
+settings and trainer version, resuming, reruns after a change, divergence, failures and a
+validation split choosing the sweep point.
 
     /usr/bin/python3 tests/tools/test_study.py TRAINER_BINARY   (CTest runs it)
 """
@@ -222,6 +224,100 @@ class Pure(unittest.TestCase):
         self.assertIn("methods.adasum.seeds: must be", self.error(study_text(self.base, methods.replace(
             "seeds: [2]", "seeds: []"))))
 
+    def test_choices_on_validation_and_test_figures_for_the_chosen_points_only(self):
+        # metric.select: the best sweep point is the best mean of the validation figure, even
+        # where another point has the better test figure; the report shows test figures for the
+        # chosen points only, and the validation figure the choice was made on.
+        text = study_text(self.base, TWO_METHODS).replace(
+            "chance: 0.1}", "chance: 0.1, select: val_top1}").replace("ranks: [1, 2]", "ranks: [2]")
+        s = self.load(text)
+        self.assertEqual(s.select, "val_top1")
+        val = {0.05: 0.8, 0.1: 0.6}  # lr 0.05 is better on validation ...
+        test = {0.05: 0.4, 0.1: 0.9}  # ... and worse on test
+        records = []
+        for c in s.cells():
+            lr = c.point.get("optimizer.lr")
+            records.append({"name": c.name, "hash": c.hash, "method": c.method, "ranks": 2, "micro_batches": 1,
+                            "variant": "", "seed": 1, "point": c.point, "examples_per_step": 16, "status": "ok",
+                            "reason": "", "final": test.get(lr, 0.5), "select_final": val.get(lr, 0.7),
+                            "select_evals": [(4, val.get(lr, 0.7))], "wall_s": 3.0,
+                            "evals": [(4, test.get(lr, 0.5))], "eval_wall": [(4, 2.0)]})
+        rows = study.report.aggregate(s, records)
+        best = study.report.best_rows(s, rows)
+        self.assertEqual([(r["method"], r["point"].get("optimizer.lr")) for r in best],
+                         [("adasum", None), ("average", 0.05)])
+        out = os.path.join(self.tmp, "report")
+        study.report.write_report(s, records, out, [], 0, len(records))
+        with open(os.path.join(out, "report.md")) as f:
+            report = f.read()
+        self.assertIn("Choices are made on the validation figure `val_top1`", report)
+        self.assertIn("| average | 40.00% (1 seed) (lr 0.05) |", report)  # the chosen point's test figure
+        self.assertNotIn("90.00%", report)  # the point not chosen: its test figure is not shown
+        self.assertIn("## Validation val_top1 of the chosen points", report)
+        self.assertIn("| average | 80.00% (1 seed) (lr 0.05) |", report)
+        every = report.split("## Every cell")[1]
+        self.assertIn("| average | lr 0.1 | 2 | 16 | 1 | 60.00% (1 seed) |  | · | 0 | · | · | · | · | 3 |", every)
+        self.assertIn("| average | lr 0.05 | 2 | 16 | 1 | 80.00% (1 seed) | ✓ | 40.00% (1 seed) | 0 | 1/1 |", every)
+        # Without select, the report says that choices were made on the test figure.
+        plain = self.load(study_text(self.base, TWO_METHODS).replace("ranks: [1, 2]", "ranks: [2]"))
+        study.report.write_report(plain, records, out, [], 0, len(records))
+        with open(os.path.join(out, "report.md")) as f:
+            self.assertIn("**Choices were made on the test figure** `eval_top1`", f.read())
+        self.assertIn("metric.select must name the validation figure", self.error(
+            text.replace("select: val_top1", "select: eval_top1")))
+
+    def test_welch_and_significance_against_the_baseline(self):
+        # Against scipy.stats.ttest_ind(..., equal_var=False) (values computed with scipy 1.10).
+        d, p = study.report.welch([1, 2, 3], [4, 5, 7])
+        self.assertAlmostEqual(d, -10 / 3)
+        self.assertAlmostEqual(p, 0.041914517471454, places=12)
+        self.assertAlmostEqual(study.report.welch([0.5, 0.7, 0.6], [0.3, 0.35, 0.2])[1], 0.013981813937706233,
+                               places=12)
+        self.assertIsNone(study.report.welch([1], [2, 3]))
+        self.assertEqual(study.report.welch([1, 1], [1, 1]), (0.0, 1.0))
+        s = self.load(study_text(self.base, TWO_METHODS, "baseline: adasum\nseeds: [1, 2, 3]\n")
+                      .replace("seeds: [1]\n", "").replace("ranks: [1, 2]", "ranks: [2]"))
+        records = []
+        for c in s.cells():
+            v = {1: 0.5, 2: 0.7, 3: 0.6}[c.seed] if c.method == "adasum" else {1: 0.3, 2: 0.35, 3: 0.2}[c.seed]
+            steps = 2 if c.method == "adasum" else 4
+            records.append({"name": c.name, "hash": c.hash, "method": c.method, "ranks": 2, "micro_batches": 1,
+                            "variant": "", "seed": c.seed, "point": c.point, "examples_per_step": 16,
+                            "status": "ok", "reason": "", "final": v, "wall_s": 3.0,
+                            "evals": [(2, v if steps == 2 else 0.0), (4, v)], "eval_wall": [(2, 1.0), (4, 2.0)]})
+        out = os.path.join(self.tmp, "report")
+        study.report.write_report(s, records, out, [], 0, len(records))
+        with open(os.path.join(out, "report.md")) as f:
+            report = f.read()
+        self.assertIn("## Against Adasum (difference of the final eval_top1 in points; Welch's t-test", report)
+        self.assertIn("| average | -31.67 (p = 0.014) |", report)  # both LR points are the same: the first
+        self.assertIn("| average | +2 (p < 0.001) |", report)  # steps to target, every seed reached it
+        self.assertIn("counted at evaluations every 2 steps", report)
+
+    def test_provenance_is_never_stamped_and_stale_cells_are_named(self):
+        s = self.load(study_text(self.base, "  adasum: {set: {reducer.name: adasum}}\n").replace(
+            "ranks: [1, 2]", "ranks: [2]"))
+        c = s.cells()[0]
+        rec = {"name": c.name, "hash": c.hash, "method": c.method, "ranks": 2, "micro_batches": 1, "variant": "",
+               "seed": 1, "point": {}, "examples_per_step": 16, "status": "ok", "reason": "", "final": 0.5,
+               "wall_s": 3.0, "evals": [(4, 0.5)], "eval_wall": [(4, 2.0)]}
+        out = os.path.join(self.tmp, "report")
+        study.report.write_report(s, [dict(rec)], out, [], 0, 1)
+        with open(os.path.join(out, "report.md")) as f:
+            report = f.read()
+        # A cell that recorded neither gets no machine or commit of today's.
+        self.assertIn("- Machine: machine not recorded.", report)
+        self.assertIn("- Commit: not recorded;", report)
+        noted = dict(rec, commit="unknown", commit_note="an older writer stamped its HEAD")
+        study.report.write_report(s, [noted], out, [], 0, 1)
+        with open(os.path.join(out, "report.md")) as f:
+            self.assertIn("- Commit: unknown (an older writer stamped its HEAD);", f.read())
+        self.assertIsNone(study.run.stale(dict(rec, trainer_version="abc1234"), "abc1234"))
+        self.assertIsNone(study.run.stale(rec, None))  # no version to compare against
+        self.assertEqual(study.run.stale(dict(rec, trainer_version="abc1234"), "def5678"),
+                         "ran on trainer abc1234, now def5678")
+        self.assertEqual(study.run.stale(rec, "def5678"), "ran on trainer of unrecorded version, now def5678")
+
     def test_only_filter(self):
         s = self.load(study_text(self.base, TWO_METHODS))
         only = study.cli.parse_only(["method=average", "ranks=2"])
@@ -266,11 +362,14 @@ class EndToEnd(unittest.TestCase):
             self.assertEqual(c["status"], "ok", c)
             self.assertEqual(c["steps"], 4)
             self.assertEqual([s for s, _ in c["evals"]], [2, 4])
-        # Each cell records the commit its trainer was built from, as the binary names it.
-        built = study.run.trainer_commit(TRAINER)
+        # Each cell records the commit and version its trainer was built from, as the binary names
+        # them (summary.json, the same as `trainer --version`).
+        built, version = study.run.trainer_identity(TRAINER)
         self.assertIsNotNone(built, "trainer --version names no commit")
+        self.assertIsNotNone(version, "trainer --version names no version")
         for c in cells.values():
             self.assertEqual(c["commit"], built)
+            self.assertEqual(c["trainer_version"], version)
         for f in ("report.md", "curves.png", "final_vs_examples.png", "steps_to_target.png"):
             self.assertTrue(os.path.getsize(os.path.join(self.results, f)) > 0, f)
         with open(os.path.join(self.results, "report.md")) as f:
@@ -285,6 +384,23 @@ class EndToEnd(unittest.TestCase):
         rc, out = self.run_study(study_text(self.base, methods))
         self.assertEqual(rc, 0, out)
         self.assertIn("4 cells (4 cached, 0 to run)", out)
+        # A cell another trainer version ran is stale: it runs again (alone), unless --any-trainer.
+        folder = next(d for d in os.listdir(self.runs) if d.startswith("adasum-np1-s1-"))
+        marker = os.path.join(self.runs, folder, study.run.CELL_MARKER)
+        with open(marker) as f:
+            rec = json.load(f)
+        rec["trainer_version"] = "0000000"
+        with open(marker, "w") as f:
+            json.dump(rec, f)
+        rc, out = self.run_study(study_text(self.base, methods), "--dry-run")
+        self.assertIn("(3 cached, 1 stale, 1 to run)", out)
+        self.assertIn(f"ran on trainer 0000000, now {version}", out)
+        rc, out = self.run_study(study_text(self.base, methods), "--any-trainer", "--dry-run")
+        self.assertIn("(4 cached, 0 to run)", out)
+        rc, out = self.run_study(study_text(self.base, methods))
+        self.assertEqual(rc, 0, out)
+        self.assertIn("[1/1] adasum-np1-s1", out)
+        self.assertEqual(self.cells()["adasum-np1-s1"]["trainer_version"], version)
         # Interrupted: a cell without its marker runs again, alone.
         folder = next(d for d in os.listdir(self.runs) if d.startswith("average-np2-s1-"))
         os.remove(os.path.join(self.runs, folder, study.run.CELL_MARKER))
@@ -321,6 +437,33 @@ class EndToEnd(unittest.TestCase):
             self.assertIn("## Failed cells", f.read())
         rc, out = self.run_study(study_text(self.base, bad), "--only", "ranks=2")
         self.assertIn("(1 cached, 1 to run)", out)  # the failed cell runs again, the diverged one not
+
+    def test_a_validation_split_chooses_the_sweep_point(self):
+        # The cells hold out 64 of the 256 training examples (data.validation_size) and the study
+        # chooses on val_top1: every cell records it beside eval_top1, and the report says so.
+        methods = "  average: {set: {reducer.name: average}, sweep: {optimizer.lr: [0.05, 0.1]}}\n"
+        text = study_text(self.base, methods).replace("chance: 0.1}", "chance: 0.1, select: val_top1}").replace(
+            "train.eval_every: 2}", "train.eval_every: 2, data.validation_size: 64}").replace(
+            "ranks: [1, 2]", "ranks: [2]")
+        rc, out = self.run_study(text)
+        self.assertEqual(rc, 0, out)
+        cells = self.cells()
+        self.assertEqual(sorted(cells), ["average-lr0.05-np2-s1", "average-lr0.1-np2-s1"])
+        for c in cells.values():
+            self.assertEqual(c["status"], "ok", c)
+            self.assertIsInstance(c["select_final"], float)
+            self.assertEqual([st for st, _ in c["select_evals"]], [2, 4])
+            self.assertEqual([st for st, _ in c["evals"]], [2, 4])
+        vals = {c["point"]["optimizer.lr"]: c["select_final"] for c in cells.values()}
+        chosen = max(vals, key=vals.get)
+        with open(os.path.join(self.results, "report.md")) as f:
+            report = f.read()
+        self.assertIn("Choices are made on the validation figure `val_top1`", report)
+        self.assertIn(f"(lr {chosen:g}) |", report.split("## Final eval_top1")[1].split("##")[0])
+        # Without a validation set the select figure is missing: the cell fails, saying how to fix it.
+        rc, out = self.run_study(text.replace(", data.validation_size: 64", "").replace("0.05, 0.1", "0.07"))
+        self.assertEqual(rc, 1, out)
+        self.assertIn("without 'val_top1' (metric.select) in summary.json; set data.validation_size", out)
 
     def test_a_renamed_method_or_a_setting_moved_into_a_variant_reuses_its_cells_under_the_new_names(self):
         rc, out = self.run_study(study_text(self.base, "  adasum: {set: {reducer.name: adasum}}\n"))

@@ -9,8 +9,8 @@ sweeps) under mpirun, caches finished cells, and writes a report with plots.
 A study file (studies/*.yaml; the format is documented in studies/README.md) names a base
 config, a budget, the metric and its target, the axes (ranks, micro_batches, seeds), common
 overrides and the methods: each method is a set of trainer overrides, optionally with a sweep
-(lists of values; the report keeps, per rank count, the sweep point with the best mean metric
-and lists all of them) and its own seeds (fewer than the study's, for a probe). A value written
+(lists of values; the report keeps, per rank count, the sweep point with the best mean metric,
+or of metric.select, a validation figure, when the study names one, and lists all of them) and its own seeds (fewer than the study's, for a probe). A value written
 "=EXPR" is a Python expression over ranks, micro_batches, batch_per_rank, examples_per_step,
 steps_per_epoch, epochs and total_steps (e.g. "=1/ranks" or "=steps_per_epoch").
 
@@ -18,7 +18,8 @@ A cell is one trainer run; its folder (under --runs, default runs/studies/<study
 the cell and a hash of its resolved settings, and holds the run's output plus study_cell.json
 once it has finished. A later invocation skips finished cells, so an interrupted study resumes
 where it stopped (an unfinished cell starts again); changing a setting changes the hash and
-reruns only the cells it touches. Diverged runs (NaN/Inf stop, or a final metric past
+reruns only the cells it touches; a cell run by another trainer version (`trainer --version`)
+is stale and runs again (--any-trainer keeps it). Diverged runs (NaN/Inf stop, or a final metric past
 `metric.diverged`) are results, kept and counted; other failures are not cached, are reported,
 and make the runner exit non-zero after the remaining cells ran.
 

@@ -8,7 +8,7 @@ import time
 
 from . import __doc__ as RUNNER_DOC
 from .report import fmt_time, write_report
-from .run import Eta, commit, identity, load_cached, load_published, run_cell, trainer_commit
+from .run import Eta, commit, identity, load_cached, load_published, run_cell, stale, trainer_identity
 from .spec import ROOT, Study, StudyError, fmt_metric
 
 
@@ -45,6 +45,9 @@ def main(argv=None):
     ap.add_argument("--dry-run", action="store_true", help="list the cells and which are cached")
     ap.add_argument("--report-only", action="store_true", help="write the report from cached cells")
     ap.add_argument("--no-build", action="store_true", help="do not build the trainer first")
+    ap.add_argument("--any-trainer", action="store_true",
+                    help="count finished cells of any trainer version as finished (by default a cell run by "
+                         "another trainer version is stale and runs again; the report names each cell's commit)")
     args = ap.parse_args(argv)
     try:
         study = Study(args.study)
@@ -60,6 +63,23 @@ def main(argv=None):
         print(f"study.py: {e}", file=sys.stderr)
         return 2
 
+    # The trainer first: a finished cell counts only for the trainer version that ran it (its
+    # code and defaults are part of what the cell measures), so the version decides what runs.
+    # The binary says its commit and version (`trainer --version`; HEAD may move while cells
+    # run, the binary does not); HEAD only for a trainer too old to say.
+    args.build_commit = args.trainer_version = None
+    if not args.report_only:
+        if not args.no_build and not args.dry_run:
+            subprocess.check_call(["cmake", "-S", ROOT, "-B", os.path.join(ROOT, "build"),
+                                   "-DCMAKE_BUILD_TYPE=Release"], stdout=subprocess.DEVNULL)
+            subprocess.check_call(["cmake", "--build", os.path.join(ROOT, "build"), "-j", str(os.cpu_count()),
+                                   "--target", "trainer"], stdout=subprocess.DEVNULL)
+        args.build_commit, args.trainer_version = trainer_identity(args.trainer)
+        if args.trainer_version is None and os.access(args.trainer, os.X_OK):
+            print(f"study.py: warning: {args.trainer} names no version (built before versions); finished "
+                  f"cells count whatever trainer ran them", file=sys.stderr)
+    version = None if args.any_trainer or args.report_only else args.trainer_version
+
     folder = {c.name: os.path.join(runs, f"{c.name}-{c.hash}") for c in cells}
     cached = {c.name: load_cached(folder[c.name], c) for c in cells}
     # A fresh clone has no runs/ but has the committed report: its cells.json records count as
@@ -74,26 +94,28 @@ def main(argv=None):
             from_report += 1
     if from_report:
         print(f"study.py: {from_report} finished cell(s) taken from {os.path.relpath(results, ROOT)}/cells.json")
-    todo = [c for c in cells if cached[c.name] is None and selected(c, only)]
-    print(f"study.py: {study.name}: {len(cells)} cells ({len(cells) - sum(v is None for v in cached.values())} "
-          f"cached, {len(todo)} to run); runs in {os.path.relpath(runs, ROOT)}")
+    # Stale cells (another trainer version) stay in the report until they run again.
+    stale_why = {c.name: stale(cached[c.name], version) for c in cells if cached[c.name] is not None}
+    stale_why = {k: v for k, v in stale_why.items() if v}
+    if stale_why:
+        print(f"study.py: {len(stale_why)} finished cell(s) are stale (another trainer version; e.g. "
+              f"{next(iter(stale_why.values()))}): they run again when selected; --any-trainer keeps them")
+    todo = [c for c in cells if (cached[c.name] is None or c.name in stale_why) and selected(c, only)]
+    n_cached = len(cells) - sum(v is None for v in cached.values()) - len(stale_why)
+    print(f"study.py: {study.name}: {len(cells)} cells ({n_cached} cached"
+          + (f", {len(stale_why)} stale" if stale_why else "") + f", {len(todo) if not args.report_only else 0} "
+          f"to run); runs in {os.path.relpath(runs, ROOT)}")
     if args.dry_run:
         for c in cells:
-            state = "cached" if cached[c.name] else ("to run" if c in todo else "not selected")
+            state = ("stale" if c.name in stale_why else "cached") if cached[c.name] else \
+                ("to run" if c in todo else "not selected")
+            if c.name in stale_why and c not in todo:
+                state = "stale, not selected"
             print(f"  {c.name:40s} {c.hash}  {state:12s} {' '.join(c.trainer_sets())}")
         return 0
 
-    # The commit the trainer was built from, recorded with every cell of this invocation (HEAD
-    # may move while cells run; the binary does not): the binary says which (`trainer
-    # --version`); HEAD now only for a trainer too old to say.
-    args.build_commit = None
     if todo and not args.report_only:
-        if not args.no_build:
-            subprocess.check_call(["cmake", "-S", ROOT, "-B", os.path.join(ROOT, "build"),
-                                   "-DCMAKE_BUILD_TYPE=Release"], stdout=subprocess.DEVNULL)
-            subprocess.check_call(["cmake", "--build", os.path.join(ROOT, "build"), "-j", str(os.cpu_count()),
-                                   "--target", "trainer"], stdout=subprocess.DEVNULL)
-        args.build_commit = trainer_commit(args.trainer) or commit()
+        args.build_commit = args.build_commit or commit()
         if study.fetch:
             subprocess.check_call(["bash", os.path.join(ROOT, "tools", "fetch_data.sh")] + study.fetch)
         if not os.access(args.trainer, os.X_OK):
@@ -125,7 +147,8 @@ def main(argv=None):
         print("study.py: no finished cells yet: nothing to report")
         return 1 if failures else 0
     try:
-        write_report(study, records, results, argv, time.time() - start if todo else 0, len(cells))
+        write_report(study, records, results, argv, time.time() - start if todo and not args.report_only else 0,
+                     len(cells))
     except StudyError as e:
         print(f"study.py: {e}", file=sys.stderr)
         return 2

@@ -71,7 +71,8 @@ def write_plots(study, rows, best, out_dir, seconds_compare=True):
         what = f"{study.metric} {fmt_metric(study, study.target)}"
         panels.append(("steps_to_target.png", "steps_to_target", f"steps to {what}",
                        "steps to target, mean over the k/n seeds that reached it (no bar: none did)" if one_x
-                       else "steps to target, mean over the seeds that reached it (x: none did)"))
+                       else "steps to target, mean over the k/n seeds that reached it\n"
+                            "(filled: every seed did; hollow: only k of n; x: none did)"))
         if one_x and seconds_compare:
             panels.append(("time_to_target.png", "time_to_target", f"seconds to {what}",
                            "wall time to target, mean over the seeds that reached it"))
@@ -113,15 +114,32 @@ def write_plots(study, rows, best, out_dir, seconds_compare=True):
                             off = [x for x, r in got if val(r) < lo]
                             ax.plot(off, [lo] * len(off), "v", color=colors[m], ms=10, clip_on=False)
                     else:
-                        ax.plot([x for x, _ in got], [val(r) for _, r in got], color=colors[m], ls=styles[v],
-                                label=lab, marker="o")
-                        miss = [x for x, r in pts if val(r) is None]
+                        # The line joins only points that every seed reached: a mean over the few
+                        # seeds that did is not the method's figure, so it is a hollow marker,
+                        # and every point says how many of its seeds reached the target.
+                        full = [(x, r) for x, r in got if r["reached"] == r["seeds"]]
+                        part = [(x, r) for x, r in got if r["reached"] < r["seeds"]]
+                        if full:
+                            ax.plot([x for x, _ in full], [val(r) for _, r in full], color=colors[m], ls=styles[v],
+                                    label=lab, marker="o")
+                        if part:
+                            ax.plot([x for x, _ in part], [val(r) for _, r in part], "o", mfc="none", mew=1.5,
+                                    color=colors[m], ms=8, label=None if full else lab)
+                        for x, r in got:
+                            ax.annotate(f"{r['reached']}/{r['seeds']}", (x, val(r)), ha="center", va="bottom",
+                                        fontsize=7, xytext=(0, 4), textcoords="offset points", color=colors[m])
+                        miss = [(x, r) for x, r in pts if val(r) is None]
                         if miss and got:
-                            ax.plot(miss, [max(val(r) for _, r in got)] * len(miss), "x", color=colors[m], ms=9)
+                            top = max(val(r) for _, r in got)
+                            ax.plot([x for x, _ in miss], [top] * len(miss), "x", color=colors[m], ms=9)
+                            for x, r in miss:
+                                ax.annotate(f"0/{r['seeds']}", (x, top), ha="center", va="bottom", fontsize=7,
+                                            xytext=(0, 6), textcoords="offset points", color=colors[m])
             ax.set_xscale("log", base=2)
             ax.set_xlabel("examples per step (ranks x micro-batches x batch per rank)")
             if field != "mean":
                 ax.set_yscale("log")
+                ax.margins(y=0.15)  # room for the k/n labels
             elif study.plot_range:
                 ax.set_ylim(scale * study.plot_range[0], scale * study.plot_range[1])
                 title += "; ▼ mean below the axis"

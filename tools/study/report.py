@@ -1,5 +1,7 @@
 """The report: cells grouped into rows with statistics over seeds (mean ± std, steps and time to
-target), the best sweep point per method and column, and report.md and cells.json."""
+target), the best sweep point per method and column (chosen on the validation figure when the
+study names one, metric.select), differences from the baseline with Welch's t-test, and
+report.md and cells.json."""
 import contextlib
 import datetime
 import json
@@ -7,8 +9,7 @@ import math
 import os
 
 from .plots import write_plots
-from .run import commit, machine
-from .spec import ROOT, column, column_order, columns, fmt_metric, fmt_value, point_label
+from .spec import ROOT, column, column_order, columns, fmt_metric, fmt_value, in_percent, point_label
 
 
 def fmt_time(s):
@@ -26,6 +27,77 @@ def mean_std(xs):
     m = sum(xs) / len(xs)
     sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else 0.0
     return m, sd
+
+
+def _betacf(a, b, x):
+    """The continued fraction of the incomplete beta function (Numerical Recipes' betacf)."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-15:
+            break
+    return h
+
+
+def betainc(a, b, x):
+    """The regularized incomplete beta function I_x(a, b), x in [0, 1]."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    lbt = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log(1.0 - x)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(lbt) * _betacf(a, b, x) / a
+    return 1.0 - math.exp(lbt) * _betacf(b, a, 1.0 - x) / b
+
+
+def welch(xs, ys):
+    """Welch's t-test of mean(xs) - mean(ys): (difference, two-sided p), or None with fewer than
+    two values on a side. Equal values on both sides give p 1; a difference with no spread at
+    all, p 0."""
+    if len(xs) < 2 or len(ys) < 2:
+        return None
+    mx, sx = mean_std(xs)
+    my, sy = mean_std(ys)
+    va, vb = sx * sx / len(xs), sy * sy / len(ys)
+    diff = mx - my
+    if va + vb == 0.0:
+        return diff, (1.0 if diff == 0 else 0.0)
+    t = diff / math.sqrt(va + vb)
+    df = (va + vb) ** 2 / ((va * va / (len(xs) - 1) if va else 0.0) + (vb * vb / (len(ys) - 1) if vb else 0.0))
+    return diff, betainc(df / 2.0, 0.5, df / (df + t * t))
+
+
+def seed_finals(study, recs, key="final"):
+    """Each finished seed's final figure; a seed diverged before any evaluation counts at
+    metric.chance (and is left out without one)."""
+    out = []
+    for r in recs:
+        if r["status"] not in ("ok", "diverged"):
+            continue
+        v = r.get(key)
+        if v is None or not math.isfinite(v):
+            v = study.chance
+        if v is not None:
+            out.append(v)
+    return out
 
 
 def steps_to_target(study, evals):
@@ -46,14 +118,11 @@ def aggregate(study, records):
     rows = []
     for (method, point, ranks, mb, variant), recs in groups.items():
         done = [r for r in recs if r["status"] in ("ok", "diverged")]
-        finals = []
-        for r in done:
-            v = r["final"]
-            if v is None or not math.isfinite(v):
-                v = study.chance  # diverged before any evaluation: counted at chance
-            if v is not None:
-                finals.append(v)
+        finals = seed_finals(study, done)  # diverged before any evaluation: counted at chance
         mean, sd = mean_std(finals)
+        # The validation figure choices are made on (metric.select), when the cells have it.
+        sel = seed_finals(study, [r for r in done if "select_final" in r], "select_final") if study.select else []
+        sel_mean, sel_sd = mean_std(sel)
         hits = [(steps_to_target(study, r["evals"]), dict(r.get("eval_wall", []))) for r in done]
         reached = [h for h, _ in hits if h is not None]
         times = [w[h] for h, w in hits if h is not None and h in w]
@@ -62,7 +131,8 @@ def aggregate(study, records):
                      "examples_per_step": recs[0]["examples_per_step"], "seeds": len(done),
                      "failed": sum(r["status"] == "failed" for r in recs),
                      "diverged": sum(r["status"] == "diverged" for r in done),
-                     "mean": mean, "std": sd, "reached": len(reached),
+                     "mean": mean, "std": sd, "finals": finals, "reached": len(reached),
+                     "select_mean": sel_mean, "select_std": sel_sd, "select_seeds": len(sel),
                      "steps_to_target": mean_std(reached)[0] if reached else None,
                      "time_to_target": mean_std(times)[0] if times else None,
                      "wall_s": mean_std([r["wall_s"] for r in done])[0],
@@ -72,17 +142,26 @@ def aggregate(study, records):
     return rows
 
 
+def choice_key(study):
+    """The row field choices are made on: the validation figure's mean (metric.select), else
+    the test figure's."""
+    return "select_mean" if study.select else "mean"
+
+
 def better(study, a, b):
-    """Is row a better than row b (mean metric; a row with no result never is)?"""
-    if a["mean"] is None:
+    """Is row a better than row b (on the figure choices are made on; a row with no result
+    never is)?"""
+    k = choice_key(study)
+    if a[k] is None:
         return False
-    if b["mean"] is None:
+    if b[k] is None:
         return True
-    return a["mean"] > b["mean"] if study.goal == "max" else a["mean"] < b["mean"]
+    return a[k] > b[k] if study.goal == "max" else a[k] < b[k]
 
 
 def best_rows(study, rows):
-    """Per (method, column): the sweep point with the best mean metric."""
+    """Per (method, column): the sweep point with the best mean of the validation figure
+    (metric.select), or of the test figure in a study without one."""
     best = {}
     for r in rows:
         key = (r["method"],) + column(r)
@@ -99,18 +178,90 @@ def fmt_spread(study, row):
     return fmt_metric(study, row["mean"], row["std"])
 
 
+def fmt_p(p):
+    return "p < 0.001" if p < 0.001 else f"p = {p:.2g}"
+
+
+def write_significance(study, best, cols_, L):
+    """A table: each method's chosen point against the baseline's in the same column, the
+    difference of the final test figure and Welch's two-sided p over the seeds."""
+    base = study.baseline
+    head = ["method"] + [study.column_label(*c) for c in cols_]
+    unit = "points" if in_percent(study) else ""
+    scale = 100.0 if in_percent(study) else 1.0
+    L.append(f"## Against {study.methods[base]['label']} (difference of the final {study.metric}"
+             + (f" in {unit}" if unit else "") + "; Welch's t-test over seeds, two-sided)\n")
+    L.append("| " + " | ".join(head) + " |")
+    L.append("|" + "---|" * len(head))
+    for m in study.methods:
+        if m == base:
+            continue
+        cells = []
+        for c in cols_:
+            r = next((x for x in best if x["method"] == m and column(x) == c), None)
+            b = next((x for x in best if x["method"] == base and column(x) == c), None)
+            w = welch(r["finals"], b["finals"]) if r is not None and b is not None else None
+            if w is None:
+                cells.append("–")
+                continue
+            d, p = w
+            cells.append(f"{scale * d:+.2f} ({fmt_p(p)})" if unit else f"{d:+.4f} ({fmt_p(p)})")
+        L.append(f"| {study.methods[m]['label']} | " + " | ".join(cells) + " |")
+    L.append("")
+    if study.target is not None:
+        # Steps to target: compared only where every seed of both reached it (a seed that did not
+        # has no number of steps, only a lower bound).
+        lines, gaps = [], {c: [] for c in cols_}
+        for m in study.methods:
+            if m == base:
+                continue
+            cells = []
+            for c in cols_:
+                r = next((x for x in best if x["method"] == m and column(x) == c), None)
+                b = next((x for x in best if x["method"] == base and column(x) == c), None)
+                if r is None or b is None:
+                    cells.append("–")
+                    continue
+                sr = [steps_to_target(study, x["evals"]) for x in r["records"]]
+                sb = [steps_to_target(study, x["evals"]) for x in b["records"]]
+                for x in r["records"] + b["records"]:
+                    steps = [st for st, _ in x["evals"]]
+                    gaps[c] += [b_ - a_ for a_, b_ in zip(steps, steps[1:])]
+                w = welch(sr, sb) if None not in sr and None not in sb else None
+                cells.append("–" if w is None else f"{w[0]:+.0f} ({fmt_p(w[1])})")
+            lines.append(f"| {study.methods[m]['label']} | " + " | ".join(cells) + " |")
+        if any("(p" in line for line in lines):  # at least one comparison to show
+            # The evaluation interval (its most common gap) per column: the resolution of steps.
+            every = [max(set(g), key=g.count) for g in gaps.values() if g]
+            every_text = ""
+            if every:
+                every_text = (f"every {every[0]} steps" if len(set(every)) == 1 else
+                              "every " + " / ".join(map(str, every)) + " steps in the columns from left to right")
+            L.append(f"Steps to {study.metric} {fmt_metric(study, study.target)} against the same baseline "
+                     f"(difference of the mean steps; Welch's t-test; – where a seed of either did not reach "
+                     f"it)" + (f", counted at evaluations {every_text}: a smaller difference is not resolved"
+                               if every_text else "") + ":\n")
+            L.append("| " + " | ".join(head) + " |")
+            L.append("|" + "---|" * len(head))
+            L.extend(lines)
+            L.append("")
+    L.append("With three seeds a p above 0.05 means the seeds cannot tell the two apart; a diverged "
+             "seed counts at the figure it ended at (or `metric.chance`), so a spread that large makes any "
+             "difference hard to establish.\n")
+
+
 def write_report(study, records, out_dir, argv, total_wall, planned):
     os.makedirs(out_dir, exist_ok=True)
     rows = aggregate(study, records)
     for r in rows:
         r["point_label"] = point_label(r["point"])
     best = best_rows(study, rows)
-    # Each record knows where it ran: cells run now carry this machine and commit, cells taken
-    # from an earlier report's cells.json carry theirs.
-    here = (machine(), commit())
+    # Each record knows where it ran: cells run now carry the machine and the binary's commit,
+    # cells taken from an earlier report's cells.json carry theirs. One that never recorded them
+    # says so: the report never stamps today's machine or HEAD on an old cell.
     for r in records:
-        r.setdefault("machine", here[0])
-        r.setdefault("commit", here[1])
+        r.setdefault("machine", "machine not recorded")
+        r.setdefault("commit", "not recorded")
     # Wall seconds compare methods only when every cell ran on the same CPU model.
     cpus = sorted({r["machine"].split(", ")[0] for r in records})
     seconds_compare = len(cpus) <= 1
@@ -126,8 +277,10 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
     L.append("## How it was made\n")
     L.append(f"- Regenerate: `/usr/bin/python3 tools/study.py {os.path.relpath(study.path, ROOT)}` "
              f"(finished cells are cached in `runs/studies/{study.name}/`; `--report-only` redraws this "
-             f"report from them; `cells.json` here holds every cell's settings, status and eval curve, and a "
-             f"fresh clone reuses its cells instead of rerunning them).")
+             f"report from them; `cells.json` here holds every cell's settings, status, eval curve, machine and "
+             f"trainer commit and version, and a fresh clone reuses its cells instead of rerunning them while the "
+             f"trainer's version is theirs: a cell run by another trainer version is stale and runs again, unless "
+             f"`--any-trainer`).")
     L.append(f"- Base config `{study.base}`; budget {study.budget} {study.budget_key} per run; seeds "
              f"{', '.join(map(str, study.seeds))}; metric `{study.metric}` ({study.goal}"
              + (f", target {fmt_metric(study, study.target)}" if study.target is not None else "")
@@ -135,9 +288,24 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
                 if study.diverged is not None else "") + ").")
     if study.common:
         L.append("- Common overrides: " + ", ".join(f"`{k}: {fmt_value(v)}`" for k, v in study.common.items()) + ".")
+    if study.select:
+        L.append(f"- Choices are made on the validation figure `{study.select}` (the held-out part of the training "
+                 f"set, `data.validation_size`): the best sweep point per method and column is the best mean "
+                 f"`{study.select}`; the test figure `{study.metric}` is reported for the chosen points only.")
+    else:
+        chosen_what = [w for w, present in (("its best sweep point per method and column",
+                                             any(m["sweep"] for m in study.methods.values())),
+                                            ("the choices its findings draw (an LR, a factor, a threshold)",
+                                             bool(study.findings))) if present]
+        if chosen_what:
+            L.append(f"- **Choices were made on the test figure** `{study.metric}`: this study has no validation "
+                     f"split (`metric.select`), so {' and '.join(chosen_what)} were made on the figures it "
+                     f"reports, which flatters the chosen points. Rerunning with `data.validation_size` and "
+                     f"`metric.select` chooses on held-out training data instead.")
     origins = {}
     for r in records:
-        origins[(r["machine"], r["commit"])] = origins.get((r["machine"], r["commit"]), 0) + 1
+        c = r["commit"] + (f" ({r['commit_note']})" if r.get("commit_note") else "")
+        origins[(r["machine"], c)] = origins.get((r["machine"], c), 0) + 1
     if len(origins) == 1:
         (m, c), = origins
         L.append(f"- Machine: {m}.")
@@ -186,7 +354,16 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
         s = fmt_spread(study, r) + (" †" if r["diverged"] else "")
         return s + (f" ({r['point_label']})" if r["point_label"] else "")
 
-    table(f"## Final {study.metric} (mean ± std over seeds; † = some seeds diverged)", final_text)
+    table(f"## Final {study.metric} (mean ± std over seeds; † = some seeds diverged)"
+          + (f" of the points chosen on {study.select}" if study.select else ""), final_text)
+    if study.select:
+        def select_text(r):
+            if r["select_mean"] is None:
+                return "–"
+            one = r["select_seeds"] == 1
+            s = fmt_metric(study, r["select_mean"], None if one else r["select_std"]) + (" (1 seed)" if one else "")
+            return s + (f" ({r['point_label']})" if r["point_label"] else "")
+        table(f"## Validation {study.select} of the chosen points (what the choice was made on)", select_text)
     if study.target is not None:
         def to_target(r):
             if r["steps_to_target"] is None:
@@ -199,6 +376,8 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
         if not seconds_compare:
             L.append(f"Wall seconds are left out of this table and its plot: the cells ran on {len(cpus)} CPU "
                      f"models ({'; '.join(cpus)}), so seconds would compare machines, not methods.\n")
+    if study.baseline:
+        write_significance(study, best, cols_, L)
     L.append("![final metric](final_vs_examples.png)\n")
     if study.target is not None:
         L.append("![steps to target](steps_to_target.png)\n")
@@ -215,11 +394,18 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
              "examples per step; time to target: the trainer's wall seconds at that evaluation (mean over "
              "the same seeds). Wall: mean seconds per run, mpirun start-up included"
              + ("; the cells ran on several CPU models, so compare seconds only between rows that ran on one"
-                if not seconds_compare else "") + ".\n")
-    L.append("| method | sweep | ranks | examples/step | seeds | final | diverged | reached | steps to target | "
-             "examples to target | time to target s | wall s |")
-    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+                if not seconds_compare else "")
+             + (f". Test figures (`{study.metric}`: final, reached, steps and time to target) are shown for the "
+                f"chosen points only (✓, chosen on `{study.select}`); the others show `·`" if study.select else "")
+             + ".\n")
+    chosen = {id(r) for r in best}
+    sel_col = [f"{study.select}", "chosen"] if study.select else []
+    head_ = (["method", "sweep", "ranks", "examples/step", "seeds"] + sel_col
+             + ["final", "diverged", "reached", "steps to target", "examples to target", "time to target s", "wall s"])
+    L.append("| " + " | ".join(head_) + " |")
+    L.append("|" + "---|" * len(head_))
     for r in rows:
+        shown = not study.select or id(r) in chosen
         s2t = f"{r['steps_to_target']:.0f}" if r["steps_to_target"] is not None else "–"
         e2t = f"{r['steps_to_target'] * r['examples_per_step']:.0f}" if r["steps_to_target"] is not None else "–"
         t2t = f"{r['time_to_target']:.1f}" if r["time_to_target"] is not None else "–"
@@ -228,9 +414,16 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
         if len(study.variants) > 1:
             ranks += f", {study.variants[r['variant']]['label']}" if r["variant"] in study.variants else f", {r['variant']}"
         seeds = f"{r['seeds']}" + (f" (+{r['failed']} failed)" if r["failed"] else "")
-        L.append(f"| {study.methods[r['method']]['label']} | {r['point_label'] or '–'} | {ranks} "
-                 f"| {r['examples_per_step']} | {seeds} | {fmt_spread(study, r)} "
-                 f"| {r['diverged']} | {r['reached']}/{r['seeds']} | {s2t} | {e2t} | {t2t} | {wall} |")
+        sel = []
+        if study.select:
+            one = r["select_seeds"] == 1
+            sel = [("–" if r["select_mean"] is None else
+                    fmt_metric(study, r["select_mean"], None if one else r["select_std"]) + (" (1 seed)" if one else "")),
+                   "✓" if id(r) in chosen else ""]
+        test = [fmt_spread(study, r), f"{r['reached']}/{r['seeds']}", s2t, e2t, t2t] if shown else ["·"] * 5
+        cells = ([study.methods[r['method']]['label'], r['point_label'] or '–', ranks, str(r['examples_per_step']),
+                  seeds] + sel + [test[0], str(r['diverged'])] + test[1:] + [wall])
+        L.append("| " + " | ".join(cells) + " |")
     failed = [r for r in records if r["status"] == "failed"]
     if failed:
         L.append("\n## Failed cells (not counted above)\n")

@@ -1,6 +1,8 @@
 """Running cells: one trainer run under mpirun per cell and its record (status, final metric, eval
-curve, machine, commit), the cache of finished cells (a cell folder's study_cell.json, or an
-earlier report's cells.json), and an ETA for the cells left."""
+curve, the validation figure choices are made on, machine, the binary's commit and version),
+the cache of finished cells (a cell folder's study_cell.json, or an earlier report's
+cells.json; a cell counts as finished for the trainer version that ran it), and an ETA for the
+cells left."""
 import itertools
 import json
 import math
@@ -60,8 +62,11 @@ def run_cell(cell, args, folder):
     """Runs one cell; returns its record (also written as study_cell.json unless it failed)."""
     study = cell.study
     # An unfinished earlier attempt starts again, unless the study resumes cells: then the
-    # trainer goes on from the attempt's newest checkpoint (--resume auto; fresh if it has none).
-    resumed = study.resume_cells and os.path.isdir(folder)
+    # trainer goes on from the attempt's newest checkpoint (--resume auto; fresh if it has none),
+    # if the same trainer version made it. A finished (stale) cell always starts again.
+    resumed = study.resume_cells and os.path.isdir(folder) and \
+        not os.path.exists(os.path.join(folder, CELL_MARKER)) and \
+        attempt_version(folder) == getattr(args, "trainer_version", None)
     if os.path.isdir(folder) and not resumed:
         shutil.rmtree(folder)
     os.makedirs(folder, exist_ok=True)
@@ -87,15 +92,23 @@ def run_cell(cell, args, folder):
     if resumed:  # this attempt's part of the log: an earlier attempt's error is not this one's
         log_text = log_text[log_text.rfind("# study.py: an earlier attempt"):]
     evals, losses, walls = read_curve(folder, study.metric)
+    sel_evals = read_curve(folder, study.select)[0] if study.select else []
     summary = {}
     if os.path.isfile(os.path.join(folder, "summary.json")):
         with open(os.path.join(folder, "summary.json")) as f:
             summary = json.load(f)
     final = summary.get(study.metric, evals[-1][1] if evals else None) if rc == 0 else (evals[-1][1] if evals else None)
+    sel_final = None
+    if study.select:
+        sel_final = summary.get(study.select) if rc == 0 else (sel_evals[-1][1] if sel_evals else None)
     nonfinite = "is NaN/Inf" in log_text  # the trainer's stop on a non-finite loss or gradient
     if rc == 0 and study.metric not in summary:
         status = "failed"
         reason = f"the run ended without '{study.metric}' in summary.json (no evaluation set?)"
+    elif rc == 0 and study.select and study.select not in summary:
+        status = "failed"
+        reason = (f"the run ended without '{study.select}' (metric.select) in summary.json; "
+                  f"set data.validation_size")
     elif rc == 0:
         status, reason = ("diverged", f"final {study.metric} {final}") if is_diverged_value(study, final) else ("ok", "")
     elif nonfinite:
@@ -111,11 +124,26 @@ def run_cell(cell, args, folder):
            "steps": summary.get("steps", evals[-1][0] if evals else None),
            "evals": evals, "eval_wall": walls, "losses": losses[:: max(1, len(losses) // 200)],
            "command": " ".join(shlex.quote(c) for c in cmd), "machine": machine(),
-           "commit": args.build_commit or commit()}
+           # What the binary that ran says of itself (summary.json), else what it said at the
+           # start of this invocation (`trainer --version`), else HEAD.
+           "commit": display_commit(summary.get("commit")) or args.build_commit or commit(),
+           "trainer_version": summary.get("trainer_version") or args.trainer_version}
+    if study.select:
+        rec["select_final"], rec["select_evals"] = sel_final, sel_evals
     if status != "failed":
         with open(os.path.join(folder, CELL_MARKER), "w") as f:
             json.dump(rec, f)
     return rec
+
+
+def attempt_version(folder):
+    """The trainer version an earlier attempt in `folder` logged last (None: none logged)."""
+    try:
+        with open(os.path.join(folder, "log.txt"), errors="replace") as f:
+            found = re.findall(r"\(trainer version (\S+)\)", f.read())
+    except OSError:
+        return None
+    return found[-1] if found else None
 
 
 def identity(cell):
@@ -126,6 +154,16 @@ def identity(cell):
     return {"name": cell.name, "method": cell.method, "ranks": cell.ranks, "micro_batches": cell.mb,
             "variant": cell.variant, "seed": cell.seed, "point": cell.point,
             "examples_per_step": cell.examples_per_step, "overrides": cell.overrides}
+
+
+def stale(rec, version):
+    """Why a finished cell does not count for the trainer `version` (None: it does). A cell ran
+    by another trainer version, or by one that did not say its version, is stale: the trainer's
+    code and defaults are part of what a cell measures. version None (no trainer binary that
+    names its version): nothing is stale."""
+    if version is None or rec.get("trainer_version") == version:
+        return None
+    return f"ran on trainer {rec.get('trainer_version') or 'of unrecorded version'}, now {version}"
 
 
 def load_cached(folder, cell):
@@ -206,17 +244,30 @@ def machine():
     return f"{cpu}, {os.cpu_count()} cores, {mem}, {platform.system()} {platform.release()}"
 
 
-def trainer_commit(trainer):
-    """The commit `trainer --version` names, or None (no such binary, or one without --version)."""
+def display_commit(sha):
+    """A binary's commit as reports write it: "abc1234 (built with uncommitted changes)"."""
+    if not sha or sha == "unknown":
+        return None
+    return sha.replace("+changes", " (built with uncommitted changes)")
+
+
+def trainer_identity(trainer):
+    """(commit, version) as `trainer --version` names them (commit as display_commit writes it,
+    version None for a trainer older than versions), or (None, None): no such binary, or one
+    without --version."""
     try:
         out = subprocess.run([trainer, "--version"], capture_output=True, text=True, timeout=60).stdout
     except (OSError, subprocess.SubprocessError):
-        return None
+        return None, None
     m = re.search(r"built from commit (\S+)", out)
-    if not m or m.group(1) == "unknown":
-        return None
-    sha = m.group(1)
-    return sha.replace("+changes", " (built with uncommitted changes)")
+    v = re.search(r"trainer version (\S+)", out)
+    version = v.group(1) if v and v.group(1) != "unknown" else None
+    return (display_commit(m.group(1)) if m else None), version
+
+
+def trainer_commit(trainer):
+    """The commit `trainer --version` names, or None (no such binary, or one without --version)."""
+    return trainer_identity(trainer)[0]
 
 
 def commit():

@@ -96,14 +96,23 @@ class Study:
         self.diverged = metric.get("diverged")
         self.chance = metric.get("chance")
         self.plot_range = metric.get("plot_range")
+        # The figure choices are made on (the validation split's, e.g. val_top1; same goal): the
+        # best sweep point per method and column is the best mean of it, and the test figure
+        # (name) is reported for the chosen points only. None: choices on the test figure.
+        self.select = metric.get("select")
+        if self.select is not None and (not isinstance(self.select, str) or self.select == self.metric):
+            raise StudyError(f"{where}: metric.select must name the validation figure choices are made on "
+                             f"(e.g. val_top1, with data.validation_size in set), not the test figure, "
+                             f"got {self.select!r}")
         if self.plot_range is not None and not (isinstance(self.plot_range, list) and len(self.plot_range) == 2
                                                 and all(isinstance(x, (int, float)) for x in self.plot_range)):
             raise StudyError(f"{where}: metric.plot_range must be [low, high], got {self.plot_range!r}")
-        bad = sorted(set(metric) - {"name", "goal", "target", "diverged", "chance", "plot_range"})
+        bad = sorted(set(metric) - {"name", "goal", "target", "diverged", "chance", "plot_range", "select"})
         if bad or not isinstance(self.metric, str) or self.goal not in ("max", "min") or \
                 not all(v is None or isinstance(v, (int, float)) for v in (self.target, self.diverged, self.chance)):
             raise StudyError(f"{where}: metric must be {{name: eval_top1, goal: max|min, target: X, "
-                             f"diverged: X, chance: X}} (numbers; only name is required), got {metric!r}")
+                             f"diverged: X, chance: X, select: val_top1}} (numbers but select; only name "
+                             f"is required), got {metric!r}")
 
         self.train_size = doc.get("train_size")
         if self.train_size is not None and (not isinstance(self.train_size, int) or self.train_size < 1):
