@@ -1,7 +1,5 @@
 #include "sync/model_average.h"
 
-#include <cstring>
-
 #include "core/ops.h"
 
 namespace ada::sync {
@@ -13,26 +11,29 @@ int64_t total_numel(const std::vector<Param>& params) {
 }
 }  // namespace
 
-FlatModel::FlatModel(const std::vector<Param>& params)
-    : buffer_(Tensor::empty({total_numel(params)})) {
+FlatModel::FlatModel(const std::vector<Param>& params, std::optional<Device> device)
+    : buffer_(Tensor::empty({total_numel(params)}, DType::f32,
+                            device           ? *device
+                            : params.empty() ? Device::cpu()
+                                             : params.front().var.value().device())) {
   pack(params);
 }
 
 void FlatModel::pack(const std::vector<Param>& params) {
-  float* dst = buffer_.data<float>();
+  int64_t at = 0;
   for (const auto& p : params) {
     const Tensor& w = p.var.value();
-    std::memcpy(dst, w.data<float>(), sizeof(float) * w.numel());
-    dst += w.numel();
+    buffer_.narrow(at, w.numel()).copy_from(w);
+    at += w.numel();
   }
 }
 
 void FlatModel::unpack(std::vector<Param>& params) const {
-  const float* src = buffer_.data<float>();
+  int64_t at = 0;
   for (auto& p : params) {
     Tensor& w = p.var.mutable_value();
-    std::memcpy(w.data<float>(), src, sizeof(float) * w.numel());
-    src += w.numel();
+    w.copy_from(buffer_.narrow(at, w.numel()));
+    at += w.numel();
   }
 }
 

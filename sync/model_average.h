@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -10,10 +11,11 @@
 
 namespace ada::sync {
 
-// Every parameter's value back to back, in `params` order.
+// Every parameter's value back to back, in `params` order, on `device` (default: the
+// parameters' own; WAGMA's agent keeps a host copy of a GPU model, staged every step).
 class FlatModel {
  public:
-  explicit FlatModel(const std::vector<Param>& params);
+  explicit FlatModel(const std::vector<Param>& params, std::optional<Device> device = {});
   Tensor& buffer() { return buffer_; }
   void pack(const std::vector<Param>& params);    // parameters -> buffer
   void unpack(std::vector<Param>& params) const;  // buffer -> parameters

@@ -58,10 +58,6 @@ void check_averaging_sync(const SyncRequest& r, const std::string& name,
   ADA_CHECK_ARG(known, ConfigError)
       << red.where("name") << ": sync " << name << " " << why << "; set reducer.name: " << list
       << ", not '" << r.reducer.name() << "'";
-  // The model-averaging syncs keep flat host copies of the model (sync/model_average.h).
-  ADA_CHECK_ARG(r.device.is_cpu(), ConfigError)
-      << r.section.where("name") << ": sync '" << name << "' on " << r.device.str()
-      << " is not supported yet; use sync: none or train.device: cpu";
 }
 
 const SyncRegistry& builtin_syncs() {

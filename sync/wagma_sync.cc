@@ -42,7 +42,7 @@ int default_wagma_group_size(int ranks) {
 
 WagmaSync::WagmaSync(const StrategyContext& context, const StrategyOptions& options,
                      const WagmaOptions& wagma)
-    : ctx_(context), options_(options), wagma_(wagma), flat_(context.params) {
+    : ctx_(context), options_(options), wagma_(wagma), flat_(context.params, Device::cpu()) {
   if (wagma_.group_size == 0) wagma_.group_size = default_wagma_group_size(ctx_.world.size());
   WagmaSchedule schedule(ctx_.world.size(), wagma_.group_size, wagma_.global_every);
   agent_ = std::make_unique<WagmaAgent>(ctx_.world, schedule, flat_.buffer(), wagma_.wait_avoiding);

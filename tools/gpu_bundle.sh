@@ -54,6 +54,11 @@ for f in t10k-images-idx3-ubyte t10k-labels-idx1-ubyte train-images-idx3-ubyte t
   else echo "gpu_bundle: data/mnist/$f missing: run tools/fetch_data.sh mnist" >&2; exit 1
   fi
 done
+# MLM shards of one corpus book for the paper's BERT-Large config over NCCL (tools/gpu_nccl.sh
+# paper): Moby-Dick, ~300k tokens, about 1 MB.
+bash tools/fetch_data.sh bert-vocab corpus >/dev/null
+[[ -x build/bin/prepare_mlm ]] || cmake --build build -j "$(nproc)" --target prepare_mlm >/dev/null
+build/bin/prepare_mlm --vocab data/bert/vocab.txt --out "$out/data/mlm-moby" data/corpus/moby-dick >/dev/null
 # The binaries have this checkout's absolute paths compiled in (golden files, data).
 pwd > "$out/source_dir"
 git rev-parse HEAD > "$out/commit" 2>/dev/null || true

@@ -7,13 +7,18 @@
 #      buffers over MPI and over NCCL (nothing may skip);
 #   2. the trainer with train.comm nccl at 2 and 4 ranks (LeNet-5/MNIST, 1 epoch): Adasum and
 #      averaging in fp32, bf16 and fp16, beside the MPI-staged path; a resume across NCCL against
-#      the unbroken run (WAGMA, DiLoCo and local SGD refuse a GPU run so far: sync/registry.cc);
+#      the unbroken run; WAGMA, DiLoCo and local SGD on the GPU;
 #   3. bench_allreduce --device cuda at 2 and 4 ranks (relative figures: sockets, not NVLink);
 #   4. failures at 2 ranks: a rank throws, a rank is killed, a rank stops (the others' NCCL
 #      watchdog, ADA_NCCL_TIMEOUT_S) — each must end every rank non-zero, naming the cause;
 #   5. seeds: run-to-run noise of 4 ranks over NCCL against MPI staging (seeds 2-4, averaging and
 #      Adasum), the yardstick for "the same accuracy".
-#   OUT=DIR bash tools/gpu_nccl.sh [tests,train,bench,failures,seeds]   (default: all five)
+#   6. paper (not in the default): configs/resnet50_adasum.yaml on an ImageNet-shaped JPEG folder
+#      made there (1,000 classes) and configs/bert_large_lamb_adasum.yaml on MLM shards of our
+#      corpus (.gpu/data/mlm-moby), each at 2 ranks over NCCL in bf16: 60 steps, a checkpoint,
+#      then resumed to 100; step time and loader wait from metrics.jsonl (~5 minutes).
+#   OUT=DIR bash tools/gpu_nccl.sh [tests,train,bench,failures,seeds,paper]
+#                                              (default: the first five)
 # The runs' own logs are packed into $OUT/nccl_runs.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -89,6 +94,10 @@ for run in "2 nccl adasum fp32" "4 nccl adasum fp32" "2 nccl average fp32" "4 nc
   say "-- $1 ranks, train.comm $2, $3, $4"
   train "$1" "$2" "mnist_lenet_$3" "$4" "np$1-$2-$3-$4"
 done
+for s in wagma diloco local_sgd; do
+  say "-- 4 ranks, train.comm nccl, sync $s"
+  train 4 nccl "mnist_lenet_$s" fp32 "np4-nccl-$s"
+done
 say "-- resume across NCCL: 2 ranks, Adasum, epoch 2 resumed from np2-nccl-adasum-fp32's checkpoint,"
 say "   against an unbroken 2-epoch run (the GPU's atomics make two runs differ: compare accuracy)"
 cp -r out/nccl/np2-nccl-adasum-fp32 out/nccl/resumed
@@ -148,6 +157,64 @@ if part seeds; then
     done
   done
   accuracies seed
+fi
+if part paper; then
+  say "== 6. the paper's configs over NCCL: 2 ranks, bf16, 60 steps + a resume to 100"
+  /usr/bin/env python3 - out/imagenet <<'PY' 2>&1 | tee -a "$log"
+# ImageNet-shaped JPEG folders: 1,000 class folders (n00000000 ...), 14 training images and 1
+# validation image each, sizes drawn like ImageNet's (about 500 x 375), smooth random content.
+import os, random, sys
+from multiprocessing import Pool
+from PIL import Image
+root = sys.argv[1]
+def make(c):
+    r = random.Random(c)
+    for split, n in (("train", 14), ("val", 1)):
+        d = os.path.join(root, split, f"n{c:08d}")
+        os.makedirs(d, exist_ok=True)
+        for i in range(n):
+            w, h = r.randint(300, 500), r.randint(250, 400)
+            small = Image.new("RGB", (8, 6))
+            small.putdata([tuple(r.randrange(256) for _ in range(3)) for _ in range(48)])
+            small.resize((w, h), Image.BILINEAR).save(os.path.join(d, f"{i}.JPEG"), quality=85)
+with Pool(16) as p:
+    p.map(make, range(1000))
+print(f"imagenet-shaped: {sum(len(f) for _, _, f in os.walk(root))} JPEGs under {root}")
+PY
+  paper() {  # NAME CONFIG ARGS...: 60 steps, then resumed to 100
+    local name=$1 cfg=$2
+    shift 2
+    train 2 nccl "$cfg" bf16 "paper-$name" --set train.epochs=0 --set train.steps=60 \
+      --set checkpoint.every=60 --set train.log_every=10 "$@"
+    train 2 nccl "$cfg" bf16 "paper-$name" --set train.epochs=0 --set train.steps=100 \
+      --set checkpoint.every=60 --set train.log_every=10 \
+      --set train.timeline="out/nccl/paper-$name/trace.json" --resume auto "$@"
+    /usr/bin/env python3 - "out/nccl/paper-$name" <<'PY' 2>&1 | tee -a "$log"
+# The last logged step's figures, and from the resumed run's timeline the loader wait per step.
+import json, os, sys
+d = sys.argv[1]
+rows = [json.loads(l) for l in open(os.path.join(d, "metrics.jsonl")) if '"loss"' in l]
+last = rows[-1]
+print(f"{d}: {len(rows)} metrics lines to step {last['step']}; last: " +
+      ", ".join(f"{k} {last[k]:.4g}" for k in ("loss", "samples_per_s", "compute_s", "comm_s", "exposed_comm_s") if k in last))
+try:
+    ev = json.load(open(os.path.join(d, "trace.json")))
+    ev = ev["traceEvents"] if isinstance(ev, dict) else ev
+    per = {}
+    for e in ev:
+        if e.get("name") in ("data wait", "forward") and "dur" in e:
+            per.setdefault((e.get("pid"), e["name"]), []).append(e["dur"] / 1e3)
+    for (pid, name), v in sorted(per.items()):
+        v = sorted(v)
+        print(f"  rank {pid} {name}: {len(v)} spans, median {v[len(v) // 2]:.2f} ms, max {v[-1]:.2f} ms")
+except (OSError, ValueError, KeyError) as e:
+    print(f"  timeline unreadable: {e}")
+PY
+  }
+  paper resnet50 resnet50_adasum --set data.path=out/imagenet/train --set data.eval_path=out/imagenet/val \
+    --set schedule.warmup_steps=10 --set "schedule.milestones=[80]" --set data.workers=6
+  paper bert_large bert_large_lamb_adasum --set data.path=.gpu/data/mlm-moby --set train.batch_per_rank=8 \
+    --set train.micro_batches=1 --set schedule.warmup_steps=10
 fi
 tar czf "$out/nccl_runs.tgz" out/nccl/*.log 2>/dev/null
 say "gpu_nccl: exit $status"

@@ -39,7 +39,7 @@ TEST(DatasetRegistry, BuiltinNames) {
   DatasetRegistry r("data set");
   register_builtin_datasets(r);
   EXPECT_EQ(r.names(), (std::vector<std::string>{"fashion_mnist", "image_folder", "mlm", "mnist",
-                                                 "synthetic"}));
+                                                 "squad", "synthetic", "text_classification"}));
 }
 
 TEST(DatasetRegistry, ANewDataSetIsOneFileAndOneLine) {
@@ -62,7 +62,8 @@ TEST(DatasetRegistry, ANewDataSetIsOneFileAndOneLine) {
     EXPECT_NE(
         std::string(e.what()).find("data.name (line 1, column 15): unknown data set 'countin'; "
                                    "known: counting, fashion_mnist, image_folder, mlm, "
-                                   "mnist, synthetic (did you mean 'counting'?)"),
+                                   "mnist, squad, synthetic, text_classification (did you mean "
+                                   "'counting'?)"),
         std::string::npos)
         << e.what();
   }
