@@ -56,7 +56,7 @@ int predict(const Args& a) {
   model->to(device);
   model->train(false);
 
-  const data::Tokenizer tokenizer = data::squad_tokenizer(data_cfg, model_cfg);
+  const data::Tokenizer tokenizer = data::fine_tuning_tokenizer(data_cfg, model_cfg);
   const data::SquadFeatureOptions fo = data::squad_feature_options(data_cfg, model_cfg);
   const data::SquadDataset squad = data::read_squad(a.dataset);
   const std::vector<data::SquadFeature> features =

@@ -49,18 +49,6 @@ std::string SquadWindows::describe() const {
          std::to_string(size()) + " windows)";
 }
 
-Tokenizer squad_tokenizer(const Config& data, const Config& model) {
-  const std::string vocab = data.get_or<std::string>("vocab", "data/bert/vocab.txt");
-  TokenizerOptions to;
-  to.keep_special_tokens = false;  // Google's tokenizer: "[SEP]" in a text is text
-  Tokenizer tokenizer = Tokenizer::from_file(vocab, to);
-  const int64_t vocab_size = model.get_or<int64_t>("vocab_size", 30522);
-  ADA_CHECK_ARG(tokenizer.vocab_size() == vocab_size, ConfigError)
-      << data.where("vocab") << ": '" << vocab << "' has " << tokenizer.vocab_size()
-      << " tokens, but model.vocab_size is " << vocab_size << "; make them equal";
-  return tokenizer;
-}
-
 SquadFeatureOptions squad_feature_options(const Config& data, const Config& model) {
   SquadFeatureOptions o;
   o.max_seq_length =
@@ -87,7 +75,7 @@ DataSets read_squad_windows(const DatasetRequest& request) {
                 ConfigError)
       << d.where("name") << ": squad trains BERT's question-answering head; set model.head: "
       << "question_answering";
-  const Tokenizer tokenizer = squad_tokenizer(d, model);
+  const Tokenizer tokenizer = fine_tuning_tokenizer(d, model);
   const SquadFeatureOptions o = squad_feature_options(d, model);
   DataSets out;
   out.train = SquadWindows::open(d.get<std::string>("path"), tokenizer, o);

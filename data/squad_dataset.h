@@ -41,10 +41,6 @@ class SquadWindows : public Dataset {
 // `dataset` with every question's answers cut to the first (dev files have up to three).
 SquadDataset first_answers_only(SquadDataset dataset);
 
-// The tokenizer the squad data set and squad_predict use: data.vocab (default
-// data/bert/vocab.txt), "[SEP]" in a text read as text (Google's run_squad.py), its size checked
-// against model.vocab_size (ConfigError naming both keys).
-Tokenizer squad_tokenizer(const Config& data, const Config& model);
 // data.max_seq_length (<= model.max_positions), doc_stride, max_query_length.
 SquadFeatureOptions squad_feature_options(const Config& data, const Config& model);
 

@@ -130,14 +130,7 @@ DataSets read_text_classification(const DatasetRequest& request) {
   ADA_CHECK_ARG(o.seq_len <= positions, ConfigError)
       << d.where("seq_len") << ": " << o.seq_len << " tokens per sequence, but the model has "
       << positions << " positions (model.max_positions); lower data.seq_len or raise max_positions";
-  const std::string vocab = d.get_or<std::string>("vocab", "data/bert/vocab.txt");
-  TokenizerOptions to;
-  to.keep_special_tokens = false;  // "[SEP]" in an e-mail is text, not a separator
-  const Tokenizer tokenizer = Tokenizer::from_file(vocab, to);
-  const int64_t vocab_size = model.get_or<int64_t>("vocab_size", 30522);
-  ADA_CHECK_ARG(tokenizer.vocab_size() == vocab_size, ConfigError)
-      << d.where("vocab") << ": '" << vocab << "' has " << tokenizer.vocab_size()
-      << " tokens, but model.vocab_size is " << vocab_size << "; make them equal";
+  const Tokenizer tokenizer = fine_tuning_tokenizer(d, model);
   DataSets out;
   out.train = TextClassificationDataset::open(d.get<std::string>("path"), tokenizer, o);
   if (d.has("eval_path"))

@@ -274,4 +274,16 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
   return out;
 }
 
+Tokenizer fine_tuning_tokenizer(const Config& data, const Config& model) {
+  const std::string vocab = data.get_or<std::string>("vocab", "data/bert/vocab.txt");
+  TokenizerOptions options;
+  options.keep_special_tokens = false;
+  Tokenizer tokenizer = Tokenizer::from_file(vocab, options);
+  const int64_t vocab_size = model.get_or<int64_t>("vocab_size", 30522);
+  ADA_CHECK_ARG(tokenizer.vocab_size() == vocab_size, ConfigError)
+      << data.where("vocab") << ": '" << vocab << "' has " << tokenizer.vocab_size()
+      << " tokens, but model.vocab_size is " << vocab_size << "; make them equal";
+  return tokenizer;
+}
+
 }  // namespace ada::data

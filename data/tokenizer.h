@@ -11,6 +11,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/config.h"
+
 namespace ada::data {
 
 struct TokenizerOptions {
@@ -80,5 +82,10 @@ class Tokenizer {
 
 // FNV-1a 64 (used for vocabulary and shard checksums).
 uint64_t fnv1a64(const void* data, size_t n, uint64_t h = 0xcbf29ce484222325ull);
+
+// The tokenizer of the fine-tuning data sets (text_classification, squad) and squad_predict:
+// data.vocab (default data/bert/vocab.txt), "[SEP]" and the like in a text read as text (as
+// Google's tokenizer does), its size checked against model.vocab_size (ConfigError naming both).
+Tokenizer fine_tuning_tokenizer(const Config& data, const Config& model);
 
 }  // namespace ada::data

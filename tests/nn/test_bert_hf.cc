@@ -45,18 +45,22 @@ TEST(BertHf, NamesByHand) {
   EXPECT_EQ(hf_name_from_bert("embeddings.LayerNorm.bias"), "bert.embeddings.LayerNorm.bias");
 }
 
+// Loads golden file `stem` into *g and splits it: "batch/<field>" into *batch, the
+// un-prefixed Hugging Face state dict into *hf (the rest, "twin/...", stays in *g).
+void load_hf_golden(const std::string& stem, NamedTensors* g, TensorMap* batch, NamedTensors* hf) {
+  ASSERT_NO_FATAL_FAILURE(ada::testing::load_golden(stem, kRegenerate, g));
+  for (const auto& [name, t] : g->tensors) {
+    if (name.rfind("batch/", 0) == 0)
+      (*batch)[name.substr(6)] = t;
+    else if (name.find('/') == std::string::npos)
+      hf->tensors.emplace_back(name, t);
+  }
+  hf->source = stem + ".safetensors";
+}
+
 class BertHfGolden : public ::testing::Test {
  protected:
-  void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(ada::testing::load_golden("bert_hf", kRegenerate, &g_));
-    for (const auto& [name, t] : g_.tensors) {
-      if (name.rfind("batch/", 0) == 0)
-        batch_[name.substr(6)] = t;
-      else if (name.find('/') == std::string::npos)
-        hf_.tensors.emplace_back(name, t);
-    }
-    hf_.source = "bert_hf.safetensors";
-  }
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(load_hf_golden("bert_hf", &g_, &batch_, &hf_)); }
   std::unique_ptr<Model> model(uint64_t seed = 1) {
     const Config c =
         Config::parse(ada::testing::golden_meta(g_, "model_config", kRegenerate), "golden");
@@ -163,14 +167,7 @@ TEST_F(BertHfGolden, UntiedDecodersAndForeignTensorsAreRefused) {
 class BertHfHeads : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(ada::testing::load_golden("bert_hf_heads", kRegenerate, &g_));
-    for (const auto& [name, t] : g_.tensors) {
-      if (name.rfind("batch/", 0) == 0)
-        batch_[name.substr(6)] = t;
-      else if (name.find('/') == std::string::npos)
-        hf_.tensors.emplace_back(name, t);
-    }
-    hf_.source = "bert_hf_heads.safetensors";
+    ASSERT_NO_FATAL_FAILURE(load_hf_golden("bert_hf_heads", &g_, &batch_, &hf_));
   }
   std::unique_ptr<Model> model(const std::string& head) {
     std::string yaml = ada::testing::golden_meta(g_, "model_config", kRegenerate);
