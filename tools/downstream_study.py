@@ -96,6 +96,10 @@ def main():
                 key = f"pretrain {method} seed {seed} ranks {a.ranks} steps {steps}"
                 if a.report_only and key not in cells:
                     continue
+                ft_missing = any(f"finetune {method} seed {seed} ft {ft} ranks {a.ranks} steps {steps}"
+                                 not in cells for ft in a.ft_seeds)
+                if ft_missing and not a.report_only and not os.path.isdir(os.path.join(REPO, pre_dir, "checkpoints")):
+                    cells.pop(key, None)  # runs/ is gone (a new session): pre-train again (bitwise the same on a CPU)
                 pre = run_cell(cells, path, key, cmd, pre_dir)
             for ft in a.ft_seeds:
                 ft_dir = f"runs/downstream/finetune-{method}-s{seed}-f{ft}"
