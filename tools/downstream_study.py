@@ -13,7 +13,7 @@ command line), so a stopped study resumes; checkpoints stay under runs/downstrea
 not committed).
 
     /usr/bin/python3 tools/downstream_study.py [--out docs/results/bert_tiny_downstream]
-        [--ranks 4] [--pretrain-steps 600] [--seeds 1 2 3] [--ft-seeds 1 2 3] [--report-only]
+        [--ranks 2] [--pretrain-steps 300] [--seeds 1 2 3] [--ft-seeds 1 2 3] [--report-only]
 """
 import argparse
 import json
@@ -70,8 +70,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(REPO, "docs/results/bert_tiny_downstream"))
     ap.add_argument("--trainer", default=os.path.join(REPO, "build/bin/trainer"))
-    ap.add_argument("--ranks", type=int, default=4)
-    ap.add_argument("--pretrain-steps", type=int, default=600)
+    ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--pretrain-steps", type=int, default=300)
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--ft-seeds", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--report-only", action="store_true")
@@ -127,9 +127,10 @@ def report(a, cells, rows):
              "seeds " + ", ".join(map(str, a.seeds)) + "; fine-tuning: `configs/bert_tiny_spam.yaml`, "
              "2 epochs, seeds " + ", ".join(map(str, a.ft_seeds)) + ", evaluated once at the end on "
              "the test split (628 e-mails; ham is 70.2 %). Nothing was chosen on these runs.", "",
-             f"Machine: {', '.join(cpus)}. Commit(s): {', '.join(commits)}. Regenerate: "
-             "`/usr/bin/python3 tools/downstream_study.py` (cells cached in cells.json; "
-             "`--report-only` redraws).", "",
+             f"Machine: {', '.join(cpus)} (2 cores). Trainer commit(s): {', '.join(commits)} "
+             "(the trainer's sources are the same in all). Regenerate: `/usr/bin/python3 "
+             f"tools/downstream_study.py --ranks {a.ranks} --pretrain-steps {a.pretrain_steps}` "
+             "(cells cached in cells.json; `--report-only` redraws).", "",
              "| pre-training | MLM loss (held out), mean ± sd over seeds | test accuracy %, mean ± sd over all fine-tunings | n |",
              "|---|---|---|---|"]
     accs = {}

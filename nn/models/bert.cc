@@ -170,26 +170,27 @@ class Bert : public Model {
                          Tensor::from_vector<int64_t>(firsts, {b}).to(x.value().device()));
   }
 
-  // A [B] label field of integer type with every value in [0, limit).
-  const Tensor& labels_in(const TensorMap& batch, const char* name, int64_t b, int64_t limit,
-                          const char* what) const {
+  // The values of a [B] integer label field, each checked to lie in [0, limit).
+  std::vector<int64_t> label_values(const TensorMap& batch, const char* name, int64_t b,
+                                    int64_t limit, const char* what) const {
     const Tensor& t = field(batch, name);
     ADA_CHECK_ARG(t.dim() == 1 && t.size(0) == b, ShapeError)
         << "bert: " << name << " " << t.str() << " must be [" << b << "]";
     const Tensor host = t.to(Device::cpu());
+    std::vector<int64_t> v(static_cast<size_t>(b));
     for (int64_t i = 0; i < b; ++i) {
-      const int64_t v =
-          host.dtype() == DType::i64 ? host.data<int64_t>()[i] : host.data<int32_t>()[i];
-      ADA_CHECK_ARG(v >= 0 && v < limit, ShapeError)
-          << "bert: " << name << " " << v << " of example " << i << " is outside [0, " << limit
+      v[i] = host.dtype() == DType::i64 ? host.data<int64_t>()[i] : host.data<int32_t>()[i];
+      ADA_CHECK_ARG(v[i] >= 0 && v[i] < limit, ShapeError)
+          << "bert: " << name << " " << v[i] << " of example " << i << " is outside [0, " << limit
           << "): " << what;
     }
-    return t;
+    return v;
   }
 
   ModelOutput classify(const TensorMap& batch, const Variable& x) {
     const int64_t b = x.value().size(0);
-    const Tensor& label = labels_in(batch, "label", b, c_.num_classes, "set model.num_classes");
+    label_values(batch, "label", b, c_.num_classes, "set model.num_classes");
+    const Tensor& label = field(batch, "label");
     Variable pooled = dropout_->forward(fn::tanh(pooler_->forward(cls_rows(x))), rng_);
     Variable logits = classifier_->forward(pooled);
     ModelOutput out;
@@ -214,14 +215,9 @@ class Bert : public Model {
       return out;
     }
     const char* why = "a position must lie inside the sequence ([CLS], 0, when not in it)";
-    const Tensor start = labels_in(batch, "start_position", b, s, why).to(Device::cpu());
-    const Tensor end = labels_in(batch, "end_position", b, s, why).to(Device::cpu());
-    std::vector<int64_t> targets(2 * b);
-    for (int64_t i = 0; i < b; ++i) {
-      targets[i] =
-          start.dtype() == DType::i64 ? start.data<int64_t>()[i] : start.data<int32_t>()[i];
-      targets[b + i] = end.dtype() == DType::i64 ? end.data<int64_t>()[i] : end.data<int32_t>()[i];
-    }
+    std::vector<int64_t> targets = label_values(batch, "start_position", b, s, why);
+    const std::vector<int64_t> end = label_values(batch, "end_position", b, s, why);
+    targets.insert(targets.end(), end.begin(), end.end());
     const Tensor t = Tensor::from_vector<int64_t>(targets, {2 * b}).to(dev);
     ModelOutput out;
     out.loss = cross_entropy_loss(rows, t);  // the mean over 2B rows: (start CE + end CE) / 2
