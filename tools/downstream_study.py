@@ -152,8 +152,8 @@ def report(a, cells, rows):
                    for s in sorted({s for s, _, _, _ in by[m]})] for m in ("lamb_average", "lamb_adasum")}
         w2 = welch(per["lamb_adasum"], per["lamb_average"])
         lines += ["", f"Adasum minus averaging, test accuracy: {d:+.2f} points; Welch's p over all "
-                  f"fine-tunings {p:.2f}" + (f"; over the per-checkpoint means (the pre-training seed "
-                  f"as the unit) {w2[1]:.2f}" if w2 else "") + "."]
+                  f"fine-tunings {p:.2g} (they share checkpoints: not independent)" + (f"; over the per-checkpoint means (the pre-training seed "
+                  f"as the unit, n = {len(per['lamb_adasum'])} a side) {w2[1]:.2g}" if w2 else "") + "."]
     open(os.path.join(a.out, "report.md"), "w").write("\n".join(lines) + "\n")
     print("\n".join(lines))
 
