@@ -125,18 +125,15 @@ if [[ "$what" == train || "$what" == interop || "$what" == all ]]; then
   # and batch gives the losses of the twin that tests/nn/test_bert_hf.cc holds our BERT to.
   echo "-- Hugging Face: BertForPreTraining on tests/golden/bert_hf.safetensors" | tee -a "$out/train.log"
   python3 - tests/golden/bert_hf.safetensors <<'PY' 2>&1 | tee -a "$out/train.log"
-import json, struct, sys
-import numpy as np, torch
+import sys
+import torch
 try:
     from transformers import BertConfig, BertForPreTraining
 except ImportError as e:
     print(f"hf: transformers not installed here ({e})"); sys.exit(0)
-b = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
-t = {}
-for k, v in h.items():
-    if k == "__metadata__": continue
-    lo, hi = v["data_offsets"]; dt = {"F32": np.float32, "I64": np.int64}[v["dtype"]]
-    t[k] = torch.from_numpy(np.frombuffer(b[8 + n + lo:8 + n + hi], dtype=dt).reshape(v["shape"]).copy())
+sys.path.insert(0, "tools")
+from golden_io import read_safetensors
+t = {k: torch.from_numpy(v.copy()) for k, v in read_safetensors(sys.argv[1])[0].items()}
 cfg = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
                  max_position_embeddings=16, type_vocab_size=2, hidden_dropout_prob=0.0,
                  attention_probs_dropout_prob=0.0, layer_norm_eps=1e-12, hidden_act="gelu")
@@ -154,18 +151,15 @@ PY
   # tests/golden/bert_hf_heads' weights give the twin's logits (which test_bert_hf.cc holds ours to).
   echo "-- Hugging Face: the classification and question-answering heads on tests/golden/bert_hf_heads" | tee -a "$out/train.log"
   python3 - tests/golden/bert_hf_heads.safetensors <<'PY' 2>&1 | tee -a "$out/train.log"
-import json, struct, sys
-import numpy as np, torch
+import sys
+import torch
 try:
     from transformers import BertConfig, BertForQuestionAnswering, BertForSequenceClassification
 except ImportError as e:
     print(f"hf heads: transformers not installed here ({e})"); sys.exit(0)
-b = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
-t = {}
-for k, v in h.items():
-    if k == "__metadata__": continue
-    lo, hi = v["data_offsets"]; dt = {"F32": np.float32, "I64": np.int64}[v["dtype"]]
-    t[k] = torch.from_numpy(np.frombuffer(b[8 + n + lo:8 + n + hi], dtype=dt).reshape(v["shape"]).copy())
+sys.path.insert(0, "tools")
+from golden_io import read_safetensors
+t = {k: torch.from_numpy(v.copy()) for k, v in read_safetensors(sys.argv[1])[0].items()}
 cfg = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
                  max_position_embeddings=16, type_vocab_size=2, hidden_dropout_prob=0.0,
                  attention_probs_dropout_prob=0.0, layer_norm_eps=1e-12, hidden_act="gelu", num_labels=3)
