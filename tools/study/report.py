@@ -193,13 +193,16 @@ def write_significance(study, best, cols_, L):
              + (f" in {unit}" if unit else "") + "; Welch's t-test over seeds, two-sided)\n")
     L.append("| " + " | ".join(head) + " |")
     L.append("|" + "---|" * len(head))
+
+    def pick(method, c):  # the best point of `method` in column c, or None
+        return next((x for x in best if x["method"] == method and column(x) == c), None)
+
     for m in study.methods:
         if m == base:
             continue
         cells = []
         for c in cols_:
-            r = next((x for x in best if x["method"] == m and column(x) == c), None)
-            b = next((x for x in best if x["method"] == base and column(x) == c), None)
+            r, b = pick(m, c), pick(base, c)
             w = welch(r["finals"], b["finals"]) if r is not None and b is not None else None
             if w is None:
                 cells.append("–")
@@ -217,8 +220,7 @@ def write_significance(study, best, cols_, L):
                 continue
             cells = []
             for c in cols_:
-                r = next((x for x in best if x["method"] == m and column(x) == c), None)
-                b = next((x for x in best if x["method"] == base and column(x) == c), None)
+                r, b = pick(m, c), pick(base, c)
                 if r is None or b is None:
                     cells.append("–")
                     continue
