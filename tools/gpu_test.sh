@@ -121,59 +121,10 @@ for p in ("bf16", "fp16"):
 PY
 fi
 if [[ "$what" == train || "$what" == interop || "$what" == all ]]; then
-  # Hugging Face interop: transformers' own BertForPreTraining on tests/golden/bert_hf's weights
-  # and batch gives the losses of the twin that tests/nn/test_bert_hf.cc holds our BERT to.
-  echo "-- Hugging Face: BertForPreTraining on tests/golden/bert_hf.safetensors" | tee -a "$out/train.log"
-  python3 - tests/golden/bert_hf.safetensors <<'PY' 2>&1 | tee -a "$out/train.log"
-import sys
-import torch
-try:
-    from transformers import BertConfig, BertForPreTraining
-except ImportError as e:
-    print(f"hf: transformers not installed here ({e})"); sys.exit(0)
-sys.path.insert(0, "tools")
-from golden_io import read_safetensors
-t = {k: torch.from_numpy(v.copy()) for k, v in read_safetensors(sys.argv[1])[0].items()}
-cfg = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                 max_position_embeddings=16, type_vocab_size=2, hidden_dropout_prob=0.0,
-                 attention_probs_dropout_prob=0.0, layer_norm_eps=1e-12, hidden_act="gelu")
-m = BertForPreTraining(cfg).double().eval()
-missing, unexpected = m.load_state_dict({k: v.double() if v.dtype == torch.float32 else v for k, v in t.items() if "/" not in k}, strict=False)
-o = m(input_ids=t["batch/input_ids"], token_type_ids=t["batch/segment_ids"], attention_mask=t["batch/attention_mask"])
-mlm = torch.nn.functional.cross_entropy(o.prediction_logits.view(-1, 50), t["batch/labels"].view(-1), ignore_index=-100)
-nsp = torch.nn.functional.cross_entropy(o.seq_relationship_logits, t["batch/nsp_label"])
-twin = (float(t["twin/mlm_loss"]), float(t["twin/nsp_loss"]))
-ok = abs(float(mlm) - twin[0]) < 1e-5 * twin[0] and abs(float(nsp) - twin[1]) < 1e-5 * twin[1]
-print(f"hf: transformers mlm {float(mlm):.7f} nsp {float(nsp):.7f}, twin {twin[0]:.7f} {twin[1]:.7f}: "
-      f"{'equal' if ok else 'DIFFERENT'} (missing {missing}, unexpected {unexpected})")
-PY
-  # The task heads: BertForSequenceClassification (3 labels) and BertForQuestionAnswering on
-  # tests/golden/bert_hf_heads' weights give the twin's logits (which test_bert_hf.cc holds ours to).
-  echo "-- Hugging Face: the classification and question-answering heads on tests/golden/bert_hf_heads" | tee -a "$out/train.log"
-  python3 - tests/golden/bert_hf_heads.safetensors <<'PY' 2>&1 | tee -a "$out/train.log"
-import sys
-import torch
-try:
-    from transformers import BertConfig, BertForQuestionAnswering, BertForSequenceClassification
-except ImportError as e:
-    print(f"hf heads: transformers not installed here ({e})"); sys.exit(0)
-sys.path.insert(0, "tools")
-from golden_io import read_safetensors
-t = {k: torch.from_numpy(v.copy()) for k, v in read_safetensors(sys.argv[1])[0].items()}
-cfg = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                 max_position_embeddings=16, type_vocab_size=2, hidden_dropout_prob=0.0,
-                 attention_probs_dropout_prob=0.0, layer_norm_eps=1e-12, hidden_act="gelu", num_labels=3)
-state = {k: v.double() if v.dtype == torch.float32 else v for k, v in t.items() if "/" not in k}
-args = dict(input_ids=t["batch/input_ids"], token_type_ids=t["batch/segment_ids"], attention_mask=t["batch/attention_mask"])
-for cls, outs in ((BertForSequenceClassification, {"logits": "twin/classification_logits"}),
-                  (BertForQuestionAnswering, {"start_logits": "twin/start_logits", "end_logits": "twin/end_logits"})):
-    m = cls(cfg).double().eval()
-    missing, unexpected = m.load_state_dict(state, strict=False)
-    o = m(**args)
-    worst = max(float((getattr(o, k) - t[v].double()).abs().max()) for k, v in outs.items())
-    print(f"hf heads: {cls.__name__} logits within {worst:.2e} of the twin's: {'equal' if worst < 1e-5 else 'DIFFERENT'} "
-          f"(missing {missing}, unexpected {len(unexpected)} of the other head's tensors)")
-PY
+  # Hugging Face interop: transformers' own BertForPreTraining, BertForSequenceClassification and
+  # BertForQuestionAnswering give the twin's numbers that tests/nn/test_bert_hf.cc holds ours to.
+  echo "-- Hugging Face: transformers on tests/golden/bert_hf{,_heads}.safetensors" | tee -a "$out/train.log"
+  python3 tools/hf_compare.py 2>&1 | tee -a "$out/train.log"
   # train.tensorboard read by TensorBoard's own event reader (this machine has tensorboard; the
   # suite checks the files with an independent reader: tests/tools/tensorboard_reader.py).
   echo "-- train.tensorboard read by TensorBoard's EventAccumulator" | tee -a "$out/train.log"
