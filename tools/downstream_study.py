@@ -153,7 +153,24 @@ def report(a, cells, rows):
         w2 = welch(per["lamb_adasum"], per["lamb_average"])
         lines += ["", f"Adasum minus averaging, test accuracy: {d:+.2f} points; Welch's p over all "
                   f"fine-tunings {p:.2g} (they share checkpoints: not independent)" + (f"; over the per-checkpoint means (the pre-training seed "
-                  f"as the unit, n = {len(per['lamb_adasum'])} a side) {w2[1]:.2g}" if w2 else "") + "."]
+                  f"as the unit, n = {len(per['lamb_adasum'])} a side) {w2[1]:.2g}" if w2 else "") + ". "
+                  + ("Beyond the seed noise (p < 0.05 with the pre-training seed as the unit)."
+                     if w2 and w2[1] < 0.05 else
+                     "Not beyond the seed noise: the unit that differs between the methods is the "
+                     "pre-training seed, and with it p >= 0.05.")]
+    if "scratch" in accs:
+        for m in ("lamb_average", "lamb_adasum"):
+            if m not in by:
+                continue
+            means = [statistics.mean(100 * x for s2, _, _, x in by[m] if s2 == s)
+                     for s in sorted({s for s, _, _, _ in by[m]})]
+            w = welch(means, accs["scratch"])
+            if w:
+                lines.append(f"{m} minus no pre-training: {w[0]:+.2f} points (Welch's p {w[1]:.2g}; "
+                             "per-checkpoint means against the scratch fine-tunings): "
+                             + ("beyond" if w[1] < 0.05 else "not beyond") + " the seed noise.")
+    lines += ["", "No choice was made on these runs (the recipes were fixed before them), so no "
+              "validation split was needed; each fine-tuning read the test split once, at its end."]
     open(os.path.join(a.out, "report.md"), "w").write("\n".join(lines) + "\n")
     print("\n".join(lines))
 
