@@ -3,6 +3,7 @@
 //   bench_step --model resnet50|bert_large|bert_base|bert_mini|resnet20_mnist|lenet5 [--batch B]
 //              [--threads T] [--steps N] [--seq 128] [--device cpu|cuda]
 //              [--python /usr/bin/python3] [--no-torch] [--profile] [--precision fp32|bf16|fp16]
+//              [--twins eager,channels_last,...]
 // Optimizers: Momentum-SGD for the CNNs, AdamW for bert_large and bert_base, LAMB for bert_mini
 // (PyTorch has no LAMB: its twin runs AdamW). Synthetic inputs; images 224x224 (28x28 for the
 // MNIST models). The median step time gives samples/s.
@@ -35,7 +36,12 @@
 // torch.autocast(device, torch.bfloat16 or torch.float16), PyTorch's mixed precision. Neither
 // side scales the loss here.
 // The twin runs under --python (default /usr/bin/python3; e.g. --python python3 for a pip torch).
-// On cuda it runs once, as installed (the tuned runtime is a CPU matter).
+// On cuda PyTorch's best is several twins, one process each (bench_step_torch.py --variant):
+// CNNs eager (NCHW, as installed), channels_last (+ fused SGD) and compile (channels_last under
+// torch.compile); BERT eager (nn.TransformerEncoder), sdpa (F.scaled_dot_product_attention +
+// fused AdamW), sdpa_compile and hf_sdpa (transformers' BertForPreTraining with SDPA attention).
+// The first line's ratios are against the fastest twin that ran; one line per twin follows with
+// ours against it; a twin this torch cannot run says why and is skipped. --twins a,b picks some.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -133,7 +139,7 @@ int main(int argc, char** argv) {
   int64_t batch = 0, steps = 5, seq = 128;
   int threads = 1;
   bool torch = true, profile = false;
-  std::string device = "cpu", python = "/usr/bin/python3", precision = "fp32";
+  std::string device = "cpu", python = "/usr/bin/python3", precision = "fp32", twins_arg;
   try {
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
@@ -161,12 +167,14 @@ int main(int argc, char** argv) {
         profile = true;
       else if (a == "--precision")
         precision = value();
+      else if (a == "--twins")
+        twins_arg = value();
       else
         ADA_THROW(ConfigError)
             << "unknown option '" << a
             << "'; usage: bench_step --model NAME [--batch B] [--threads T] [--steps N] "
                "[--seq L] [--device cpu|cuda] [--python PATH] [--no-torch] [--profile] "
-               "[--precision fp32|bf16|fp16]";
+               "[--precision fp32|bf16|fp16] [--twins LIST]";
     }
     ADA_CHECK_ARG(device == "cpu" || device == "cuda", ConfigError)
         << "--device must be cpu or cuda, not '" << device << "'";
@@ -187,6 +195,27 @@ int main(int argc, char** argv) {
       device_name = cuda::device_name(0);
     }
     const Case c = case_for(model);
+    const std::vector<std::string> known_twins =
+        c.bert ? std::vector<std::string>{"eager", "sdpa", "sdpa_compile", "hf_sdpa"}
+               : std::vector<std::string>{"eager", "channels_last", "compile"};
+    std::vector<std::string> twins = known_twins;
+    if (!twins_arg.empty()) {
+      ADA_CHECK_ARG(on_cuda, ConfigError)
+          << "--twins is for --device cuda (on the CPU the twin runs as installed and tuned)";
+      twins.clear();
+      for (size_t at = 0; at <= twins_arg.size();) {
+        const size_t end = std::min(twins_arg.find(',', at), twins_arg.size());
+        const std::string t = twins_arg.substr(at, end - at);
+        if (std::find(known_twins.begin(), known_twins.end(), t) == known_twins.end()) {
+          std::string known;
+          for (const auto& k : known_twins) known += (known.empty() ? "" : ", ") + k;
+          ADA_THROW(ConfigError) << "--twins " << twins_arg << ": '" << t
+                                 << "' is not a twin of --model " << model << "; known: " << known;
+        }
+        twins.push_back(t);
+        at = end + 1;
+      }
+    }
     if (batch <= 0)
       batch = model == "resnet50"     ? 32
               : model == "bert_base"  ? 8
@@ -273,13 +302,14 @@ int main(int argc, char** argv) {
     struct TwinRun {
       bool ok = false;
       double sps = -1, mb = -1, reserved_mb = -1;
-      std::string optimizer;
+      std::string optimizer, unavailable;  // unavailable: the twin's own reason, exit status 3
       YAML::Node runtime;
     };
-    auto run_twin = [&](bool tuned, const std::string& env_prefix) {
+    auto run_twin = [&](bool tuned, const std::string& env_prefix,
+                        const std::string& variant = "eager") {
       TwinRun t;
-      const std::string err_path =
-          std::string("/tmp/bench_step_torch") + (tuned ? "_tuned" : "") + ".err";
+      const std::string err_path = std::string("/tmp/bench_step_torch") + (tuned ? "_tuned" : "") +
+                                   (variant == "eager" ? "" : "_" + variant) + ".err";
       std::string cmd = env_prefix + python + " " + ADA_SOURCE_DIR +
                         "/tools/bench_step_torch.py --model " + model + " --batch " +
                         std::to_string(batch) + " --threads " + std::to_string(threads) +
@@ -287,8 +317,14 @@ int main(int argc, char** argv) {
       if (on_cuda) cmd += std::string(" --device cuda") + (tf32 ? " --tf32" : "");
       if (tuned) cmd += " --tuned";
       if (mixed) cmd += " --precision " + precision;
+      if (variant != "eager") cmd += " --variant " + variant;
       cmd += " 2>" + err_path;
       const twin::Output o = twin::run(cmd);
+      if (o.rc == 3) {  // bench_step_torch.py's unavailable(): this torch lacks what it needs
+        t.unavailable = twin::file_tail(err_path, 300);
+        while (!t.unavailable.empty() && t.unavailable.back() == '\n') t.unavailable.pop_back();
+        return t;
+      }
       if (o.rc != 0) {
         std::cerr << "bench_step: the PyTorch twin" << (tuned ? " (tuned)" : "") << " failed (exit "
                   << o.rc << ", ran: " << cmd << "); its stderr is in " << err_path
@@ -316,7 +352,12 @@ int main(int argc, char** argv) {
     };
 
     if (on_cuda) {
-      const TwinRun tw = torch ? run_twin(false, "") : TwinRun{};
+      std::vector<TwinRun> runs(twins.size());
+      size_t best = twins.size();
+      for (size_t i = 0; torch && i < twins.size(); ++i) {
+        runs[i] = run_twin(false, "", twins[i]);
+        if (runs[i].ok && (best == twins.size() || runs[i].sps > runs[best].sps)) best = i;
+      }
       const std::string seq_note = c.bert ? " seq " + std::to_string(seq) : "";
       std::printf(
           "%-15s batch %-3lld%s cuda:0 (%s) %s | ours %8.2f samples/s (%.3f steps/s), "
@@ -329,14 +370,24 @@ int main(int argc, char** argv) {
       if (mixed)
         std::printf(" | %s/fp32 x%.2f (our fp32 %.2f samples/s)", precision.c_str(),
                     fp32_step_s / step_s, batch / fp32_step_s);
-      if (tw.ok)
-        std::printf(
-            " | PyTorch (%s) %8.2f samples/s, peak alloc %7.0f MB, reserved %7.0f MB"
-            " | throughput x%.2f, memory (alloc) x%.2f, (reserved) x%.2f\n",
-            tw.optimizer.c_str(), tw.sps, tw.mb, tw.reserved_mb, ours_sps / tw.sps, ours_mb / tw.mb,
-            ours_reserved_mb / tw.reserved_mb);
+      if (best < twins.size())
+        std::printf(" | vs the fastest PyTorch twin (%s): throughput x%.2f, memory (alloc) x%.2f\n",
+                    twins[best].c_str(), ours_sps / runs[best].sps, ours_mb / runs[best].mb);
       else
-        std::printf("\n");
+        std::printf("%s\n", torch ? " | no PyTorch twin ran" : "");
+      for (size_t i = 0; torch && i < twins.size(); ++i) {
+        const TwinRun& tw = runs[i];
+        if (!tw.unavailable.empty())
+          std::printf("  PyTorch %-13s n/a: %s\n", twins[i].c_str(), tw.unavailable.c_str());
+        else if (!tw.ok)
+          std::printf("  PyTorch %-13s failed (see stderr)\n", twins[i].c_str());
+        else
+          std::printf(
+              "  PyTorch %-13s (%s) %8.2f samples/s, peak alloc %7.0f MB, reserved %7.0f MB"
+              " | ours: throughput x%.2f, memory (alloc) x%.2f, (reserved) x%.2f\n",
+              twins[i].c_str(), tw.optimizer.c_str(), tw.sps, tw.mb, tw.reserved_mb,
+              ours_sps / tw.sps, ours_mb / tw.mb, ours_reserved_mb / tw.reserved_mb);
+      }
       return 0;
     }
     TwinRun def, tuned;

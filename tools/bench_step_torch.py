@@ -6,6 +6,7 @@ twin uses AdamW, as the issue specifies.
 
   bench_step_torch.py --model NAME --batch B [--threads T] [--steps N] [--seq L]
                       [--device cpu|cuda] [--tf32] [--tuned] [--precision fp32|bf16|fp16]
+                      [--variant NAME]
 
 --device cpu (default): one warm-up step, then the median of --steps timed steps; peak_rss_mb is
 this process's maximum resident set, so one case per process. The JSON's "runtime" says what the
@@ -28,7 +29,21 @@ bench_step does not scale the loss either.
 batch on cuda:0, fp32 with TF32 off for cuBLAS and cuDNN unless --tf32 (bench_step passes it
 when ADA_CUDA_TF32=1); three warm-up steps, each timed step between torch.cuda.synchronize()
 calls; adds peak_allocated_mb / peak_reserved_mb (torch.cuda.max_memory_allocated /
-max_memory_reserved over the whole run), device_name and tf32 to the JSON."""
+max_memory_reserved over the whole run), device_name and tf32 to the JSON.
+
+--variant (cuda; bench_step runs each in its own process and takes its ratios against the
+fastest): PyTorch at its best is not one configuration, so the twin is several.
+  eager           as installed: NCHW, the TransformerEncoder BERT, default optimizers (foreach)
+  channels_last   CNNs: model and batch in torch.channels_last (cuDNN's NHWC kernels), fused SGD
+  compile         CNNs: channels_last under torch.compile (TorchInductor's fused kernels)
+  sdpa            BERT: a twin whose attention is F.scaled_dot_product_attention (flash /
+                  memory-efficient kernels, dropout inside), fused AdamW
+  sdpa_compile    BERT: sdpa under torch.compile
+  hf_sdpa         BERT: Hugging Face transformers' BertForPreTraining with attn_implementation
+                  "sdpa" (encoder + MLM head at the masked positions, as ours), fused AdamW
+Each runs under torch.autocast with --precision bf16|fp16. A variant this torch cannot run (no
+torch.compile, no F.scaled_dot_product_attention, no transformers) exits 3 with one line
+"unavailable: <why>" on stderr; bench_step prints it and goes on."""
 import argparse
 import json
 import resource
@@ -39,6 +54,16 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import torch_runtime  # tools/torch_runtime.py, beside this script
+
+CNN_VARIANTS = ("eager", "channels_last", "compile")
+BERT_VARIANTS = ("eager", "sdpa", "sdpa_compile", "hf_sdpa")
+
+
+def unavailable(why):
+    """A variant this installation cannot run: one line for bench_step, exit status 3."""
+    import sys
+    print("unavailable: " + why, file=sys.stderr)
+    raise SystemExit(3)
 
 
 class BasicBlock(nn.Module):
@@ -155,6 +180,72 @@ class Bert(nn.Module):
         return F.cross_entropy(logits, labels.flatten()[sel])
 
 
+class SdpaLayer(nn.Module):
+    """One post-LN BERT layer whose attention is F.scaled_dot_product_attention (no score
+    matrix in memory on kernels that fuse it; attention dropout inside the kernel)."""
+
+    def __init__(self, hidden, heads, ffn):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.out = nn.Linear(hidden, hidden)
+        self.ln1 = nn.LayerNorm(hidden, eps=1e-12)
+        self.ffn1, self.ffn2 = nn.Linear(hidden, ffn), nn.Linear(ffn, hidden)
+        self.ln2 = nn.LayerNorm(hidden, eps=1e-12)
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, x):
+        b, s, h = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.heads, h // self.heads).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, dropout_p=0.1 if self.training else 0.0)
+        x = self.ln1(x + self.drop(self.out(a.transpose(1, 2).reshape(b, s, h))))
+        return self.ln2(x + self.drop(self.ffn2(F.gelu(self.ffn1(x)))))
+
+
+class SdpaBert(Bert):
+    """Bert with its encoder layers replaced by SdpaLayer (same parameters' shapes and count)."""
+
+    def __init__(self, layers, hidden, heads, ffn, vocab=30522, positions=512):
+        super().__init__(1, hidden, heads, ffn, vocab, positions)
+        self.encoder = nn.Sequential(*[SdpaLayer(hidden, heads, ffn) for _ in range(layers)])
+
+
+class HfBert(nn.Module):
+    """transformers' BertForPreTraining (SDPA attention): the encoder, then its MLM head on the
+    masked positions only (as ours and the other twins; HF's own forward would score all)."""
+
+    def __init__(self, layers, hidden, heads, ffn):
+        super().__init__()
+        try:
+            import transformers
+        except ImportError:
+            unavailable("transformers is not installed")
+        cfg = transformers.BertConfig(num_hidden_layers=layers, hidden_size=hidden,
+                                      num_attention_heads=heads, intermediate_size=ffn,
+                                      attn_implementation="sdpa")
+        self.net = transformers.BertForPreTraining(cfg)
+
+    def forward(self, ids, labels):
+        x = self.net.bert(input_ids=ids, token_type_ids=torch.zeros_like(ids)).last_hidden_state
+        sel = labels.flatten() != -100
+        logits = self.net.cls.predictions(x.reshape(-1, x.shape[-1])[sel])
+        return F.cross_entropy(logits, labels.flatten()[sel])
+
+
+def fused_optimizer(cls, params, **kw):
+    """The fused CUDA optimizer where this torch has one (AdamW 2.0+, SGD 2.3+), else its default."""
+    try:
+        return cls(params, fused=True, **kw)
+    except (TypeError, RuntimeError, ValueError):
+        return cls(params, **kw)
+
+
+def compiled(net):
+    if not hasattr(torch, "compile"):
+        unavailable(f"torch {torch.__version__} has no torch.compile")
+    return torch.compile(net)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
@@ -168,9 +259,19 @@ def main():
                     help="channels-last CNNs; report the runtime's shortfalls (cpu only)")
     ap.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32",
                     help="bf16/fp16: forward under torch.autocast(device, torch.bfloat16/float16)")
+    ap.add_argument("--variant", default="eager",
+                    help="cuda: " + ", ".join(CNN_VARIANTS) + " (CNNs); " + ", ".join(BERT_VARIANTS) +
+                    " (BERT); see the docstring")
     a = ap.parse_args()
     if a.tuned and a.device != "cpu":
         raise SystemExit("bench_step_torch.py: --tuned is for --device cpu")
+    cnn = a.model in ("resnet50", "resnet20_mnist", "lenet5")
+    known = CNN_VARIANTS if cnn else BERT_VARIANTS
+    if a.variant not in known:
+        raise SystemExit(f"bench_step_torch.py: --variant {a.variant} is not one of {', '.join(known)} "
+                         f"for --model {a.model}")
+    if a.variant != "eager" and a.device != "cuda":
+        raise SystemExit("bench_step_torch.py: --variant is for --device cuda (the CPU's best is --tuned)")
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     cuda = a.device == "cuda"
@@ -180,7 +281,7 @@ def main():
                              f"(torch {torch.__version__}, built for CUDA {torch.version.cuda})")
         torch.backends.cuda.matmul.allow_tf32 = a.tf32
         torch.backends.cudnn.allow_tf32 = a.tf32
-    if a.model in ("resnet50", "resnet20_mnist", "lenet5"):
+    if cnn:
         if a.model == "resnet50":
             try:
                 import torchvision
@@ -194,26 +295,38 @@ def main():
         y = (torch.arange(a.batch) * 7919 % classes).to(a.device)
         net.to(a.device)
         memory_format = "contiguous (NCHW)"
-        if a.tuned:  # before the optimizer is built, so its state follows the parameters' layout
+        if a.tuned or a.variant != "eager":  # before the optimizer, so its state follows the layout
             net.to(memory_format=torch.channels_last)
             x = x.contiguous(memory_format=torch.channels_last)
             memory_format = "channels_last"
-        loss_fn = lambda: F.cross_entropy(net(x), y)
-        opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
-        opt_name = "SGD momentum"
+        sgd = dict(lr=0.1, momentum=0.9, weight_decay=1e-4)
+        if a.variant == "eager":
+            opt = torch.optim.SGD(net.parameters(), **sgd)
+        else:
+            opt = fused_optimizer(torch.optim.SGD, net.parameters(), **sgd)
+        opt_name = "SGD momentum" + (" fused" if opt.defaults.get("fused") else "")
+        run = compiled(net) if a.variant == "compile" else net
+        loss_fn = lambda: F.cross_entropy(run(x), y)
     else:
         cfg = {"bert_large": (24, 1024, 16, 4096), "bert_base": (12, 768, 12, 3072),
                "bert_mini": (4, 256, 4, 1024)}[a.model]
-        net = Bert(*cfg)
+        if a.variant in ("sdpa", "sdpa_compile") and not hasattr(F, "scaled_dot_product_attention"):
+            unavailable(f"torch {torch.__version__} has no F.scaled_dot_product_attention")
+        net = (Bert if a.variant == "eager" else HfBert if a.variant == "hf_sdpa" else SdpaBert)(*cfg)
         i = torch.arange(a.batch * a.seq)
         ids = (1000 + i * 7919 % 29000).reshape(a.batch, a.seq)
         labels = torch.where(i % 7 == 3, ids.flatten(), torch.full_like(i, -100)).reshape(a.batch, a.seq)
         ids, labels = ids.to(a.device), labels.to(a.device)
         net.to(a.device)
         memory_format = "memory format n/a (no 4-d tensors)"
-        loss_fn = lambda: net(ids, labels)
-        opt = torch.optim.AdamW(net.parameters(), lr=1e-4, weight_decay=0.01)
-        opt_name = "AdamW"
+        adamw = dict(lr=1e-4, weight_decay=0.01)
+        if a.variant == "eager":
+            opt = torch.optim.AdamW(net.parameters(), **adamw)
+        else:
+            opt = fused_optimizer(torch.optim.AdamW, net.parameters(), **adamw)
+        opt_name = "AdamW" + (" fused" if opt.defaults.get("fused") else "")
+        run = compiled(net) if a.variant == "sdpa_compile" else net
+        loss_fn = lambda: run(ids, labels)
     net.train()
     if a.precision == "bf16" and a.device == "cpu":
         # torch 1.13's CPU autocast hands layer_norm a bf16 input with fp32 weights and fails
@@ -263,6 +376,7 @@ def main():
                       "peak_allocated_mb": torch.cuda.max_memory_allocated() / mib,
                       "peak_reserved_mb": torch.cuda.max_memory_reserved() / mib,
                       "device": "cuda", "device_name": torch.cuda.get_device_name(0), "tf32": a.tf32,
+                      "variant": a.variant, "memory_format": memory_format,
                       "torch_version": torch.__version__, "cuda_version": torch.version.cuda}))
 
 

@@ -5,11 +5,14 @@
 # reducers' benchmark, failures); MNIST runs of the trainer on the GPU beside the CPU and through
 # MPI; the Hugging Face and TensorBoard checks; then the GPU benchmarks against PyTorch on the same
 # GPU. Logs go to $OUT (or out/gpu when OUT is unset).
-#   bash tools/gpu_test.sh [tests|nccl|train|interop|bench|profile|all] [gtest filter]
+#   bash tools/gpu_test.sh [tests|nccl|train|interop|bench|peers|profile|all] [gtest filter]
 #                         (default: all; interop: Hugging Face and TensorBoard, also in train;
-#                          profile: per-op GPU time, not in all)
+#                          peers: issue 33's table, ours against every PyTorch twin incl.
+#                          torch.compile, about 8 minutes, not in all; profile: per-op GPU time,
+#                          not in all)
 #   bash tools/gpu_test.sh step "resnet50 --batch 64;bert_base --batch 32 --seq 128"
-#                                     (bench_step against PyTorch for the named cases only)
+#                                     (bench_step against PyTorch eager for the named cases only;
+#                                      add --twins eager,compile,... to a case for others)
 # That machine has the driver, CUDA 13 with cuBLAS, PyTorch (whose wheels bring cuDNN) and no
 # package registry; everything else our binaries need is in .gpu/lib.
 set -uo pipefail
@@ -150,11 +153,12 @@ print("tensorboard: " + ("its reader sees every scalar of metrics.jsonl" if got 
 PY
 fi
 py=$(command -v python3)
-# bench_step against PyTorch eager for each case (a model and its flags).
+# bench_step against PyTorch eager for each case (a model and its flags; a --twins in the case
+# comes later on the command line and wins).
 step_cases() {
   for m in "$@"; do
     echo "-- bench_step --model $m --device cuda"
-    timeout 300 .gpu/bin/bench_step --model $m --device cuda --steps 20 --python "$py" 2>&1
+    timeout 300 .gpu/bin/bench_step --twins eager --model $m --device cuda --steps 20 --python "$py" 2>&1
   done
 }
 if [[ "$what" == bench || "$what" == all ]]; then
@@ -171,6 +175,20 @@ if [[ "$what" == bench || "$what" == all ]]; then
     echo "-- bench_ops --device cuda"
     timeout 300 .gpu/bin/bench_ops --device cuda --python "$py" --batch 64 --repeats 5 --verbose 2>&1
   } | tee "$out/bench.log"
+fi
+if [[ "$what" == peers ]]; then
+  # Issue 33's targets: bf16 against the fastest of every twin (channels-last, torch.compile,
+  # SDPA, transformers' BERT), fp32 against eager. torch.compile's first step compiles (about a
+  # minute per model on the H100 machine's 16 cores), hence 10 timed steps and a limit per case.
+  echo "== ours against PyTorch at its best (bench_step --device cuda, all twins)"
+  for m in "resnet50 --batch 64 --precision bf16" "resnet50 --batch 256 --precision bf16" \
+           "bert_large --batch 64 --seq 128 --precision bf16" "bert_large --batch 16 --seq 512 --precision bf16" \
+           "resnet50 --batch 64 --twins eager" "bert_large --batch 16 --seq 128 --twins eager"; do
+    echo "-- bench_step --model $m --device cuda"
+    timeout 240 .gpu/bin/bench_step --model $m --device cuda --steps 10 --python "$py" 2>&1
+    for f in /tmp/bench_step_torch*.err; do grep -q . "$f" && { echo "   $f:"; tail -3 "$f"; }; done
+    rm -f /tmp/bench_step_torch*.err
+  done | tee "$out/peers.log"
 fi
 if [[ "$what" == step ]]; then
   IFS=';' read -ra cases <<< "$filter"

@@ -16,7 +16,8 @@ class ImageClassifier : public Model {
     const Tensor& image = field(batch, "image");
     const Tensor& label = field(batch, "label");
     Variable out = logits(Variable(image));
-    ModelOutput r{cross_entropy_loss(out, label, label_smoothing_), {}};
+    ModelOutput r;
+    r.loss = cross_entropy_loss(out, label, label_smoothing_);
     auto [correct, count] = count_correct(out.value(), label);
     const double n = static_cast<double>(count);
     r.metrics = {{"loss", {static_cast<double>(r.loss.value().item()) * n, n}},
