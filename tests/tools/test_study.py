@@ -460,6 +460,20 @@ class EndToEnd(unittest.TestCase):
             report = f.read()
         self.assertIn("Choices are made on the validation figure `val_top1`", report)
         self.assertIn(f"(lr {chosen:g}) |", report.split("## Final eval_top1")[1].split("##")[0])
+        # --chosen (tools/train.sh reads it): the same point from cells.json, with the overrides
+        # its cell ran with; a rank count the study lacks is an error naming the ones it has.
+        rc, out = self.run_study(text, "--chosen", "average@2")
+        self.assertEqual(rc, 0, out)
+        got = json.loads(out.strip().splitlines()[-1])
+        self.assertEqual(got["point"], {"optimizer.lr": chosen})
+        self.assertEqual(got["select_mean"], vals[chosen])
+        self.assertEqual(got["chosen_on"], "val_top1")
+        self.assertIn(f"optimizer.lr={chosen:g}", got["trainer_sets"])
+        self.assertIn("data.validation_size=64", got["trainer_sets"])
+        self.assertIn("reducer.name=average", got["trainer_sets"])
+        rc, out = self.run_study(text, "--chosen", "average@3")
+        self.assertEqual(rc, 2, out)
+        self.assertIn("no finished cell of method average at 3 ranks (ranks studied: 2)", out)
         # Without a validation set the select figure is missing: the cell fails, saying how to fix it.
         rc, out = self.run_study(text.replace(", data.validation_size: 64", "").replace("0.05, 0.1", "0.07"))
         self.assertEqual(rc, 1, out)

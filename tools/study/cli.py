@@ -1,13 +1,14 @@
 """The command line: which cells to run (--only), running them with progress and an ETA, then
 the report."""
 import argparse
+import json
 import os
 import subprocess
 import sys
 import time
 
 from . import __doc__ as RUNNER_DOC
-from .report import fmt_time, write_report
+from .report import aggregate, best_rows, fmt_time, write_report
 from .run import Eta, commit, identity, load_cached, load_published, run_cell, stale, trainer_identity
 from .spec import ROOT, Study, StudyError, fmt_metric
 
@@ -32,6 +33,33 @@ def selected(cell, only):
     return all(vals[k] in v for k, v in only.items())
 
 
+def chosen(study, results, spec):
+    """--chosen METHOD@RANKS: the method's chosen sweep point at that rank count in the committed
+    report's cells.json, by the study's own rule (the best mean of metric.select, else of the test
+    figure). Prints one JSON line: the point, the trainer overrides its first-seed cell ran with
+    (`trainer_sets`, for --set), the figure it was chosen on and the test figure over the seeds."""
+    method, _, ranks = spec.partition("@")
+    if method not in study.methods or not ranks.isdigit():
+        raise StudyError(f"--chosen {spec}: give METHOD@RANKS with METHOD one of {', '.join(study.methods)}")
+    path = os.path.join(results, "cells.json")
+    records = [r for r in load_published(path).values()
+               if r["method"] == method and r["ranks"] == int(ranks) and r["status"] in ("ok", "diverged")]
+    if not records:
+        raise StudyError(f"--chosen {spec}: {os.path.relpath(path, ROOT)} has no finished cell of method "
+                         f"{method} at {ranks} ranks (ranks studied: {', '.join(map(str, study.ranks))})")
+    row = best_rows(study, aggregate(study, records))[0]
+    # The trainer overrides of the chosen point's first-seed cell, resolved as the study ran it
+    # (its common `set`, the method's, the point; the budget and seed), without output.dir.
+    cell = next(c for c in study.cells() if c.method == method and c.ranks == int(ranks)
+                and c.point == row["point"] and c.variant == row["variant"] and c.mb == row["micro_batches"])
+    print(json.dumps({"study": study.name, "method": method, "ranks": int(ranks), "base": study.base,
+                      "point": row["point"], "trainer_sets": cell.trainer_sets(),
+                      "chosen_on": study.select or study.metric, "select_mean": row["select_mean"],
+                      "metric": study.metric, "mean": row["mean"], "std": row["std"], "seeds": row["seeds"],
+                      "diverged": row["diverged"], "cells": os.path.relpath(path, ROOT)}))
+    return 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=RUNNER_DOC.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=RUNNER_DOC)
@@ -45,6 +73,9 @@ def main(argv=None):
     ap.add_argument("--dry-run", action="store_true", help="list the cells and which are cached")
     ap.add_argument("--report-only", action="store_true", help="write the report from cached cells")
     ap.add_argument("--no-build", action="store_true", help="do not build the trainer first")
+    ap.add_argument("--chosen", metavar="METHOD@RANKS",
+                    help="print the method's chosen point at that rank count from the committed cells.json "
+                         "(JSON: its overrides and figures) and exit; runs nothing")
     ap.add_argument("--any-trainer", action="store_true",
                     help="count finished cells of any trainer version as finished (by default a cell run by "
                          "another trainer version is stale and runs again; the report names each cell's commit)")
@@ -59,6 +90,8 @@ def main(argv=None):
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise StudyError(f"study {study.path}: two cells share the name {sorted(dup)[0]}; give methods distinct names")
+        if args.chosen:
+            return chosen(study, results, args.chosen)
     except StudyError as e:
         print(f"study.py: {e}", file=sys.stderr)
         return 2
