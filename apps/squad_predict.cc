@@ -6,14 +6,17 @@
 // BertForQuestionAnswering). Every window of the dataset is scored, the logits decoded as
 // run_squad.py does (data/squad_features.h: n-best starts and ends, max-context windows,
 // get_final_text), predictions.json written in the official format, and, when the dataset has
-// answers, scored as evaluate-v1.1.py: {"exact_match": ..., "f1": ...} on the last line. Runs on
-// one process (train.device picks the device).
+// answers, scored as evaluate-v1.1.py: {"exact_match": ..., "f1": ...} on the last line. Under
+// mpirun each rank scores a contiguous share of the windows and rank 0 gathers the logits,
+// decodes and writes (the predictions do not depend on the rank count); train.device picks the
+// device (cuda: each rank its node-local GPU).
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "apps/common/cli.h"
 #include "apps/trainer/checkpoint.h"
+#include "apps/trainer/run_settings.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "comm/mpi_communicator.h"
@@ -40,19 +43,15 @@ int predict(const Args& a) {
   ADA_CHECK_ARG(model_cfg.get_or<std::string>("head", "pretraining") == "question_answering",
                 ConfigError)
       << model_cfg.where("head") << ": squad_predict needs BERT's question_answering head";
-  const std::string device_name =
-      cfg.has("train") ? cfg.child("train").get_or<std::string>("device", "cpu") : "cpu";
-  ADA_CHECK_ARG(device_name == "cpu" || device_name.rfind("cuda", 0) == 0, ConfigError)
-      << "train.device: unknown device '" << device_name << "'; known: cpu, cuda, cuda:N";
-  const Device device = device_name == "cpu"    ? Device::cpu()
-                        : device_name == "cuda" ? Device::cuda(0)
-                                                : Device::cuda(std::stoi(device_name.substr(5)));
+  auto world = comm::MpiCommunicator::world();
+  const Device device =
+      cfg.has("train") ? trainer::read_device(cfg.child("train"), world->local_rank()) : Device::cpu();
 
   auto model = nn::builtin_models().get(model_cfg.get<std::string>("name"),
                                         model_cfg.where("name"))(model_cfg, 1);
-  auto world = comm::MpiCommunicator::world();
   log_info("model weights from {}",
            trainer::init_weights_from(*world, *model, a.weights, "--weights"));
+  trainer::broadcast_model_state(*world, *model);  // read on rank 0 only
   model->to(device);
   model->train(false);
 
@@ -61,13 +60,24 @@ int predict(const Args& a) {
   const data::SquadDataset squad = data::read_squad(a.dataset);
   const std::vector<data::SquadFeature> features =
       data::make_squad_features(squad, tokenizer, fo, /*training=*/false);
-  log_info("{}: {} windows of {} tokens", a.dataset, features.size(), fo.max_seq_length);
-
-  std::vector<std::vector<float>> starts, ends;
-  NoGradGuard no_grad;
   const int64_t n = static_cast<int64_t>(features.size()), L = fo.max_seq_length;
-  for (int64_t at = 0; at < n; at += a.batch) {
-    const int64_t b = std::min(a.batch, n - at);
+  // This rank's windows: [first[r], first[r + 1]), contiguous shares differing by at most one.
+  const int ranks = world->size(), rank = world->rank();
+  std::vector<int64_t> first(static_cast<size_t>(ranks) + 1), counts(static_cast<size_t>(ranks));
+  for (int r = 0; r <= ranks; ++r) first[static_cast<size_t>(r)] = n * r / ranks;
+  for (int r = 0; r < ranks; ++r)
+    counts[static_cast<size_t>(r)] = (first[static_cast<size_t>(r) + 1] - first[static_cast<size_t>(r)]) * L;
+  const int64_t lo = first[static_cast<size_t>(rank)], hi = first[static_cast<size_t>(rank) + 1];
+  log_info("{}: {} windows of {} tokens{}", a.dataset, n, fo.max_seq_length,
+           ranks > 1 ? fmt::format(", {} to {} on each of {} ranks", n / ranks,
+                                   (n + ranks - 1) / ranks, ranks)
+                     : "");
+
+  // Every window's start and end logits, [n, L]: each rank fills its share, then all gather.
+  Tensor start_logits = Tensor::zeros({n * L}, DType::f32), end_logits = Tensor::zeros({n * L}, DType::f32);
+  NoGradGuard no_grad;
+  for (int64_t at = lo; at < hi; at += a.batch) {
+    const int64_t b = std::min(a.batch, hi - at);
     Tensor ids = Tensor::empty({b, L}, DType::i64), seg = Tensor::empty({b, L}, DType::i64),
            mask = Tensor::empty({b, L}, DType::i64);
     for (int64_t i = 0; i < b; ++i)
@@ -83,11 +93,17 @@ int predict(const Args& a) {
     const std::vector<float> s =
         out.outputs.at("start_logits").to(Device::cpu()).to_vector<float>();
     const std::vector<float> e = out.outputs.at("end_logits").to(Device::cpu()).to_vector<float>();
-    for (int64_t i = 0; i < b; ++i) {
-      starts.emplace_back(s.begin() + i * L, s.begin() + (i + 1) * L);
-      ends.emplace_back(e.begin() + i * L, e.begin() + (i + 1) * L);
-    }
-    if ((at / a.batch) % 50 == 49) log_info("scored {} of {} windows", at + b, n);
+    std::copy(s.begin(), s.end(), start_logits.data<float>() + at * L);
+    std::copy(e.begin(), e.end(), end_logits.data<float>() + at * L);
+    if (((at - lo) / a.batch) % 50 == 49) log_info("scored {} of {} windows", at + b - lo, hi - lo);
+  }
+  world->allgather_inplace(start_logits, counts);
+  world->allgather_inplace(end_logits, counts);
+  if (rank != 0) return 0;
+  std::vector<std::vector<float>> starts, ends;
+  for (int64_t i = 0; i < n; ++i) {
+    starts.emplace_back(start_logits.data<float>() + i * L, start_logits.data<float>() + (i + 1) * L);
+    ends.emplace_back(end_logits.data<float>() + i * L, end_logits.data<float>() + (i + 1) * L);
   }
   data::SquadDecodeOptions dec;
   dec.n_best_size = a.n_best;

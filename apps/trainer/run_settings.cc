@@ -11,7 +11,6 @@
 #include "core/cpu_isa.h"
 
 namespace ada::trainer {
-namespace {
 
 // train.device: "cpu", "cuda" (this rank's node-local index modulo the visible GPUs) or
 // "cuda:N". A GPU that cannot be used is a ConfigError naming the key and why.
@@ -36,6 +35,8 @@ Device read_device(const Config& t, int local_rank) {
   }
   return Device::cuda(index);
 }
+
+namespace {
 
 // train.precision: fp32 (default), bf16 or fp16: the matrix products (linear layers, attention,
 // convolutions) take bf16/fp16 inputs and accumulate in fp32, everything else stays fp32

@@ -50,4 +50,8 @@ struct RunSettings {
 RunSettings read_run_settings(const Config& root, const std::string& config_path, int world,
                               int local_rank);
 
+// train.device of the `train` section (default cpu): "cuda" is this rank's node-local index
+// modulo the visible GPUs. ConfigError naming the key for an unknown or unusable device.
+Device read_device(const Config& train, int local_rank);
+
 }  // namespace ada::trainer

@@ -174,6 +174,13 @@ YAML
     --out predictions.json > predict.txt 2>&1 || { cat predict.txt; fail "squad_predict"; }
   "$(dirname "$trainer")/squad_eval" squad.json predictions.json > eval.txt 2>&1 || { cat eval.txt; fail "squad_eval"; }
   [ "$(tail -1 predict.txt)" = "$(tail -1 eval.txt)" ] || { tail -3 predict.txt eval.txt; fail "squad_predict and squad_eval score differently"; }
+  # Under mpirun the ranks share the windows (4 ranks, 39 windows: uneven shares) and rank 0
+  # writes the same answers and scores (its stdout and stderr may interleave in either order).
+  mpi 4 "$(dirname "$trainer")/squad_predict" --config squad.yaml --weights run/checkpoints --dataset squad.json \
+    --out predictions4.json --batch 5 > predict4.txt 2>&1 || { cat predict4.txt; fail "squad_predict on 4 ranks"; }
+  grep -q "windows of 64 tokens, [0-9]* to [0-9]* on each of 4 ranks" predict4.txt || { cat predict4.txt; fail "squad_predict does not say how the ranks share the windows"; }
+  cmp predictions.json predictions4.json || fail "squad_predict on 4 ranks answers differently from 1"
+  [ "$(grep '^{' predict4.txt)" = "$(tail -1 eval.txt)" ] || { cat predict4.txt eval.txt; fail "squad_predict on 4 ranks scores differently"; }
   /usr/bin/python3 - eval.txt <<'PY' || { cat predict.txt; fail "the model did not learn its training questions"; }
 import json, sys
 s = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
