@@ -1,0 +1,64 @@
+#!/usr/bin/python3
+"""The PyTorch twins of bench_step --device cuda compute what the eager twin computes: the SDPA
+BERT layer (tools/bench_step_torch.py SdpaLayer) equals nn.TransformerEncoderLayer with the same
+weights (forward and the input's gradient, dropout off), and SdpaBert has the eager Bert's
+parameters. Debian's torch 1.13 has no F.scaled_dot_product_attention: the test gives the module
+the textbook softmax(QK^T / sqrt(d)) V in its place (a newer torch's own is used where present),
+so the layer's reshapes, projections and residual order are what is checked. Runs on the CPU."""
+import math
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+if not hasattr(F, "scaled_dot_product_attention"):
+    def reference_sdpa(q, k, v, dropout_p=0.0):
+        assert dropout_p == 0.0
+        return torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]), -1) @ v
+    F.scaled_dot_product_attention = reference_sdpa
+
+import bench_step_torch as twin  # noqa: E402
+
+
+class SdpaTwin(unittest.TestCase):
+    def test_layer_equals_transformer_encoder_layer(self):
+        torch.manual_seed(0)
+        hidden, heads, ffn = 64, 4, 128
+        ref = nn.TransformerEncoderLayer(hidden, heads, ffn, 0.1, activation="gelu", batch_first=True,
+                                         norm_first=False, layer_norm_eps=1e-12).double()
+        ours = twin.SdpaLayer(hidden, heads, ffn).double()
+        with torch.no_grad():
+            ours.qkv.weight.copy_(ref.self_attn.in_proj_weight)
+            ours.qkv.bias.copy_(ref.self_attn.in_proj_bias)
+            ours.out.load_state_dict(ref.self_attn.out_proj.state_dict())
+            ours.ffn1.load_state_dict(ref.linear1.state_dict())
+            ours.ffn2.load_state_dict(ref.linear2.state_dict())
+            ours.ln1.load_state_dict(ref.norm1.state_dict())
+            ours.ln2.load_state_dict(ref.norm2.state_dict())
+        ref.eval()
+        ours.eval()
+        x = torch.randn(3, 10, hidden, dtype=torch.double, requires_grad=True)
+        y_ref = ref(x)
+        (g_ref,) = torch.autograd.grad(y_ref.square().sum(), x)
+        y = ours(x)
+        (g,) = torch.autograd.grad(y.square().sum(), x)
+        # Double precision, same operations in another grouping: agreement to rounding.
+        self.assertLess((y - y_ref).abs().max().item(), 1e-12)
+        self.assertLess((g - g_ref).abs().max().item(), 1e-10)
+
+    def test_bert_twins_have_the_same_parameters(self):
+        eager, sdpa = twin.Bert(2, 64, 4, 128), twin.SdpaBert(2, 64, 4, 128)
+        self.assertEqual(sorted(p.numel() for p in eager.parameters()),
+                         sorted(p.numel() for p in sdpa.parameters()))
+        ids = torch.arange(2 * 16).reshape(2, 16) % 300 + 1
+        labels = torch.where(ids % 7 == 3, ids, torch.full_like(ids, -100))
+        sdpa.eval()
+        self.assertTrue(torch.isfinite(sdpa(ids, labels)))
+
+
+if __name__ == "__main__":
+    unittest.main()
