@@ -2,8 +2,10 @@
 # The main command: installs what is missing, fetches the data, builds, trains under mpirun and
 # prints the test accuracy, where the metrics are and one plot.
 #   tools/train.sh                    Adasum against averaging, side by side: LeNet-5 on MNIST at
-#                                     ADA_COMPARE_RANKS (default 32) ranks x 32 examples, 2 epochs
-#                                     each (about two minutes on 2 cores); output in
+#                                     ADA_COMPARE_RANKS (default 32) ranks x 32 examples, each at
+#                                     the LR and warm-up its study chose on validation for that
+#                                     rank count, and averaging with the linear LR rule too; 6
+#                                     epochs each (about three minutes on 2 cores); output in
 #                                     runs/compare-np<RANKS>/, the plot compare.png
 #   tools/train.sh CONFIG [RANKS] [--set key=value ...]
 #                                     one run of CONFIG on RANKS ranks (default 4); output in
@@ -28,15 +30,33 @@ prepare() {  # config...
   cmake --build build -j "$(nproc)" --target trainer
 }
 
-train() {  # ranks config output-dir [trainer args...]
+train() {  # ranks config output-dir [trainer args...]; the output also goes to output-dir/train.log
   local ranks=$1 config=$2 out=$3
   shift 3
+  mkdir -p "$out"
   mpirun -np "$ranks" --oversubscribe --mca mpi_yield_when_idle 1 --bind-to none \
-    build/bin/trainer --config "$config" --set output.dir="$out" --set checkpoint.overwrite=true "$@"
+    build/bin/trainer --config "$config" --set output.dir="$out" --set checkpoint.overwrite=true "$@" \
+    2>&1 | tee "$out/train.log"
 }
 
-accuracy() {  # run folder -> the final figure from summary.json
-  /usr/bin/python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print("test accuracy %.2f%%" % (100*s["eval_top1"]) if "eval_top1" in s else ("MLM accuracy %.2f%%" % (100*s["eval_mlm_accuracy"]) if "eval_mlm_accuracy" in s else "no evaluation in this config"))' "$1/summary.json"
+# Prints a run's final figure, or says it collapsed: stopped on NaN/Inf (exit status != 0 with
+# the trainer's non-finite message in train.log), or a top-1 at chance (<= 20%; 10 classes).
+result() {  # run folder, exit status of train()
+  /usr/bin/python3 - "$1" "$2" <<'PY'
+import json, os, sys
+run, rc = sys.argv[1], int(sys.argv[2])
+log = open(os.path.join(run, "train.log"), errors="replace").read() if os.path.exists(os.path.join(run, "train.log")) else ""
+s = json.load(open(os.path.join(run, "summary.json"))) if os.path.exists(os.path.join(run, "summary.json")) else {}
+if rc != 0:
+    print("COLLAPSED: stopped on a NaN/Inf loss" if "NaN/Inf" in log or not s else f"FAILED (exit {rc}; see {run})")
+elif "eval_top1" in s:
+    val = f", validation {100 * s['val_top1']:.2f}%" if "val_top1" in s else ""
+    print(("COLLAPSED: " if s["eval_top1"] <= 0.2 else "") + f"test accuracy {100 * s['eval_top1']:.2f}%{val}")
+elif "eval_mlm_accuracy" in s:
+    print(f"MLM accuracy {100 * s['eval_mlm_accuracy']:.2f}%")
+else:
+    print("no evaluation in this config")
+PY
 }
 
 if [ $# -eq 0 ]; then
@@ -44,21 +64,52 @@ if [ $# -eq 0 ]; then
   [[ "$ranks" =~ ^[1-9][0-9]*$ ]] || { echo "train.sh: ADA_COMPARE_RANKS must be a positive integer, got '$ranks'" >&2; exit 2; }
   prepare configs/mnist_lenet_adasum.yaml
   dir=runs/compare-np$ranks
-  # The shipped configs with the same budget: averaging with its textbook LR rule (x ranks, with
-  # warm-up) against Adasum with the single-worker LR. 2 epochs at 32 ranks are 117 steps: the
-  # warm-up is cut to 20 steps for both (as in the study at 16-64 ranks).
-  for r in adasum average; do
-    echo "train.sh: $r, $ranks ranks x 32 examples, 2 epochs (configs/mnist_lenet_$r.yaml, warm-up 20 steps)"
-    train "$ranks" configs/mnist_lenet_$r.yaml "$dir/$r" --set train.epochs=2 --set train.log_every=10 \
-      --set schedule.warmup_steps=20
+  # Each method at the point its study chose for this rank count (on validation accuracy in
+  # mnist_lenet_averaging_stress; mnist_lenet_scaling chose on the test figure), run as that
+  # study's seed-1 cell: the same budget (6 epochs), warm-up, LR and held-out images. Averaging
+  # also runs with the textbook linear rule (LR 0.05 x ranks) at the chosen point's warm-up.
+  pick=""
+  for s in "mnist_lenet_averaging_stress adasum average" "mnist_lenet_scaling adasum_grad average_swept"; do
+    read -r study ada avg <<< "$s"
+    if /usr/bin/python3 tools/study.py studies/$study.yaml --chosen "$ada@$ranks" > "/tmp/train_sh_ada.json" 2>/dev/null &&
+       /usr/bin/python3 tools/study.py studies/$study.yaml --chosen "$avg@$ranks" > "/tmp/train_sh_avg.json" 2>/dev/null; then
+      pick=$study; break
+    fi
   done
-  /usr/bin/python3 tools/compare.py "$dir/adasum" "$dir/average" -o "$dir/compare.png" >/dev/null
+  sets() { /usr/bin/python3 -c 'import json,sys; print(" ".join("--set " + s for s in json.load(open(sys.argv[1]))["trainer_sets"]))' "$1"; }
+  describe() { /usr/bin/python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); print(", ".join(f"{k} {v}" for k, v in c["point"].items()) or "no sweep", "(chosen on %s over %d seeds in docs/results/%s)" % (c["chosen_on"], c["seeds"], c["study"]))' "$1"; }
+  declare -A rc=()
+  if [ -n "$pick" ]; then
+    names=(adasum average average_linear)
+    echo "train.sh: $ranks ranks x 32 examples, 6 epochs, LeNet-5 / MNIST; each method at its study's chosen point"
+    echo "train.sh: Adasum:  $(describe /tmp/train_sh_ada.json)"
+    echo "train.sh: average: $(describe /tmp/train_sh_avg.json)"
+    # shellcheck disable=SC2046
+    train "$ranks" configs/mnist_lenet_adasum.yaml "$dir/adasum" $(sets /tmp/train_sh_ada.json) && rc[adasum]=0 || rc[adasum]=$?
+    # shellcheck disable=SC2046
+    train "$ranks" configs/mnist_lenet_adasum.yaml "$dir/average" $(sets /tmp/train_sh_avg.json) && rc[average]=0 || rc[average]=$?
+    echo "train.sh: average with the linear rule, LR 0.05 x $ranks"
+    # shellcheck disable=SC2046
+    train "$ranks" configs/mnist_lenet_adasum.yaml "$dir/average_linear" $(sets /tmp/train_sh_avg.json) \
+      --set optimizer.lr=0.05 --set schedule.lr_scaling=linear && rc[average_linear]=0 || rc[average_linear]=$?
+  else
+    names=(adasum average_linear)
+    echo "train.sh: no study chose an LR for $ranks ranks (mnist_lenet_averaging_stress: 32 and 64 ranks;"
+    echo "          mnist_lenet_scaling: 4-64 by powers of 2): Adasum and averaging with the linear rule, 2 epochs"
+    train "$ranks" configs/mnist_lenet_adasum.yaml "$dir/adasum" --set train.epochs=2 --set train.log_every=10 \
+      --set schedule.warmup_steps=20 && rc[adasum]=0 || rc[adasum]=$?
+    train "$ranks" configs/mnist_lenet_average.yaml "$dir/average_linear" --set train.epochs=2 --set train.log_every=10 \
+      --set schedule.warmup_steps=20 && rc[average_linear]=0 || rc[average_linear]=$?
+  fi
+  runs=()
+  for n in "${names[@]}"; do runs+=("$dir/$n"); done
+  /usr/bin/python3 tools/compare.py "${runs[@]}" -o "$dir/compare.png" >/dev/null || true
   echo
-  echo "train.sh: Adasum (configs/mnist_lenet_adasum.yaml),   $ranks ranks: $(accuracy "$dir/adasum")"
-  echo "train.sh: average (configs/mnist_lenet_average.yaml), $ranks ranks: $(accuracy "$dir/average")"
-  echo "train.sh: plot $dir/compare.png; metrics $dir/{adasum,average}/metrics.jsonl"
-  echo "train.sh: one seed; averaging with the linear LR rule only. The full study (4-64 ranks, 3 seeds,"
-  echo "          square-root rule and a swept LR for averaging): docs/results/mnist_lenet_scaling/report.md"
+  for n in "${names[@]}"; do
+    printf 'train.sh: %-15s %s ranks: %s\n' "$n," "$ranks" "$(result "$dir/$n" "${rc[$n]}")"
+  done
+  echo "train.sh: plot $dir/compare.png; metrics $dir/*/metrics.jsonl"
+  echo "train.sh: one seed. Three seeds and every point: docs/results/${pick:-mnist_lenet_scaling}/report.md"
   echo "train.sh: one config: tools/train.sh configs/mnist_lenet_adasum.yaml [RANKS] [--set key=value ...]"
   exit 0
 fi
@@ -70,11 +121,13 @@ shift $(( $# > 2 ? 2 : $# ))
 [[ "$ranks" =~ ^[1-9][0-9]*$ ]] || { echo "train.sh: RANKS must be a positive integer, got '$ranks'" >&2; exit 2; }
 prepare "$config"
 run=runs/$(basename "$config" .yaml)-np$ranks
-train "$ranks" "$config" "$run" "$@"
-/usr/bin/python3 tools/compare.py "$run" -o "$run/curves.png" >/dev/null
+status=0
+train "$ranks" "$config" "$run" "$@" || status=$?
+/usr/bin/python3 tools/compare.py "$run" -o "$run/curves.png" >/dev/null || true
 echo
 echo "train.sh: run folder      $run"
 echo "train.sh: metrics         $run/metrics.jsonl (summary: $run/summary.json)"
 echo "train.sh: plot            $run/curves.png"
 echo "train.sh: compare reducers: /usr/bin/python3 tools/compare.py runs/* -o compare.png"
-echo "train.sh: final $(accuracy "$run")"
+echo "train.sh: final $(result "$run" "$status")"
+exit "$status"
