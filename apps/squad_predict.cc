@@ -44,8 +44,9 @@ int predict(const Args& a) {
                 ConfigError)
       << model_cfg.where("head") << ": squad_predict needs BERT's question_answering head";
   auto world = comm::MpiCommunicator::world();
-  const Device device =
-      cfg.has("train") ? trainer::read_device(cfg.child("train"), world->local_rank()) : Device::cpu();
+  const Device device = cfg.has("train")
+                            ? trainer::read_device(cfg.child("train"), world->local_rank())
+                            : Device::cpu();
 
   auto model = nn::builtin_models().get(model_cfg.get<std::string>("name"),
                                         model_cfg.where("name"))(model_cfg, 1);
@@ -66,7 +67,8 @@ int predict(const Args& a) {
   std::vector<int64_t> first(static_cast<size_t>(ranks) + 1), counts(static_cast<size_t>(ranks));
   for (int r = 0; r <= ranks; ++r) first[static_cast<size_t>(r)] = n * r / ranks;
   for (int r = 0; r < ranks; ++r)
-    counts[static_cast<size_t>(r)] = (first[static_cast<size_t>(r) + 1] - first[static_cast<size_t>(r)]) * L;
+    counts[static_cast<size_t>(r)] =
+        (first[static_cast<size_t>(r) + 1] - first[static_cast<size_t>(r)]) * L;
   const int64_t lo = first[static_cast<size_t>(rank)], hi = first[static_cast<size_t>(rank) + 1];
   log_info("{}: {} windows of {} tokens{}", a.dataset, n, fo.max_seq_length,
            ranks > 1 ? fmt::format(", {} to {} on each of {} ranks", n / ranks,
@@ -74,7 +76,8 @@ int predict(const Args& a) {
                      : "");
 
   // Every window's start and end logits, [n, L]: each rank fills its share, then all gather.
-  Tensor start_logits = Tensor::zeros({n * L}, DType::f32), end_logits = Tensor::zeros({n * L}, DType::f32);
+  Tensor start_logits = Tensor::zeros({n * L}, DType::f32),
+         end_logits = Tensor::zeros({n * L}, DType::f32);
   NoGradGuard no_grad;
   for (int64_t at = lo; at < hi; at += a.batch) {
     const int64_t b = std::min(a.batch, hi - at);
@@ -102,7 +105,8 @@ int predict(const Args& a) {
   if (rank != 0) return 0;
   std::vector<std::vector<float>> starts, ends;
   for (int64_t i = 0; i < n; ++i) {
-    starts.emplace_back(start_logits.data<float>() + i * L, start_logits.data<float>() + (i + 1) * L);
+    starts.emplace_back(start_logits.data<float>() + i * L,
+                        start_logits.data<float>() + (i + 1) * L);
     ends.emplace_back(end_logits.data<float>() + i * L, end_logits.data<float>() + (i + 1) * L);
   }
   data::SquadDecodeOptions dec;
