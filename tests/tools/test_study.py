@@ -122,6 +122,23 @@ class Pure(unittest.TestCase):
             broken.cells()
         self.assertIn("schedule.warmup_steps: cannot evaluate", str(cm.exception))
 
+    def test_a_step_budget_per_cell(self):
+        # budget {steps: "=EXPR"}: e.g. fewer steps for more examples per step; the steps an
+        # expression sees (steps_per_epoch, total_steps) follow each cell's own budget.
+        text = study_text(self.base, TWO_METHODS, "micro_batches: [1, 2]\n").replace(
+            "budget: {steps: 4}", 'budget: {steps: "=max(2, 512 // examples_per_step)"}').replace(
+            "min(2, steps_per_epoch)", "total_steps // 2")
+        steps = {(c.ranks, c.mb): (c.overrides["train.steps"], c.overrides["schedule.warmup_steps"])
+                 for c in self.load(text).cells()}
+        # 8 examples per rank and micro-batch: 512 // 8 = 64, // 16 = 32, // 32 = 16
+        self.assertEqual(steps, {(1, 1): (64, 32), (1, 2): (32, 16), (2, 1): (32, 16), (2, 2): (16, 8)})
+        for bad, why in (('"=nope"', "budget.steps: cannot evaluate '=nope'"),
+                         ('"=0.5 * ranks"', "gives 0.5 for 1 ranks x 1 micro-batches; it must give a whole number"),
+                         ('"10"', "budget must be")):
+            with self.assertRaises(study.spec.StudyError) as cm:
+                self.load(text.replace('"=max(2, 512 // examples_per_step)"', bad)).cells()
+            self.assertIn(why, str(cm.exception))
+
     def test_aggregation_divergence_and_best_sweep_point(self):
         s = self.load(study_text(self.base, TWO_METHODS))
 

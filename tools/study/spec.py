@@ -84,9 +84,11 @@ class Study:
             raise StudyError(f"{where}: resume_cells must be true or false, got {self.resume_cells!r}")
 
         budget = need("budget", dict)
-        if set(budget) not in ({"epochs"}, {"steps"}) or not isinstance(next(iter(budget.values())), int) \
-                or next(iter(budget.values())) < 1:
-            raise StudyError(f"{where}: budget must be {{epochs: N}} or {{steps: N}} with N >= 1, got {budget!r}")
+        value = next(iter(budget.values())) if len(budget) == 1 else None
+        expr = set(budget) == {"steps"} and isinstance(value, str) and value.startswith("=")
+        if set(budget) not in ({"epochs"}, {"steps"}) or not (expr or isinstance(value, int) and value >= 1):
+            raise StudyError(f"{where}: budget must be {{epochs: N}} or {{steps: N}} with N >= 1, or {{steps: "
+                             f"\"=EXPR\"}} over ranks, micro_batches, batch_per_rank, examples_per_step; got {budget!r}")
         self.budget_key, self.budget = next(iter(budget.items()))
 
         metric = need("metric", dict)
@@ -217,22 +219,33 @@ class Cell:
         raw.update(s.variants[self.variant]["set"])
         raw.update(s.methods[self.method]["set"])
         raw.update(self.point)
-        raw[f"train.{s.budget_key}"] = s.budget
         raw["train.seed"] = self.seed
         raw["train.micro_batches"] = self.mb
         batch = s.batch_per_rank(raw)
         env = {"ranks": self.ranks, "micro_batches": self.mb, "batch_per_rank": batch,
                "examples_per_step": self.ranks * self.mb * batch, "epochs": None, "steps_per_epoch": None,
                "total_steps": None}
+        names = {"sqrt": math.sqrt, "log2": math.log2, "max": max, "min": min, "round": round, "int": int,
+                 "ceil": math.ceil, "floor": math.floor}
+        budget = s.budget
+        if isinstance(budget, str):  # {steps: "=EXPR"}: a step budget per cell, e.g. by examples per step
+            try:
+                budget = eval(budget[1:], {"__builtins__": {}}, {**names, **env})  # noqa: S307 (our own files)
+            except Exception as e:  # noqa: BLE001
+                raise StudyError(f"study {s.path}: budget.steps: cannot evaluate '{s.budget}' (it may use ranks, "
+                                 f"micro_batches, batch_per_rank, examples_per_step): {e}")
+            if not isinstance(budget, (int, float)) or budget < 1 or budget != int(budget):
+                raise StudyError(f"study {s.path}: budget.steps: '{s.budget}' gives {budget!r} for {self.ranks} "
+                                 f"ranks x {self.mb} micro-batches; it must give a whole number >= 1")
+            budget = int(budget)
+        raw[f"train.{s.budget_key}"] = budget
         if s.train_size:
             spe = s.train_size // self.ranks // batch // self.mb
             env["steps_per_epoch"] = spe
-            env["epochs"] = s.budget if s.budget_key == "epochs" else None
-            env["total_steps"] = s.budget * spe if s.budget_key == "epochs" else s.budget
+            env["epochs"] = budget if s.budget_key == "epochs" else None
+            env["total_steps"] = budget * spe if s.budget_key == "epochs" else budget
         elif s.budget_key == "steps":
-            env["total_steps"] = s.budget
-        names = {"sqrt": math.sqrt, "log2": math.log2, "max": max, "min": min, "round": round, "int": int,
-                 "ceil": math.ceil, "floor": math.floor}
+            env["total_steps"] = budget
         out = {}
         for k, v in raw.items():
             if isinstance(v, str) and v.startswith("="):
