@@ -283,6 +283,36 @@ class Pure(unittest.TestCase):
         self.assertIn("metric.select must name the validation figure", self.error(
             text.replace("select: val_top1", "select: eval_top1")))
 
+    def test_choosing_by_steps_to_the_target_on_validation(self):
+        # metric.choose_by: steps: the point that reaches the target (0.05) on val_top1 in every
+        # seed, then in the fewest steps, wins even with a worse final validation figure.
+        text = study_text(self.base, TWO_METHODS).replace(
+            "chance: 0.1}", "chance: 0.1, select: val_top1, choose_by: steps}").replace("ranks: [1, 2]", "ranks: [2]")
+        s = self.load(text)
+        val = {0.05: [(2, 0.01), (4, 0.9)], 0.1: [(2, 0.06), (4, 0.5)]}  # 0.1 reaches at step 2, 0.05 at 4
+        records = []
+        for c in s.cells():
+            lr = c.point.get("optimizer.lr")
+            ev = val.get(lr, [(2, 0.0), (4, 0.0)])  # adasum never reaches it
+            records.append({"name": c.name, "hash": c.hash, "method": c.method, "ranks": 2, "micro_batches": 1,
+                            "variant": "", "seed": 1, "point": c.point, "examples_per_step": 16, "status": "ok",
+                            "reason": "", "final": 0.5, "select_final": ev[-1][1], "select_evals": ev,
+                            "wall_s": 3.0, "evals": ev, "eval_wall": [(2, 1.0), (4, 2.0)]})
+        best = study.report.best_rows(s, study.report.aggregate(s, records))
+        self.assertEqual([(r["method"], r["point"].get("optimizer.lr"), r["select_steps"]) for r in best],
+                         [("adasum", None, None), ("average", 0.1, 2)])
+        out = os.path.join(self.tmp, "report")
+        study.report.write_report(s, records, out, [], 0, len(records))
+        with open(os.path.join(out, "report.md")) as f:
+            report = f.read()
+        self.assertIn("reached 5.00% on `val_top1` most often, then in the fewest steps", report)
+        self.assertIn("## Validation steps to 5.00% on val_top1 of the chosen points", report)
+        self.assertIn("| average | 2 steps (1/1) (lr 0.1) |", report)
+        self.assertIn("| Adasum | not reached (final 0.00% (1 seed)) |", report)
+        self.assertIn("metric.choose_by must be final", self.error(text.replace("choose_by: steps", "choose_by: fast")))
+        self.assertIn("metric.choose_by must be final", self.error(
+            text.replace("target: 0.05, ", "")))
+
     def test_welch_and_significance_against_the_baseline(self):
         # Against scipy.stats.ttest_ind(..., equal_var=False) (values computed with scipy 1.10).
         d, p = study.report.welch([1, 2, 3], [4, 5, 7])

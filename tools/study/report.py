@@ -123,6 +123,9 @@ def aggregate(study, records):
         # The validation figure choices are made on (metric.select), when the cells have it.
         sel = seed_finals(study, [r for r in done if "select_final" in r], "select_final") if study.select else []
         sel_mean, sel_sd = mean_std(sel)
+        # Steps to the target on the figure choices are made on (metric.choose_by: steps).
+        sel_hits = [steps_to_target(study, r.get("select_evals", []) if study.select else r["evals"]) for r in done]
+        sel_reached = [h for h in sel_hits if h is not None]
         hits = [(steps_to_target(study, r["evals"]), dict(r.get("eval_wall", []))) for r in done]
         reached = [h for h, _ in hits if h is not None]
         times = [w[h] for h, w in hits if h is not None and h in w]
@@ -133,6 +136,8 @@ def aggregate(study, records):
                      "diverged": sum(r["status"] == "diverged" for r in done),
                      "mean": mean, "std": sd, "finals": finals, "reached": len(reached),
                      "select_mean": sel_mean, "select_std": sel_sd, "select_seeds": len(sel),
+                     "select_reached": len(sel_reached),
+                     "select_steps": mean_std(sel_reached)[0] if sel_reached else None,
                      "steps_to_target": mean_std(reached)[0] if reached else None,
                      "time_to_target": mean_std(times)[0] if times else None,
                      "wall_s": mean_std([r["wall_s"] for r in done])[0],
@@ -150,7 +155,12 @@ def choice_key(study):
 
 def better(study, a, b):
     """Is row a better than row b (on the figure choices are made on; a row with no result
-    never is)?"""
+    never is)? With metric.choose_by: steps, the row whose seeds reached the target more often
+    on that figure, then in fewer steps on average."""
+    if study.choose_by == "steps":
+        ka = (-a["select_reached"], a["select_steps"] if a["select_steps"] is not None else math.inf)
+        kb = (-b["select_reached"], b["select_steps"] if b["select_steps"] is not None else math.inf)
+        return a["select_reached"] > 0 and ka < kb
     k = choice_key(study)
     if a[k] is None:
         return False
@@ -291,9 +301,12 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
     if study.common:
         L.append("- Common overrides: " + ", ".join(f"`{k}: {fmt_value(v)}`" for k, v in study.common.items()) + ".")
     if study.select:
+        rule = (f"the point whose seeds reached {fmt_metric(study, study.target)} on `{study.select}` most often, "
+                f"then in the fewest steps on average" if study.choose_by == "steps" else
+                f"the best mean `{study.select}`")
         L.append(f"- Choices are made on the validation figure `{study.select}` (the held-out part of the training "
-                 f"set, `data.validation_size`): the best sweep point per method and column is the best mean "
-                 f"`{study.select}`; the test figure `{study.metric}` is reported for the chosen points only.")
+                 f"set, `data.validation_size`): the best sweep point per method and column is {rule}; the test "
+                 f"figure `{study.metric}` is reported for the chosen points only.")
     else:
         chosen_what = [w for w, present in (("its best sweep point per method and column",
                                              any(m["sweep"] for m in study.methods.values())),
@@ -364,8 +377,12 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
                 return "–"
             one = r["select_seeds"] == 1
             s = fmt_metric(study, r["select_mean"], None if one else r["select_std"]) + (" (1 seed)" if one else "")
+            if study.choose_by == "steps":
+                s = (f"{r['select_steps']:.0f} steps ({r['select_reached']}/{r['seeds']})"
+                     if r["select_steps"] is not None else f"not reached (final {s})")
             return s + (f" ({r['point_label']})" if r["point_label"] else "")
-        table(f"## Validation {study.select} of the chosen points (what the choice was made on)", select_text)
+        what = f"steps to {fmt_metric(study, study.target)} on " if study.choose_by == "steps" else ""
+        table(f"## Validation {what}{study.select} of the chosen points (what the choice was made on)", select_text)
     if study.target is not None:
         def to_target(r):
             if r["steps_to_target"] is None:

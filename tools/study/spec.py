@@ -106,10 +106,17 @@ class Study:
             raise StudyError(f"{where}: metric.select must name the validation figure choices are made on "
                              f"(e.g. val_top1, with data.validation_size in set), not the test figure, "
                              f"got {self.select!r}")
+        # What a choice minimises or maximises: the final figure (default), or the steps it took
+        # to reach the target (steps: for steps-to-target studies, e.g. with train.stop_at).
+        self.choose_by = metric.get("choose_by", "final")
+        if self.choose_by not in ("final", "steps") or self.choose_by == "steps" and self.target is None:
+            raise StudyError(f"{where}: metric.choose_by must be final (the best final figure) or steps (the "
+                             f"fewest steps to metric.target, which it needs), got {self.choose_by!r}")
         if self.plot_range is not None and not (isinstance(self.plot_range, list) and len(self.plot_range) == 2
                                                 and all(isinstance(x, (int, float)) for x in self.plot_range)):
             raise StudyError(f"{where}: metric.plot_range must be [low, high], got {self.plot_range!r}")
-        bad = sorted(set(metric) - {"name", "goal", "target", "diverged", "chance", "plot_range", "select"})
+        bad = sorted(set(metric) - {"name", "goal", "target", "diverged", "chance", "plot_range", "select",
+                                    "choose_by"})
         if bad or not isinstance(self.metric, str) or self.goal not in ("max", "min") or \
                 not all(v is None or isinstance(v, (int, float)) for v in (self.target, self.diverged, self.chance)):
             raise StudyError(f"{where}: metric must be {{name: eval_top1, goal: max|min, target: X, "
