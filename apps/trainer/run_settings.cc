@@ -97,11 +97,34 @@ std::optional<optim::LossScaleOptions> read_loss_scale(const Config& t, Precisio
 }
 
 // A section that may be absent (all defaults).
+std::optional<StopAt> read_stop_at(const Config& t) {
+  if (!t.has("stop_at")) return std::nullopt;
+  const Config c = t.child("stop_at");
+  StopAt s;
+  s.where = t.where("stop_at");
+  s.metric = c.get<std::string>("metric");
+  ADA_CHECK_ARG(s.metric.rfind("val_", 0) == 0 || s.metric.rfind("eval_", 0) == 0, ConfigError)
+      << c.where("metric") << ": '" << s.metric
+      << "' is not an evaluation figure; name one as metrics.jsonl does, val_* (the validation "
+         "set, data.validation_size) or eval_* (the test set), e.g. val_mlm_loss or eval_top1";
+  ADA_CHECK_ARG(c.has("below") != c.has("above"), ConfigError)
+      << s.where
+      << ": give exactly one bound, below: X (stop once the figure is <= X, e.g. a loss) "
+      << "or above: X (>= X, e.g. an accuracy)";
+  s.below = c.has("below");
+  s.value = c.get<double>(s.below ? "below" : "above");
+  return s;
+}
+
 Config section_or_empty(const Config& root, const std::string& key) {
   return root.has(key) ? root.child(key) : Config::parse("{}", "defaults");
 }
 
 }  // namespace
+
+std::string StopAt::describe() const {
+  return metric + (below ? " <= " : " >= ") + fmt::format("{:g}", value);
+}
 
 RunSettings read_run_settings(const Config& root, const std::string& config_path, int world,
                               int local_rank) {
@@ -137,6 +160,7 @@ RunSettings read_run_settings(const Config& root, const std::string& config_path
   ADA_CHECK_ARG(nonfinite == "stop" || nonfinite == "skip", ConfigError)
       << t.where("on_nonfinite") << ": must be 'stop' or 'skip', got '" << nonfinite << "'";
   s.skip_nonfinite = nonfinite == "skip";
+  s.stop_at = read_stop_at(t);
 
   const Config d = root.child("data");
   s.workers =

@@ -16,6 +16,16 @@
 
 namespace ada::trainer {
 
+// train.stop_at: end the run at the first evaluation whose figure `metric` (val_* or eval_*, as
+// in metrics.jsonl) is at or below (`below`) or at or above the bound `value`.
+struct StopAt {
+  std::string metric;
+  double value = 0;
+  bool below = true;
+  std::string where;             // "config x.yaml: train.stop_at (line 9, column 3)", for messages
+  std::string describe() const;  // "val_mlm_loss <= 6.5"
+};
+
 struct RunSettings {
   // train: exactly one of epochs or steps is positive.
   int64_t epochs = 0, steps = 0;
@@ -33,6 +43,7 @@ struct RunSettings {
   Precision precision = Precision::fp32;              // train.precision (core/precision.h)
   std::optional<optim::LossScaleOptions> loss_scale;  // train.loss_scale; absent: off
   std::string comm = "auto";                          // train.comm
+  std::optional<StopAt> stop_at;                      // train.stop_at; absent: the whole budget
   // data: the loader's keys.
   int workers = 1, prefetch = 0;
   // output and checkpoint.

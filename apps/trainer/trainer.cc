@@ -73,6 +73,13 @@ void Trainer::build_data(const Config& cfg) {
   data_ = data::read_datasets(data::builtin_datasets(), {cfg.child("data"), cfg.child("model"),
                                                          model_->num_classes(), s_.seed});
   const Config t = cfg.child("train");
+  if (s_.stop_at) {
+    const bool val = s_.stop_at->metric.rfind("val_", 0) == 0;
+    ADA_CHECK_ARG(val ? bool(data_.validation) : bool(data_.eval), ConfigError)
+        << t.where("stop_at") << ": " << s_.stop_at->metric << " needs "
+        << (val ? "a validation set; set data.validation_size"
+                : "an evaluation set (" + data_.no_eval_reason + ")");
+  }
   if (!data_.eval && !data_.validation) {
     for (const char* key : {"eval_every", "max_eval_batches"}) {
       ADA_CHECK_ARG(!t.has(key), ConfigError)
@@ -201,6 +208,7 @@ int Trainer::run() {
     if ((s_.eval_every > 0 && step_ % s_.eval_every == 0) || (s_.eval_every == 0 && epoch_end)) {
       log_->break_line();  // keep the progress line
       evaluate_now();
+      if (reached_stop_at()) break;
     }
     if ((s_.ckpt_every > 0 && step_ % s_.ckpt_every == 0) || (s_.ckpt_every == 0 && epoch_end))
       checkpoints_->save(step_, wall_seconds());
@@ -350,6 +358,29 @@ void Trainer::evaluate_now() {
   if (data_.eval) log_info("eval at step {}: {}", step_, describe_figures(last_eval_));
 }
 
+bool Trainer::reached_stop_at() {
+  if (!s_.stop_at) return false;
+  Json figures;
+  add_figures(figures, last_val_, "val_");
+  add_figures(figures, last_eval_);
+  const StopAt& s = *s_.stop_at;
+  if (!figures.contains(s.metric)) {
+    std::string known;
+    for (const auto& [k, v] : figures.items()) known += (known.empty() ? "" : ", ") + k;
+    ADA_THROW(ConfigError) << s.where << ": the evaluations give no figure '" << s.metric
+                           << "'; they give " << known;
+  }
+  const double v = figures[s.metric].get<double>();
+  // Every rank decides alike (the figures are reduced over ranks; a max makes it certain).
+  double met = (s.below ? v <= s.value : v >= s.value) ? 1.0 : 0.0;
+  world_->allreduce(&met, 1, comm::ReduceOp::max);
+  if (met == 0.0) return false;
+  stopped_at_ = step_;
+  log_info("train.stop_at: {} is {:g} at step {} ({}): the run ends here", s.metric, v, step_,
+           s.describe());
+  return true;
+}
+
 void Trainer::write_summary() {
   // The strategy's counters, summed over ranks; the largest peak resident memory of any rank.
   std::map<std::string, double> stats = strategy_->stats();
@@ -386,6 +417,10 @@ void Trainer::write_summary() {
   }
   add_figures(sum, last_val_, "val_");
   add_figures(sum, last_eval_);
+  if (stopped_at_ >= 0) {
+    sum["stopped_at_step"] = stopped_at_;
+    sum["stop_at"] = s_.stop_at->describe();
+  }
   for (const auto& [k, v] : stats) sum[k] = v;
   log_->write_summary(sum);
   log_->break_line();

@@ -55,6 +55,8 @@ class Trainer {
   void train_step();
   void flush_due(double lr);
   void evaluate_now();
+  // train.stop_at met by the evaluation just made (the same answer on every rank).
+  bool reached_stop_at();
   void write_summary();
   double wall_seconds() const { return resumed_.wall_seconds + clock_.seconds(); }
 
@@ -82,8 +84,9 @@ class Trainer {
   ResumePoint resumed_;
   int64_t step_ = 0, epoch_ = 0, total_steps_ = 0, steps_per_epoch_ = 0, skipped_ = 0;
   int64_t last_eval_step_ = -1;
-  nn::Metrics last_eval_;  // the test set's figures (eval_*)
-  nn::Metrics last_val_;   // the validation set's (val_*)
+  nn::Metrics last_eval_;    // the test set's figures (eval_*)
+  nn::Metrics last_val_;     // the validation set's (val_*)
+  int64_t stopped_at_ = -1;  // the step train.stop_at ended the run at; -1: it did not
   double last_mean_loss_ = 0;
   bool log_due_ = false, checksum_due_ = false;  // waiting for a step where replicas agree
 };

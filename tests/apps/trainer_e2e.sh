@@ -475,6 +475,32 @@ PY
   echo "$out" | grep -q "data.validation_size (line 2, column [0-9]*): must be in \[0, 64), got -3" ||
     { echo "$out" | tail -5; fail "validation_size -3: message"; }
   echo "validation: bad values refused naming the key"
+  # train.stop_at: the run ends at the first evaluation meeting the bound (step 10 of 20), with
+  # its final evaluation, checkpoint and summary; a bound never met runs the whole budget.
+  mpi 2 "$trainer" --config tiny.yaml --set data.validation_size=16 --set 'train.stop_at={metric: val_loss, below: 1.0e9}' \
+    --set output.dir=stop > stop.txt 2>&1 || { cat stop.txt; fail "a run with train.stop_at"; }
+  grep -q "train.stop_at: val_loss is [0-9.e+-]* at step 10 (val_loss <= 1e+09): the run ends here" stop.txt || { cat stop.txt; fail "train.stop_at: no log line"; }
+  mpi 2 "$trainer" --config tiny.yaml --set data.validation_size=16 --set 'train.stop_at={metric: eval_top1, above: 2}' \
+    --set output.dir=nostop > nostop.txt 2>&1 || { cat nostop.txt; fail "a run with a train.stop_at never met"; }
+  /usr/bin/python3 - stop nostop <<'PY' || fail "train.stop_at: summary"
+import json, os, sys
+s = json.load(open(sys.argv[1] + "/summary.json"))
+assert s["steps"] == 10 and s["stopped_at_step"] == 10 and s["stop_at"] == "val_loss <= 1e+09", s
+assert os.path.exists(sys.argv[1] + "/checkpoints/ckpt-00000010.json")
+evals = [json.loads(l)["step"] for l in open(sys.argv[1] + "/metrics.jsonl") if '"val_loss"' in l]
+assert evals == [10], evals
+n = json.load(open(sys.argv[2] + "/summary.json"))
+assert n["steps"] == 20 and "stopped_at_step" not in n, n
+print("stop_at: stopped at step 10 of 20; a bound never met ran all 20")
+PY
+  for bad in "{metric: loss, below: 1}|train.stop_at.metric (set by --set train.stop_at={metric: loss, below: 1}): 'loss' is not an evaluation figure" \
+             "{metric: val_loss, below: 1, above: 0}|train.stop_at (set by --set train.stop_at={metric: val_loss, below: 1, above: 0}): give exactly one bound" \
+             "{metric: val_loss, below: 1}|train.stop_at (set by --set train.stop_at={metric: val_loss, below: 1}): val_loss needs a validation set; set data.validation_size" \
+             "{metric: eval_mlm_loss, below: 1}|the evaluations give no figure 'eval_mlm_loss'; they give eval_loss, eval_top1"; do
+    out=$(mpi 1 "$trainer" --config tiny.yaml --set "train.stop_at=${bad%%|*}" --set output.dir=bad 2>&1) && fail "train.stop_at=${bad%%|*} was accepted"
+    echo "$out" | grep -qF "${bad#*|}" || { echo "$out" | tail -5; fail "train.stop_at=${bad%%|*}: message"; }
+  done
+  echo "stop_at: bad values refused naming the key"
   ;;
 *) fail "unknown case $case" ;;
 esac
