@@ -309,9 +309,34 @@ class Pure(unittest.TestCase):
         self.assertIn("## Validation steps to 5.00% on val_top1 of the chosen points", report)
         self.assertIn("| average | 2 steps (1/1) (lr 0.1) |", report)
         self.assertIn("| Adasum | not reached (final 0.00% (1 seed)) |", report)
+        self.assertIn("## Where each method stops scaling (critical batch size)", report)
+        self.assertIn("| average | 16: 2 | – | not placed: 1 sizes reached the target (3 needed) | – |", report)
         self.assertIn("metric.choose_by must be final", self.error(text.replace("choose_by: steps", "choose_by: fast")))
         self.assertIn("metric.choose_by must be final", self.error(
             text.replace("target: 0.05, ", "")))
+
+    def test_critical_batch_size_fit(self):
+        crit = study.report.critical_batch
+        # Steps exactly 100 (1 + 8192 / B): S_min 100, B_crit 8192, every leave-one-out fit the same.
+        exact = [(b, 100 * (1 + 8192 / b)) for b in (2048, 4096, 8192, 16384, 32768)]
+        s_min, b_crit, (low, high), why = crit(exact)
+        self.assertAlmostEqual(s_min, 100, places=6)
+        self.assertAlmostEqual(b_crit, 8192, places=3)
+        self.assertAlmostEqual(low, 8192, places=3)
+        self.assertAlmostEqual(high, 8192, places=3)
+        self.assertIsNone(why)
+        # Noisy points: the range brackets the fit.
+        noisy = [(b, st * f) for (b, st), f in zip(exact, (1.05, 0.97, 1.02, 0.96, 1.04))]
+        s_min, b_crit, (low, high), why = crit(noisy)
+        self.assertLessEqual(low, b_crit)
+        self.assertLessEqual(b_crit, high)
+        self.assertTrue(4000 < b_crit < 16000, b_crit)
+        # What the data cannot place: too few sizes, steps that do not fall, a bend past the sizes.
+        self.assertIn("3 needed", crit(exact[:2])[3])
+        self.assertIn("do not fall as 1/B", crit([(2048, 100), (4096, 100), (8192, 100)])[3])
+        far = crit([(b, 100 * (1 + 1e5 / b)) for b in (2048, 4096, 8192)])
+        self.assertAlmostEqual(far[1], 1e5, places=0)
+        self.assertIn("outside the sizes measured (2,048 to 8,192)", far[3])
 
     def test_welch_and_significance_against_the_baseline(self):
         # Against scipy.stats.ttest_ind(..., equal_var=False) (values computed with scipy 1.10).

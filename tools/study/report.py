@@ -192,6 +192,62 @@ def fmt_p(p):
     return "p < 0.001" if p < 0.001 else f"p = {p:.2g}"
 
 
+def critical_batch(points):
+    """McCandlish et al. (2018): steps to a target S(B) = S_min (1 + B_noise / B). Least squares of
+    S against 1/B over [(B, S)] gives S_min and B_noise, the critical batch size (where a
+    method needs twice its fewest steps). Returns (S_min, B_noise, (low, high), why): the range
+    is the spread of the fits leaving out one point at a time; why (else None) says why the data
+    cannot place it (fewer than 3 points, a fit without positive S_min and B_noise, or B_noise
+    outside the sizes measured)."""
+    if len(points) < 3:
+        return None, None, None, f"{len(points)} sizes reached the target (3 needed)"
+
+    def fit(pts):
+        xs, ys = [1.0 / b for b, _ in pts], [float(st) for _, st in pts]
+        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+        sxx = sum((x - mx) ** 2 for x in xs)
+        slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+        a = my - slope * mx
+        return a, (slope / a if a > 0 else None)
+
+    s_min, b_noise = fit(points)
+    if b_noise is None or b_noise <= 0:
+        return s_min, None, None, "the steps do not fall as 1/B (no positive S_min and B_noise fit them)"
+    loo = [fit(points[:i] + points[i + 1:]) for i in range(len(points))] if len(points) > 3 else []
+    loo = [bn for _, bn in loo if bn is not None and bn > 0]
+    low, high = (min(loo), max(loo)) if loo else (None, None)
+    sizes = [b for b, _ in points]
+    why = None
+    if not min(sizes) <= b_noise <= max(sizes):
+        why = f"the fit puts it at {b_noise:,.0f}, outside the sizes measured ({min(sizes):,} to {max(sizes):,})"
+    return s_min, b_noise, (low, high), why
+
+
+def write_critical_batch(study, best, L):
+    """Per method, the critical batch size of its chosen points' steps to the target against
+    examples per step (a steps-to-target study: metric.choose_by steps)."""
+    L.append("## Where each method stops scaling (critical batch size)\n")
+    L.append("Steps to the target of each method's chosen point per size, fitted as S(B) = S_min (1 + B_crit / B) "
+             "(McCandlish et al. 2018; perfect scaling halves the steps per doubling of B, and B_crit is where "
+             "the steps are twice the fewest possible); the range is the spread of the fits leaving out one size "
+             "at a time (4 or more sizes).\n")
+    L.append("| method | sizes (examples per step: steps) | S_min | B_crit | leave-one-out range |")
+    L.append("|---|---|---|---|---|")
+    for m in study.methods:
+        rows = sorted((r for r in best if r["method"] == m and r["steps_to_target"] is not None),
+                      key=lambda r: r["examples_per_step"])
+        pts = [(r["examples_per_step"], r["steps_to_target"]) for r in rows]
+        s_min, b_crit, rng, why = critical_batch(pts)
+        sizes = ", ".join(f"{b:,}: {st:.0f}" for b, st in pts) or "none reached"
+        if b_crit is None:
+            L.append(f"| {study.methods[m]['label']} | {sizes} | – | not placed: {why} | – |")
+            continue
+        rtext = f"{rng[0]:,.0f} to {rng[1]:,.0f}" if rng and rng[0] is not None else "–"
+        L.append(f"| {study.methods[m]['label']} | {sizes} | {s_min:.0f} | {b_crit:,.0f}"
+                 + (f" (not placed: {why})" if why else "") + f" | {rtext} |")
+    L.append("")
+
+
 def write_significance(study, best, cols_, L):
     """A table: each method's chosen point against the baseline's in the same column, the
     difference of the final test figure and Welch's two-sided p over the seeds."""
@@ -397,6 +453,8 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
                      f"models ({'; '.join(cpus)}), so seconds would compare machines, not methods.\n")
     if study.baseline:
         write_significance(study, best, cols_, L)
+    if study.choose_by == "steps":
+        write_critical_batch(study, best, L)
     L.append("![final metric](final_vs_examples.png)\n")
     if study.target is not None:
         L.append("![steps to target](steps_to_target.png)\n")
