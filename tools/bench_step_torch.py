@@ -232,12 +232,17 @@ class HfBert(nn.Module):
         return F.cross_entropy(logits, labels.flatten()[sel])
 
 
-def fused_optimizer(cls, params, **kw):
-    """The fused CUDA optimizer where this torch has one (AdamW 2.0+, SGD 2.3+), else its default."""
-    try:
-        return cls(params, fused=True, **kw)
-    except (TypeError, RuntimeError, ValueError):
-        return cls(params, **kw)
+def optimizer(cls, params, name, fused, **kw):
+    """(the optimizer, its name): with `fused`, the fused CUDA one where this torch has it (AdamW
+    2.0+, SGD 2.3+), else, and without, its default (foreach)."""
+    opt = None
+    if fused:
+        try:
+            opt = cls(params, fused=True, **kw)
+        except (TypeError, RuntimeError, ValueError):
+            pass
+    opt = opt or cls(params, **kw)
+    return opt, name + (" fused" if opt.defaults.get("fused") else "")
 
 
 def compiled(net):
@@ -299,12 +304,8 @@ def main():
             net.to(memory_format=torch.channels_last)
             x = x.contiguous(memory_format=torch.channels_last)
             memory_format = "channels_last"
-        sgd = dict(lr=0.1, momentum=0.9, weight_decay=1e-4)
-        if a.variant == "eager":
-            opt = torch.optim.SGD(net.parameters(), **sgd)
-        else:
-            opt = fused_optimizer(torch.optim.SGD, net.parameters(), **sgd)
-        opt_name = "SGD momentum" + (" fused" if opt.defaults.get("fused") else "")
+        opt, opt_name = optimizer(torch.optim.SGD, net.parameters(), "SGD momentum", a.variant != "eager",
+                                  lr=0.1, momentum=0.9, weight_decay=1e-4)
         run = compiled(net) if a.variant == "compile" else net
         loss_fn = lambda: F.cross_entropy(run(x), y)
     else:
@@ -319,12 +320,8 @@ def main():
         ids, labels = ids.to(a.device), labels.to(a.device)
         net.to(a.device)
         memory_format = "memory format n/a (no 4-d tensors)"
-        adamw = dict(lr=1e-4, weight_decay=0.01)
-        if a.variant == "eager":
-            opt = torch.optim.AdamW(net.parameters(), **adamw)
-        else:
-            opt = fused_optimizer(torch.optim.AdamW, net.parameters(), **adamw)
-        opt_name = "AdamW" + (" fused" if opt.defaults.get("fused") else "")
+        opt, opt_name = optimizer(torch.optim.AdamW, net.parameters(), "AdamW", a.variant != "eager",
+                                  lr=1e-4, weight_decay=0.01)
         run = compiled(net) if a.variant == "sdpa_compile" else net
         loss_fn = lambda: run(ids, labels)
     net.train()
