@@ -226,6 +226,7 @@ class Cell:
         raw.update(s.variants[self.variant]["set"])
         raw.update(s.methods[self.method]["set"])
         raw.update(self.point)
+        raw[f"train.{s.budget_key}"] = s.budget  # its place in the order; an expression's value below
         raw["train.seed"] = self.seed
         raw["train.micro_batches"] = self.mb
         batch = s.batch_per_rank(raw)
