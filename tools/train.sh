@@ -94,8 +94,8 @@ if [ $# -eq 0 ]; then
       --set optimizer.lr=0.05 --set schedule.lr_scaling=linear && rc[average_linear]=0 || rc[average_linear]=$?
   else
     names=(adasum average_linear)
-    echo "train.sh: no study chose an LR for $ranks ranks (mnist_lenet_averaging_stress: 32 and 64 ranks;"
-    echo "          mnist_lenet_scaling: 4-64 by powers of 2): Adasum and averaging with the linear rule, 2 epochs"
+    echo "train.sh: no committed study chose an LR for $ranks ranks (docs/results/mnist_lenet_averaging_stress,"
+    echo "          docs/results/mnist_lenet_scaling): Adasum and averaging with the linear rule, 2 epochs"
     train "$ranks" configs/mnist_lenet_adasum.yaml "$dir/adasum" --set train.epochs=2 --set train.log_every=10 \
       --set schedule.warmup_steps=20 && rc[adasum]=0 || rc[adasum]=$?
     train "$ranks" configs/mnist_lenet_average.yaml "$dir/average_linear" --set train.epochs=2 --set train.log_every=10 \
