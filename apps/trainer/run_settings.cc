@@ -96,7 +96,7 @@ std::optional<optim::LossScaleOptions> read_loss_scale(const Config& t, Precisio
   return o;
 }
 
-// A section that may be absent (all defaults).
+// train.stop_at (absent: none); see StopAt.
 std::optional<StopAt> read_stop_at(const Config& t) {
   if (!t.has("stop_at")) return std::nullopt;
   const Config c = t.child("stop_at");
@@ -116,6 +116,7 @@ std::optional<StopAt> read_stop_at(const Config& t) {
   return s;
 }
 
+// A section that may be absent (all defaults).
 Config section_or_empty(const Config& root, const std::string& key) {
   return root.has(key) ? root.child(key) : Config::parse("{}", "defaults");
 }
