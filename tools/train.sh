@@ -64,15 +64,17 @@ if [ $# -eq 0 ]; then
   [[ "$ranks" =~ ^[1-9][0-9]*$ ]] || { echo "train.sh: ADA_COMPARE_RANKS must be a positive integer, got '$ranks'" >&2; exit 2; }
   prepare configs/mnist_lenet_adasum.yaml
   dir=runs/compare-np$ranks
-  # Each method at the point its study chose for this rank count (on validation accuracy in
-  # mnist_lenet_averaging_stress; mnist_lenet_scaling chose on the test figure), run as that
+  # Each method at the point its study chose on validation accuracy for this rank count
+  # (mnist_lenet_averaging_stress, else mnist_lenet_scaling's committed cells), run as that
   # study's seed-1 cell: the same budget (6 epochs), warm-up, LR and held-out images. Averaging
   # also runs with the textbook linear rule (LR 0.05 x ranks) at the chosen point's warm-up.
+  mkdir -p "$dir"
+  ada_json=$dir/chosen_adasum.json avg_json=$dir/chosen_average.json
   pick=""
   for s in "mnist_lenet_averaging_stress adasum average" "mnist_lenet_scaling adasum_grad average_swept"; do
     read -r study ada avg <<< "$s"
-    if /usr/bin/python3 tools/study.py studies/$study.yaml --chosen "$ada@$ranks" > "/tmp/train_sh_ada.json" 2>/dev/null &&
-       /usr/bin/python3 tools/study.py studies/$study.yaml --chosen "$avg@$ranks" > "/tmp/train_sh_avg.json" 2>/dev/null; then
+    if /usr/bin/python3 tools/study.py studies/$study.yaml --chosen "$ada@$ranks" > "$ada_json" 2>/dev/null &&
+       /usr/bin/python3 tools/study.py studies/$study.yaml --chosen "$avg@$ranks" > "$avg_json" 2>/dev/null; then
       pick=$study; break
     fi
   done
@@ -82,15 +84,15 @@ if [ $# -eq 0 ]; then
   if [ -n "$pick" ]; then
     names=(adasum average average_linear)
     echo "train.sh: $ranks ranks x 32 examples, 6 epochs, LeNet-5 / MNIST; each method at its study's chosen point"
-    echo "train.sh: Adasum:  $(describe /tmp/train_sh_ada.json)"
-    echo "train.sh: average: $(describe /tmp/train_sh_avg.json)"
+    echo "train.sh: Adasum:  $(describe "$ada_json")"
+    echo "train.sh: average: $(describe "$avg_json")"
     # shellcheck disable=SC2046
-    train "$ranks" configs/mnist_lenet_adasum.yaml "$dir/adasum" $(sets /tmp/train_sh_ada.json) && rc[adasum]=0 || rc[adasum]=$?
+    train "$ranks" configs/mnist_lenet_adasum.yaml "$dir/adasum" $(sets "$ada_json") && rc[adasum]=0 || rc[adasum]=$?
     # shellcheck disable=SC2046
-    train "$ranks" configs/mnist_lenet_adasum.yaml "$dir/average" $(sets /tmp/train_sh_avg.json) && rc[average]=0 || rc[average]=$?
+    train "$ranks" configs/mnist_lenet_adasum.yaml "$dir/average" $(sets "$avg_json") && rc[average]=0 || rc[average]=$?
     echo "train.sh: average with the linear rule, LR 0.05 x $ranks"
     # shellcheck disable=SC2046
-    train "$ranks" configs/mnist_lenet_adasum.yaml "$dir/average_linear" $(sets /tmp/train_sh_avg.json) \
+    train "$ranks" configs/mnist_lenet_adasum.yaml "$dir/average_linear" $(sets "$avg_json") \
       --set optimizer.lr=0.05 --set schedule.lr_scaling=linear && rc[average_linear]=0 || rc[average_linear]=$?
   else
     names=(adasum average_linear)
