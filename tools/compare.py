@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Plots several training runs side by side: loss and the eval metric against step and against
 wall time, one PNG. Each run is a trainer output folder (metrics.jsonl, summary.json,
-config.yaml); curves are labelled by reducer and world size.
+config.yaml); curves are labelled by run folder, reducer and world size.
 
     /usr/bin/python3 tools/compare.py runs/mnist_lenet_adasum runs/mnist_lenet_average -o cmp.png
 
@@ -34,7 +34,7 @@ def load_run(path):
     if os.path.isfile(summary):
         with open(summary) as f:
             s = json.load(f)
-        label = f"{s.get('sync', s.get('reducer', '?'))}, {s.get('world_size', '?')} ranks"
+        label = f"{label}: {s.get('sync', s.get('reducer', '?'))}, {s.get('world_size', '?')} ranks"
         if "eval_top1" in s:
             label += f", top-1 {100 * s['eval_top1']:.2f}%"
     return label, [train[k] for k in sorted(train)], [evals[k] for k in sorted(evals)]
