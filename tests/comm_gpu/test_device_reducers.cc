@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdio>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -14,6 +13,7 @@
 #include "comm/reducer_test_util.h"
 #include "comm_gpu/nccl_test_util.h"
 #include "core/backend/cuda_runtime.h"
+#include "cuda/cuda_test_util.h"
 
 namespace ada::comm::testing {
 namespace {
@@ -29,11 +29,7 @@ struct Case {
 class DeviceReducers : public ::testing::TestWithParam<std::tuple<Case, std::string>> {};
 
 TEST_P(DeviceReducers, MatchTheCpuReducerAndAgreeOnEveryRank) {
-  const std::string why = cuda::unavailable_reason();
-  if (!why.empty()) {
-    std::printf("[  SKIPPED ] no GPU: %s\n", why.c_str());
-    GTEST_SKIP() << why;
-  }
+  ADA_REQUIRE_GPU();
   const auto& [c, via] = GetParam();
   if (via == "nccl") ADA_REQUIRE_NCCL();
   Communicator& comm = via == "nccl" ? nccl() : static_cast<Communicator&>(world());
