@@ -347,6 +347,9 @@ class Pure(unittest.TestCase):
                                places=12)
         self.assertIsNone(study.report.welch([1], [2, 3]))
         self.assertEqual(study.report.welch([1, 1], [1, 1]), (0.0, 1.0))
+        self.assertEqual(study.report.noise_verdict(0.0419), "beyond seed noise")
+        self.assertEqual(study.report.noise_verdict(0.05), "within seed noise")
+        self.assertEqual(study.report.noise_verdict(0.076), "within seed noise")
         s = self.load(study_text(self.base, TWO_METHODS, "baseline: adasum\nseeds: [1, 2, 3]\n")
                       .replace("seeds: [1]\n", "").replace("ranks: [1, 2]", "ranks: [2]"))
         records = []
@@ -362,8 +365,8 @@ class Pure(unittest.TestCase):
         with open(os.path.join(out, "report.md")) as f:
             report = f.read()
         self.assertIn("## Against Adasum (difference of the final eval_top1 in points; Welch's t-test", report)
-        self.assertIn("| average | -31.67 (p = 0.014) |", report)  # both LR points are the same: the first
-        self.assertIn("| average | +2 (p < 0.001) |", report)  # steps to target, every seed reached it
+        self.assertIn("| average | -31.67 (p = 0.014, beyond seed noise) |", report)  # both LR points are the same: the first
+        self.assertIn("| average | +2 (p < 0.001, beyond seed noise) |", report)  # steps to target, every seed reached it
         self.assertIn("counted at evaluations every 2 steps", report)
 
     def test_provenance_is_never_stamped_and_stale_cells_are_named(self):

@@ -188,6 +188,11 @@ def fmt_spread(study, row):
     return fmt_metric(study, row["mean"], row["std"])
 
 
+def noise_verdict(p):
+    """Whether a difference with Welch's p is beyond the seed noise (p < 0.05) or within it."""
+    return "beyond seed noise" if p < 0.05 else "within seed noise"
+
+
 def fmt_p(p):
     return "p < 0.001" if p < 0.001 else f"p = {p:.2g}"
 
@@ -274,7 +279,7 @@ def write_significance(study, best, cols_, L):
                 cells.append("–")
                 continue
             d, p = w
-            cells.append(f"{scale * d:+.2f} ({fmt_p(p)})" if unit else f"{d:+.4f} ({fmt_p(p)})")
+            cells.append((f"{scale * d:+.2f}" if unit else f"{d:+.4f}") + f" ({fmt_p(p)}, {noise_verdict(p)})")
         L.append(f"| {study.methods[m]['label']} | " + " | ".join(cells) + " |")
     L.append("")
     if study.target is not None:
@@ -296,15 +301,17 @@ def write_significance(study, best, cols_, L):
                     steps = [st for st, _ in x["evals"]]
                     gaps[c] += [b_ - a_ for a_, b_ in zip(steps, steps[1:])]
                 w = welch(sr, sb) if None not in sr and None not in sb else None
-                cells.append("–" if w is None else f"{w[0]:+.0f} ({fmt_p(w[1])})")
+                cells.append("–" if w is None else f"{w[0]:+.0f} ({fmt_p(w[1])}, {noise_verdict(w[1])})")
             lines.append(f"| {study.methods[m]['label']} | " + " | ".join(cells) + " |")
         if any("(p" in line for line in lines):  # at least one comparison to show
             # The evaluation interval (its most common gap) per column: the resolution of steps.
-            every = [max(set(g), key=g.count) for g in gaps.values() if g]
+            every = [max(set(g), key=g.count) if g else None for g in gaps.values()]
+            known = {e for e in every if e is not None}
             every_text = ""
-            if every:
-                every_text = (f"every {every[0]} steps" if len(set(every)) == 1 else
-                              "every " + " / ".join(map(str, every)) + " steps in the columns from left to right")
+            if known:
+                every_text = (f"every {known.pop()} steps" if len(known) == 1 else
+                              "every " + " / ".join("–" if e is None else str(e) for e in every)
+                              + " steps in the columns from left to right")
             L.append(f"Steps to {study.metric} {fmt_metric(study, study.target)} against the same baseline "
                      f"(difference of the mean steps; Welch's t-test; – where a seed of either did not reach "
                      f"it)" + (f", counted at evaluations {every_text}: a smaller difference is not resolved"
@@ -313,7 +320,8 @@ def write_significance(study, best, cols_, L):
             L.append("|" + "---|" * len(head))
             L.extend(lines)
             L.append("")
-    L.append("With three seeds a p above 0.05 means the seeds cannot tell the two apart; a diverged "
+    L.append("Beyond seed noise: Welch's p < 0.05; within seed noise: p >= 0.05, the seeds cannot tell the "
+             "two apart. A diverged "
              "seed counts at the figure it ended at (or `metric.chance`), so a spread that large makes any "
              "difference hard to establish.\n")
 
