@@ -26,7 +26,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tools"))
-from study.report import welch  # noqa: E402  (Welch's t-test: (difference, two-sided p))
+from study.report import noise_verdict, welch  # noqa: E402  (Welch's t-test: (difference, two-sided p))
 METHODS = {"lamb_average": "configs/bert_tiny_mlm_lamb.yaml",
            "lamb_adasum": "configs/bert_tiny_mlm_lamb_adasum.yaml"}
 MPI = ["mpirun", "--oversubscribe", "--bind-to", "none", "--mca", "mpi_yield_when_idle", "1"]
@@ -145,30 +145,26 @@ def report(a, cells, rows):
     lines += ["", "Per cell (pre-training seed, fine-tuning seed, test accuracy %):", ""]
     for method, r in by.items():
         lines.append(f"- {method}: " + "; ".join(f"s{s}/f{f} {100 * x:.2f}" for s, f, _, x in r))
+    # Pre-training seeds are the unit that differs between the methods: each checkpoint's mean
+    # test accuracy over its fine-tunings.
+    per = {m: [statistics.mean(100 * x for s2, _, _, x in r if s2 == s) for s in sorted({s for s, _, _, _ in r})]
+           for m, r in by.items()}
     if "lamb_average" in accs and "lamb_adasum" in accs:
         d, p = welch(accs["lamb_adasum"], accs["lamb_average"])
-        # Pre-training seeds are the unit that differs between the methods: also per checkpoint.
-        per = {m: [statistics.mean(100 * x for s2, _, _, x in by[m] if s2 == s)
-                   for s in sorted({s for s, _, _, _ in by[m]})] for m in ("lamb_average", "lamb_adasum")}
         w2 = welch(per["lamb_adasum"], per["lamb_average"])
         lines += ["", f"Adasum minus averaging, test accuracy: {d:+.2f} points; Welch's p over all "
                   f"fine-tunings {p:.2g} (they share checkpoints: not independent)" + (f"; over the per-checkpoint means (the pre-training seed "
                   f"as the unit, n = {len(per['lamb_adasum'])} a side) {w2[1]:.2g}" if w2 else "") + ". "
-                  + ("Beyond the seed noise (p < 0.05 with the pre-training seed as the unit)."
-                     if w2 and w2[1] < 0.05 else
-                     "Not beyond the seed noise: the unit that differs between the methods is the "
-                     "pre-training seed, and with it p >= 0.05.")]
+                  + (f"With the pre-training seed as the unit: {noise_verdict(w2[1])}." if w2 else
+                     "Too few checkpoints to compare with the pre-training seed as the unit.")]
     if "scratch" in accs:
         for m in ("lamb_average", "lamb_adasum"):
             if m not in by:
                 continue
-            means = [statistics.mean(100 * x for s2, _, _, x in by[m] if s2 == s)
-                     for s in sorted({s for s, _, _, _ in by[m]})]
-            w = welch(means, accs["scratch"])
+            w = welch(per[m], accs["scratch"])
             if w:
                 lines.append(f"{m} minus no pre-training: {w[0]:+.2f} points (Welch's p {w[1]:.2g}; "
-                             "per-checkpoint means against the scratch fine-tunings): "
-                             + ("beyond" if w[1] < 0.05 else "not beyond") + " the seed noise.")
+                             f"per-checkpoint means against the scratch fine-tunings): {noise_verdict(w[1])}.")
     lines += ["", "No choice was made on these runs (the recipes were fixed before them), so no "
               "validation split was needed; each fine-tuning read the test split once, at its end."]
     open(os.path.join(a.out, "report.md"), "w").write("\n".join(lines) + "\n")
