@@ -5,6 +5,9 @@
 // output shapes) are written here once.
 #include "core/ops.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "core/backend/cpu/cpu_ops.h"
 #include "core/backend/cpu/op_profile.h"
 #include "core/backend/op_shapes.h"
@@ -313,6 +316,108 @@ void adam_direction_(Tensor& u, const Tensor& w, const Tensor& g, Tensor& m, Ten
                      const AdamArgs& a, double decay) {
   ADA_DISPATCH(adam_direction_, (u, w, g, m, v, a, decay), u, w, g, m, v);
 }
+
+// ---- multi-tensor optimizer steps ---------------------------------------------------------------
+// The CPU arithmetic is the per-tensor ops in turn (the definition the CUDA kernels follow); a
+// list whose first entry is on a GPU goes to the CUDA backend, which checks that all are there.
+#ifdef ADA_WITH_CUDA
+namespace {
+template <class Entry>
+bool on_cuda(const std::vector<Entry>& entries) {
+  return !entries.empty() && any_cuda(entries.front().w);
+}
+bool on_cuda(const std::vector<Tensor>& ts) {
+  return !ts.empty() && any_cuda(ts.front());
+}
+}  // namespace
+
+#define ADA_MULTI_DISPATCH(op, args, entries) \
+  if (on_cuda(entries)) {                     \
+    ::ada::cuda::OpTimer timer(#op);          \
+    return ::ada::cuda::op args;              \
+  }                                           \
+  ::ada::cpu::OpTimer timer(#op)
+#else
+#define ADA_MULTI_DISPATCH(op, args, entries) ::ada::cpu::OpTimer timer(#op)
+#endif
+
+void sgd_step_(const std::vector<SgdEntry>& entries, float lr, float momentum, bool nesterov) {
+  ADA_MULTI_DISPATCH(sgd_step_, (entries, lr, momentum, nesterov), entries);
+  for (const SgdEntry& e : entries) {
+    Tensor w = e.w, v = e.v;
+    // w*(1 - lr*lambda) - lr*g applies the decay term -lr*lambda*w of the plain and Nesterov
+    // updates.
+    const float keep = static_cast<float>(1.0 - static_cast<double>(lr) * e.weight_decay);
+    if (momentum == 0.f) {  // plain SGD: w -= lr*(g + lambda*w)
+      cpu::axpby_(-lr, e.g, keep, w);
+      continue;
+    }
+    // v = mu*v + g + lambda*w; on the first update v is zero, so v = g + lambda*w exactly.
+    cpu::axpby_(1.f, e.g, e.first ? 0.f : momentum, v);
+    if (e.weight_decay != 0.f) cpu::axpby_(e.weight_decay, w, 1.f, v);
+    if (!nesterov) {
+      cpu::axpby_(-lr, v, 1.f, w);  // w -= lr*v
+    } else {
+      // w -= lr*(g + lambda*w + mu*v), with v already updated: first -lr*(g + lambda*w), then
+      // -lr*mu*v.
+      cpu::axpby_(-lr, e.g, keep, w);
+      cpu::axpby_(-lr * momentum, v, 1.f, w);
+    }
+  }
+}
+
+void adam_step_(const std::vector<AdamEntry>& entries, double lr) {
+  ADA_MULTI_DISPATCH(adam_step_, (entries, lr), entries);
+  for (const AdamEntry& e : entries) {
+    Tensor w = e.w, m = e.m, v = e.v;
+    cpu::adam_update_(w, e.g, m, v, e.args, lr, e.decoupled_decay);
+  }
+}
+
+void lamb_step_(const std::vector<LambEntry>& entries, float lr, Tensor& ratios, Tensor& scratch) {
+  ADA_MULTI_DISPATCH(lamb_step_, (entries, lr, ratios), entries);
+  ADA_CHECK_ARG(ratios.defined() && ratios.dtype() == DType::f32 && ratios.dim() == 1 &&
+                    ratios.device().is_cpu(),
+                DTypeError)
+      << "lamb_step_: ratios must be a 1-d f32 CPU tensor for CPU entries, got "
+      << (ratios.defined() ? ratios.str() : std::string("an undefined tensor"));
+  float* out = ratios.data<float>();
+  for (const LambEntry& e : entries) {
+    ADA_CHECK_ARG(e.ratio_slot >= 0 && e.ratio_slot < ratios.numel(), ShapeError)
+        << "lamb_step_: ratio_slot " << e.ratio_slot << " outside ratios " << ratios.str();
+    const int64_t n = e.w.numel();
+    if (n == 0) continue;  // as on a GPU, where it has no block: its ratio stays as it was
+    if (!scratch.defined() || scratch.numel() < n || !scratch.device().is_cpu())
+      scratch = Tensor::empty({std::max<int64_t>(n, 1)});
+    Tensor u = scratch.narrow(0, n).reshape(e.w.shape());
+    Tensor w = e.w, m = e.m, v = e.v;
+    cpu::adam_direction_(u, w, e.g, m, v, e.args, e.decay);
+    double ratio = 1.0;
+    if (e.adapt) {
+      const double wn = std::sqrt(cpu::norm2_sq(w)), un = std::sqrt(cpu::norm2_sq(u));
+      if (wn > 0 && un > 0) ratio = wn / un;
+    }
+    out[e.ratio_slot] = static_cast<float>(ratio);
+    cpu::axpby_(static_cast<float>(-static_cast<double>(lr) * ratio), u, 1.f, w);
+  }
+}
+
+void clip_grad_norm_(const std::vector<Tensor>& grads, double max_norm) {
+  ADA_CHECK_ARG(max_norm > 0, ConfigError)
+      << "clip_grad_norm: max_norm must be > 0, got " << max_norm;
+  ADA_MULTI_DISPATCH(clip_grad_norm_, (grads, max_norm), grads);
+  double sq = 0.0;
+  for (const Tensor& g : grads) sq += cpu::norm2_sq(g);
+  const double norm = std::sqrt(sq);
+  if (!std::isfinite(norm) || norm <= max_norm) return;
+  const float coef = static_cast<float>(max_norm / (norm + 1e-6));
+  for (const Tensor& g : grads) {
+    Tensor t = g;
+    cpu::scale_(t, coef);
+  }
+}
+
+#undef ADA_MULTI_DISPATCH
 
 // ---- Adasum's arithmetic (comm/adasum_reducer.h), over segments of 1-d f32 tensors -------------
 void segment_partial_sums(const Tensor& a, const Tensor& b, const std::vector<Segment>& segs,

@@ -182,6 +182,45 @@ void adam_update_(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamAr
 void adam_direction_(Tensor& u, const Tensor& w, const Tensor& g, Tensor& m, Tensor& v,
                      const AdamArgs& a, double decay);
 
+// ---- multi-tensor optimizer steps (optim/: every parameter of a step in one call) ------------
+// Each entry is one parameter: its value w, gradient g and state buffers, all f32 and of w's
+// shape; every entry on one device. On a GPU each call is a fixed number of kernel launches
+// whatever the number of entries, and none waits for the device (the per-tensor norms of LAMB
+// and the global norm of clipping stay on it, reduced in a fixed order: the same bits on every
+// run, and an entry's result does not depend on the other entries). On the CPU each runs the
+// per-tensor ops above on the entries in turn, which is the definition of its arithmetic.
+struct SgdEntry {
+  Tensor w, g;
+  Tensor v;              // momentum buffer (undefined when momentum is 0)
+  float weight_decay = 0;  // lambda of this parameter (0: none)
+  bool first = false;    // the parameter's first update: v = g + lambda*w exactly
+};
+// Momentum SGD as PyTorch's: v = momentum*v + g + lambda*w; w -= lr*v, or with Nesterov
+// w -= lr*(g + lambda*w + momentum*v); without momentum w -= lr*(g + lambda*w).
+void sgd_step_(const std::vector<SgdEntry>& entries, float lr, float momentum, bool nesterov);
+struct AdamEntry {
+  Tensor w, g, m, v;
+  AdamArgs args;                // per parameter: its step count and coupled l2
+  double decoupled_decay = 0;   // AdamW's lambda for this parameter
+};
+// adam_update_ on every entry.
+void adam_step_(const std::vector<AdamEntry>& entries, double lr);
+struct LambEntry {
+  Tensor w, g, m, v;
+  AdamArgs args;
+  double decay = 0;           // lambda in the direction u = adam + lambda*w
+  bool adapt = false;         // scale by the trust ratio ||w|| / ||u|| (1 when either is 0)
+  int64_t ratio_slot = 0;     // where the entry's trust ratio goes in `ratios`
+};
+// LAMB: u = adam_direction_(...), then w -= lr * ratio * u with ||w|| taken before the update
+// and both norms in double. ratios (f32, 1-d, on the entries' device) gets each entry's ratio at
+// its ratio_slot. `scratch`: a CPU work buffer grown on demand (u of the largest entry); unused on
+// a GPU, which recomputes u from the updated moments instead of storing it.
+void lamb_step_(const std::vector<LambEntry>& entries, float lr, Tensor& ratios, Tensor& scratch);
+// Global-norm clipping (PyTorch's clip_grad_norm_): with n the L2 norm (double) of all of `grads`
+// together, each is scaled by max_norm / (n + 1e-6) when n is finite and above max_norm.
+void clip_grad_norm_(const std::vector<Tensor>& grads, double max_norm);
+
 // ---- Adasum's arithmetic (comm/adasum_reducer.h), over segments of 1-d f32 tensors -------------
 // Segment s covers elements [s.off, s.off + s.n) of every tensor passed with it, and writes or
 // reads slot s.slot of the per-segment arrays. One call covers many tensors (one launch on a GPU).

@@ -1,4 +1,5 @@
-// Adam / AdamW: one fused pass per parameter (ops::adam_update_).
+// Adam / AdamW: one fused pass per parameter (ops::adam_update_), all of a step in one call
+// (ops::adam_step_).
 #include "optim/adam.h"
 
 #include "core/ops.h"
@@ -26,15 +27,27 @@ Adam::Adam(const AdamOptions& o)
 }
 
 void Adam::update(const Param& p, const Tensor& grad, Slot& slot, float lr) {
-  Tensor w = p.var.value();  // shares storage: updates the parameter in place
-  const double wd = p.weight_decay ? opt_.weight_decay : 0.0;
-  ops::AdamArgs a;
-  a.beta1 = opt_.beta1;
-  a.beta2 = opt_.beta2;
-  a.eps = opt_.eps;
-  a.step = slot.step;
-  a.l2 = opt_.decoupled ? 0.0 : wd;
-  ops::adam_update_(w, grad, slot.buffers[0], slot.buffers[1], a, lr, opt_.decoupled ? wd : 0.0);
+  update_all({{&p, &grad, &slot}}, lr);
+}
+
+void Adam::update_all(const std::vector<Item>& items, float lr) {
+  entries_.clear();
+  for (const Item& it : items) {
+    const double wd = it.param->weight_decay ? opt_.weight_decay : 0.0;
+    ops::AdamEntry e;
+    e.w = it.param->var.value();  // shares storage: updates the parameter in place
+    e.g = *it.grad;
+    e.m = it.slot->buffers[0];
+    e.v = it.slot->buffers[1];
+    e.args.beta1 = opt_.beta1;
+    e.args.beta2 = opt_.beta2;
+    e.args.eps = opt_.eps;
+    e.args.step = it.slot->step;
+    e.args.l2 = opt_.decoupled ? 0.0 : wd;
+    e.decoupled_decay = opt_.decoupled ? wd : 0.0;
+    entries_.push_back(std::move(e));
+  }
+  ops::adam_step_(entries_, lr);
 }
 
 }  // namespace ada::optim

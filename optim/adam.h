@@ -5,6 +5,7 @@
 // weight_decay (adam 0, adamw 0.01).
 #pragma once
 
+#include "core/ops.h"
 #include "optim/optimizer.h"
 
 namespace ada::optim {
@@ -26,9 +27,11 @@ class Adam : public Optimizer {
 
  protected:
   void update(const Param& p, const Tensor& grad, Slot& slot, float lr) override;
+  void update_all(const std::vector<Item>& items, float lr) override;
 
  private:
   AdamOptions opt_;
+  std::vector<ops::AdamEntry> entries_;  // update_all's list, kept across steps
 };
 
 }  // namespace ada::optim

@@ -1,4 +1,4 @@
-// Global-norm gradient clipping on the op surface (norm2_sq in double, scale_ in place).
+// Global-norm gradient clipping on the op surface (ops::clip_grad_norm_ over every gradient).
 #include "optim/clip.h"
 
 #include <cmath>
@@ -16,17 +16,12 @@ double grad_norm(const std::vector<Param>& params) {
   return std::sqrt(sq);
 }
 
-double clip_grad_norm(const std::vector<Param>& params, double max_norm) {
-  ADA_CHECK_ARG(max_norm > 0, ConfigError)
-      << "clip_grad_norm: max_norm must be > 0, got " << max_norm;
-  const double norm = grad_norm(params);
-  if (!std::isfinite(norm) || norm <= max_norm) return norm;
-  const float coef = static_cast<float>(max_norm / (norm + 1e-6));
-  for (const Param& p : params) {
-    Tensor g = p.var.grad();
-    if (g.defined()) ops::scale_(g, coef);
-  }
-  return norm;
+void clip_grad_norm(const std::vector<Param>& params, double max_norm) {
+  std::vector<Tensor> grads;
+  grads.reserve(params.size());
+  for (const Param& p : params)
+    if (p.var.grad().defined()) grads.push_back(p.var.grad());
+  ops::clip_grad_norm_(grads, max_norm);
 }
 
 }  // namespace ada::optim

@@ -9,12 +9,13 @@
 
 namespace ada::optim {
 
-// The global L2 norm of the defined gradients of `params` (0 if none).
+// The global L2 norm of the defined gradients of `params` (0 if none). Waits for the device.
 double grad_norm(const std::vector<Param>& params);
 
-// Returns the norm before clipping. Gradients change only when the norm is finite and above
-// `max_norm` (> 0; ConfigError otherwise). A non-finite norm leaves them as they are, so the
-// caller can see it and skip the step. Undefined gradients are skipped.
-double clip_grad_norm(const std::vector<Param>& params, double max_norm);
+// Gradients change only when the norm is finite and above `max_norm` (> 0; ConfigError
+// otherwise): a non-finite norm leaves them as they are, for the step guard to see. Undefined
+// gradients are skipped. One multi-tensor op (ops::clip_grad_norm_): on a GPU the norm never
+// leaves the device and nothing waits for it; grad_norm() reads it where a caller needs it.
+void clip_grad_norm(const std::vector<Param>& params, double max_norm);
 
 }  // namespace ada::optim

@@ -1,7 +1,8 @@
-// LAMB: a fused Adam-direction pass into a scratch tensor, two norms (double), one axpby.
+// LAMB: all parameters of a step in one multi-tensor op (ops::lamb_step_: the Adam direction, the
+// per-tensor trust ratio in double, the update), the trust ratios kept on the device.
 #include "optim/lamb.h"
 
-#include <cmath>
+#include <algorithm>
 
 #include "core/ops.h"
 
@@ -26,22 +27,51 @@ Lamb::Lamb(const LambOptions& o) : Optimizer("lamb", o.lr, {"exp_avg", "exp_avg_
 }
 
 void Lamb::update(const Param& p, const Tensor& grad, Slot& slot, float lr) {
-  Tensor w = p.var.value();  // shares storage: updates the parameter in place
-  ops::AdamArgs a;
-  a.beta1 = opt_.beta1;
-  a.beta2 = opt_.beta2;
-  a.eps = opt_.eps;
-  a.step = slot.step;
-  Tensor u = scratch(w.shape(), w.device());
-  ops::adam_direction_(u, w, grad, slot.buffers[0], slot.buffers[1], a,
-                       p.weight_decay ? opt_.weight_decay : 0.0);
-  double ratio = 1.0;
-  if (p.weight_decay || opt_.always_adapt) {
-    const double wn = std::sqrt(ops::norm2_sq(w)), un = std::sqrt(ops::norm2_sq(u));
-    if (wn > 0 && un > 0) ratio = wn / un;
+  update_all({{&p, &grad, &slot}}, lr);
+}
+
+int64_t Lamb::ratio_slot(const std::string& name, Device device) {
+  auto [it, added] = ratio_slots_.try_emplace(name, static_cast<int64_t>(ratio_slots_.size()));
+  const int64_t need = static_cast<int64_t>(ratio_slots_.size());
+  if (!ratios_.defined() || ratios_.numel() < need || ratios_.device() != device) {
+    Tensor grown = Tensor::empty({std::max<int64_t>(2 * need, 16)}, DType::f32, device);
+    ops::fill_(grown, 1.f);
+    if (ratios_.defined()) {
+      Tensor keep = grown.narrow(0, ratios_.numel());
+      keep.copy_from(ratios_);
+    }
+    ratios_ = grown;
   }
-  ratios_[p.name] = ratio;
-  ops::axpby_(static_cast<float>(-static_cast<double>(lr) * ratio), u, 1.f, w);
+  return it->second;
+}
+
+void Lamb::update_all(const std::vector<Item>& items, float lr) {
+  entries_.clear();
+  for (const Item& it : items) {
+    const Param& p = *it.param;
+    ops::LambEntry e;
+    e.w = p.var.value();  // shares storage: updates the parameter in place
+    e.g = *it.grad;
+    e.m = it.slot->buffers[0];
+    e.v = it.slot->buffers[1];
+    e.args.beta1 = opt_.beta1;
+    e.args.beta2 = opt_.beta2;
+    e.args.eps = opt_.eps;
+    e.args.step = it.slot->step;
+    e.decay = p.weight_decay ? opt_.weight_decay : 0.0;
+    e.adapt = p.weight_decay || opt_.always_adapt;
+    e.ratio_slot = ratio_slot(p.name, e.w.device());
+    entries_.push_back(std::move(e));
+  }
+  ops::lamb_step_(entries_, lr, ratios_, scratch_);
+}
+
+std::map<std::string, double> Lamb::last_trust_ratios() const {
+  std::map<std::string, double> out;
+  if (!ratios_.defined()) return out;
+  const std::vector<float> r = ratios_.to(Device::cpu()).to_vector<float>();
+  for (const auto& [name, slot] : ratio_slots_) out.emplace(name, r[slot]);
+  return out;
 }
 
 }  // namespace ada::optim

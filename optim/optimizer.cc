@@ -40,9 +40,9 @@ void Optimizer::check(const Param& p) const {
                           << "; a parameter must keep its shape (start a fresh optimizer)";
 }
 
-void Optimizer::apply(const Param& p, float lr) {
+Optimizer::Slot* Optimizer::begin_update(const Param& p) {
   const Tensor& grad = p.var.grad();
-  if (!grad.defined()) return;  // no gradient this step
+  if (!grad.defined()) return nullptr;  // no gradient this step
   const Tensor& w = p.var.value();
   Slot& slot = slots_[p.name];
   if (slot.buffers.size() != buffer_names_.size()) {
@@ -50,9 +50,13 @@ void Optimizer::apply(const Param& p, float lr) {
     for (size_t i = 0; i < buffer_names_.size(); ++i)
       slot.buffers.push_back(Tensor::zeros(w.shape(), DType::f32, w.device()));
   }
-  ++slot.step;
   fault_point("optimizer");
-  update(p, grad, slot, lr);
+  ++slot.step;
+  return &slot;
+}
+
+void Optimizer::update_all(const std::vector<Item>& items, float lr) {
+  for (const Item& it : items) update(*it.param, *it.grad, *it.slot, lr);
 }
 
 void Optimizer::step(const std::vector<Param>& params, float lr) {
@@ -66,12 +70,15 @@ void Optimizer::step(const std::vector<Param>& params, float lr) {
            "unique (the module tree should give every parameter its own dotted name)";
     check(p);
   }
-  for (const Param& p : params) apply(p, lr);
+  items_.clear();
+  for (const Param& p : params)
+    if (Slot* slot = begin_update(p)) items_.push_back({&p, &p.var.grad(), slot});
+  update_all(items_, lr);
 }
 
 void Optimizer::step(const Param& param, float lr) {
   check(param);
-  apply(param, lr);
+  if (Slot* slot = begin_update(param)) update(param, param.var.grad(), *slot, lr);
 }
 
 NamedTensors Optimizer::state() const {
@@ -140,13 +147,6 @@ void Optimizer::load_state(const NamedTensors& state, const std::vector<Param>& 
                        << "; the state belongs to a different model (or parameters were renamed)";
   }
   slots_ = std::move(slots);
-}
-
-Tensor Optimizer::scratch(const Shape& shape, Device device) {
-  const int64_t n = shape_numel(shape);
-  if (!scratch_.defined() || scratch_.numel() < n || scratch_.device() != device)
-    scratch_ = Tensor::empty({std::max<int64_t>(n, 1)}, DType::f32, device);
-  return scratch_.narrow(0, n).reshape(shape);
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerRegistry& registry,

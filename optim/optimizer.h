@@ -62,19 +62,27 @@ class Optimizer {
   };
   // Updates one parameter `p` whose gradient `grad` is defined (same shape as p's value).
   virtual void update(const Param& p, const Tensor& grad, Slot& slot, float lr) = 0;
-
-  // A scratch f32 tensor of `shape` on `device`, reused across calls (its contents are
-  // undefined; valid until the next call).
-  Tensor scratch(const Shape& shape, Device device);
+  // One parameter of step(params, lr): slot->step already counts this update.
+  struct Item {
+    const Param* param;
+    const Tensor* grad;  // defined
+    Slot* slot;
+  };
+  // Updates every parameter of one step(params, lr). The default calls update() on each in turn;
+  // the built-in optimizers override it with one multi-tensor op (core/ops.h: a fixed number of
+  // GPU launches for the whole model, no host synchronisation) and implement update() as this
+  // on one item, so that both steps give the same bits.
+  virtual void update_all(const std::vector<Item>& items, float lr);
 
  private:
   void check(const Param& p) const;  // the shape checks of step(), before anything changes
-  void apply(const Param& p, float lr);
+  // The slot of `p`, its buffers allocated and its step counted; nullptr when p has no gradient.
+  Slot* begin_update(const Param& p);
   std::string name_;
   double lr_;
   std::vector<std::string> buffer_names_;
   std::map<std::string, Slot> slots_;  // by parameter name
-  Tensor scratch_;
+  std::vector<Item> items_;            // step()'s list, kept to allocate nothing per step
 };
 
 // Builds an optimizer from its config section (e.g. `optimizer:`), reading every key it knows so

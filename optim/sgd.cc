@@ -30,26 +30,21 @@ Sgd::Sgd(const SgdOptions& o)
 }
 
 void Sgd::update(const Param& p, const Tensor& grad, Slot& slot, float lr) {
-  Tensor w = p.var.value();  // shares storage: updates the parameter in place
-  const float mu = static_cast<float>(opt_.momentum);
-  const float wd = p.weight_decay ? static_cast<float>(opt_.weight_decay) : 0.f;
-  // w·(1 − lr·λ) − lr·g applies the decay term −lr·λ·w of the plain and Nesterov updates.
-  const float keep = static_cast<float>(1.0 - static_cast<double>(lr) * wd);
-  if (mu == 0.f) {  // plain SGD: w −= lr·(g + λw)
-    ops::axpby_(-lr, grad, keep, w);
-    return;
+  update_all({{&p, &grad, &slot}}, lr);
+}
+
+void Sgd::update_all(const std::vector<Item>& items, float lr) {
+  entries_.clear();
+  for (const Item& it : items) {
+    ops::SgdEntry e;
+    e.w = it.param->var.value();  // shares storage: updates the parameter in place
+    e.g = *it.grad;
+    if (opt_.momentum > 0) e.v = it.slot->buffers[0];
+    e.weight_decay = it.param->weight_decay ? static_cast<float>(opt_.weight_decay) : 0.f;
+    e.first = it.slot->step == 1;
+    entries_.push_back(std::move(e));
   }
-  Tensor& v = slot.buffers[0];
-  // v = μv + g + λw; on the first update v is zero, so v = g + λw exactly.
-  ops::axpby_(1.f, grad, slot.step == 1 ? 0.f : mu, v);
-  if (wd != 0.f) ops::axpby_(wd, w, 1.f, v);
-  if (!opt_.nesterov) {
-    ops::axpby_(-lr, v, 1.f, w);  // w −= lr·v
-  } else {
-    // w −= lr·(g + λw + μv), with v already updated: first −lr·(g + λw), then −lr·μ·v.
-    ops::axpby_(-lr, grad, keep, w);
-    ops::axpby_(-lr * mu, v, 1.f, w);
-  }
+  ops::sgd_step_(entries_, lr, static_cast<float>(opt_.momentum), opt_.nesterov);
 }
 
 }  // namespace ada::optim

@@ -4,6 +4,7 @@
 // lr (required), momentum (0.9), weight_decay (0), nesterov (false).
 #pragma once
 
+#include "core/ops.h"
 #include "optim/optimizer.h"
 
 namespace ada::optim {
@@ -24,9 +25,11 @@ class Sgd : public Optimizer {
 
  protected:
   void update(const Param& p, const Tensor& grad, Slot& slot, float lr) override;
+  void update_all(const std::vector<Item>& items, float lr) override;
 
  private:
   SgdOptions opt_;
+  std::vector<ops::SgdEntry> entries_;  // update_all's list, kept across steps
 };
 
 }  // namespace ada::optim

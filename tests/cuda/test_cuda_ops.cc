@@ -1291,6 +1291,109 @@ TEST(CudaOps, AdamUpdateAndDirectionOverSeveralSteps) {
       }
 }
 
+// The multi-tensor steps (one call for every parameter of a step): the same update as the CPU's
+// per-tensor ops within the tolerances of the per-tensor test above, for a list whose tensors
+// span several chunks of a launch (32768 elements) and one tensor that is empty; each entry's
+// result the same bits whether it is updated with the others or alone, and on every run.
+TEST(CudaOps, MultiTensorStepsMatchTheCpuAndDoNotDependOnTheOtherEntries) {
+  ADA_REQUIRE_GPU();
+  const std::vector<int64_t> sizes = {1, 7, 1000, 0, 32768, 70001};
+  const size_t n = sizes.size();
+  struct State {
+    std::vector<Tensor> w, m, v;
+  };
+  // Fresh copies of the same initial weights and (warm) state, on `dev`.
+  auto init = [&](Device dev) {
+    State s;
+    for (size_t i = 0; i < n; ++i) {
+      s.w.push_back(rand_cpu({sizes[i]}, 300 + i).to(dev));
+      s.m.push_back(rand_cpu({sizes[i]}, 320 + i, 0.1f).to(dev));
+      s.v.push_back(map_host(rand_cpu({sizes[i]}, 340 + i, 0.1f), [](float x) { return x * x; })
+                        .to(dev));
+    }
+    return s;
+  };
+  auto grads = [&](int step, Device dev) {
+    std::vector<Tensor> g;
+    for (size_t i = 0; i < n; ++i) g.push_back(rand_cpu({sizes[i]}, 400 + 10 * step + i).to(dev));
+    return g;
+  };
+  auto args = [](int step, size_t i) {
+    ops::AdamArgs a{0.9, 0.999, 1e-6, 3 + step, i == 2 ? 0.01 : 0.0};
+    return a;
+  };
+  enum Kind { kSgd, kNesterov, kPlain, kAdam, kLamb };
+  // Runs 3 steps of `kind` over entries [lo, hi) of `s` in one call per step.
+  auto run = [&](Kind kind, State& s, size_t lo, size_t hi, Tensor& ratios) {
+    Tensor scratch;
+    for (int step = 0; step < 3; ++step) {
+      const std::vector<Tensor> g = grads(step, s.w[0].device());
+      const float lr = 0.01f * (step + 1);
+      std::vector<ops::SgdEntry> sgd;
+      std::vector<ops::AdamEntry> adam;
+      std::vector<ops::LambEntry> lamb;
+      for (size_t i = lo; i < hi; ++i) {
+        sgd.push_back({s.w[i], g[i], kind == kPlain ? Tensor() : s.m[i], i % 2 ? 0.f : 0.01f,
+                       step == 0});
+        adam.push_back({s.w[i], g[i], s.m[i], s.v[i], args(step, i), i % 2 ? 0.0 : 0.01});
+        lamb.push_back({s.w[i], g[i], s.m[i], s.v[i], args(step, i), i % 2 ? 0.0 : 0.01,
+                        i != 1, static_cast<int64_t>(i)});
+      }
+      if (kind == kAdam) ops::adam_step_(adam, lr);
+      else if (kind == kLamb) ops::lamb_step_(lamb, lr, ratios, scratch);
+      else ops::sgd_step_(sgd, lr, kind == kPlain ? 0.f : 0.9f, kind == kNesterov);
+    }
+  };
+  for (Kind kind : {kSgd, kNesterov, kPlain, kAdam, kLamb}) {
+    SCOPED_TRACE(cat("kind ", kind));
+    State c = init(Device::cpu()), g = init(gpu()), alone = init(gpu());
+    Tensor rc = Tensor::ones({static_cast<int64_t>(n)});
+    Tensor rg = Tensor::ones({static_cast<int64_t>(n)}, DType::f32, gpu());
+    Tensor ra = Tensor::ones({static_cast<int64_t>(n)}, DType::f32, gpu());
+    run(kind, c, 0, n, rc);
+    run(kind, g, 0, n, rg);
+    for (size_t i = 0; i < n; ++i) run(kind, alone, i, i + 1, ra);
+    for (size_t i = 0; i < n; ++i) {
+      const std::string at = cat(" of entry ", i, " [", sizes[i], "]");
+      // w moves by ~lr per step: an ulp of w plus lr times the error of the direction.
+      EXPECT_TRUE(near("w" + at, g.w[i], c.w[i], 2e-6, 1e-7));
+      EXPECT_TRUE(near("m" + at, g.m[i], c.m[i], kRedRtol, 1e-7));
+      if (kind == kAdam || kind == kLamb) {
+        EXPECT_TRUE(near("v" + at, g.v[i], c.v[i], kRedRtol, 1e-12));
+      }
+      EXPECT_TRUE(same_f("w alone" + at, alone.w[i], g.w[i].to(Device::cpu())));
+      EXPECT_TRUE(same_f("m alone" + at, alone.m[i], g.m[i].to(Device::cpu())));
+    }
+    if (kind == kLamb) {
+      // Ratios of double norms, rounded to f32 (entry 1 not adapted, entry 3 empty: both 1).
+      EXPECT_TRUE(near("trust ratios", rg, rc, 1e-6, 0));
+      EXPECT_TRUE(same_f("trust ratios alone", ra, rg.to(Device::cpu())));
+      EXPECT_EQ(rc.to_vector<float>()[1], 1.f);
+      EXPECT_EQ(rc.to_vector<float>()[3], 1.f);
+    }
+  }
+  // Clipping: scaled by one factor from the norm of all gradients; left alone at or below the
+  // limit and when the norm is not finite.
+  for (double max_norm : {1.0, 1e9}) {
+    std::vector<Tensor> c = grads(0, Device::cpu()), g = grads(0, gpu());
+    ops::clip_grad_norm_(c, max_norm);
+    ops::clip_grad_norm_(g, max_norm);
+    for (size_t i = 0; i < n; ++i) {
+      if (max_norm > 1e8) {
+        EXPECT_TRUE(same_f(cat("unclipped ", i), g[i], c[i]));
+      } else {
+        EXPECT_TRUE(near(cat("clipped ", i), g[i], c[i], 1e-6, 0));
+      }
+    }
+  }
+  std::vector<Tensor> c = grads(1, Device::cpu());
+  c[2] = map_host(c[2], [k = 0](float x) mutable { return k++ == 5 ? NAN : x; });
+  std::vector<Tensor> g;
+  for (const Tensor& t : c) g.push_back(on_gpu(t));
+  ops::clip_grad_norm_(g, 1.0);
+  for (size_t i = 0; i < n; ++i) EXPECT_TRUE(same_f(cat("non-finite norm ", i), g[i], c[i]));
+}
+
 // ---- empty batches, errors ------------------------------------------------------------------
 
 TEST(CudaOps, EmptyBatchesBehaveLikeTheCpu) {

@@ -131,11 +131,13 @@ TEST_F(BertHfGolden, BertModelWithoutHeadsLoadsTheEncoder) {
                                              "cls.transform.bias", "cls.transform_norm.weight",
                                              "cls.transform_norm.bias", "cls.nsp.weight",
                                              "cls.nsp.bias"}));
-  for (const auto& [name, t] : m->state())
-    if (name.rfind("cls.", 0) != 0)
+  for (const auto& [name, t] : m->state()) {
+    if (name.rfind("cls.", 0) != 0) {
       EXPECT_EQ(t.to_vector<float>(),
                 encoder.at(hf_name_from_bert(name).substr(5)).to_vector<float>())
           << name;
+    }
+  }
 }
 
 TEST_F(BertHfGolden, UntiedDecodersAndForeignTensorsAreRefused) {

@@ -111,6 +111,11 @@ void adam_update_(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamAr
                   double decoupled_decay);
 void adam_direction_(Tensor& u, const Tensor& w, const Tensor& g, Tensor& m, Tensor& v,
                      const AdamArgs& a, double decay);
+// ---- multi-tensor optimizer steps (optim.cu; a fixed number of launches per call, no sync) ----
+void sgd_step_(const std::vector<ops::SgdEntry>& entries, float lr, float momentum, bool nesterov);
+void adam_step_(const std::vector<ops::AdamEntry>& entries, double lr);
+void lamb_step_(const std::vector<ops::LambEntry>& entries, float lr, Tensor& ratios);
+void clip_grad_norm_(const std::vector<Tensor>& grads, double max_norm);
 // ---- Adasum's arithmetic (segment_ops.cu) -----------------------------------------------------
 void segment_partial_sums(const Tensor& a, const Tensor& b, const std::vector<ops::Segment>& segs,
                           double* sums);
