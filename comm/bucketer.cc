@@ -220,9 +220,10 @@ void GradBucketer::finish() {
 }
 
 bool GradBucketer::all_finite() const {
-  for (const auto& b : buckets_)
-    if (!ops::all_finite(b.buffer)) return false;
-  return true;
+  std::vector<Tensor> buffers;
+  buffers.reserve(buckets_.size());
+  for (const auto& b : buckets_) buffers.push_back(b.buffer);
+  return ops::all_finite(buffers);  // one wait for all buckets on a GPU
 }
 
 void GradBucketer::reduce(std::vector<Tensor>& tensors) {

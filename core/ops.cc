@@ -417,6 +417,24 @@ void clip_grad_norm_(const std::vector<Tensor>& grads, double max_norm) {
   }
 }
 
+bool all_finite(const std::vector<Tensor>& tensors) {
+  std::vector<Tensor> defined;
+  for (const Tensor& t : tensors)
+    if (t.defined()) defined.push_back(t);
+  ADA_MULTI_DISPATCH(all_finite, (defined), defined);
+  for (const Tensor& t : defined)
+    if (!cpu::all_finite(t)) return false;
+  return true;
+}
+
+void scale_(const std::vector<Tensor>& tensors, float s) {
+  std::vector<Tensor> defined;
+  for (const Tensor& t : tensors)
+    if (t.defined()) defined.push_back(t);
+  ADA_MULTI_DISPATCH(scale_, (defined, s), defined);
+  for (Tensor t : defined) cpu::scale_(t, s);
+}
+
 #undef ADA_MULTI_DISPATCH
 
 // ---- Adasum's arithmetic (comm/adasum_reducer.h), over segments of 1-d f32 tensors -------------

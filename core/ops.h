@@ -217,6 +217,11 @@ struct LambEntry {
 // its ratio_slot. `scratch`: a CPU work buffer grown on demand (u of the largest entry); unused on
 // a GPU, which recomputes u from the updated moments instead of storing it.
 void lamb_step_(const std::vector<LambEntry>& entries, float lr, Tensor& ratios, Tensor& scratch);
+// Whether every element of every tensor is finite: one launch and one wait on a GPU (where
+// all_finite per tensor waits once per tensor). Undefined tensors are skipped.
+bool all_finite(const std::vector<Tensor>& tensors);
+// scale_(t, s) on every defined tensor of the list (one launch on a GPU).
+void scale_(const std::vector<Tensor>& tensors, float s);
 // Global-norm clipping (PyTorch's clip_grad_norm_): with n the L2 norm (double) of all of `grads`
 // together, each is scaled by max_norm / (n + 1e-6) when n is finite and above max_norm.
 void clip_grad_norm_(const std::vector<Tensor>& grads, double max_norm);

@@ -14,16 +14,21 @@ Agreement agree(comm::Communicator& world, double local_loss, bool local_nonfini
   return {v[0] / world.size(), v[1] > 0};
 }
 
+namespace {
+std::vector<Tensor> grads_of(const std::vector<Param>& params) {
+  std::vector<Tensor> grads;
+  grads.reserve(params.size());
+  for (const auto& p : params) grads.push_back(p.var.grad());  // undefined ones are skipped
+  return grads;
+}
+}  // namespace
+
 bool any_nonfinite_grad(const std::vector<Param>& params) {
-  for (const auto& p : params)
-    if (p.var.grad().defined() && !ops::all_finite(p.var.grad())) return true;
-  return false;
+  return !ops::all_finite(grads_of(params));
 }
 
 bool any_nonfinite(const std::vector<Tensor>& tensors) {
-  for (const auto& t : tensors)
-    if (!ops::all_finite(t)) return true;
-  return false;
+  return !ops::all_finite(tensors);
 }
 
 bool settle_step(int64_t step, double local_loss, bool nonfinite, const StrategyOptions& options,
@@ -37,11 +42,7 @@ bool settle_step(int64_t step, double local_loss, bool nonfinite, const Strategy
   switch (scaler->update(nonfinite)) {
     case optim::LossScaler::Outcome::apply:
       if (scale != 1.0) {
-        const float inverse = static_cast<float>(1.0 / scale);
-        for (const Param& p : params) {
-          Tensor g = p.var.grad();
-          if (g.defined()) ops::scale_(g, inverse);
-        }
+        ops::scale_(grads_of(params), static_cast<float>(1.0 / scale));
       }
       return true;
     case optim::LossScaler::Outcome::overflow:

@@ -630,6 +630,19 @@ TEST(Ops, ReductionsAndDoubleAccumulation) {
   EXPECT_FALSE(ops::all_finite(Tensor::from_vector<float>(v, {100001})));
 }
 
+TEST(Ops, AllFiniteAndScaleOverAListSkipUndefinedTensors) {
+  Tensor a = Tensor::from_vector<float>({1, -2}, {2}), b = Tensor::full({5}, 3.f);
+  EXPECT_TRUE(ops::all_finite(std::vector<Tensor>{}));
+  EXPECT_TRUE(ops::all_finite({a, Tensor(), b}));
+  ops::scale_({a, Tensor(), b}, 0.5f);
+  EXPECT_EQ(a.to_vector<float>(), (std::vector<float>{0.5f, -1.f}));
+  EXPECT_EQ(b.to_vector<float>(), std::vector<float>(5, 1.5f));
+  for (float bad : {NAN, INFINITY, -INFINITY}) {
+    b.data<float>()[4] = bad;
+    EXPECT_FALSE(ops::all_finite({a, Tensor(), b})) << bad;
+  }
+}
+
 TEST(Ops, PermuteMatchesIndexing) {
   Tensor x = Tensor::arange(0, 24).reshape({2, 3, 4});
   Tensor y = ops::permute(x, {2, 0, 1});

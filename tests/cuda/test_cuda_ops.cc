@@ -1392,6 +1392,17 @@ TEST(CudaOps, MultiTensorStepsMatchTheCpuAndDoNotDependOnTheOtherEntries) {
   for (const Tensor& t : c) g.push_back(on_gpu(t));
   ops::clip_grad_norm_(g, 1.0);
   for (size_t i = 0; i < n; ++i) EXPECT_TRUE(same_f(cat("non-finite norm ", i), g[i], c[i]));
+  // all_finite and scale_ over a list, in one launch each.
+  EXPECT_FALSE(ops::all_finite(g));
+  g[2] = on_gpu(grads(1, Device::cpu())[2]);
+  c[2] = grads(1, Device::cpu())[2];
+  EXPECT_TRUE(ops::all_finite(g));
+  ops::scale_(g, 0.375f);
+  ops::scale_(c, 0.375f);
+  for (size_t i = 0; i < n; ++i) EXPECT_TRUE(same_f(cat("scale_ ", i), g[i], c[i]));
+  Tensor last = g[5].narrow(sizes[5] - 1, 1);  // the last element of the last chunk
+  ops::fill_(last, INFINITY);
+  EXPECT_FALSE(ops::all_finite(g));
 }
 
 // ---- empty batches, errors ------------------------------------------------------------------

@@ -116,6 +116,8 @@ void sgd_step_(const std::vector<ops::SgdEntry>& entries, float lr, float moment
 void adam_step_(const std::vector<ops::AdamEntry>& entries, double lr);
 void lamb_step_(const std::vector<ops::LambEntry>& entries, float lr, Tensor& ratios);
 void clip_grad_norm_(const std::vector<Tensor>& grads, double max_norm);
+bool all_finite(const std::vector<Tensor>& tensors);  // elementwise.cu
+void scale_(const std::vector<Tensor>& tensors, float s);
 // ---- Adasum's arithmetic (segment_ops.cu) -----------------------------------------------------
 void segment_partial_sums(const Tensor& a, const Tensor& b, const std::vector<ops::Segment>& segs,
                           double* sums);

@@ -11,6 +11,7 @@
 #include "core/backend/cuda/cuda_common.h"
 #include "core/backend/cuda/cuda_ops.h"
 #include "core/backend/cuda/kernel_util.cuh"
+#include "core/backend/cuda/multi_tensor.cuh"
 #include "core/backend/op_shapes.h"
 
 namespace ada::cuda {
@@ -655,6 +656,76 @@ bool all_finite(const Tensor& x) {
   ADA_CUDA_CHECK(cudaMemcpyAsync(&host, flag.get(), sizeof(int), cudaMemcpyDeviceToHost, s));
   ADA_CUDA_CHECK(cudaStreamSynchronize(s));
   return host == 0;
+}
+
+// ---- multi-tensor all_finite and scale_ (multi_tensor.cuh) ------------------------------------
+namespace {
+
+__global__ void nonfinite_chunks_kernel(const multi::FloatDesc* descs, const multi::Chunk* chunks,
+                                        int* flag) {
+  const multi::Chunk c = chunks[blockIdx.x];
+  const multi::FloatDesc t = descs[c.t];
+  const int64_t end = multi::chunk_end(c, t.n);
+  bool bad = false;
+  for (int64_t i = c.begin + threadIdx.x; i < end; i += blockDim.x)
+    if (!(fabsf(t.p[i]) <= 3.402823466e+38f)) bad = true;
+  if (bad) atomicOr(flag, 1);
+}
+
+__global__ void scale_chunks_kernel(const multi::FloatDesc* descs, const multi::Chunk* chunks,
+                                    float s) {
+  const multi::Chunk c = chunks[blockIdx.x];
+  const multi::FloatDesc t = descs[c.t];
+  const int64_t end = multi::chunk_end(c, t.n);
+  for (int64_t i = c.begin + threadIdx.x; i < end; i += blockDim.x) t.p[i] *= s;
+}
+
+// The descriptors of `ts` (each f32 on the first's device, checked naming `op`) and their chunks.
+int float_table(const char* op, const std::vector<Tensor>& ts, std::vector<multi::FloatDesc>& descs,
+                std::vector<multi::Chunk>& chunks) {
+  int dev = 0;
+  std::vector<int64_t> sizes;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const int d = require_f32(op, {&ts[i]});
+    if (i == 0) dev = d;
+    ADA_CHECK_ARG(d == dev, DeviceError)
+        << op << ": tensor " << i << " is on cuda:" << d << " but tensor 0 on cuda:" << dev;
+    descs.push_back({ts[i].data<float>(), ts[i].numel()});
+    sizes.push_back(ts[i].numel());
+  }
+  chunks = multi::chunks_of(sizes);
+  return dev;
+}
+
+}  // namespace
+
+bool all_finite(const std::vector<Tensor>& tensors) {
+  std::vector<multi::FloatDesc> descs;
+  std::vector<multi::Chunk> chunks;
+  const int dev = float_table("all_finite", tensors, descs, chunks);
+  if (chunks.empty()) return true;
+  cudaStream_t s = stream(dev);
+  multi::DeviceTable<multi::FloatDesc> table(descs, chunks, dev);
+  Scratch flag(sizeof(int), dev);
+  ADA_CUDA_CHECK(cudaMemsetAsync(flag.get(), 0, sizeof(int), s));
+  nonfinite_chunks_kernel<<<multi::grid_of(chunks), kThreads, 0, s>>>(table.descs(),
+                                                                      table.chunks(), flag.as<int>());
+  ADA_CUDA_LAUNCH_CHECK();
+  int host = 0;
+  ADA_CUDA_CHECK(cudaMemcpyAsync(&host, flag.get(), sizeof(int), cudaMemcpyDeviceToHost, s));
+  ADA_CUDA_CHECK(cudaStreamSynchronize(s));
+  return host == 0;
+}
+
+void scale_(const std::vector<Tensor>& tensors, float s) {
+  std::vector<multi::FloatDesc> descs;
+  std::vector<multi::Chunk> chunks;
+  const int dev = float_table("scale_", tensors, descs, chunks);
+  if (chunks.empty()) return;
+  multi::DeviceTable<multi::FloatDesc> table(descs, chunks, dev);
+  scale_chunks_kernel<<<multi::grid_of(chunks), kThreads, 0, stream(dev)>>>(table.descs(),
+                                                                            table.chunks(), s);
+  ADA_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace ada::cuda

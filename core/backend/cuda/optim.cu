@@ -6,13 +6,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <initializer_list>
 #include <vector>
 
 #include "core/backend/cuda/cuda_common.h"
 #include "core/backend/cuda/cuda_ops.h"
 #include "core/backend/cuda/kernel_util.cuh"
+#include "core/backend/cuda/multi_tensor.cuh"
 #include "core/backend/op_shapes.h"
 
 namespace ada::cuda {
@@ -110,64 +110,14 @@ void adam_direction_(Tensor& u, const Tensor& w, const Tensor& g, Tensor& m, Ten
   ADA_CUDA_LAUNCH_CHECK();
 }
 
-// ---- multi-tensor steps ------------------------------------------------------------------------
-// A launch covers a list of tensors cut into chunks of kChunk elements, one block per chunk; the
-// per-tensor descriptors and the chunk list go to the device in one copy (from pageable memory,
-// which the driver stages at once: nothing waits). Reductions (LAMB's norms, the clipping norm)
-// write one double per chunk and sum them in a fixed order in the next launch, so a tensor's
-// result depends neither on the run nor on the other tensors of the list.
+// ---- multi-tensor steps (the launch tables of multi_tensor.cuh) -------------------------------
 namespace {
-
-constexpr int64_t kChunk = int64_t{1} << 15;
-
-struct Chunk {
-  int32_t t;      // the tensor (index into the descriptors)
-  int32_t index;  // the chunk's index within its tensor
-  int64_t begin;  // its first element
-};
-
-// Chunks of every tensor in order; first[i] is tensor i's first chunk (tensors with no element
-// have none).
-std::vector<Chunk> chunks_of(const std::vector<int64_t>& sizes, std::vector<int32_t>* first) {
-  std::vector<Chunk> out;
-  for (size_t t = 0; t < sizes.size(); ++t) {
-    if (first) first->push_back(static_cast<int32_t>(out.size()));
-    int32_t k = 0;
-    for (int64_t b = 0; b < sizes[t]; b += kChunk, ++k)
-      out.push_back({static_cast<int32_t>(t), k, b});
-  }
-  return out;
-}
-
-// The descriptors and the chunk list on the device, for the launches of one call.
-template <class Desc>
-class DeviceTable {
- public:
-  DeviceTable(const std::vector<Desc>& descs, const std::vector<Chunk>& chunks, int dev)
-      : chunks_off_(align(descs.size() * sizeof(Desc))),
-        buf_(chunks_off_ + chunks.size() * sizeof(Chunk), dev) {
-    std::vector<unsigned char> host(buf_.bytes());
-    if (!descs.empty()) std::memcpy(host.data(), descs.data(), descs.size() * sizeof(Desc));
-    if (!chunks.empty())
-      std::memcpy(host.data() + chunks_off_, chunks.data(), chunks.size() * sizeof(Chunk));
-    if (!host.empty())
-      ADA_CUDA_CHECK(cudaMemcpyAsync(buf_.get(), host.data(), host.size(), cudaMemcpyHostToDevice,
-                                     stream(dev)));
-  }
-  const Desc* descs() const { return buf_.as<Desc>(); }
-  const Chunk* chunks() const {
-    return reinterpret_cast<const Chunk*>(buf_.as<unsigned char>() + chunks_off_);
-  }
-
- private:
-  static size_t align(size_t b) { return (b + 15) / 16 * 16; }
-  size_t chunks_off_;
-  Scratch buf_;
-};
-
-__device__ __forceinline__ int64_t chunk_end(const Chunk& c, int64_t n) {
-  return c.begin + kChunk < n ? c.begin + kChunk : n;
-}
+using multi::Chunk;
+using multi::chunk_end;
+using multi::chunks_of;
+using multi::DeviceTable;
+using multi::FloatDesc;
+using multi::grid_of;
 
 // y = alpha*x + beta*y as the axpby_ kernel forms it.
 __device__ __forceinline__ float axpby(float alpha, float x, float beta, float y) {
@@ -313,19 +263,14 @@ __global__ void lamb_apply_kernel(const LambDesc* descs, const Chunk* chunks,
   if (c.index == 0 && threadIdx.x == 0) ratios[t.ratio_slot] = static_cast<float>(ratio);
 }
 
-struct GradDesc {
-  float* g;
-  int64_t n;
-};
-
-__global__ void sum_squares_kernel(const GradDesc* descs, const Chunk* chunks, double* partials) {
+__global__ void sum_squares_kernel(const FloatDesc* descs, const Chunk* chunks, double* partials) {
   __shared__ double sh[33];
   const Chunk c = chunks[blockIdx.x];
-  const GradDesc t = descs[c.t];
+  const FloatDesc t = descs[c.t];
   const int64_t end = chunk_end(c, t.n);
   double s = 0.0;
   for (int64_t i = c.begin + threadIdx.x; i < end; i += blockDim.x)
-    s += static_cast<double>(t.g[i]) * t.g[i];
+    s += static_cast<double>(t.p[i]) * t.p[i];
   s = kernel::block_sum(s, sh);
   if (threadIdx.x == 0) partials[blockIdx.x] = s;
 }
@@ -342,17 +287,13 @@ __global__ void clip_coef_kernel(const double* partials, int num, double max_nor
   }
 }
 
-__global__ void clip_scale_kernel(const GradDesc* descs, const Chunk* chunks, const float* coef) {
+__global__ void clip_scale_kernel(const FloatDesc* descs, const Chunk* chunks, const float* coef) {
   const float k = *coef;
   if (k == 1.f) return;
   const Chunk c = chunks[blockIdx.x];
-  const GradDesc t = descs[c.t];
+  const FloatDesc t = descs[c.t];
   const int64_t end = chunk_end(c, t.n);
-  for (int64_t i = c.begin + threadIdx.x; i < end; i += blockDim.x) t.g[i] *= k;
-}
-
-unsigned grid_of(const std::vector<Chunk>& chunks) {
-  return static_cast<unsigned>(chunks.size());
+  for (int64_t i = c.begin + threadIdx.x; i < end; i += blockDim.x) t.p[i] *= k;
 }
 
 }  // namespace
@@ -426,8 +367,6 @@ void lamb_step_(const std::vector<ops::LambEntry>& entries, float lr, Tensor& ra
       << ratios.str();
   std::vector<int32_t> first;
   const std::vector<Chunk> chunks = chunks_of(sizes, &first);
-  ADA_CHECK_ARG(chunks.size() < (size_t{1} << 31), ShapeError)
-      << "lamb_step_: " << chunks.size() << " chunks of " << kChunk << " elements is too many";
   for (size_t i = 0; i < entries.size(); ++i) {
     const ops::LambEntry& e = entries[i];
     ADA_CHECK_ARG(e.ratio_slot >= 0 && e.ratio_slot < ratios.numel(), ShapeError)
@@ -455,7 +394,7 @@ void lamb_step_(const std::vector<ops::LambEntry>& entries, float lr, Tensor& ra
 void clip_grad_norm_(const std::vector<Tensor>& grads, double max_norm) {
   if (grads.empty()) return;
   int dev = 0;
-  std::vector<GradDesc> descs;
+  std::vector<FloatDesc> descs;
   std::vector<int64_t> sizes;
   for (size_t i = 0; i < grads.size(); ++i) {
     entry_device("clip_grad_norm_", {&grads[i]}, dev, i);
@@ -464,7 +403,7 @@ void clip_grad_norm_(const std::vector<Tensor>& grads, double max_norm) {
   }
   const std::vector<Chunk> chunks = chunks_of(sizes, nullptr);
   if (chunks.empty()) return;
-  DeviceTable<GradDesc> table(descs, chunks, dev);
+  DeviceTable<FloatDesc> table(descs, chunks, dev);
   Scratch partials(chunks.size() * sizeof(double) + sizeof(float), dev);
   double* sums = partials.as<double>();
   float* coef = reinterpret_cast<float*>(sums + chunks.size());
