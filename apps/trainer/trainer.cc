@@ -233,6 +233,7 @@ void Trainer::train_step() {
   const Stopwatch step_time;
   model_->zero_grad();
   double loss_sum = 0;
+  micro_losses_.clear();
   const double lr = schedule_->lr();
   strategy_->begin_step(step_, static_cast<float>(lr));
   if (straggler_) {
@@ -259,7 +260,8 @@ void Trainer::train_step() {
       TraceSpan span("forward", "compute");
       out = model_->forward(batch->fields);
     }
-    loss_sum += out.loss.value().item();
+    // Read after backward is queued: reading it here would make a GPU host wait for forward.
+    micro_losses_.push_back(out.loss.value());
     Variable loss =
         s_.micro > 1 ? fn::scale(out.loss, 1.f / static_cast<float>(s_.micro)) : out.loss;
     TraceSpan span("backward", "compute");
@@ -277,6 +279,7 @@ void Trainer::train_step() {
     else
       backward(loss, seed);
   }
+  for (const Tensor& l : micro_losses_) loss_sum += l.item();
   const double loss = loss_sum / static_cast<double>(s_.micro);
   const sync::StepResult res = strategy_->end_step(loss);
   schedule_->advance();

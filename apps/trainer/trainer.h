@@ -83,6 +83,7 @@ class Trainer {
   Stopwatch clock_;  // since this process started training
   ResumePoint resumed_;
   int64_t step_ = 0, epoch_ = 0, total_steps_ = 0, steps_per_epoch_ = 0, skipped_ = 0;
+  std::vector<Tensor> micro_losses_;  // one step's losses, read after its backward passes
   int64_t last_eval_step_ = -1;
   nn::Metrics last_eval_;    // the test set's figures (eval_*)
   nn::Metrics last_val_;     // the validation set's (val_*)
