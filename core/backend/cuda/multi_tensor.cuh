@@ -1,13 +1,16 @@
 // Multi-tensor launches (.cu files only): a list of tensors cut into chunks of kChunk elements,
 // one block per chunk, so that one launch covers every parameter of a model. The per-tensor
 // descriptors (a struct of the kernel's choosing) and the chunk list go to the device in one
-// copy from pageable memory, which the driver stages at once: nothing waits for the device.
+// asynchronous copy from pinned staging memory (a copy from pageable memory may wait for the
+// stream): nothing waits for the device unless it is kStagingSlots calls behind the host.
 // Reductions write one value per chunk and sum them in a fixed order (in a later launch), so a
 // tensor's result depends neither on the run nor on the other tensors of the list.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "core/backend/cuda/cuda_common.h"
@@ -43,6 +46,54 @@ inline unsigned grid_of(const std::vector<Chunk>& chunks) {
   return static_cast<unsigned>(chunks.size());
 }
 
+// Pinned host buffers for the tables, used in turn: a slot is written again only after the copy
+// that last read it has finished (its event), and grows when a table outgrows it.
+constexpr int kStagingSlots = 8;
+class TableStaging {
+ public:
+  // Copies `bytes` of `host` to `dst` on `stream` through the next slot.
+  void copy(void* dst, const void* host, size_t bytes, cudaStream_t stream) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Slot& s = slots_[next_];
+    next_ = (next_ + 1) % kStagingSlots;
+    if (!s.done) ADA_CUDA_CHECK(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
+    ADA_CUDA_CHECK(cudaEventSynchronize(s.done));  // at once unless the device is far behind
+    if (s.bytes < bytes) {
+      const size_t grown = std::max<size_t>(bytes, 2 * s.bytes + 4096);
+      if (s.pinned) ADA_CUDA_CHECK(cudaFreeHost(s.pinned));
+      s.pinned = nullptr;
+      s.bytes = 0;
+      ADA_CUDA_CHECK(cudaHostAlloc(&s.pinned, grown, cudaHostAllocDefault));
+      s.bytes = grown;
+    }
+    std::memcpy(s.pinned, host, bytes);
+    ADA_CUDA_CHECK(cudaMemcpyAsync(dst, s.pinned, bytes, cudaMemcpyHostToDevice, stream));
+    ADA_CUDA_CHECK(cudaEventRecord(s.done, stream));
+  }
+
+ private:
+  struct Slot {
+    void* pinned = nullptr;
+    size_t bytes = 0;
+    cudaEvent_t done = nullptr;
+  };
+  std::mutex mu_;
+  Slot slots_[kStagingSlots];
+  int next_ = 0;
+};
+
+// The staging of `device` (made current by the caller). One per device for the life of the
+// process, never destroyed: at exit the CUDA runtime may already be gone, and the process's end
+// frees pinned memory.
+inline TableStaging& staging(int device) {
+  static std::mutex mu;
+  static auto* per_device = new std::vector<TableStaging*>();
+  std::lock_guard<std::mutex> lock(mu);
+  if (static_cast<size_t>(device) >= per_device->size()) per_device->resize(device + 1, nullptr);
+  if (!(*per_device)[device]) (*per_device)[device] = new TableStaging();
+  return *(*per_device)[device];
+}
+
 // The descriptors and the chunk list on the device, for the launches of one call (stream-ordered:
 // freed to the caching allocator when the call returns).
 template <class Desc>
@@ -55,9 +106,7 @@ class DeviceTable {
     if (!descs.empty()) std::memcpy(host.data(), descs.data(), descs.size() * sizeof(Desc));
     if (!chunks.empty())
       std::memcpy(host.data() + chunks_off_, chunks.data(), chunks.size() * sizeof(Chunk));
-    if (!host.empty())
-      ADA_CUDA_CHECK(cudaMemcpyAsync(buf_.get(), host.data(), host.size(), cudaMemcpyHostToDevice,
-                                     stream(dev)));
+    if (!host.empty()) staging(dev).copy(buf_.get(), host.data(), host.size(), stream(dev));
   }
   const Desc* descs() const { return buf_.as<Desc>(); }
   const Chunk* chunks() const {
