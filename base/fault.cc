@@ -1,11 +1,13 @@
 #include "base/fault.h"
 
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/error.h"
@@ -18,6 +20,7 @@ struct Spec {
   int rank = 0;
   long nth = 1;
   bool kill = false;
+  bool hang = false;
 };
 
 std::vector<Spec> parse(const char* env) {
@@ -28,9 +31,10 @@ std::vector<Spec> parse(const char* env) {
     Spec s;
     const auto colon = item.find(':');
     if (colon != std::string::npos) {
-      ADA_CHECK_ARG(item.substr(colon + 1) == "kill", ConfigError)
-          << "ADA_FAULT: '" << item << "': the only action is ':kill'";
-      s.kill = true;
+      const std::string action = item.substr(colon + 1);
+      ADA_CHECK_ARG(action == "kill" || action == "hang", ConfigError)
+          << "ADA_FAULT: '" << item << "': the action must be ':kill' or ':hang'";
+      (action == "kill" ? s.kill : s.hang) = true;
       item = item.substr(0, colon);
     }
     const auto at = item.find('@');
@@ -63,6 +67,8 @@ void fault_point(const char* point) {
   for (const auto& s : specs) {
     if (s.point != point || s.rank != process_rank() || s.nth != n) continue;
     if (s.kill) std::raise(SIGKILL);
+    if (s.hang)  // a rank stuck for good (in a loop, a deadlock): only a watchdog ends this
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
     ADA_THROW(Error) << "injected fault at " << point << " on rank " << process_rank()
                      << " (ADA_FAULT=" << env << ")";
   }

@@ -1,6 +1,7 @@
 // Checked MPI calls: ADA_MPI_CHECK(MPI_Allreduce(...)) throws CommError naming the call, the
 // decoded MPI error, file:line and the rank. Communicators install MPI_ERRORS_RETURN so that
-// failures reach this check instead of aborting inside MPI.
+// failures reach this check instead of aborting inside MPI. The call is watched for hangs while
+// it runs (watchdog.h).
 #pragma once
 
 #include <mpi.h>
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "comm/watchdog.h"
 
 namespace ada::comm {
 inline std::string mpi_error_string(int code) {
@@ -18,5 +20,8 @@ inline std::string mpi_error_string(int code) {
 }
 }  // namespace ada::comm
 
-#define ADA_MPI_CHECK(call) \
-  ADA_CHECK_STATUS(CommError, "MPI", call, MPI_SUCCESS, ::ada::comm::mpi_error_string)
+#define ADA_MPI_CHECK(call)                                                         \
+  do {                                                                              \
+    const ::ada::comm::WatchedCall ada_watched_(#call, __FILE__, __LINE__);         \
+    ADA_CHECK_STATUS(CommError, "MPI", call, MPI_SUCCESS, ::ada::comm::mpi_error_string); \
+  } while (0)

@@ -1,5 +1,6 @@
 // NcclCommunicator (see nccl_communicator.h for the contract). Built with ADA_WITH_NCCL.
 #include "comm/nccl_communicator.h"
+#include "comm/watchdog.h"
 
 #include <cuda_runtime.h>
 
@@ -48,9 +49,10 @@ ncclDataType_t nccl_type(DType t, const char* op) {
   return ncclFloat32;
 }
 
+// ADA_NCCL_TIMEOUT_S when set, else the communication timeout of watchdog.h (0: none).
 double timeout_seconds() {
   const char* env = std::getenv("ADA_NCCL_TIMEOUT_S");
-  if (!env || !*env) return 600;
+  if (!env || !*env) return comm_timeout() > 0 ? comm_timeout() : 1e300;
   char* end = nullptr;
   const double v = std::strtod(env, &end);
   ADA_CHECK_ARG(end && *end == '\0' && v > 0, ConfigError)
@@ -469,7 +471,8 @@ class NcclCommunicator final : public Communicator {
         ADA_THROW(CommError) << "NCCL " << op << " on rank " << rank() << " of " << size()
                              << ": no progress for " << timeout_s_
                              << " s (a peer is stuck or gone); the communicator was aborted. "
-                             << "Raise ADA_NCCL_TIMEOUT_S if the peers are only slow";
+                             << "Raise train.comm_timeout_s (or ADA_NCCL_TIMEOUT_S) if the peers "
+                                "are only slow";
       }
       if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
     }

@@ -157,6 +157,8 @@ RunSettings read_run_settings(const Config& root, const std::string& config_path
   s.loss_scale = read_loss_scale(t, s.precision);
   s.comm = t.get_or<std::string>("comm", s.comm);
   comm::check_step_comm_choice(s.comm, s.device, t.where("comm"));
+  s.comm_timeout = t.get_in_or<double>("comm_timeout_s", s.comm_timeout, Range::at_least(0),
+                                       "0 waits for ever; a hung peer then hangs the job");
   const std::string nonfinite = t.get_or<std::string>("on_nonfinite", "stop");
   ADA_CHECK_ARG(nonfinite == "stop" || nonfinite == "skip", ConfigError)
       << t.where("on_nonfinite") << ": must be 'stop' or 'skip', got '" << nonfinite << "'";

@@ -14,6 +14,7 @@
 #include "base/timeline.h"
 #include "comm/agreement.h"
 #include "comm/step_comm.h"
+#include "comm/watchdog.h"
 #include "core/cpu_isa.h"
 #include "core/functional.h"
 #include "core/ops.h"
@@ -32,6 +33,7 @@ void Trainer::build() {
   Config cfg = Config::load_file(args_.config);
   for (const auto& s : args_.sets) cfg.set_override(s);
   s_ = read_run_settings(cfg, args_.config, world_->size(), world_->local_rank());
+  comm::set_comm_timeout(s_.comm_timeout);
   if (s_.device.is_cpu())
     set_cpu_matmul_precision(s_.precision);
   else

@@ -3,7 +3,8 @@
 #   faults      — a failure injected on one rank of 4 (ADA_FAULT, base/fault.h) during backward with
 #                 buckets in flight, inside the Adasum reduction, in the optimizer, during a
 #                 checkpoint write and during evaluation: every rank exits non-zero within 30 s and
-#                 the log names the rank and the cause;
+#                 the log names the rank and the cause; a rank that hangs in the optimizer: the
+#                 others' watchdog (train.comm_timeout_s) ends the job, naming the MPI call;
 #   checkpoints — run identity: a fresh run refuses a folder holding another run's checkpoints
 #                 (checkpoint.overwrite: true deletes them); --resume auto with only damaged
 #                 checkpoints is an error listing each and why; a damaged newest checkpoint neither
@@ -55,6 +56,25 @@ faults)
     if (( ms > 30000 )); then echo "FAIL: $spec: took ${secs}s (> 30 s)"; status=1; continue; fi
     printf 'ok: %-16s stopped all 4 ranks in %.1f s, exit %d\n' "$spec" "$secs" $rc
   done
+  # A rank stuck for good (no error, no exit) in the optimizer: the others' watchdog ends the job
+  # after train.comm_timeout_s, naming the MPI call that did not complete.
+  start=$(date +%s%N)
+  ADA_FAULT=optimizer@2#200:hang timeout 120 bash -c "$(declare -f mpi); mpi 4 '$trainer' \
+    --config tiny.yaml --set reducer.name=average --set train.comm_timeout_s=3 \
+    --set output.dir=run_hang" > log_hang.txt 2>&1
+  rc=$?
+  ms=$(( ($(date +%s%N) - start) / 1000000 )); secs=$(awk "BEGIN{print $ms/1000}")
+  if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then
+    echo "FAIL: hang: exit $rc (0: the job went on; 124: it hung)"; tail -5 log_hang.txt; status=1
+  elif ! grep -q "rank [013]: the communication call MPI_.* has not completed after [0-9]* s (limit 3 s)" log_hang.txt; then
+    echo "FAIL: hang: the log does not name a waiting rank, the MPI call and the limit"; tail -8 log_hang.txt; status=1
+  elif (( ms > 30000 )); then
+    echo "FAIL: hang: took ${secs}s (> 30 s)"; status=1
+  else
+    printf 'ok: %-16s a rank stuck in the optimizer: the watchdog ended all 4 in %.1f s, exit %d\n' \
+      "hang" "$secs" $rc
+    grep -m1 "has not completed" log_hang.txt
+  fi
   exit $status
   ;;
 

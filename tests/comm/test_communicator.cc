@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "comm/comm_thread.h"
+#include "comm/watchdog.h"
 #include "comm_test_util.h"
 #include "core/ops.h"
 
@@ -250,6 +251,26 @@ TEST(Communicator, AfterAFailureNothingMoreRunsAndEveryWaitReturns) {
   EXPECT_NE(thread.failure(), nullptr);
   thread.reset_failure();  // for the tests that follow in this process
   c.barrier();
+}
+
+// The hang watchdog counts only the time inside a call: calls shorter than the limit, and idle
+// time between calls longer than it, leave the process running (the firing itself ends the
+// process: tests/apps/reliability_e2e.sh, case faults).
+TEST(CommWatchdog, CountsOnlyTimeInsideACall) {
+  EXPECT_THROW(comm::set_comm_timeout(-1), ConfigError);
+  comm::set_comm_timeout(1.0);
+  EXPECT_EQ(comm::comm_timeout(), 1.0);
+  {
+    const comm::WatchedCall call("a short call", __FILE__, __LINE__);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1600));  // idle, past the limit
+  auto& w = world();
+  double v = 1;
+  w.allreduce(&v, 1);  // watched MPI calls still work
+  EXPECT_EQ(v, w.size());
+  comm::set_comm_timeout(0);
+  EXPECT_EQ(comm::comm_timeout(), 0.0);
 }
 
 }  // namespace
