@@ -225,6 +225,14 @@ Variable softmax(const Variable& x) {
                      [y](const Tensor& g) { return G{ops::softmax_backward(g, y)}; });
 }
 
+Variable attention_softmax(const Variable& scores, const Tensor& key_bias, int64_t heads,
+                           float scale) {
+  Tensor y = ops::attention_softmax(scores.value(), key_bias, heads, scale);
+  return make_result(y, "attention_softmax", {scores}, [y, scale](const Tensor& g) {
+    return G{ops::attention_softmax_backward(g, y, scale)};
+  });
+}
+
 Variable log_softmax(const Variable& x) {
   Tensor y = ops::log_softmax(x.value());
   return make_result(y, "log_softmax", {x},

@@ -50,6 +50,10 @@ Variable layer_norm(const Variable& x, const Variable& gamma, const Variable& be
 
 Variable softmax(const Variable& x);
 Variable log_softmax(const Variable& x);
+// softmax(scale * scores + key_bias broadcast over heads and queries) (ops::attention_softmax);
+// key_bias is a constant [B, Sk] (or undefined).
+Variable attention_softmax(const Variable& scores, const Tensor& key_bias, int64_t heads,
+                           float scale);
 Variable cross_entropy(const Variable& logits, const Tensor& targets, float label_smoothing = 0.f,
                        int64_t ignore_index = -100);
 // Identity when !training or p == 0.

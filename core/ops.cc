@@ -279,6 +279,12 @@ Tensor log_softmax(const Tensor& x) {
 Tensor log_softmax_backward(const Tensor& dy, const Tensor& y) {
   ADA_DISPATCH(log_softmax_backward, (dy, y), dy, y);
 }
+Tensor attention_softmax(const Tensor& scores, const Tensor& key_bias, int64_t heads, float scale) {
+  ADA_DISPATCH(attention_softmax, (scores, key_bias, heads, scale), scores, key_bias);
+}
+Tensor attention_softmax_backward(const Tensor& dy, const Tensor& y, float scale) {
+  ADA_DISPATCH(attention_softmax_backward, (dy, y, scale), dy, y);
+}
 Tensor argmax_rows(const Tensor& x) {
   ADA_DISPATCH(argmax_rows, (x), x);
 }

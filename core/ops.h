@@ -137,6 +137,14 @@ Tensor softmax(const Tensor& x);
 Tensor softmax_backward(const Tensor& dy, const Tensor& y);  // y = softmax(x)
 Tensor log_softmax(const Tensor& x);
 Tensor log_softmax_backward(const Tensor& dy, const Tensor& y);  // y = log_softmax(x)
+// Attention probabilities in one pass: y = softmax(scale * scores + key_bias) over the last dim,
+// scores [B*heads, Sq, Sk], key_bias [B, Sk] added to every head's and query's row of example b
+// (BERT's padding mask: -10000 on padded keys, 0 elsewhere; undefined: none). The same bits as
+// softmax(add(scale(scores, scale), key_bias broadcast to [B*heads, Sq, Sk])), without making
+// that [B*heads, Sq, Sk] mask or the two intermediate tensors.
+Tensor attention_softmax(const Tensor& scores, const Tensor& key_bias, int64_t heads, float scale);
+// Its gradient with respect to scores, from y: scale * softmax_backward(dy, y), in one pass.
+Tensor attention_softmax_backward(const Tensor& dy, const Tensor& y, float scale);
 // Per row of x [N, C] (f32, C >= 1): the index of the first largest value, as i64 [N], on x's
 // device — a left-to-right scan that moves on only to a strictly larger value, so NaNs are
 // passed over, and a row that starts with NaN gives 0. Accuracy metrics read N indices rather

@@ -209,6 +209,20 @@ inline AdamConsts adam_consts(const ops::AdamArgs& a) {
           1.0 - std::pow(a.beta1, t)};
 }
 
+// ---- attention_softmax: scores [B*heads, Sq, Sk], key_bias [B, Sk] (or undefined) ------------
+inline void check_attention_softmax(const Tensor& scores, const Tensor& key_bias, int64_t heads) {
+  ADA_CHECK_ARG(scores.dim() == 3 && heads >= 1 && scores.size(0) % heads == 0, ShapeError)
+      << "attention_softmax: scores must be [batch*heads, queries, keys] with heads = " << heads
+      << ", got " << scores.str();
+  if (!key_bias.defined()) return;
+  ADA_CHECK_ARG(key_bias.dim() == 2 && key_bias.size(0) == scores.size(0) / heads &&
+                    key_bias.size(1) == scores.size(2),
+                ShapeError)
+      << "attention_softmax: key_bias " << key_bias.str() << " should be ["
+      << scores.size(0) / heads << "," << scores.size(2) << "] for scores " << scores.str()
+      << " with " << heads << " heads";
+}
+
 // ---- argmax_rows
 // ---------------------------------------------------------------------------------
 inline void check_argmax_rows(const Tensor& x) {

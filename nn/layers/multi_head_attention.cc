@@ -24,29 +24,23 @@ MultiHeadAttention::MultiHeadAttention(int64_t hidden, int64_t heads, float drop
   dropout_ = register_module("dropout", std::make_shared<Dropout>(dropout));
 }
 
-Tensor MultiHeadAttention::additive_mask(const Tensor& mask, int64_t heads, Device device) {
+Tensor MultiHeadAttention::key_bias(const Tensor& mask, Device device) {
   if (!mask.defined()) return {};
   ADA_CHECK_ARG(mask.dim() == 2, ShapeError)
       << "attention: mask " << mask.str() << " should be [batch, seq]";
-  const int64_t b = mask.size(0), s = mask.size(1);
   const Tensor m = mask.to(Device::cpu());  // built on the host, moved once
-  Tensor add = Tensor::empty({b * heads, s, s});
-  float* ap = add.data<float>();
-  std::vector<float> row(static_cast<size_t>(s));
-  for (int64_t i = 0; i < b; ++i) {
-    for (int64_t j = 0; j < s; ++j) {
-      const bool keep = m.dtype() == DType::f32   ? m.data<float>()[i * s + j] != 0.f
-                        : m.dtype() == DType::i64 ? m.data<int64_t>()[i * s + j] != 0
-                                                  : m.data<int32_t>()[i * s + j] != 0;
-      row[static_cast<size_t>(j)] = keep ? 0.f : -10000.f;
-    }
-    for (int64_t r = 0; r < heads * s; ++r)  // every (head, query) row of example i
-      std::copy(row.begin(), row.end(), ap + (i * heads * s + r) * s);
+  Tensor bias = Tensor::empty(m.shape());
+  float* bp = bias.data<float>();
+  for (int64_t i = 0; i < m.numel(); ++i) {
+    const bool keep = m.dtype() == DType::f32   ? m.data<float>()[i] != 0.f
+                      : m.dtype() == DType::i64 ? m.data<int64_t>()[i] != 0
+                                                : m.data<int32_t>()[i] != 0;
+    bp[i] = keep ? 0.f : -10000.f;
   }
-  return add.to(device);
+  return bias.to(device);
 }
 
-Variable MultiHeadAttention::forward(const Variable& x, const Tensor& additive, Generator& gen) {
+Variable MultiHeadAttention::forward(const Variable& x, const Tensor& key_bias, Generator& gen) {
   ADA_CHECK_ARG(x.value().dim() == 3 && x.shape()[2] == hidden_, ShapeError)
       << "attention: input must be [batch, seq, " << hidden_ << "], got " << x.value().str();
   const int64_t b = x.shape()[0], s = x.shape()[1], hd = hidden_ / heads_;
@@ -57,14 +51,15 @@ Variable MultiHeadAttention::forward(const Variable& x, const Tensor& additive, 
   };
   Variable q = split(query_->forward(x)), k = split(key_->forward(x)),
            v = split(value_->forward(x));
-  Variable scores = fn::scale(fn::bmm(q, k, false, true), 1.f / std::sqrt(static_cast<float>(hd)));
-  if (additive.defined()) {
-    ADA_CHECK_ARG(additive.shape() == Shape({b * heads_, s, s}), ShapeError)
-        << "attention: additive mask " << additive.str() << " should be [" << b * heads_ << "," << s
-        << "," << s << "] (MultiHeadAttention::additive_mask of a [" << b << "," << s << "] mask)";
-    scores = fn::add(scores, Variable(additive));
-  }
-  Variable probs = dropout_->forward(fn::softmax(scores), gen);
+  if (key_bias.defined())
+    ADA_CHECK_ARG(key_bias.shape() == Shape({b, s}), ShapeError)
+        << "attention: key bias " << key_bias.str() << " should be [" << b << "," << s
+        << "] (MultiHeadAttention::key_bias of the batch's [" << b << "," << s << "] mask)";
+  // softmax(q k^T / sqrt(hd) + key bias) in one pass over the scores.
+  Variable probs = dropout_->forward(
+      fn::attention_softmax(fn::bmm(q, k, false, true), key_bias, heads_,
+                            1.f / std::sqrt(static_cast<float>(hd))),
+      gen);
   Variable ctx = fn::bmm(probs, v);  // [B*heads, S, hd]
   ctx =
       fn::reshape(fn::permute(fn::reshape(ctx, {b, heads_, s, hd}), {0, 2, 1, 3}), {b, s, hidden_});

@@ -51,9 +51,9 @@ class EncoderLayer : public Module {
     output_norm_ = register_module("output_norm", std::make_shared<LayerNorm>(c.hidden, c.ln_eps));
     dropout_ = register_module("dropout", std::make_shared<Dropout>(c.dropout));
   }
-  // `additive`: the padding mask as MultiHeadAttention::additive_mask made it (or undefined).
-  Variable forward(const Variable& x, const Tensor& additive, Generator& gen) {
-    Variable a = attention_->forward(x, additive, gen);
+  // `key_bias`: the padding mask as MultiHeadAttention::key_bias made it (or undefined).
+  Variable forward(const Variable& x, const Tensor& key_bias, Generator& gen) {
+    Variable a = attention_->forward(x, key_bias, gen);
     Variable h = attention_norm_->forward(fn::add(x, dropout_->forward(a, gen)));
     Variable f = output_->forward(fn::gelu(intermediate_->forward(h)));
     return output_norm_->forward(fn::add(h, dropout_->forward(f, gen)));
@@ -155,9 +155,8 @@ class Bert : public Model {
     Variable x =
         fn::add(fn::add(word_->forward(ids), pos_->forward(positions)), type_->forward(segments));
     x = dropout_->forward(emb_norm_->forward(x), rng_);
-    const Tensor additive =
-        MultiHeadAttention::additive_mask(mask, c_.heads, dev);  // once for all layers
-    for (auto& layer : layers_) x = layer->forward(x, additive, rng_);
+    const Tensor key_bias = MultiHeadAttention::key_bias(mask, dev);  // once for all layers
+    for (auto& layer : layers_) x = layer->forward(x, key_bias, rng_);
     return x;
   }
 

@@ -643,6 +643,36 @@ TEST(Ops, AllFiniteAndScaleOverAListSkipUndefinedTensors) {
   }
 }
 
+// The fused attention softmax is, bit for bit, the composition it replaces: scale, the key bias
+// broadcast over heads and queries, softmax; and its backward softmax_backward then scale.
+TEST(Ops, AttentionSoftmaxEqualsTheCompositionBitForBit) {
+  Generator g(11);
+  const int64_t b = 3, heads = 2, sq = 5, sk = 37;
+  const float scale = 0.125f;
+  Tensor scores = Tensor::randn({b * heads, sq, sk}, g, 0.f, 3.f);
+  Tensor bias = Tensor::zeros({b, sk});
+  for (int64_t j = 30; j < sk; ++j) bias.data<float>()[1 * sk + j] = -10000.f;  // padded keys
+  Tensor full = Tensor::empty({b * heads, sq, sk});
+  for (int64_t r = 0; r < b * heads * sq; ++r)
+    for (int64_t j = 0; j < sk; ++j)
+      full.data<float>()[r * sk + j] = bias.data<float>()[(r / (heads * sq)) * sk + j];
+  auto same = [](const Tensor& x, const Tensor& y) {
+    return x.shape() == y.shape() && std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()) == 0;
+  };
+  const Tensor y = ops::attention_softmax(scores, bias, heads, scale);
+  EXPECT_TRUE(same(y, ops::softmax(ops::add(ops::scale(scores, scale), full))));
+  EXPECT_TRUE(same(ops::attention_softmax(scores, Tensor(), heads, scale),
+                   ops::softmax(ops::scale(scores, scale))));
+  const Tensor dy = Tensor::randn(y.shape(), g);
+  EXPECT_TRUE(same(ops::attention_softmax_backward(dy, y, scale),
+                   ops::scale(ops::softmax_backward(dy, y), scale)));
+  // Padded keys get no probability; a bias of another batch's shape is refused.
+  EXPECT_EQ(y.data<float>()[(1 * heads * sq) * sk + 31], 0.f);
+  EXPECT_THROW(ops::attention_softmax(scores, Tensor::zeros({b, sk + 1}), heads, scale),
+               ShapeError);
+  EXPECT_THROW(ops::attention_softmax(scores, bias, 4, scale), ShapeError);
+}
+
 TEST(Ops, PermuteMatchesIndexing) {
   Tensor x = Tensor::arange(0, 24).reshape({2, 3, 4});
   Tensor y = ops::permute(x, {2, 0, 1});

@@ -1109,6 +1109,29 @@ TEST(CudaOps, SoftmaxAndLogSoftmax) {
   }
 }
 
+// The fused attention softmax on the GPU against the CPU's (itself the composition bit for bit,
+// test_ops): the same tolerances as softmax, the key bias broadcast over heads and queries.
+TEST(CudaOps, AttentionSoftmaxMatchesTheCpu) {
+  ADA_REQUIRE_GPU();
+  for (int64_t sk : {int64_t{1}, int64_t{37}, int64_t{512}}) {
+    const int64_t b = 3, heads = 4, sq = 9;
+    SCOPED_TRACE(cat("keys ", sk));
+    const Tensor x = rand_cpu({b * heads, sq, sk}, 171, 3.f), dy = rand_cpu(x.shape(), 172);
+    Tensor bias = Tensor::zeros({b, sk});
+    for (int64_t j = sk / 2 + 1; j < sk; ++j) bias.data<float>()[2 * sk + j] = -10000.f;
+    for (bool masked : {false, true}) {
+      const Tensor kb = masked ? bias : Tensor();
+      const Tensor y = ops::attention_softmax(x, kb, heads, 0.125f);
+      const Tensor gy = ops::attention_softmax(on_gpu(x), masked ? on_gpu(bias) : Tensor(), heads,
+                                               0.125f);
+      EXPECT_TRUE(near(cat("attention_softmax masked ", masked), gy, y, kRedRtol, 1e-9));
+      EXPECT_TRUE(near(cat("attention_softmax_backward masked ", masked),
+                       ops::attention_softmax_backward(on_gpu(dy), on_gpu(y), 0.125f),
+                       ops::attention_softmax_backward(dy, y, 0.125f), kRedRtol, 1e-7));
+    }
+  }
+}
+
 TEST(CudaOps, CrossEntropyWithSmoothingAndIgnoreIndex) {
   ADA_REQUIRE_GPU();
   struct Case {

@@ -195,8 +195,8 @@ TEST(Layers, AttentionIgnoresPaddedKeys) {
   Generator g(4), d(5);
   MultiHeadAttention att(8, 2, 0.f, g);
   Tensor x = Tensor::randn({1, 4, 8}, g);
-  Tensor mask = MultiHeadAttention::additive_mask(
-      Tensor::from_vector<int64_t>({1, 1, 0, 0}, {1, 4}), att.heads(), Device::cpu());
+  Tensor mask = MultiHeadAttention::key_bias(Tensor::from_vector<int64_t>({1, 1, 0, 0}, {1, 4}),
+                                             Device::cpu());
   auto y1 = att.forward(Variable(x), mask, d).value().to_vector<float>();
   // Changing the padded positions must not change the outputs at the real positions.
   Tensor x2 = x.clone();
@@ -204,10 +204,9 @@ TEST(Layers, AttentionIgnoresPaddedKeys) {
   auto y2 = att.forward(Variable(x2), mask, d).value().to_vector<float>();
   for (int i = 0; i < 16; ++i) EXPECT_NEAR(y1[i], y2[i], 1e-5) << i;
   // A mask made for another batch shape is refused, naming the expected shape.
-  EXPECT_THROW(
-      att.forward(Variable(x),
-                  MultiHeadAttention::additive_mask(mask.reshape({2, 16}), 2, Device::cpu()), d),
-      ShapeError);
+  EXPECT_THROW(att.forward(Variable(x),
+                           MultiHeadAttention::key_bias(Tensor::ones({2, 4}), Device::cpu()), d),
+               ShapeError);
 }
 
 }  // namespace

@@ -93,6 +93,45 @@ Tensor softmax_backward(const Tensor& dy, const Tensor& y) {
                           });
 }
 
+Tensor attention_softmax(const Tensor& scores, const Tensor& key_bias, int64_t heads,
+                         float scale) {
+  require_cpu_f32("attention_softmax", {&scores});
+  if (key_bias.defined()) require_cpu_f32("attention_softmax", {&key_bias});
+  backend::check_attention_softmax(scores, key_bias, heads);
+  const int64_t d = scores.size(2), rows = scores.size(0) * scores.size(1);
+  const int64_t rows_per_example = heads * scores.size(1);
+  Tensor y = Tensor::empty(scores.shape());
+  const float* xp = scores.data<float>();
+  const float* bp = key_bias.defined() ? key_bias.data<float>() : nullptr;
+  float* yp = y.data<float>();
+  parallel_for(0, rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(d, 1)),
+               [&](int64_t b, int64_t e) {
+                 for (int64_t r = b; r < e; ++r) {
+                   const float* in = xp + r * d;
+                   float* out = yp + r * d;
+                   // scale, then the bias: two roundings, as the separate ops make them.
+                   for (int64_t j = 0; j < d; ++j) out[j] = in[j] * scale;
+                   if (bp) {
+                     const float* m = bp + (r / rows_per_example) * d;
+                     for (int64_t j = 0; j < d; ++j) out[j] += m[j];
+                   }
+                   const double sum = exp_shifted(out, row_max(out, d), out, d);
+                   ArrayMap(out, d) *= static_cast<float>(1.0 / sum);
+                 }
+               });
+  return y;
+}
+
+Tensor attention_softmax_backward(const Tensor& dy, const Tensor& y, float scale) {
+  return rowwise_backward("attention_softmax_backward", dy, y,
+                          [scale](const float* g, const float* yv, float* dx, int64_t d) {
+                            double s = 0;
+                            for (int64_t j = 0; j < d; ++j) s += static_cast<double>(g[j]) * yv[j];
+                            const float fs = static_cast<float>(s);
+                            for (int64_t j = 0; j < d; ++j) dx[j] = yv[j] * (g[j] - fs) * scale;
+                          });
+}
+
 Tensor log_softmax(const Tensor& x) {
   return rowwise("log_softmax", x, log_softmax_row);
 }

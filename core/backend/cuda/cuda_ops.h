@@ -97,6 +97,8 @@ Tensor softmax(const Tensor& x);
 Tensor softmax_backward(const Tensor& dy, const Tensor& y);
 Tensor log_softmax(const Tensor& x);
 Tensor log_softmax_backward(const Tensor& dy, const Tensor& y);
+Tensor attention_softmax(const Tensor& scores, const Tensor& key_bias, int64_t heads, float scale);
+Tensor attention_softmax_backward(const Tensor& dy, const Tensor& y, float scale);
 Tensor argmax_rows(const Tensor& x);
 Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, float label_smoothing,
                              int64_t ignore_index, Tensor& save_logp);

@@ -86,6 +86,54 @@ __global__ void softmax_backward_rows_kernel(const float* g, const float* y, flo
   }
 }
 
+// attention_softmax: the row's inputs are t = scale*x (+ bias of the row's example), rounded as
+// the separate ops round them (no fused multiply-add), then the softmax above.
+__global__ void attention_softmax_kernel(const float* x, const float* bias, float* y, int64_t rows,
+                                         int64_t d, int64_t rows_per_example, float scale) {
+  __shared__ double shd[33];
+  __shared__ float shf[33];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* xr = x + r * d;
+    const float* br = bias ? bias + (r / rows_per_example) * d : nullptr;
+    float* yr = y + r * d;
+    float mx = -INFINITY;
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+      float t = __fmul_rn(xr[j], scale);
+      if (br) t = __fadd_rn(t, br[j]);
+      yr[j] = t;
+      mx = fmaxf(mx, t);
+    }
+    mx = block_max(mx, shf);
+    double s = 0.0;
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {  // the elements this thread wrote
+      const float e = expf(yr[j] - mx);
+      yr[j] = e;
+      s += static_cast<double>(e);
+    }
+    s = block_sum(s, shd);
+    const float inv = static_cast<float>(1.0 / s);
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) yr[j] *= inv;
+  }
+}
+
+// dx = scale * y * (g - sum(g*y)).
+__global__ void attention_softmax_backward_kernel(const float* g, const float* y, float* dx,
+                                                  int64_t rows, int64_t d, float scale) {
+  __shared__ double shd[33];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* gr = g + r * d;
+    const float* yr = y + r * d;
+    float* dr = dx + r * d;
+    double s = 0.0;
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+      s += static_cast<double>(gr[j]) * yr[j];
+    s = block_sum(s, shd);
+    const float fs = static_cast<float>(s);
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+      dr[j] = __fmul_rn(__fmul_rn(yr[j], __fsub_rn(gr[j], fs)), scale);
+  }
+}
+
 template <bool kLog>
 Tensor softmax_forward_impl(const char* op, const Tensor& x) {
   const int dev = require_f32(op, {&x});
@@ -212,6 +260,33 @@ Tensor softmax(const Tensor& x) {
 
 Tensor softmax_backward(const Tensor& dy, const Tensor& y) {
   return softmax_backward_impl<false>("softmax_backward", dy, y);
+}
+
+Tensor attention_softmax(const Tensor& scores, const Tensor& key_bias, int64_t heads,
+                         float scale) {
+  const int dev = key_bias.defined() ? require_f32("attention_softmax", {&scores, &key_bias})
+                                     : require_f32("attention_softmax", {&scores});
+  backend::check_attention_softmax(scores, key_bias, heads);
+  const int64_t d = scores.size(2), rows = scores.size(0) * scores.size(1);
+  Tensor y = Tensor::empty(scores.shape(), DType::f32, scores.device());
+  if (rows == 0 || d == 0) return y;
+  attention_softmax_kernel<<<row_blocks(rows), row_threads(d), 0, stream(dev)>>>(
+      scores.data<float>(), key_bias.defined() ? key_bias.data<float>() : nullptr,
+      y.data<float>(), rows, d, heads * scores.size(1), scale);
+  ADA_CUDA_LAUNCH_CHECK();
+  return y;
+}
+
+Tensor attention_softmax_backward(const Tensor& dy, const Tensor& y, float scale) {
+  const int dev = require_f32("attention_softmax_backward", {&dy, &y});
+  check_same_shape(dy, y, "attention_softmax_backward");
+  const int64_t d = y.dim() ? y.size(-1) : 1, rows = d ? y.numel() / d : 0;
+  Tensor dx = Tensor::empty(y.shape(), DType::f32, y.device());
+  if (rows == 0) return dx;
+  attention_softmax_backward_kernel<<<row_blocks(rows), row_threads(d), 0, stream(dev)>>>(
+      dy.data<float>(), y.data<float>(), dx.data<float>(), rows, d, scale);
+  ADA_CUDA_LAUNCH_CHECK();
+  return dx;
 }
 
 Tensor log_softmax(const Tensor& x) {
