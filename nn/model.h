@@ -33,7 +33,7 @@ using Metrics = std::vector<std::pair<std::string, Metric>>;
 
 struct ModelOutput {
   Variable loss;    // mean over the batch
-  Metrics metrics;  // sums over the batch
+  Metrics metrics;  // sums over the batch (empty in training mode without training metrics)
   // Per-example results a consumer may read (e.g. BERT's start_logits [B, S] for SQuAD's
   // predictions, a classifier's logits [B, C]); empty for models that give none.
   TensorMap outputs;
@@ -49,11 +49,20 @@ class Model : public Module {
   // The generator behind dropout (checkpointed with the model); models without one return
   // their unused default.
   Generator& rng() { return rng_; }
+  // Whether forward() fills ModelOutput::metrics in training mode (default: yes; in eval mode
+  // always). Each figure is read from the device, so a GPU host waits there for the forward
+  // pass before it can queue the backward one: the trainer turns them off for training steps,
+  // which read only the loss, after backward.
+  void set_training_metrics(bool on) { training_metrics_ = on; }
+  bool metrics_wanted() const { return !training() || training_metrics_; }
 
  protected:
   // The named field of a batch, checked: message names the model and what it needs.
   const Tensor& field(const TensorMap& batch, const std::string& name) const;
   Generator rng_{0};
+
+ private:
+  bool training_metrics_ = true;
 };
 
 // Builds a model from its config section ("model"); `seed` fixes every initial weight.

@@ -67,6 +67,7 @@ void Trainer::build_model(const Config& cfg) {
     if (args_.describe) shapes.emplace();
     model_ = make_model(mc, s_.seed);
   }
+  model_->set_training_metrics(false);  // a training step reads only its loss (evaluation: all)
   model_->rng().set_state(s_.seed * 1000003ull + static_cast<uint64_t>(world_->rank()), 0);
   params_ = model_->parameters();
 }

@@ -129,10 +129,12 @@ class Bert : public Model {
     const Tensor& ids = field(batch, "input_ids");
     ADA_CHECK_ARG(ids.dim() == 2, ShapeError)
         << "bert: input_ids " << ids.str() << " must be [batch, seq]";
-    const Variable x = encode(batch, ids);
-    if (c_.head == "classification") return classify(batch, x);
-    if (c_.head == "question_answering") return answer_spans(batch, x);
-    return pretraining_heads(batch, ids, x);
+    if (c_.head == "classification") return classify(batch, encode(batch, ids));
+    if (c_.head == "question_answering") return answer_spans(batch, encode(batch, ids));
+    // The masked positions are read from the labels before the encoder is queued: on a GPU,
+    // reading them after it would make the host wait for the whole encoder.
+    const MaskedPositions masked = masked_positions(batch, ids);
+    return pretraining_heads(batch, ids, masked, encode(batch, ids));
   }
   std::string type_name() const override { return "Bert"; }
 
@@ -194,10 +196,11 @@ class Bert : public Model {
     Variable logits = classifier_->forward(pooled);
     ModelOutput out;
     out.loss = cross_entropy_loss(logits, label);
+    out.outputs["logits"] = logits.value();
+    if (!metrics_wanted()) return out;
     const auto [correct, count] = count_correct(logits.value(), label);
     out.metrics = {{"loss", {static_cast<double>(out.loss.value().item()) * b, double(b)}},
                    {"accuracy", {static_cast<double>(correct), static_cast<double>(count)}}};
-    out.outputs["logits"] = logits.value();
     return out;
   }
 
@@ -221,34 +224,46 @@ class Bert : public Model {
     ModelOutput out;
     out.loss = cross_entropy_loss(rows, t);  // the mean over 2B rows: (start CE + end CE) / 2
     const Tensor both = rows.value();
+    out.outputs["start_logits"] = both.narrow(0, b);
+    out.outputs["end_logits"] = both.narrow(b, b);
+    if (!metrics_wanted()) return out;
     const auto [start_ok, n1] = count_correct(both.narrow(0, b), t.narrow(0, b));
     const auto [end_ok, n2] = count_correct(both.narrow(b, b), t.narrow(b, b));
     out.metrics = {{"loss", {static_cast<double>(out.loss.value().item()) * b, double(b)}},
                    {"start_accuracy", {double(start_ok), double(n1)}},
                    {"end_accuracy", {double(end_ok), double(n2)}}};
-    out.outputs["start_logits"] = both.narrow(0, b);
-    out.outputs["end_logits"] = both.narrow(b, b);
     return out;
   }
 
-  ModelOutput pretraining_heads(const TensorMap& batch, const Tensor& ids, const Variable& x) {
+  // The flat positions of the masked tokens (labels != -100) and their labels.
+  struct MaskedPositions {
+    std::vector<int64_t> where, target;
+  };
+  MaskedPositions masked_positions(const TensorMap& batch, const Tensor& ids) const {
     const Tensor& labels = field(batch, "labels");
     ADA_CHECK_ARG(labels.shape() == ids.shape(), ShapeError)
         << "bert: input_ids " << ids.str() << " and labels " << labels.str()
         << " must both be [batch, seq]";
-    const int64_t b = ids.size(0), s = ids.size(1);
-    const Device dev = ids.device();
-    // MLM head at the masked positions only (labels != -100).
-    std::vector<int64_t> where, target;
+    MaskedPositions p;
     const Tensor host_labels = labels.to(Device::cpu());
-    for (int64_t i = 0; i < b * s; ++i) {
+    for (int64_t i = 0; i < labels.numel(); ++i) {
       const int64_t l = host_labels.dtype() == DType::i64 ? host_labels.data<int64_t>()[i]
                                                           : host_labels.data<int32_t>()[i];
       if (l != -100) {
-        where.push_back(i);
-        target.push_back(l);
+        p.where.push_back(i);
+        p.target.push_back(l);
       }
     }
+    return p;
+  }
+
+  // MLM head at the masked positions only, and NSP when configured.
+  ModelOutput pretraining_heads(const TensorMap& batch, const Tensor& ids,
+                                const MaskedPositions& masked_at, const Variable& x) {
+    const int64_t b = ids.size(0), s = ids.size(1);
+    const Device dev = ids.device();
+    const std::vector<int64_t>& where = masked_at.where;
+    const std::vector<int64_t>& target = masked_at.target;
     const int64_t m = static_cast<int64_t>(where.size());
     Variable flat = fn::reshape(x, {b * s, c_.hidden});
     ModelOutput out;
@@ -261,20 +276,23 @@ class Bert : public Model {
       Variable logits = fn::add_bias(fn::matmul(h, word_->weight(), false, true), decoder_bias_);
       Tensor t = Tensor::from_vector<int64_t>(target, {m}).to(dev);
       loss = mlm_loss(logits, t);
-      mlm_correct = static_cast<double>(count_correct(logits.value(), t).first);
+      if (metrics_wanted()) mlm_correct = static_cast<double>(count_correct(logits.value(), t).first);
     } else {
       loss = fn::scale(fn::sum(flat, {0, 1}), 0.f);  // no masked token: zero loss, graph intact
     }
     const double masked = static_cast<double>(m);
-    out.metrics = {{"mlm_loss", {static_cast<double>(loss.value().item()) * masked, masked}},
-                   {"mlm_accuracy", {mlm_correct, masked}}};
+    if (metrics_wanted())
+      out.metrics = {{"mlm_loss", {static_cast<double>(loss.value().item()) * masked, masked}},
+                     {"mlm_accuracy", {mlm_correct, masked}}};
     if (c_.nsp) {
       const Tensor& nsp_label = field(batch, "nsp_label");
       Variable logits = nsp_->forward(fn::tanh(pooler_->forward(cls_rows(x))));
       loss = fn::add(loss, nsp_loss(logits, nsp_label));
-      auto [correct, count] = count_correct(logits.value(), nsp_label);
-      out.metrics.push_back(
-          {"nsp_accuracy", {static_cast<double>(correct), static_cast<double>(count)}});
+      if (metrics_wanted()) {
+        auto [correct, count] = count_correct(logits.value(), nsp_label);
+        out.metrics.push_back(
+            {"nsp_accuracy", {static_cast<double>(correct), static_cast<double>(count)}});
+      }
     }
     out.loss = loss;
     return out;

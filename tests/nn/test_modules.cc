@@ -91,8 +91,13 @@ TEST(Models, ForwardBackwardShapesAndModes) {
   EXPECT_GT(out.loss.value().item(), 0.f);
   backward(out.loss);
   for (auto& p : m->parameters()) EXPECT_TRUE(p.var.grad().defined()) << p.name;
+  m->set_training_metrics(false);
+  const auto quiet = m->forward(batch);
+  EXPECT_TRUE(quiet.metrics.empty());
+  EXPECT_EQ(quiet.loss.value().item(), out.loss.value().item());
   m->train(false);
   EXPECT_FALSE(m->training());
+  EXPECT_EQ(m->forward(batch).metric("top1").count, 3.0);
   try {
     m->forward({{"image", Tensor::zeros({1, 1, 28, 28})}});
     FAIL();
@@ -124,6 +129,14 @@ TEST(Models, BertRunsWithPaddingAndNsp) {
   EXPECT_EQ(out.metric("nsp_accuracy").count, 2.0);
   EXPECT_NEAR(out.loss.value().item(), std::log(50.0) + std::log(2.0),
               1.0);  // near-uniform at init
+  // Without training metrics (the trainer's steps) the loss is the same, the figures are not
+  // made; in eval mode they always are.
+  m->set_training_metrics(false);
+  auto quiet = m->forward(batch);
+  EXPECT_TRUE(quiet.metrics.empty());
+  EXPECT_EQ(quiet.loss.value().item(), out.loss.value().item());
+  m->train(false);
+  EXPECT_EQ(m->forward(batch).metric("mlm_accuracy").count, 2.0);
   backward(out.loss);
   // The word embedding gets gradient from the input and from the tied decoder.
   for (auto& p : m->parameters()) {
