@@ -63,5 +63,18 @@ build/bin/prepare_mlm --vocab data/bert/vocab.txt --out "$out/data/mlm-moby" dat
 pwd > "$out/source_dir"
 git rev-parse HEAD > "$out/commit" 2>/dev/null || true
 git status --short > "$out/dirty" 2>/dev/null || true
+# Binaries and libraries travel packed (gpu_test.sh unpacks them there, in about a second).
+tar -C "$out" -czf "$out/pack.tar.gz" bin lib lib-fallback mpi
+rm -rf "$out/bin" "$out/lib" "$out/lib-fallback" "$out/mpi"
 du -sh "$out"
-echo "gpu_bundle: ready; run tools/gpu_test.sh on the GPU machine with .gpu carried"
+# The device tool moves at most 64 MiB: the working tree's files (tracked and untracked, not
+# ignored) and the carried .gpu together. A bigger bundle would not arrive.
+tree=$(git ls-files -z --cached --others --exclude-standard | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
+bytes=$(du -sb "$out" | cut -f1)
+if (( tree + bytes > 64 * 1024 * 1024 )); then
+  echo "gpu_bundle: the working tree ($tree bytes) and $out ($bytes bytes) are over the 64 MiB" \
+       "the device tool moves: leave a binary out or shrink the data" >&2
+  exit 1
+fi
+echo "gpu_bundle: ready ($bytes bytes, with the working tree $((tree + bytes)) of 67108864);" \
+     "run tools/gpu_test.sh on the GPU machine with .gpu carried"
