@@ -150,9 +150,13 @@ class Bert : public Model {
         seg_it != batch.end() ? seg_it->second : Tensor::zeros(ids.shape(), DType::i64, dev);
     auto mask_it = batch.find("attention_mask");
     Tensor mask = mask_it != batch.end() ? mask_it->second : Tensor();
-    Tensor positions = Tensor::empty({b, s}, DType::i64);
-    for (int64_t i = 0; i < b * s; ++i) positions.data<int64_t>()[i] = i % s;
-    positions = positions.to(dev);
+    // Position ids [B, S] (0..S-1 per row), made on the host once per shape and device.
+    if (!positions_.defined() || positions_.shape() != Shape{b, s} || positions_.device() != dev) {
+      Tensor p = Tensor::empty({b, s}, DType::i64);
+      for (int64_t i = 0; i < b * s; ++i) p.data<int64_t>()[i] = i % s;
+      positions_ = p.to(dev);
+    }
+    const Tensor& positions = positions_;
 
     Variable x =
         fn::add(fn::add(word_->forward(ids), pos_->forward(positions)), type_->forward(segments));
@@ -299,6 +303,7 @@ class Bert : public Model {
   }
 
   BertConfig c_;
+  Tensor positions_;  // encode()'s position ids for the last batch shape
   std::shared_ptr<Embedding> word_, pos_, type_;
   std::shared_ptr<LayerNorm> emb_norm_, transform_norm_;
   std::shared_ptr<Dropout> dropout_;
