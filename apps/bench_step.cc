@@ -225,7 +225,7 @@ int main(int argc, char** argv) {
     set_num_threads(threads);
     Config mc = Config::parse(c.model_yaml, "bench");
     auto net = nn::builtin_models().get(mc.get<std::string>("name"))(mc, 1);
-    net->set_training_metrics(false);  // as the trainer's step
+    net->set_training_metrics(false);       // as the trainer's step
     if (on_cuda) net->to(Device::cuda(0));  // before the optimizer sees the parameters
     auto opt = optim::make_optimizer(optim::builtin_optimizers(),
                                      Config::parse(c.optimizer_yaml, "bench"));

@@ -20,8 +20,8 @@ inline std::string mpi_error_string(int code) {
 }
 }  // namespace ada::comm
 
-#define ADA_MPI_CHECK(call)                                                         \
-  do {                                                                              \
-    const ::ada::comm::WatchedCall ada_watched_(#call, __FILE__, __LINE__);         \
+#define ADA_MPI_CHECK(call)                                                               \
+  do {                                                                                    \
+    const ::ada::comm::WatchedCall ada_watched_(#call, __FILE__, __LINE__);               \
     ADA_CHECK_STATUS(CommError, "MPI", call, MPI_SUCCESS, ::ada::comm::mpi_error_string); \
   } while (0)

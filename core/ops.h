@@ -199,26 +199,26 @@ void adam_direction_(Tensor& u, const Tensor& w, const Tensor& g, Tensor& m, Ten
 // per-tensor ops above on the entries in turn, which is the definition of its arithmetic.
 struct SgdEntry {
   Tensor w, g;
-  Tensor v;              // momentum buffer (undefined when momentum is 0)
+  Tensor v;                // momentum buffer (undefined when momentum is 0)
   float weight_decay = 0;  // lambda of this parameter (0: none)
-  bool first = false;    // the parameter's first update: v = g + lambda*w exactly
+  bool first = false;      // the parameter's first update: v = g + lambda*w exactly
 };
 // Momentum SGD as PyTorch's: v = momentum*v + g + lambda*w; w -= lr*v, or with Nesterov
 // w -= lr*(g + lambda*w + momentum*v); without momentum w -= lr*(g + lambda*w).
 void sgd_step_(const std::vector<SgdEntry>& entries, float lr, float momentum, bool nesterov);
 struct AdamEntry {
   Tensor w, g, m, v;
-  AdamArgs args;                // per parameter: its step count and coupled l2
-  double decoupled_decay = 0;   // AdamW's lambda for this parameter
+  AdamArgs args;               // per parameter: its step count and coupled l2
+  double decoupled_decay = 0;  // AdamW's lambda for this parameter
 };
 // adam_update_ on every entry.
 void adam_step_(const std::vector<AdamEntry>& entries, double lr);
 struct LambEntry {
   Tensor w, g, m, v;
   AdamArgs args;
-  double decay = 0;           // lambda in the direction u = adam + lambda*w
-  bool adapt = false;         // scale by the trust ratio ||w|| / ||u|| (1 when either is 0)
-  int64_t ratio_slot = 0;     // where the entry's trust ratio goes in `ratios`
+  double decay = 0;        // lambda in the direction u = adam + lambda*w
+  bool adapt = false;      // scale by the trust ratio ||w|| / ||u|| (1 when either is 0)
+  int64_t ratio_slot = 0;  // where the entry's trust ratio goes in `ratios`
 };
 // LAMB: u = adam_direction_(...), then w -= lr * ratio * u with ||w|| taken before the update
 // and both norms in double. ratios (f32, 1-d, on the entries' device) gets each entry's ratio at

@@ -43,7 +43,7 @@ struct RunSettings {
   Precision precision = Precision::fp32;              // train.precision (core/precision.h)
   std::optional<optim::LossScaleOptions> loss_scale;  // train.loss_scale; absent: off
   std::string comm = "auto";                          // train.comm
-  double comm_timeout = 600;  // train.comm_timeout_s: a blocking communication call's limit; 0: none
+  double comm_timeout = 600;                          // train.comm_timeout_s; 0: no limit
   std::optional<StopAt> stop_at;                      // train.stop_at; absent: the whole budget
   // data: the loader's keys.
   int workers = 1, prefetch = 0;

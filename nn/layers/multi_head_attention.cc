@@ -56,10 +56,10 @@ Variable MultiHeadAttention::forward(const Variable& x, const Tensor& key_bias, 
         << "attention: key bias " << key_bias.str() << " should be [" << b << "," << s
         << "] (MultiHeadAttention::key_bias of the batch's [" << b << "," << s << "] mask)";
   // softmax(q k^T / sqrt(hd) + key bias) in one pass over the scores.
-  Variable probs = dropout_->forward(
-      fn::attention_softmax(fn::bmm(q, k, false, true), key_bias, heads_,
-                            1.f / std::sqrt(static_cast<float>(hd))),
-      gen);
+  Variable probs =
+      dropout_->forward(fn::attention_softmax(fn::bmm(q, k, false, true), key_bias, heads_,
+                                              1.f / std::sqrt(static_cast<float>(hd))),
+                        gen);
   Variable ctx = fn::bmm(probs, v);  // [B*heads, S, hd]
   ctx =
       fn::reshape(fn::permute(fn::reshape(ctx, {b, heads_, s, hd}), {0, 2, 1, 3}), {b, s, hidden_});

@@ -280,7 +280,8 @@ class Bert : public Model {
       Variable logits = fn::add_bias(fn::matmul(h, word_->weight(), false, true), decoder_bias_);
       Tensor t = Tensor::from_vector<int64_t>(target, {m}).to(dev);
       loss = mlm_loss(logits, t);
-      if (metrics_wanted()) mlm_correct = static_cast<double>(count_correct(logits.value(), t).first);
+      if (metrics_wanted())
+        mlm_correct = static_cast<double>(count_correct(logits.value(), t).first);
     } else {
       loss = fn::scale(fn::sum(flat, {0, 1}), 0.f);  // no masked token: zero loss, graph intact
     }

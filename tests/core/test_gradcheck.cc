@@ -194,10 +194,9 @@ TEST(GradCheck, SoftmaxFamily) {
   const Tensor key_bias =
       Tensor::from_vector<float>({0, 0, 0, 0, 0, 0, 0, 0, -10000, -10000}, {2, 5});
   for (const Tensor& bias : {Tensor(), key_bias})
-    check_gradients(
-        bias.defined() ? "attention_softmax masked" : "attention_softmax",
-        [&](const V& v) { return fn::attention_softmax(v[0], bias, 2, 0.35f); },
-        {rnd({4, 3, 5}, 39, 2.f)});
+    check_gradients(bias.defined() ? "attention_softmax masked" : "attention_softmax",
+                    [&](const V& v) { return fn::attention_softmax(v[0], bias, 2, 0.35f); },
+                    {rnd({4, 3, 5}, 39, 2.f)});
   Tensor targets = Tensor::from_vector<int64_t>({2, -100, 0, 4, 4}, {5});
   for (float smoothing : {0.f, 0.1f}) {
     check_gradients("cross_entropy smoothing=" + std::to_string(smoothing),

@@ -1122,8 +1122,8 @@ TEST(CudaOps, AttentionSoftmaxMatchesTheCpu) {
     for (bool masked : {false, true}) {
       const Tensor kb = masked ? bias : Tensor();
       const Tensor y = ops::attention_softmax(x, kb, heads, 0.125f);
-      const Tensor gy = ops::attention_softmax(on_gpu(x), masked ? on_gpu(bias) : Tensor(), heads,
-                                               0.125f);
+      const Tensor gy =
+          ops::attention_softmax(on_gpu(x), masked ? on_gpu(bias) : Tensor(), heads, 0.125f);
       EXPECT_TRUE(near(cat("attention_softmax masked ", masked), gy, y, kRedRtol, 1e-9));
       EXPECT_TRUE(near(cat("attention_softmax_backward masked ", masked),
                        ops::attention_softmax_backward(on_gpu(dy), on_gpu(y), 0.125f),
@@ -1331,8 +1331,8 @@ TEST(CudaOps, MultiTensorStepsMatchTheCpuAndDoNotDependOnTheOtherEntries) {
     for (size_t i = 0; i < n; ++i) {
       s.w.push_back(rand_cpu({sizes[i]}, 300 + i).to(dev));
       s.m.push_back(rand_cpu({sizes[i]}, 320 + i, 0.1f).to(dev));
-      s.v.push_back(map_host(rand_cpu({sizes[i]}, 340 + i, 0.1f), [](float x) { return x * x; })
-                        .to(dev));
+      s.v.push_back(
+          map_host(rand_cpu({sizes[i]}, 340 + i, 0.1f), [](float x) { return x * x; }).to(dev));
     }
     return s;
   };
@@ -1356,15 +1356,18 @@ TEST(CudaOps, MultiTensorStepsMatchTheCpuAndDoNotDependOnTheOtherEntries) {
       std::vector<ops::AdamEntry> adam;
       std::vector<ops::LambEntry> lamb;
       for (size_t i = lo; i < hi; ++i) {
-        sgd.push_back({s.w[i], g[i], kind == kPlain ? Tensor() : s.m[i], i % 2 ? 0.f : 0.01f,
-                       step == 0});
+        sgd.push_back(
+            {s.w[i], g[i], kind == kPlain ? Tensor() : s.m[i], i % 2 ? 0.f : 0.01f, step == 0});
         adam.push_back({s.w[i], g[i], s.m[i], s.v[i], args(step, i), i % 2 ? 0.0 : 0.01});
-        lamb.push_back({s.w[i], g[i], s.m[i], s.v[i], args(step, i), i % 2 ? 0.0 : 0.01,
-                        i != 1, static_cast<int64_t>(i)});
+        lamb.push_back({s.w[i], g[i], s.m[i], s.v[i], args(step, i), i % 2 ? 0.0 : 0.01, i != 1,
+                        static_cast<int64_t>(i)});
       }
-      if (kind == kAdam) ops::adam_step_(adam, lr);
-      else if (kind == kLamb) ops::lamb_step_(lamb, lr, ratios, scratch);
-      else ops::sgd_step_(sgd, lr, kind == kPlain ? 0.f : 0.9f, kind == kNesterov);
+      if (kind == kAdam)
+        ops::adam_step_(adam, lr);
+      else if (kind == kLamb)
+        ops::lamb_step_(lamb, lr, ratios, scratch);
+      else
+        ops::sgd_step_(sgd, lr, kind == kPlain ? 0.f : 0.9f, kind == kNesterov);
     }
   };
   for (Kind kind : {kSgd, kNesterov, kPlain, kAdam, kLamb}) {

@@ -93,8 +93,7 @@ Tensor softmax_backward(const Tensor& dy, const Tensor& y) {
                           });
 }
 
-Tensor attention_softmax(const Tensor& scores, const Tensor& key_bias, int64_t heads,
-                         float scale) {
+Tensor attention_softmax(const Tensor& scores, const Tensor& key_bias, int64_t heads, float scale) {
   require_cpu_f32("attention_softmax", {&scores});
   if (key_bias.defined()) require_cpu_f32("attention_softmax", {&key_bias});
   backend::check_attention_softmax(scores, key_bias, heads);

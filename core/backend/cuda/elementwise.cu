@@ -708,8 +708,8 @@ bool all_finite(const std::vector<Tensor>& tensors) {
   multi::DeviceTable<multi::FloatDesc> table(descs, chunks, dev);
   Scratch flag(sizeof(int), dev);
   ADA_CUDA_CHECK(cudaMemsetAsync(flag.get(), 0, sizeof(int), s));
-  nonfinite_chunks_kernel<<<multi::grid_of(chunks), kThreads, 0, s>>>(table.descs(),
-                                                                      table.chunks(), flag.as<int>());
+  nonfinite_chunks_kernel<<<multi::grid_of(chunks), kThreads, 0, s>>>(table.descs(), table.chunks(),
+                                                                      flag.as<int>());
   ADA_CUDA_LAUNCH_CHECK();
   int host = 0;
   ADA_CUDA_CHECK(cudaMemcpyAsync(&host, flag.get(), sizeof(int), cudaMemcpyDeviceToHost, s));

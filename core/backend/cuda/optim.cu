@@ -298,8 +298,7 @@ __global__ void clip_scale_kernel(const FloatDesc* descs, const Chunk* chunks, c
 
 }  // namespace
 
-void sgd_step_(const std::vector<ops::SgdEntry>& entries, float lr, float momentum,
-               bool nesterov) {
+void sgd_step_(const std::vector<ops::SgdEntry>& entries, float lr, float momentum, bool nesterov) {
   if (entries.empty()) return;
   int dev = 0;
   std::vector<SgdDesc> descs;
@@ -372,12 +371,12 @@ void lamb_step_(const std::vector<ops::LambEntry>& entries, float lr, Tensor& ra
     ADA_CHECK_ARG(e.ratio_slot >= 0 && e.ratio_slot < ratios.numel(), ShapeError)
         << "lamb_step_: ratio_slot " << e.ratio_slot << " outside ratios " << ratios.str();
     const AdamConsts c = adam_consts(e.args);
-    const int32_t last = i + 1 < entries.size() ? first[i + 1]
-                                                : static_cast<int32_t>(chunks.size());
+    const int32_t last =
+        i + 1 < entries.size() ? first[i + 1] : static_cast<int32_t>(chunks.size());
     descs.push_back({e.w.data<float>(), e.g.data<float>(), e.m.data<float>(), e.v.data<float>(),
-                     e.w.numel(), c, static_cast<float>(1.0 / c.bias1),
-                     static_cast<float>(e.decay), e.args.l2 != 0.0 ? 1 : 0, e.adapt ? 1 : 0,
-                     first[i], last - first[i], e.ratio_slot});
+                     e.w.numel(), c, static_cast<float>(1.0 / c.bias1), static_cast<float>(e.decay),
+                     e.args.l2 != 0.0 ? 1 : 0, e.adapt ? 1 : 0, first[i], last - first[i],
+                     e.ratio_slot});
   }
   if (chunks.empty()) return;
   DeviceTable<LambDesc> table(descs, chunks, dev);

@@ -125,8 +125,7 @@ __global__ void attention_softmax_backward_kernel(const float* g, const float* y
     const float* yr = y + r * d;
     float* dr = dx + r * d;
     double s = 0.0;
-    for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
-      s += static_cast<double>(gr[j]) * yr[j];
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) s += static_cast<double>(gr[j]) * yr[j];
     s = block_sum(s, shd);
     const float fs = static_cast<float>(s);
     for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
@@ -262,8 +261,7 @@ Tensor softmax_backward(const Tensor& dy, const Tensor& y) {
   return softmax_backward_impl<false>("softmax_backward", dy, y);
 }
 
-Tensor attention_softmax(const Tensor& scores, const Tensor& key_bias, int64_t heads,
-                         float scale) {
+Tensor attention_softmax(const Tensor& scores, const Tensor& key_bias, int64_t heads, float scale) {
   const int dev = key_bias.defined() ? require_f32("attention_softmax", {&scores, &key_bias})
                                      : require_f32("attention_softmax", {&scores});
   backend::check_attention_softmax(scores, key_bias, heads);
@@ -271,8 +269,8 @@ Tensor attention_softmax(const Tensor& scores, const Tensor& key_bias, int64_t h
   Tensor y = Tensor::empty(scores.shape(), DType::f32, scores.device());
   if (rows == 0 || d == 0) return y;
   attention_softmax_kernel<<<row_blocks(rows), row_threads(d), 0, stream(dev)>>>(
-      scores.data<float>(), key_bias.defined() ? key_bias.data<float>() : nullptr,
-      y.data<float>(), rows, d, heads * scores.size(1), scale);
+      scores.data<float>(), key_bias.defined() ? key_bias.data<float>() : nullptr, y.data<float>(),
+      rows, d, heads * scores.size(1), scale);
   ADA_CUDA_LAUNCH_CHECK();
   return y;
 }
