@@ -206,16 +206,17 @@ struct SgdEntry {
 // Momentum SGD as PyTorch's: v = momentum*v + g + lambda*w; w -= lr*v, or with Nesterov
 // w -= lr*(g + lambda*w + momentum*v); without momentum w -= lr*(g + lambda*w).
 void sgd_step_(const std::vector<SgdEntry>& entries, float lr, float momentum, bool nesterov);
-struct AdamEntry {
+// What the Adam family's entries share: the tensors and the arguments of this parameter's step.
+struct MomentsEntry {
   Tensor w, g, m, v;
-  AdamArgs args;               // per parameter: its step count and coupled l2
+  AdamArgs args;  // per parameter: its step count and coupled l2
+};
+struct AdamEntry : MomentsEntry {
   double decoupled_decay = 0;  // AdamW's lambda for this parameter
 };
 // adam_update_ on every entry.
 void adam_step_(const std::vector<AdamEntry>& entries, double lr);
-struct LambEntry {
-  Tensor w, g, m, v;
-  AdamArgs args;
+struct LambEntry : MomentsEntry {
   double decay = 0;        // lambda in the direction u = adam + lambda*w
   bool adapt = false;      // scale by the trust ratio ||w|| / ||u|| (1 when either is 0)
   int64_t ratio_slot = 0;  // where the entry's trust ratio goes in `ratios`

@@ -34,15 +34,7 @@ void Adam::update_all(const std::vector<Item>& items, float lr) {
   entries_.clear();
   for (const Item& it : items) {
     const double wd = it.param->weight_decay ? opt_.weight_decay : 0.0;
-    ops::AdamEntry e;
-    e.w = it.param->var.value();  // shares storage: updates the parameter in place
-    e.g = *it.grad;
-    e.m = it.slot->buffers[0];
-    e.v = it.slot->buffers[1];
-    e.args.beta1 = opt_.beta1;
-    e.args.beta2 = opt_.beta2;
-    e.args.eps = opt_.eps;
-    e.args.step = it.slot->step;
+    ops::AdamEntry e{moments_entry(it, opt_.beta1, opt_.beta2, opt_.eps)};
     e.args.l2 = opt_.decoupled ? 0.0 : wd;
     e.decoupled_decay = opt_.decoupled ? wd : 0.0;
     entries_.push_back(std::move(e));

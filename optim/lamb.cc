@@ -49,15 +49,7 @@ void Lamb::update_all(const std::vector<Item>& items, float lr) {
   entries_.clear();
   for (const Item& it : items) {
     const Param& p = *it.param;
-    ops::LambEntry e;
-    e.w = p.var.value();  // shares storage: updates the parameter in place
-    e.g = *it.grad;
-    e.m = it.slot->buffers[0];
-    e.v = it.slot->buffers[1];
-    e.args.beta1 = opt_.beta1;
-    e.args.beta2 = opt_.beta2;
-    e.args.eps = opt_.eps;
-    e.args.step = it.slot->step;
+    ops::LambEntry e{moments_entry(it, opt_.beta1, opt_.beta2, opt_.eps)};
     e.decay = p.weight_decay ? opt_.weight_decay : 0.0;
     e.adapt = p.weight_decay || opt_.always_adapt;
     e.ratio_slot = ratio_slot(p.name, e.w.device());

@@ -55,6 +55,19 @@ Optimizer::Slot* Optimizer::begin_update(const Param& p) {
   return &slot;
 }
 
+ops::MomentsEntry Optimizer::moments_entry(const Item& it, double beta1, double beta2, double eps) {
+  ops::MomentsEntry e;
+  e.w = it.param->var.value();  // shares storage: updates the parameter in place
+  e.g = *it.grad;
+  e.m = it.slot->buffers[0];
+  e.v = it.slot->buffers[1];
+  e.args.beta1 = beta1;
+  e.args.beta2 = beta2;
+  e.args.eps = eps;
+  e.args.step = it.slot->step;
+  return e;
+}
+
 void Optimizer::update_all(const std::vector<Item>& items, float lr) {
   for (const Item& it : items) update(*it.param, *it.grad, *it.slot, lr);
 }

@@ -13,6 +13,7 @@
 
 #include "base/config.h"
 #include "base/registry.h"
+#include "core/ops.h"
 #include "core/parameter.h"
 #include "core/serialize.h"
 
@@ -73,6 +74,9 @@ class Optimizer {
   // GPU launches for the whole model, no host synchronisation) and implement update() as this
   // on one item, so that both steps give the same bits.
   virtual void update_all(const std::vector<Item>& items, float lr);
+  // The Adam family's common entry for `it`: its value, gradient, first two buffers (m, v) and
+  // the AdamArgs of its step (no coupled decay).
+  static ops::MomentsEntry moments_entry(const Item& it, double beta1, double beta2, double eps);
 
  private:
   void check(const Param& p) const;  // the shape checks of step(), before anything changes

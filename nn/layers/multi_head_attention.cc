@@ -51,11 +51,8 @@ Variable MultiHeadAttention::forward(const Variable& x, const Tensor& key_bias, 
   };
   Variable q = split(query_->forward(x)), k = split(key_->forward(x)),
            v = split(value_->forward(x));
-  if (key_bias.defined())
-    ADA_CHECK_ARG(key_bias.shape() == Shape({b, s}), ShapeError)
-        << "attention: key bias " << key_bias.str() << " should be [" << b << "," << s
-        << "] (MultiHeadAttention::key_bias of the batch's [" << b << "," << s << "] mask)";
-  // softmax(q k^T / sqrt(hd) + key bias) in one pass over the scores.
+  // softmax(q k^T / sqrt(hd) + key bias) in one pass over the scores (the op checks the bias
+  // against the batch's shape, a ShapeError naming both).
   Variable probs =
       dropout_->forward(fn::attention_softmax(fn::bmm(q, k, false, true), key_bias, heads_,
                                               1.f / std::sqrt(static_cast<float>(hd))),

@@ -1358,9 +1358,9 @@ TEST(CudaOps, MultiTensorStepsMatchTheCpuAndDoNotDependOnTheOtherEntries) {
       for (size_t i = lo; i < hi; ++i) {
         sgd.push_back(
             {s.w[i], g[i], kind == kPlain ? Tensor() : s.m[i], i % 2 ? 0.f : 0.01f, step == 0});
-        adam.push_back({s.w[i], g[i], s.m[i], s.v[i], args(step, i), i % 2 ? 0.0 : 0.01});
-        lamb.push_back({s.w[i], g[i], s.m[i], s.v[i], args(step, i), i % 2 ? 0.0 : 0.01, i != 1,
-                        static_cast<int64_t>(i)});
+        const ops::MomentsEntry moments{s.w[i], g[i], s.m[i], s.v[i], args(step, i)};
+        adam.push_back({moments, i % 2 ? 0.0 : 0.01});
+        lamb.push_back({moments, i % 2 ? 0.0 : 0.01, i != 1, static_cast<int64_t>(i)});
       }
       if (kind == kAdam)
         ops::adam_step_(adam, lr);

@@ -83,14 +83,21 @@ Tensor softmax(const Tensor& x) {
   });
 }
 
-Tensor softmax_backward(const Tensor& dy, const Tensor& y) {
-  return rowwise_backward("softmax_backward", dy, y,
-                          [](const float* g, const float* yv, float* dx, int64_t d) {
+namespace {
+// dx = y * (g - sum(g*y)) * scale over the rows (scale 1: plain softmax, exact).
+Tensor scaled_softmax_backward(const char* op, const Tensor& dy, const Tensor& y, float scale) {
+  return rowwise_backward(op, dy, y,
+                          [scale](const float* g, const float* yv, float* dx, int64_t d) {
                             double s = 0;
                             for (int64_t j = 0; j < d; ++j) s += static_cast<double>(g[j]) * yv[j];
                             const float fs = static_cast<float>(s);
-                            for (int64_t j = 0; j < d; ++j) dx[j] = yv[j] * (g[j] - fs);
+                            for (int64_t j = 0; j < d; ++j) dx[j] = yv[j] * (g[j] - fs) * scale;
                           });
+}
+}  // namespace
+
+Tensor softmax_backward(const Tensor& dy, const Tensor& y) {
+  return scaled_softmax_backward("softmax_backward", dy, y, 1.f);
 }
 
 Tensor attention_softmax(const Tensor& scores, const Tensor& key_bias, int64_t heads, float scale) {
@@ -122,13 +129,7 @@ Tensor attention_softmax(const Tensor& scores, const Tensor& key_bias, int64_t h
 }
 
 Tensor attention_softmax_backward(const Tensor& dy, const Tensor& y, float scale) {
-  return rowwise_backward("attention_softmax_backward", dy, y,
-                          [scale](const float* g, const float* yv, float* dx, int64_t d) {
-                            double s = 0;
-                            for (int64_t j = 0; j < d; ++j) s += static_cast<double>(g[j]) * yv[j];
-                            const float fs = static_cast<float>(s);
-                            for (int64_t j = 0; j < d; ++j) dx[j] = yv[j] * (g[j] - fs) * scale;
-                          });
+  return scaled_softmax_backward("attention_softmax_backward", dy, y, scale);
 }
 
 Tensor log_softmax(const Tensor& x) {

@@ -134,6 +134,13 @@ int entry_device(const char* op, std::initializer_list<const Tensor*> ts, int& d
   return d;
 }
 
+// entry_device and check_adam_args for an Adam-family entry; returns its AdamConsts.
+AdamConsts check_moments_entry(const char* op, const ops::MomentsEntry& e, int& dev, size_t i) {
+  entry_device(op, {&e.w, &e.g, &e.m, &e.v}, dev, i);
+  backend::check_adam_args(op, e.w, e.g, e.m, e.v, e.args);
+  return adam_consts(e.args);
+}
+
 struct SgdDesc {
   float* w;
   const float* g;
@@ -335,9 +342,7 @@ void adam_step_(const std::vector<ops::AdamEntry>& entries, double lr) {
   std::vector<int64_t> sizes;
   for (size_t i = 0; i < entries.size(); ++i) {
     const ops::AdamEntry& e = entries[i];
-    entry_device("adam_step_", {&e.w, &e.g, &e.m, &e.v}, dev, i);
-    backend::check_adam_args("adam_step_", e.w, e.g, e.m, e.v, e.args);
-    const AdamConsts c = adam_consts(e.args);
+    const AdamConsts c = check_moments_entry("adam_step_", e, dev, i);
     descs.push_back({e.w.data<float>(), e.g.data<float>(), e.m.data<float>(), e.v.data<float>(),
                      e.w.numel(), c, static_cast<float>(-(lr / c.bias1)),
                      static_cast<float>(1.0 - lr * e.decoupled_decay), e.args.l2 != 0.0 ? 1 : 0});
@@ -355,11 +360,10 @@ void lamb_step_(const std::vector<ops::LambEntry>& entries, float lr, Tensor& ra
   int dev = 0;
   std::vector<LambDesc> descs;
   std::vector<int64_t> sizes;
+  std::vector<AdamConsts> consts;
   for (size_t i = 0; i < entries.size(); ++i) {
-    const ops::LambEntry& e = entries[i];
-    entry_device("lamb_step_", {&e.w, &e.g, &e.m, &e.v}, dev, i);
-    backend::check_adam_args("lamb_step_", e.w, e.g, e.m, e.v, e.args);
-    sizes.push_back(e.w.numel());
+    consts.push_back(check_moments_entry("lamb_step_", entries[i], dev, i));
+    sizes.push_back(entries[i].w.numel());
   }
   ADA_CHECK_ARG(require_f32("lamb_step_", {&ratios}) == dev && ratios.dim() == 1, DeviceError)
       << "lamb_step_: ratios must be 1-d on the entries' device cuda:" << dev << ", got "
@@ -370,7 +374,7 @@ void lamb_step_(const std::vector<ops::LambEntry>& entries, float lr, Tensor& ra
     const ops::LambEntry& e = entries[i];
     ADA_CHECK_ARG(e.ratio_slot >= 0 && e.ratio_slot < ratios.numel(), ShapeError)
         << "lamb_step_: ratio_slot " << e.ratio_slot << " outside ratios " << ratios.str();
-    const AdamConsts c = adam_consts(e.args);
+    const AdamConsts& c = consts[i];
     const int32_t last =
         i + 1 < entries.size() ? first[i + 1] : static_cast<int32_t>(chunks.size());
     descs.push_back({e.w.data<float>(), e.g.data<float>(), e.m.data<float>(), e.v.data<float>(),

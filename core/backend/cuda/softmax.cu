@@ -33,6 +33,20 @@ __device__ float block_max(float v, float* sh) {
   return m;
 }
 
+// out = exp(in - mx) / (their sum in double) over one row of width d (in may be out): each
+// thread rescales exactly the elements it wrote.
+__device__ void exp_normalize_row(const float* in, float* out, float mx, int64_t d, double* shd) {
+  double s = 0.0;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+    const float e = expf(in[j] - mx);
+    out[j] = e;
+    s += static_cast<double>(e);
+  }
+  s = block_sum(s, shd);
+  const float inv = static_cast<float>(1.0 / s);
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) out[j] *= inv;
+}
+
 // y = softmax(x) (log_softmax when kLog) over rows of width d, as the CPU: float max; softmax
 // sums the float exps in double and scales by float(1/sum); log-softmax subtracts
 // max + float(log(sum of double exps)).
@@ -46,31 +60,24 @@ __global__ void softmax_rows_kernel(const float* x, float* y, int64_t rows, int6
     float mx = -INFINITY;
     for (int64_t j = threadIdx.x; j < d; j += blockDim.x) mx = fmaxf(mx, xr[j]);
     mx = block_max(mx, shf);
-    double s = 0.0;
     if (kLog) {
+      double s = 0.0;
       for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
         s += exp(static_cast<double>(xr[j] - mx));
       s = block_sum(s, shd);
       const float lse = mx + static_cast<float>(log(s));
       for (int64_t j = threadIdx.x; j < d; j += blockDim.x) yr[j] = xr[j] - lse;
     } else {
-      // Each thread rescales exactly the elements it wrote.
-      for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
-        const float e = expf(xr[j] - mx);
-        yr[j] = e;
-        s += static_cast<double>(e);
-      }
-      s = block_sum(s, shd);
-      const float inv = static_cast<float>(1.0 / s);
-      for (int64_t j = threadIdx.x; j < d; j += blockDim.x) yr[j] *= inv;
+      exp_normalize_row(xr, yr, mx, d, shd);
     }
   }
 }
 
-// softmax: dx = y * (g - sum(g*y)); log-softmax (kLog): dx = g - exp(y) * sum(g).
+// softmax: dx = y * (g - sum(g*y)) * scale (attention_softmax's scale; 1 otherwise, exact);
+// log-softmax (kLog): dx = g - exp(y) * sum(g).
 template <bool kLog>
 __global__ void softmax_backward_rows_kernel(const float* g, const float* y, float* dx,
-                                             int64_t rows, int64_t d) {
+                                             int64_t rows, int64_t d, float scale) {
   __shared__ double shd[33];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* gr = g + r * d;
@@ -82,7 +89,7 @@ __global__ void softmax_backward_rows_kernel(const float* g, const float* y, flo
     s = block_sum(s, shd);
     const float fs = static_cast<float>(s);
     for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
-      dr[j] = kLog ? gr[j] - expf(yr[j]) * fs : yr[j] * (gr[j] - fs);
+      dr[j] = kLog ? gr[j] - expf(yr[j]) * fs : yr[j] * (gr[j] - fs) * scale;
   }
 }
 
@@ -104,32 +111,7 @@ __global__ void attention_softmax_kernel(const float* x, const float* bias, floa
       mx = fmaxf(mx, t);
     }
     mx = block_max(mx, shf);
-    double s = 0.0;
-    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {  // the elements this thread wrote
-      const float e = expf(yr[j] - mx);
-      yr[j] = e;
-      s += static_cast<double>(e);
-    }
-    s = block_sum(s, shd);
-    const float inv = static_cast<float>(1.0 / s);
-    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) yr[j] *= inv;
-  }
-}
-
-// dx = scale * y * (g - sum(g*y)).
-__global__ void attention_softmax_backward_kernel(const float* g, const float* y, float* dx,
-                                                  int64_t rows, int64_t d, float scale) {
-  __shared__ double shd[33];
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* gr = g + r * d;
-    const float* yr = y + r * d;
-    float* dr = dx + r * d;
-    double s = 0.0;
-    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) s += static_cast<double>(gr[j]) * yr[j];
-    s = block_sum(s, shd);
-    const float fs = static_cast<float>(s);
-    for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
-      dr[j] = __fmul_rn(__fmul_rn(yr[j], __fsub_rn(gr[j], fs)), scale);
+    exp_normalize_row(yr, yr, mx, d, shd);
   }
 }
 
@@ -147,14 +129,14 @@ Tensor softmax_forward_impl(const char* op, const Tensor& x) {
 }
 
 template <bool kLog>
-Tensor softmax_backward_impl(const char* op, const Tensor& dy, const Tensor& y) {
+Tensor softmax_backward_impl(const char* op, const Tensor& dy, const Tensor& y, float scale = 1.f) {
   const int dev = require_f32(op, {&dy, &y});
   check_same_shape(dy, y, op);
   const int64_t d = y.dim() ? y.size(-1) : 1, rows = d ? y.numel() / d : 0;
   Tensor dx = Tensor::empty(y.shape(), DType::f32, y.device());
   if (rows == 0) return dx;
   softmax_backward_rows_kernel<kLog><<<row_blocks(rows), row_threads(d), 0, stream(dev)>>>(
-      dy.data<float>(), y.data<float>(), dx.data<float>(), rows, d);
+      dy.data<float>(), y.data<float>(), dx.data<float>(), rows, d, scale);
   ADA_CUDA_LAUNCH_CHECK();
   return dx;
 }
@@ -276,15 +258,7 @@ Tensor attention_softmax(const Tensor& scores, const Tensor& key_bias, int64_t h
 }
 
 Tensor attention_softmax_backward(const Tensor& dy, const Tensor& y, float scale) {
-  const int dev = require_f32("attention_softmax_backward", {&dy, &y});
-  check_same_shape(dy, y, "attention_softmax_backward");
-  const int64_t d = y.dim() ? y.size(-1) : 1, rows = d ? y.numel() / d : 0;
-  Tensor dx = Tensor::empty(y.shape(), DType::f32, y.device());
-  if (rows == 0) return dx;
-  attention_softmax_backward_kernel<<<row_blocks(rows), row_threads(d), 0, stream(dev)>>>(
-      dy.data<float>(), y.data<float>(), dx.data<float>(), rows, d, scale);
-  ADA_CUDA_LAUNCH_CHECK();
-  return dx;
+  return softmax_backward_impl<false>("attention_softmax_backward", dy, y, scale);
 }
 
 Tensor log_softmax(const Tensor& x) {
