@@ -3,7 +3,7 @@
 //   bench_step --model resnet50|bert_large|bert_base|bert_mini|resnet20_mnist|lenet5 [--batch B]
 //              [--threads T] [--steps N] [--seq 128] [--device cpu|cuda]
 //              [--python /usr/bin/python3] [--no-torch] [--profile] [--precision fp32|bf16|fp16]
-//              [--twins eager,channels_last,...]
+//              [--twins eager,channels_last,...] [--attention composed|fused]
 // Optimizers: Momentum-SGD for the CNNs, AdamW for bert_large and bert_base, LAMB for bert_mini
 // (PyTorch has no LAMB: its twin runs AdamW). Synthetic inputs; images 224x224 (28x28 for the
 // MNIST models). The median step time gives samples/s.
@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
   int64_t batch = 0, steps = 5, seq = 128;
   int threads = 1;
   bool torch = true, profile = false;
-  std::string device = "cpu", python = "/usr/bin/python3", precision = "fp32", twins_arg;
+  std::string device = "cpu", python = "/usr/bin/python3", precision = "fp32", twins_arg, attention;
   try {
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
@@ -169,12 +169,14 @@ int main(int argc, char** argv) {
         precision = value();
       else if (a == "--twins")
         twins_arg = value();
+      else if (a == "--attention")
+        attention = value();
       else
         ADA_THROW(ConfigError)
             << "unknown option '" << a
             << "'; usage: bench_step --model NAME [--batch B] [--threads T] [--steps N] "
                "[--seq L] [--device cpu|cuda] [--python PATH] [--no-torch] [--profile] "
-               "[--precision fp32|bf16|fp16] [--twins LIST]";
+               "[--precision fp32|bf16|fp16] [--twins LIST] [--attention composed|fused]";
     }
     ADA_CHECK_ARG(device == "cpu" || device == "cuda", ConfigError)
         << "--device must be cpu or cuda, not '" << device << "'";
@@ -223,7 +225,14 @@ int main(int argc, char** argv) {
               : model == "bert_mini"  ? 32
                                       : 64;
     set_num_threads(threads);
-    Config mc = Config::parse(c.model_yaml, "bench");
+    std::string model_yaml = c.model_yaml;
+    if (!attention.empty()) {  // BERT's model.attention
+      ADA_CHECK_ARG(c.bert && (attention == "composed" || attention == "fused"), ConfigError)
+          << "--attention " << attention << ": composed or fused, for the BERT models only";
+      model_yaml.insert(model_yaml.size() - 1, ", attention: " + attention);
+    }
+    Config mc = Config::parse(model_yaml, "bench");
+    const std::string label = attention.empty() ? model : model + "/" + attention;
     auto net = nn::builtin_models().get(mc.get<std::string>("name"))(mc, 1);
     net->set_training_metrics(false);       // as the trainer's step
     if (on_cuda) net->to(Device::cuda(0));  // before the optimizer sees the parameters
@@ -363,7 +372,7 @@ int main(int argc, char** argv) {
       std::printf(
           "%-15s batch %-3lld%s cuda:0 (%s) %s | ours %8.2f samples/s (%.3f steps/s), "
           "peak alloc %7.0f MB, reserved %7.0f MB",
-          model.c_str(), static_cast<long long>(batch), seq_note.c_str(), device_name.c_str(),
+          label.c_str(), static_cast<long long>(batch), seq_note.c_str(), device_name.c_str(),
           mixed  ? precision.c_str()
           : tf32 ? "tf32"
                  : "fp32",
@@ -399,7 +408,7 @@ int main(int argc, char** argv) {
     }
     std::printf(
         "%-15s batch %-3lld threads %d %s | ours %7.2f samples/s (%.3f steps/s), peak %7.0f MB",
-        model.c_str(), static_cast<long long>(batch), threads, precision.c_str(), ours_sps,
+        label.c_str(), static_cast<long long>(batch), threads, precision.c_str(), ours_sps,
         1.0 / step_s, ours_mb);
     if (mixed)
       std::printf(" | %s/fp32 x%.2f (our fp32 %.2f samples/s, kernels %s)", precision.c_str(),

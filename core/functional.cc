@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/backend/op_shapes.h"
+
 namespace ada::fn {
 namespace {
 using G = std::vector<Tensor>;
@@ -231,6 +233,27 @@ Variable attention_softmax(const Variable& scores, const Tensor& key_bias, int64
   return make_result(y, "attention_softmax", {scores}, [y, scale](const Tensor& g) {
     return G{ops::attention_softmax_backward(g, y, scale)};
   });
+}
+
+Variable fused_attention(const Variable& q, const Variable& k, const Variable& v,
+                         const Tensor& key_bias, int64_t heads, float scale, float p, bool training,
+                         Generator& gen) {
+  backend::check_fused_attention(q.value(), k.value(), v.value(), key_bias, heads, p);
+  ops::AttentionArgs a;
+  a.heads = heads;
+  a.scale = scale;
+  if (training && p > 0.f) {  // fn::dropout's rule: no draw in eval or at p = 0
+    a.dropout = p;
+    a.seed = gen.seed();
+    a.first = gen.take(static_cast<uint64_t>(q.shape()[0] * q.shape()[1] * k.shape()[1]));
+  }
+  Tensor qv = q.value(), kv = k.value(), vv = v.value(), lse;
+  Tensor out = ops::fused_attention(qv, kv, vv, key_bias, a, lse);
+  return make_result(
+      out, "fused_attention", {q, k, v}, [qv, kv, vv, out, lse, key_bias, a](const Tensor& g) {
+        ops::AttentionGrads d = ops::fused_attention_backward(g, qv, kv, vv, out, lse, key_bias, a);
+        return G{d.dq, d.dk, d.dv};
+      });
 }
 
 Variable log_softmax(const Variable& x) {

@@ -54,6 +54,12 @@ Variable log_softmax(const Variable& x);
 // key_bias is a constant [B, Sk] (or undefined).
 Variable attention_softmax(const Variable& scores, const Tensor& key_bias, int64_t heads,
                            float scale);
+// dropout(attention_softmax(q k^T, key_bias, heads, scale), p, training, gen) v in one op
+// (ops::fused_attention): q [B*heads, Sq, D], k, v [B*heads, Sk, D]. The same generator counters
+// and masks as that composition; only out and the row log-normalisers are kept for backward.
+Variable fused_attention(const Variable& q, const Variable& k, const Variable& v,
+                         const Tensor& key_bias, int64_t heads, float scale, float p, bool training,
+                         Generator& gen);
 Variable cross_entropy(const Variable& logits, const Tensor& targets, float label_smoothing = 0.f,
                        int64_t ignore_index = -100);
 // Identity when !training or p == 0.

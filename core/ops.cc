@@ -285,6 +285,16 @@ Tensor attention_softmax(const Tensor& scores, const Tensor& key_bias, int64_t h
 Tensor attention_softmax_backward(const Tensor& dy, const Tensor& y, float scale) {
   ADA_DISPATCH(attention_softmax_backward, (dy, y, scale), dy, y);
 }
+Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_bias,
+                       const AttentionArgs& a, Tensor& lse) {
+  ADA_DISPATCH(fused_attention, (q, k, v, key_bias, a, lse), q, k, v, key_bias);
+}
+AttentionGrads fused_attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
+                                        const Tensor& v, const Tensor& out, const Tensor& lse,
+                                        const Tensor& key_bias, const AttentionArgs& a) {
+  ADA_DISPATCH(fused_attention_backward, (dout, q, k, v, out, lse, key_bias, a), dout, q, k, v, out,
+               lse, key_bias);
+}
 Tensor argmax_rows(const Tensor& x) {
   ADA_DISPATCH(argmax_rows, (x), x);
 }

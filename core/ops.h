@@ -145,6 +145,35 @@ Tensor log_softmax_backward(const Tensor& dy, const Tensor& y);  // y = log_soft
 Tensor attention_softmax(const Tensor& scores, const Tensor& key_bias, int64_t heads, float scale);
 // Its gradient with respect to scores, from y: scale * softmax_backward(dy, y), in one pass.
 Tensor attention_softmax_backward(const Tensor& dy, const Tensor& y, float scale);
+
+// ---- fused attention --------------------------------------------------------------------------
+// Scaled dot-product attention without the [B*heads, Sq, Sk] scores, probabilities or dropout
+// mask in memory (flash attention's algorithm: tiles of queries against tiles of keys, the
+// backward recomputing the probabilities from the saved log-normalisers):
+//   out = dropout(attention_softmax(q k^T, key_bias, heads, scale)) v
+// q [B*heads, Sq, D], k and v [B*heads, Sk, D], key_bias [B, Sk] as attention_softmax takes it
+// (or undefined), all f32 on one device. With dropout p > 0, probability element
+// e = (bh*Sq + i)*Sk + j is kept as dropout_forward keeps element e of a [B*heads, Sq, Sk] tensor
+// when its generator hands out counter `first` (word e%4 of Philox block first + e/4, kept when
+// u >= p, scaled by 1/(1-p)): the masks of attention_softmax followed by dropout_forward, so the
+// composition is this op's reference (the same masks; sums in another order). lse [B*heads, Sq]
+// (f32): the log of each row's softmax normaliser, which the backward needs with out.
+struct AttentionArgs {
+  int64_t heads = 1;
+  float scale = 1.f;
+  float dropout = 0.f;           // 0: none
+  uint64_t seed = 0, first = 0;  // the dropout stream: Generator::seed(), Generator::take()
+};
+Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_bias,
+                       const AttentionArgs& a, Tensor& lse);
+struct AttentionGrads {
+  Tensor dq, dk, dv;
+};
+// Gradients of fused_attention's out with respect to q, k and v, from dout and what the forward
+// gave (out, lse) and took; the key bias is a constant.
+AttentionGrads fused_attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
+                                        const Tensor& v, const Tensor& out, const Tensor& lse,
+                                        const Tensor& key_bias, const AttentionArgs& a);
 // Per row of x [N, C] (f32, C >= 1): the index of the first largest value, as i64 [N], on x's
 // device — a left-to-right scan that moves on only to a strictly larger value, so NaNs are
 // passed over, and a row that starts with NaN gives 0. Accuracy metrics read N indices rather

@@ -5,11 +5,12 @@
 # reducers' benchmark, failures); MNIST runs of the trainer on the GPU beside the CPU and through
 # MPI; the Hugging Face and TensorBoard checks; then the GPU benchmarks against PyTorch on the same
 # GPU. Logs go to $OUT (or out/gpu when OUT is unset).
-#   bash tools/gpu_test.sh [tests|nccl|train|interop|bench|peers|profile|all] [gtest filter]
+#   bash tools/gpu_test.sh [tests|nccl|train|interop|bench|peers|attention|profile|all] [filter]
 #                         (default: all; interop: Hugging Face and TensorBoard, also in train;
 #                          peers: issue 33's table, ours against every PyTorch twin incl.
 #                          torch.compile, about 8 minutes, not in all; profile: per-op GPU time,
-#                          not in all)
+#                          not in all; attention: BERT-Large with model.attention composed
+#                          and fused, ours only, about 2 minutes, not in all)
 #   bash tools/gpu_test.sh step "resnet50 --batch 64;bert_base --batch 32 --seq 128"
 #                                     (bench_step against PyTorch eager for the named cases only;
 #                                      add --twins eager,compile,... to a case for others)
@@ -191,6 +192,18 @@ if [[ "$what" == peers ]]; then
     for f in /tmp/bench_step_torch*.err; do grep -q . "$f" && { echo "   $f:"; tail -3 "$f"; }; done
     rm -f /tmp/bench_step_torch*.err
   done | tee "$out/peers.log"
+fi
+if [[ "$what" == attention ]]; then
+  # model.attention composed against fused (ops::fused_attention's kernels) at issue 33's BERT
+  # cases, ours only (the twins are in peers): throughput and peak memory side by side.
+  echo "== BERT-Large bf16, attention composed vs fused (bench_step --no-torch)"
+  for m in "bert_large --batch 64 --seq 128" "bert_large --batch 16 --seq 512"; do
+    for a in composed fused; do
+      echo "-- bench_step --model $m --precision bf16 --attention $a --device cuda --no-torch"
+      timeout 150 .gpu/bin/bench_step --model $m --precision bf16 --attention $a --device cuda \
+        --steps 10 --no-torch 2>&1
+    done
+  done | tee "$out/attention.log"
 fi
 if [[ "$what" == step ]]; then
   IFS=';' read -ra cases <<< "$filter"

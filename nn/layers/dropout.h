@@ -16,6 +16,7 @@ class Dropout : public Module {
   Variable forward(const Variable& x, Generator& gen) const {
     return fn::dropout(x, p_, training(), gen);
   }
+  float p() const { return p_; }
   std::string type_name() const override { return "Dropout"; }
 
  private:

@@ -7,8 +7,8 @@
 namespace ada::nn {
 
 MultiHeadAttention::MultiHeadAttention(int64_t hidden, int64_t heads, float dropout, Generator& gen,
-                                       float init_std)
-    : hidden_(hidden), heads_(heads) {
+                                       float init_std, bool fused)
+    : hidden_(hidden), heads_(heads), fused_(fused) {
   ADA_CHECK_ARG(heads > 0 && hidden % heads == 0, ConfigError)
       << "attention: hidden size " << hidden << " is not divisible by " << heads << " heads";
   query_ = register_module("query", std::make_shared<Linear>(hidden, hidden, gen));
@@ -53,11 +53,13 @@ Variable MultiHeadAttention::forward(const Variable& x, const Tensor& key_bias, 
            v = split(value_->forward(x));
   // softmax(q k^T / sqrt(hd) + key bias) in one pass over the scores (the op checks the bias
   // against the batch's shape, a ShapeError naming both).
-  Variable probs =
-      dropout_->forward(fn::attention_softmax(fn::bmm(q, k, false, true), key_bias, heads_,
-                                              1.f / std::sqrt(static_cast<float>(hd))),
-                        gen);
-  Variable ctx = fn::bmm(probs, v);  // [B*heads, S, hd]
+  const float scale = 1.f / std::sqrt(static_cast<float>(hd));
+  Variable ctx =  // [B*heads, S, hd]
+      fused_ ? fn::fused_attention(q, k, v, key_bias, heads_, scale, dropout_->p(), training(), gen)
+             : fn::bmm(dropout_->forward(fn::attention_softmax(fn::bmm(q, k, false, true), key_bias,
+                                                               heads_, scale),
+                                         gen),
+                       v);
   ctx =
       fn::reshape(fn::permute(fn::reshape(ctx, {b, heads_, s, hd}), {0, 2, 1, 3}), {b, s, hidden_});
   return output_->forward(ctx);

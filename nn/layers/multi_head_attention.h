@@ -3,7 +3,9 @@
 // x [B, S, H] -> [B, S, H]. The padding mask enters as a key bias [B, S] made once per batch by
 // key_bias() (a model's layers share it), or undefined for none; ops::attention_softmax adds it
 // to every head's and query's scores in the softmax's own pass (BERT's additive mask, never
-// materialised as [B*heads, S, S]). Heads run as one batched GEMM over B*heads.
+// materialised as [B*heads, S, S]). Heads run as one batched GEMM over B*heads. With `fused`,
+// scores to context is one op (ops::fused_attention): the same dropout masks, nothing of size
+// [B*heads, S, S] kept for backward.
 #pragma once
 
 #include <memory>
@@ -17,7 +19,7 @@ namespace ada::nn {
 class MultiHeadAttention : public Module {
  public:
   MultiHeadAttention(int64_t hidden, int64_t heads, float dropout, Generator& init_gen,
-                     float init_std = -1.f);
+                     float init_std = -1.f, bool fused = false);
   Variable forward(const Variable& x, const Tensor& key_bias, Generator& dropout_gen);
   // From attention_mask [B, S] (1 for real tokens, 0 for padding; i64/i32/f32, any device):
   // f32 [B, S] with -10000 (BERT's constant) on padded keys, 0 elsewhere, on `device`.
@@ -28,6 +30,7 @@ class MultiHeadAttention : public Module {
 
  private:
   int64_t hidden_, heads_;
+  bool fused_;
   std::shared_ptr<Linear> query_, key_, value_, output_;
   std::shared_ptr<Dropout> dropout_;
 };

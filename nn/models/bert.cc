@@ -27,6 +27,7 @@ struct BertConfig {
           type_vocab = 2;
   float dropout = 0.1f, attention_dropout = 0.1f, init_std = 0.02f, ln_eps = 1e-12f;
   bool nsp = false;
+  bool fused_attention = false;      // model.attention: fused
   std::string head = "pretraining";  // pretraining | classification | question_answering
   int64_t num_classes = 2;           // classification
 };
@@ -41,9 +42,9 @@ std::shared_ptr<Linear> bert_linear(int64_t in, int64_t out, Generator& g, float
 class EncoderLayer : public Module {
  public:
   EncoderLayer(const BertConfig& c, Generator& g) {
-    attention_ =
-        register_module("attention", std::make_shared<MultiHeadAttention>(
-                                         c.hidden, c.heads, c.attention_dropout, g, c.init_std));
+    attention_ = register_module(
+        "attention", std::make_shared<MultiHeadAttention>(c.hidden, c.heads, c.attention_dropout, g,
+                                                          c.init_std, c.fused_attention));
     attention_norm_ =
         register_module("attention_norm", std::make_shared<LayerNorm>(c.hidden, c.ln_eps));
     intermediate_ = register_module("intermediate", bert_linear(c.hidden, c.ffn, g, c.init_std));
@@ -338,6 +339,12 @@ std::unique_ptr<Model> make_bert(const Config& cfg, uint64_t seed) {
   c.dropout = static_cast<float>(cfg.get_or<double>("dropout", c.dropout));
   c.attention_dropout =
       static_cast<float>(cfg.get_or<double>("attention_dropout", c.attention_dropout));
+  const std::string attention = cfg.get_or<std::string>("attention", "composed");
+  ADA_CHECK_ARG(attention == "composed" || attention == "fused", ConfigError)
+      << cfg.where("attention") << ": unknown attention '" << attention
+      << "'; known: composed (batched products, softmax and dropout as separate ops: the "
+         "default), fused (one op that keeps nothing of size [batch*heads, seq, seq])";
+  c.fused_attention = attention == "fused";
   c.head = cfg.get_or<std::string>("head", c.head);
   ADA_CHECK_ARG(
       c.head == "pretraining" || c.head == "classification" || c.head == "question_answering",

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "core/backend/cpu/op_profile.h"
 #include "core/serialize.h"
 #include "nn/init.h"
 #include "nn/layers/multi_head_attention.h"
@@ -107,6 +108,53 @@ TEST(Models, ForwardBackwardShapesAndModes) {
   EXPECT_THROW(m->forward({{"image", Tensor::zeros({1, 3, 32, 32})},
                            {"label", Tensor::zeros({1}, DType::i64)}}),
                ShapeError);
+}
+
+// model.attention: fused routes every encoder layer through ops::fused_attention (the op's own
+// accuracy is tests/core/test_fused_attention.cc's): in training mode, with dropout, every
+// gradient is the composed model's up to summation order (another dropout mask or a wrong
+// backward moves the attention projections' by far more than 1e-5 of their norm); a bad value
+// is refused.
+TEST(Models, BertFusedAttentionIsTheComposedModel) {
+  std::vector<int64_t> ids = {2, 5, 9, 3, 0, 0, 2, 7, 7, 8, 3, 1};
+  std::vector<int64_t> labels = {-100, 6, 4, -100, -100, -100, 9, -100, 11, 2, -100, -100};
+  TensorMap batch{{"input_ids", Tensor::from_vector<int64_t>(ids, {2, 6})},
+                  {"segment_ids", Tensor::zeros({2, 6}, DType::i64)},
+                  {"attention_mask",
+                   Tensor::from_vector<int64_t>({1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1}, {2, 6})},
+                  {"labels", Tensor::from_vector<int64_t>(labels, {2, 6})}};
+  auto composed = build("{name: bert, preset: tiny, vocab_size: 50, attention_dropout: 0.3}");
+  auto fused =
+      build("{name: bert, preset: tiny, vocab_size: 50, attention_dropout: 0.3, attention: fused}");
+  cpu::set_profiling(true);
+  const Variable lc = composed->forward(batch).loss;
+  EXPECT_EQ(cpu::profile_report(1).find("fused_attention"), std::string::npos);
+  const Variable lf = fused->forward(batch).loss;
+  EXPECT_NE(cpu::profile_report(1).find("fused_attention"), std::string::npos);
+  cpu::set_profiling(false);
+  backward(lc);
+  backward(lf);
+  // Every parameter's gradient (the attention projections' carry the masks) agrees.
+  const auto pc = composed->parameters(), pf = fused->parameters();
+  ASSERT_EQ(pc.size(), pf.size());
+  for (size_t i = 0; i < pc.size(); ++i) {
+    const auto gc = pc[i].var.grad().to_vector<float>(), gf = pf[i].var.grad().to_vector<float>();
+    double diff = 0, norm = 0;
+    for (size_t j = 0; j < gc.size(); ++j) {
+      diff += (double(gf[j]) - gc[j]) * (double(gf[j]) - gc[j]);
+      norm += double(gc[j]) * gc[j];
+    }
+    // (+1e-9: the key projection's bias gets a zero gradient, softmax ignoring a constant.)
+    EXPECT_LE(std::sqrt(diff), 1e-5 * std::sqrt(norm) + 1e-9) << pc[i].name;
+  }
+  try {
+    build("{name: bert, preset: tiny, attention: flash}");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("attention"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'flash'; known: composed"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Models, BertRunsWithPaddingAndNsp) {

@@ -99,6 +99,11 @@ Tensor log_softmax(const Tensor& x);
 Tensor log_softmax_backward(const Tensor& dy, const Tensor& y);
 Tensor attention_softmax(const Tensor& scores, const Tensor& key_bias, int64_t heads, float scale);
 Tensor attention_softmax_backward(const Tensor& dy, const Tensor& y, float scale);
+Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_bias,
+                       const ops::AttentionArgs& a, Tensor& lse);
+ops::AttentionGrads fused_attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
+                                             const Tensor& v, const Tensor& out, const Tensor& lse,
+                                             const Tensor& key_bias, const ops::AttentionArgs& a);
 Tensor argmax_rows(const Tensor& x);
 Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, float label_smoothing,
                              int64_t ignore_index, Tensor& save_logp);

@@ -1,0 +1,107 @@
+// The CUDA fused attention (core/backend/cuda/attention.cu) against the double-precision
+// reference of the composition (tests/util/attention_ref.h, the bound of sum_bound.h): every head
+// size it takes, query and key counts across and inside its 64-row tiles (odd key counts take the
+// element-wise dropout path), the padding bias, dropout with the CPU's masks; the same bits on a
+// second run; head sizes it does not take refused by name.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "base/error.h"
+#include "core/ops.h"
+#include "cuda/cuda_test_util.h"
+#include "tests/util/attention_ref.h"
+
+namespace ada {
+namespace {
+
+using ::ada::testing::attention_reference;
+using ::ada::testing::expect_within_sum_bound;
+using ::ada::testing::gpu;
+using ::ada::testing::rand_cpu;
+
+struct Case {
+  int64_t b, heads, sq, sk, d;
+  bool bias;
+  float dropout;
+};
+
+std::vector<float> host(const Tensor& t) {
+  return t.to(Device::cpu()).to_vector<float>();
+}
+
+TEST(CudaAttention, FusedAttentionMatchesTheDoubleReference) {
+  ADA_REQUIRE_GPU();
+  const Case cases[] = {
+      {2, 3, 5, 7, 32, true, 0.f},      {2, 3, 5, 7, 64, true, 0.25f},
+      {1, 2, 70, 131, 64, true, 0.1f},  {3, 1, 64, 64, 128, false, 0.f},
+      {1, 2, 130, 66, 128, true, 0.1f}, {2, 2, 1, 1, 32, true, 0.f},
+      {2, 4, 128, 128, 64, true, 0.1f}, {1, 2, 200, 37, 64, false, 0.5f},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE("b" + std::to_string(c.b) + " heads " + std::to_string(c.heads) + " q" +
+                 std::to_string(c.sq) + " k" + std::to_string(c.sk) + " d" + std::to_string(c.d) +
+                 (c.bias ? " bias" : "") + " dropout " + std::to_string(c.dropout));
+    const int64_t bh = c.b * c.heads;
+    const Tensor q = rand_cpu({bh, c.sq, c.d}, 501), k = rand_cpu({bh, c.sk, c.d}, 502),
+                 v = rand_cpu({bh, c.sk, c.d}, 503), dout = rand_cpu({bh, c.sq, c.d}, 504);
+    Tensor bias;
+    if (c.bias) {
+      bias = Tensor::zeros({c.b, c.sk});
+      for (int64_t e = 0; e < c.b; ++e)
+        for (int64_t j = std::max<int64_t>(1, c.sk - 3 * e); j < c.sk; ++j)
+          bias.data<float>()[e * c.sk + j] = -10000.f;
+    }
+    ops::AttentionArgs a;
+    a.heads = c.heads;
+    a.scale = 1.f / std::sqrt(static_cast<float>(c.d));
+    a.dropout = c.dropout;
+    a.seed = 7;
+    a.first = 4096 + 2;  // not a multiple of 4: the stream need not start on a block
+    Tensor mask = Tensor::ones({bh, c.sq, c.sk});
+    if (c.dropout > 0.f) {
+      Generator mg(a.seed, a.first);
+      ops::dropout_forward(Tensor::ones(mask.shape()), c.dropout, mg, mask);
+    }
+    const auto ref = attention_reference(q, k, v, bias, mask, c.heads, a.scale, dout);
+    const Tensor gq = q.to(gpu()), gk = k.to(gpu()), gv = v.to(gpu()), gdout = dout.to(gpu()),
+                 gbias = c.bias ? bias.to(gpu()) : Tensor();
+    Tensor lse;
+    const Tensor out = ops::fused_attention(gq, gk, gv, gbias, a, lse);
+    ASSERT_FALSE(out.device().is_cpu());
+    expect_within_sum_bound(host(out), ref.out, "out");
+    const auto g = ops::fused_attention_backward(gdout, gq, gk, gv, out, lse, gbias, a);
+    expect_within_sum_bound(host(g.dq), ref.dq, "dq");
+    expect_within_sum_bound(host(g.dk), ref.dk, "dk");
+    expect_within_sum_bound(host(g.dv), ref.dv, "dv");
+    // Fixed summation orders, no atomics: a second run gives the same bits.
+    Tensor lse2;
+    const Tensor out2 = ops::fused_attention(gq, gk, gv, gbias, a, lse2);
+    const auto g2 = ops::fused_attention_backward(gdout, gq, gk, gv, out2, lse2, gbias, a);
+    EXPECT_EQ(host(out2), host(out));
+    EXPECT_EQ(host(g2.dq), host(g.dq));
+    EXPECT_EQ(host(g2.dk), host(g.dk));
+    EXPECT_EQ(host(g2.dv), host(g.dv));
+  }
+}
+
+TEST(CudaAttention, FusedAttentionRefusesHeadSizesItDoesNotTake) {
+  ADA_REQUIRE_GPU();
+  const Tensor q = rand_cpu({2, 4, 48}, 1).to(gpu());
+  ops::AttentionArgs a;
+  Tensor lse;
+  try {
+    ops::fused_attention(q, q, q, Tensor(), a, lse);
+    FAIL() << "head size 48 accepted";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("head sizes 32, 64 and 128, got 48"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("model.attention: composed"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace ada
