@@ -47,7 +47,9 @@ void reset_peak(int device);
 // Copies between host and device memory in any direction, ordered on the device's compute
 // stream; returns when the destination may be read by the host (device to host: waits for the
 // stream) and the source may be reused by the host (host to device: once staged, without
-// waiting for the kernels queued before it).
+// waiting for the kernels queued before it). A wait for the device (device to host, and
+// synchronize) raises a data error a queued kernel found (an id or target out of range) as a
+// ShapeError naming the op (cuda_common.h, DeviceFault).
 void copy(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t bytes,
           int device);
 void zero(void* ptr, size_t bytes, int device);

@@ -1132,6 +1132,41 @@ TEST(CudaOps, AttentionSoftmaxMatchesTheCpu) {
   }
 }
 
+// Out-of-range ids and targets are found by the kernels and raised at the host's next wait for
+// the device (no wait per op): the op returns, the read of any result throws a ShapeError with
+// the CPU's words, the first position and the value; the slot is clear afterwards, and the first
+// of two faults wins.
+TEST(CudaOps, DataErrorsAreRaisedAtTheNextWaitNamingOpPositionAndValue) {
+  ADA_REQUIRE_GPU();
+  const Tensor gl = on_gpu(rand_cpu({3, 4}, 5));
+  Tensor glp;
+  const Tensor bad_targets = on_gpu(Tensor::from_vector<int64_t>({0, 9, 7}, {3}));
+  Tensor loss = ops::cross_entropy_forward(gl, bad_targets, 0.f, -100, glp);  // no throw here
+  try {
+    loss.item();
+    ADD_FAILURE() << "reading the loss did not raise the bad target";
+  } catch (const ShapeError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("cross_entropy: target 9 at row 1 is outside [0, 4)"), std::string::npos) << m;
+    EXPECT_NE(m.find("raised at the next wait for the device"), std::string::npos) << m;
+  }
+  const Tensor ok = on_gpu(Tensor::from_vector<int64_t>({0, 3, 2}, {3}));
+  EXPECT_NO_THROW(ops::cross_entropy_forward(gl, ok, 0.f, -100, glp).item());
+  const Tensor w = on_gpu(rand_cpu({10, 4}, 6));
+  ops::embedding_forward(w, on_gpu(index_tensor({1, 12, 11}, {3}, DType::i32)));
+  ops::cross_entropy_forward(gl, bad_targets, 0.f, -100, glp);
+  try {
+    cuda::synchronize(0);
+    ADD_FAILURE() << "synchronize did not raise the bad id";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("embedding: id 12 at position 1 is outside the "
+                                         "vocabulary [0, 10)"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(cuda::synchronize(0));
+}
+
 TEST(CudaOps, CrossEntropyWithSmoothingAndIgnoreIndex) {
   ADA_REQUIRE_GPU();
   struct Case {
@@ -1758,7 +1793,10 @@ TEST(CudaOps, BadArgumentsThrowLikeTheCpu) {
         expect_same_error<ShapeError>(
             cat("cross_entropy_forward with target ", bad, " (", dtype_name(dt), ") for C=3"),
             [&] { ops::cross_entropy_forward(logits, t, 0.f, -100, lp); },
-            [&] { ops::cross_entropy_forward(gl, gt, 0.f, -100, glp); });
+            [&] {  // a data error surfaces at the next wait for the device
+              ops::cross_entropy_forward(gl, gt, 0.f, -100, glp);
+              cuda::synchronize(0);
+            });
       }
     Tensor lp, glp;
     const Tensor t3 = Tensor::from_vector<int64_t>({0, 1, 2}, {3}), tf = Tensor::zeros({2});
@@ -1792,12 +1830,18 @@ TEST(CudaOps, BadArgumentsThrowLikeTheCpu) {
         const std::string what = cat("id ", bad, " (", dtype_name(dt), ") for V=10");
         expect_same_error<ShapeError>(
             "embedding_forward with " + what, [&] { ops::embedding_forward(w, ids); },
-            [&] { ops::embedding_forward(gw, gids); });
+            [&] {
+              ops::embedding_forward(gw, gids);
+              cuda::synchronize(0);
+            });
         Tensor dw = Tensor::zeros({10, 4}), gdw = on_gpu(dw);
         const Tensor dy = rand_cpu({3, 4}, 5);
         expect_same_error<ShapeError>(
             "embedding_backward with " + what, [&] { ops::embedding_backward(dy, ids, dw); },
-            [&] { ops::embedding_backward(on_gpu(dy), gids, gdw); });
+            [&] {
+              ops::embedding_backward(on_gpu(dy), gids, gdw);
+              cuda::synchronize(0);
+            });
       }
     const Tensor fids = Tensor::zeros({3});
     expect_same_error<DTypeError>(

@@ -67,6 +67,35 @@ class Scratch {
   void* ptr_ = nullptr;
 };
 
+// Deferred device errors. An op whose input is bad in a way only its data shows (an id or a
+// target out of range) does not wait for the device to find out: its kernel records the first
+// such fault in a per-device slot of mapped host memory (record_fault in fault.cuh), and the host
+// raises it as a ShapeError, naming the op, the position and the value, at its next wait for the
+// device: a copy to the host (a loss, a metric, Tensor::to), synchronize(), or wait_for(). The
+// error therefore arrives a few ops after the one that found it, but before any result of that
+// op can be read.
+enum FaultCode : unsigned int {
+  kFaultNone = 0,
+  kFaultEmbeddingId = 1,          // where: position, value: the id, limit: the vocabulary
+  kFaultEmbeddingBackwardId = 2,  // the same, in the backward
+  kFaultCrossEntropyTarget = 3,   // where: row, value: the target, limit: classes, extra: ignore
+};
+struct DeviceFault {
+  unsigned int code;  // FaultCode
+  unsigned int unused;
+  long long where, value, limit, extra;
+};
+DeviceFault* device_fault_slot(int device);  // the device's view of the slot, for kernels
+// Queues (no wait) the check of a position that a kernel lowered with atomicMin from ~0 in
+// *bad: when one was found, the index at that position of `ids` (i64 or i32, on the device) is
+// recorded as fault `code` with `limit` and `extra` (misc.cu).
+void record_bad_index(const unsigned long long* bad, const Tensor& ids, FaultCode code,
+                      long long limit, long long extra, int device);
+// Throws the recorded fault, if any, and clears it; call after waiting for the stream.
+void raise_device_fault(int device);
+// Waits for the device's compute stream, then raises a recorded fault.
+void wait_for(int device);
+
 // Grid-stride launch geometry for n elements.
 constexpr int kThreads = 256;
 inline unsigned blocks_for(int64_t n, int threads = kThreads) {

@@ -392,7 +392,7 @@ double reduce_double(int64_t n, F f, int dev) {
   ADA_CUDA_LAUNCH_CHECK();
   double host = 0.0;
   ADA_CUDA_CHECK(cudaMemcpyAsync(&host, result, sizeof(double), cudaMemcpyDeviceToHost, s));
-  ADA_CUDA_CHECK(cudaStreamSynchronize(s));
+  wait_for(dev);
   return host;
 }
 
@@ -654,7 +654,7 @@ bool all_finite(const Tensor& x) {
   ADA_CUDA_LAUNCH_CHECK();
   int host = 0;
   ADA_CUDA_CHECK(cudaMemcpyAsync(&host, flag.get(), sizeof(int), cudaMemcpyDeviceToHost, s));
-  ADA_CUDA_CHECK(cudaStreamSynchronize(s));
+  wait_for(dev);
   return host == 0;
 }
 
@@ -713,7 +713,7 @@ bool all_finite(const std::vector<Tensor>& tensors) {
   ADA_CUDA_LAUNCH_CHECK();
   int host = 0;
   ADA_CUDA_CHECK(cudaMemcpyAsync(&host, flag.get(), sizeof(int), cudaMemcpyDeviceToHost, s));
-  ADA_CUDA_CHECK(cudaStreamSynchronize(s));
+  wait_for(dev);
   return host == 0;
 }
 

@@ -1,8 +1,9 @@
 // CUDA dropout (the same Philox keep-mask as the CPU for the same generator state) and
 // embedding gather / scatter-add of core/ops.h; checks mirror core/backend/cpu/misc.cc.
-// The embedding ops synchronise the host once each, to report an out-of-range id as the CPU
-// does. embedding_backward adds with atomics: repeated ids sum in no fixed order, so its result
-// is not bit-deterministic (it is exact when every id occurs once).
+// An out-of-range id is reported as the CPU does, as a deferred device error (cuda_common.h:
+// raised at the host's next wait for the device, no wait per op). embedding_backward adds with
+// atomics: repeated ids sum in no fixed order, so its result is not bit-deterministic (it is exact
+// when every id occurs once).
 #include <algorithm>
 #include <cstdint>
 
@@ -76,23 +77,38 @@ unsigned long long* init_bad_flag(const Scratch& s, int dev) {
   return bad;
 }
 
-// Waits for the stream and returns the first bad position (-1 if none) and its id.
-int64_t read_bad(const unsigned long long* bad_dev, const Tensor& ids, int dev, int64_t* id) {
-  unsigned long long bad = 0;
-  copy(&bad, false, bad_dev, true, sizeof(bad), dev);
-  if (bad == ~0ULL) return -1;
-  const int64_t i = static_cast<int64_t>(bad);
-  if (ids.dtype() == DType::i64) {
-    copy(id, false, ids.data<int64_t>() + i, true, sizeof(int64_t), dev);
-  } else {
-    int32_t v = 0;
-    copy(&v, false, ids.data<int32_t>() + i, true, sizeof(int32_t), dev);
-    *id = v;
-  }
-  return i;
+// Records a fault unless one is waiting to be raised (the first wins): claims the slot with
+// code ~0, writes the fields, then publishes the code (runtime.cc's raise_device_fault reads
+// the fields only under a published code).
+__device__ void record_fault(DeviceFault* f, unsigned int code, long long where, long long value,
+                             long long limit, long long extra) {
+  if (atomicCAS(&f->code, 0u, ~0u) != 0u) return;
+  f->where = where;
+  f->value = value;
+  f->limit = limit;
+  f->extra = extra;
+  __threadfence_system();
+  atomicExch(&f->code, code);
+}
+
+// One thread: the index at position *bad, if a kernel set *bad, becomes the device's fault.
+__global__ void record_bad_index_kernel(const unsigned long long* bad, const void* ids, bool i64,
+                                        unsigned int code, long long limit, long long extra,
+                                        DeviceFault* fault) {
+  const unsigned long long at = *bad;
+  if (at == ~0ULL) return;
+  record_fault(fault, code, static_cast<long long>(at), load_index(ids, i64, at), limit, extra);
 }
 
 }  // namespace
+
+void record_bad_index(const unsigned long long* bad, const Tensor& ids, FaultCode code,
+                      long long limit, long long extra, int device) {
+  record_bad_index_kernel<<<1, 1, 0, stream(device)>>>(bad, ids.raw_data(),
+                                                       ids.dtype() == DType::i64, code, limit,
+                                                       extra, device_fault_slot(device));
+  ADA_CUDA_LAUNCH_CHECK();
+}
 
 Tensor dropout_forward(const Tensor& x, float p, Generator& gen, Tensor& mask) {
   const int dev = require_f32("dropout_forward", {&x});
@@ -130,10 +146,7 @@ Tensor embedding_forward(const Tensor& weight, const Tensor& ids) {
         weight.data<float>(), ids.raw_data(), i64, n, v, d, y.data<float>());
     ADA_CUDA_LAUNCH_CHECK();
   }
-  int64_t id = 0;
-  const int64_t i = read_bad(bad, ids, dev, &id);
-  ADA_CHECK_ARG(i < 0, ShapeError) << "embedding: id " << id << " at position " << i
-                                   << " is outside the vocabulary [0, " << v << ")";
+  record_bad_index(bad, ids, kFaultEmbeddingId, v, 0, dev);  // raised at the next wait
   return y;
 }
 
@@ -155,10 +168,7 @@ void embedding_backward(const Tensor& dy, const Tensor& ids, Tensor& dweight) {
   embedding_scatter_kernel<<<blocks_for(n * d), kThreads, 0, s>>>(
       dy.data<float>(), ids.raw_data(), i64, n, v, d, dweight.data<float>());
   ADA_CUDA_LAUNCH_CHECK();
-  int64_t id = 0;
-  const int64_t i = read_bad(bad, ids, dev, &id);
-  ADA_CHECK_ARG(i < 0, ShapeError)
-      << "embedding_backward: id " << id << " outside [0, " << v << ")";
+  record_bad_index(bad, ids, kFaultEmbeddingBackwardId, v, 0, dev);  // raised at the next wait
 }
 
 }  // namespace ada::cuda

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -44,7 +45,9 @@ struct DeviceState {
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
   cudnnHandle_t cudnn = nullptr;
-  std::once_flag stream_once, cublas_once, cudnn_once;
+  std::once_flag stream_once, cublas_once, cudnn_once, fault_once;
+  std::atomic<DeviceFault*> fault_host{nullptr};  // mapped pinned memory, made on first use
+  DeviceFault* fault_device = nullptr;
 };
 
 DeviceState& state(int device) {
@@ -192,7 +195,61 @@ void copy(void* dst, bool dst_on_device, const void* src, bool src_on_device, si
   // Device to host: the host reads dst next, so wait. Host to device: an async copy from
   // pageable memory returns once the source is staged (CUDA's documented behaviour), so the
   // host may reuse it at once and the queued kernels keep running (no drain per batch copy).
-  if (!dst_on_device) ADA_CUDA_CHECK(cudaStreamSynchronize(s));
+  if (!dst_on_device) {
+    ADA_CUDA_CHECK(cudaStreamSynchronize(s));
+    raise_device_fault(device);
+  }
+}
+
+DeviceFault* device_fault_slot(int device) {
+  DeviceState& st = state(device);
+  std::call_once(st.fault_once, [&] {
+    set_device(device);
+    void* host = nullptr;
+    ADA_CUDA_CHECK(cudaHostAlloc(&host, sizeof(DeviceFault), cudaHostAllocMapped));
+    std::memset(host, 0, sizeof(DeviceFault));
+    void* dev = nullptr;
+    ADA_CUDA_CHECK(cudaHostGetDevicePointer(&dev, host, 0));
+    st.fault_device = static_cast<DeviceFault*>(dev);
+    st.fault_host.store(static_cast<DeviceFault*>(host), std::memory_order_release);
+  });
+  return st.fault_device;
+}
+
+void raise_device_fault(int device) {
+  DeviceFault* f = state(device).fault_host.load(std::memory_order_acquire);
+  if (!f) return;  // no op has asked for the slot yet
+  // A kernel claims the slot with code ~0, writes the fields, then stores its code.
+  unsigned int code = __atomic_load_n(&f->code, __ATOMIC_ACQUIRE);
+  if (code == kFaultNone || code == ~0u) return;
+  const DeviceFault got = {code, 0, f->where, f->value, f->limit, f->extra};
+  if (!__atomic_compare_exchange_n(&f->code, &code, kFaultNone, false, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE))
+    return;  // another thread raises it
+  std::ostringstream msg;
+  switch (got.code) {
+    case kFaultEmbeddingId:
+      msg << "embedding: id " << got.value << " at position " << got.where
+          << " is outside the vocabulary [0, " << got.limit << ")";
+      break;
+    case kFaultEmbeddingBackwardId:
+      msg << "embedding_backward: id " << got.value << " outside [0, " << got.limit << ")";
+      break;
+    case kFaultCrossEntropyTarget:
+      msg << "cross_entropy: target " << got.value << " at row " << got.where << " is outside [0, "
+          << got.limit << ") (and is not ignore_index " << got.extra << ")";
+      break;
+    default:
+      msg << "a kernel reported fault code " << got.code;
+  }
+  msg << " (found on cuda:" << device << " by a queued op; raised at the next wait for the device)";
+  throw ShapeError(msg.str());
+}
+
+void wait_for(int device) {
+  set_device(device);
+  ADA_CUDA_CHECK(cudaStreamSynchronize(stream(device)));
+  raise_device_fault(device);
 }
 
 void zero(void* ptr, size_t bytes, int device) {
@@ -202,8 +259,7 @@ void zero(void* ptr, size_t bytes, int device) {
 }
 
 void synchronize(int device) {
-  set_device(device);
-  ADA_CUDA_CHECK(cudaStreamSynchronize(stream(device)));
+  wait_for(device);
 }
 
 int require_f32(const char* op, std::initializer_list<const Tensor*> ts) {

@@ -1,8 +1,8 @@
 // CUDA softmax, log-softmax and their gradients over the last dim, and softmax cross-entropy
 // (forward and backward) of core/ops.h. One block per row, max-subtracted, sums in double in a
 // fixed pattern (results are bit-reproducible); semantics and argument checks mirror
-// core/backend/cpu/softmax.cc. cross_entropy_forward synchronises the host once, to report an
-// out-of-range target as the CPU does.
+// core/backend/cpu/softmax.cc. An out-of-range target is reported as the CPU does, as a
+// deferred device error (cuda_common.h: raised at the host's next wait for the device).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -340,23 +340,9 @@ Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, float 
   ce_mean_kernel<<<1, kThreads, 0, s>>>(row_loss, targets.raw_data(), t64, n, ignore_index,
                                         loss.data<float>());
   ADA_CUDA_LAUNCH_CHECK();
-  // The CPU throws on the first non-ignored target outside [0, C): read back that row, if any.
-  unsigned long long bad = 0;
-  copy(&bad, false, bad_row, true, sizeof(bad), dev);
-  if (bad != ~0ULL) {
-    const int64_t i = static_cast<int64_t>(bad);
-    int64_t t = 0;
-    if (t64) {
-      copy(&t, false, targets.data<int64_t>() + i, true, sizeof(int64_t), dev);
-    } else {
-      int32_t t32 = 0;
-      copy(&t32, false, targets.data<int32_t>() + i, true, sizeof(int32_t), dev);
-      t = t32;
-    }
-    ADA_CHECK_ARG(false, ShapeError)
-        << "cross_entropy: target " << t << " at row " << i << " is outside [0, " << c
-        << ") (and is not ignore_index " << ignore_index << ")";
-  }
+  // The CPU throws on the first non-ignored target outside [0, C); here the host learns of it
+  // at its next wait for the device (no wait per loss).
+  record_bad_index(bad_row, targets, kFaultCrossEntropyTarget, c, ignore_index, dev);
   return loss;
 }
 
