@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "core/ops.h"
+#include "core/precision.h"
 #include "cuda/cuda_test_util.h"
 #include "tests/util/attention_ref.h"
 
@@ -32,58 +33,79 @@ std::vector<float> host(const Tensor& t) {
   return t.to(Device::cpu()).to_vector<float>();
 }
 
+// Runs one case on the GPU against the double-precision reference; `factor` scales the sum
+// bound (kSumBoundFactor for fp32 kernels). Also checks that a second run gives the same bits.
+void check_case(const Case& c, double factor) {
+  SCOPED_TRACE("b" + std::to_string(c.b) + " heads " + std::to_string(c.heads) + " q" +
+               std::to_string(c.sq) + " k" + std::to_string(c.sk) + " d" + std::to_string(c.d) +
+               (c.bias ? " bias" : "") + " dropout " + std::to_string(c.dropout));
+  const int64_t bh = c.b * c.heads;
+  const Tensor q = rand_cpu({bh, c.sq, c.d}, 501), k = rand_cpu({bh, c.sk, c.d}, 502),
+               v = rand_cpu({bh, c.sk, c.d}, 503), dout = rand_cpu({bh, c.sq, c.d}, 504);
+  Tensor bias;
+  if (c.bias) {
+    bias = Tensor::zeros({c.b, c.sk});
+    for (int64_t e = 0; e < c.b; ++e)
+      for (int64_t j = std::max<int64_t>(1, c.sk - 3 * e); j < c.sk; ++j)
+        bias.data<float>()[e * c.sk + j] = -10000.f;
+  }
+  ops::AttentionArgs a;
+  a.heads = c.heads;
+  a.scale = 1.f / std::sqrt(static_cast<float>(c.d));
+  a.dropout = c.dropout;
+  a.seed = 7;
+  a.first = 4096 + 2;  // not a multiple of 4: the stream need not start on a block
+  Tensor mask = Tensor::ones({bh, c.sq, c.sk});
+  if (c.dropout > 0.f) {
+    Generator mg(a.seed, a.first);
+    ops::dropout_forward(Tensor::ones(mask.shape()), c.dropout, mg, mask);
+  }
+  const auto ref = attention_reference(q, k, v, bias, mask, c.heads, a.scale, dout);
+  const Tensor gq = q.to(gpu()), gk = k.to(gpu()), gv = v.to(gpu()), gdout = dout.to(gpu()),
+               gbias = c.bias ? bias.to(gpu()) : Tensor();
+  Tensor lse;
+  const Tensor out = ops::fused_attention(gq, gk, gv, gbias, a, lse);
+  ASSERT_FALSE(out.device().is_cpu());
+  expect_within_sum_bound(host(out), ref.out, "out", factor);
+  const auto g = ops::fused_attention_backward(gdout, gq, gk, gv, out, lse, gbias, a);
+  expect_within_sum_bound(host(g.dq), ref.dq, "dq", factor);
+  expect_within_sum_bound(host(g.dk), ref.dk, "dk", factor);
+  expect_within_sum_bound(host(g.dv), ref.dv, "dv", factor);
+  // Fixed summation orders, no atomics: a second run gives the same bits.
+  Tensor lse2;
+  const Tensor out2 = ops::fused_attention(gq, gk, gv, gbias, a, lse2);
+  const auto g2 = ops::fused_attention_backward(gdout, gq, gk, gv, out2, lse2, gbias, a);
+  EXPECT_EQ(host(out2), host(out));
+  EXPECT_EQ(host(g2.dq), host(g.dq));
+  EXPECT_EQ(host(g2.dk), host(g.dk));
+  EXPECT_EQ(host(g2.dv), host(g.dv));
+}
+
+const Case kCases[] = {
+    {2, 3, 5, 7, 32, true, 0.f},      {2, 3, 5, 7, 64, true, 0.25f},
+    {1, 2, 70, 131, 64, true, 0.1f},  {3, 1, 64, 64, 128, false, 0.f},
+    {1, 2, 130, 66, 128, true, 0.1f}, {2, 2, 1, 1, 32, true, 0.f},
+    {2, 4, 128, 128, 64, true, 0.1f}, {1, 2, 200, 37, 64, false, 0.5f},
+};
+
 TEST(CudaAttention, FusedAttentionMatchesTheDoubleReference) {
   ADA_REQUIRE_GPU();
-  const Case cases[] = {
-      {2, 3, 5, 7, 32, true, 0.f},      {2, 3, 5, 7, 64, true, 0.25f},
-      {1, 2, 70, 131, 64, true, 0.1f},  {3, 1, 64, 64, 128, false, 0.f},
-      {1, 2, 130, 66, 128, true, 0.1f}, {2, 2, 1, 1, 32, true, 0.f},
-      {2, 4, 128, 128, 64, true, 0.1f}, {1, 2, 200, 37, 64, false, 0.5f},
-  };
-  for (const Case& c : cases) {
-    SCOPED_TRACE("b" + std::to_string(c.b) + " heads " + std::to_string(c.heads) + " q" +
-                 std::to_string(c.sq) + " k" + std::to_string(c.sk) + " d" + std::to_string(c.d) +
-                 (c.bias ? " bias" : "") + " dropout " + std::to_string(c.dropout));
-    const int64_t bh = c.b * c.heads;
-    const Tensor q = rand_cpu({bh, c.sq, c.d}, 501), k = rand_cpu({bh, c.sk, c.d}, 502),
-                 v = rand_cpu({bh, c.sk, c.d}, 503), dout = rand_cpu({bh, c.sq, c.d}, 504);
-    Tensor bias;
-    if (c.bias) {
-      bias = Tensor::zeros({c.b, c.sk});
-      for (int64_t e = 0; e < c.b; ++e)
-        for (int64_t j = std::max<int64_t>(1, c.sk - 3 * e); j < c.sk; ++j)
-          bias.data<float>()[e * c.sk + j] = -10000.f;
-    }
-    ops::AttentionArgs a;
-    a.heads = c.heads;
-    a.scale = 1.f / std::sqrt(static_cast<float>(c.d));
-    a.dropout = c.dropout;
-    a.seed = 7;
-    a.first = 4096 + 2;  // not a multiple of 4: the stream need not start on a block
-    Tensor mask = Tensor::ones({bh, c.sq, c.sk});
-    if (c.dropout > 0.f) {
-      Generator mg(a.seed, a.first);
-      ops::dropout_forward(Tensor::ones(mask.shape()), c.dropout, mg, mask);
-    }
-    const auto ref = attention_reference(q, k, v, bias, mask, c.heads, a.scale, dout);
-    const Tensor gq = q.to(gpu()), gk = k.to(gpu()), gv = v.to(gpu()), gdout = dout.to(gpu()),
-                 gbias = c.bias ? bias.to(gpu()) : Tensor();
-    Tensor lse;
-    const Tensor out = ops::fused_attention(gq, gk, gv, gbias, a, lse);
-    ASSERT_FALSE(out.device().is_cpu());
-    expect_within_sum_bound(host(out), ref.out, "out");
-    const auto g = ops::fused_attention_backward(gdout, gq, gk, gv, out, lse, gbias, a);
-    expect_within_sum_bound(host(g.dq), ref.dq, "dq");
-    expect_within_sum_bound(host(g.dk), ref.dk, "dk");
-    expect_within_sum_bound(host(g.dv), ref.dv, "dv");
-    // Fixed summation orders, no atomics: a second run gives the same bits.
-    Tensor lse2;
-    const Tensor out2 = ops::fused_attention(gq, gk, gv, gbias, a, lse2);
-    const auto g2 = ops::fused_attention_backward(gdout, gq, gk, gv, out2, lse2, gbias, a);
-    EXPECT_EQ(host(out2), host(out));
-    EXPECT_EQ(host(g2.dq), host(g.dq));
-    EXPECT_EQ(host(g2.dk), host(g.dk));
-    EXPECT_EQ(host(g2.dv), host(g.dv));
+  for (const Case& c : kCases) check_case(c, ::ada::testing::kSumBoundFactor);
+}
+
+// Under bf16 / fp16 matrix products the tensor-core kernels run (attention_tc.cu): every rounding
+// of the fp32 analysis is at most a 16-bit rounding, so the same derived bound holds with the
+// 16-bit type's epsilon (bf16 2^-7, fp16 2^-10) in place of fp32's 2^-23.
+TEST(CudaAttention, FusedAttentionOnTensorCoresMatchesTheDoubleReference) {
+  ADA_REQUIRE_GPU();
+  struct Restore {
+    ~Restore() { set_cuda_matmul_precision(Precision::fp32); }
+  } restore;
+  for (Precision p : {Precision::bf16, Precision::fp16}) {
+    SCOPED_TRACE(precision_name(p));
+    set_cuda_matmul_precision(p);
+    const double eps16 = p == Precision::bf16 ? 0x1p-7 : 0x1p-10;
+    for (const Case& c : kCases) check_case(c, ::ada::testing::kSumBoundFactor * eps16 / 0x1p-23);
   }
 }
 

@@ -12,77 +12,20 @@
 // accumulators. Sums over a row of the tile are 16-lane shuffles; every sum runs in a fixed
 // order and no atomics are used, so results are the same bits every run. The key and value
 // gradients (key-side blocks) and the query gradient (query-side blocks) are separate kernels
-// for that reason. Head sizes 32, 64 and 128 (the accumulators are per-thread arrays).
+// for that reason. Head sizes 32, 64 and 128 (the accumulators are per-thread arrays). Under
+// train.precision bf16 | fp16 the tensor-core kernels of attention_tc.cu run instead.
 #include <cmath>
 #include <cstdint>
 
-#include "core/backend/cuda/cuda_common.h"
+#include "core/backend/cuda/attention.cuh"
 #include "core/backend/cuda/cuda_ops.h"
-#include "core/backend/op_shapes.h"
-#include "core/philox.h"
+#include "core/precision.h"
 
 namespace ada::cuda {
 namespace {
+using namespace attention;
 
-constexpr int kTile = 64;       // queries or keys per tile
-constexpr int kThreads = 128;   // 4 warps x 16 rows
 constexpr int kLp = kTile + 1;  // leading dim of a [64, 64] tile in shared memory
-
-struct Params {
-  const float *q, *k, *v, *bias;
-  int64_t sq, sk;
-  int64_t heads;
-  float scale, p, keep;  // dropout probability and 1/(1-p)
-  uint64_t seed, first;
-};
-
-// Dropout multiplier of probability element e (dropout_forward's stream).
-__device__ __forceinline__ float keep1(const Params& prm, uint64_t e) {
-  const Uniform4 u = philox_uniform4_at(prm.seed, prm.first, e >> 2);
-  const unsigned w = static_cast<unsigned>(e & 3);
-  const float x = w == 0 ? u.u0 : w == 1 ? u.u1 : w == 2 ? u.u2 : u.u3;
-  return x >= prm.p ? prm.keep : 0.f;
-}
-// Multipliers of elements e0 .. e0+3: one Philox block when e0 starts one.
-__device__ __forceinline__ void keep4(const Params& prm, uint64_t e0, float m[4]) {
-  if ((e0 & 3) == 0) {
-    const Uniform4 u = philox_uniform4_at(prm.seed, prm.first, e0 >> 2);
-    m[0] = u.u0 >= prm.p ? prm.keep : 0.f;
-    m[1] = u.u1 >= prm.p ? prm.keep : 0.f;
-    m[2] = u.u2 >= prm.p ? prm.keep : 0.f;
-    m[3] = u.u3 >= prm.p ? prm.keep : 0.f;
-  } else {
-    for (int c = 0; c < 4; ++c) m[c] = keep1(prm, e0 + c);
-  }
-}
-
-// Reductions over the 16 lanes that share a row group (xor offsets stay inside a half-warp).
-__device__ __forceinline__ float group_max(float v) {
-  for (int o = 8; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-__device__ __forceinline__ float group_sum(float v) {
-  for (int o = 8; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-// Rows [r0, r0 + 64) of a row-major [n, HD] matrix into shared memory (leading dim HD + 1,
-// zeros past row n), by the whole block.
-template <int HD>
-__device__ void load_tile(const float* src, int64_t n, int64_t r0, float* dst) {
-  for (int idx = threadIdx.x; idx < kTile * HD; idx += blockDim.x) {
-    const int r = idx / HD, c = idx % HD;
-    dst[r * (HD + 1) + c] = r0 + r < n ? src[(r0 + r) * HD + c] : 0.f;
-  }
-}
-// Rows of a 64-row tile that starts at r0 of n.
-__device__ __forceinline__ int tile_rows(int64_t n, int64_t r0) {
-  return n - r0 < kTile ? static_cast<int>(n - r0) : kTile;
-}
-// Row values of a [rows] vector for rows [r0, r0 + 64), zeros past n.
-__device__ void load_rows(const float* src, int64_t n, int64_t r0, float* dst) {
-  if (threadIdx.x < kTile) dst[threadIdx.x] = r0 + threadIdx.x < n ? src[r0 + threadIdx.x] : 0.f;
-}
 
 // s[a][c] = A row a . B row c over HD (A: 8 rows, B: 4 rows, both leading dim HD + 1).
 template <int HD>
@@ -140,7 +83,7 @@ constexpr size_t dkdv_smem() {
 
 // Grid: one block per (head, tile of 64 queries).
 template <int HD>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kBlockThreads)
     attention_forward_kernel(Params prm, float* out, float* lse) {
   constexpr int ld = HD + 1, nc = HD / 16;
   extern __shared__ float sm[];
@@ -230,7 +173,7 @@ __device__ __forceinline__ float score_grad(float prob, float dz, float mk, floa
 
 // dq: one block per (head, tile of 64 queries), walking the key tiles.
 template <int HD>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kBlockThreads)
     attention_dq_kernel(Params prm, const float* dout, const float* lse, const float* rowdot,
                         float* dq) {
   constexpr int ld = HD + 1, nc = HD / 16;
@@ -290,7 +233,7 @@ __global__ void __launch_bounds__(kThreads)
 
 // dk and dv: one block per (head, tile of 64 keys), walking the query tiles.
 template <int HD>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kBlockThreads)
     attention_dkdv_kernel(Params prm, const float* dout, const float* lse, const float* rowdot,
                           float* dk, float* dv) {
   constexpr int ld = HD + 1, nc = HD / 16;
@@ -356,38 +299,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-Params params(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_bias,
-              const ops::AttentionArgs& a) {
-  return {q.data<float>(), k.data<float>(),
-          v.data<float>(), key_bias.defined() ? key_bias.data<float>() : nullptr,
-          q.size(1),       k.size(1),
-          a.heads,         a.scale,
-          a.dropout,       a.dropout > 0.f ? 1.f / (1.f - a.dropout) : 1.f,
-          a.seed,          a.first};
-}
-
-int check(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_bias,
-          const ops::AttentionArgs& a) {
-  const int dev =
-      key_bias.defined() ? require_f32(op, {&q, &k, &v, &key_bias}) : require_f32(op, {&q, &k, &v});
-  backend::check_fused_attention(q, k, v, key_bias, a.heads, a.dropout);
-  const int64_t d = q.size(2);
-  ADA_CHECK_ARG(d == 32 || d == 64 || d == 128, ShapeError)
-      << op << ": the CUDA kernels take head sizes 32, 64 and 128, got " << d << " (q " << q.str()
-      << "); use model.attention: composed for this model";
-  return dev;
-}
-
-template <class Kernel, class... Args>
-void launch(Kernel kernel, size_t smem, int64_t blocks, int dev, Args... args) {
-  ADA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(smem)));
-  ADA_CHECK_ARG(blocks < (int64_t{1} << 31), ShapeError)
-      << "fused_attention: " << blocks << " blocks are more than one launch takes";
-  kernel<<<static_cast<unsigned>(blocks), kThreads, smem, stream(dev)>>>(args...);
-  ADA_CUDA_LAUNCH_CHECK();
-}
-
 template <int HD>
 void forward(const Params& prm, int64_t bh, float* out, float* lse, int dev) {
   const int64_t tiles = (prm.sq + kTile - 1) / kTile;
@@ -416,6 +327,11 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
   lse = Tensor::empty({q.size(0), q.size(1)}, DType::f32, q.device());
   const Params prm = params(q, k, v, key_bias, a);
   float *op = out.data<float>(), *lp = lse.data<float>();
+  if (const Precision mp = cuda_matmul_precision(); mp != Precision::fp32) {
+    forward_tensor_cores(prm, q.size(0), static_cast<int>(q.size(2)), mp == Precision::fp16, op, lp,
+                         dev);
+    return out;
+  }
   switch (q.size(2)) {
     case 32:
       forward<32>(prm, q.size(0), op, lp, dev);
@@ -451,6 +367,11 @@ ops::AttentionGrads fused_attention_backward(const Tensor& dout, const Tensor& q
   const Params prm = params(q, k, v, key_bias, a);
   const float *gp = dout.data<float>(), *lp = lse.data<float>(), *rp = rowdot.as<float>();
   float *dq = g.dq.data<float>(), *dk = g.dk.data<float>(), *dv = g.dv.data<float>();
+  if (const Precision mp = cuda_matmul_precision(); mp != Precision::fp32) {
+    backward_tensor_cores(prm, bh, static_cast<int>(q.size(2)), mp == Precision::fp16, gp, lp, rp,
+                          dq, dk, dv, dev);
+    return g;
+  }
   switch (q.size(2)) {
     case 32:
       backward<32>(prm, bh, gp, lp, rp, dq, dk, dv, dev);

@@ -1,0 +1,118 @@
+// Shared by the CUDA fused-attention kernels (attention.cu: fp32 on CUDA cores; attention_tc.cu:
+// 16-bit operands on tensor cores): the problem's parameters, the dropout stream, tile loads and
+// the argument checks.
+#pragma once
+
+#include <cstdint>
+
+#include "core/backend/cuda/cuda_common.h"
+#include "core/backend/op_shapes.h"
+#include "core/ops.h"
+#include "core/philox.h"
+
+namespace ada::cuda::attention {
+
+constexpr int kTile = 64;       // queries or keys per tile
+constexpr int kBlockThreads = 128;  // 4 warps x 16 rows
+
+struct Params {
+  const float *q, *k, *v, *bias;
+  int64_t sq, sk;
+  int64_t heads;
+  float scale, p, keep;  // dropout probability and 1/(1-p)
+  uint64_t seed, first;
+};
+
+// Dropout multiplier of probability element e (dropout_forward's stream).
+__device__ __forceinline__ float keep1(const Params& prm, uint64_t e) {
+  const Uniform4 u = philox_uniform4_at(prm.seed, prm.first, e >> 2);
+  const unsigned w = static_cast<unsigned>(e & 3);
+  const float x = w == 0 ? u.u0 : w == 1 ? u.u1 : w == 2 ? u.u2 : u.u3;
+  return x >= prm.p ? prm.keep : 0.f;
+}
+// Multipliers of elements e0 .. e0+3: one Philox block when e0 starts one.
+__device__ __forceinline__ void keep4(const Params& prm, uint64_t e0, float m[4]) {
+  if ((e0 & 3) == 0) {
+    const Uniform4 u = philox_uniform4_at(prm.seed, prm.first, e0 >> 2);
+    m[0] = u.u0 >= prm.p ? prm.keep : 0.f;
+    m[1] = u.u1 >= prm.p ? prm.keep : 0.f;
+    m[2] = u.u2 >= prm.p ? prm.keep : 0.f;
+    m[3] = u.u3 >= prm.p ? prm.keep : 0.f;
+  } else {
+    for (int c = 0; c < 4; ++c) m[c] = keep1(prm, e0 + c);
+  }
+}
+
+// Reductions over the 16 lanes that share a row group (xor offsets stay inside a half-warp).
+__device__ __forceinline__ float group_max(float v) {
+  for (int o = 8; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ float group_sum(float v) {
+  for (int o = 8; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Rows [r0, r0 + 64) of a row-major [n, HD] matrix into shared memory (leading dim HD + 1,
+// zeros past row n), by the whole block.
+template <int HD>
+__device__ void load_tile(const float* src, int64_t n, int64_t r0, float* dst) {
+  for (int idx = threadIdx.x; idx < kTile * HD; idx += blockDim.x) {
+    const int r = idx / HD, c = idx % HD;
+    dst[r * (HD + 1) + c] = r0 + r < n ? src[(r0 + r) * HD + c] : 0.f;
+  }
+}
+// Rows of a 64-row tile that starts at r0 of n.
+__device__ __forceinline__ int tile_rows(int64_t n, int64_t r0) {
+  return n - r0 < kTile ? static_cast<int>(n - r0) : kTile;
+}
+// Row values of a [rows] vector for rows [r0, r0 + 64), zeros past n.
+__device__ inline void load_rows(const float* src, int64_t n, int64_t r0, float* dst) {
+  if (threadIdx.x < kTile) dst[threadIdx.x] = r0 + threadIdx.x < n ? src[r0 + threadIdx.x] : 0.f;
+}
+
+inline Params params(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_bias,
+              const ops::AttentionArgs& a) {
+  return {q.data<float>(), k.data<float>(),
+          v.data<float>(), key_bias.defined() ? key_bias.data<float>() : nullptr,
+          q.size(1),       k.size(1),
+          a.heads,         a.scale,
+          a.dropout,       a.dropout > 0.f ? 1.f / (1.f - a.dropout) : 1.f,
+          a.seed,          a.first};
+}
+
+inline int check(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_bias,
+          const ops::AttentionArgs& a) {
+  const int dev =
+      key_bias.defined() ? require_f32(op, {&q, &k, &v, &key_bias}) : require_f32(op, {&q, &k, &v});
+  backend::check_fused_attention(q, k, v, key_bias, a.heads, a.dropout);
+  const int64_t d = q.size(2);
+  ADA_CHECK_ARG(d == 32 || d == 64 || d == 128, ShapeError)
+      << op << ": the CUDA kernels take head sizes 32, 64 and 128, got " << d << " (q " << q.str()
+      << "); use model.attention: composed for this model";
+  return dev;
+}
+
+// Launches `kernel` on `blocks` blocks of kBlockThreads with `smem` bytes of dynamic shared memory
+// (above the default 48 KB: the attribute is set first).
+template <class Kernel, class... Args>
+void launch(Kernel kernel, size_t smem, int64_t blocks, int dev, Args... args) {
+  ADA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(smem)));
+  ADA_CHECK_ARG(blocks < (int64_t{1} << 31), ShapeError)
+      << "fused_attention: " << blocks << " blocks are more than one launch takes";
+  kernel<<<static_cast<unsigned>(blocks), kBlockThreads, smem, stream(dev)>>>(args...);
+  ADA_CUDA_LAUNCH_CHECK();
+}
+
+// attention_tc.cu: the same kernels with the products on tensor cores, q, k, v, the
+// probabilities and their gradients rounded to bf16 (or fp16) as the composition's bf16 matrix
+// products round their operands (train.precision bf16 | fp16); softmax, dropout and every
+// accumulation in fp32.
+void forward_tensor_cores(const Params& prm, int64_t bh, int hd, bool fp16, float* out, float* lse,
+                          int dev);
+void backward_tensor_cores(const Params& prm, int64_t bh, int hd, bool fp16, const float* dout,
+                           const float* lse, const float* rowdot, float* dq, float* dk, float* dv,
+                           int dev);
+
+}  // namespace ada::cuda::attention

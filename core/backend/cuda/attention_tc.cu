@@ -1,0 +1,382 @@
+// Fused attention on tensor cores (attention.cuh, forward_tensor_cores / backward_tensor_cores):
+// ops::fused_attention under train.precision bf16 | fp16. The same blocks and tiles as the fp32
+// kernels of attention.cu — 128 threads, 64 queries (or keys) of one head, the other side in
+// tiles of 64 — with every product a warp's WMMA 16x16x16 multiply of 16-bit operands into fp32:
+// q, k, v and dout are rounded to 16 bits as a tile is loaded, the probabilities and their
+// gradients as they enter a product (the operand rounding of the composition's bf16 batched
+// products). Scores, the softmax, its running max and sum, dropout and every accumulator are
+// fp32 in shared memory. Warp w owns 16 rows of the block's side: its products, its softmax
+// rows (two lanes per row, 32 columns each) and its accumulator rows, so inside a tile a warp
+// only waits for itself. Fixed orders, no atomics: the same bits every run.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <mma.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "core/backend/cuda/attention.cuh"
+
+namespace ada::cuda::attention {
+namespace {
+using namespace nvcuda;
+
+template <class T>
+__device__ __forceinline__ T to16(float x);
+template <>
+__device__ __forceinline__ __nv_bfloat16 to16<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+template <>
+__device__ __forceinline__ __half to16<__half>(float x) {
+  return __float2half_rn(x);
+}
+
+constexpr int kLs = kTile + 4;  // leading dim of fp32 [64, 64] tiles (WMMA: a multiple of 4)
+constexpr int kLh = kTile + 8;  // of 16-bit [64, 64] tiles (a multiple of 8)
+template <int HD>
+__host__ __device__ constexpr int ld16() {  // 16-bit [64, HD] tiles
+  return HD + 8;
+}
+template <int HD>
+__host__ __device__ constexpr int ld32() {  // fp32 [64, HD] accumulators
+  return HD + 4;
+}
+
+// Shared memory handed out in 128-byte aligned pieces (WMMA pointers need 32 bytes).
+__host__ __device__ constexpr size_t aligned(size_t bytes) {
+  return (bytes + 127) / 128 * 128;
+}
+struct Carve {
+  unsigned char* at;
+  template <class U>
+  __device__ U* take(size_t n) {
+    U* r = reinterpret_cast<U*>(at);
+    at += aligned(n * sizeof(U));
+    return r;
+  }
+};
+
+// Rows [r0, r0 + 64) of a row-major fp32 [n, HD] matrix into a 16-bit tile, zeros past n.
+template <int HD, class T>
+__device__ void load_tile16(const float* src, int64_t n, int64_t r0, T* dst) {
+  for (int idx = threadIdx.x; idx < kTile * HD; idx += blockDim.x) {
+    const int r = idx / HD, c = idx % HD;
+    dst[r * ld16<HD>() + c] = to16<T>(r0 + r < n ? src[(r0 + r) * HD + c] : 0.f);
+  }
+}
+
+// One warp: out[16, 64] (fp32, leading dim kLs) = A[16, K] B[64, K]^T, A and B 16-bit row-major.
+template <class T, int K>
+__device__ void mm_abt(const T* a, int lda, const T* b, int ldb, float* out) {
+#pragma unroll
+  for (int n = 0; n < 4; ++n) {
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    wmma::fill_fragment(acc, 0.f);
+#pragma unroll
+    for (int k = 0; k < K; k += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> fb;  // (k, n) at b[n*ldb + k]
+      wmma::load_matrix_sync(fa, a + k, lda);
+      wmma::load_matrix_sync(fb, b + n * 16 * ldb + k, ldb);
+      wmma::mma_sync(acc, fa, fb, acc);
+    }
+    wmma::store_matrix_sync(out + n * 16, acc, kLs, wmma::mem_row_major);
+  }
+}
+
+// One warp: C[16, N] (fp32, leading dim ldc) += A[16, 64] B[64, N], A and B 16-bit row-major.
+template <class T, int N>
+__device__ void mm_ab_acc(const T* a, int lda, const T* b, int ldb, float* c, int ldc) {
+#pragma unroll
+  for (int n = 0; n < N; n += 16) {
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    wmma::load_matrix_sync(acc, c + n, ldc, wmma::mem_row_major);
+#pragma unroll
+    for (int k = 0; k < kTile; k += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;  // (k, n) at b[k*ldb + n]
+      wmma::load_matrix_sync(fa, a + k, lda);
+      wmma::load_matrix_sync(fb, b + k * ldb + n, ldb);
+      wmma::mma_sync(acc, fa, fb, acc);
+    }
+    wmma::store_matrix_sync(c + n, acc, ldc, wmma::mem_row_major);
+  }
+}
+
+template <int HD, class T>
+constexpr size_t forward_smem() {
+  return 3 * aligned(kTile * ld16<HD>() * sizeof(T)) + aligned(kTile * kLs * sizeof(float)) +
+         aligned(kTile * kLh * sizeof(T)) + aligned(kTile * ld32<HD>() * sizeof(float)) +
+         3 * aligned(kTile * sizeof(float));
+}
+template <int HD, class T>
+constexpr size_t dq_smem() {
+  return 4 * aligned(kTile * ld16<HD>() * sizeof(T)) + 2 * aligned(kTile * kLs * sizeof(float)) +
+         aligned(kTile * kLh * sizeof(T)) + aligned(kTile * ld32<HD>() * sizeof(float)) +
+         3 * aligned(kTile * sizeof(float));
+}
+template <int HD, class T>
+constexpr size_t dkdv_smem() {
+  return 4 * aligned(kTile * ld16<HD>() * sizeof(T)) + 2 * aligned(kTile * kLs * sizeof(float)) +
+         2 * aligned(kTile * kLh * sizeof(T)) + 2 * aligned(kTile * ld32<HD>() * sizeof(float)) +
+         3 * aligned(kTile * sizeof(float));
+}
+
+// Grid: one block per (head, tile of 64 queries).
+template <int HD, class T>
+__global__ void __launch_bounds__(kBlockThreads)
+    forward_tc_kernel(Params prm, float* out, float* lse) {
+  constexpr int l16 = ld16<HD>(), l32 = ld32<HD>();
+  extern __shared__ __align__(128) unsigned char raw[];
+  Carve c{raw};
+  T *qs = c.take<T>(kTile * l16), *ks = c.take<T>(kTile * l16), *vs = c.take<T>(kTile * l16);
+  float* ss = c.take<float>(kTile * kLs);
+  T* ps = c.take<T>(kTile * kLh);
+  float* os = c.take<float>(kTile * l32);
+  float *row_max = c.take<float>(kTile), *row_sum = c.take<float>(kTile),
+        *sb = c.take<float>(kTile);
+  const int64_t tiles = (prm.sq + kTile - 1) / kTile;
+  const int64_t h = blockIdx.x / tiles, i0 = (blockIdx.x % tiles) * kTile;
+  const int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16;
+  const int row = w0 + (lane >> 1), half = lane & 1;  // this lane's softmax row and columns
+  const float* bias = prm.bias ? prm.bias + (h / prm.heads) * prm.sk : nullptr;
+  load_tile16<HD>(prm.q + h * prm.sq * HD, prm.sq, i0, qs);
+  for (int idx = threadIdx.x; idx < kTile * l32; idx += blockDim.x) os[idx] = 0.f;
+  if (threadIdx.x < kTile) {
+    row_max[threadIdx.x] = -INFINITY;
+    row_sum[threadIdx.x] = 0.f;
+  }
+  for (int64_t j0 = 0; j0 < prm.sk; j0 += kTile) {
+    __syncthreads();  // the last tile's reads are done (and the first loads)
+    load_tile16<HD>(prm.k + h * prm.sk * HD, prm.sk, j0, ks);
+    load_tile16<HD>(prm.v + h * prm.sk * HD, prm.sk, j0, vs);
+    if (bias) load_rows(bias, prm.sk, j0, sb);
+    __syncthreads();
+    mm_abt<T, HD>(qs + w0 * l16, l16, ks, l16, ss + w0 * kLs);
+    __syncwarp();
+    float* srow = ss + row * kLs + half * 32;
+    float mx = -INFINITY;
+    for (int cc = 0; cc < 32; ++cc) {
+      const int jj = half * 32 + cc;
+      // scale, then the bias: the composition's two roundings
+      const float t = j0 + jj < prm.sk ? srow[cc] * prm.scale + (bias ? sb[jj] : 0.f) : -INFINITY;
+      srow[cc] = t;
+      mx = fmaxf(mx, t);
+    }
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));  // finite: every tile has a key
+    const float old_max = row_max[row], new_max = fmaxf(old_max, mx);
+    const float alpha = expf(old_max - new_max);
+    float rs = 0.f;
+    for (int cc = 0; cc < 32; ++cc) rs += (srow[cc] = expf(srow[cc] - new_max));
+    rs += __shfl_xor_sync(0xffffffffu, rs, 1);
+    __syncwarp();  // both lanes of the row have read its max
+    if (half == 0) {
+      row_max[row] = new_max;
+      row_sum[row] = row_sum[row] * alpha + rs;
+    }
+    T* prow = ps + row * kLh + half * 32;
+    for (int cc = 0; cc < 32; cc += 4) {
+      float mk[4] = {1.f, 1.f, 1.f, 1.f};
+      if (prm.p > 0.f)
+        keep4(prm, static_cast<uint64_t>((h * prm.sq + i0 + row) * prm.sk + j0 + half * 32 + cc),
+              mk);
+      for (int u = 0; u < 4; ++u) prow[cc + u] = to16<T>(srow[cc + u] * mk[u]);
+    }
+    float* orow = os + row * l32 + half * (HD / 2);
+    for (int d = 0; d < HD / 2; ++d) orow[d] *= alpha;
+    __syncwarp();
+    mm_ab_acc<T, HD>(ps + w0 * kLh, kLh, vs, l16, os + w0 * l32, l32);
+  }
+  __syncwarp();
+  const int64_t i = i0 + row;
+  if (i < prm.sq) {
+    const float inv = 1.f / row_sum[row];
+    const float* orow = os + row * l32 + half * (HD / 2);
+    float* dst = out + (h * prm.sq + i) * HD + half * (HD / 2);
+    for (int d = 0; d < HD / 2; ++d) dst[d] = orow[d] * inv;
+    if (half == 0) lse[h * prm.sq + i] = row_max[row] + logf(row_sum[row]);
+  }
+}
+
+// dq: one block per (head, tile of 64 queries), walking the key tiles.
+template <int HD, class T>
+__global__ void __launch_bounds__(kBlockThreads)
+    dq_tc_kernel(Params prm, const float* dout, const float* lse, const float* rowdot, float* dq) {
+  constexpr int l16 = ld16<HD>(), l32 = ld32<HD>();
+  extern __shared__ __align__(128) unsigned char raw[];
+  Carve c{raw};
+  T *qs = c.take<T>(kTile * l16), *gs = c.take<T>(kTile * l16), *ks = c.take<T>(kTile * l16),
+    *vs = c.take<T>(kTile * l16);
+  float *ss = c.take<float>(kTile * kLs), *zs = c.take<float>(kTile * kLs);
+  T* ds16 = c.take<T>(kTile * kLh);
+  float* acc = c.take<float>(kTile * l32);
+  float *row_lse = c.take<float>(kTile), *row_dot = c.take<float>(kTile),
+        *sb = c.take<float>(kTile);
+  const int64_t tiles = (prm.sq + kTile - 1) / kTile;
+  const int64_t h = blockIdx.x / tiles, i0 = (blockIdx.x % tiles) * kTile;
+  const int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16;
+  const int row = w0 + (lane >> 1), half = lane & 1;
+  const float* bias = prm.bias ? prm.bias + (h / prm.heads) * prm.sk : nullptr;
+  load_tile16<HD>(prm.q + h * prm.sq * HD, prm.sq, i0, qs);
+  load_tile16<HD>(dout + h * prm.sq * HD, prm.sq, i0, gs);
+  load_rows(lse + h * prm.sq, prm.sq, i0, row_lse);
+  load_rows(rowdot + h * prm.sq, prm.sq, i0, row_dot);
+  for (int idx = threadIdx.x; idx < kTile * l32; idx += blockDim.x) acc[idx] = 0.f;
+  for (int64_t j0 = 0; j0 < prm.sk; j0 += kTile) {
+    __syncthreads();
+    load_tile16<HD>(prm.k + h * prm.sk * HD, prm.sk, j0, ks);
+    load_tile16<HD>(prm.v + h * prm.sk * HD, prm.sk, j0, vs);
+    if (bias) load_rows(bias, prm.sk, j0, sb);
+    __syncthreads();
+    mm_abt<T, HD>(qs + w0 * l16, l16, ks, l16, ss + w0 * kLs);  // scores
+    mm_abt<T, HD>(gs + w0 * l16, l16, vs, l16, zs + w0 * kLs);  // dz = dout v^T
+    __syncwarp();
+    const float* srow = ss + row * kLs + half * 32;
+    const float* zrow = zs + row * kLs + half * 32;
+    T* drow = ds16 + row * kLh + half * 32;
+    for (int cc = 0; cc < 32; cc += 4) {
+      float mk[4] = {1.f, 1.f, 1.f, 1.f};
+      if (prm.p > 0.f)
+        keep4(prm, static_cast<uint64_t>((h * prm.sq + i0 + row) * prm.sk + j0 + half * 32 + cc),
+              mk);
+      for (int u = 0; u < 4; ++u) {
+        const int jj = half * 32 + cc + u;
+        const float prob =
+            j0 + jj < prm.sk ? expf(srow[cc + u] * prm.scale + (bias ? sb[jj] : 0.f) - row_lse[row])
+                             : 0.f;
+        drow[cc + u] = to16<T>(prob * (zrow[cc + u] * mk[u] - row_dot[row]));
+      }
+    }
+    __syncwarp();
+    mm_ab_acc<T, HD>(ds16 + w0 * kLh, kLh, ks, l16, acc + w0 * l32, l32);  // dq += ds k
+  }
+  __syncwarp();
+  const int64_t i = i0 + row;
+  if (i < prm.sq) {
+    const float* arow = acc + row * l32 + half * (HD / 2);
+    float* dst = dq + (h * prm.sq + i) * HD + half * (HD / 2);
+    for (int d = 0; d < HD / 2; ++d) dst[d] = arow[d] * prm.scale;
+  }
+}
+
+// dk and dv: one block per (head, tile of 64 keys), walking the query tiles. Warp w owns keys
+// 16w..16w+15; in the element-wise step lane l takes queries l and l + 32 against those 16 keys
+// (consecutive keys: one dropout block per four).
+template <int HD, class T>
+__global__ void __launch_bounds__(kBlockThreads)
+    dkdv_tc_kernel(Params prm, const float* dout, const float* lse, const float* rowdot, float* dk,
+                   float* dv) {
+  constexpr int l16 = ld16<HD>(), l32 = ld32<HD>();
+  extern __shared__ __align__(128) unsigned char raw[];
+  Carve c{raw};
+  T *ks = c.take<T>(kTile * l16), *vs = c.take<T>(kTile * l16), *qs = c.take<T>(kTile * l16),
+    *gs = c.take<T>(kTile * l16);
+  float *st = c.take<float>(kTile * kLs), *zt = c.take<float>(kTile * kLs);
+  T *z16 = c.take<T>(kTile * kLh), *ds16 = c.take<T>(kTile * kLh);
+  float *acc_k = c.take<float>(kTile * l32), *acc_v = c.take<float>(kTile * l32);
+  float *row_lse = c.take<float>(kTile), *row_dot = c.take<float>(kTile),
+        *kb = c.take<float>(kTile);
+  const int64_t tiles = (prm.sk + kTile - 1) / kTile;
+  const int64_t h = blockIdx.x / tiles, j0 = (blockIdx.x % tiles) * kTile;
+  const int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16;
+  load_tile16<HD>(prm.k + h * prm.sk * HD, prm.sk, j0, ks);
+  load_tile16<HD>(prm.v + h * prm.sk * HD, prm.sk, j0, vs);
+  if (threadIdx.x < kTile)
+    kb[threadIdx.x] = prm.bias && j0 + threadIdx.x < prm.sk
+                          ? prm.bias[(h / prm.heads) * prm.sk + j0 + threadIdx.x]
+                          : 0.f;
+  for (int idx = threadIdx.x; idx < kTile * l32; idx += blockDim.x) acc_k[idx] = acc_v[idx] = 0.f;
+  for (int64_t i0 = 0; i0 < prm.sq; i0 += kTile) {
+    __syncthreads();
+    load_tile16<HD>(prm.q + h * prm.sq * HD, prm.sq, i0, qs);
+    load_tile16<HD>(dout + h * prm.sq * HD, prm.sq, i0, gs);
+    load_rows(lse + h * prm.sq, prm.sq, i0, row_lse);
+    load_rows(rowdot + h * prm.sq, prm.sq, i0, row_dot);
+    __syncthreads();
+    mm_abt<T, HD>(ks + w0 * l16, l16, qs, l16, st + w0 * kLs);  // scores^T [key][query]
+    mm_abt<T, HD>(vs + w0 * l16, l16, gs, l16, zt + w0 * kLs);  // dz^T = v dout^T
+    __syncwarp();
+    for (int qh = 0; qh < 2; ++qh) {
+      const int ii = lane + 32 * qh;
+      const int64_t i = i0 + ii;
+      float mk[16];
+      for (int a = 0; a < 16; a += 4) {
+        mk[a] = mk[a + 1] = mk[a + 2] = mk[a + 3] = 1.f;
+        if (prm.p > 0.f)
+          keep4(prm, static_cast<uint64_t>((h * prm.sq + i) * prm.sk + j0 + w0 + a), mk + a);
+      }
+      for (int a = 0; a < 16; ++a) {
+        const int r = w0 + a;
+        const bool valid = i < prm.sq && j0 + r < prm.sk;
+        const float prob = valid ? expf(st[r * kLs + ii] * prm.scale + kb[r] - row_lse[ii]) : 0.f;
+        z16[r * kLh + ii] = to16<T>(prob * mk[a]);
+        ds16[r * kLh + ii] = to16<T>(prob * (zt[r * kLs + ii] * mk[a] - row_dot[ii]));
+      }
+    }
+    __syncwarp();
+    mm_ab_acc<T, HD>(z16 + w0 * kLh, kLh, gs, l16, acc_v + w0 * l32, l32);   // dv += z^T dout
+    mm_ab_acc<T, HD>(ds16 + w0 * kLh, kLh, qs, l16, acc_k + w0 * l32, l32);  // dk += ds^T q
+  }
+  __syncwarp();
+  // Lane pairs write the warp's 16 keys, half a row each.
+  const int r = w0 + (lane >> 1), half = lane & 1;
+  const int64_t j = j0 + r;
+  if (j < prm.sk) {
+    const float *krow = acc_k + r * l32 + half * (HD / 2),
+                *vrow = acc_v + r * l32 + half * (HD / 2);
+    float* dkr = dk + (h * prm.sk + j) * HD + half * (HD / 2);
+    float* dvr = dv + (h * prm.sk + j) * HD + half * (HD / 2);
+    for (int d = 0; d < HD / 2; ++d) {
+      dkr[d] = krow[d] * prm.scale;
+      dvr[d] = vrow[d];
+    }
+  }
+}
+
+template <int HD, class T>
+void forward_as(const Params& prm, int64_t bh, float* out, float* lse, int dev) {
+  launch(forward_tc_kernel<HD, T>, forward_smem<HD, T>(), bh * ((prm.sq + kTile - 1) / kTile), dev,
+         prm, out, lse);
+}
+
+template <int HD, class T>
+void backward_as(const Params& prm, int64_t bh, const float* dout, const float* lse,
+                 const float* rowdot, float* dq, float* dk, float* dv, int dev) {
+  launch(dq_tc_kernel<HD, T>, dq_smem<HD, T>(), bh * ((prm.sq + kTile - 1) / kTile), dev, prm, dout,
+         lse, rowdot, dq);
+  launch(dkdv_tc_kernel<HD, T>, dkdv_smem<HD, T>(), bh * ((prm.sk + kTile - 1) / kTile), dev, prm,
+         dout, lse, rowdot, dk, dv);
+}
+
+template <class T>
+void forward_typed(const Params& prm, int64_t bh, int hd, float* out, float* lse, int dev) {
+  if (hd == 32) return forward_as<32, T>(prm, bh, out, lse, dev);
+  if (hd == 64) return forward_as<64, T>(prm, bh, out, lse, dev);
+  forward_as<128, T>(prm, bh, out, lse, dev);
+}
+
+template <class T>
+void backward_typed(const Params& prm, int64_t bh, int hd, const float* dout, const float* lse,
+                    const float* rowdot, float* dq, float* dk, float* dv, int dev) {
+  if (hd == 32) return backward_as<32, T>(prm, bh, dout, lse, rowdot, dq, dk, dv, dev);
+  if (hd == 64) return backward_as<64, T>(prm, bh, dout, lse, rowdot, dq, dk, dv, dev);
+  backward_as<128, T>(prm, bh, dout, lse, rowdot, dq, dk, dv, dev);
+}
+
+}  // namespace
+
+void forward_tensor_cores(const Params& prm, int64_t bh, int hd, bool fp16, float* out, float* lse,
+                          int dev) {
+  if (fp16) return forward_typed<__half>(prm, bh, hd, out, lse, dev);
+  forward_typed<__nv_bfloat16>(prm, bh, hd, out, lse, dev);
+}
+
+void backward_tensor_cores(const Params& prm, int64_t bh, int hd, bool fp16, const float* dout,
+                           const float* lse, const float* rowdot, float* dq, float* dk, float* dv,
+                           int dev) {
+  if (fp16) return backward_typed<__half>(prm, bh, hd, dout, lse, rowdot, dq, dk, dv, dev);
+  backward_typed<__nv_bfloat16>(prm, bh, hd, dout, lse, rowdot, dq, dk, dv, dev);
+}
+
+}  // namespace ada::cuda::attention
