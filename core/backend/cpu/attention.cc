@@ -2,8 +2,9 @@
 // against every key, the softmax and its dropout in place, then the tile's output — a [64, Sk]
 // buffer instead of the [B*heads, Sq, Sk] probabilities and masks. The backward recomputes a
 // tile's probabilities from the saved log-normalisers (flash attention's backward, key tiles
-// whole). The reference the CUDA kernels are tested against; the composition's masks, its sums in
-// other orders.
+// whole). The products go through cpu::gemm (our kernels; bf16 operands under a bf16
+// train.precision, as the composition's). The reference the CUDA kernels are tested against; the
+// composition's masks, its sums in other orders.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "core/backend/cpu/cpu_common.h"
 #include "core/backend/cpu/cpu_ops.h"
 #include "core/backend/cpu/eigen_map.h"
+#include "core/backend/cpu/sgemm.h"
 #include "core/backend/op_shapes.h"
 #include "core/parallel.h"
 #include "core/philox.h"
@@ -33,23 +35,37 @@ Problem problem(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
           k.data<float>(), v.data<float>(), key_bias.defined() ? key_bias.data<float>() : nullptr};
 }
 
-// Dropout multipliers of probability elements e0 .. e0+n-1 (dropout_forward's stream).
+// Dropout multipliers of probability elements e0 .. e0+n-1 (dropout_forward's stream): whole
+// Philox blocks in a loop that vectorises (as dropout_forward's), single words at the ends.
 void dropout_row(const ops::AttentionArgs& a, uint64_t e0, int64_t n, float* out) {
-  const float keep = 1.f / (1.f - a.dropout);
-  uint64_t e = e0;
-  for (int64_t j = 0; j < n;) {
-    const Uniform4 u = philox_uniform4_at(a.seed, a.first, e / 4);
+  const float keep = 1.f / (1.f - a.dropout), p = a.dropout;
+  const uint64_t seed = a.seed, first = a.first;
+  auto one = [&](uint64_t e) {
+    const Uniform4 u = philox_uniform4_at(seed, first, e / 4);
     const float w[4] = {u.u0, u.u1, u.u2, u.u3};
-    for (uint64_t c = e % 4; c < 4 && j < n; ++c, ++j, ++e) out[j] = w[c] >= a.dropout ? keep : 0.f;
+    return w[e % 4] >= p ? keep : 0.f;
+  };
+  int64_t j = 0;
+  for (; j < n && (e0 + j) % 4 != 0; ++j) out[j] = one(e0 + j);
+  const int64_t blocks = (n - j) / 4;
+  const uint64_t b0 = (e0 + j) / 4;
+  float* o = out + j;
+#pragma omp simd
+  for (int64_t t = 0; t < blocks; ++t) {
+    const Uniform4 u = philox_uniform4_at(seed, first, b0 + static_cast<uint64_t>(t));
+    o[4 * t] = u.u0 >= p ? keep : 0.f;
+    o[4 * t + 1] = u.u1 >= p ? keep : 0.f;
+    o[4 * t + 2] = u.u2 >= p ? keep : 0.f;
+    o[4 * t + 3] = u.u3 >= p ? keep : 0.f;
   }
+  for (j += 4 * blocks; j < n; ++j) out[j] = one(e0 + j);
 }
 
 // s = scale * (q_tile k^T) + bias of example `bh / heads`, rows [i0, i0 + rows) of head bh.
 void scores(const Problem& p, const ops::AttentionArgs& a, int64_t bh, int64_t i0, int64_t rows,
             RowMat& s) {
-  ConstMatMap qt(p.q + (bh * p.sq + i0) * p.d, rows, p.d);
-  ConstMatMap kt(p.k + bh * p.sk * p.d, p.sk, p.d);
-  s.noalias() = qt * kt.transpose();
+  gemm(false, true, rows, p.sk, p.d, 1.f, p.q + (bh * p.sq + i0) * p.d, p.d, p.k + bh * p.sk * p.d,
+       p.d, 0.f, s.data(), p.sk);
   s *= a.scale;
   if (p.bias)
     s.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(p.bias + (bh / p.heads) * p.sk, p.sk);
@@ -96,8 +112,8 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
         mask.resize(rows, p.sk);
         apply_dropout(p, a, bh, i0, s, mask);
       }
-      MatMap(op + (bh * p.sq + i0) * p.d, rows, p.d).noalias() =
-          s * ConstMatMap(p.v + bh * p.sk * p.d, p.sk, p.d);
+      gemm(false, false, rows, p.d, p.sk, 1.f, s.data(), p.sk, p.v + bh * p.sk * p.d, p.d, 0.f,
+           op + (bh * p.sq + i0) * p.d, p.d);
     }
   });
   return out;
@@ -120,12 +136,12 @@ ops::AttentionGrads fused_attention_backward(const Tensor& dout, const Tensor& q
   parallel_for(0, p.bh, 1, [&](int64_t begin, int64_t end) {
     RowMat prob, z, dz, mask;
     for (int64_t bh = begin; bh < end; ++bh) {
-      ConstMatMap kt(p.k + bh * p.sk * p.d, p.sk, p.d), vt(p.v + bh * p.sk * p.d, p.sk, p.d);
-      MatMap dk(dkp + bh * p.sk * p.d, p.sk, p.d), dv(dvp + bh * p.sk * p.d, p.sk, p.d);
+      const float *kp = p.k + bh * p.sk * p.d, *vp = p.v + bh * p.sk * p.d;
+      float *dk = dkp + bh * p.sk * p.d, *dv = dvp + bh * p.sk * p.d;
       for (int64_t i0 = 0; i0 < p.sq; i0 += kQueryTile) {
         const int64_t rows = std::min(kQueryTile, p.sq - i0), row0 = bh * p.sq + i0;
-        ConstMatMap qt(p.q + row0 * p.d, rows, p.d), dot(dop + row0 * p.d, rows, p.d),
-            ot(outp + row0 * p.d, rows, p.d);
+        const float *qp = p.q + row0 * p.d, *gp = dop + row0 * p.d;
+        ConstMatMap dot(gp, rows, p.d), ot(outp + row0 * p.d, rows, p.d);
         prob.resize(rows, p.sk);
         scores(p, a, bh, i0, rows, prob);
         for (int64_t r = 0; r < rows; ++r)
@@ -135,14 +151,18 @@ ops::AttentionGrads fused_attention_backward(const Tensor& dout, const Tensor& q
           mask.resize(rows, p.sk);
           apply_dropout(p, a, bh, i0, z, mask);
         }
-        dv.noalias() += z.transpose() * dot;
-        dz.noalias() = dot * vt.transpose();  // d(out)/d(z)
+        // dv += z^T dout; dz = dout v^T, d(out)/d(z)
+        gemm(true, false, p.sk, p.d, rows, 1.f, z.data(), p.sk, gp, p.d, 1.f, dv, p.d);
+        dz.resize(rows, p.sk);
+        gemm(false, true, rows, p.sk, p.d, 1.f, gp, p.d, vp, p.d, 0.f, dz.data(), p.sk);
         if (a.dropout > 0.f) dz.array() *= mask.array();
         // Softmax backward: ds = prob * (dprob - sum_j dprob*prob), the sum being dout . out.
         const Eigen::VectorXf row_dot = (dot.array() * ot.array()).rowwise().sum();
         dz.array() = prob.array() * (dz.array().colwise() - row_dot.array());
-        MatMap(dqp + row0 * p.d, rows, p.d).noalias() = a.scale * (dz * kt);
-        dk.noalias() += a.scale * (dz.transpose() * qt);
+        // dq = scale ds k; dk += scale ds^T q
+        gemm(false, false, rows, p.d, p.sk, a.scale, dz.data(), p.sk, kp, p.d, 0.f,
+             dqp + row0 * p.d, p.d);
+        gemm(true, false, p.sk, p.d, rows, a.scale, dz.data(), p.sk, qp, p.d, 1.f, dk, p.d);
       }
     }
   });
