@@ -1,15 +1,15 @@
 // train.precision: bf16 (core/precision.h) on whole models: lenet5, resnet20_mnist and BERT-tiny
-// run one forward and backward on a fixed batch in fp32 and again with bf16 matrix products. The
-// loss and every gradient must (a) change — linear layers, convolutions (forward and both
-// backwards) and attention really take bf16 inputs — and (b) stay within bf16's error. bfloat16
-// keeps 8 significant bits (relative rounding 2^-9 = 2e-3 per operand), but a gradient that is a
-// sum of many cancelling terms (weight gradients of the first convolution, batch-norm biases at
-// initialisation) loses more relative to its own size: measured here (printed), the worst
-// parameter's relative L2 error is 0.7% (BERT-tiny) to 10% (conv1 of lenet5 / resnet20) and the
-// whole model's 0.3-4%. Bounds: 25% per parameter, 8% for the whole model, 1% for the loss. A
-// wrong kernel (a transposed operand, a lost k pair) gives errors of order 1 or none; exact
-// rounding (nearest even) is checked element by element in test_sgemm.
-// On a CPU without AVX512_BF16 the mode is refused (DeviceError), which is what is checked there.
+// (composed and fused attention) run one forward and backward on a fixed batch in fp32 and again
+// with bf16 matrix products. The loss and every gradient must (a) change — linear layers,
+// convolutions (forward and both backwards) and attention really take bf16 inputs — and (b) stay
+// within bf16's error. bfloat16 keeps 8 significant bits (relative rounding 2^-9 = 2e-3 per
+// operand), but a gradient that is a sum of many cancelling terms (weight gradients of the first
+// convolution, batch-norm biases at initialisation) loses more relative to its own size: measured
+// here (printed), the worst parameter's relative L2 error is 0.7% (BERT-tiny) to 10% (conv1 of
+// lenet5 / resnet20) and the whole model's 0.3-4%. Bounds: 25% per parameter, 8% for the whole
+// model, 1% for the loss. A wrong kernel (a transposed operand, a lost k pair) gives errors of
+// order 1 or none; exact rounding (nearest even) is checked element by element in test_sgemm. On a
+// CPU without AVX512_BF16 the mode is refused (DeviceError), which is what is checked there.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -126,6 +126,13 @@ TEST(Bf16Models, BertTiny) {
   compare(
       "{name: bert, preset: tiny, vocab_size: 97, max_positions: 32, dropout: 0.0, "
       "attention_dropout: 0.0}",
+      true);
+}
+// The fused attention's products (cpu::gemm) take bf16 operands too.
+TEST(Bf16Models, BertTinyFusedAttention) {
+  compare(
+      "{name: bert, preset: tiny, vocab_size: 97, max_positions: 32, dropout: 0.0, "
+      "attention_dropout: 0.0, attention: fused}",
       true);
 }
 
