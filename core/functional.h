@@ -54,6 +54,11 @@ Variable log_softmax(const Variable& x);
 // key_bias is a constant [B, Sk] (or undefined).
 Variable attention_softmax(const Variable& scores, const Tensor& key_bias, int64_t heads,
                            float scale);
+// x as the matrix products below it multiply it (ops::matmul_operand): under 16-bit CUDA matrix
+// products a rounded copy whose gradient passes through unchanged (f32), so that several
+// products of one input (a layer's q, k and v projections) keep one 16-bit copy between them;
+// otherwise x itself.
+Variable matmul_operand(const Variable& x);
 // dropout(attention_softmax(q k^T, key_bias, heads, scale), p, training, gen) v in one op
 // (ops::fused_attention): q [B*heads, Sq, D], k, v [B*heads, Sk, D]. The same generator counters
 // and masks as that composition; only out and the row log-normalisers are kept for backward.

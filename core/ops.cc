@@ -285,6 +285,12 @@ Tensor attention_softmax(const Tensor& scores, const Tensor& key_bias, int64_t h
 Tensor attention_softmax_backward(const Tensor& dy, const Tensor& y, float scale) {
   ADA_DISPATCH(attention_softmax_backward, (dy, y, scale), dy, y);
 }
+Tensor matmul_operand(const Tensor& x) {
+#ifdef ADA_WITH_CUDA
+  if (any_cuda(x)) return ::ada::cuda::matmul_operand(x);
+#endif
+  return x;  // the CPU backend rounds while packing
+}
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_bias,
                        const AttentionArgs& a, Tensor& lse) {
   ADA_DISPATCH(fused_attention, (q, k, v, key_bias, a, lse), q, k, v, key_bias);

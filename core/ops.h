@@ -146,6 +146,13 @@ Tensor attention_softmax(const Tensor& scores, const Tensor& key_bias, int64_t h
 // Its gradient with respect to scores, from y: scale * softmax_backward(dy, y), in one pass.
 Tensor attention_softmax_backward(const Tensor& dy, const Tensor& y, float scale);
 
+// ---- matrix-product operands -------------------------------------------------------------------
+// The operand a matrix product multiplies under the current precision: on CUDA with bf16/fp16
+// matrix products (core/precision.h) x rounded to that type once (half the bytes; matmul, bmm
+// and gemm take it as it is, with the same bits as rounding x inside); otherwise x itself (the
+// CPU rounds while packing, so its operands stay f32). What autograd keeps for backward.
+Tensor matmul_operand(const Tensor& x);
+
 // ---- fused attention --------------------------------------------------------------------------
 // Scaled dot-product attention without the [B*heads, Sq, Sk] scores, probabilities or dropout
 // mask in memory (flash attention's algorithm: tiles of queries against tiles of keys, the

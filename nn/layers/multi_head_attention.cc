@@ -49,8 +49,11 @@ Variable MultiHeadAttention::forward(const Variable& x, const Tensor& key_bias, 
     return fn::reshape(fn::permute(fn::reshape(t, {b, s, heads_, hd}), {0, 2, 1, 3}),
                        {b * heads_, s, hd});
   };
-  Variable q = split(query_->forward(x)), k = split(key_->forward(x)),
-           v = split(value_->forward(x));
+  // One operand for the three projections (under 16-bit CUDA products one rounded copy kept for
+  // their backward, not three).
+  const Variable xin = fn::matmul_operand(x);
+  Variable q = split(query_->forward(xin)), k = split(key_->forward(xin)),
+           v = split(value_->forward(xin));
   // softmax(q k^T / sqrt(hd) + key bias) in one pass over the scores (the op checks the bias
   // against the batch's shape, a ShapeError naming both).
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));

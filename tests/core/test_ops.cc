@@ -673,6 +673,18 @@ TEST(Ops, AttentionSoftmaxEqualsTheCompositionBitForBit) {
   EXPECT_THROW(ops::attention_softmax(scores, bias, 4, scale), ShapeError);
 }
 
+// On the CPU an operand stays f32 in every precision (the GEMM rounds while packing): the tensor
+// itself, so autograd keeps what it kept before.
+TEST(Ops, MatmulOperandOnTheCpuIsTheTensorItself) {
+  const Tensor x = Tensor::ones({3, 4});
+  EXPECT_EQ(ops::matmul_operand(x).raw_data(), x.raw_data());
+  if (cpu::bf16_available()) {
+    set_cpu_matmul_precision(Precision::bf16);
+    EXPECT_EQ(ops::matmul_operand(x).raw_data(), x.raw_data());
+    set_cpu_matmul_precision(Precision::fp32);
+  }
+}
+
 TEST(Ops, PermuteMatchesIndexing) {
   Tensor x = Tensor::arange(0, 24).reshape({2, 3, 4});
   Tensor y = ops::permute(x, {2, 0, 1});

@@ -33,7 +33,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/autograd.h"
 #include "core/backend/cuda/cuda_ops.h"
+#include "core/functional.h"
 #include "core/ops.h"
 #include "core/precision.h"
 #include "core/random.h"
@@ -1165,6 +1167,78 @@ TEST(CudaOps, DataErrorsAreRaisedAtTheNextWaitNamingOpPositionAndValue) {
         << e.what();
   }
   EXPECT_NO_THROW(cuda::synchronize(0));
+}
+
+// Under bf16/fp16 matrix products, ops::matmul_operand rounds an operand once (half the bytes)
+// and matmul, bmm and gemm take it as it is: the same bits as the f32 operand rounded inside,
+// in every transpose combination; under fp32 it is the tensor itself, and a 16-bit operand is
+// refused by name.
+TEST(CudaOps, MatmulOnRoundedOperandsGivesTheSameBits) {
+  ADA_REQUIRE_GPU();
+  struct Restore {
+    ~Restore() { set_cuda_matmul_precision(Precision::fp32); }
+  } restore;
+  auto same = [](const Tensor& x, const Tensor& y) {
+    return x.to(Device::cpu()).to_vector<float>() == y.to(Device::cpu()).to_vector<float>();
+  };
+  for (Precision p : {Precision::bf16, Precision::fp16}) {
+    SCOPED_TRACE(precision_name(p));
+    set_cuda_matmul_precision(p);
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        const Tensor a = on_gpu(rand_cpu(ta ? Shape{19, 37} : Shape{37, 19}, 71)),
+                     b = on_gpu(rand_cpu(tb ? Shape{23, 19} : Shape{19, 23}, 72));
+        const Tensor na = ops::matmul_operand(a), nb = ops::matmul_operand(b);
+        EXPECT_EQ(na.dtype(), p == Precision::bf16 ? DType::bf16 : DType::f16);
+        EXPECT_EQ(na.nbytes() * 2, a.nbytes());
+        const Tensor ref = ops::matmul(a, b, ta, tb);
+        EXPECT_TRUE(same(ops::matmul(na, nb, ta, tb), ref)) << ta << tb;
+        EXPECT_TRUE(same(ops::matmul(na, b, ta, tb), ref)) << ta << tb;
+        EXPECT_TRUE(same(ops::matmul(a, nb, ta, tb), ref)) << ta << tb;
+      }
+    const Tensor a = on_gpu(rand_cpu({3, 5, 7}, 73)), b = on_gpu(rand_cpu({3, 7, 4}, 74));
+    EXPECT_TRUE(same(ops::bmm(ops::matmul_operand(a), ops::matmul_operand(b)), ops::bmm(a, b)));
+  }
+  set_cuda_matmul_precision(Precision::fp32);
+  const Tensor a = on_gpu(rand_cpu({4, 4}, 75));
+  EXPECT_EQ(ops::matmul_operand(a).raw_data(), a.raw_data());
+  set_cuda_matmul_precision(Precision::bf16);
+  const Tensor na = ops::matmul_operand(a);
+  set_cuda_matmul_precision(Precision::fp32);
+  try {
+    ops::matmul(na, a);
+    ADD_FAILURE() << "a bf16 operand was taken under fp32";
+  } catch (const DTypeError& e) {
+    EXPECT_NE(std::string(e.what()).find("bf16/fp16 train.precision"), std::string::npos)
+        << e.what();
+  }
+}
+
+// fn::matmul_operand shares one rounded copy among several products of one input (attention's
+// q, k, v projections): the same bits forward and backward as each product rounding for itself,
+// the gradient reaching the f32 input as f32.
+TEST(CudaOps, SharedMatmulOperandGivesTheSameGradients) {
+  ADA_REQUIRE_GPU();
+  struct Restore {
+    ~Restore() { set_cuda_matmul_precision(Precision::fp32); }
+  } restore;
+  set_cuda_matmul_precision(Precision::bf16);
+  const Tensor x0 = on_gpu(rand_cpu({6, 8}, 81)), w1 = on_gpu(rand_cpu({5, 8}, 82)),
+               w2 = on_gpu(rand_cpu({5, 8}, 83));
+  auto run = [&](bool shared) {
+    Variable x(x0, true), a(w1, true), b(w2, true);
+    const Variable in = shared ? fn::matmul_operand(x) : x;
+    if (shared) EXPECT_EQ(in.value().dtype(), DType::bf16);
+    const Variable y = fn::add(fn::linear(in, a, Variable()), fn::linear(in, b, Variable()));
+    backward(y, Tensor::ones(y.shape(), DType::f32, y.value().device()));
+    EXPECT_EQ(x.grad().dtype(), DType::f32);
+    return std::vector<Tensor>{y.value(), x.grad(), a.grad(), b.grad()};
+  };
+  const auto own = run(false), shared = run(true);
+  for (size_t i = 0; i < own.size(); ++i)
+    EXPECT_EQ(own[i].to(Device::cpu()).to_vector<float>(),
+              shared[i].to(Device::cpu()).to_vector<float>())
+        << i;
 }
 
 TEST(CudaOps, CrossEntropyWithSmoothingAndIgnoreIndex) {

@@ -44,9 +44,26 @@ void scale_c(int dev, float* c, int64_t count, float beta) {
   }
 }
 
+// The 16-bit type the current precision multiplies in (f32 when it is fp32).
+DType narrow_type() {
+  const Precision p = cuda_matmul_precision();
+  return p == Precision::bf16 ? DType::bf16 : p == Precision::fp16 ? DType::f16 : DType::f32;
+}
+
+// a and b f32, or already of the 16-bit type the current precision multiplies in
+// (ops::matmul_operand); c (if given) f32; all on one device, made current. Returns it.
+int require_operands(const char* op, const Tensor& a, const Tensor& b, const Tensor* c) {
+  const int dev =
+      c ? require_f32(op, {&a, &b, c}, narrow_type()) : require_f32(op, {&a, &b}, narrow_type());
+  ADA_CHECK_ARG(!c || c->dtype() == DType::f32, DTypeError)
+      << op << ": the result " << c->str() << " must be f32";
+  return dev;
+}
+
 // c[i] = alpha * op(a[i]) op(b[i]) + beta * c[i] for i < batch, on densely packed row-major
 // matrices laid one after another (a[i] is m x k or k x m, b[i] k x n or n x k, c[i] m x n).
-void gemm_strided(const char* op, int dev, const float* a, const float* b, float* c,
+// a and b are f32, or (under a 16-bit precision) already rounded to its type.
+void gemm_strided(const char* op, int dev, const Tensor& at, const Tensor& bt, float* c,
                   const GemmDims& d, bool ta, bool tb, float alpha, float beta, int64_t batch) {
   if (batch == 0 || d.m == 0 || d.n == 0) return;
   if (d.k == 0) {
@@ -69,17 +86,25 @@ void gemm_strided(const char* op, int dev, const float* a, const float* b, float
     // the CPU's bf16 mode), products summed in fp32. cuBLAS's FAST_16BF compute type on fp32
     // operands does not promise that rounding (on an H200 it gave neither the rounded nor the
     // fp32 product), so the operands are cast here, as autocast does.
+    // An operand that ops::matmul_operand already rounded is used as it is.
     const DType narrow = precision == Precision::bf16 ? DType::bf16 : DType::f16;
     const cudaDataType_t type = precision == Precision::bf16 ? CUDA_R_16BF : CUDA_R_16F;
-    Scratch a16(static_cast<size_t>(batch * sa) * 2, dev),
-        b16(static_cast<size_t>(batch * sb) * 2, dev);
-    round_f32(a, a16.get(), batch * sa, narrow, dev);
-    round_f32(b, b16.get(), batch * sb, narrow, dev);
-    ADA_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-        h, opb, opa, m, n, k, &alpha, b16.get(), type, ldb, sb, a16.get(), type, lda, sa, &beta, c,
-        CUDA_R_32F, ldc, sc, count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    const bool round_a = at.dtype() == DType::f32, round_b = bt.dtype() == DType::f32;
+    Scratch a16(round_a ? static_cast<size_t>(batch * sa) * 2 : 0, dev),
+        b16(round_b ? static_cast<size_t>(batch * sb) * 2 : 0, dev);
+    if (round_a) round_f32(at.data<float>(), a16.get(), batch * sa, narrow, dev);
+    if (round_b) round_f32(bt.data<float>(), b16.get(), batch * sb, narrow, dev);
+    const void* a = round_a ? a16.get() : at.raw_data();
+    const void* b = round_b ? b16.get() : bt.raw_data();
+    ADA_CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, opb, opa, m, n, k, &alpha, b, type, ldb, sb, a,
+                                                type, lda, sa, &beta, c, CUDA_R_32F, ldc, sc, count,
+                                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     return;
   }
+  ADA_CHECK_ARG(at.dtype() == DType::f32 && bt.dtype() == DType::f32, DTypeError)
+      << op << ": 16-bit operands (" << at.str() << ", " << bt.str()
+      << ") need a bf16/fp16 train.precision; it is fp32 now";
+  const float *a = at.data<float>(), *b = bt.data<float>();
   const cublasComputeType_t compute =
       allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   if (batch == 1) {
@@ -127,32 +152,38 @@ Precision cuda_matmul_precision() {
 namespace ada::cuda {
 
 void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, float alpha, float beta) {
-  const int dev = require_f32("gemm", {&a, &b, &c});
+  const int dev = require_operands("gemm", a, b, &c);
   const GemmDims d = backend::checked_gemm("gemm", a, b, &c, ta, tb);
-  gemm_strided("gemm", dev, a.data<float>(), b.data<float>(), c.data<float>(), d, ta, tb, alpha,
-               beta, 1);
+  gemm_strided("gemm", dev, a, b, c.data<float>(), d, ta, tb, alpha, beta, 1);
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
-  const int dev = require_f32("matmul", {&a, &b});
+  const int dev = require_operands("matmul", a, b, nullptr);
   const GemmDims d = backend::checked_gemm("matmul", a, b, nullptr, ta, tb);
   Tensor c = Tensor::empty({d.m, d.n}, DType::f32, a.device());
-  gemm_strided("matmul", dev, a.data<float>(), b.data<float>(), c.data<float>(), d, ta, tb, 1.f,
-               0.f, 1);
+  gemm_strided("matmul", dev, a, b, c.data<float>(), d, ta, tb, 1.f, 0.f, 1);
   return c;
 }
 
 void gemm_batched(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, float alpha,
                   float beta) {
-  const int dev = require_f32("gemm_batched", {&a, &b, &c});
+  const int dev = require_operands("gemm_batched", a, b, &c);
   const GemmDims d = backend::checked_gemm_batched("gemm_batched", a, b, c, ta, tb);
   const int64_t batch = a.size(0);
-  gemm_strided("gemm_batched", dev, a.data<float>(), b.data<float>(), c.data<float>(), d, ta, tb,
-               alpha, beta, batch);
+  gemm_strided("gemm_batched", dev, a, b, c.data<float>(), d, ta, tb, alpha, beta, batch);
+}
+
+Tensor matmul_operand(const Tensor& x) {
+  const DType narrow = narrow_type();
+  if (narrow == DType::f32 || x.dtype() != DType::f32) return x;
+  const int dev = require_f32("matmul_operand", {&x});
+  Tensor y = Tensor::empty(x.shape(), narrow, x.device());
+  round_f32(x.data<float>(), y.raw_data(), x.numel(), narrow, dev);
+  return y;
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b, bool ta, bool tb) {
-  require_f32("bmm", {&a, &b});
+  require_operands("bmm", a, b, nullptr);
   Tensor c = Tensor::empty(backend::bmm_shape("bmm", a, b, ta, tb), DType::f32, a.device());
   gemm_batched(a, b, c, ta, tb, 1.f, 0.f);
   return c;

@@ -37,9 +37,9 @@ cudnnHandle_t cudnn(int device);
 // Makes `device` current for the calling thread (cheap when it already is).
 void set_device(int device);
 
-// Every tensor defined, f32 and on one CUDA device; returns that device's index and makes it
-// current. Throws ShapeError/DTypeError/DeviceError naming `op`.
-int require_f32(const char* op, std::initializer_list<const Tensor*> ts);
+// Every tensor defined, f32 (or `also`, when given) and on one CUDA device; returns that device's
+// index and makes it current. Throws ShapeError/DTypeError/DeviceError naming `op`.
+int require_f32(const char* op, std::initializer_list<const Tensor*> ts, DType also = DType::f32);
 // An index tensor (i32 or i64) on `device`.
 void require_index(const char* op, const Tensor& t, const char* arg, int device);
 

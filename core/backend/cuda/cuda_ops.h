@@ -99,6 +99,7 @@ Tensor log_softmax(const Tensor& x);
 Tensor log_softmax_backward(const Tensor& dy, const Tensor& y);
 Tensor attention_softmax(const Tensor& scores, const Tensor& key_bias, int64_t heads, float scale);
 Tensor attention_softmax_backward(const Tensor& dy, const Tensor& y, float scale);
+Tensor matmul_operand(const Tensor& x);
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_bias,
                        const ops::AttentionArgs& a, Tensor& lse);
 ops::AttentionGrads fused_attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,

@@ -262,7 +262,7 @@ void synchronize(int device) {
   wait_for(device);
 }
 
-int require_f32(const char* op, std::initializer_list<const Tensor*> ts) {
+int require_f32(const char* op, std::initializer_list<const Tensor*> ts, DType also) {
   int device = -1;
   for (const Tensor* t : ts) {
     ADA_CHECK_ARG(t->defined(), ShapeError) << op << ": an argument is undefined";
@@ -273,7 +273,10 @@ int require_f32(const char* op, std::initializer_list<const Tensor*> ts) {
     ADA_CHECK_ARG(t->device().index == device, DeviceError)
         << op << ": tensors on different CUDA devices (" << t->str() << " vs cuda:" << device
         << ")";
-    ADA_CHECK_ARG(t->dtype() == DType::f32, DTypeError) << op << ": expected f32, got " << t->str();
+    ADA_CHECK_ARG(t->dtype() == DType::f32 || t->dtype() == also, DTypeError)
+        << op << ": expected f32"
+        << (also != DType::f32 ? std::string(" or ") + dtype_name(also) : "") << ", got "
+        << t->str();
   }
   ADA_CHECK(device >= 0) << op << ": no tensor given";
   set_device(device);
