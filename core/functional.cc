@@ -282,12 +282,15 @@ Variable cross_entropy(const Variable& logits, const Tensor& targets, float labe
                      });
 }
 
+// The backward regenerates the mask from the generator counters it was drawn at (nothing of the
+// input's size kept between forward and backward; the same products as with a stored mask).
 Variable dropout(const Variable& x, float p, bool training, Generator& gen) {
   if (!training || p == 0.f) return x;
-  Tensor mask;
-  Tensor y = ops::dropout_forward(x.value(), p, gen, mask);
-  return make_result(y, "dropout", {x},
-                     [mask](const Tensor& g) { return G{ops::dropout_backward(g, mask)}; });
+  const uint64_t seed = gen.seed(), first = gen.take(static_cast<uint64_t>(x.value().numel()));
+  Tensor y = ops::dropout_apply(x.value(), p, seed, first);
+  return make_result(y, "dropout", {x}, [p, seed, first](const Tensor& g) {
+    return G{ops::dropout_apply(g, p, seed, first)};
+  });
 }
 
 Variable embedding(const Variable& weight, const Tensor& ids) {

@@ -322,6 +322,9 @@ Tensor dropout_forward(const Tensor& x, float p, Generator& gen, Tensor& mask) {
 Tensor dropout_backward(const Tensor& dy, const Tensor& mask) {
   return mul(dy, mask);
 }
+Tensor dropout_apply(const Tensor& x, float p, uint64_t seed, uint64_t first) {
+  ADA_DISPATCH(dropout_apply, (x, p, seed, first), x);
+}
 Tensor embedding_forward(const Tensor& weight, const Tensor& ids) {
   ADA_DISPATCH(embedding_forward, (weight, ids), weight, ids);
 }

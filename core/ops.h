@@ -202,6 +202,10 @@ Tensor cross_entropy_backward(float dloss, const Tensor& save_logp, const Tensor
 // backends).
 Tensor dropout_forward(const Tensor& x, float p, Generator& gen, Tensor& mask);
 Tensor dropout_backward(const Tensor& dy, const Tensor& mask);
+// x times the keep-mask of the stream that starts at counter `first` of generator seed `seed`
+// (dropout_forward's mask for a generator handing out `first`, not kept): dropout's forward and,
+// on the gradient, its backward, with nothing of the mask stored in between.
+Tensor dropout_apply(const Tensor& x, float p, uint64_t seed, uint64_t first);
 // weight [V, D]; ids any shape (i64 or i32) -> [ids..., D]. Out-of-range ids throw.
 Tensor embedding_forward(const Tensor& weight, const Tensor& ids);
 // Scatter-adds dy [ids..., D] into dweight [V, D] (which must be allocated).

@@ -11,6 +11,7 @@
 
 #include "core/backend/cpu/conv_cpu.h"
 #include "core/cpu_isa.h"
+#include "core/functional.h"
 #include "core/half.h"
 #include "core/ops.h"
 #include "core/parallel.h"
@@ -693,6 +694,26 @@ TEST(Ops, PermuteMatchesIndexing) {
     for (int j = 0; j < 3; ++j)
       for (int k = 0; k < 4; ++k)
         EXPECT_EQ(y.data<float>()[(k * 2 + i) * 3 + j], x.data<float>()[(i * 3 + j) * 4 + k]);
+}
+
+// dropout_apply is dropout_forward's output without the mask kept, and on a gradient its
+// backward, bit for bit; fn::dropout's backward regenerates that mask.
+TEST(Ops, DropoutApplyIsTheStoredMasksProduct) {
+  Generator g(9, 5);
+  const Tensor x = Tensor::randn({3, 1001}, g), dy = Tensor::randn({3, 1001}, g);
+  Generator gen(21, 77);
+  Tensor mask;
+  const Tensor y = ops::dropout_forward(x, 0.3f, gen, mask);
+  EXPECT_EQ(ops::dropout_apply(x, 0.3f, 21, 77).to_vector<float>(), y.to_vector<float>());
+  const std::vector<float> want = ops::dropout_backward(dy, mask).to_vector<float>();
+  EXPECT_EQ(ops::dropout_apply(dy, 0.3f, 21, 77).to_vector<float>(), want);
+  Generator fgen(21, 77);
+  Variable vx(x, true);
+  Variable vy = fn::dropout(vx, 0.3f, true, fgen);
+  EXPECT_EQ(vy.value().to_vector<float>(), y.to_vector<float>());
+  EXPECT_EQ(fgen.offset(), gen.offset());
+  backward(vy, dy);
+  EXPECT_EQ(vx.grad().to_vector<float>(), want);
 }
 
 TEST(Ops, DropoutIsSeededAndThreadIndependent) {

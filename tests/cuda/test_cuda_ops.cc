@@ -1322,6 +1322,11 @@ TEST(CudaOps, DropoutMaskEqualsCpuMaskBitForBit) {
             << "dropout_forward: the GPU generator must advance like the CPU's" << dw;
         EXPECT_TRUE(same_f("dropout_backward" + dw, ops::dropout_backward(on_gpu(dy), gmask),
                            ops::dropout_backward(dy, mask)));
+        // dropout_apply at the counters that draw used: the same output, and on dy its backward
+        const uint64_t first = gc.offset() - static_cast<uint64_t>(x.numel());
+        EXPECT_TRUE(same_f("dropout_apply y" + dw, ops::dropout_apply(gx, p, 1234, first), y));
+        EXPECT_TRUE(same_f("dropout_apply dy" + dw, ops::dropout_apply(on_gpu(dy), p, 1234, first),
+                           ops::dropout_backward(dy, mask)));
       }
     }
 }

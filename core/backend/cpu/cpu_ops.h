@@ -111,6 +111,7 @@ Tensor cross_entropy_backward(float dloss, const Tensor& save_logp, const Tensor
                               float label_smoothing, int64_t ignore_index);
 // ---- dropout and embedding -------------------------------------------------------------------
 Tensor dropout_forward(const Tensor& x, float p, Generator& gen, Tensor& mask);
+Tensor dropout_apply(const Tensor& x, float p, uint64_t seed, uint64_t first);
 Tensor embedding_forward(const Tensor& weight, const Tensor& ids);
 void embedding_backward(const Tensor& dy, const Tensor& ids, Tensor& dweight);
 // ---- optimizer updates (one fused pass each; all operands f32 and of one shape) ----------------

@@ -9,25 +9,28 @@
 
 namespace ada::cpu {
 
-Tensor dropout_forward(const Tensor& x, float p, Generator& gen, Tensor& mask) {
-  require_cpu_f32("dropout_forward", {&x});
+namespace {
+// y = x * mask for the stream at (seed, first); the mask also written when kMask.
+template <bool kMask>
+Tensor dropout_impl(const char* op, const Tensor& x, float p, uint64_t seed, uint64_t first,
+                    Tensor* mask_out) {
+  require_cpu_f32(op, {&x});
   ADA_CHECK_ARG(p >= 0.f && p < 1.f, ShapeError)
       << "dropout: probability must be in [0, 1), got " << p;
   const int64_t n = x.numel();
   Tensor y = Tensor::empty(x.shape());
-  mask = Tensor::empty(x.shape());
-  const uint64_t seed = gen.seed(), first = gen.take(static_cast<uint64_t>(n));
+  if constexpr (kMask) *mask_out = Tensor::empty(x.shape());
   const float keep_scale = 1.f / (1.f - p);
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
-  float* mp = mask.data<float>();
+  float* mp = kMask ? mask_out->data<float>() : nullptr;
   // The Philox stream inlined (core/philox.h, the same function the CUDA kernel calls, so a seed
   // gives the same masks on both backends), so the loop over blocks of four vectorises.
   const int64_t blocks = n / 4;
   // Element i from its uniform u.
   auto keep = [](int64_t i, float u, float p, float scale, const float* x, float* mask, float* y) {
     const float m = u >= p ? scale : 0.f;
-    mask[i] = m;
+    if constexpr (kMask) mask[i] = m;
     y[i] = x[i] * m;
   };
   parallel_for(0, blocks, kGrain / 4, [&](int64_t b, int64_t e) {
@@ -51,6 +54,16 @@ Tensor dropout_forward(const Tensor& x, float p, Generator& gen, Tensor& mask) {
     for (int64_t i = 4 * blocks; i < n; ++i) keep(i, us[i - 4 * blocks], p, keep_scale, xp, mp, yp);
   }
   return y;
+}
+}  // namespace
+
+Tensor dropout_forward(const Tensor& x, float p, Generator& gen, Tensor& mask) {
+  const uint64_t seed = gen.seed(), first = gen.take(static_cast<uint64_t>(x.numel()));
+  return dropout_impl<true>("dropout_forward", x, p, seed, first, &mask);
+}
+
+Tensor dropout_apply(const Tensor& x, float p, uint64_t seed, uint64_t first) {
+  return dropout_impl<false>("dropout_apply", x, p, seed, first, nullptr);
 }
 
 Tensor embedding_forward(const Tensor& weight, const Tensor& ids) {

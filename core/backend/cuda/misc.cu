@@ -22,7 +22,7 @@ __device__ __forceinline__ int64_t load_index(const void* p, bool is64, int64_t 
 }
 
 // Element i kept iff word i % 4 of philox_uniform4_at(seed, first, i / 4) >= p (the CPU op's
-// stream); one thread per block of four elements.
+// stream); one thread per block of four elements. The mask is written where `mask` is given.
 __global__ void dropout_kernel(const float* x, float* y, float* mask, int64_t n, uint64_t seed,
                                uint64_t first, float p, float keep_scale) {
   const int64_t blocks = (n + 3) / 4;
@@ -33,7 +33,7 @@ __global__ void dropout_kernel(const float* x, float* y, float* mask, int64_t n,
       const int64_t i = 4 * j + k;
       if (i >= n) break;
       const float m = u[k] >= p ? keep_scale : 0.f;
-      mask[i] = m;
+      if (mask) mask[i] = m;
       y[i] = x[i] * m;
     }
   }
@@ -110,20 +110,32 @@ void record_bad_index(const unsigned long long* bad, const Tensor& ids, FaultCod
   ADA_CUDA_LAUNCH_CHECK();
 }
 
-Tensor dropout_forward(const Tensor& x, float p, Generator& gen, Tensor& mask) {
-  const int dev = require_f32("dropout_forward", {&x});
+namespace {
+// y = x * mask for the stream at (seed, first); the mask also written when `mask` is given.
+Tensor dropout_impl(const char* op, const Tensor& x, float p, uint64_t seed, uint64_t first,
+                    Tensor* mask) {
+  const int dev = require_f32(op, {&x});
   ADA_CHECK_ARG(p >= 0.f && p < 1.f, ShapeError)
       << "dropout: probability must be in [0, 1), got " << p;
   const int64_t n = x.numel();
   Tensor y = Tensor::empty(x.shape(), DType::f32, x.device());
-  mask = Tensor::empty(x.shape(), DType::f32, x.device());
-  const uint64_t seed = gen.seed(), first = gen.take(static_cast<uint64_t>(n));
-  const float keep_scale = 1.f / (1.f - p);
+  if (mask) *mask = Tensor::empty(x.shape(), DType::f32, x.device());
   if (n == 0) return y;
   dropout_kernel<<<blocks_for((n + 3) / 4), kThreads, 0, stream(dev)>>>(
-      x.data<float>(), y.data<float>(), mask.data<float>(), n, seed, first, p, keep_scale);
+      x.data<float>(), y.data<float>(), mask ? mask->data<float>() : nullptr, n, seed, first, p,
+      1.f / (1.f - p));
   ADA_CUDA_LAUNCH_CHECK();
   return y;
+}
+}  // namespace
+
+Tensor dropout_forward(const Tensor& x, float p, Generator& gen, Tensor& mask) {
+  const uint64_t seed = gen.seed(), first = gen.take(static_cast<uint64_t>(x.numel()));
+  return dropout_impl("dropout_forward", x, p, seed, first, &mask);
+}
+
+Tensor dropout_apply(const Tensor& x, float p, uint64_t seed, uint64_t first) {
+  return dropout_impl("dropout_apply", x, p, seed, first, nullptr);
 }
 
 Tensor embedding_forward(const Tensor& weight, const Tensor& ids) {
