@@ -253,7 +253,7 @@ Variable fused_attention(const Variable& q, const Variable& k, const Variable& v
   if (training && p > 0.f) {  // fn::dropout's rule: no draw in eval or at p = 0
     a.dropout = p;
     a.seed = gen.seed();
-    a.first = gen.take(static_cast<uint64_t>(q.shape()[0] * q.shape()[1] * k.shape()[1]));
+    a.first = gen.take(static_cast<uint64_t>(q.shape()[0] * heads * q.shape()[1] * k.shape()[1]));
   }
   Tensor qv = q.value(), kv = k.value(), vv = v.value(), lse;
   Tensor out = ops::fused_attention(qv, kv, vv, key_bias, a, lse);

@@ -59,9 +59,10 @@ Variable attention_softmax(const Variable& scores, const Tensor& key_bias, int64
 // products of one input (a layer's q, k and v projections) keep one 16-bit copy between them;
 // otherwise x itself.
 Variable matmul_operand(const Variable& x);
-// dropout(attention_softmax(q k^T, key_bias, heads, scale), p, training, gen) v in one op
-// (ops::fused_attention): q [B*heads, Sq, D], k, v [B*heads, Sk, D]. The same generator counters
-// and masks as that composition; only out and the row log-normalisers are kept for backward.
+// Per head, dropout(attention_softmax(q k^T, key_bias, heads, scale), p, training, gen) v in one
+// op (ops::fused_attention): q [B, Sq, heads*D], k, v [B, Sk, heads*D] as projections give them,
+// out like q. The same generator counters and masks as that composition on split heads; only
+// out and the row log-normalisers are kept for backward.
 Variable fused_attention(const Variable& q, const Variable& k, const Variable& v,
                          const Tensor& key_bias, int64_t heads, float scale, float p, bool training,
                          Generator& gen);

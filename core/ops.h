@@ -156,15 +156,18 @@ Tensor matmul_operand(const Tensor& x);
 // ---- fused attention --------------------------------------------------------------------------
 // Scaled dot-product attention without the [B*heads, Sq, Sk] scores, probabilities or dropout
 // mask in memory (flash attention's algorithm: tiles of queries against tiles of keys, the
-// backward recomputing the probabilities from the saved log-normalisers):
-//   out = dropout(attention_softmax(q k^T, key_bias, heads, scale)) v
-// q [B*heads, Sq, D], k and v [B*heads, Sk, D], key_bias [B, Sk] as attention_softmax takes it
-// (or undefined), all f32 on one device. With dropout p > 0, probability element
+// backward recomputing the probabilities from the saved log-normalisers), on q, k, v as the
+// projections give them, heads side by side in each row (no split or merge copies):
+//   out[b, i, h*D:(h+1)*D] = dropout(softmax(scale * q_bh k_bh^T + key_bias[b])) v_bh
+// for head bh = b*heads + h, with q_bh = q[b, :, h*D:(h+1)*D] (likewise k, v). q [B, Sq, heads*D],
+// k and v [B, Sk, heads*D], out like q; key_bias [B, Sk] as attention_softmax takes it (or
+// undefined), all f32 on one device. With dropout p > 0, probability element
 // e = (bh*Sq + i)*Sk + j is kept as dropout_forward keeps element e of a [B*heads, Sq, Sk] tensor
 // when its generator hands out counter `first` (word e%4 of Philox block first + e/4, kept when
-// u >= p, scaled by 1/(1-p)): the masks of attention_softmax followed by dropout_forward, so the
-// composition is this op's reference (the same masks; sums in another order). lse [B*heads, Sq]
-// (f32): the log of each row's softmax normaliser, which the backward needs with out.
+// u >= p, scaled by 1/(1-p)): the masks of the composition (heads split to [B*heads, S, D],
+// attention_softmax, dropout_forward, bmm, heads merged), which is this op's reference (the
+// same masks; sums in another order). lse [B*heads, Sq] (f32): the log of each row's softmax
+// normaliser, which the backward needs with out.
 struct AttentionArgs {
   int64_t heads = 1;
   float scale = 1.f;

@@ -223,32 +223,32 @@ inline void check_attention_softmax(const Tensor& scores, const Tensor& key_bias
       << " with " << heads << " heads";
 }
 
-// ---- fused_attention: q [B*heads, Sq, D], k, v [B*heads, Sk, D], key_bias [B, Sk] ------------
+// ---- fused_attention: q [B, Sq, heads*D], k, v [B, Sk, heads*D], key_bias [B, Sk] ------------
 inline void check_fused_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                   const Tensor& key_bias, int64_t heads, float dropout) {
-  ADA_CHECK_ARG(q.dim() == 3 && k.dim() == 3 && v.dim() == 3 && heads >= 1 &&
-                    q.size(0) % heads == 0 && k.size(0) == q.size(0) && v.size(0) == q.size(0) &&
-                    k.size(1) == v.size(1) && k.size(2) == q.size(2) && v.size(2) == q.size(2),
+  ADA_CHECK_ARG(q.dim() == 3 && k.dim() == 3 && heads >= 1 && q.size(2) % heads == 0 &&
+                    k.shape() == v.shape() && k.size(0) == q.size(0) && k.size(2) == q.size(2),
                 ShapeError)
-      << "fused_attention: q must be [batch*heads, queries, D] and k, v [batch*heads, keys, D] "
+      << "fused_attention: q must be [batch, queries, heads*D] and k, v [batch, keys, heads*D] "
          "with heads = "
       << heads << ", got q " << q.str() << ", k " << k.str() << ", v " << v.str();
   ADA_CHECK_ARG(dropout >= 0.f && dropout < 1.f, ShapeError)
       << "fused_attention: dropout probability must be in [0, 1), got " << dropout;
   if (!key_bias.defined()) return;
   ADA_CHECK_ARG(
-      key_bias.dim() == 2 && key_bias.size(0) == q.size(0) / heads && key_bias.size(1) == k.size(1),
+      key_bias.dim() == 2 && key_bias.size(0) == q.size(0) && key_bias.size(1) == k.size(1),
       ShapeError)
-      << "fused_attention: key_bias " << key_bias.str() << " should be [" << q.size(0) / heads
-      << "," << k.size(1) << "] for keys " << k.str() << " with " << heads << " heads";
+      << "fused_attention: key_bias " << key_bias.str() << " should be [" << q.size(0) << ","
+      << k.size(1) << "] for keys " << k.str();
 }
 inline void check_fused_attention_backward(const Tensor& dout, const Tensor& q, const Tensor& out,
-                                           const Tensor& lse) {
+                                           const Tensor& lse, int64_t heads) {
   ADA_CHECK_ARG(dout.shape() == q.shape() && out.shape() == q.shape() && lse.dim() == 2 &&
-                    lse.size(0) == q.size(0) && lse.size(1) == q.size(1),
+                    lse.size(0) == q.size(0) * heads && lse.size(1) == q.size(1),
                 ShapeError)
       << "fused_attention_backward: dout " << dout.str() << " and out " << out.str()
-      << " must be shaped as q " << q.str() << ", lse " << lse.str() << " as its first two dims";
+      << " must be shaped as q " << q.str() << ", lse " << lse.str()
+      << " as [batch*heads, queries]";
 }
 
 // ---- argmax_rows

@@ -52,17 +52,20 @@ Variable MultiHeadAttention::forward(const Variable& x, const Tensor& key_bias, 
   // One operand for the three projections (under 16-bit CUDA products one rounded copy kept for
   // their backward, not three).
   const Variable xin = fn::matmul_operand(x);
+  const float scale = 1.f / std::sqrt(static_cast<float>(hd));
+  if (fused_) {  // heads read in place from the projections' [B, S, H] rows; no split or merge
+    const Variable q = query_->forward(xin), k = key_->forward(xin), v = value_->forward(xin);
+    return output_->forward(
+        fn::fused_attention(q, k, v, key_bias, heads_, scale, dropout_->p(), training(), gen));
+  }
   Variable q = split(query_->forward(xin)), k = split(key_->forward(xin)),
            v = split(value_->forward(xin));
   // softmax(q k^T / sqrt(hd) + key bias) in one pass over the scores (the op checks the bias
   // against the batch's shape, a ShapeError naming both).
-  const float scale = 1.f / std::sqrt(static_cast<float>(hd));
-  Variable ctx =  // [B*heads, S, hd]
-      fused_ ? fn::fused_attention(q, k, v, key_bias, heads_, scale, dropout_->p(), training(), gen)
-             : fn::bmm(dropout_->forward(fn::attention_softmax(fn::bmm(q, k, false, true), key_bias,
-                                                               heads_, scale),
-                                         gen),
-                       v);
+  Variable ctx =
+      fn::bmm(dropout_->forward(
+                  fn::attention_softmax(fn::bmm(q, k, false, true), key_bias, heads_, scale), gen),
+              v);  // [B*heads, S, hd]
   ctx =
       fn::reshape(fn::permute(fn::reshape(ctx, {b, heads_, s, hd}), {0, 2, 1, 3}), {b, s, hidden_});
   return output_->forward(ctx);

@@ -1,4 +1,5 @@
-// ops::fused_attention (CPU) against a double-precision reference of the composition it replaces,
+// ops::fused_attention (CPU; heads side by side in the rows of q, k, v) against a double-precision
+// reference of the composition it replaces (on split heads),
 // with the bound of tests/util/attention_ref.h; the same dropout masks and generator counters as
 // attention_softmax + dropout_forward; its shape errors; BERT's model.attention switch.
 #include <gtest/gtest.h>
@@ -35,6 +36,12 @@ const Case kCases[] = {
     {1, 2, 130, 66, 64, false, 0.1f}, {2, 2, 1, 1, 4, true, 0.f},
 };
 
+// [B, S, heads*D] (the op's layout) -> [B*heads, S, D] (the reference's and the composition's).
+Tensor split_heads(const Tensor& t, int64_t heads) {
+  const int64_t b = t.size(0), s = t.size(1), d = t.size(2) / heads;
+  return ops::permute(t.reshape({b, s, heads, d}), {0, 2, 1, 3}).reshape({b * heads, s, d});
+}
+
 // The key bias of BERT's padding mask: example e pads its last e*2 keys.
 Tensor padding_bias(int64_t b, int64_t sk) {
   Tensor bias = Tensor::zeros({b, sk});
@@ -48,9 +55,10 @@ TEST(FusedAttention, MatchesTheDoubleReferenceOfTheComposition) {
   for (const Case& c : kCases) {
     SCOPED_TRACE(c.name());
     Generator g(17);
-    const int64_t bh = c.b * c.heads;
-    const Tensor q = Tensor::randn({bh, c.sq, c.d}, g), k = Tensor::randn({bh, c.sk, c.d}, g),
-                 v = Tensor::randn({bh, c.sk, c.d}, g), dout = Tensor::randn({bh, c.sq, c.d}, g);
+    const int64_t bh = c.b * c.heads, e = c.heads * c.d;
+    const Tensor q = Tensor::randn({c.b, c.sq, e}, g), k = Tensor::randn({c.b, c.sk, e}, g),
+                 v = Tensor::randn({c.b, c.sk, e}, g), dout = Tensor::randn({c.b, c.sq, e}, g);
+    auto split = [&](const Tensor& t) { return split_heads(t, c.heads); };
     const Tensor bias = c.bias ? padding_bias(c.b, c.sk) : Tensor();
     const float scale = 1.f / std::sqrt(static_cast<float>(c.d));
     ops::AttentionArgs a;
@@ -65,26 +73,28 @@ TEST(FusedAttention, MatchesTheDoubleReferenceOfTheComposition) {
       Generator mg(a.seed, a.first);
       ops::dropout_forward(Tensor::ones(mask.shape()), c.dropout, mg, mask);
     }
-    const auto ref = attention_reference(q, k, v, bias, mask, c.heads, scale, dout);
+    const auto ref =
+        attention_reference(split(q), split(k), split(v), bias, mask, c.heads, scale, split(dout));
     Tensor lse;
     const Tensor out = ops::fused_attention(q, k, v, bias, a, lse);
+    EXPECT_EQ(out.shape(), q.shape());
     EXPECT_EQ(lse.shape(), (Shape{bh, c.sq}));
-    expect_within_sum_bound(out.to_vector<float>(), ref.out, "out");
+    expect_within_sum_bound(split(out).to_vector<float>(), ref.out, "out");
     const auto grads = ops::fused_attention_backward(dout, q, k, v, out, lse, bias, a);
-    expect_within_sum_bound(grads.dq.to_vector<float>(), ref.dq, "dq");
-    expect_within_sum_bound(grads.dk.to_vector<float>(), ref.dk, "dk");
-    expect_within_sum_bound(grads.dv.to_vector<float>(), ref.dv, "dv");
+    expect_within_sum_bound(split(grads.dq).to_vector<float>(), ref.dq, "dq");
+    expect_within_sum_bound(split(grads.dk).to_vector<float>(), ref.dk, "dk");
+    expect_within_sum_bound(split(grads.dv).to_vector<float>(), ref.dv, "dv");
 
     // The composition in fp32 (autograd through the separate ops) meets the same bound: the
     // reference is that composition's, and the bound is not one only the fused op meets.
-    Variable vq(q, true), vk(k, true), vv(v, true);
+    Variable vq(split(q), true), vk(split(k), true), vv(split(v), true);
     Generator cg(a.seed, a.first);
     Variable probs =
         fn::dropout(fn::attention_softmax(fn::bmm(vq, vk, false, true), bias, c.heads, scale),
                     c.dropout, true, cg);
     Variable composed = fn::bmm(probs, vv);
     expect_within_sum_bound(composed.value().to_vector<float>(), ref.out, "composition out");
-    backward(composed, dout);
+    backward(composed, split(dout));
     expect_within_sum_bound(vq.grad().to_vector<float>(), ref.dq, "composition dq");
     expect_within_sum_bound(vk.grad().to_vector<float>(), ref.dk, "composition dk");
     expect_within_sum_bound(vv.grad().to_vector<float>(), ref.dv, "composition dv");
@@ -95,16 +105,17 @@ TEST(FusedAttention, MatchesTheDoubleReferenceOfTheComposition) {
 // follows draws the same masks), none in eval mode or at p = 0, and its gradients reach q, k, v.
 TEST(FusedAttention, TakesTheCompositionsGeneratorCountersAndDifferentiates) {
   Generator g(3);
-  const Tensor q = Tensor::randn({4, 6, 8}, g), k = Tensor::randn({4, 9, 8}, g),
-               v = Tensor::randn({4, 9, 8}, g);
+  const Tensor q = Tensor::randn({2, 6, 8}, g), k = Tensor::randn({2, 9, 8}, g),
+               v = Tensor::randn({2, 9, 8}, g);
   Generator fused_gen(5, 40), composed_gen(5, 40);
   Variable vq(q, true), vk(k, true), vv(v, true);
   Variable out = fn::fused_attention(vq, vk, vv, Tensor(), 2, 0.5f, 0.1f, true, fused_gen);
-  fn::dropout(
-      fn::attention_softmax(fn::bmm(Variable(q), Variable(k), false, true), Tensor(), 2, 0.5f),
-      0.1f, true, composed_gen);
+  const Variable sq(split_heads(q, 2)), sk(split_heads(k, 2));
+  fn::dropout(fn::attention_softmax(fn::bmm(sq, sk, false, true), Tensor(), 2, 0.5f), 0.1f, true,
+              composed_gen);
   EXPECT_EQ(fused_gen.offset(), composed_gen.offset());
-  EXPECT_EQ(fused_gen.offset(), 40u + 4 * 6 * 9);
+  EXPECT_EQ(fused_gen.offset(), 40u + 2 * 2 * 6 * 9);
+  EXPECT_EQ(out.shape(), q.shape());
   backward(out, Tensor::ones(out.shape()));
   for (const Variable* x : {&vq, &vk, &vv}) EXPECT_EQ(x->grad().shape(), x->shape());
   Generator eval_gen(5, 40);
@@ -122,13 +133,13 @@ TEST(FusedAttention, RefusesMismatchedShapesNamingThem) {
   using testing::error_of;
   EXPECT_NE(error_of<ShapeError>([&] {
               ops::fused_attention(q, k, q, Tensor(), a, lse);
-            }).find("k, v [batch*heads, keys, D]"),
+            }).find("k, v [batch, keys, heads*D]"),
             std::string::npos);
   EXPECT_NE(error_of<ShapeError>([&] {
               ops::fused_attention(q, k, k, Tensor::zeros({2, 8}), a, lse);
-            }).find("should be [2,9] for keys"),
+            }).find("should be [4,9] for keys"),
             std::string::npos);
-  a.heads = 3;
+  a.heads = 3;  // 8 columns are not 3 heads
   EXPECT_THROW(ops::fused_attention(q, k, k, Tensor(), a, lse), ShapeError);
   a.heads = 2;
   a.dropout = 1.f;

@@ -1228,7 +1228,9 @@ TEST(CudaOps, SharedMatmulOperandGivesTheSameGradients) {
   auto run = [&](bool shared) {
     Variable x(x0, true), a(w1, true), b(w2, true);
     const Variable in = shared ? fn::matmul_operand(x) : x;
-    if (shared) EXPECT_EQ(in.value().dtype(), DType::bf16);
+    if (shared) {
+      EXPECT_EQ(in.value().dtype(), DType::bf16);
+    }
     const Variable y = fn::add(fn::linear(in, a, Variable()), fn::linear(in, b, Variable()));
     backward(y, Tensor::ones(y.shape(), DType::f32, y.value().device()));
     EXPECT_EQ(x.grad().dtype(), DType::f32);

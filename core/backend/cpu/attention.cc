@@ -1,4 +1,5 @@
-// CPU fused attention (core/ops.h): per (batch*head, tile of 64 queries) the scores of the tile
+// CPU fused attention (core/ops.h): per (batch*head, tile of 64 queries; q, k, v read in place
+// in their [B, S, heads*D] layout, strided rows) the scores of the tile
 // against every key, the softmax and its dropout in place, then the tile's output — a [64, Sk]
 // buffer instead of the [B*heads, Sq, Sk] probabilities and masks. The backward recomputes a
 // tile's probabilities from the saved log-normalisers (flash attention's backward, key tiles
@@ -22,17 +23,30 @@ namespace {
 
 constexpr int64_t kQueryTile = 64;
 
-// Shapes and pointers of one call.
+// Shapes and pointers of one call. q, k, v, out and their gradients are [B, S, E] with head h in
+// columns [h*d, (h+1)*d) of every row (row stride e); head bh = b*heads + h.
 struct Problem {
-  int64_t bh, sq, sk, d, heads;
+  int64_t bh, sq, sk, d, e, heads;
   const float *q, *k, *v, *bias;
+  // Offset of row i of head bh in a [B, s, E] tensor.
+  int64_t at(int64_t bh_, int64_t s, int64_t i) const {
+    return ((bh_ / heads) * s + i) * e + (bh_ % heads) * d;
+  }
 };
 
 Problem problem(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_bias,
                 int64_t heads) {
-  return {q.size(0),       q.size(1),       k.size(1),
-          q.size(2),       heads,           q.data<float>(),
-          k.data<float>(), v.data<float>(), key_bias.defined() ? key_bias.data<float>() : nullptr};
+  const int64_t e = q.size(2);
+  return {q.size(0) * heads,
+          q.size(1),
+          k.size(1),
+          e / heads,
+          e,
+          heads,
+          q.data<float>(),
+          k.data<float>(),
+          v.data<float>(),
+          key_bias.defined() ? key_bias.data<float>() : nullptr};
 }
 
 // Dropout multipliers of probability elements e0 .. e0+n-1 (dropout_forward's stream): whole
@@ -64,8 +78,8 @@ void dropout_row(const ops::AttentionArgs& a, uint64_t e0, int64_t n, float* out
 // s = scale * (q_tile k^T) + bias of example `bh / heads`, rows [i0, i0 + rows) of head bh.
 void scores(const Problem& p, const ops::AttentionArgs& a, int64_t bh, int64_t i0, int64_t rows,
             RowMat& s) {
-  gemm(false, true, rows, p.sk, p.d, 1.f, p.q + (bh * p.sq + i0) * p.d, p.d, p.k + bh * p.sk * p.d,
-       p.d, 0.f, s.data(), p.sk);
+  gemm(false, true, rows, p.sk, p.d, 1.f, p.q + p.at(bh, p.sq, i0), p.e, p.k + p.at(bh, p.sk, 0),
+       p.e, 0.f, s.data(), p.sk);
   s *= a.scale;
   if (p.bias)
     s.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(p.bias + (bh / p.heads) * p.sk, p.sk);
@@ -112,8 +126,8 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
         mask.resize(rows, p.sk);
         apply_dropout(p, a, bh, i0, s, mask);
       }
-      gemm(false, false, rows, p.d, p.sk, 1.f, s.data(), p.sk, p.v + bh * p.sk * p.d, p.d, 0.f,
-           op + (bh * p.sq + i0) * p.d, p.d);
+      gemm(false, false, rows, p.d, p.sk, 1.f, s.data(), p.sk, p.v + p.at(bh, p.sk, 0), p.e, 0.f,
+           op + p.at(bh, p.sq, i0), p.e);
     }
   });
   return out;
@@ -125,7 +139,7 @@ ops::AttentionGrads fused_attention_backward(const Tensor& dout, const Tensor& q
   require_cpu_f32("fused_attention_backward", {&dout, &q, &k, &v, &out, &lse});
   if (key_bias.defined()) require_cpu_f32("fused_attention_backward", {&key_bias});
   backend::check_fused_attention(q, k, v, key_bias, a.heads, a.dropout);
-  backend::check_fused_attention_backward(dout, q, out, lse);
+  backend::check_fused_attention_backward(dout, q, out, lse, a.heads);
   const Problem p = problem(q, k, v, key_bias, a.heads);
   ops::AttentionGrads g{Tensor::zeros(q.shape()), Tensor::zeros(k.shape()),
                         Tensor::zeros(v.shape())};
@@ -135,13 +149,17 @@ ops::AttentionGrads fused_attention_backward(const Tensor& dout, const Tensor& q
   // One head per task: its dk and dv sum over every query tile in a fixed order.
   parallel_for(0, p.bh, 1, [&](int64_t begin, int64_t end) {
     RowMat prob, z, dz, mask;
+    using Strided = Eigen::Map<const RowMat, 0, Eigen::OuterStride<>>;
     for (int64_t bh = begin; bh < end; ++bh) {
-      const float *kp = p.k + bh * p.sk * p.d, *vp = p.v + bh * p.sk * p.d;
-      float *dk = dkp + bh * p.sk * p.d, *dv = dvp + bh * p.sk * p.d;
+      const int64_t k0 = p.at(bh, p.sk, 0);
+      const float *kp = p.k + k0, *vp = p.v + k0;
+      float *dk = dkp + k0, *dv = dvp + k0;
       for (int64_t i0 = 0; i0 < p.sq; i0 += kQueryTile) {
-        const int64_t rows = std::min(kQueryTile, p.sq - i0), row0 = bh * p.sq + i0;
-        const float *qp = p.q + row0 * p.d, *gp = dop + row0 * p.d;
-        ConstMatMap dot(gp, rows, p.d), ot(outp + row0 * p.d, rows, p.d);
+        const int64_t rows = std::min(kQueryTile, p.sq - i0), q0 = p.at(bh, p.sq, i0);
+        const int64_t row0 = bh * p.sq + i0;  // of lse
+        const float *qp = p.q + q0, *gp = dop + q0;
+        Strided dot(gp, rows, p.d, Eigen::OuterStride<>(p.e)),
+            ot(outp + q0, rows, p.d, Eigen::OuterStride<>(p.e));
         prob.resize(rows, p.sk);
         scores(p, a, bh, i0, rows, prob);
         for (int64_t r = 0; r < rows; ++r)
@@ -152,17 +170,16 @@ ops::AttentionGrads fused_attention_backward(const Tensor& dout, const Tensor& q
           apply_dropout(p, a, bh, i0, z, mask);
         }
         // dv += z^T dout; dz = dout v^T, d(out)/d(z)
-        gemm(true, false, p.sk, p.d, rows, 1.f, z.data(), p.sk, gp, p.d, 1.f, dv, p.d);
+        gemm(true, false, p.sk, p.d, rows, 1.f, z.data(), p.sk, gp, p.e, 1.f, dv, p.e);
         dz.resize(rows, p.sk);
-        gemm(false, true, rows, p.sk, p.d, 1.f, gp, p.d, vp, p.d, 0.f, dz.data(), p.sk);
+        gemm(false, true, rows, p.sk, p.d, 1.f, gp, p.e, vp, p.e, 0.f, dz.data(), p.sk);
         if (a.dropout > 0.f) dz.array() *= mask.array();
         // Softmax backward: ds = prob * (dprob - sum_j dprob*prob), the sum being dout . out.
         const Eigen::VectorXf row_dot = (dot.array() * ot.array()).rowwise().sum();
         dz.array() = prob.array() * (dz.array().colwise() - row_dot.array());
         // dq = scale ds k; dk += scale ds^T q
-        gemm(false, false, rows, p.d, p.sk, a.scale, dz.data(), p.sk, kp, p.d, 0.f,
-             dqp + row0 * p.d, p.d);
-        gemm(true, false, p.sk, p.d, rows, a.scale, dz.data(), p.sk, qp, p.d, 1.f, dk, p.d);
+        gemm(false, false, rows, p.d, p.sk, a.scale, dz.data(), p.sk, kp, p.e, 0.f, dqp + q0, p.e);
+        gemm(true, false, p.sk, p.d, rows, a.scale, dz.data(), p.sk, qp, p.e, 1.f, dk, p.e);
       }
     }
   });

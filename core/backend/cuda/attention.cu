@@ -1,10 +1,12 @@
 // CUDA fused attention (core/ops.h, ops::fused_attention): flash attention's algorithm in fp32,
-// nothing of size [B*heads, Sq, Sk] in memory. A block of 128 threads takes 64 queries (the
-// forward, the query gradient) or 64 keys (the key and value gradients) of one head and walks the
-// other side in tiles of 64 through shared memory; the forward keeps a running max and sum per
-// query and rescales its accumulated output, the backward recomputes each probability from the
-// saved log-normaliser. Dropout masks come from the Philox stream dropout_forward draws from
-// (core/philox.h), element by element, so a seed gives the composition's masks.
+// nothing of size [B*heads, Sq, Sk] in memory; each head's rows read and written in place in the
+// [B, S, heads*D] tensors the projections give (attention.cuh, head_base), no split or merge. A
+// block of 128 threads takes 64 queries (the forward, the query gradient) or 64 keys (the key and
+// value gradients) of one head and walks the other side in tiles of 64 through shared memory; the
+// forward keeps a running max and sum per query and rescales its accumulated output, the backward
+// recomputes each probability from the saved log-normaliser. Dropout masks come from the Philox
+// stream dropout_forward draws from (core/philox.h), element by element, so a seed gives the
+// composition's masks.
 //
 // Thread layout inside a block: warp w owns 16 rows of its own side (queries, or keys in the
 // key-side kernel); lane l holds 8 of them (half l/16) against 4 consecutive columns of the other
@@ -94,7 +96,8 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int lane = threadIdx.x & 31, g = lane & 15;
   const int r0 = (threadIdx.x >> 5) * 16 + (lane >> 4) * 8;
   const float* bias = prm.bias ? prm.bias + (h / prm.heads) * prm.sk : nullptr;
-  load_tile<HD>(prm.q + h * prm.sq * HD, prm.sq, i0, sq);
+  const int64_t qb = head_base(prm, h, prm.sq, HD), kb = head_base(prm, h, prm.sk, HD);
+  load_tile<HD>(prm.q + qb, prm.e, prm.sq, i0, sq);
   float m[8], l[8], o[8][nc];
 #pragma unroll
   for (int a = 0; a < 8; ++a) {
@@ -105,8 +108,8 @@ __global__ void __launch_bounds__(kBlockThreads)
   }
   for (int64_t j0 = 0; j0 < prm.sk; j0 += kTile) {
     __syncthreads();  // the last tile's reads are done
-    load_tile<HD>(prm.k + h * prm.sk * HD, prm.sk, j0, sk);
-    load_tile<HD>(prm.v + h * prm.sk * HD, prm.sk, j0, sv);
+    load_tile<HD>(prm.k + kb, prm.e, prm.sk, j0, sk);
+    load_tile<HD>(prm.v + kb, prm.e, prm.sk, j0, sv);
     if (bias) load_rows(bias, prm.sk, j0, sb);
     __syncthreads();
     float s[8][4];
@@ -148,21 +151,23 @@ __global__ void __launch_bounds__(kBlockThreads)
     if (i >= prm.sq) continue;
     const float inv = 1.f / l[a];
 #pragma unroll
-    for (int cc = 0; cc < nc; ++cc) out[(h * prm.sq + i) * HD + g + 16 * cc] = o[a][cc] * inv;
+    for (int cc = 0; cc < nc; ++cc) out[qb + i * prm.e + g + 16 * cc] = o[a][cc] * inv;
     if (g == 0) lse[h * prm.sq + i] = m[a] + logf(l[a]);
   }
 }
 
-// D[row] = dout[row] . out[row] (the softmax backward's row sum): one warp per row.
+// D[bh*Sq + i] = dout . out over head bh's columns of row i (the softmax backward's row sum):
+// one warp per (b, i, h), the flat rows of a [B*Sq*heads, D] view.
 __global__ void attention_rowdot_kernel(const float* dout, const float* out, float* rowdot,
-                                        int64_t rows, int hd) {
+                                        int64_t rows, int hd, int64_t sq, int64_t heads) {
   const int64_t row = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
   if (row >= rows) return;
   float s = 0.f;
   for (int d = lane; d < hd; d += 32) s = fmaf(dout[row * hd + d], out[row * hd + d], s);
   for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-  if (lane == 0) rowdot[row] = s;
+  const int64_t b = row / (sq * heads), i = (row / heads) % sq, h = row % heads;
+  if (lane == 0) rowdot[(b * heads + h) * sq + i] = s;
 }
 
 // The gradient of one probability's score, from what the backward recomputes: dz (dout . v_j),
@@ -185,8 +190,9 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int lane = threadIdx.x & 31, g = lane & 15;
   const int r0 = (threadIdx.x >> 5) * 16 + (lane >> 4) * 8;
   const float* bias = prm.bias ? prm.bias + (h / prm.heads) * prm.sk : nullptr;
-  load_tile<HD>(prm.q + h * prm.sq * HD, prm.sq, i0, sq);
-  load_tile<HD>(dout + h * prm.sq * HD, prm.sq, i0, sg);
+  const int64_t qb = head_base(prm, h, prm.sq, HD), kb = head_base(prm, h, prm.sk, HD);
+  load_tile<HD>(prm.q + qb, prm.e, prm.sq, i0, sq);
+  load_tile<HD>(dout + qb, prm.e, prm.sq, i0, sg);
   float row_lse[8], row_dot[8], acc[8][nc];
 #pragma unroll
   for (int a = 0; a < 8; ++a) {
@@ -198,8 +204,8 @@ __global__ void __launch_bounds__(kBlockThreads)
   }
   for (int64_t j0 = 0; j0 < prm.sk; j0 += kTile) {
     __syncthreads();
-    load_tile<HD>(prm.k + h * prm.sk * HD, prm.sk, j0, sk);
-    load_tile<HD>(prm.v + h * prm.sk * HD, prm.sk, j0, sv);
+    load_tile<HD>(prm.k + kb, prm.e, prm.sk, j0, sk);
+    load_tile<HD>(prm.v + kb, prm.e, prm.sk, j0, sv);
     if (bias) load_rows(bias, prm.sk, j0, sb);
     __syncthreads();
     float s[8][4], dz[8][4];
@@ -226,8 +232,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     const int64_t i = i0 + r0 + a;
     if (i >= prm.sq) continue;
 #pragma unroll
-    for (int cc = 0; cc < nc; ++cc)
-      dq[(h * prm.sq + i) * HD + g + 16 * cc] = acc[a][cc] * prm.scale;
+    for (int cc = 0; cc < nc; ++cc) dq[qb + i * prm.e + g + 16 * cc] = acc[a][cc] * prm.scale;
   }
 }
 
@@ -244,8 +249,9 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int64_t h = blockIdx.x / tiles, j0 = (blockIdx.x % tiles) * kTile;
   const int lane = threadIdx.x & 31, g = lane & 15;
   const int r0 = (threadIdx.x >> 5) * 16 + (lane >> 4) * 8;  // this lane's 8 keys
-  load_tile<HD>(prm.k + h * prm.sk * HD, prm.sk, j0, sk);
-  load_tile<HD>(prm.v + h * prm.sk * HD, prm.sk, j0, sv);
+  const int64_t qb = head_base(prm, h, prm.sq, HD), kb = head_base(prm, h, prm.sk, HD);
+  load_tile<HD>(prm.k + kb, prm.e, prm.sk, j0, sk);
+  load_tile<HD>(prm.v + kb, prm.e, prm.sk, j0, sv);
   float key_bias[8], acc_k[8][nc], acc_v[8][nc];
 #pragma unroll
   for (int a = 0; a < 8; ++a) {
@@ -256,8 +262,8 @@ __global__ void __launch_bounds__(kBlockThreads)
   }
   for (int64_t i0 = 0; i0 < prm.sq; i0 += kTile) {
     __syncthreads();
-    load_tile<HD>(prm.q + h * prm.sq * HD, prm.sq, i0, sq);
-    load_tile<HD>(dout + h * prm.sq * HD, prm.sq, i0, sg);
+    load_tile<HD>(prm.q + qb, prm.e, prm.sq, i0, sq);
+    load_tile<HD>(dout + qb, prm.e, prm.sq, i0, sg);
     load_rows(lse + h * prm.sq, prm.sq, i0, sl);
     load_rows(rowdot + h * prm.sq, prm.sq, i0, sd);
     __syncthreads();
@@ -293,8 +299,8 @@ __global__ void __launch_bounds__(kBlockThreads)
     if (j >= prm.sk) continue;
 #pragma unroll
     for (int cc = 0; cc < nc; ++cc) {
-      dk[(h * prm.sk + j) * HD + g + 16 * cc] = acc_k[a][cc] * prm.scale;
-      dv[(h * prm.sk + j) * HD + g + 16 * cc] = acc_v[a][cc];
+      dk[kb + j * prm.e + g + 16 * cc] = acc_k[a][cc] * prm.scale;
+      dv[kb + j * prm.e + g + 16 * cc] = acc_v[a][cc];
     }
   }
 }
@@ -319,28 +325,28 @@ void backward(const Params& prm, int64_t bh, const float* dout, const float* lse
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_bias,
                        const ops::AttentionArgs& a, Tensor& lse) {
   const int dev = check("fused_attention", q, k, v, key_bias, a);
+  const int64_t bh = q.size(0) * a.heads, hd = q.size(2) / a.heads;
   if (q.size(0) == 0 || q.size(1) == 0 || k.size(1) == 0) {
-    lse = Tensor::zeros({q.size(0), q.size(1)}, DType::f32, q.device());
+    lse = Tensor::zeros({bh, q.size(1)}, DType::f32, q.device());
     return Tensor::zeros(q.shape(), DType::f32, q.device());
   }
   Tensor out = Tensor::empty(q.shape(), DType::f32, q.device());  // every element written
-  lse = Tensor::empty({q.size(0), q.size(1)}, DType::f32, q.device());
+  lse = Tensor::empty({bh, q.size(1)}, DType::f32, q.device());
   const Params prm = params(q, k, v, key_bias, a);
   float *op = out.data<float>(), *lp = lse.data<float>();
   if (const Precision mp = cuda_matmul_precision(); mp != Precision::fp32) {
-    forward_tensor_cores(prm, q.size(0), static_cast<int>(q.size(2)), mp == Precision::fp16, op, lp,
-                         dev);
+    forward_tensor_cores(prm, bh, static_cast<int>(hd), mp == Precision::fp16, op, lp, dev);
     return out;
   }
-  switch (q.size(2)) {
+  switch (hd) {
     case 32:
-      forward<32>(prm, q.size(0), op, lp, dev);
+      forward<32>(prm, bh, op, lp, dev);
       break;
     case 64:
-      forward<64>(prm, q.size(0), op, lp, dev);
+      forward<64>(prm, bh, op, lp, dev);
       break;
     default:
-      forward<128>(prm, q.size(0), op, lp, dev);
+      forward<128>(prm, bh, op, lp, dev);
       break;
   }
   return out;
@@ -351,8 +357,8 @@ ops::AttentionGrads fused_attention_backward(const Tensor& dout, const Tensor& q
                                              const Tensor& key_bias, const ops::AttentionArgs& a) {
   const int dev = check("fused_attention_backward", q, k, v, key_bias, a);
   require_f32("fused_attention_backward", {&dout, &out, &lse, &q});
-  backend::check_fused_attention_backward(dout, q, out, lse);
-  const int64_t bh = q.size(0), rows = bh * q.size(1);
+  backend::check_fused_attention_backward(dout, q, out, lse, a.heads);
+  const int64_t bh = q.size(0) * a.heads, rows = bh * q.size(1), hd = q.size(2) / a.heads;
   const bool empty = rows == 0 || k.size(1) == 0;  // else every element is written
   auto make = [&](const Shape& s) {
     return empty ? Tensor::zeros(s, DType::f32, q.device())
@@ -362,17 +368,18 @@ ops::AttentionGrads fused_attention_backward(const Tensor& dout, const Tensor& q
   if (empty) return g;
   Scratch rowdot(static_cast<size_t>(rows) * sizeof(float), dev);
   attention_rowdot_kernel<<<static_cast<unsigned>((rows * 32 + 255) / 256), 256, 0, stream(dev)>>>(
-      dout.data<float>(), out.data<float>(), rowdot.as<float>(), rows, static_cast<int>(q.size(2)));
+      dout.data<float>(), out.data<float>(), rowdot.as<float>(), rows, static_cast<int>(hd),
+      q.size(1), a.heads);
   ADA_CUDA_LAUNCH_CHECK();
   const Params prm = params(q, k, v, key_bias, a);
   const float *gp = dout.data<float>(), *lp = lse.data<float>(), *rp = rowdot.as<float>();
   float *dq = g.dq.data<float>(), *dk = g.dk.data<float>(), *dv = g.dv.data<float>();
   if (const Precision mp = cuda_matmul_precision(); mp != Precision::fp32) {
-    backward_tensor_cores(prm, bh, static_cast<int>(q.size(2)), mp == Precision::fp16, gp, lp, rp,
-                          dq, dk, dv, dev);
+    backward_tensor_cores(prm, bh, static_cast<int>(hd), mp == Precision::fp16, gp, lp, rp, dq, dk,
+                          dv, dev);
     return g;
   }
-  switch (q.size(2)) {
+  switch (hd) {
     case 32:
       backward<32>(prm, bh, gp, lp, rp, dq, dk, dv, dev);
       break;

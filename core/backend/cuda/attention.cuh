@@ -15,10 +15,12 @@ namespace ada::cuda::attention {
 constexpr int kTile = 64;       // queries or keys per tile
 constexpr int kBlockThreads = 128;  // 4 warps x 16 rows
 
+// q, k, v (and out, dout and the gradients) are [B, S, e] with head h in columns [h*D, (h+1)*D)
+// of every row; head bh = b*heads + h (head_base).
 struct Params {
   const float *q, *k, *v, *bias;
   int64_t sq, sk;
-  int64_t heads;
+  int64_t heads, e;
   float scale, p, keep;  // dropout probability and 1/(1-p)
   uint64_t seed, first;
 };
@@ -53,13 +55,18 @@ __device__ __forceinline__ float group_sum(float v) {
   return v;
 }
 
-// Rows [r0, r0 + 64) of a row-major [n, HD] matrix into shared memory (leading dim HD + 1,
-// zeros past row n), by the whole block.
+// Offset of row 0 of head bh in a [B, s, e] tensor.
+__device__ __forceinline__ int64_t head_base(const Params& p, int64_t bh, int64_t s, int hd) {
+  return (bh / p.heads) * s * p.e + (bh % p.heads) * hd;
+}
+
+// Rows [r0, r0 + 64) of an [n, HD] matrix whose rows lie `stride` floats apart into shared
+// memory (leading dim HD + 1, zeros past row n), by the whole block.
 template <int HD>
-__device__ void load_tile(const float* src, int64_t n, int64_t r0, float* dst) {
+__device__ void load_tile(const float* src, int64_t stride, int64_t n, int64_t r0, float* dst) {
   for (int idx = threadIdx.x; idx < kTile * HD; idx += blockDim.x) {
     const int r = idx / HD, c = idx % HD;
-    dst[r * (HD + 1) + c] = r0 + r < n ? src[(r0 + r) * HD + c] : 0.f;
+    dst[r * (HD + 1) + c] = r0 + r < n ? src[(r0 + r) * stride + c] : 0.f;
   }
 }
 // Rows of a 64-row tile that starts at r0 of n.
@@ -76,7 +83,8 @@ inline Params params(const Tensor& q, const Tensor& k, const Tensor& v, const Te
   return {q.data<float>(), k.data<float>(),
           v.data<float>(), key_bias.defined() ? key_bias.data<float>() : nullptr,
           q.size(1),       k.size(1),
-          a.heads,         a.scale,
+          a.heads,         q.size(2),
+          a.scale,
           a.dropout,       a.dropout > 0.f ? 1.f / (1.f - a.dropout) : 1.f,
           a.seed,          a.first};
 }
@@ -86,7 +94,7 @@ inline int check(const char* op, const Tensor& q, const Tensor& k, const Tensor&
   const int dev =
       key_bias.defined() ? require_f32(op, {&q, &k, &v, &key_bias}) : require_f32(op, {&q, &k, &v});
   backend::check_fused_attention(q, k, v, key_bias, a.heads, a.dropout);
-  const int64_t d = q.size(2);
+  const int64_t d = q.size(2) / a.heads;
   ADA_CHECK_ARG(d == 32 || d == 64 || d == 128, ShapeError)
       << op << ": the CUDA kernels take head sizes 32, 64 and 128, got " << d << " (q " << q.str()
       << "); use model.attention: composed for this model";

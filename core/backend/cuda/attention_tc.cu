@@ -57,12 +57,13 @@ struct Carve {
   }
 };
 
-// Rows [r0, r0 + 64) of a row-major fp32 [n, HD] matrix into a 16-bit tile, zeros past n.
+// Rows [r0, r0 + 64) of an fp32 [n, HD] matrix whose rows lie `stride` floats apart into a
+// 16-bit tile, zeros past n.
 template <int HD, class T>
-__device__ void load_tile16(const float* src, int64_t n, int64_t r0, T* dst) {
+__device__ void load_tile16(const float* src, int64_t stride, int64_t n, int64_t r0, T* dst) {
   for (int idx = threadIdx.x; idx < kTile * HD; idx += blockDim.x) {
     const int r = idx / HD, c = idx % HD;
-    dst[r * ld16<HD>() + c] = to16<T>(r0 + r < n ? src[(r0 + r) * HD + c] : 0.f);
+    dst[r * ld16<HD>() + c] = to16<T>(r0 + r < n ? src[(r0 + r) * stride + c] : 0.f);
   }
 }
 
@@ -141,7 +142,8 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16;
   const int row = w0 + (lane >> 1), half = lane & 1;  // this lane's softmax row and columns
   const float* bias = prm.bias ? prm.bias + (h / prm.heads) * prm.sk : nullptr;
-  load_tile16<HD>(prm.q + h * prm.sq * HD, prm.sq, i0, qs);
+  const int64_t qb = head_base(prm, h, prm.sq, HD), kb = head_base(prm, h, prm.sk, HD);
+  load_tile16<HD>(prm.q + qb, prm.e, prm.sq, i0, qs);
   for (int idx = threadIdx.x; idx < kTile * l32; idx += blockDim.x) os[idx] = 0.f;
   if (threadIdx.x < kTile) {
     row_max[threadIdx.x] = -INFINITY;
@@ -149,8 +151,8 @@ __global__ void __launch_bounds__(kBlockThreads)
   }
   for (int64_t j0 = 0; j0 < prm.sk; j0 += kTile) {
     __syncthreads();  // the last tile's reads are done (and the first loads)
-    load_tile16<HD>(prm.k + h * prm.sk * HD, prm.sk, j0, ks);
-    load_tile16<HD>(prm.v + h * prm.sk * HD, prm.sk, j0, vs);
+    load_tile16<HD>(prm.k + kb, prm.e, prm.sk, j0, ks);
+    load_tile16<HD>(prm.v + kb, prm.e, prm.sk, j0, vs);
     if (bias) load_rows(bias, prm.sk, j0, sb);
     __syncthreads();
     mm_abt<T, HD>(qs + w0 * l16, l16, ks, l16, ss + w0 * kLs);
@@ -193,7 +195,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   if (i < prm.sq) {
     const float inv = 1.f / row_sum[row];
     const float* orow = os + row * l32 + half * (HD / 2);
-    float* dst = out + (h * prm.sq + i) * HD + half * (HD / 2);
+    float* dst = out + qb + i * prm.e + half * (HD / 2);
     for (int d = 0; d < HD / 2; ++d) dst[d] = orow[d] * inv;
     if (half == 0) lse[h * prm.sq + i] = row_max[row] + logf(row_sum[row]);
   }
@@ -218,15 +220,16 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16;
   const int row = w0 + (lane >> 1), half = lane & 1;
   const float* bias = prm.bias ? prm.bias + (h / prm.heads) * prm.sk : nullptr;
-  load_tile16<HD>(prm.q + h * prm.sq * HD, prm.sq, i0, qs);
-  load_tile16<HD>(dout + h * prm.sq * HD, prm.sq, i0, gs);
+  const int64_t qb = head_base(prm, h, prm.sq, HD), kb = head_base(prm, h, prm.sk, HD);
+  load_tile16<HD>(prm.q + qb, prm.e, prm.sq, i0, qs);
+  load_tile16<HD>(dout + qb, prm.e, prm.sq, i0, gs);
   load_rows(lse + h * prm.sq, prm.sq, i0, row_lse);
   load_rows(rowdot + h * prm.sq, prm.sq, i0, row_dot);
   for (int idx = threadIdx.x; idx < kTile * l32; idx += blockDim.x) acc[idx] = 0.f;
   for (int64_t j0 = 0; j0 < prm.sk; j0 += kTile) {
     __syncthreads();
-    load_tile16<HD>(prm.k + h * prm.sk * HD, prm.sk, j0, ks);
-    load_tile16<HD>(prm.v + h * prm.sk * HD, prm.sk, j0, vs);
+    load_tile16<HD>(prm.k + kb, prm.e, prm.sk, j0, ks);
+    load_tile16<HD>(prm.v + kb, prm.e, prm.sk, j0, vs);
     if (bias) load_rows(bias, prm.sk, j0, sb);
     __syncthreads();
     mm_abt<T, HD>(qs + w0 * l16, l16, ks, l16, ss + w0 * kLs);  // scores
@@ -255,7 +258,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int64_t i = i0 + row;
   if (i < prm.sq) {
     const float* arow = acc + row * l32 + half * (HD / 2);
-    float* dst = dq + (h * prm.sq + i) * HD + half * (HD / 2);
+    float* dst = dq + qb + i * prm.e + half * (HD / 2);
     for (int d = 0; d < HD / 2; ++d) dst[d] = arow[d] * prm.scale;
   }
 }
@@ -280,8 +283,9 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int64_t tiles = (prm.sk + kTile - 1) / kTile;
   const int64_t h = blockIdx.x / tiles, j0 = (blockIdx.x % tiles) * kTile;
   const int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16;
-  load_tile16<HD>(prm.k + h * prm.sk * HD, prm.sk, j0, ks);
-  load_tile16<HD>(prm.v + h * prm.sk * HD, prm.sk, j0, vs);
+  const int64_t qb = head_base(prm, h, prm.sq, HD), kbase = head_base(prm, h, prm.sk, HD);
+  load_tile16<HD>(prm.k + kbase, prm.e, prm.sk, j0, ks);
+  load_tile16<HD>(prm.v + kbase, prm.e, prm.sk, j0, vs);
   if (threadIdx.x < kTile)
     kb[threadIdx.x] = prm.bias && j0 + threadIdx.x < prm.sk
                           ? prm.bias[(h / prm.heads) * prm.sk + j0 + threadIdx.x]
@@ -289,8 +293,8 @@ __global__ void __launch_bounds__(kBlockThreads)
   for (int idx = threadIdx.x; idx < kTile * l32; idx += blockDim.x) acc_k[idx] = acc_v[idx] = 0.f;
   for (int64_t i0 = 0; i0 < prm.sq; i0 += kTile) {
     __syncthreads();
-    load_tile16<HD>(prm.q + h * prm.sq * HD, prm.sq, i0, qs);
-    load_tile16<HD>(dout + h * prm.sq * HD, prm.sq, i0, gs);
+    load_tile16<HD>(prm.q + qb, prm.e, prm.sq, i0, qs);
+    load_tile16<HD>(dout + qb, prm.e, prm.sq, i0, gs);
     load_rows(lse + h * prm.sq, prm.sq, i0, row_lse);
     load_rows(rowdot + h * prm.sq, prm.sq, i0, row_dot);
     __syncthreads();
@@ -325,8 +329,8 @@ __global__ void __launch_bounds__(kBlockThreads)
   if (j < prm.sk) {
     const float *krow = acc_k + r * l32 + half * (HD / 2),
                 *vrow = acc_v + r * l32 + half * (HD / 2);
-    float* dkr = dk + (h * prm.sk + j) * HD + half * (HD / 2);
-    float* dvr = dv + (h * prm.sk + j) * HD + half * (HD / 2);
+    float* dkr = dk + kbase + j * prm.e + half * (HD / 2);
+    float* dvr = dv + kbase + j * prm.e + half * (HD / 2);
     for (int d = 0; d < HD / 2; ++d) {
       dkr[d] = krow[d] * prm.scale;
       dvr[d] = vrow[d];
