@@ -91,11 +91,10 @@ __global__ void __launch_bounds__(kBlockThreads)
   extern __shared__ float sm[];
   float *sq = sm, *sk = sq + kTile * ld, *sv = sk + kTile * ld, *sp = sv + kTile * ld,
         *sb = sp + kTile * kLp;
-  const int64_t tiles = (prm.sq + kTile - 1) / kTile;
-  const int64_t h = blockIdx.x / tiles, i0 = (blockIdx.x % tiles) * kTile;
+  const auto [h, i0] = block_tile(prm.sq);
   const int lane = threadIdx.x & 31, g = lane & 15;
   const int r0 = (threadIdx.x >> 5) * 16 + (lane >> 4) * 8;
-  const float* bias = prm.bias ? prm.bias + (h / prm.heads) * prm.sk : nullptr;
+  const float* bias = bias_row(prm, h);
   const int64_t qb = head_base(prm, h, prm.sq, HD), kb = head_base(prm, h, prm.sk, HD);
   load_tile<HD>(prm.q + qb, prm.e, prm.sq, i0, sq);
   float m[8], l[8], o[8][nc];
@@ -185,11 +184,10 @@ __global__ void __launch_bounds__(kBlockThreads)
   extern __shared__ float sm[];
   float *sq = sm, *sg = sq + kTile * ld, *sk = sg + kTile * ld, *sv = sk + kTile * ld,
         *ss = sv + kTile * ld, *sb = ss + kTile * kLp;
-  const int64_t tiles = (prm.sq + kTile - 1) / kTile;
-  const int64_t h = blockIdx.x / tiles, i0 = (blockIdx.x % tiles) * kTile;
+  const auto [h, i0] = block_tile(prm.sq);
   const int lane = threadIdx.x & 31, g = lane & 15;
   const int r0 = (threadIdx.x >> 5) * 16 + (lane >> 4) * 8;
-  const float* bias = prm.bias ? prm.bias + (h / prm.heads) * prm.sk : nullptr;
+  const float* bias = bias_row(prm, h);
   const int64_t qb = head_base(prm, h, prm.sq, HD), kb = head_base(prm, h, prm.sk, HD);
   load_tile<HD>(prm.q + qb, prm.e, prm.sq, i0, sq);
   load_tile<HD>(dout + qb, prm.e, prm.sq, i0, sg);
@@ -245,8 +243,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   extern __shared__ float sm[];
   float *sk = sm, *sv = sk + kTile * ld, *sq = sv + kTile * ld, *sg = sq + kTile * ld,
         *sz = sg + kTile * ld, *ss = sz + kTile * kLp, *sl = ss + kTile * kLp, *sd = sl + kTile;
-  const int64_t tiles = (prm.sk + kTile - 1) / kTile;
-  const int64_t h = blockIdx.x / tiles, j0 = (blockIdx.x % tiles) * kTile;
+  const auto [h, j0] = block_tile(prm.sk);
   const int lane = threadIdx.x & 31, g = lane & 15;
   const int r0 = (threadIdx.x >> 5) * 16 + (lane >> 4) * 8;  // this lane's 8 keys
   const int64_t qb = head_base(prm, h, prm.sq, HD), kb = head_base(prm, h, prm.sk, HD);

@@ -55,6 +55,20 @@ __device__ __forceinline__ float group_sum(float v) {
   return v;
 }
 
+// This block's head and the first row of its 64-row tile of a side with n rows (blocks are laid
+// out head by head, tile by tile).
+struct BlockTile {
+  int64_t h, r0;
+};
+__device__ __forceinline__ BlockTile block_tile(int64_t n) {
+  const int64_t tiles = (n + kTile - 1) / kTile;
+  return {blockIdx.x / tiles, (blockIdx.x % tiles) * kTile};
+}
+// Head bh's example's key bias row, or nullptr.
+__device__ __forceinline__ const float* bias_row(const Params& p, int64_t bh) {
+  return p.bias ? p.bias + (bh / p.heads) * p.sk : nullptr;
+}
+
 // Offset of row 0 of head bh in a [B, s, e] tensor.
 __device__ __forceinline__ int64_t head_base(const Params& p, int64_t bh, int64_t s, int hd) {
   return (bh / p.heads) * s * p.e + (bh % p.heads) * hd;

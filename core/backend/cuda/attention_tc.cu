@@ -137,11 +137,10 @@ __global__ void __launch_bounds__(kBlockThreads)
   float* os = c.take<float>(kTile * l32);
   float *row_max = c.take<float>(kTile), *row_sum = c.take<float>(kTile),
         *sb = c.take<float>(kTile);
-  const int64_t tiles = (prm.sq + kTile - 1) / kTile;
-  const int64_t h = blockIdx.x / tiles, i0 = (blockIdx.x % tiles) * kTile;
+  const auto [h, i0] = block_tile(prm.sq);
   const int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16;
   const int row = w0 + (lane >> 1), half = lane & 1;  // this lane's softmax row and columns
-  const float* bias = prm.bias ? prm.bias + (h / prm.heads) * prm.sk : nullptr;
+  const float* bias = bias_row(prm, h);
   const int64_t qb = head_base(prm, h, prm.sq, HD), kb = head_base(prm, h, prm.sk, HD);
   load_tile16<HD>(prm.q + qb, prm.e, prm.sq, i0, qs);
   for (int idx = threadIdx.x; idx < kTile * l32; idx += blockDim.x) os[idx] = 0.f;
@@ -215,11 +214,10 @@ __global__ void __launch_bounds__(kBlockThreads)
   float* acc = c.take<float>(kTile * l32);
   float *row_lse = c.take<float>(kTile), *row_dot = c.take<float>(kTile),
         *sb = c.take<float>(kTile);
-  const int64_t tiles = (prm.sq + kTile - 1) / kTile;
-  const int64_t h = blockIdx.x / tiles, i0 = (blockIdx.x % tiles) * kTile;
+  const auto [h, i0] = block_tile(prm.sq);
   const int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16;
   const int row = w0 + (lane >> 1), half = lane & 1;
-  const float* bias = prm.bias ? prm.bias + (h / prm.heads) * prm.sk : nullptr;
+  const float* bias = bias_row(prm, h);
   const int64_t qb = head_base(prm, h, prm.sq, HD), kb = head_base(prm, h, prm.sk, HD);
   load_tile16<HD>(prm.q + qb, prm.e, prm.sq, i0, qs);
   load_tile16<HD>(dout + qb, prm.e, prm.sq, i0, gs);
@@ -280,8 +278,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   float *acc_k = c.take<float>(kTile * l32), *acc_v = c.take<float>(kTile * l32);
   float *row_lse = c.take<float>(kTile), *row_dot = c.take<float>(kTile),
         *kb = c.take<float>(kTile);
-  const int64_t tiles = (prm.sk + kTile - 1) / kTile;
-  const int64_t h = blockIdx.x / tiles, j0 = (blockIdx.x % tiles) * kTile;
+  const auto [h, j0] = block_tile(prm.sk);
   const int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16;
   const int64_t qb = head_base(prm, h, prm.sq, HD), kbase = head_base(prm, h, prm.sk, HD);
   load_tile16<HD>(prm.k + kbase, prm.e, prm.sk, j0, ks);
