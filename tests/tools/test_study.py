@@ -271,6 +271,9 @@ class Pure(unittest.TestCase):
         self.assertIn("| average | 40.00% (1 seed) (lr 0.05) |", report)  # the chosen point's test figure
         self.assertNotIn("90.00%", report)  # the point not chosen: its test figure is not shown
         self.assertIn("## Validation val_top1 of the chosen points", report)
+        # lr 0.05 is the smallest value the sweep tried: the report says the best may lie beyond.
+        self.assertIn("## Choices at the edge of their sweep", report)
+        self.assertIn("- average, 2 ranks: `optimizer.lr` 0.05, the smallest tried (0.05, 0.1)", report)
         self.assertIn("| average | 80.00% (1 seed) (lr 0.05) |", report)
         every = report.split("## Every cell")[1]
         self.assertIn("| average | lr 0.1 | 2 | 16 | 1 | 60.00% (1 seed) |  | · | 0 | · | · | · | · | 3 |", every)

@@ -253,6 +253,38 @@ def write_critical_batch(study, best, L):
     L.append("")
 
 
+def sweep_edges(study, rows, best):
+    """The chosen points that lie at the edge of what their sweep tried in their column: per
+    swept key with two or more values run there, the chosen value is the smallest or the
+    largest of them, so the best may lie beyond. [(row, key, value, 'smallest'|'largest', tried)]"""
+    out = []
+    for b in best:
+        if not b["point"]:
+            continue
+        peers = [r for r in rows if r["method"] == b["method"] and column(r) == column(b) and r["seeds"] > 0]
+        for key, value in b["point"].items():
+            tried = sorted({r["point"][key] for r in peers if key in r["point"]})
+            if len(tried) < 2 or value not in (tried[0], tried[-1]):
+                continue
+            out.append((b, key, value, "smallest" if value == tried[0] else "largest", tried))
+    return out
+
+
+def write_sweep_edges(study, rows, best, L):
+    """A section naming every choice at the edge of its sweep (else nothing)."""
+    edges = sweep_edges(study, rows, best)
+    if not edges:
+        return
+    L.append("## Choices at the edge of their sweep\n")
+    L.append("These chosen points are the smallest or largest value their sweep tried at that column, so the "
+             "best may lie beyond it; until the sweep is extended past it, a comparison with that method "
+             "there may understate it.\n")
+    for b, key, value, side, tried in edges:
+        L.append(f"- {study.methods[b['method']]['label']}, {study.column_label(*column(b))}: "
+                 f"`{key}` {fmt_value(value)}, the {side} tried ({', '.join(fmt_value(t) for t in tried)})")
+    L.append("")
+
+
 def write_significance(study, best, cols_, L):
     """A table: each method's chosen point against the baseline's in the same column, the
     difference of the final test figure and Welch's two-sided p over the seeds."""
@@ -459,6 +491,7 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
         if not seconds_compare:
             L.append(f"Wall seconds are left out of this table and its plot: the cells ran on {len(cpus)} CPU "
                      f"models ({'; '.join(cpus)}), so seconds would compare machines, not methods.\n")
+    write_sweep_edges(study, rows, best, L)
     if study.baseline:
         write_significance(study, best, cols_, L)
     if study.choose_by == "steps":
