@@ -300,7 +300,8 @@ class Pure(unittest.TestCase):
             records.append({"name": c.name, "hash": c.hash, "method": c.method, "ranks": 2, "micro_batches": 1,
                             "variant": "", "seed": 1, "point": c.point, "examples_per_step": 16, "status": "ok",
                             "reason": "", "final": 0.5, "select_final": ev[-1][1], "select_evals": ev,
-                            "wall_s": 3.0, "evals": ev, "eval_wall": [(2, 1.0), (4, 2.0)]})
+                            "wall_s": 3.0, "evals": [(2, 0.0), (4, 0.01)],  # test: never reaches it
+                            "eval_wall": [(2, 1.0), (4, 2.0)]})
         best = study.report.best_rows(s, study.report.aggregate(s, records))
         self.assertEqual([(r["method"], r["point"].get("optimizer.lr"), r["select_steps"]) for r in best],
                          [("adasum", None, None), ("average", 0.1, 2)])
@@ -313,6 +314,8 @@ class Pure(unittest.TestCase):
         self.assertIn("| average | 2 steps (1/1) (lr 0.1) |", report)
         self.assertIn("| Adasum | not reached (final 0.00% (1 seed)) |", report)
         self.assertIn("## Where each method stops scaling (critical batch size)", report)
+        # The scaling fit counts steps on the validation figure the runs stop on, not on test.
+        self.assertIn("Steps to the target on `val_top1` (validation)", report)
         self.assertIn("| average | 16: 2 | – | not placed: 1 sizes reached the target (3 needed) | – |", report)
         self.assertIn("metric.choose_by must be final", self.error(text.replace("choose_by: steps", "choose_by: fast")))
         self.assertIn("metric.choose_by must be final", self.error(

@@ -230,18 +230,22 @@ def critical_batch(points):
 
 def write_critical_batch(study, best, L):
     """Per method, the critical batch size of its chosen points' steps to the target against
-    examples per step (a steps-to-target study: metric.choose_by steps)."""
+    examples per step (a steps-to-target study: metric.choose_by steps). The steps are counted on
+    the validation figure when the study has one: runs that stop at the target (train.stop_at)
+    stop on it, so the test figure need not have reached the target by then."""
+    key = "select_steps" if study.select else "steps_to_target"
+    figure = f"`{study.select}` (validation)" if study.select else f"`{study.metric}`"
     L.append("## Where each method stops scaling (critical batch size)\n")
-    L.append("Steps to the target of each method's chosen point per size, fitted as S(B) = S_min (1 + B_crit / B) "
-             "(McCandlish et al. 2018; perfect scaling halves the steps per doubling of B, and B_crit is where "
-             "the steps are twice the fewest possible); the range is the spread of the fits leaving out one size "
-             "at a time (4 or more sizes).\n")
+    L.append(f"Steps to the target on {figure} of each method's chosen point per size, fitted as "
+             "S(B) = S_min (1 + B_crit / B) (McCandlish et al. 2018; perfect scaling halves the steps per doubling "
+             "of B, and B_crit is where the steps are twice the fewest possible); the range is the spread of the "
+             "fits leaving out one size at a time (4 or more sizes).\n")
     L.append("| method | sizes (examples per step: steps) | S_min | B_crit | leave-one-out range |")
     L.append("|---|---|---|---|---|")
     for m in study.methods:
-        rows = sorted((r for r in best if r["method"] == m and r["steps_to_target"] is not None),
+        rows = sorted((r for r in best if r["method"] == m and r[key] is not None),
                       key=lambda r: r["examples_per_step"])
-        pts = [(r["examples_per_step"], r["steps_to_target"]) for r in rows]
+        pts = [(r["examples_per_step"], r[key]) for r in rows]
         s_min, b_crit, rng, why = critical_batch(pts)
         sizes = ", ".join(f"{b:,}: {st:.0f}" for b, st in pts) or "none reached"
         if b_crit is None:
