@@ -2,7 +2,7 @@
 # Formats the C++ sources with .clang-format.  tools/format.sh --check only reports.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mapfile -t files < <(git ls-files --cached --others --exclude-standard '*.h' '*.cc' '*.cu')
+mapfile -t files < <(git ls-files --cached --others --exclude-standard '*.h' '*.cc' '*.cu' '*.cuh')
 if [ "${1:-}" = "--check" ]; then
   clang-format --dry-run --Werror "${files[@]}"
   echo "format: ${#files[@]} files clean"

@@ -12,7 +12,7 @@
 
 namespace ada::cuda::attention {
 
-constexpr int kTile = 64;       // queries or keys per tile
+constexpr int kTile = 64;           // queries or keys per tile
 constexpr int kBlockThreads = 128;  // 4 warps x 16 rows
 
 // q, k, v (and out, dout and the gradients) are [B, S, e] with head h in columns [h*D, (h+1)*D)
@@ -93,18 +93,24 @@ __device__ inline void load_rows(const float* src, int64_t n, int64_t r0, float*
 }
 
 inline Params params(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_bias,
-              const ops::AttentionArgs& a) {
-  return {q.data<float>(), k.data<float>(),
-          v.data<float>(), key_bias.defined() ? key_bias.data<float>() : nullptr,
-          q.size(1),       k.size(1),
-          a.heads,         q.size(2),
+                     const ops::AttentionArgs& a) {
+  return {q.data<float>(),
+          k.data<float>(),
+          v.data<float>(),
+          key_bias.defined() ? key_bias.data<float>() : nullptr,
+          q.size(1),
+          k.size(1),
+          a.heads,
+          q.size(2),
           a.scale,
-          a.dropout,       a.dropout > 0.f ? 1.f / (1.f - a.dropout) : 1.f,
-          a.seed,          a.first};
+          a.dropout,
+          a.dropout > 0.f ? 1.f / (1.f - a.dropout) : 1.f,
+          a.seed,
+          a.first};
 }
 
-inline int check(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_bias,
-          const ops::AttentionArgs& a) {
+inline int check(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
+                 const Tensor& key_bias, const ops::AttentionArgs& a) {
   const int dev =
       key_bias.defined() ? require_f32(op, {&q, &k, &v, &key_bias}) : require_f32(op, {&q, &k, &v});
   backend::check_fused_attention(q, k, v, key_bias, a.heads, a.dropout);
