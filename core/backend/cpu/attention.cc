@@ -102,9 +102,12 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
   if (key_bias.defined()) require_cpu_f32("fused_attention", {&key_bias});
   backend::check_fused_attention(q, k, v, key_bias, a.heads, a.dropout);
   const Problem p = problem(q, k, v, key_bias, a.heads);
-  Tensor out = Tensor::zeros(q.shape());
-  lse = Tensor::zeros({p.bh, p.sq});
-  if (p.sk == 0) return out;
+  if (p.sk == 0) {  // no keys: zeros
+    lse = Tensor::zeros({p.bh, p.sq});
+    return Tensor::zeros(q.shape());
+  }
+  Tensor out = Tensor::empty(q.shape());  // every row written below
+  lse = Tensor::empty({p.bh, p.sq});
   float* op = out.data<float>();
   float* lp = lse.data<float>();
   const int64_t tiles = (p.sq + kQueryTile - 1) / kQueryTile;
@@ -141,9 +144,11 @@ ops::AttentionGrads fused_attention_backward(const Tensor& dout, const Tensor& q
   backend::check_fused_attention(q, k, v, key_bias, a.heads, a.dropout);
   backend::check_fused_attention_backward(dout, q, out, lse, a.heads);
   const Problem p = problem(q, k, v, key_bias, a.heads);
-  ops::AttentionGrads g{Tensor::zeros(q.shape()), Tensor::zeros(k.shape()),
-                        Tensor::zeros(v.shape())};
-  if (p.sk == 0 || p.sq == 0) return g;
+  const bool empty = p.sk == 0 || p.sq == 0;
+  // dq is written row by row; dk and dv accumulate over the query tiles, so they start at 0.
+  ops::AttentionGrads g{empty ? Tensor::zeros(q.shape()) : Tensor::empty(q.shape()),
+                        Tensor::zeros(k.shape()), Tensor::zeros(v.shape())};
+  if (empty) return g;
   const float *dop = dout.data<float>(), *outp = out.data<float>(), *lp = lse.data<float>();
   float *dqp = g.dq.data<float>(), *dkp = g.dk.data<float>(), *dvp = g.dv.data<float>();
   // One head per task: its dk and dv sum over every query tile in a fixed order.
