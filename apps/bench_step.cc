@@ -4,6 +4,7 @@
 //              [--threads T] [--steps N] [--seq 128] [--device cpu|cuda]
 //              [--python /usr/bin/python3] [--no-torch] [--profile] [--precision fp32|bf16|fp16]
 //              [--twins eager,channels_last,...] [--attention composed|fused]
+//              [--activations fp32|16bit]
 // Optimizers: Momentum-SGD for the CNNs, AdamW for bert_large and bert_base, LAMB for bert_mini
 // (PyTorch has no LAMB: its twin runs AdamW). Synthetic inputs; images 224x224 (28x28 for the
 // MNIST models). The median step time gives samples/s.
@@ -34,7 +35,8 @@
 // cuBLAS on operands cast to bf16/fp16, TF32/fp16 convolutions). The same model is timed in fp32
 // first, in the same process, and the mixed/fp32 ratio printed; the twins run their forward under
 // torch.autocast(device, torch.bfloat16 or torch.float16), PyTorch's mixed precision. Neither
-// side scales the loss here.
+// side scales the loss here. --activations 16bit (with --precision bf16|fp16): the mixed step
+// also stores activations in that 16-bit type (train.activations: 16bit).
 // The twin runs under --python (default /usr/bin/python3; e.g. --python python3 for a pip torch).
 // On cuda PyTorch's best is several twins, one process each (bench_step_torch.py --variant):
 // CNNs eager (NCHW, as installed), channels_last (+ fused SGD) and compile (channels_last under
@@ -140,6 +142,7 @@ int main(int argc, char** argv) {
   int threads = 1;
   bool torch = true, profile = false;
   std::string device = "cpu", python = "/usr/bin/python3", precision = "fp32", twins_arg, attention;
+  std::string activations = "fp32";
   try {
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
@@ -171,12 +174,15 @@ int main(int argc, char** argv) {
         twins_arg = value();
       else if (a == "--attention")
         attention = value();
+      else if (a == "--activations")
+        activations = value();
       else
         ADA_THROW(ConfigError)
             << "unknown option '" << a
             << "'; usage: bench_step --model NAME [--batch B] [--threads T] [--steps N] "
                "[--seq L] [--device cpu|cuda] [--python PATH] [--no-torch] [--profile] "
-               "[--precision fp32|bf16|fp16] [--twins LIST] [--attention composed|fused]";
+               "[--precision fp32|bf16|fp16] [--twins LIST] [--attention composed|fused] "
+               "[--activations fp32|16bit]";
     }
     ADA_CHECK_ARG(device == "cpu" || device == "cuda", ConfigError)
         << "--device must be cpu or cuda, not '" << device << "'";
@@ -186,6 +192,11 @@ int main(int argc, char** argv) {
     const bool mixed = precision != "fp32";
     const Precision mixed_precision = precision == "fp16" ? Precision::fp16 : Precision::bf16;
     const bool on_cuda = device == "cuda";
+    ADA_CHECK_ARG(activations == "fp32" || (activations == "16bit" && mixed), ConfigError)
+        << "--activations must be fp32, or 16bit with --precision bf16|fp16 (got '" << activations
+        << "' with --precision " << precision << ")";
+    // The mixed step's label: its precision, and its activations when 16-bit.
+    const std::string mode = precision + (activations == "16bit" ? "+act16" : "");
     ADA_CHECK_ARG(precision != "fp16" || on_cuda, ConfigError)
         << "--precision fp16 needs --device cuda (the CPU has no fp16 dot products; use bf16)";
     const char* tf32_env = std::getenv("ADA_CUDA_TF32");
@@ -269,6 +280,13 @@ int main(int argc, char** argv) {
         set_cuda_matmul_precision(mixed_precision);
       else
         set_cpu_matmul_precision(mixed_precision);
+      if (activations == "16bit")
+        set_activation_dtype(mixed_precision == Precision::bf16 ? DType::bf16 : DType::f16);
+      // The peaks printed below are the mixed steps' own (the fp32 steps' are usually larger).
+      if (on_cuda)
+        cuda::reset_peak(0);
+      else
+        host::reset_peak();
       one_step();
     }
     const double step_s = median_step(), ours_sps = batch / step_s;
@@ -287,7 +305,7 @@ int main(int argc, char** argv) {
       std::printf(
           "profile: %lld steps of %s (%s), median step %.2f ms (wall); ops nested in "
           "others count in both\n%s",
-          static_cast<long long>(steps), model.c_str(), precision.c_str(), 1e3 * step_s,
+          static_cast<long long>(steps), model.c_str(), mode.c_str(), 1e3 * step_s,
           cpu::profile_report(steps).c_str());
       if (!on_cuda) {
         const MemoryStats hs = host::memory_stats();
@@ -373,12 +391,12 @@ int main(int argc, char** argv) {
           "%-15s batch %-3lld%s cuda:0 (%s) %s | ours %8.2f samples/s (%.3f steps/s), "
           "peak alloc %7.0f MB, reserved %7.0f MB",
           label.c_str(), static_cast<long long>(batch), seq_note.c_str(), device_name.c_str(),
-          mixed  ? precision.c_str()
+          mixed  ? mode.c_str()
           : tf32 ? "tf32"
                  : "fp32",
           ours_sps, 1.0 / step_s, ours_mb, ours_reserved_mb);
       if (mixed)
-        std::printf(" | %s/fp32 x%.2f (our fp32 %.2f samples/s)", precision.c_str(),
+        std::printf(" | %s/fp32 x%.2f (our fp32 %.2f samples/s)", mode.c_str(),
                     fp32_step_s / step_s, batch / fp32_step_s);
       if (best < twins.size())
         std::printf(" | vs the fastest PyTorch twin (%s): throughput x%.2f, memory (alloc) x%.2f\n",
@@ -408,10 +426,10 @@ int main(int argc, char** argv) {
     }
     std::printf(
         "%-15s batch %-3lld threads %d %s | ours %7.2f samples/s (%.3f steps/s), peak %7.0f MB",
-        label.c_str(), static_cast<long long>(batch), threads, precision.c_str(), ours_sps,
-        1.0 / step_s, ours_mb);
+        label.c_str(), static_cast<long long>(batch), threads, mode.c_str(), ours_sps, 1.0 / step_s,
+        ours_mb);
     if (mixed)
-      std::printf(" | %s/fp32 x%.2f (our fp32 %.2f samples/s, kernels %s)", precision.c_str(),
+      std::printf(" | %s/fp32 x%.2f (our fp32 %.2f samples/s, kernels %s)", mode.c_str(),
                   fp32_step_s / step_s, batch / fp32_step_s, cpu::isa_description().c_str());
     if (!torch) {
       std::printf("\n");

@@ -158,13 +158,17 @@ void backward(const Variable& root, const Tensor& seed, const GradReadyHook& on_
         continue;
       }
       if (g.defined()) {
+        // A leaf's gradient has its value's dtype (a parameter's f32 from 16-bit activations).
+        Tensor cast;
+        if (g.dtype() != in->value.dtype()) cast = ops::to_dtype(g, in->value.dtype());
+        const Tensor& gl = cast.defined() ? cast : g;
         if (!in->grad.defined()) {  // take the tensor if nobody else holds it, else copy
-          in->grad = g.storage_use_count() == 1 ? g : g.clone();
+          in->grad = gl.storage_use_count() == 1 ? gl : gl.clone();
         } else if (in->grad_stale) {  // zeroed by zero_grad(): the first gradient is copied in
-          in->grad.copy_from(g);
+          in->grad.copy_from(gl);
           in->grad_stale = false;
         } else {
-          ops::add_(in->grad, g);
+          ops::add_(in->grad, gl);
         }
       }
       if (--leaf_uses[in] == 0 && on_ready) {

@@ -2,10 +2,32 @@
 
 #include <algorithm>
 
+#include <atomic>
+
 #include "core/backend/op_shapes.h"
+#include "core/precision.h"
+
+namespace ada {
+namespace {
+std::atomic<DType> g_activation_dtype{DType::f32};
+}
+void set_activation_dtype(DType d) {
+  ADA_CHECK_ARG(d == DType::f32 || d == DType::bf16 || d == DType::f16, DTypeError)
+      << "activations are stored as f32, bf16 or f16, not " << dtype_name(d);
+  g_activation_dtype.store(d, std::memory_order_relaxed);
+}
+DType activation_dtype() {
+  return g_activation_dtype.load(std::memory_order_relaxed);
+}
+}  // namespace ada
 
 namespace ada::fn {
 namespace {
+// The dtype of the gradient of a value: f32 for f32 values (parameters, inputs, and activations
+// when they are f32), the activation dtype for 16-bit ones.
+DType grad_dtype(const Tensor& v) {
+  return v.dtype() == DType::f32 ? DType::f32 : activation_dtype();
+}
 using G = std::vector<Tensor>;
 // Inverse permutation: inv[perm[i]] = i.
 std::vector<int> inverse_perm(const std::vector<int>& perm) {
@@ -102,28 +124,30 @@ Variable mean(const Variable& x, const std::vector<int>& axes, bool keepdim) {
 Variable matmul(const Variable& a, const Variable& b, bool ta, bool tb) {
   Tensor av = ops::matmul_operand(a.value()), bv = ops::matmul_operand(b.value());
   bool ga = a.requires_grad(), gb = b.requires_grad();
-  return make_result(ops::matmul(av, bv, ta, tb), "matmul", {a, b},
-                     [av, bv, ta, tb, ga, gb](const Tensor& g) {
-                       // C = op(A) op(B): dA = g op(B)^T (transposed back if ta), likewise dB.
-                       Tensor da, db;
-                       if (ga)
-                         da = ta ? ops::matmul(bv, g, tb, true) : ops::matmul(g, bv, false, !tb);
-                       if (gb)
-                         db = tb ? ops::matmul(g, av, true, ta) : ops::matmul(av, g, !ta, false);
-                       return G{da, db};
-                     });
+  const DType da_t = grad_dtype(a.value()), db_t = grad_dtype(b.value());
+  return make_result(
+      ops::matmul(av, bv, ta, tb, activation_dtype()), "matmul", {a, b},
+      [av, bv, ta, tb, ga, gb, da_t, db_t](const Tensor& g) {
+        // C = op(A) op(B): dA = g op(B)^T (transposed back if ta), likewise dB.
+        Tensor da, db;
+        if (ga) da = ta ? ops::matmul(bv, g, tb, true, da_t) : ops::matmul(g, bv, false, !tb, da_t);
+        if (gb) db = tb ? ops::matmul(g, av, true, ta, db_t) : ops::matmul(av, g, !ta, false, db_t);
+        return G{da, db};
+      });
 }
 
 Variable bmm(const Variable& a, const Variable& b, bool ta, bool tb) {
   Tensor av = ops::matmul_operand(a.value()), bv = ops::matmul_operand(b.value());
   bool ga = a.requires_grad(), gb = b.requires_grad();
-  return make_result(ops::bmm(av, bv, ta, tb), "bmm", {a, b},
-                     [av, bv, ta, tb, ga, gb](const Tensor& g) {
-                       Tensor da, db;
-                       if (ga) da = ta ? ops::bmm(bv, g, tb, true) : ops::bmm(g, bv, false, !tb);
-                       if (gb) db = tb ? ops::bmm(g, av, true, ta) : ops::bmm(av, g, !ta, false);
-                       return G{da, db};
-                     });
+  const DType da_t = grad_dtype(a.value()), db_t = grad_dtype(b.value());
+  return make_result(
+      ops::bmm(av, bv, ta, tb, activation_dtype()), "bmm", {a, b},
+      [av, bv, ta, tb, ga, gb, da_t, db_t](const Tensor& g) {
+        Tensor da, db;
+        if (ga) da = ta ? ops::bmm(bv, g, tb, true, da_t) : ops::bmm(g, bv, false, !tb, da_t);
+        if (gb) db = tb ? ops::bmm(g, av, true, ta, db_t) : ops::bmm(av, g, !ta, false, db_t);
+        return G{da, db};
+      });
 }
 
 Variable linear(const Variable& x, const Variable& w, const Variable& b) {
@@ -141,7 +165,7 @@ Variable linear(const Variable& x, const Variable& w, const Variable& b) {
 Variable conv2d(const Variable& x, const Variable& w, const ops::Conv2dParams& p) {
   Tensor xv = x.value(), wv = w.value();
   bool gx = x.requires_grad(), gw = w.requires_grad();
-  return make_result(ops::conv2d_forward(xv, wv, p), "conv2d", {x, w},
+  return make_result(ops::conv2d_forward(xv, wv, p, activation_dtype()), "conv2d", {x, w},
                      [xv, wv, p, gx, gw](const Tensor& g) {
                        return G{gx ? ops::conv2d_backward_data(g, wv, xv.shape(), p) : Tensor(),
                                 gw ? ops::conv2d_backward_filter(g, xv, wv.shape(), p) : Tensor()};
@@ -275,11 +299,14 @@ Variable cross_entropy(const Variable& logits, const Tensor& targets, float labe
   Tensor logp;
   Tensor loss =
       ops::cross_entropy_forward(logits.value(), targets, label_smoothing, ignore_index, logp);
-  return make_result(loss, "cross_entropy", {logits},
-                     [logp, targets, label_smoothing, ignore_index](const Tensor& g) {
-                       return G{ops::cross_entropy_backward(g.item(), logp, targets,
-                                                            label_smoothing, ignore_index)};
-                     });
+  const DType dt = grad_dtype(logits.value());
+  return make_result(
+      loss, "cross_entropy", {logits},
+      [logp, targets, label_smoothing, ignore_index, dt](const Tensor& g) {
+        return G{ops::to_dtype(
+            ops::cross_entropy_backward(g.item(), logp, targets, label_smoothing, ignore_index),
+            dt)};
+      });
 }
 
 // The backward regenerates the mask from the generator counters it was drawn at (nothing of the
@@ -296,11 +323,12 @@ Variable dropout(const Variable& x, float p, bool training, Generator& gen) {
 Variable embedding(const Variable& weight, const Tensor& ids) {
   Tensor w = weight.value();
   Shape ws = w.shape();
-  return make_result(ops::embedding_forward(w, ids), "embedding", {weight},
-                     [ids, ws](const Tensor& g) {
+  const DType dt = grad_dtype(w);
+  return make_result(ops::embedding_forward(w, ids, activation_dtype()), "embedding", {weight},
+                     [ids, ws, dt](const Tensor& g) {
                        Tensor dw = Tensor::zeros(ws, DType::f32, g.device());
                        ops::embedding_backward(g, ids, dw);
-                       return G{dw};
+                       return G{ops::to_dtype(dw, dt)};
                      });
 }
 

@@ -63,98 +63,169 @@ void check_pool(const char* op, const Shape& x, const Pool2dParams& p) {
       << shape_str(x);
 }
 
+bool is16(const Tensor& t) {
+  return t.defined() && (t.dtype() == DType::bf16 || t.dtype() == DType::f16);
+}
+// Whether any of the tensors is a 16-bit activation: the op then runs on f32 copies of its
+// 16-bit inputs (W) and rounds its activation outputs to its first argument's dtype.
+template <class... Ts>
+bool any16(const Ts&... ts) {
+  return (is16(ts) || ...);
+}
+// Whether the CUDA backend's own kernels take these tensors as they are: on a GPU and all of one
+// float dtype (its elementwise kernels, add_bias's input and dropout run on f32, bf16 and f16).
+template <class... Ts>
+bool cuda_native(const Tensor& first, const Ts&... rest) {
+  return any_cuda(first, rest...) && ((rest.dtype() == first.dtype()) && ...);
+}
+Tensor W(const Tensor& t) {
+  return is16(t) ? to_dtype(t, DType::f32) : t;
+}
+// Batch-norm gradients with dx rounded to dy's dtype (dgamma, dbeta stay f32).
+BatchNormGrads narrow_dx(BatchNormGrads g, const Tensor& dy) {
+  g.dx = to_dtype(g.dx, dy.dtype());
+  return g;
+}
+// f32 `value` written into `out`, rounded to out's dtype.
+void write16(Tensor& out, const Tensor& value) {
+  if (out.dtype() == DType::f32)
+    out.copy_from(value);
+  else
+    cast_out(value, out);
+}
+
 }  // namespace
+
+Tensor to_dtype(const Tensor& x, DType dtype) {
+  if (!x.defined() || x.dtype() == dtype) return x;
+  Tensor y = Tensor::empty(x.shape(), dtype, x.device());
+  cast_out(x, y);
+  return y;
+}
 
 // ---- creation / elementwise (same shapes unless stated) ------------------------------------
 void fill_(Tensor& t, float value) {
+  if (any16(t)) return write16(t, Tensor::full(t.shape(), value, DType::f32).to(t.device()));
   ADA_DISPATCH(fill_, (t, value), t);
 }
 Tensor add(const Tensor& a, const Tensor& b) {
+  if (any16(a, b) && !cuda_native(a, b)) return to_dtype(add(W(a), W(b)), a.dtype());
   ADA_DISPATCH(add, (a, b), a, b);
 }
 Tensor sub(const Tensor& a, const Tensor& b) {
+  if (any16(a, b) && !cuda_native(a, b)) return to_dtype(sub(W(a), W(b)), a.dtype());
   ADA_DISPATCH(sub, (a, b), a, b);
 }
 Tensor mul(const Tensor& a, const Tensor& b) {
+  if (any16(a, b) && !cuda_native(a, b)) return to_dtype(mul(W(a), W(b)), a.dtype());
   ADA_DISPATCH(mul, (a, b), a, b);
 }
 Tensor scale(const Tensor& a, float s) {
+  if (any16(a) && !cuda_native(a)) return to_dtype(scale(W(a), s), a.dtype());
   ADA_DISPATCH(scale, (a, s), a);
 }
 void add_(Tensor& y, const Tensor& x) {
   axpby_(1.f, x, 1.f, y);
 }
 void add_out(const Tensor& a, const Tensor& b, Tensor& out) {
+  if (any16(a, b, out) && !cuda_native(a, b, out)) return write16(out, add(W(a), W(b)));
   ADA_DISPATCH(add_out, (a, b, out), a, b, out);
 }
 void sub_out(const Tensor& a, const Tensor& b, Tensor& out) {
+  if (any16(a, b, out) && !cuda_native(a, b, out)) return write16(out, sub(W(a), W(b)));
   ADA_DISPATCH(sub_out, (a, b, out), a, b, out);
 }
 void scale_(Tensor& y, float s) {
+  if (any16(y)) return write16(y, scale(W(y), s));
   ADA_DISPATCH(scale_, (y, s), y);
 }
 void axpby_(float alpha, const Tensor& x, float beta, Tensor& y) {
+  if (any16(x, y)) {
+    Tensor t = W(y);
+    axpby_(alpha, W(x), beta, t);
+    return write16(y, t);
+  }
   ADA_DISPATCH(axpby_, (alpha, x, beta, y), x, y);
 }
 Tensor add_bias(const Tensor& x, const Tensor& b) {
+  if (any16(x, b) && !(cuda_native(x) && b.dtype() == DType::f32))
+    return to_dtype(add_bias(W(x), W(b)), x.dtype());
   ADA_DISPATCH(add_bias, (x, b), x, b);
 }
 Tensor bias_grad(const Tensor& dy) {
+  if (any16(dy)) return bias_grad(W(dy));
   ADA_DISPATCH(bias_grad, (dy), dy);
 }
 Tensor add_channel_bias(const Tensor& x, const Tensor& b) {
+  if (any16(x, b)) return to_dtype(add_channel_bias(W(x), W(b)), x.dtype());
   ADA_DISPATCH(add_channel_bias, (x, b), x, b);
 }
 Tensor channel_bias_grad(const Tensor& dy) {
+  if (any16(dy)) return channel_bias_grad(W(dy));
   ADA_DISPATCH(channel_bias_grad, (dy), dy);
 }
 Tensor permute(const Tensor& x, const std::vector<int>& perm) {
+  if (any16(x)) return to_dtype(permute(W(x), perm), x.dtype());
   ADA_DISPATCH(permute, (x, perm), x);
 }
 
 // ---- activations ----------------------------------------------------------------------------
 Tensor relu(const Tensor& x) {
+  if (any16(x) && !cuda_native(x)) return to_dtype(relu(W(x)), x.dtype());
   ADA_DISPATCH(relu, (x), x);
 }
 Tensor relu_backward(const Tensor& dy, const Tensor& y) {
+  if (any16(dy, y) && !cuda_native(dy, y)) return to_dtype(relu_backward(W(dy), W(y)), dy.dtype());
   ADA_DISPATCH(relu_backward, (dy, y), dy, y);
 }
 Tensor add_relu(const Tensor& a, const Tensor& b) {
+  if (any16(a, b) && !cuda_native(a, b)) return to_dtype(add_relu(W(a), W(b)), a.dtype());
   ADA_DISPATCH(add_relu, (a, b), a, b);
 }
 Tensor gelu(const Tensor& x) {
+  if (any16(x) && !cuda_native(x)) return to_dtype(gelu(W(x)), x.dtype());
   ADA_DISPATCH(gelu, (x), x);
 }
 Tensor gelu_backward(const Tensor& dy, const Tensor& x) {
+  if (any16(dy, x) && !cuda_native(dy, x)) return to_dtype(gelu_backward(W(dy), W(x)), dy.dtype());
   ADA_DISPATCH(gelu_backward, (dy, x), dy, x);
 }
 Tensor tanh(const Tensor& x) {
+  if (any16(x) && !cuda_native(x)) return to_dtype(tanh(W(x)), x.dtype());
   ADA_DISPATCH(tanh, (x), x);
 }
 Tensor tanh_backward(const Tensor& dy, const Tensor& y) {
+  if (any16(dy, y) && !cuda_native(dy, y)) return to_dtype(tanh_backward(W(dy), W(y)), dy.dtype());
   ADA_DISPATCH(tanh_backward, (dy, y), dy, y);
 }
 
 // ---- reductions -----------------------------------------------------------------------------
 Tensor sum(const Tensor& x, const std::vector<int>& axes, bool keepdim) {
+  if (any16(x)) return to_dtype(sum(W(x), axes, keepdim), x.dtype());
   ADA_DISPATCH(sum, (x, axes, keepdim), x);
 }
 Tensor mean(const Tensor& x, const std::vector<int>& axes, bool keepdim) {
+  if (any16(x)) return to_dtype(mean(W(x), axes, keepdim), x.dtype());
   ADA_DISPATCH(mean, (x, axes, keepdim), x);
 }
 Tensor sum_backward(const Tensor& dy, const Shape& x_shape, const std::vector<int>& axes) {
+  if (any16(dy)) return to_dtype(sum_backward(W(dy), x_shape, axes), dy.dtype());
   ADA_DISPATCH(sum_backward, (dy, x_shape, axes), dy);
 }
 double sum_all(const Tensor& x) {
+  if (any16(x)) return sum_all(W(x));
   ADA_DISPATCH(sum_all, (x), x);
 }
 double dot(const Tensor& a, const Tensor& b) {
+  if (any16(a, b)) return dot(W(a), W(b));
   ADA_DISPATCH(dot, (a, b), a, b);
 }
 double norm2_sq(const Tensor& a) {
+  if (any16(a)) return norm2_sq(W(a));
   ADA_DISPATCH(norm2_sq, (a), a);
 }
 bool all_finite(const Tensor& x) {
+  if (any16(x)) return all_finite(W(x));
   ADA_DISPATCH(all_finite, (x), x);
 }
 
@@ -166,17 +237,37 @@ void cast_out(const Tensor& src, Tensor& dst) {
 // ---- BLAS -----------------------------------------------------------------------------------
 void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b, float alpha,
           float beta) {
+  if (any16(a, b) && !any_cuda(a, b, c))  // the CUDA backend multiplies 16-bit operands as they are
+    return gemm(W(a), W(b), c, trans_a, trans_b, alpha, beta);
   ADA_DISPATCH(gemm, (a, b, c, trans_a, trans_b, alpha, beta), a, b, c);
 }
-Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
-  ADA_DISPATCH(matmul, (a, b, trans_a, trans_b), a, b);
+Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, DType out) {
+#ifdef ADA_WITH_CUDA
+  if (any_cuda(a, b)) {  // 16-bit operands and results as they are
+    ::ada::cuda::OpTimer timer("matmul");
+    return ::ada::cuda::matmul(a, b, trans_a, trans_b, out);
+  }
+#endif
+  if (any16(a, b) || out != DType::f32) return to_dtype(matmul(W(a), W(b), trans_a, trans_b), out);
+  ::ada::cpu::OpTimer timer("matmul");
+  return ::ada::cpu::matmul(a, b, trans_a, trans_b);
 }
 void gemm_batched(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b,
                   float alpha, float beta) {
+  if (any16(a, b) && !any_cuda(a, b, c))
+    return gemm_batched(W(a), W(b), c, trans_a, trans_b, alpha, beta);
   ADA_DISPATCH(gemm_batched, (a, b, c, trans_a, trans_b, alpha, beta), a, b, c);
 }
-Tensor bmm(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
-  ADA_DISPATCH(bmm, (a, b, trans_a, trans_b), a, b);
+Tensor bmm(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, DType out) {
+#ifdef ADA_WITH_CUDA
+  if (any_cuda(a, b)) {  // 16-bit operands and results as they are
+    ::ada::cuda::OpTimer timer("bmm");
+    return ::ada::cuda::bmm(a, b, trans_a, trans_b, out);
+  }
+#endif
+  if (any16(a, b) || out != DType::f32) return to_dtype(bmm(W(a), W(b), trans_a, trans_b), out);
+  ::ada::cpu::OpTimer timer("bmm");
+  return ::ada::cpu::bmm(a, b, trans_a, trans_b);
 }
 
 // ---- convolution and pooling (NCHW) ----------------------------------------------------------
@@ -184,15 +275,18 @@ Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p)
   const backend::ConvGeom g = backend::make_geom("conv2d", x, w, p);
   return {g.n, g.k, g.p, g.q};
 }
-Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& p) {
+Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& p, DType out) {
+  if (any16(x, w) || out != DType::f32) return to_dtype(conv2d_forward(W(x), W(w), p), out);
   ADA_DISPATCH(conv2d_forward, (x, w, p), x, w);
 }
 Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape,
                             const Conv2dParams& p) {
+  if (any16(dy, w)) return to_dtype(conv2d_backward_data(W(dy), W(w), x_shape, p), dy.dtype());
   ADA_DISPATCH(conv2d_backward_data, (dy, w, x_shape, p), dy, w);
 }
 Tensor conv2d_backward_filter(const Tensor& dy, const Tensor& x, const Shape& w_shape,
                               const Conv2dParams& p) {
+  if (any16(dy, x)) return conv2d_backward_filter(W(dy), W(x), w_shape, p);
   ADA_DISPATCH(conv2d_backward_filter, (dy, x, w_shape, p), dy, x);
 }
 Shape pool2d_output_shape(const Shape& x, const Pool2dParams& p) {
@@ -201,21 +295,27 @@ Shape pool2d_output_shape(const Shape& x, const Pool2dParams& p) {
           (x[3] + 2 * p.pad_w - p.kernel_w) / p.stride_w + 1};
 }
 Tensor max_pool2d_forward(const Tensor& x, const Pool2dParams& p, Tensor& indices) {
+  if (any16(x)) return to_dtype(max_pool2d_forward(W(x), p, indices), x.dtype());
   ADA_DISPATCH(max_pool2d_forward, (x, p, indices), x);
 }
 Tensor max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Shape& x_shape) {
+  if (any16(dy)) return to_dtype(max_pool2d_backward(W(dy), indices, x_shape), dy.dtype());
   ADA_DISPATCH(max_pool2d_backward, (dy, indices, x_shape), dy, indices);
 }
 Tensor avg_pool2d_forward(const Tensor& x, const Pool2dParams& p) {
+  if (any16(x)) return to_dtype(avg_pool2d_forward(W(x), p), x.dtype());
   ADA_DISPATCH(avg_pool2d_forward, (x, p), x);
 }
 Tensor avg_pool2d_backward(const Tensor& dy, const Shape& x_shape, const Pool2dParams& p) {
+  if (any16(dy)) return to_dtype(avg_pool2d_backward(W(dy), x_shape, p), dy.dtype());
   ADA_DISPATCH(avg_pool2d_backward, (dy, x_shape, p), dy);
 }
 Tensor global_avg_pool_forward(const Tensor& x) {
+  if (any16(x)) return to_dtype(global_avg_pool_forward(W(x)), x.dtype());
   ADA_DISPATCH(global_avg_pool_forward, (x), x);
 }
 Tensor global_avg_pool_backward(const Tensor& dy, const Shape& x_shape) {
+  if (any16(dy)) return to_dtype(global_avg_pool_backward(W(dy), x_shape), dy.dtype());
   ADA_DISPATCH(global_avg_pool_backward, (dy, x_shape), dy);
 }
 
@@ -223,23 +323,35 @@ Tensor global_avg_pool_backward(const Tensor& dy, const Shape& x_shape) {
 Tensor batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                         Tensor& running_mean, Tensor& running_var, float momentum, float eps,
                         Tensor& save_mean, Tensor& save_invstd) {
+  if (any16(x))
+    return to_dtype(batch_norm_train(W(x), gamma, beta, running_mean, running_var, momentum, eps,
+                                     save_mean, save_invstd),
+                    x.dtype());
   ADA_DISPATCH(batch_norm_train,
                (x, gamma, beta, running_mean, running_var, momentum, eps, save_mean, save_invstd),
                x, gamma, beta, running_mean, running_var);
 }
 Tensor batch_norm_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                        const Tensor& running_mean, const Tensor& running_var, float eps) {
+  if (any16(x))
+    return to_dtype(batch_norm_eval(W(x), gamma, beta, running_mean, running_var, eps), x.dtype());
   ADA_DISPATCH(batch_norm_eval, (x, gamma, beta, running_mean, running_var, eps), x, gamma, beta,
                running_mean, running_var);
 }
 BatchNormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                    const Tensor& save_mean, const Tensor& save_invstd) {
+  if (any16(dy, x))
+    return narrow_dx(batch_norm_backward(W(dy), W(x), gamma, save_mean, save_invstd), dy);
   ADA_DISPATCH(batch_norm_backward, (dy, x, gamma, save_mean, save_invstd), dy, x, gamma, save_mean,
                save_invstd);
 }
 Tensor batch_norm_relu_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                              Tensor& running_mean, Tensor& running_var, float momentum, float eps,
                              Tensor& save_mean, Tensor& save_invstd) {
+  if (any16(x))
+    return to_dtype(batch_norm_relu_train(W(x), gamma, beta, running_mean, running_var, momentum,
+                                          eps, save_mean, save_invstd),
+                    x.dtype());
   ADA_DISPATCH(batch_norm_relu_train,
                (x, gamma, beta, running_mean, running_var, momentum, eps, save_mean, save_invstd),
                x, gamma, beta, running_mean, running_var);
@@ -247,42 +359,62 @@ Tensor batch_norm_relu_train(const Tensor& x, const Tensor& gamma, const Tensor&
 BatchNormGrads batch_norm_relu_backward(const Tensor& dy, const Tensor& y, const Tensor& x,
                                         const Tensor& gamma, const Tensor& save_mean,
                                         const Tensor& save_invstd) {
+  if (any16(dy, y, x))
+    return narrow_dx(batch_norm_relu_backward(W(dy), W(y), W(x), gamma, save_mean, save_invstd),
+                     dy);
   ADA_DISPATCH(batch_norm_relu_backward, (dy, y, x, gamma, save_mean, save_invstd), dy, y, x, gamma,
                save_mean, save_invstd);
 }
 BatchNormGrads batch_norm_eval_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                         const Tensor& running_mean, const Tensor& running_var,
                                         float eps) {
+  if (any16(dy, x))
+    return narrow_dx(batch_norm_eval_backward(W(dy), W(x), gamma, running_mean, running_var, eps),
+                     dy);
   ADA_DISPATCH(batch_norm_eval_backward, (dy, x, gamma, running_mean, running_var, eps), dy, x,
                gamma, running_mean, running_var);
 }
 Tensor layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                           Tensor& save_mean, Tensor& save_rstd) {
+  if (any16(x))
+    return to_dtype(layer_norm_forward(W(x), gamma, beta, eps, save_mean, save_rstd), x.dtype());
   ADA_DISPATCH(layer_norm_forward, (x, gamma, beta, eps, save_mean, save_rstd), x, gamma, beta);
 }
 LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                    const Tensor& save_mean, const Tensor& save_rstd) {
+  if (any16(dy, x)) {
+    LayerNormGrads g = layer_norm_backward(W(dy), W(x), gamma, save_mean, save_rstd);
+    g.dx = to_dtype(g.dx, dy.dtype());
+    return g;
+  }
   ADA_DISPATCH(layer_norm_backward, (dy, x, gamma, save_mean, save_rstd), dy, x, gamma, save_mean,
                save_rstd);
 }
 
 // ---- softmax and losses (over the last dim) --------------------------------------------------
 Tensor softmax(const Tensor& x) {
+  if (any16(x)) return to_dtype(softmax(W(x)), x.dtype());
   ADA_DISPATCH(softmax, (x), x);
 }
 Tensor softmax_backward(const Tensor& dy, const Tensor& y) {
+  if (any16(dy, y)) return to_dtype(softmax_backward(W(dy), W(y)), dy.dtype());
   ADA_DISPATCH(softmax_backward, (dy, y), dy, y);
 }
 Tensor log_softmax(const Tensor& x) {
+  if (any16(x)) return to_dtype(log_softmax(W(x)), x.dtype());
   ADA_DISPATCH(log_softmax, (x), x);
 }
 Tensor log_softmax_backward(const Tensor& dy, const Tensor& y) {
+  if (any16(dy, y)) return to_dtype(log_softmax_backward(W(dy), W(y)), dy.dtype());
   ADA_DISPATCH(log_softmax_backward, (dy, y), dy, y);
 }
 Tensor attention_softmax(const Tensor& scores, const Tensor& key_bias, int64_t heads, float scale) {
+  if (any16(scores, key_bias))
+    return to_dtype(attention_softmax(W(scores), W(key_bias), heads, scale), scores.dtype());
   ADA_DISPATCH(attention_softmax, (scores, key_bias, heads, scale), scores, key_bias);
 }
 Tensor attention_softmax_backward(const Tensor& dy, const Tensor& y, float scale) {
+  if (any16(dy, y)) return to_dtype(attention_softmax_backward(W(dy), W(y), scale), dy.dtype());
   ADA_DISPATCH(attention_softmax_backward, (dy, y, scale), dy, y);
 }
 Tensor matmul_operand(const Tensor& x) {
@@ -293,19 +425,30 @@ Tensor matmul_operand(const Tensor& x) {
 }
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_bias,
                        const AttentionArgs& a, Tensor& lse) {
+  if (any16(q, k, v, key_bias))
+    return to_dtype(fused_attention(W(q), W(k), W(v), W(key_bias), a, lse), q.dtype());
   ADA_DISPATCH(fused_attention, (q, k, v, key_bias, a, lse), q, k, v, key_bias);
 }
 AttentionGrads fused_attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
                                         const Tensor& v, const Tensor& out, const Tensor& lse,
                                         const Tensor& key_bias, const AttentionArgs& a) {
+  if (any16(dout, q, k, v, out, key_bias)) {
+    AttentionGrads g =
+        fused_attention_backward(W(dout), W(q), W(k), W(v), W(out), lse, W(key_bias), a);
+    for (Tensor* d : {&g.dq, &g.dk, &g.dv}) *d = to_dtype(*d, dout.dtype());
+    return g;
+  }
   ADA_DISPATCH(fused_attention_backward, (dout, q, k, v, out, lse, key_bias, a), dout, q, k, v, out,
                lse, key_bias);
 }
 Tensor argmax_rows(const Tensor& x) {
+  if (any16(x)) return argmax_rows(W(x));
   ADA_DISPATCH(argmax_rows, (x), x);
 }
 Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, float label_smoothing,
                              int64_t ignore_index, Tensor& save_logp) {
+  if (any16(logits))
+    return cross_entropy_forward(W(logits), targets, label_smoothing, ignore_index, save_logp);
   ADA_DISPATCH(cross_entropy_forward, (logits, targets, label_smoothing, ignore_index, save_logp),
                logits, targets);
 }
@@ -317,18 +460,22 @@ Tensor cross_entropy_backward(float dloss, const Tensor& save_logp, const Tensor
 
 // ---- dropout and embedding -------------------------------------------------------------------
 Tensor dropout_forward(const Tensor& x, float p, Generator& gen, Tensor& mask) {
+  if (any16(x) && !cuda_native(x)) return to_dtype(dropout_forward(W(x), p, gen, mask), x.dtype());
   ADA_DISPATCH(dropout_forward, (x, p, gen, mask), x);
 }
 Tensor dropout_backward(const Tensor& dy, const Tensor& mask) {
   return mul(dy, mask);
 }
 Tensor dropout_apply(const Tensor& x, float p, uint64_t seed, uint64_t first) {
+  if (any16(x) && !cuda_native(x)) return to_dtype(dropout_apply(W(x), p, seed, first), x.dtype());
   ADA_DISPATCH(dropout_apply, (x, p, seed, first), x);
 }
-Tensor embedding_forward(const Tensor& weight, const Tensor& ids) {
+Tensor embedding_forward(const Tensor& weight, const Tensor& ids, DType out) {
+  if (any16(weight) || out != DType::f32) return to_dtype(embedding_forward(W(weight), ids), out);
   ADA_DISPATCH(embedding_forward, (weight, ids), weight, ids);
 }
 void embedding_backward(const Tensor& dy, const Tensor& ids, Tensor& dweight) {
+  if (any16(dy)) return embedding_backward(W(dy), ids, dweight);
   ADA_DISPATCH(embedding_backward, (dy, ids, dweight), dy, ids, dweight);
 }
 

@@ -4,7 +4,15 @@
 // checks its arguments (ShapeError/DTypeError/DeviceError naming the op and argument).
 // Forward ops return new tensors; backward ops return input gradients. Layouts: images NCHW,
 // conv weights [Cout, Cin, kh, kw], linear weights [out, in], sequences [..., features].
-// All float ops are f32; index tensors (labels, token ids) are i64 or i32.
+// Float tensors are f32, except activations under 16-bit activations (core/precision.h's
+// activation_dtype(): bf16 or f16), which every op below except the optimizer and Adasum ops
+// accepts in any of its float arguments: it computes in f32 and writes its activation outputs in
+// its first argument's dtype (an op without a 16-bit kernel on its backend runs on f32 copies of
+// its 16-bit inputs and rounds its outputs, the same values); parameter gradients (bias_grad,
+// conv2d_backward_filter, embedding_backward, the norms' dgamma and dbeta), statistics, losses
+// and log-probabilities stay f32. Ops that make activations from parameters (matmul, bmm,
+// conv2d_forward, embedding_forward) take the result's dtype as an argument. Index tensors
+// (labels, token ids) are i64 or i32.
 #pragma once
 
 #include <vector>
@@ -60,23 +68,30 @@ bool all_finite(const Tensor& x);
 // rounds to nearest even (past f16's range: +-Inf; NaN stays NaN), f16 / bf16 -> f32 is exact,
 // f32 -> f32 copies. The wire format of the reducers' half-precision communication.
 void cast_out(const Tensor& src, Tensor& dst);
+// x in `dtype` (a new tensor through cast_out), or x itself when it already is.
+Tensor to_dtype(const Tensor& x, DType dtype);
 
 // ---- BLAS -----------------------------------------------------------------------------------
 // c = alpha * op(a) @ op(b) + beta * c, op(x) = x or x^T; a, b, c 2-d.
 void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a = false, bool trans_b = false,
           float alpha = 1.f, float beta = 0.f);
-Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
+// matmul and bmm write c in `out` (f32, or the 16-bit activation dtype: rounded once from the
+// f32 sums).
+Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false,
+              DType out = DType::f32);
 // Batched over dim 0: a [B, M, K] (or [B, K, M]), b [B, K, N] (or [B, N, K]), c [B, M, N].
 void gemm_batched(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a = false,
                   bool trans_b = false, float alpha = 1.f, float beta = 0.f);
-Tensor bmm(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
+Tensor bmm(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false,
+           DType out = DType::f32);
 
 // ---- convolution and pooling (NCHW) ----------------------------------------------------------
 struct Conv2dParams {
   int stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dil_h = 1, dil_w = 1;
 };
 Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p);
-Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& p);
+Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& p,
+                      DType out = DType::f32);
 Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape,
                             const Conv2dParams& p);
 Tensor conv2d_backward_filter(const Tensor& dy, const Tensor& x, const Shape& w_shape,
@@ -210,7 +225,7 @@ Tensor dropout_backward(const Tensor& dy, const Tensor& mask);
 // on the gradient, its backward, with nothing of the mask stored in between.
 Tensor dropout_apply(const Tensor& x, float p, uint64_t seed, uint64_t first);
 // weight [V, D]; ids any shape (i64 or i32) -> [ids..., D]. Out-of-range ids throw.
-Tensor embedding_forward(const Tensor& weight, const Tensor& ids);
+Tensor embedding_forward(const Tensor& weight, const Tensor& ids, DType out = DType::f32);
 // Scatter-adds dy [ids..., D] into dweight [V, D] (which must be allocated).
 void embedding_backward(const Tensor& dy, const Tensor& ids, Tensor& dweight);
 

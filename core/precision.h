@@ -7,6 +7,8 @@
 // fp32.
 #pragma once
 
+#include "core/tensor.h"
+
 namespace ada {
 
 enum class Precision { fp32, bf16, fp16 };
@@ -29,5 +31,16 @@ Precision cpu_matmul_precision();
 // DeviceError.
 void set_cuda_matmul_precision(Precision p);
 Precision cuda_matmul_precision();
+
+// The dtype activations are stored in (core/ops.h): f32 (the default), or bf16 / f16 — the
+// outputs of the ops that make activations from parameters (matrix products, convolutions,
+// embeddings; core/functional.h) and of everything computed from them, and their gradients,
+// stored 16-bit while parameters, their gradients, the optimizer, norms' statistics and losses
+// stay f32: PyTorch autocast's memory. On CUDA it pairs with the matching 16-bit matrix
+// precision (cuBLAS writes the rounded result itself); the CPU computes every op in f32 and
+// rounds its results (no speed gained: its form for tests). Process-wide.
+// DTypeError for another dtype.
+void set_activation_dtype(DType d);
+DType activation_dtype();
 
 }  // namespace ada

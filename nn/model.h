@@ -35,7 +35,8 @@ struct ModelOutput {
   Variable loss;    // mean over the batch
   Metrics metrics;  // sums over the batch (empty in training mode without training metrics)
   // Per-example results a consumer may read (e.g. BERT's start_logits [B, S] for SQuAD's
-  // predictions, a classifier's logits [B, C]); empty for models that give none.
+  // predictions, a classifier's logits [B, C]), f32 whatever the activation dtype; empty for
+  // models that give none.
   TensorMap outputs;
   // The figure called `name`; InternalError when the model reports none of that name.
   const Metric& metric(const std::string& name) const;

@@ -10,7 +10,8 @@
 #                          peers: issue 33's table, ours against every PyTorch twin incl.
 #                          torch.compile, about 8 minutes, not in all; profile: per-op GPU time,
 #                          not in all; attention: BERT-Large with model.attention composed
-#                          and fused, ours only, then BERT-tiny trained in fp32/bf16/fp16,
+#                          and fused (and fused with 16-bit activations), ours only, then
+#                          BERT-tiny trained in fp32/bf16/fp16 and bf16 with 16-bit activations,
 #                          about 4 minutes, not in all)
 #   bash tools/gpu_test.sh step "resnet50 --batch 64;bert_base --batch 32 --seq 128"
 #                                     (bench_step against PyTorch eager for the named cases only;
@@ -205,6 +206,11 @@ if [[ "$what" == attention ]]; then
         --steps 10 --no-torch 2>&1
     done
   done | tee "$out/attention.log"
+  # 16-bit activations (train.activations: 16bit) on the fused path: peak memory against the line
+  # above (only the products have 16-bit kernels yet: expect memory down, time up).
+  echo "-- bench_step --model bert_large --batch 16 --seq 512 --precision bf16 --attention fused --activations 16bit" | tee -a "$out/attention.log"
+  timeout 150 .gpu/bin/bench_step --model bert_large --batch 16 --seq 512 --precision bf16 \
+    --attention fused --activations 16bit --device cuda --steps 10 --no-torch 2>&1 | tee -a "$out/attention.log"
   # BERT-tiny MLM on the GPU in fp32 (two seeds: the seed noise), bf16 with composed and fused
   # attention, fp16 fused (loss scaling): 300 steps on the bundle's shards, the last 512
   # sequences held out; each 16-bit run's final validation MLM loss against fp32's, judged
@@ -218,11 +224,14 @@ reducer: {name: average}
 train: {steps: 300, batch_per_rank: 32, eval_every: 100, max_eval_batches: 8, clip_grad_norm: 1.0,
         log_every: 100, device: cuda}
 YAML
-  for run in "fp32 composed 1" "fp32 composed 2" "bf16 composed 1" "bf16 fused 1" "fp16 fused 1"; do
+  for run in "fp32 composed 1 fp32" "fp32 composed 2 fp32" "bf16 composed 1 fp32" "bf16 fused 1 fp32" \
+             "fp16 fused 1 fp32" "bf16 fused 1 16bit"; do
     set -- $run
-    echo "-- BERT-tiny MLM, cuda, precision $1, attention $2, seed $3" | tee -a "$out/attention.log"
+    sfx=""; [[ $4 == 16bit ]] && sfx="-act16"
+    echo "-- BERT-tiny MLM, cuda, precision $1, attention $2, seed $3, activations $4" | tee -a "$out/attention.log"
     OMP_NUM_THREADS=8 timeout 240 .gpu/bin/trainer --config out/bert_tiny_gpu.yaml --set train.precision=$1 \
-      --set model.attention=$2 --set train.seed=$3 --set output.dir=out/bert-tiny-$1-$2-s$3 \
+      --set model.attention=$2 --set train.seed=$3 --set train.activations=$4 \
+      --set output.dir=out/bert-tiny-$1-$2-s$3$sfx \
       --set checkpoint.overwrite=true 2>&1 | grep -E 'val_mlm|done|error' | tail -3 | tee -a "$out/attention.log"
   done
   python3 - <<'PY' 2>&1 | tee -a "$out/attention.log"
@@ -237,7 +246,7 @@ if f1 is None or f2 is None:
     print("bert-tiny precision: an fp32 run failed"); raise SystemExit
 noise = abs(f1 - f2)
 print(f"bert-tiny precision: fp32 val_mlm_loss {f1:.4f} (seed 2: {f2:.4f}, seed noise {noise:.4f})")
-for name in ("bf16-composed-s1", "bf16-fused-s1", "fp16-fused-s1"):
+for name in ("bf16-composed-s1", "bf16-fused-s1", "fp16-fused-s1", "bf16-fused-s1-act16"):
     v = val(name)
     if v is None:
         print(f"bert-tiny precision: {name} FAILED"); continue

@@ -57,6 +57,20 @@ Precision read_precision(const Config& t, const Device& device) {
   return Precision::bf16;
 }
 
+// train.activations: fp32 (default) or 16bit: activations and their gradients stored in the
+// 16-bit type of a bf16/fp16 train.precision (core/precision.h's activation_dtype).
+DType read_activations(const Config& t, Precision precision) {
+  const std::string s = t.get_or<std::string>("activations", "fp32");
+  if (s == "fp32") return DType::f32;
+  ADA_CHECK_ARG(s == "16bit", ConfigError)
+      << t.where("activations") << ": unknown value '" << s << "'; known: fp32, 16bit";
+  ADA_CHECK_ARG(precision != Precision::fp32, ConfigError)
+      << t.where("activations") << ": 16bit stores activations in train.precision's 16-bit type, "
+      << "but train.precision is fp32; set precision: bf16 (or fp16 on a GPU), or activations: "
+         "fp32";
+  return precision == Precision::bf16 ? DType::bf16 : DType::f16;
+}
+
 // train.loss_scale: none, dynamic or a positive number (a static scale); absent: dynamic with
 // precision fp16, none otherwise. loss_scale_init (dynamic's start) and
 // loss_scale_growth_interval tune the dynamic rule (optim/loss_scale.h).
@@ -155,6 +169,7 @@ RunSettings read_run_settings(const Config& root, const std::string& config_path
   s.device = read_device(t, local_rank);
   s.precision = read_precision(t, s.device);
   s.loss_scale = read_loss_scale(t, s.precision);
+  s.activations = read_activations(t, s.precision);
   s.comm = t.get_or<std::string>("comm", s.comm);
   comm::check_step_comm_choice(s.comm, s.device, t.where("comm"));
   s.comm_timeout = t.get_in_or<double>("comm_timeout_s", s.comm_timeout, Range::at_least(0),

@@ -41,6 +41,7 @@ struct RunSettings {
   std::string tensorboard;  // train.tensorboard: a folder for event files; empty: none
   Device device;            // train.device
   Precision precision = Precision::fp32;              // train.precision (core/precision.h)
+  DType activations = DType::f32;                     // train.activations
   std::optional<optim::LossScaleOptions> loss_scale;  // train.loss_scale; absent: off
   std::string comm = "auto";                          // train.comm
   double comm_timeout = 600;                          // train.comm_timeout_s; 0: no limit

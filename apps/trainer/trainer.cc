@@ -38,6 +38,7 @@ void Trainer::build() {
     set_cpu_matmul_precision(s_.precision);
   else
     set_cuda_matmul_precision(s_.precision);
+  set_activation_dtype(s_.activations);
   if (s_.loss_scale) loss_scale_.emplace(*s_.loss_scale);
   const Config t = cfg.child("train");
   if (t.has("straggler")) straggler_.emplace(t.child("straggler"), world_->size());
@@ -174,9 +175,11 @@ void Trainer::build_step() {
   log_ = std::make_unique<RunLog>(s_.out_dir, world_->rank() == 0, s_.log_every, s_.tensorboard);
   log_info("trainer built from commit {} (trainer version {})", build_commit(), build_version());
   log_info(
-      "{} ranks, {} threads each (cpu kernels {}); precision {}{}; model {} ({} parameters); "
+      "{} ranks, {} threads each (cpu kernels {}); precision {}{}{}; model {} ({} parameters); "
       "sync {}; {} steps of {} x {} examples per rank; data: {}",
       world_->size(), num_threads(), cpu::isa_description(), precision_name(s_.precision),
+      s_.activations == DType::f32 ? ""
+                                   : std::string(", activations ") + dtype_name(s_.activations),
       loss_scale_ ? ", loss scale " + loss_scale_->describe() : std::string(), model_->type_name(),
       model_->parameter_count(), strategy_->describe(), total_steps_, s_.micro, s_.batch,
       data_.train->describe());
@@ -413,6 +416,7 @@ void Trainer::write_summary() {
               {"device", s_.device.str()},
               {"comm", device_comm_ ? device_comm_->backend() : world_->backend()},
               {"precision", precision_name(s_.precision)},
+              {"activations", dtype_name(s_.activations)},
               {"cpu_isa", cpu::isa_name(cpu::isa())}};
   if (!s_.device.is_cpu())
     sum["gpu_peak_allocated_mb"] =

@@ -201,7 +201,7 @@ class Bert : public Model {
     Variable logits = classifier_->forward(pooled);
     ModelOutput out;
     out.loss = cross_entropy_loss(logits, label);
-    out.outputs["logits"] = logits.value();
+    out.outputs["logits"] = ops::to_dtype(logits.value(), DType::f32);
     if (!metrics_wanted()) return out;
     const auto [correct, count] = count_correct(logits.value(), label);
     out.metrics = {{"loss", {static_cast<double>(out.loss.value().item()) * b, double(b)}},
@@ -217,8 +217,8 @@ class Bert : public Model {
     Variable rows = fn::reshape(fn::permute(fn::reshape(logits, {b, s, 2}), {2, 0, 1}), {2 * b, s});
     if (!batch.count("start_position") && !batch.count("end_position")) {
       ModelOutput out;  // prediction: logits only, no loss (build/bin/squad_predict)
-      out.outputs["start_logits"] = rows.value().narrow(0, b);
-      out.outputs["end_logits"] = rows.value().narrow(b, b);
+      out.outputs["start_logits"] = ops::to_dtype(rows.value().narrow(0, b), DType::f32);
+      out.outputs["end_logits"] = ops::to_dtype(rows.value().narrow(b, b), DType::f32);
       return out;
     }
     const char* why = "a position must lie inside the sequence ([CLS], 0, when not in it)";
@@ -229,8 +229,8 @@ class Bert : public Model {
     ModelOutput out;
     out.loss = cross_entropy_loss(rows, t);  // the mean over 2B rows: (start CE + end CE) / 2
     const Tensor both = rows.value();
-    out.outputs["start_logits"] = both.narrow(0, b);
-    out.outputs["end_logits"] = both.narrow(b, b);
+    out.outputs["start_logits"] = ops::to_dtype(both.narrow(0, b), DType::f32);
+    out.outputs["end_logits"] = ops::to_dtype(both.narrow(b, b), DType::f32);
     if (!metrics_wanted()) return out;
     const auto [start_ok, n1] = count_correct(both.narrow(0, b), t.narrow(0, b));
     const auto [end_ok, n2] = count_correct(both.narrow(b, b), t.narrow(b, b));

@@ -41,6 +41,7 @@
 #include "core/random.h"
 #include "core/tensor.h"
 #include "cuda/cuda_test_util.h"
+#include "util/act16_cases.h"
 
 namespace ada {
 namespace {
@@ -2057,6 +2058,44 @@ TEST(CudaUpload, BatchesArriveBeforeTheComputeStreamUsesThem) {
   std::map<std::string, Tensor> on_device;
   on_device["x"] = Tensor::zeros({3}, DType::f32, gpu());
   EXPECT_THROW(up.upload(on_device), DeviceError);
+}
+
+// 16-bit activations (tests/util/act16_cases.h): each op on the GPU takes the same bf16/f16
+// inputs as the CPU, gives every output in the same dtype, and values within one rounding of the
+// 16-bit type (its ulp relative to the value: 2^-7 bf16, 2^-10 f16, where the two devices' f32
+// results fall on either side of a rounding boundary) plus the fp32 tolerances above (rtol 1e-4;
+// atol 1e-3 for the products and convolutions, sums of up to 64 products of N(0,1) values, 1e-4
+// elsewhere). Products of 16-bit operands run under the matching train.precision.
+TEST(CudaOps, SixteenBitActivationsMatchTheCpu) {
+  ADA_REQUIRE_GPU();
+  struct Restore {
+    ~Restore() { set_cuda_matmul_precision(Precision::fp32); }
+  } restore;
+  for (const testing::Act16Case& c : testing::act16_cases()) {
+    for (DType act : {DType::bf16, DType::f16}) {
+      SCOPED_TRACE(c.name + " on " + dtype_name(act) + " activations");
+      const std::vector<Tensor> in = testing::act16_inputs(c, act, 7);
+      std::vector<Tensor> dev;
+      for (const Tensor& t : in) dev.push_back(on_gpu(t));
+      const std::vector<Tensor> want = c.run(in, act);
+      set_cuda_matmul_precision(!c.products16        ? Precision::fp32
+                                : act == DType::bf16 ? Precision::bf16
+                                                     : Precision::fp16);
+      const std::vector<Tensor> got = c.run(dev, act);
+      set_cuda_matmul_precision(Precision::fp32);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        SCOPED_TRACE("output " + std::to_string(i));
+        ASSERT_EQ(got[i].dtype(), want[i].dtype());
+        const bool is_act = c.outputs[i] == testing::Kind::act;
+        const double ulp = !is_act ? 0 : act == DType::bf16 ? 0x1p-7 : 0x1p-10;
+        const bool products = c.products16 || c.name == "conv2d";
+        EXPECT_TRUE(close_to_cpu(ops::to_dtype(got[i], DType::f32),
+                                 ops::to_dtype(want[i], DType::f32), ulp + 1e-4,
+                                 products ? 1e-3 : 1e-4));
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "apps/trainer/run_settings.h"
 #include "base/error.h"
+#include "core/cpu_isa.h"
 
 namespace ada::trainer {
 namespace {
@@ -50,6 +51,7 @@ TEST(RunSettings, Defaults) {
   EXPECT_FALSE(s.skip_nonfinite);
   EXPECT_TRUE(s.device.is_cpu());
   EXPECT_EQ(s.precision, Precision::fp32);
+  EXPECT_EQ(s.activations, DType::f32);
   EXPECT_FALSE(s.loss_scale.has_value());
   EXPECT_EQ(s.comm, "auto");
   EXPECT_EQ(s.workers, 1);
@@ -125,6 +127,20 @@ TEST(RunSettings, ReadsEveryKey) {
   EXPECT_EQ(st.loss_scale->init, 128.0);
 }
 
+// train.activations: 16bit takes the 16-bit type of train.precision (bf16 on the CPU, where
+// bf16 needs AVX512_BF16: elsewhere the precision is refused first).
+TEST(RunSettings, SixteenBitActivationsFollowThePrecision) {
+  if (!cpu::bf16_available()) {
+    EXPECT_NE(error(kMinimal, {"train.precision=bf16", "train.activations=16bit"})
+                  .find("train.precision"),
+              std::string::npos);
+    return;
+  }
+  EXPECT_EQ(settings(kMinimal, {"train.precision=bf16", "train.activations=16bit"}).activations,
+            DType::bf16);
+  EXPECT_EQ(settings(kMinimal, {"train.precision=bf16"}).activations, DType::f32);
+}
+
 // Each message names the key as written with its location, the value and the fix or range.
 TEST(RunSettings, BadValuesNameTheKeyTheValueAndTheFix) {
   struct Case {
@@ -146,6 +162,10 @@ TEST(RunSettings, BadValuesNameTheKeyTheValueAndTheFix) {
       {{"train.on_nonfinite=ignore"}, {"train.on_nonfinite", "'stop' or 'skip'", "'ignore'"}},
       {{"train.precision=fp16"}, {"train.precision", "fp16 is not supported on the CPU"}},
       {{"train.precision=fp8"}, {"train.precision", "unknown precision 'fp8'"}},
+      {{"train.activations=bf16"},
+       {"train.activations", "unknown value 'bf16'", "known: fp32, 16bit"}},
+      {{"train.activations=16bit"},
+       {"train.activations", "but train.precision is fp32", "set precision: bf16"}},
       {{"train.device=gpu"}, {"train.device", "unknown device 'gpu'"}},
       {{"train.comm=gloo"}, {"train.comm", "unknown communicator 'gloo'"}},
       {{"train.comm=nccl"}, {"train.comm", "nccl reduces CUDA device buffers"}},

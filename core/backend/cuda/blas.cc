@@ -62,12 +62,20 @@ int require_operands(const char* op, const Tensor& a, const Tensor& b, const Ten
 
 // c[i] = alpha * op(a[i]) op(b[i]) + beta * c[i] for i < batch, on densely packed row-major
 // matrices laid one after another (a[i] is m x k or k x m, b[i] k x n or n x k, c[i] m x n).
-// a and b are f32, or (under a 16-bit precision) already rounded to its type.
-void gemm_strided(const char* op, int dev, const Tensor& at, const Tensor& bt, float* c,
+// a and b are f32, or (under a 16-bit precision) already rounded to its type; c is f32, or
+// (under a 16-bit precision, with beta 0) of its 16-bit type: cuBLAS rounds the f32 sums once.
+void gemm_strided(const char* op, int dev, const Tensor& at, const Tensor& bt, void* c, DType ct,
                   const GemmDims& d, bool ta, bool tb, float alpha, float beta, int64_t batch) {
+  ADA_CHECK_ARG(ct == DType::f32 || (ct == narrow_type() && beta == 0.f), DTypeError)
+      << op << ": a " << dtype_name(ct) << " result needs train.precision "
+      << (ct == DType::bf16 ? "bf16" : "fp16") << " (it is "
+      << precision_name(cuda_matmul_precision()) << ")";
   if (batch == 0 || d.m == 0 || d.n == 0) return;
   if (d.k == 0) {
-    scale_c(dev, c, batch * d.m * d.n, beta);
+    if (ct == DType::f32)
+      scale_c(dev, static_cast<float*>(c), batch * d.m * d.n, beta);
+    else
+      zero(c, static_cast<size_t>(batch * d.m * d.n) * dtype_size(ct), dev);
     return;
   }
   // Column-major view: C^T (n x m, ld n) = op(B)^T (n x k) * op(A)^T (k x m).
@@ -96,8 +104,9 @@ void gemm_strided(const char* op, int dev, const Tensor& at, const Tensor& bt, f
     if (round_b) round_f32(bt.data<float>(), b16.get(), batch * sb, narrow, dev);
     const void* a = round_a ? a16.get() : at.raw_data();
     const void* b = round_b ? b16.get() : bt.raw_data();
+    const cudaDataType_t c_type = ct == DType::f32 ? CUDA_R_32F : type;
     ADA_CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, opb, opa, m, n, k, &alpha, b, type, ldb, sb, a,
-                                                type, lda, sa, &beta, c, CUDA_R_32F, ldc, sc, count,
+                                                type, lda, sa, &beta, c, c_type, ldc, sc, count,
                                                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     return;
   }
@@ -154,14 +163,14 @@ namespace ada::cuda {
 void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, float alpha, float beta) {
   const int dev = require_operands("gemm", a, b, &c);
   const GemmDims d = backend::checked_gemm("gemm", a, b, &c, ta, tb);
-  gemm_strided("gemm", dev, a, b, c.data<float>(), d, ta, tb, alpha, beta, 1);
+  gemm_strided("gemm", dev, a, b, c.data<float>(), DType::f32, d, ta, tb, alpha, beta, 1);
 }
 
-Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb, DType out) {
   const int dev = require_operands("matmul", a, b, nullptr);
   const GemmDims d = backend::checked_gemm("matmul", a, b, nullptr, ta, tb);
-  Tensor c = Tensor::empty({d.m, d.n}, DType::f32, a.device());
-  gemm_strided("matmul", dev, a, b, c.data<float>(), d, ta, tb, 1.f, 0.f, 1);
+  Tensor c = Tensor::empty({d.m, d.n}, out, a.device());
+  gemm_strided("matmul", dev, a, b, c.raw_data(), out, d, ta, tb, 1.f, 0.f, 1);
   return c;
 }
 
@@ -170,7 +179,8 @@ void gemm_batched(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb,
   const int dev = require_operands("gemm_batched", a, b, &c);
   const GemmDims d = backend::checked_gemm_batched("gemm_batched", a, b, c, ta, tb);
   const int64_t batch = a.size(0);
-  gemm_strided("gemm_batched", dev, a, b, c.data<float>(), d, ta, tb, alpha, beta, batch);
+  gemm_strided("gemm_batched", dev, a, b, c.data<float>(), DType::f32, d, ta, tb, alpha, beta,
+               batch);
 }
 
 Tensor matmul_operand(const Tensor& x) {
@@ -182,10 +192,11 @@ Tensor matmul_operand(const Tensor& x) {
   return y;
 }
 
-Tensor bmm(const Tensor& a, const Tensor& b, bool ta, bool tb) {
-  require_operands("bmm", a, b, nullptr);
-  Tensor c = Tensor::empty(backend::bmm_shape("bmm", a, b, ta, tb), DType::f32, a.device());
-  gemm_batched(a, b, c, ta, tb, 1.f, 0.f);
+Tensor bmm(const Tensor& a, const Tensor& b, bool ta, bool tb, DType out) {
+  const int dev = require_operands("bmm", a, b, nullptr);
+  Tensor c = Tensor::empty(backend::bmm_shape("bmm", a, b, ta, tb), out, a.device());
+  const GemmDims d = backend::checked_gemm_batched("bmm", a, b, c, ta, tb);
+  gemm_strided("bmm", dev, a, b, c.raw_data(), out, d, ta, tb, 1.f, 0.f, a.size(0));
   return c;
 }
 

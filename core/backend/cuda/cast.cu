@@ -11,29 +11,9 @@
 namespace ada::cuda {
 namespace {
 
-// NaN as the CPU converts it (core/half.h, x86's vcvtps2ph / vcvtph2ps): quiet, sign and the
-// payload's top bits kept. CUDA's intrinsics give the canonical 0x7FFF instead, which would make a
-// cast's bits depend on the device.
-__device__ __forceinline__ __half f16_of(float x) {
-  const uint32_t u = __float_as_uint(x);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u)
-    return __ushort_as_half(
-        static_cast<unsigned short>(((u >> 16) & 0x8000u) | 0x7E00u | ((u >> 13) & 0x3FFu)));
-  return __float2half_rn(x);
-}
-__device__ __forceinline__ __nv_bfloat16 bf16_of(float x) {
-  const uint32_t u = __float_as_uint(x);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u)
-    return __ushort_as_bfloat16(static_cast<unsigned short>((u >> 16) | 0x0040u));
-  return __float2bfloat16_rn(x);
-}
-
-__device__ __forceinline__ float f32_of(__half h) {
-  const uint32_t b = __half_as_ushort(h);
-  if ((b & 0x7FFFu) > 0x7C00u)
-    return __uint_as_float(((b & 0x8000u) << 16) | 0x7FC00000u | ((b & 0x3FFu) << 13));  // quiet
-  return __half2float(h);
-}
+using kernel::bf16_of;
+using kernel::f16_of;
+using kernel::f32_of;
 
 __global__ void f32_to_f16(const float* x, __half* y, int64_t n) {
   for (int64_t i = kernel::global_tid(); i < n; i += kernel::global_stride()) y[i] = f16_of(x[i]);

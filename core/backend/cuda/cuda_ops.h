@@ -54,10 +54,10 @@ void round_f32(const float* x, void* y, int64_t n, DType to, int dev);
 // ---- BLAS -----------------------------------------------------------------------------------
 void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b, float alpha,
           float beta);
-Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b);
+Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, DType out);
 void gemm_batched(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b,
                   float alpha, float beta);
-Tensor bmm(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b);
+Tensor bmm(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, DType out);
 // ---- convolution and pooling (NCHW) ----------------------------------------------------------
 Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& p);
 Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape,

@@ -24,15 +24,16 @@ __global__ void fill_kernel(float* p, int64_t n, float v) {
   for (int64_t i = global_tid(); i < n; i += global_stride()) p[i] = v;
 }
 
-template <class F>
-__global__ void map1_kernel(const float* x, float* y, int64_t n, F f) {
-  for (int64_t i = global_tid(); i < n; i += global_stride()) y[i] = f(x[i]);
+// Elements of T (float, or a 16-bit activation type) computed in f32 and rounded once.
+template <class F, class T>
+__global__ void map1_kernel(const T* x, T* y, int64_t n, F f) {
+  for (int64_t i = global_tid(); i < n; i += global_stride()) st(y, i, f(ld(x, i)));
 }
 
 // y may alias a or b: each element is read before it is written, by the same thread.
-template <class F>
-__global__ void map2_kernel(const float* a, const float* b, float* y, int64_t n, F f) {
-  for (int64_t i = global_tid(); i < n; i += global_stride()) y[i] = f(a[i], b[i]);
+template <class F, class T>
+__global__ void map2_kernel(const T* a, const T* b, T* y, int64_t n, F f) {
+  for (int64_t i = global_tid(); i < n; i += global_stride()) st(y, i, f(ld(a, i), ld(b, i)));
 }
 
 struct AddF {
@@ -79,34 +80,50 @@ struct TanhBackF {
   __device__ float operator()(float g, float v) const { return g * (1.f - v * v); }
 };
 
+// The tensors' device, made current, when all are f32, or all of one 16-bit activation type.
+int require_one_float_type(const char* op, std::initializer_list<const Tensor*> ts) {
+  const DType t = (*ts.begin())->dtype();
+  const int dev = require_f32(op, ts, t == DType::bf16 || t == DType::f16 ? t : DType::f32);
+  for (const Tensor* x : ts)
+    ADA_CHECK_ARG(x->dtype() == t, DTypeError)
+        << op << ": " << x->str() << " differs in dtype from " << (*ts.begin())->str();
+  return dev;
+}
+
 template <class F>
 Tensor map1(const char* op, const Tensor& a, F f) {
-  const int dev = require_f32(op, {&a});
-  Tensor y = Tensor::empty(a.shape(), DType::f32, a.device());
+  const int dev = require_one_float_type(op, {&a});
+  Tensor y = Tensor::empty(a.shape(), a.dtype(), a.device());
   const int64_t n = a.numel();
   if (n == 0) return y;
-  map1_kernel<<<blocks_for(n), kThreads, 0, stream(dev)>>>(a.data<float>(), y.data<float>(), n, f);
+  with_float_type(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    map1_kernel<<<blocks_for(n), kThreads, 0, stream(dev)>>>(data_as<T>(a), data_as<T>(y), n, f);
+  });
   ADA_CUDA_LAUNCH_CHECK();
   return y;
 }
 
 template <class F>
 void map2_into(const char* op, const Tensor& a, const Tensor& b, Tensor& y, F f) {
-  const int dev = require_f32(op, {&a, &b, &y});
+  const int dev = require_one_float_type(op, {&a, &b, &y});
   check_same_shape(a, b, op);
   check_same_shape(a, y, op);
   const int64_t n = a.numel();
   if (n == 0) return;
-  map2_kernel<<<blocks_for(n), kThreads, 0, stream(dev)>>>(a.data<float>(), b.data<float>(),
-                                                           y.data<float>(), n, f);
+  with_float_type(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    map2_kernel<<<blocks_for(n), kThreads, 0, stream(dev)>>>(data_as<T>(a), data_as<T>(b),
+                                                             data_as<T>(y), n, f);
+  });
   ADA_CUDA_LAUNCH_CHECK();
 }
 
 template <class F>
 Tensor map2(const char* op, const Tensor& a, const Tensor& b, F f) {
-  require_f32(op, {&a, &b});
+  require_one_float_type(op, {&a, &b});
   check_same_shape(a, b, op);
-  Tensor y = Tensor::empty(a.shape(), DType::f32, a.device());
+  Tensor y = Tensor::empty(a.shape(), a.dtype(), a.device());
   map2_into(op, a, b, y, f);
   return y;
 }
@@ -406,9 +423,9 @@ __global__ void nonfinite_kernel(const float* x, int64_t n, int* flag) {
 
 // ---- bias broadcasts -------------------------------------------------------------------------
 
-__global__ void add_bias_kernel(const float* x, const float* b, float* y, int64_t total,
-                                int64_t n) {
-  for (int64_t i = global_tid(); i < total; i += global_stride()) y[i] = x[i] + b[i % n];
+template <class T>
+__global__ void add_bias_kernel(const T* x, const float* b, T* y, int64_t total, int64_t n) {
+  for (int64_t i = global_tid(); i < total; i += global_stride()) st(y, i, ld(x, i) + b[i % n]);
 }
 
 __global__ void add_channel_bias_kernel(const float* x, const float* b, float* y, int64_t total,
@@ -482,14 +499,18 @@ void axpby_(float alpha, const Tensor& x, float beta, Tensor& y) {
 }
 
 Tensor add_bias(const Tensor& x, const Tensor& bias) {
-  const int dev = require_f32("add_bias", {&x, &bias});
+  require_one_float_type("add_bias", {&x});
+  const int dev = require_f32("add_bias", {&bias});
   ADA_CHECK_ARG(x.dim() >= 1 && bias.dim() == 1 && bias.size(0) == x.size(-1), ShapeError)
       << "add_bias: bias " << bias.str() << " does not match the last dim of " << x.str();
-  Tensor y = Tensor::empty(x.shape(), DType::f32, x.device());
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   const int64_t total = x.numel(), n = x.size(-1);
   if (total == 0) return y;
-  add_bias_kernel<<<blocks_for(total), kThreads, 0, stream(dev)>>>(
-      x.data<float>(), bias.data<float>(), y.data<float>(), total, n);
+  with_float_type(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    add_bias_kernel<<<blocks_for(total), kThreads, 0, stream(dev)>>>(
+        data_as<T>(x), bias.data<float>(), data_as<T>(y), total, n);
+  });
   ADA_CUDA_LAUNCH_CHECK();
   return y;
 }

@@ -3,10 +3,77 @@
 // every run), and the launch geometry of one-block-per-row kernels.
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <algorithm>
 #include <cstdint>
 
+#include "core/tensor.h"
+
 namespace ada::cuda::kernel {
+
+// ---- 16-bit storage ------------------------------------------------------------------------
+// Conversions with NaN as the CPU converts it (core/half.h, x86's vcvtps2ph / vcvtph2ps): quiet,
+// sign and the payload's top bits kept. CUDA's intrinsics give the canonical 0x7FFF instead,
+// which would make a cast's bits depend on the device. Otherwise round to nearest even.
+__device__ __forceinline__ __half f16_of(float x) {
+  const uint32_t u = __float_as_uint(x);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u)
+    return __ushort_as_half(
+        static_cast<unsigned short>(((u >> 16) & 0x8000u) | 0x7E00u | ((u >> 13) & 0x3FFu)));
+  return __float2half_rn(x);
+}
+__device__ __forceinline__ __nv_bfloat16 bf16_of(float x) {
+  const uint32_t u = __float_as_uint(x);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u)
+    return __ushort_as_bfloat16(static_cast<unsigned short>((u >> 16) | 0x0040u));
+  return __float2bfloat16_rn(x);
+}
+__device__ __forceinline__ float f32_of(__half h) {
+  const uint32_t b = __half_as_ushort(h);
+  if ((b & 0x7FFFu) > 0x7C00u)
+    return __uint_as_float(((b & 0x8000u) << 16) | 0x7FC00000u | ((b & 0x3FFu) << 13));  // quiet
+  return __half2float(h);
+}
+__device__ __forceinline__ float f32_of(__nv_bfloat16 h) {
+  return __bfloat162float(h);
+}
+__device__ __forceinline__ float f32_of(float x) {
+  return x;
+}
+
+// An activation element read as f32 and an f32 result stored in the activation's type: the
+// element types of f32, bf16 and f16 tensors (core/ops.h's 16-bit activations).
+template <class T>
+__device__ __forceinline__ float ld(const T* p, int64_t i) {
+  return f32_of(p[i]);
+}
+__device__ __forceinline__ void st(float* p, int64_t i, float v) {
+  p[i] = v;
+}
+__device__ __forceinline__ void st(__nv_bfloat16* p, int64_t i, float v) {
+  p[i] = bf16_of(v);
+}
+__device__ __forceinline__ void st(__half* p, int64_t i, float v) {
+  p[i] = f16_of(v);
+}
+
+// Calls f(T{}) with T the element type of a float dtype (float, __nv_bfloat16, __half).
+template <class F>
+inline void with_float_type(DType t, F&& f) {
+  if (t == DType::bf16)
+    f(__nv_bfloat16{});
+  else if (t == DType::f16)
+    f(__half{});
+  else
+    f(float{});
+}
+// A tensor's data as T (its dtype must be T's).
+template <class T>
+inline T* data_as(const Tensor& t) {
+  return static_cast<T*>(t.raw_data());
+}
 
 __device__ __forceinline__ int64_t global_tid() {
   return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;

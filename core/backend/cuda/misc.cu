@@ -23,7 +23,8 @@ __device__ __forceinline__ int64_t load_index(const void* p, bool is64, int64_t 
 
 // Element i kept iff word i % 4 of philox_uniform4_at(seed, first, i / 4) >= p (the CPU op's
 // stream); one thread per block of four elements. The mask is written where `mask` is given.
-__global__ void dropout_kernel(const float* x, float* y, float* mask, int64_t n, uint64_t seed,
+template <class T>
+__global__ void dropout_kernel(const T* x, T* y, float* mask, int64_t n, uint64_t seed,
                                uint64_t first, float p, float keep_scale) {
   const int64_t blocks = (n + 3) / 4;
   for (int64_t j = global_tid(); j < blocks; j += global_stride()) {
@@ -34,7 +35,7 @@ __global__ void dropout_kernel(const float* x, float* y, float* mask, int64_t n,
       if (i >= n) break;
       const float m = u[k] >= p ? keep_scale : 0.f;
       if (mask) mask[i] = m;
-      y[i] = x[i] * m;
+      st(y, i, ld(x, i) * m);
     }
   }
 }
@@ -114,16 +115,20 @@ namespace {
 // y = x * mask for the stream at (seed, first); the mask also written when `mask` is given.
 Tensor dropout_impl(const char* op, const Tensor& x, float p, uint64_t seed, uint64_t first,
                     Tensor* mask) {
-  const int dev = require_f32(op, {&x});
+  const DType t = x.dtype();
+  const int dev = require_f32(op, {&x}, t == DType::bf16 || t == DType::f16 ? t : DType::f32);
   ADA_CHECK_ARG(p >= 0.f && p < 1.f, ShapeError)
       << "dropout: probability must be in [0, 1), got " << p;
   const int64_t n = x.numel();
-  Tensor y = Tensor::empty(x.shape(), DType::f32, x.device());
+  Tensor y = Tensor::empty(x.shape(), t, x.device());
   if (mask) *mask = Tensor::empty(x.shape(), DType::f32, x.device());
   if (n == 0) return y;
-  dropout_kernel<<<blocks_for((n + 3) / 4), kThreads, 0, stream(dev)>>>(
-      x.data<float>(), y.data<float>(), mask ? mask->data<float>() : nullptr, n, seed, first, p,
-      1.f / (1.f - p));
+  with_float_type(t, [&](auto tag) {
+    using T = decltype(tag);
+    dropout_kernel<<<blocks_for((n + 3) / 4), kThreads, 0, stream(dev)>>>(
+        data_as<T>(x), data_as<T>(y), mask ? mask->data<float>() : nullptr, n, seed, first, p,
+        1.f / (1.f - p));
+  });
   ADA_CUDA_LAUNCH_CHECK();
   return y;
 }
