@@ -153,7 +153,7 @@ Tensor add_bias(const Tensor& x, const Tensor& b) {
   ADA_DISPATCH(add_bias, (x, b), x, b);
 }
 Tensor bias_grad(const Tensor& dy) {
-  if (any16(dy)) return bias_grad(W(dy));
+  if (any16(dy) && !cuda_native(dy)) return bias_grad(W(dy));
   ADA_DISPATCH(bias_grad, (dy), dy);
 }
 Tensor add_channel_bias(const Tensor& x, const Tensor& b) {
@@ -161,7 +161,7 @@ Tensor add_channel_bias(const Tensor& x, const Tensor& b) {
   ADA_DISPATCH(add_channel_bias, (x, b), x, b);
 }
 Tensor channel_bias_grad(const Tensor& dy) {
-  if (any16(dy)) return channel_bias_grad(W(dy));
+  if (any16(dy) && !cuda_native(dy)) return channel_bias_grad(W(dy));
   ADA_DISPATCH(channel_bias_grad, (dy), dy);
 }
 Tensor permute(const Tensor& x, const std::vector<int>& perm) {
@@ -376,13 +376,13 @@ BatchNormGrads batch_norm_eval_backward(const Tensor& dy, const Tensor& x, const
 }
 Tensor layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                           Tensor& save_mean, Tensor& save_rstd) {
-  if (any16(x))
+  if (any16(x) && !cuda_native(x))
     return to_dtype(layer_norm_forward(W(x), gamma, beta, eps, save_mean, save_rstd), x.dtype());
   ADA_DISPATCH(layer_norm_forward, (x, gamma, beta, eps, save_mean, save_rstd), x, gamma, beta);
 }
 LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                    const Tensor& save_mean, const Tensor& save_rstd) {
-  if (any16(dy, x)) {
+  if (any16(dy, x) && !cuda_native(dy, x)) {
     LayerNormGrads g = layer_norm_backward(W(dy), W(x), gamma, save_mean, save_rstd);
     g.dx = to_dtype(g.dx, dy.dtype());
     return g;

@@ -213,8 +213,10 @@ constexpr int kColsX = 32, kColsY = 8;
 // One output per x-lane; the 8 y-lanes split the reduction, combined in a fixed order.
 // Coalesced when consecutive outputs are adjacent in x (the innermost dim is kept).
 // out[o] = sum_r x[offset_of(kept, o) + offset_of(red, r)], o < n_out, r < n_red.
-__global__ void reduce_cols_kernel(const float* x, float* out, int64_t n_out, int64_t n_red,
-                                   Dims kept, Dims red) {
+// x's elements are f32 or a 16-bit activation type (T), read as f32 and summed in double.
+template <class T>
+__global__ void reduce_cols_kernel(const T* x, float* out, int64_t n_out, int64_t n_red, Dims kept,
+                                   Dims red) {
   __shared__ double sh[kColsY][kColsX];
   const int tx = threadIdx.x, ty = threadIdx.y;
   for (int64_t o0 = static_cast<int64_t>(blockIdx.x) * kColsX; o0 < n_out;
@@ -224,7 +226,7 @@ __global__ void reduce_cols_kernel(const float* x, float* out, int64_t n_out, in
     if (o < n_out) {
       const int64_t base = offset_of(kept, o);
       for (int64_t r = ty; r < n_red; r += kColsY)
-        acc += static_cast<double>(x[base + offset_of(red, r)]);
+        acc += static_cast<double>(ld(x, base + offset_of(red, r)));
     }
     sh[ty][tx] = acc;
     __syncthreads();
@@ -240,8 +242,9 @@ __global__ void reduce_cols_kernel(const float* x, float* out, int64_t n_out, in
 // reduce_cols_kernel over rows [blockIdx.y * chunk, +chunk) only, the double partial written to
 // part[blockIdx.y * n_out + o]: a reduction with few outputs and many rows (a bias gradient:
 // 1,024 outputs over 2,048 rows) fills the GPU instead of n_out / 32 blocks.
-__global__ void reduce_cols_partial_kernel(const float* x, double* part, int64_t n_out,
-                                           int64_t n_red, int64_t chunk, Dims kept, Dims red) {
+template <class T>
+__global__ void reduce_cols_partial_kernel(const T* x, double* part, int64_t n_out, int64_t n_red,
+                                           int64_t chunk, Dims kept, Dims red) {
   __shared__ double sh[kColsY][kColsX];
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * chunk;
@@ -253,7 +256,7 @@ __global__ void reduce_cols_partial_kernel(const float* x, double* part, int64_t
     if (o < n_out) {
       const int64_t base = offset_of(kept, o);
       for (int64_t r = r0 + ty; r < r1; r += kColsY)
-        acc += static_cast<double>(x[base + offset_of(red, r)]);
+        acc += static_cast<double>(ld(x, base + offset_of(red, r)));
     }
     sh[ty][tx] = acc;
     __syncthreads();
@@ -290,14 +293,15 @@ __device__ double block_tree_sum(double* sh, double v) {
 }
 
 // One block per output, its threads striding over the reduction (innermost dim reduced).
-__global__ void reduce_rows_kernel(const float* x, float* out, int64_t n_out, int64_t n_red,
-                                   Dims kept, Dims red) {
+template <class T>
+__global__ void reduce_rows_kernel(const T* x, float* out, int64_t n_out, int64_t n_red, Dims kept,
+                                   Dims red) {
   __shared__ double sh[kThreads];
   for (int64_t o = blockIdx.x; o < n_out; o += gridDim.x) {
     const int64_t base = offset_of(kept, o);
     double acc = 0.0;
     for (int64_t r = threadIdx.x; r < n_red; r += kThreads)
-      acc += static_cast<double>(x[base + offset_of(red, r)]);
+      acc += static_cast<double>(ld(x, base + offset_of(red, r)));
     const double total = block_tree_sum(sh, acc);
     if (threadIdx.x == 0) out[o] = static_cast<float>(total);
   }
@@ -308,9 +312,10 @@ __global__ void reduce_rows_kernel(const float* x, float* out, int64_t n_out, in
 // Fixed geometry: the summation pattern depends only on n, so results are bit-reproducible.
 constexpr int kRedBlocks = 256;
 
+template <class T>
 struct ValueF {
-  const float* x;
-  __device__ double operator()(int64_t i) const { return static_cast<double>(x[i]); }
+  const T* x;
+  __device__ double operator()(int64_t i) const { return static_cast<double>(ld(x, i)); }
 };
 struct ProductF {
   const float* x;
@@ -347,10 +352,12 @@ __global__ void final_sum_kernel(const double* partials, T* result) {
   if (threadIdx.x == 0) *result = static_cast<T>(total);
 }
 
-// Writes the sum of x (contiguous, shape s) over the dims marked in `red` to out, laid out
-// row-major over the kept dims; an empty reduction gives 0. Double accumulation.
-void reduce_sum_into(const float* x, const Shape& s, const std::vector<bool>& red, float* out,
-                     int dev, const char* op) {
+// Writes the sum of x (contiguous, shape s; f32 or a 16-bit activation type) over the dims
+// marked in `red` to out (f32), laid out row-major over the kept dims; an empty reduction gives 0.
+// Double accumulation.
+template <class T>
+void reduce_sum_into(const T* x, const Shape& s, const std::vector<bool>& red, float* out, int dev,
+                     const char* op) {
   const std::vector<int64_t> st = contiguous_strides(s);
   DimList k, r;
   for (size_t i = 0; i < s.size(); ++i) {
@@ -366,7 +373,7 @@ void reduce_sum_into(const float* x, const Shape& s, const std::vector<bool>& re
   if (n_out == 1 && rd.nd == 1 && rd.stride[0] == 1) {
     // One contiguous run (e.g. a full sum): spread it over the fixed reduction grid.
     Scratch buf(kRedBlocks * sizeof(double), dev);
-    partial_sum_kernel<<<kRedBlocks, kThreads, 0, stream(dev)>>>(n_red, ValueF{x},
+    partial_sum_kernel<<<kRedBlocks, kThreads, 0, stream(dev)>>>(n_red, ValueF<T>{x},
                                                                  buf.as<double>());
     ADA_CUDA_LAUNCH_CHECK();
     final_sum_kernel<<<1, kThreads, 0, stream(dev)>>>(buf.as<const double>(), out);
@@ -516,12 +523,15 @@ Tensor add_bias(const Tensor& x, const Tensor& bias) {
 }
 
 Tensor bias_grad(const Tensor& dy) {
-  const int dev = require_f32("bias_grad", {&dy});
+  const int dev = require_one_float_type("bias_grad", {&dy});
   ADA_CHECK_ARG(dy.dim() >= 1, ShapeError) << "bias_grad: needs at least 1 dim, got " << dy.str();
   const int64_t n = dy.size(-1), rows = n ? dy.numel() / n : 0;
   Tensor g = Tensor::empty({n}, DType::f32, dy.device());
   if (n == 0) return g;
-  reduce_sum_into(dy.data<float>(), {rows, n}, {true, false}, g.data<float>(), dev, "bias_grad");
+  with_float_type(dy.dtype(), [&](auto tag) {
+    reduce_sum_into(data_as<decltype(tag)>(dy), {rows, n}, {true, false}, g.data<float>(), dev,
+                    "bias_grad");
+  });
   return g;
 }
 
@@ -540,7 +550,7 @@ Tensor add_channel_bias(const Tensor& x, const Tensor& bias) {
 }
 
 Tensor channel_bias_grad(const Tensor& dy) {
-  const int dev = require_f32("channel_bias_grad", {&dy});
+  const int dev = require_one_float_type("channel_bias_grad", {&dy});
   ADA_CHECK_ARG(dy.dim() >= 2, ShapeError)
       << "channel_bias_grad: needs [N, C, ...], got " << dy.str();
   const int64_t n = dy.size(0), c = dy.size(1);
@@ -548,8 +558,10 @@ Tensor channel_bias_grad(const Tensor& dy) {
   if (c == 0) return g;
   const int64_t inner = n == 0 ? 0 : dy.numel() / (n * c);
   // With n == 0 the reduction is empty whatever `inner` is: every channel gets 0.
-  reduce_sum_into(dy.data<float>(), {n, c, inner}, {true, false, true}, g.data<float>(), dev,
-                  "channel_bias_grad");
+  with_float_type(dy.dtype(), [&](auto tag) {
+    reduce_sum_into(data_as<decltype(tag)>(dy), {n, c, inner}, {true, false, true}, g.data<float>(),
+                    dev, "channel_bias_grad");
+  });
   return g;
 }
 
@@ -649,7 +661,7 @@ Tensor sum_backward(const Tensor& dy, const Shape& x_shape, const std::vector<in
 
 double sum_all(const Tensor& x) {
   const int dev = require_f32("sum_all", {&x});
-  return reduce_double(x.numel(), ValueF{x.data<float>()}, dev);
+  return reduce_double(x.numel(), ValueF<float>{x.data<float>()}, dev);
 }
 
 double dot(const Tensor& a, const Tensor& b) {

@@ -69,6 +69,11 @@ inline void with_float_type(DType t, F&& f) {
   else
     f(float{});
 }
+// The 16-bit dtype require_f32 should also accept for an activation argument: its own when it is
+// bf16 or f16 (f32 otherwise, which accepts f32 only).
+inline DType activation_type(const Tensor& t) {
+  return t.dtype() == DType::bf16 || t.dtype() == DType::f16 ? t.dtype() : DType::f32;
+}
 // A tensor's data as T (its dtype must be T's).
 template <class T>
 inline T* data_as(const Tensor& t) {

@@ -356,19 +356,23 @@ int64_t ln_width(const char* op, const Tensor& x, const Tensor& gamma) {
   return d;
 }
 
-__global__ void ln_forward_kernel(const float* x, const float* gamma, const float* beta, float eps,
-                                  int64_t rows, int64_t d, float* y, float* save_mean,
+// The layer-norm kernels read x and dy, and write y and dx, as T: f32 or a 16-bit activation
+// type (kernel_util.cuh's ld/st); statistics, gamma, beta and their gradients are f32.
+template <class T>
+__global__ void ln_forward_kernel(const T* x, const float* gamma, const float* beta, float eps,
+                                  int64_t rows, int64_t d, T* y, float* save_mean,
                                   float* save_rstd) {
   __shared__ double sh[33];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* xr = x + r * d;
-    float* yr = y + r * d;
+    const T* xr = x + r * d;
+    T* yr = y + r * d;
     double s = 0.0;
-    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) s += xr[j];
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) s += ld(xr, j);
     s = block_sum(s, sh);
     const double mean = s / d;
     double ss = 0.0;
-    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) ss += (xr[j] - mean) * (xr[j] - mean);
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+      ss += (ld(xr, j) - mean) * (ld(xr, j) - mean);
     ss = block_sum(ss, sh);
     const double rstd = 1.0 / sqrt(ss / d + eps);
     if (threadIdx.x == 0) {
@@ -377,23 +381,24 @@ __global__ void ln_forward_kernel(const float* x, const float* gamma, const floa
     }
     const float fm = static_cast<float>(mean), fr = static_cast<float>(rstd);
     for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
-      yr[j] = (xr[j] - fm) * fr * gamma[j] + beta[j];
+      st(yr, j, (ld(xr, j) - fm) * fr * gamma[j] + beta[j]);
   }
 }
 
 // dx per row: rstd * (dy*gamma - mean(dy*gamma) - xhat * mean(dy*gamma*xhat)).
-__global__ void ln_backward_dx_kernel(const float* dy, const float* x, const float* gamma,
+template <class T>
+__global__ void ln_backward_dx_kernel(const T* dy, const T* x, const float* gamma,
                                       const float* save_mean, const float* save_rstd, int64_t rows,
-                                      int64_t d, float* dx) {
+                                      int64_t d, T* dx) {
   __shared__ double sh[33];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* xr = x + r * d;
-    const float* gr = dy + r * d;
-    float* dr = dx + r * d;
+    const T* xr = x + r * d;
+    const T* gr = dy + r * d;
+    T* dr = dx + r * d;
     const double mean = save_mean[r], rstd = save_rstd[r];
     double s1 = 0.0, s2 = 0.0;
     for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
-      const double xh = (xr[j] - mean) * rstd, dxh = static_cast<double>(gr[j]) * gamma[j];
+      const double xh = (ld(xr, j) - mean) * rstd, dxh = static_cast<double>(ld(gr, j)) * gamma[j];
       s1 += dxh;
       s2 += dxh * xh;
     }
@@ -401,8 +406,9 @@ __global__ void ln_backward_dx_kernel(const float* dy, const float* x, const flo
     s2 = block_sum(s2, sh);
     const double m1 = s1 / d, m2 = s2 / d;
     for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
-      const double xh = (xr[j] - mean) * rstd;
-      dr[j] = static_cast<float>(rstd * (static_cast<double>(gr[j]) * gamma[j] - m1 - xh * m2));
+      const double xh = (ld(xr, j) - mean) * rstd;
+      st(dr, j,
+         static_cast<float>(rstd * (static_cast<double>(ld(gr, j)) * gamma[j] - m1 - xh * m2)));
     }
   }
 }
@@ -412,7 +418,8 @@ __global__ void ln_backward_dx_kernel(const float* dy, const float* x, const flo
 // pb[chunk*d + j] = sum dy.
 constexpr int kLnCols = 32, kLnLanes = 8;
 
-__global__ void ln_param_partial_kernel(const float* dy, const float* x, const float* save_mean,
+template <class T>
+__global__ void ln_param_partial_kernel(const T* dy, const T* x, const float* save_mean,
                                         const float* save_rstd, int64_t rows, int64_t d,
                                         int64_t chunks, double* pg, double* pb) {
   __shared__ double shg[kLnLanes][kLnCols], shb[kLnLanes][kLnCols];
@@ -426,8 +433,8 @@ __global__ void ln_param_partial_kernel(const float* dy, const float* x, const f
     if (j < d) {
       for (int64_t r = r0 + ty; r < r1; r += kLnLanes) {
         const double mean = save_mean[r], rstd = save_rstd[r];
-        const float g = dy[r * d + j];
-        const double xh = (x[r * d + j] - mean) * rstd;
+        const float g = ld(dy, r * d + j);
+        const double xh = (ld(x, r * d + j) - mean) * rstd;
         ag += g * xh;
         ab += g;
       }
@@ -640,17 +647,21 @@ BatchNormGrads batch_norm_eval_backward(const Tensor& dy, const Tensor& x, const
 Tensor layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                           Tensor& save_mean, Tensor& save_rstd) {
   const char* op = "layer_norm_forward";
-  const int dev = require_f32(op, {&x, &gamma, &beta});
+  require_f32(op, {&x}, activation_type(x));
+  const int dev = require_f32(op, {&gamma, &beta});
   const int64_t d = ln_width(op, x, gamma);
   check_same_shape(gamma, beta, "layer_norm_forward (gamma vs beta)");
   const int64_t rows = d ? x.numel() / d : 0;
-  Tensor y = Tensor::empty(x.shape(), DType::f32, x.device());
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   save_mean = Tensor::empty({rows}, DType::f32, x.device());
   save_rstd = Tensor::empty({rows}, DType::f32, x.device());
   if (rows == 0) return y;
-  ln_forward_kernel<<<row_blocks(rows), row_threads(d), 0, stream(dev)>>>(
-      x.data<float>(), gamma.data<float>(), beta.data<float>(), eps, rows, d, y.data<float>(),
-      save_mean.data<float>(), save_rstd.data<float>());
+  with_float_type(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    ln_forward_kernel<<<row_blocks(rows), row_threads(d), 0, stream(dev)>>>(
+        data_as<T>(x), gamma.data<float>(), beta.data<float>(), eps, rows, d, data_as<T>(y),
+        save_mean.data<float>(), save_rstd.data<float>());
+  });
   ADA_CUDA_LAUNCH_CHECK();
   return y;
 }
@@ -658,7 +669,10 @@ Tensor layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& be
 LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                    const Tensor& save_mean, const Tensor& save_rstd) {
   const char* op = "layer_norm_backward";
-  const int dev = require_f32(op, {&dy, &x, &gamma, &save_mean, &save_rstd});
+  require_f32(op, {&dy, &x}, activation_type(x));
+  ADA_CHECK_ARG(dy.dtype() == x.dtype(), DTypeError)
+      << op << ": dy " << dy.str() << " and x " << x.str() << " differ in dtype";
+  const int dev = require_f32(op, {&gamma, &save_mean, &save_rstd});
   const int64_t d = ln_width(op, x, gamma);
   check_same_shape(dy, x, op);
   const int64_t rows = d ? x.numel() / d : 0;
@@ -666,14 +680,17 @@ LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tens
       << "layer_norm_backward: saved statistics do not match input " << x.str();
   const Device dv = x.device();
   if (rows == 0)
-    return {Tensor::empty(x.shape(), DType::f32, dv), Tensor::zeros({d}, DType::f32, dv),
+    return {Tensor::empty(x.shape(), x.dtype(), dv), Tensor::zeros({d}, DType::f32, dv),
             Tensor::zeros({d}, DType::f32, dv)};
-  LayerNormGrads r{Tensor::empty(x.shape(), DType::f32, dv), Tensor::empty({d}, DType::f32, dv),
+  LayerNormGrads r{Tensor::empty(x.shape(), x.dtype(), dv), Tensor::empty({d}, DType::f32, dv),
                    Tensor::empty({d}, DType::f32, dv)};
   cudaStream_t s = stream(dev);
-  ln_backward_dx_kernel<<<row_blocks(rows), row_threads(d), 0, s>>>(
-      dy.data<float>(), x.data<float>(), gamma.data<float>(), save_mean.data<float>(),
-      save_rstd.data<float>(), rows, d, r.dx.data<float>());
+  with_float_type(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    ln_backward_dx_kernel<<<row_blocks(rows), row_threads(d), 0, s>>>(
+        data_as<T>(dy), data_as<T>(x), gamma.data<float>(), save_mean.data<float>(),
+        save_rstd.data<float>(), rows, d, data_as<T>(r.dx));
+  });
   ADA_CUDA_LAUNCH_CHECK();
   // About 64 rows per chunk, at most 256 chunks.
   const int64_t chunks = std::min<int64_t>((rows + 63) / 64, 256);
@@ -681,10 +698,13 @@ LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tens
   Scratch partial(2 * static_cast<size_t>(chunks) * static_cast<size_t>(d) * sizeof(double), dev);
   double* pg = partial.as<double>();
   double* pb = pg + chunks * d;
-  ln_param_partial_kernel<<<dim3(static_cast<unsigned>(col_tiles), static_cast<unsigned>(chunks)),
-                            dim3(kLnCols, kLnLanes), 0, s>>>(
-      dy.data<float>(), x.data<float>(), save_mean.data<float>(), save_rstd.data<float>(), rows, d,
-      chunks, pg, pb);
+  with_float_type(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    ln_param_partial_kernel<<<dim3(static_cast<unsigned>(col_tiles), static_cast<unsigned>(chunks)),
+                              dim3(kLnCols, kLnLanes), 0, s>>>(
+        data_as<T>(dy), data_as<T>(x), save_mean.data<float>(), save_rstd.data<float>(), rows, d,
+        chunks, pg, pb);
+  });
   ADA_CUDA_LAUNCH_CHECK();
   ln_param_final_kernel<<<blocks_for(d), kThreads, 0, s>>>(
       pg, pb, d, chunks, r.dgamma.data<float>(), r.dbeta.data<float>());
