@@ -62,6 +62,7 @@
 #include "core/backend/cuda_runtime.h"
 #include "core/cpu_isa.h"
 #include "core/host_memory.h"
+#include "core/ops.h"
 #include "core/parallel.h"
 #include "core/precision.h"
 #include "nn/model.h"
@@ -289,7 +290,12 @@ int main(int argc, char** argv) {
         host::reset_peak();
       one_step();
     }
+    const int64_t copies_before = ops::sixteen_bit_copies();
     const double step_s = median_step(), ours_sps = batch / step_s;
+    // f32 copies of 16-bit inputs per step (ops without a 16-bit kernel; 0 without 16-bit
+    // activations).
+    const double copies_per_step =
+        static_cast<double>(ops::sixteen_bit_copies() - copies_before) / static_cast<double>(steps);
     if (profile && on_cuda) {  // after the timed steps, so the events do not disturb them
       cuda::set_profiling(true);
       for (int64_t s = 0; s < steps; ++s) one_step();
@@ -398,6 +404,7 @@ int main(int argc, char** argv) {
       if (mixed)
         std::printf(" | %s/fp32 x%.2f (our fp32 %.2f samples/s)", mode.c_str(),
                     fp32_step_s / step_s, batch / fp32_step_s);
+      if (activations == "16bit") std::printf(" | %.0f 16-bit copies/step", copies_per_step);
       if (best < twins.size())
         std::printf(" | vs the fastest PyTorch twin (%s): throughput x%.2f, memory (alloc) x%.2f\n",
                     twins[best].c_str(), ours_sps / runs[best].sps, ours_mb / runs[best].mb);
@@ -431,6 +438,7 @@ int main(int argc, char** argv) {
     if (mixed)
       std::printf(" | %s/fp32 x%.2f (our fp32 %.2f samples/s, kernels %s)", mode.c_str(),
                   fp32_step_s / step_s, batch / fp32_step_s, cpu::isa_description().c_str());
+    if (activations == "16bit") std::printf(" | %.0f 16-bit copies/step", copies_per_step);
     if (!torch) {
       std::printf("\n");
       return 0;

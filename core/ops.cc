@@ -6,6 +6,7 @@
 #include "core/ops.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "core/backend/cpu/cpu_ops.h"
@@ -78,8 +79,11 @@ template <class... Ts>
 bool cuda_native(const Tensor& first, const Ts&... rest) {
   return any_cuda(first, rest...) && ((rest.dtype() == first.dtype()) && ...);
 }
+std::atomic<int64_t> g_copies{0};
 Tensor W(const Tensor& t) {
-  return is16(t) ? to_dtype(t, DType::f32) : t;
+  if (!is16(t)) return t;
+  g_copies.fetch_add(1, std::memory_order_relaxed);
+  return to_dtype(t, DType::f32);
 }
 // Batch-norm gradients with dx rounded to dy's dtype (dgamma, dbeta stay f32).
 BatchNormGrads narrow_dx(BatchNormGrads g, const Tensor& dy) {
@@ -95,6 +99,10 @@ void write16(Tensor& out, const Tensor& value) {
 }
 
 }  // namespace
+
+int64_t sixteen_bit_copies() {
+  return g_copies.load(std::memory_order_relaxed);
+}
 
 Tensor to_dtype(const Tensor& x, DType dtype) {
   if (!x.defined() || x.dtype() == dtype) return x;
@@ -165,7 +173,7 @@ Tensor channel_bias_grad(const Tensor& dy) {
   ADA_DISPATCH(channel_bias_grad, (dy), dy);
 }
 Tensor permute(const Tensor& x, const std::vector<int>& perm) {
-  if (any16(x)) return to_dtype(permute(W(x), perm), x.dtype());
+  if (any16(x) && !cuda_native(x)) return to_dtype(permute(W(x), perm), x.dtype());
   ADA_DISPATCH(permute, (x, perm), x);
 }
 
@@ -397,7 +405,8 @@ Tensor softmax(const Tensor& x) {
   ADA_DISPATCH(softmax, (x), x);
 }
 Tensor softmax_backward(const Tensor& dy, const Tensor& y) {
-  if (any16(dy, y)) return to_dtype(softmax_backward(W(dy), W(y)), dy.dtype());
+  if (any16(dy, y) && !cuda_native(dy, y))
+    return to_dtype(softmax_backward(W(dy), W(y)), dy.dtype());
   ADA_DISPATCH(softmax_backward, (dy, y), dy, y);
 }
 Tensor log_softmax(const Tensor& x) {
@@ -405,16 +414,18 @@ Tensor log_softmax(const Tensor& x) {
   ADA_DISPATCH(log_softmax, (x), x);
 }
 Tensor log_softmax_backward(const Tensor& dy, const Tensor& y) {
-  if (any16(dy, y)) return to_dtype(log_softmax_backward(W(dy), W(y)), dy.dtype());
+  if (any16(dy, y) && !cuda_native(dy, y))
+    return to_dtype(log_softmax_backward(W(dy), W(y)), dy.dtype());
   ADA_DISPATCH(log_softmax_backward, (dy, y), dy, y);
 }
 Tensor attention_softmax(const Tensor& scores, const Tensor& key_bias, int64_t heads, float scale) {
-  if (any16(scores, key_bias))
+  if (any16(scores, key_bias) && !(cuda_native(scores) && !is16(key_bias)))
     return to_dtype(attention_softmax(W(scores), W(key_bias), heads, scale), scores.dtype());
   ADA_DISPATCH(attention_softmax, (scores, key_bias, heads, scale), scores, key_bias);
 }
 Tensor attention_softmax_backward(const Tensor& dy, const Tensor& y, float scale) {
-  if (any16(dy, y)) return to_dtype(attention_softmax_backward(W(dy), W(y), scale), dy.dtype());
+  if (any16(dy, y) && !cuda_native(dy, y))
+    return to_dtype(attention_softmax_backward(W(dy), W(y), scale), dy.dtype());
   ADA_DISPATCH(attention_softmax_backward, (dy, y, scale), dy, y);
 }
 Tensor matmul_operand(const Tensor& x) {
@@ -447,15 +458,24 @@ Tensor argmax_rows(const Tensor& x) {
 }
 Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, float label_smoothing,
                              int64_t ignore_index, Tensor& save_logp) {
-  if (any16(logits))
+  if (any16(logits) && !cuda_native(logits))
     return cross_entropy_forward(W(logits), targets, label_smoothing, ignore_index, save_logp);
   ADA_DISPATCH(cross_entropy_forward, (logits, targets, label_smoothing, ignore_index, save_logp),
                logits, targets);
 }
 Tensor cross_entropy_backward(float dloss, const Tensor& save_logp, const Tensor& targets,
-                              float label_smoothing, int64_t ignore_index) {
-  ADA_DISPATCH(cross_entropy_backward, (dloss, save_logp, targets, label_smoothing, ignore_index),
-               save_logp, targets);
+                              float label_smoothing, int64_t ignore_index, DType out) {
+#ifdef ADA_WITH_CUDA
+  if (any_cuda(save_logp, targets)) {
+    ::ada::cuda::OpTimer timer("cross_entropy_backward");
+    return ::ada::cuda::cross_entropy_backward(dloss, save_logp, targets, label_smoothing,
+                                               ignore_index, out);
+  }
+#endif
+  ::ada::cpu::OpTimer timer("cross_entropy_backward");
+  return to_dtype(
+      ::ada::cpu::cross_entropy_backward(dloss, save_logp, targets, label_smoothing, ignore_index),
+      out);
 }
 
 // ---- dropout and embedding -------------------------------------------------------------------
@@ -471,11 +491,18 @@ Tensor dropout_apply(const Tensor& x, float p, uint64_t seed, uint64_t first) {
   ADA_DISPATCH(dropout_apply, (x, p, seed, first), x);
 }
 Tensor embedding_forward(const Tensor& weight, const Tensor& ids, DType out) {
+#ifdef ADA_WITH_CUDA
+  if (any_cuda(weight, ids)) {  // f32 and 16-bit tables and results as they are
+    ::ada::cuda::OpTimer timer("embedding_forward");
+    return ::ada::cuda::embedding_forward(weight, ids, out);
+  }
+#endif
   if (any16(weight) || out != DType::f32) return to_dtype(embedding_forward(W(weight), ids), out);
-  ADA_DISPATCH(embedding_forward, (weight, ids), weight, ids);
+  ::ada::cpu::OpTimer timer("embedding_forward");
+  return ::ada::cpu::embedding_forward(weight, ids);
 }
 void embedding_backward(const Tensor& dy, const Tensor& ids, Tensor& dweight) {
-  if (any16(dy)) return embedding_backward(W(dy), ids, dweight);
+  if (any16(dy) && !cuda_native(dy)) return embedding_backward(W(dy), ids, dweight);
   ADA_DISPATCH(embedding_backward, (dy, ids, dweight), dy, ids, dweight);
 }
 

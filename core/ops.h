@@ -70,6 +70,9 @@ bool all_finite(const Tensor& x);
 void cast_out(const Tensor& src, Tensor& dst);
 // x in `dtype` (a new tensor through cast_out), or x itself when it already is.
 Tensor to_dtype(const Tensor& x, DType dtype);
+// How many f32 copies of 16-bit inputs ops have made so far (ops without a 16-bit kernel on
+// their backend), process-wide: what a step with 16-bit activations still converts.
+int64_t sixteen_bit_copies();
 
 // ---- BLAS -----------------------------------------------------------------------------------
 // c = alpha * op(a) @ op(b) + beta * c, op(x) = x or x^T; a, b, c 2-d.
@@ -210,8 +213,9 @@ Tensor argmax_rows(const Tensor& x);
 // (shape {}) and saves log-probabilities for backward.
 Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, float label_smoothing,
                              int64_t ignore_index, Tensor& save_logp);
+// The gradient with respect to the logits, in `out` (f32, or the logits' 16-bit type).
 Tensor cross_entropy_backward(float dloss, const Tensor& save_logp, const Tensor& targets,
-                              float label_smoothing, int64_t ignore_index);
+                              float label_smoothing, int64_t ignore_index, DType out = DType::f32);
 
 // ---- dropout and embedding -------------------------------------------------------------------
 // Inverted dropout: keeps each element with probability 1-p and scales it by 1/(1-p). The

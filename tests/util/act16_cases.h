@@ -145,12 +145,12 @@ inline std::vector<Act16Case> act16_cases() {
                }});
   c.push_back({"cross_entropy",
                {{K::act, {6, 8}}, {K::ids, {6}}},
-               {K::f32, K::f32, K::f32},
-               [](const std::vector<Tensor>& in, DType) {
+               {K::f32, K::f32, K::act},
+               [](const std::vector<Tensor>& in, DType act) {
                  Tensor logp;
                  Tensor loss = ops::cross_entropy_forward(in[0], in[1], 0.1f, -100, logp);
                  return std::vector<Tensor>{
-                     loss, logp, ops::cross_entropy_backward(1.f, logp, in[1], 0.1f, -100)};
+                     loss, logp, ops::cross_entropy_backward(1.f, logp, in[1], 0.1f, -100, act)};
                }});
   c.push_back({"conv2d",
                {{K::act, {2, 3, 7, 7}}, {K::f32, {4, 3, 3, 3}}, {K::act, {2, 4, 7, 7}}},

@@ -109,11 +109,11 @@ Tensor argmax_rows(const Tensor& x);
 Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, float label_smoothing,
                              int64_t ignore_index, Tensor& save_logp);
 Tensor cross_entropy_backward(float dloss, const Tensor& save_logp, const Tensor& targets,
-                              float label_smoothing, int64_t ignore_index);
+                              float label_smoothing, int64_t ignore_index, DType out);
 // ---- dropout and embedding -------------------------------------------------------------------
 Tensor dropout_forward(const Tensor& x, float p, Generator& gen, Tensor& mask);
 Tensor dropout_apply(const Tensor& x, float p, uint64_t seed, uint64_t first);
-Tensor embedding_forward(const Tensor& weight, const Tensor& ids);
+Tensor embedding_forward(const Tensor& weight, const Tensor& ids, DType out);
 void embedding_backward(const Tensor& dy, const Tensor& ids, Tensor& dweight);
 // ---- optimizer updates (one fused pass each; all operands f32 and of one shape) ----------------
 void adam_update_(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamArgs& a, double lr,

@@ -197,8 +197,9 @@ std::vector<int64_t> contiguous_strides(const Shape& s) {
   return st;
 }
 
-// out[i] = in[offset_of(d, i)] for i < n = prod(d.size).
-__global__ void gather_kernel(const float* in, float* out, int64_t n, Dims d) {
+// out[i] = in[offset_of(d, i)] for i < n = prod(d.size); T: any element type (a copy).
+template <class T>
+__global__ void gather_kernel(const T* in, T* out, int64_t n, Dims d) {
   for (int64_t i = global_tid(); i < n; i += global_stride()) out[i] = in[offset_of(d, i)];
 }
 
@@ -566,10 +567,10 @@ Tensor channel_bias_grad(const Tensor& dy) {
 }
 
 Tensor permute(const Tensor& x, const std::vector<int>& perm) {
-  const int dev = require_f32("permute", {&x});
+  const int dev = require_f32("permute", {&x}, activation_type(x));
   const int nd = static_cast<int>(x.dim());
   const Shape out = backend::permuted_shape(x, perm);
-  Tensor y = Tensor::empty(out, DType::f32, x.device());
+  Tensor y = Tensor::empty(out, x.dtype(), x.device());
   const int64_t n = x.numel();
   if (n == 0) return y;
   // Output dims in order, each with its stride in the input; then merged.
@@ -582,12 +583,14 @@ Tensor permute(const Tensor& x, const std::vector<int>& perm) {
   const Dims d = to_dims(merge_dims(l), "permute");
   if (d.nd == 0 || (d.nd == 1 && d.stride[0] == 1)) {
     // The identity on memory (only size-1 dims moved).
-    ADA_CUDA_CHECK(cudaMemcpyAsync(y.data<float>(), x.data<float>(), n * sizeof(float),
+    ADA_CUDA_CHECK(cudaMemcpyAsync(y.raw_data(), x.raw_data(), n * dtype_size(x.dtype()),
                                    cudaMemcpyDeviceToDevice, stream(dev)));
     return y;
   }
-  gather_kernel<<<blocks_for(n), kThreads, 0, stream(dev)>>>(x.data<float>(), y.data<float>(), n,
-                                                             d);
+  with_float_type(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    gather_kernel<<<blocks_for(n), kThreads, 0, stream(dev)>>>(data_as<T>(x), data_as<T>(y), n, d);
+  });
   ADA_CUDA_LAUNCH_CHECK();
   return y;
 }

@@ -49,25 +49,28 @@ __global__ void check_ids_kernel(const void* ids, bool i64, int64_t n, int64_t v
   }
 }
 
-// y[i, :] = w[ids[i], :]; rows with an out-of-range id are left unwritten (the op throws).
-__global__ void embedding_gather_kernel(const float* w, const void* ids, bool i64, int64_t n,
-                                        int64_t v, int64_t d, float* y) {
+// y[i, :] = w[ids[i], :]; rows with an out-of-range id are left unwritten (the op throws). w and y
+// f32 or 16-bit (Tw, Ty): read as f32, rounded once into y's type.
+template <class Tw, class Ty>
+__global__ void embedding_gather_kernel(const Tw* w, const void* ids, bool i64, int64_t n,
+                                        int64_t v, int64_t d, Ty* y) {
   const int64_t total = n * d;
   for (int64_t e = global_tid(); e < total; e += global_stride()) {
     const int64_t i = e / d, j = e - i * d;
     const int64_t id = load_index(ids, i64, i);
-    if (id >= 0 && id < v) y[e] = w[id * d + j];
+    if (id >= 0 && id < v) st(y, e, ld(w, id * d + j));
   }
 }
 
 // dw[ids[i], :] += dy[i, :]; out-of-range ids are skipped (the op throws).
-__global__ void embedding_scatter_kernel(const float* dy, const void* ids, bool i64, int64_t n,
+template <class T>
+__global__ void embedding_scatter_kernel(const T* dy, const void* ids, bool i64, int64_t n,
                                          int64_t v, int64_t d, float* dw) {
   const int64_t total = n * d;
   for (int64_t e = global_tid(); e < total; e += global_stride()) {
     const int64_t i = e / d, j = e - i * d;
     const int64_t id = load_index(ids, i64, i);
-    if (id >= 0 && id < v) atomicAdd(dw + id * d + j, dy[e]);
+    if (id >= 0 && id < v) atomicAdd(dw + id * d + j, ld(dy, e));
   }
 }
 
@@ -143,14 +146,16 @@ Tensor dropout_apply(const Tensor& x, float p, uint64_t seed, uint64_t first) {
   return dropout_impl("dropout_apply", x, p, seed, first, nullptr);
 }
 
-Tensor embedding_forward(const Tensor& weight, const Tensor& ids) {
-  const int dev = require_f32("embedding_forward", {&weight});
+Tensor embedding_forward(const Tensor& weight, const Tensor& ids, DType out) {
+  const int dev = require_f32("embedding_forward", {&weight}, activation_type(weight));
+  ADA_CHECK_ARG(out == DType::f32 || out == DType::bf16 || out == DType::f16, DTypeError)
+      << "embedding_forward: the result must be f32, bf16 or f16, not " << dtype_name(out);
   require_index("embedding_forward", ids, "ids", dev);
   check_dim(weight, 2, "embedding_forward", "weight");
   const int64_t v = weight.size(0), d = weight.size(1), n = ids.numel();
   Shape os = ids.shape();
   os.push_back(d);
-  Tensor y = Tensor::empty(os, DType::f32, weight.device());
+  Tensor y = Tensor::empty(os, out, weight.device());
   if (n == 0) return y;
   const bool i64 = ids.dtype() == DType::i64;
   cudaStream_t s = stream(dev);
@@ -159,8 +164,13 @@ Tensor embedding_forward(const Tensor& weight, const Tensor& ids) {
   check_ids_kernel<<<blocks_for(n), kThreads, 0, s>>>(ids.raw_data(), i64, n, v, bad);
   ADA_CUDA_LAUNCH_CHECK();
   if (d > 0) {
-    embedding_gather_kernel<<<blocks_for(n * d), kThreads, 0, s>>>(
-        weight.data<float>(), ids.raw_data(), i64, n, v, d, y.data<float>());
+    with_float_type(weight.dtype(), [&](auto wtag) {
+      with_float_type(out, [&](auto ytag) {
+        embedding_gather_kernel<<<blocks_for(n * d), kThreads, 0, s>>>(
+            data_as<decltype(wtag)>(weight), ids.raw_data(), i64, n, v, d,
+            data_as<decltype(ytag)>(y));
+      });
+    });
     ADA_CUDA_LAUNCH_CHECK();
   }
   record_bad_index(bad, ids, kFaultEmbeddingId, v, 0, dev);  // raised at the next wait
@@ -168,7 +178,8 @@ Tensor embedding_forward(const Tensor& weight, const Tensor& ids) {
 }
 
 void embedding_backward(const Tensor& dy, const Tensor& ids, Tensor& dweight) {
-  const int dev = require_f32("embedding_backward", {&dy, &dweight});
+  require_f32("embedding_backward", {&dy}, activation_type(dy));
+  const int dev = require_f32("embedding_backward", {&dweight});
   require_index("embedding_backward", ids, "ids", dev);
   check_dim(dweight, 2, "embedding_backward", "dweight");
   const int64_t v = dweight.size(0), d = dweight.size(1), n = ids.numel();
@@ -182,8 +193,10 @@ void embedding_backward(const Tensor& dy, const Tensor& ids, Tensor& dweight) {
   unsigned long long* bad = init_bad_flag(flag, dev);
   check_ids_kernel<<<blocks_for(n), kThreads, 0, s>>>(ids.raw_data(), i64, n, v, bad);
   ADA_CUDA_LAUNCH_CHECK();
-  embedding_scatter_kernel<<<blocks_for(n * d), kThreads, 0, s>>>(
-      dy.data<float>(), ids.raw_data(), i64, n, v, d, dweight.data<float>());
+  with_float_type(dy.dtype(), [&](auto tag) {
+    embedding_scatter_kernel<<<blocks_for(n * d), kThreads, 0, s>>>(
+        data_as<decltype(tag)>(dy), ids.raw_data(), i64, n, v, d, dweight.data<float>());
+  });
   ADA_CUDA_LAUNCH_CHECK();
   record_bad_index(bad, ids, kFaultEmbeddingBackwardId, v, 0, dev);  // raised at the next wait
 }

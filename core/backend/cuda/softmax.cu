@@ -35,10 +35,11 @@ __device__ float block_max(float v, float* sh) {
 
 // out = exp(in - mx) / (their sum in double) over one row of width d (in may be out): each
 // thread rescales exactly the elements it wrote.
-__device__ void exp_normalize_row(const float* in, float* out, float mx, int64_t d, double* shd) {
+template <class T>
+__device__ void exp_normalize_row(const T* in, float* out, float mx, int64_t d, double* shd) {
   double s = 0.0;
   for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
-    const float e = expf(in[j] - mx);
+    const float e = expf(ld(in, j) - mx);
     out[j] = e;
     s += static_cast<double>(e);
   }
@@ -50,23 +51,24 @@ __device__ void exp_normalize_row(const float* in, float* out, float mx, int64_t
 // y = softmax(x) (log_softmax when kLog) over rows of width d, as the CPU: float max; softmax
 // sums the float exps in double and scales by float(1/sum); log-softmax subtracts
 // max + float(log(sum of double exps)).
-template <bool kLog>
-__global__ void softmax_rows_kernel(const float* x, float* y, int64_t rows, int64_t d) {
+// x is f32 or (cross-entropy's 16-bit logits) a 16-bit activation type T, read as f32; y is f32.
+template <bool kLog, class T>
+__global__ void softmax_rows_kernel(const T* x, float* y, int64_t rows, int64_t d) {
   __shared__ double shd[33];
   __shared__ float shf[33];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* xr = x + r * d;
+    const T* xr = x + r * d;
     float* yr = y + r * d;
     float mx = -INFINITY;
-    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) mx = fmaxf(mx, xr[j]);
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) mx = fmaxf(mx, ld(xr, j));
     mx = block_max(mx, shf);
     if (kLog) {
       double s = 0.0;
       for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
-        s += exp(static_cast<double>(xr[j] - mx));
+        s += exp(static_cast<double>(ld(xr, j) - mx));
       s = block_sum(s, shd);
       const float lse = mx + static_cast<float>(log(s));
-      for (int64_t j = threadIdx.x; j < d; j += blockDim.x) yr[j] = xr[j] - lse;
+      for (int64_t j = threadIdx.x; j < d; j += blockDim.x) yr[j] = ld(xr, j) - lse;
     } else {
       exp_normalize_row(xr, yr, mx, d, shd);
     }
@@ -75,21 +77,25 @@ __global__ void softmax_rows_kernel(const float* x, float* y, int64_t rows, int6
 
 // softmax: dx = y * (g - sum(g*y)) * scale (attention_softmax's scale; 1 otherwise, exact);
 // log-softmax (kLog): dx = g - exp(y) * sum(g).
-template <bool kLog>
-__global__ void softmax_backward_rows_kernel(const float* g, const float* y, float* dx,
-                                             int64_t rows, int64_t d, float scale) {
+// g, y and dx are f32 or a 16-bit activation type (T; read as f32, dx rounded once).
+template <bool kLog, class T>
+__global__ void softmax_backward_rows_kernel(const T* g, const T* y, T* dx, int64_t rows, int64_t d,
+                                             float scale) {
   __shared__ double shd[33];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* gr = g + r * d;
-    const float* yr = y + r * d;
-    float* dr = dx + r * d;
+    const T* gr = g + r * d;
+    const T* yr = y + r * d;
+    T* dr = dx + r * d;
     double s = 0.0;
     for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
-      s += kLog ? static_cast<double>(gr[j]) : static_cast<double>(gr[j]) * yr[j];
+      s += kLog ? static_cast<double>(ld(gr, j))
+                : static_cast<double>(ld(gr, j)) * static_cast<double>(ld(yr, j));
     s = block_sum(s, shd);
     const float fs = static_cast<float>(s);
-    for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
-      dr[j] = kLog ? gr[j] - expf(yr[j]) * fs : yr[j] * (gr[j] - fs) * scale;
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+      const float gj = ld(gr, j), yj = ld(yr, j);
+      st(dr, j, kLog ? gj - expf(yj) * fs : yj * (gj - fs) * scale);
+    }
   }
 }
 
@@ -115,6 +121,35 @@ __global__ void attention_softmax_kernel(const float* x, const float* bias, floa
   }
 }
 
+// attention_softmax_kernel on 16-bit scores and probabilities (T): the same arithmetic, with the
+// row's inputs t recomputed from x in each pass instead of kept in y (a 16-bit y would round
+// them).
+template <class T>
+__global__ void attention_softmax16_kernel(const T* x, const float* bias, T* y, int64_t rows,
+                                           int64_t d, int64_t rows_per_example, float scale) {
+  __shared__ double shd[33];
+  __shared__ float shf[33];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* xr = x + r * d;
+    const float* br = bias ? bias + (r / rows_per_example) * d : nullptr;
+    T* yr = y + r * d;
+    auto t_at = [&](int64_t j) {
+      float t = __fmul_rn(ld(xr, j), scale);
+      if (br) t = __fadd_rn(t, br[j]);
+      return t;
+    };
+    float mx = -INFINITY;
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) mx = fmaxf(mx, t_at(j));
+    mx = block_max(mx, shf);
+    double s = 0.0;
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+      s += static_cast<double>(expf(t_at(j) - mx));
+    s = block_sum(s, shd);
+    const float inv = static_cast<float>(1.0 / s);
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) st(yr, j, expf(t_at(j) - mx) * inv);
+  }
+}
+
 template <bool kLog>
 Tensor softmax_forward_impl(const char* op, const Tensor& x) {
   const int dev = require_f32(op, {&x});
@@ -130,13 +165,18 @@ Tensor softmax_forward_impl(const char* op, const Tensor& x) {
 
 template <bool kLog>
 Tensor softmax_backward_impl(const char* op, const Tensor& dy, const Tensor& y, float scale = 1.f) {
-  const int dev = require_f32(op, {&dy, &y});
+  const int dev = require_f32(op, {&dy, &y}, activation_type(dy));
+  ADA_CHECK_ARG(dy.dtype() == y.dtype(), DTypeError)
+      << op << ": dy " << dy.str() << " and y " << y.str() << " differ in dtype";
   check_same_shape(dy, y, op);
   const int64_t d = y.dim() ? y.size(-1) : 1, rows = d ? y.numel() / d : 0;
-  Tensor dx = Tensor::empty(y.shape(), DType::f32, y.device());
+  Tensor dx = Tensor::empty(y.shape(), y.dtype(), y.device());
   if (rows == 0) return dx;
-  softmax_backward_rows_kernel<kLog><<<row_blocks(rows), row_threads(d), 0, stream(dev)>>>(
-      dy.data<float>(), y.data<float>(), dx.data<float>(), rows, d, scale);
+  with_float_type(y.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    softmax_backward_rows_kernel<kLog><<<row_blocks(rows), row_threads(d), 0, stream(dev)>>>(
+        data_as<T>(dy), data_as<T>(y), data_as<T>(dx), rows, d, scale);
+  });
   ADA_CUDA_LAUNCH_CHECK();
   return dx;
 }
@@ -149,7 +189,7 @@ __device__ __forceinline__ int64_t load_index(const void* p, bool is64, int64_t 
 }
 
 int check_ce(const char* op, const Tensor& logits, const Tensor& targets, float smoothing) {
-  const int dev = require_f32(op, {&logits});
+  const int dev = require_f32(op, {&logits}, activation_type(logits));
   require_index(op, targets, "targets", dev);
   ADA_CHECK_ARG(logits.dim() == 2, ShapeError)
       << op << ": logits must be [N, C], got " << logits.str();
@@ -215,16 +255,18 @@ __global__ void ce_count_kernel(const void* targets, bool t64, int64_t n, int64_
 
 // dx = k*(exp(lp) - e/C) - k*(1-e)*[j == t] with k = dloss/count on non-ignored rows, 0 on
 // ignored rows and everywhere when count is 0. An out-of-range target only drops its one-hot term.
+// dx in T: f32, or the 16-bit type of the logits' gradient (rounded once).
+template <class T>
 __global__ void ce_backward_kernel(const float* lp, const void* targets, bool t64, int64_t n,
                                    int64_t c, float dloss, float smoothing, float uni,
-                                   int64_t ignore_index, const int64_t* count, float* dx) {
+                                   int64_t ignore_index, const int64_t* count, T* dx) {
   const int64_t total = n * c, cnt = *count;
   const float k = cnt ? dloss / static_cast<float>(cnt) : 0.f;
   for (int64_t e = global_tid(); e < total; e += global_stride()) {
     const int64_t i = e / c, j = e - i * c;
     const int64_t t = load_index(targets, t64, i);
     if (cnt == 0 || t == ignore_index) {
-      dx[e] = 0.f;
+      st(dx, e, 0.f);
       continue;
     }
     float v = k * (expf(lp[e]) - uni);
@@ -244,15 +286,25 @@ Tensor softmax_backward(const Tensor& dy, const Tensor& y) {
 }
 
 Tensor attention_softmax(const Tensor& scores, const Tensor& key_bias, int64_t heads, float scale) {
-  const int dev = key_bias.defined() ? require_f32("attention_softmax", {&scores, &key_bias})
-                                     : require_f32("attention_softmax", {&scores});
+  const int dev = require_f32("attention_softmax", {&scores}, activation_type(scores));
+  if (key_bias.defined()) require_f32("attention_softmax", {&scores, &key_bias}, scores.dtype());
+  ADA_CHECK_ARG(!key_bias.defined() || key_bias.dtype() == DType::f32, DTypeError)
+      << "attention_softmax: key_bias " << key_bias.str() << " must be f32";
   backend::check_attention_softmax(scores, key_bias, heads);
   const int64_t d = scores.size(2), rows = scores.size(0) * scores.size(1);
-  Tensor y = Tensor::empty(scores.shape(), DType::f32, scores.device());
+  Tensor y = Tensor::empty(scores.shape(), scores.dtype(), scores.device());
   if (rows == 0 || d == 0) return y;
-  attention_softmax_kernel<<<row_blocks(rows), row_threads(d), 0, stream(dev)>>>(
-      scores.data<float>(), key_bias.defined() ? key_bias.data<float>() : nullptr, y.data<float>(),
-      rows, d, heads * scores.size(1), scale);
+  const float* bias = key_bias.defined() ? key_bias.data<float>() : nullptr;
+  if (scores.dtype() == DType::f32) {
+    attention_softmax_kernel<<<row_blocks(rows), row_threads(d), 0, stream(dev)>>>(
+        scores.data<float>(), bias, y.data<float>(), rows, d, heads * scores.size(1), scale);
+  } else {
+    with_float_type(scores.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      attention_softmax16_kernel<<<row_blocks(rows), row_threads(d), 0, stream(dev)>>>(
+          data_as<T>(scores), bias, data_as<T>(y), rows, d, heads * scores.size(1), scale);
+    });
+  }
   ADA_CUDA_LAUNCH_CHECK();
   return y;
 }
@@ -323,7 +375,19 @@ Tensor argmax_rows(const Tensor& x) {
 Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, float label_smoothing,
                              int64_t ignore_index, Tensor& save_logp) {
   const int dev = check_ce("cross_entropy_forward", logits, targets, label_smoothing);
-  save_logp = log_softmax(logits);
+  if (logits.dtype() == DType::f32) {
+    save_logp = log_softmax(logits);
+  } else {  // 16-bit logits: their log-probabilities in f32
+    save_logp = Tensor::empty(logits.shape(), DType::f32, logits.device());
+    if (logits.numel() > 0)
+      with_float_type(logits.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        softmax_rows_kernel<true>
+            <<<row_blocks(logits.size(0)), row_threads(logits.size(1)), 0, stream(dev)>>>(
+                data_as<T>(logits), save_logp.data<float>(), logits.size(0), logits.size(1));
+      });
+    ADA_CUDA_LAUNCH_CHECK();
+  }
   const int64_t n = logits.size(0), c = logits.size(1);
   if (n == 0) return Tensor::zeros({}, DType::f32, logits.device());
   Tensor loss = Tensor::empty({}, DType::f32, logits.device());
@@ -347,10 +411,12 @@ Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, float 
 }
 
 Tensor cross_entropy_backward(float dloss, const Tensor& save_logp, const Tensor& targets,
-                              float label_smoothing, int64_t ignore_index) {
+                              float label_smoothing, int64_t ignore_index, DType out) {
   const int dev = check_ce("cross_entropy_backward", save_logp, targets, label_smoothing);
+  ADA_CHECK_ARG(save_logp.dtype() == DType::f32, DTypeError)
+      << "cross_entropy_backward: save_logp " << save_logp.str() << " must be f32";
   const int64_t n = save_logp.size(0), c = save_logp.size(1);
-  Tensor dx = Tensor::empty(save_logp.shape(), DType::f32, save_logp.device());
+  Tensor dx = Tensor::empty(save_logp.shape(), out, save_logp.device());
   if (n * c == 0) return dx;
   const bool t64 = targets.dtype() == DType::i64;
   cudaStream_t s = stream(dev);
@@ -359,9 +425,12 @@ Tensor cross_entropy_backward(float dloss, const Tensor& save_logp, const Tensor
                                          count.as<int64_t>());
   ADA_CUDA_LAUNCH_CHECK();
   const float uni = label_smoothing / static_cast<float>(c);
-  ce_backward_kernel<<<blocks_for(n * c), kThreads, 0, s>>>(
-      save_logp.data<float>(), targets.raw_data(), t64, n, c, dloss, label_smoothing, uni,
-      ignore_index, count.as<const int64_t>(), dx.data<float>());
+  with_float_type(out, [&](auto tag) {
+    using T = decltype(tag);
+    ce_backward_kernel<<<blocks_for(n * c), kThreads, 0, s>>>(
+        save_logp.data<float>(), targets.raw_data(), t64, n, c, dloss, label_smoothing, uni,
+        ignore_index, count.as<const int64_t>(), data_as<T>(dx));
+  });
   ADA_CUDA_LAUNCH_CHECK();
   return dx;
 }
