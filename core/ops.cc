@@ -67,8 +67,9 @@ void check_pool(const char* op, const Shape& x, const Pool2dParams& p) {
 bool is16(const Tensor& t) {
   return t.defined() && (t.dtype() == DType::bf16 || t.dtype() == DType::f16);
 }
-// Whether any of the tensors is a 16-bit activation: the op then runs on f32 copies of its
-// 16-bit inputs (W) and rounds its activation outputs to its first argument's dtype.
+// Whether any of the tensors is a 16-bit activation. An op without a 16-bit kernel for them on
+// their backend then runs on f32 copies of its 16-bit inputs (W) and rounds its activation
+// outputs to its first argument's dtype: the values a 16-bit kernel must give.
 template <class... Ts>
 bool any16(const Ts&... ts) {
   return (is16(ts) || ...);

@@ -75,6 +75,22 @@ Grads run(const std::string& attention, Device device, DType act = DType::f32,
   return g;
 }
 
+// Per parameter, the squared L2 norms of the GPU run's gradient minus the CPU run's and of the
+// CPU run's.
+struct Diff {
+  double diff2 = 0, norm2 = 0;
+};
+std::vector<Diff> diffs(const Grads& gpu, const Grads& cpu) {
+  std::vector<Diff> out(cpu.names.size());
+  for (size_t i = 0; i < cpu.names.size(); ++i)
+    for (size_t j = 0; j < cpu.values[i].size(); ++j) {
+      const double d = double(gpu.values[i][j]) - cpu.values[i][j];
+      out[i].diff2 += d * d;
+      out[i].norm2 += double(cpu.values[i][j]) * cpu.values[i][j];
+    }
+  return out;
+}
+
 TEST(CudaBert, FusedAttentionOnTheGpuIsTheComposedModelOnTheCpu) {
   ADA_REQUIRE_GPU();
   const Grads cpu = run("composed", Device::cpu());
@@ -83,13 +99,9 @@ TEST(CudaBert, FusedAttentionOnTheGpuIsTheComposedModelOnTheCpu) {
     const Grads gpu = run(attention, testing::gpu());
     ASSERT_EQ(gpu.names, cpu.names);
     double worst = 0;
+    const std::vector<Diff> d = diffs(gpu, cpu);
     for (size_t i = 0; i < cpu.names.size(); ++i) {
-      double diff = 0, norm = 0;
-      for (size_t j = 0; j < cpu.values[i].size(); ++j) {
-        const double d = double(gpu.values[i][j]) - cpu.values[i][j];
-        diff += d * d;
-        norm += double(cpu.values[i][j]) * cpu.values[i][j];
-      }
+      const double diff = d[i].diff2, norm = d[i].norm2;
       // (+1e-9: the key projection's bias gets a zero gradient, softmax ignoring a constant.)
       EXPECT_LE(std::sqrt(diff), 1e-4 * std::sqrt(norm) + 1e-9) << cpu.names[i];
       if (norm > 0) worst = std::max(worst, std::sqrt(diff / norm));
@@ -121,16 +133,11 @@ TEST(CudaBert, SixteenBitActivationsOnTheGpuMatchTheCpu) {
       }
       ASSERT_EQ(gpu.names, cpu.names);
       double total_diff = 0, total_norm = 0;
+      const std::vector<Diff> d = diffs(gpu, cpu);
       for (size_t i = 0; i < cpu.names.size(); ++i) {
-        double diff = 0, norm = 0;
-        for (size_t j = 0; j < cpu.values[i].size(); ++j) {
-          const double d = double(gpu.values[i][j]) - cpu.values[i][j];
-          diff += d * d;
-          norm += double(cpu.values[i][j]) * cpu.values[i][j];
-        }
-        total_diff += diff;
-        total_norm += norm;
-        EXPECT_LE(std::sqrt(diff), 0.25 * std::sqrt(norm) + 1e-9) << cpu.names[i];
+        total_diff += d[i].diff2;
+        total_norm += d[i].norm2;
+        EXPECT_LE(std::sqrt(d[i].diff2), 0.25 * std::sqrt(d[i].norm2) + 1e-9) << cpu.names[i];
       }
       const double whole = std::sqrt(total_diff / total_norm);
       std::printf("%s activations, attention %s: GPU against CPU, whole-model gradient %.2e\n",
