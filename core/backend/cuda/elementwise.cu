@@ -83,7 +83,7 @@ struct TanhBackF {
 // The tensors' device, made current, when all are f32, or all of one 16-bit activation type.
 int require_one_float_type(const char* op, std::initializer_list<const Tensor*> ts) {
   const DType t = (*ts.begin())->dtype();
-  const int dev = require_f32(op, ts, t == DType::bf16 || t == DType::f16 ? t : DType::f32);
+  const int dev = require_f32(op, ts, activation_type(**ts.begin()));
   for (const Tensor* x : ts)
     ADA_CHECK_ARG(x->dtype() == t, DTypeError)
         << op << ": " << x->str() << " differs in dtype from " << (*ts.begin())->str();

@@ -119,7 +119,7 @@ namespace {
 Tensor dropout_impl(const char* op, const Tensor& x, float p, uint64_t seed, uint64_t first,
                     Tensor* mask) {
   const DType t = x.dtype();
-  const int dev = require_f32(op, {&x}, t == DType::bf16 || t == DType::f16 ? t : DType::f32);
+  const int dev = require_f32(op, {&x}, activation_type(x));
   ADA_CHECK_ARG(p >= 0.f && p < 1.f, ShapeError)
       << "dropout: probability must be in [0, 1), got " << p;
   const int64_t n = x.numel();

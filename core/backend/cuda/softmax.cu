@@ -100,33 +100,13 @@ __global__ void softmax_backward_rows_kernel(const T* g, const T* y, T* dx, int6
 }
 
 // attention_softmax: the row's inputs are t = scale*x (+ bias of the row's example), rounded as
-// the separate ops round them (no fused multiply-add), then the softmax above.
-__global__ void attention_softmax_kernel(const float* x, const float* bias, float* y, int64_t rows,
-                                         int64_t d, int64_t rows_per_example, float scale) {
-  __shared__ double shd[33];
-  __shared__ float shf[33];
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* xr = x + r * d;
-    const float* br = bias ? bias + (r / rows_per_example) * d : nullptr;
-    float* yr = y + r * d;
-    float mx = -INFINITY;
-    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
-      float t = __fmul_rn(xr[j], scale);
-      if (br) t = __fadd_rn(t, br[j]);
-      yr[j] = t;
-      mx = fmaxf(mx, t);
-    }
-    mx = block_max(mx, shf);
-    exp_normalize_row(yr, yr, mx, d, shd);
-  }
-}
-
-// attention_softmax_kernel on 16-bit scores and probabilities (T): the same arithmetic, with the
-// row's inputs t recomputed from x in each pass instead of kept in y (a 16-bit y would round
-// them).
+// the separate ops round them (no fused multiply-add), then softmax_rows_kernel's softmax. The
+// scores and probabilities are f32 or a 16-bit activation type (T): t is recomputed from x in
+// each pass rather than kept in y (a 16-bit y would round it; for f32 it also reads x three
+// times instead of writing and rereading y).
 template <class T>
-__global__ void attention_softmax16_kernel(const T* x, const float* bias, T* y, int64_t rows,
-                                           int64_t d, int64_t rows_per_example, float scale) {
+__global__ void attention_softmax_kernel(const T* x, const float* bias, T* y, int64_t rows,
+                                         int64_t d, int64_t rows_per_example, float scale) {
   __shared__ double shd[33];
   __shared__ float shf[33];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -295,16 +275,11 @@ Tensor attention_softmax(const Tensor& scores, const Tensor& key_bias, int64_t h
   Tensor y = Tensor::empty(scores.shape(), scores.dtype(), scores.device());
   if (rows == 0 || d == 0) return y;
   const float* bias = key_bias.defined() ? key_bias.data<float>() : nullptr;
-  if (scores.dtype() == DType::f32) {
+  with_float_type(scores.dtype(), [&](auto tag) {
+    using T = decltype(tag);
     attention_softmax_kernel<<<row_blocks(rows), row_threads(d), 0, stream(dev)>>>(
-        scores.data<float>(), bias, y.data<float>(), rows, d, heads * scores.size(1), scale);
-  } else {
-    with_float_type(scores.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      attention_softmax16_kernel<<<row_blocks(rows), row_threads(d), 0, stream(dev)>>>(
-          data_as<T>(scores), bias, data_as<T>(y), rows, d, heads * scores.size(1), scale);
-    });
-  }
+        data_as<T>(scores), bias, data_as<T>(y), rows, d, heads * scores.size(1), scale);
+  });
   ADA_CUDA_LAUNCH_CHECK();
   return y;
 }
@@ -375,17 +350,15 @@ Tensor argmax_rows(const Tensor& x) {
 Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, float label_smoothing,
                              int64_t ignore_index, Tensor& save_logp) {
   const int dev = check_ce("cross_entropy_forward", logits, targets, label_smoothing);
-  if (logits.dtype() == DType::f32) {
-    save_logp = log_softmax(logits);
-  } else {  // 16-bit logits: their log-probabilities in f32
-    save_logp = Tensor::empty(logits.shape(), DType::f32, logits.device());
-    if (logits.numel() > 0)
-      with_float_type(logits.dtype(), [&](auto tag) {
-        using T = decltype(tag);
-        softmax_rows_kernel<true>
-            <<<row_blocks(logits.size(0)), row_threads(logits.size(1)), 0, stream(dev)>>>(
-                data_as<T>(logits), save_logp.data<float>(), logits.size(0), logits.size(1));
-      });
+  // The log-probabilities in f32 whatever the logits' dtype (log_softmax's kernel).
+  save_logp = Tensor::empty(logits.shape(), DType::f32, logits.device());
+  if (logits.numel() > 0) {
+    with_float_type(logits.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      softmax_rows_kernel<true>
+          <<<row_blocks(logits.size(0)), row_threads(logits.size(1)), 0, stream(dev)>>>(
+              data_as<T>(logits), save_logp.data<float>(), logits.size(0), logits.size(1));
+    });
     ADA_CUDA_LAUNCH_CHECK();
   }
   const int64_t n = logits.size(0), c = logits.size(1);
