@@ -374,6 +374,14 @@ class Pure(unittest.TestCase):
         self.assertIn("| average | -31.67 (p = 0.014, beyond seed noise) |", report)  # both LR points are the same: the first
         self.assertIn("| average | +2 (p < 0.001, beyond seed noise) |", report)  # steps to target, every seed reached it
         self.assertIn("counted at evaluations every 2 steps", report)
+        # One seed a side: the difference is shown and said not to be judged against seed noise.
+        one = [r for r in records if r["seed"] == 1]
+        study.report.write_report(s, one, out, [], 0, len(one))
+        with open(os.path.join(out, "report.md")) as f:
+            report = f.read()
+        self.assertIn("| average | -20.00 (fewer than 2 seeds on a side: not judged against seed noise) |",
+                      report)
+        self.assertIn("| average | +2 (fewer than 2 seeds on a side: not judged against seed noise) |", report)
 
     def test_provenance_is_never_stamped_and_stale_cells_are_named(self):
         s = self.load(study_text(self.base, "  adasum: {set: {reducer.name: adasum}}\n").replace(

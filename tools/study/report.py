@@ -193,6 +193,10 @@ def noise_verdict(p):
     return "beyond seed noise" if p < 0.05 else "within seed noise"
 
 
+# A difference between points with fewer than two seeds on a side: no spread to test it against.
+NOT_JUDGED = "fewer than 2 seeds on a side: not judged against seed noise"
+
+
 def fmt_p(p):
     return "p < 0.001" if p < 0.001 else f"p = {p:.2g}"
 
@@ -310,12 +314,13 @@ def write_significance(study, best, cols_, L):
         cells = []
         for c in cols_:
             r, b = pick(m, c), pick(base, c)
-            w = welch(r["finals"], b["finals"]) if r is not None and b is not None else None
-            if w is None:
+            if r is None or b is None:
                 cells.append("–")
                 continue
-            d, p = w
-            cells.append((f"{scale * d:+.2f}" if unit else f"{d:+.4f}") + f" ({fmt_p(p)}, {noise_verdict(p)})")
+            w = welch(r["finals"], b["finals"])
+            d = w[0] if w else sum(r["finals"]) / len(r["finals"]) - sum(b["finals"]) / len(b["finals"])
+            cells.append((f"{scale * d:+.2f}" if unit else f"{d:+.4f}")
+                         + (f" ({fmt_p(w[1])}, {noise_verdict(w[1])})" if w else f" ({NOT_JUDGED})"))
         L.append(f"| {study.methods[m]['label']} | " + " | ".join(cells) + " |")
     L.append("")
     if study.target is not None:
@@ -336,10 +341,14 @@ def write_significance(study, best, cols_, L):
                 for x in r["records"] + b["records"]:
                     steps = [st for st, _ in x["evals"]]
                     gaps[c] += [b_ - a_ for a_, b_ in zip(steps, steps[1:])]
-                w = welch(sr, sb) if None not in sr and None not in sb else None
-                cells.append("–" if w is None else f"{w[0]:+.0f} ({fmt_p(w[1])}, {noise_verdict(w[1])})")
+                if None in sr or None in sb:
+                    cells.append("–")
+                    continue
+                w = welch(sr, sb)
+                d = w[0] if w else sum(sr) / len(sr) - sum(sb) / len(sb)
+                cells.append(f"{d:+.0f} " + (f"({fmt_p(w[1])}, {noise_verdict(w[1])})" if w else f"({NOT_JUDGED})"))
             lines.append(f"| {study.methods[m]['label']} | " + " | ".join(cells) + " |")
-        if any("(p" in line for line in lines):  # at least one comparison to show
+        if any("(p" in line or NOT_JUDGED in line for line in lines):  # a comparison to show
             # The evaluation interval (its most common gap) per column: the resolution of steps.
             every = [max(set(g), key=g.count) if g else None for g in gaps.values()]
             known = {e for e in every if e is not None}
