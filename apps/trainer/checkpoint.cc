@@ -109,6 +109,7 @@ void Checkpointer::save(const std::vector<std::pair<std::string, Tensor>>& tenso
             {"wall_seconds", m.wall_seconds},
             {"run_id", run_id_},
             {"local_optimizer_state", m.local_optimizer_state},
+            {"progress", m.progress},
             {"tensors", fs::path(stem).filename().string() + ".safetensors"},
             {"files", files}};
   write_file_atomically(stem + ".json", j.dump(1) + "\n");  // last: now the checkpoint counts
@@ -156,6 +157,7 @@ CheckpointMeta Checkpointer::read_meta(const std::string& path) {
     m.wall_seconds = j.at("wall_seconds").get<double>();
     m.run_id = j.at("run_id").get<std::string>();
     m.local_optimizer_state = j.at("local_optimizer_state").get<bool>();
+    if (j.contains("progress")) m.progress = j.at("progress").get<std::map<std::string, double>>();
     for (const auto& f : j.at("files"))
       m.files.push_back({f.at("name").get<std::string>(), f.at("bytes").get<uint64_t>(),
                          f.at("crc32").get<uint32_t>()});
@@ -272,7 +274,8 @@ void RunCheckpoints::load_step_state(const NamedTensors& st) {
   if (state_.loss_scale) state_.loss_scale->load_state(optim::take_prefixed(st, "loss_scale."));
 }
 
-void RunCheckpoints::save(int64_t step, double wall_seconds) {
+void RunCheckpoints::save(int64_t step, double wall_seconds,
+                          const std::map<std::string, double>& progress) {
   if (last_saved_ == step) return;  // already written at this step
   TraceSpan span("checkpoint", "checkpoint");
   last_saved_ = step;
@@ -286,6 +289,7 @@ void RunCheckpoints::save(int64_t step, double wall_seconds) {
   m.world_size = world_.size();
   m.config_hash = config_hash_;
   m.wall_seconds = wall_seconds;
+  m.progress = progress;
   std::vector<double> seeds(world_.size()), offsets(world_.size());
   const double my_seed = static_cast<double>(state_.model.rng().seed()),
                my_off = static_cast<double>(state_.model.rng().offset());
@@ -418,7 +422,7 @@ ResumePoint RunCheckpoints::resume(const std::string& which) {
     state_.model.rng().set_state(m.rng_seed[r], m.rng_offset[r]);
   state_.loader.restore({m.epoch, m.position});
   log_info("resumed from {} (step {}, epoch {}, position {})", path, m.step, m.epoch, m.position);
-  return {m.step, m.epoch, m.wall_seconds};
+  return {m.step, m.epoch, m.wall_seconds, m.progress};
 }
 
 std::string init_weights_from(comm::Communicator& world, nn::Model& model, const std::string& from,

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -48,6 +49,9 @@ struct CheckpointMeta {
   std::string run_id;                          // the run that wrote it
   bool local_optimizer_state = false;          // one optim-rank<r> file per rank
   std::vector<FileRecord> files;               // every file of the checkpoint but the JSON
+  // The trainer's counters a resume continues (train.stop_at's best figure); finite numbers the
+  // same on every rank. Empty in checkpoints written before it existed.
+  std::map<std::string, double> progress;
 };
 
 // A checkpoint that was looked at and not chosen, and why.
@@ -122,7 +126,8 @@ struct TrainingState {
 // Where a run goes on from: step 0 for a fresh run.
 struct ResumePoint {
   int64_t step = 0, epoch = 0;
-  double wall_seconds = 0;  // training time before this process
+  double wall_seconds = 0;                 // training time before this process
+  std::map<std::string, double> progress;  // CheckpointMeta::progress
 };
 
 // A run's checkpoint policy. Every method is collective: rank 0 decides and writes the shared
@@ -139,8 +144,9 @@ class RunCheckpoints {
   // restores the model, the step's state, the generators and the loader's position.
   ResumePoint resume(const std::string& which);
   // Writes the checkpoint of `step` unless it was written already (`wall_seconds`: training
-  // time so far). The world-average model for a decentralised sync between synchronisations.
-  void save(int64_t step, double wall_seconds);
+  // time so far; `progress`: CheckpointMeta::progress). The world-average model for a
+  // decentralised sync between synchronisations.
+  void save(int64_t step, double wall_seconds, const std::map<std::string, double>& progress = {});
   // The model changed after the last save at this step (a final synchronisation).
   void model_changed() { last_saved_ = -1; }
 

@@ -127,6 +127,9 @@ std::optional<StopAt> read_stop_at(const Config& t) {
       << "or above: X (>= X, e.g. an accuracy)";
   s.below = c.has("below");
   s.value = c.get<double>(s.below ? "below" : "above");
+  s.give_up_after = c.get_in_or<int64_t>("give_up_after", 0, Range::at_least(0),
+                                         "evaluations in a row without a new best figure; 0 never "
+                                         "gives up");
   return s;
 }
 
@@ -139,6 +142,10 @@ Config section_or_empty(const Config& root, const std::string& key) {
 
 std::string StopAt::describe() const {
   return metric + (below ? " <= " : " >= ") + fmt::format("{:g}", value);
+}
+
+bool StopAt::better(double v, double best) const {
+  return std::isnan(best) ? !std::isnan(v) : (below ? v < best : v > best);
 }
 
 RunSettings read_run_settings(const Config& root, const std::string& config_path, int world,

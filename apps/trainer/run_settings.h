@@ -17,13 +17,18 @@
 namespace ada::trainer {
 
 // train.stop_at: end the run at the first evaluation whose figure `metric` (val_* or eval_*, as
-// in metrics.jsonl) is at or below (`below`) or at or above the bound `value`.
+// in metrics.jsonl) is at or below (`below`) or at or above the bound `value`; with
+// `give_up_after` N > 0, also once N evaluations in a row have not bettered the best figure so far
+// (the bound is then not reached: a run that stalls or diverges ends instead of using the budget).
 struct StopAt {
   std::string metric;
   double value = 0;
   bool below = true;
+  int64_t give_up_after = 0;     // evaluations without a new best; 0: never give up
   std::string where;             // "config x.yaml: train.stop_at (line 9, column 3)", for messages
   std::string describe() const;  // "val_mlm_loss <= 6.5"
+  // Whether figure v betters `best` (NaN: no best yet) in the bound's direction.
+  bool better(double v, double best) const;
 };
 
 struct RunSettings {

@@ -199,6 +199,11 @@ int Trainer::run() {
     checkpoints_->start_fresh();
   step_ = resumed_.step;
   epoch_ = resumed_.epoch;
+  if (const auto& p = resumed_.progress; p.contains("stop_at_best_step")) {
+    stop_best_ = p.at("stop_at_best");
+    stop_best_step_ = static_cast<int64_t>(p.at("stop_at_best_step"));
+    stop_since_best_ = static_cast<int64_t>(p.at("stop_at_since_best"));
+  }
   log_->open(step_);
   if (step_ == 0) loader_->start_epoch(0);
   std::optional<RunTimeline> timeline;
@@ -214,10 +219,10 @@ int Trainer::run() {
     if ((s_.eval_every > 0 && step_ % s_.eval_every == 0) || (s_.eval_every == 0 && epoch_end)) {
       log_->break_line();  // keep the progress line
       evaluate_now();
-      if (reached_stop_at()) break;
+      if (stop_at_ends_run()) break;
     }
     if ((s_.ckpt_every > 0 && step_ % s_.ckpt_every == 0) || (s_.ckpt_every == 0 && epoch_end))
-      checkpoints_->save(step_, wall_seconds());
+      save_checkpoint();
   }
   if (!strategy_->replicas_identical()) {  // stopped between synchronisations: one more
     strategy_->finish();
@@ -228,7 +233,7 @@ int Trainer::run() {
   }
   flush_due(schedule_->lr());
   evaluate_now();  // the final model's figures (skipped if this step was just evaluated)
-  checkpoints_->save(step_, wall_seconds());
+  save_checkpoint();
   if (timeline) timeline->close();
   write_summary();
   return 0;
@@ -367,7 +372,7 @@ void Trainer::evaluate_now() {
   if (data_.eval) log_info("eval at step {}: {}", step_, describe_figures(last_eval_));
 }
 
-bool Trainer::reached_stop_at() {
+bool Trainer::stop_at_ends_run() {
   if (!s_.stop_at) return false;
   Json figures;
   add_figures(figures, last_val_, "val_");
@@ -380,14 +385,39 @@ bool Trainer::reached_stop_at() {
                            << "'; they give " << known;
   }
   const double v = figures[s.metric].get<double>();
+  if (s.better(v, stop_best_)) {
+    stop_best_ = v;
+    stop_best_step_ = step_;
+    stop_since_best_ = 0;
+  } else {
+    ++stop_since_best_;
+  }
   // Every rank decides alike (the figures are reduced over ranks; a max makes it certain).
-  double met = (s.below ? v <= s.value : v >= s.value) ? 1.0 : 0.0;
-  world_->allreduce(&met, 1, comm::ReduceOp::max);
-  if (met == 0.0) return false;
-  stopped_at_ = step_;
-  log_info("train.stop_at: {} is {:g} at step {} ({}): the run ends here", s.metric, v, step_,
-           s.describe());
+  double due[2] = {(s.below ? v <= s.value : v >= s.value) ? 1.0 : 0.0,
+                   s.give_up_after > 0 && stop_since_best_ >= s.give_up_after ? 1.0 : 0.0};
+  world_->allreduce(due, 2, comm::ReduceOp::max);
+  if (due[0] != 0.0) {
+    stopped_at_ = step_;
+    log_info("train.stop_at: {} is {:g} at step {} ({}): the run ends here", s.metric, v, step_,
+             s.describe());
+    return true;
+  }
+  if (due[1] == 0.0) return false;
+  gave_up_at_ = step_;
+  log_info(
+      "train.stop_at: {} has not bettered its best, {:g} at step {}, in {} evaluations "
+      "(give_up_after): the run ends at step {} without reaching {}",
+      s.metric, stop_best_, stop_best_step_, stop_since_best_, step_, s.describe());
   return true;
+}
+
+void Trainer::save_checkpoint() {
+  std::map<std::string, double> progress;
+  if (stop_best_step_ >= 0)
+    progress = {{"stop_at_best", stop_best_},
+                {"stop_at_best_step", static_cast<double>(stop_best_step_)},
+                {"stop_at_since_best", static_cast<double>(stop_since_best_)}};
+  checkpoints_->save(step_, wall_seconds(), progress);
 }
 
 void Trainer::write_summary() {
@@ -430,6 +460,12 @@ void Trainer::write_summary() {
   if (stopped_at_ >= 0) {
     sum["stopped_at_step"] = stopped_at_;
     sum["stop_at"] = s_.stop_at->describe();
+  }
+  if (gave_up_at_ >= 0) {
+    sum["gave_up_at_step"] = gave_up_at_;
+    sum["stop_at"] = s_.stop_at->describe();
+    sum["stop_at_best"] = stop_best_;
+    sum["stop_at_best_step"] = stop_best_step_;
   }
   for (const auto& [k, v] : stats) sum[k] = v;
   log_->write_summary(sum);

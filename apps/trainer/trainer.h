@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -55,8 +56,10 @@ class Trainer {
   void train_step();
   void flush_due(double lr);
   void evaluate_now();
-  // train.stop_at met by the evaluation just made (the same answer on every rank).
-  bool reached_stop_at();
+  // Whether train.stop_at ends the run after the evaluation just made: its bound met, or
+  // give_up_after evaluations without a new best (the same answer on every rank).
+  bool stop_at_ends_run();
+  void save_checkpoint();  // with the counters a resume continues (stop_at_)
   void write_summary();
   double wall_seconds() const { return resumed_.wall_seconds + clock_.seconds(); }
 
@@ -87,7 +90,12 @@ class Trainer {
   int64_t last_eval_step_ = -1;
   nn::Metrics last_eval_;    // the test set's figures (eval_*)
   nn::Metrics last_val_;     // the validation set's (val_*)
-  int64_t stopped_at_ = -1;  // the step train.stop_at ended the run at; -1: it did not
+  int64_t stopped_at_ = -1;  // the step train.stop_at's bound ended the run at; -1: it did not
+  // train.stop_at's best figure so far, its step, the evaluations since it, and the step
+  // give_up_after ended the run at (-1: it did not). Kept in checkpoints: a resumed run gives up
+  // where an unbroken one would.
+  double stop_best_ = std::numeric_limits<double>::quiet_NaN();
+  int64_t stop_best_step_ = -1, stop_since_best_ = 0, gave_up_at_ = -1;
   double last_mean_loss_ = 0;
   bool log_due_ = false, checksum_due_ = false;  // waiting for a step where replicas agree
 };

@@ -493,9 +493,30 @@ n = json.load(open(sys.argv[2] + "/summary.json"))
 assert n["steps"] == 20 and "stopped_at_step" not in n, n
 print("stop_at: stopped at step 10 of 20; a bound never met ran all 20")
 PY
+  # train.stop_at.give_up_after: at LR 1e-30 (no weight moves) the validation figure never betters its first value, so
+  # with evaluations every 2 steps a run giving up after 3 ends at step 8 without the bound. Killed
+  # before step 6 and resumed from step 4's checkpoint, it gives up at step 8 too: the counters
+  # travel in the checkpoint (counting afresh from the resume would end at step 12).
+  giveup=(--config tiny.yaml --set data.validation_size=16 --set optimizer.lr=1e-30 --set train.eval_every=2
+          --set checkpoint.every=2 --set 'train.stop_at={metric: val_top1, above: 2, give_up_after: 3}')
+  mpi 2 "$trainer" "${giveup[@]}" --set output.dir=giveup > giveup.txt 2>&1 || { cat giveup.txt; fail "a run with give_up_after"; }
+  grep -q "train.stop_at: val_top1 has not bettered its best, [0-9.e+-]* at step 2, in 3 evaluations (give_up_after): the run ends at step 8 without reaching val_top1 >= 2" giveup.txt ||
+    { cat giveup.txt; fail "give_up_after: no log line"; }
+  ADA_FAULT=step@0#6:kill mpi 2 "$trainer" "${giveup[@]}" --set output.dir=giveup_resumed > gr1.txt 2>&1 && { cat gr1.txt; fail "the killed run did not fail"; }
+  mpi 2 "$trainer" "${giveup[@]}" --set output.dir=giveup_resumed --resume auto > gr2.txt 2>&1 || { cat gr2.txt; fail "resuming a run with give_up_after"; }
+  grep -q "resumed from .*ckpt-00000004" gr2.txt || { cat gr1.txt gr2.txt; fail "give_up_after: not resumed from step 4"; }
+  /usr/bin/python3 - giveup giveup_resumed <<'PY' || fail "give_up_after: summary"
+import json, sys
+for d in sys.argv[1:]:
+    s = json.load(open(d + "/summary.json"))
+    assert s["steps"] == 8 and s["gave_up_at_step"] == 8 and s["stop_at_best_step"] == 2, (d, s)
+    assert "stopped_at_step" not in s and s["stop_at"] == "val_top1 >= 2", (d, s)
+print("give_up_after: a run with no better figure in 3 evaluations ends at step 8, also across a resume")
+PY
   for bad in "{metric: loss, below: 1}|train.stop_at.metric (set by --set train.stop_at={metric: loss, below: 1}): 'loss' is not an evaluation figure" \
              "{metric: val_loss, below: 1, above: 0}|train.stop_at (set by --set train.stop_at={metric: val_loss, below: 1, above: 0}): give exactly one bound" \
              "{metric: val_loss, below: 1}|train.stop_at (set by --set train.stop_at={metric: val_loss, below: 1}): val_loss needs a validation set; set data.validation_size" \
+             "{metric: val_loss, below: 1, give_up_after: -2}|train.stop_at.give_up_after (set by --set train.stop_at={metric: val_loss, below: 1, give_up_after: -2}): must be" \
              "{metric: eval_mlm_loss, below: 1}|the evaluations give no figure 'eval_mlm_loss'; they give eval_loss, eval_top1"; do
     out=$(mpi 1 "$trainer" --config tiny.yaml --set "train.stop_at=${bad%%|*}" --set output.dir=bad 2>&1) && fail "train.stop_at=${bad%%|*} was accepted"
     echo "$out" | grep -qF "${bad#*|}" || { echo "$out" | tail -5; fail "train.stop_at=${bad%%|*}: message"; }
