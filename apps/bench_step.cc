@@ -281,8 +281,7 @@ int main(int argc, char** argv) {
         set_cuda_matmul_precision(mixed_precision);
       else
         set_cpu_matmul_precision(mixed_precision);
-      if (activations == "16bit")
-        set_activation_dtype(mixed_precision == Precision::bf16 ? DType::bf16 : DType::f16);
+      if (activations == "16bit") set_activation_dtype(precision_dtype(mixed_precision));
       // The peaks printed below are the mixed steps' own (the fp32 steps' are usually larger).
       if (on_cuda)
         cuda::reset_peak(0);

@@ -12,6 +12,7 @@
 #include "core/backend/cpu/cpu_ops.h"
 #include "core/backend/cpu/op_profile.h"
 #include "core/backend/op_shapes.h"
+#include "core/precision.h"
 
 #ifdef ADA_WITH_CUDA
 #include "core/backend/cuda/cuda_ops.h"
@@ -435,16 +436,23 @@ Tensor matmul_operand(const Tensor& x) {
 #endif
   return x;  // the CPU backend rounds while packing
 }
+// Whether CUDA's fused attention takes these 16-bit tensors as they are: its tensor-core kernels
+// read and write the products' own 16-bit type (train.precision's), with an f32 key bias.
+template <class... Ts>
+bool cuda_attention_native(const Tensor& first, const Ts&... rest) {
+  return cuda_native(first, rest...) && first.dtype() == precision_dtype(cuda_matmul_precision());
+}
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_bias,
                        const AttentionArgs& a, Tensor& lse) {
-  if (any16(q, k, v, key_bias))
+  if (any16(q, k, v, key_bias) && !(cuda_attention_native(q, k, v) && !is16(key_bias)))
     return to_dtype(fused_attention(W(q), W(k), W(v), W(key_bias), a, lse), q.dtype());
   ADA_DISPATCH(fused_attention, (q, k, v, key_bias, a, lse), q, k, v, key_bias);
 }
 AttentionGrads fused_attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
                                         const Tensor& v, const Tensor& out, const Tensor& lse,
                                         const Tensor& key_bias, const AttentionArgs& a) {
-  if (any16(dout, q, k, v, out, key_bias)) {
+  if (any16(dout, q, k, v, out, key_bias) &&
+      !(cuda_attention_native(dout, q, k, v, out) && !is16(key_bias))) {
     AttentionGrads g =
         fused_attention_backward(W(dout), W(q), W(k), W(v), W(out), lse, W(key_bias), a);
     for (Tensor* d : {&g.dq, &g.dk, &g.dv}) *d = to_dtype(*d, dout.dtype());

@@ -14,6 +14,10 @@ namespace ada {
 enum class Precision { fp32, bf16, fp16 };
 
 const char* precision_name(Precision p);
+// The 16-bit type p multiplies in (and 16-bit activations are stored in); f32 for fp32.
+inline DType precision_dtype(Precision p) {
+  return p == Precision::bf16 ? DType::bf16 : p == Precision::fp16 ? DType::f16 : DType::f32;
+}
 
 // DeviceError, with the reason, when bf16 is asked for and the CPU cannot run it.
 void set_cpu_matmul_precision(Precision p);

@@ -207,7 +207,7 @@ if [[ "$what" == attention ]]; then
     done
   done | tee "$out/attention.log"
   # 16-bit activations (train.activations: 16bit): the composed step (every op with a 16-bit
-  # kernel: no copies) at s128 b64 and the fused one (attention on f32 copies) at s512 b16, time
+  # kernel: no copies) at s128 b64 and the fused one (no copies either) at s512 b16, time
   # and peak memory against the lines above.
   for m in "bert_large --batch 64 --seq 128 --attention composed" "bert_large --batch 16 --seq 512 --attention fused"; do
     echo "-- bench_step --model $m --precision bf16 --activations 16bit --device cuda --no-torch"

@@ -68,7 +68,7 @@ DType read_activations(const Config& t, Precision precision) {
       << t.where("activations") << ": 16bit stores activations in train.precision's 16-bit type, "
       << "but train.precision is fp32; set precision: bf16 (or fp16 on a GPU), or activations: "
          "fp32";
-  return precision == Precision::bf16 ? DType::bf16 : DType::f16;
+  return precision_dtype(precision);
 }
 
 // train.loss_scale: none, dynamic or a positive number (a static scale); absent: dynamic with

@@ -2,12 +2,15 @@
 // reference of the composition (tests/util/attention_ref.h, the bound of sum_bound.h): every head
 // size it takes, query and key counts across and inside its 64-row tiles (odd key counts take the
 // element-wise dropout path), the padding bias, dropout with the CPU's masks; the same bits on a
-// second run; head sizes it does not take refused by name.
+// second run; head sizes it does not take refused by name; 16-bit tensors on the tensor-core
+// kernels bit for bit the f32 path rounded.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "base/error.h"
 #include "core/ops.h"
@@ -130,6 +133,67 @@ TEST(CudaAttention, FusedAttentionRefusesHeadSizesItDoesNotTake) {
         << e.what();
     EXPECT_NE(std::string(e.what()).find("model.attention: composed"), std::string::npos)
         << e.what();
+  }
+}
+
+// Under 16-bit activations the tensor-core kernels read bf16 / fp16 q, k, v, dout and out as they
+// are and write out, dq, dk and dv in that type: bit for bit the f32 path on the same values
+// widened to f32 (which rounds them to the same 16 bits as it loads them, and reads the stored
+// out), its outputs rounded once; the log-normaliser is the same f32 either way. No f32 copies.
+TEST(CudaAttention, SixteenBitTensorsOnTensorCoresAreTheF32PathRounded) {
+  ADA_REQUIRE_GPU();
+  struct Restore {
+    ~Restore() { set_cuda_matmul_precision(Precision::fp32); }
+  } restore;
+  auto bits = [](const Tensor& t) {
+    const Tensor h = t.to(Device::cpu());
+    const auto* p = static_cast<const unsigned char*>(h.raw_data());
+    return std::vector<unsigned char>(p, p + h.nbytes());
+  };
+  for (Precision p : {Precision::bf16, Precision::fp16}) {
+    const DType act = p == Precision::bf16 ? DType::bf16 : DType::f16;
+    set_cuda_matmul_precision(p);
+    for (const Case& c : kCases) {
+      SCOPED_TRACE(std::string(precision_name(p)) + " b" + std::to_string(c.b) + " heads " +
+                   std::to_string(c.heads) + " q" + std::to_string(c.sq) + " k" +
+                   std::to_string(c.sk) + " d" + std::to_string(c.d));
+      const int64_t e = c.heads * c.d;
+      auto rand16 = [&](Shape s, uint64_t seed) {
+        return ops::to_dtype(rand_cpu(std::move(s), seed), act).to(gpu());
+      };
+      const Tensor q = rand16({c.b, c.sq, e}, 601), k = rand16({c.b, c.sk, e}, 602),
+                   v = rand16({c.b, c.sk, e}, 603), dout = rand16({c.b, c.sq, e}, 604);
+      Tensor bias;
+      if (c.bias) {
+        bias = Tensor::zeros({c.b, c.sk});
+        bias.data<float>()[c.sk - 1] = -10000.f;
+        bias = bias.to(gpu());
+      }
+      ops::AttentionArgs a;
+      a.heads = c.heads;
+      a.scale = 1.f / std::sqrt(static_cast<float>(c.d));
+      a.dropout = c.dropout;
+      a.seed = 11;
+      a.first = 4096 + 1;
+      auto wide = [](const Tensor& t) { return ops::to_dtype(t, DType::f32); };
+      const int64_t copies = ops::sixteen_bit_copies();
+      Tensor lse16, lse32;
+      const Tensor out = ops::fused_attention(q, k, v, bias, a, lse16);
+      const auto g = ops::fused_attention_backward(dout, q, k, v, out, lse16, bias, a);
+      EXPECT_EQ(ops::sixteen_bit_copies(), copies) << "an f32 copy of a 16-bit input";
+      ASSERT_EQ(out.dtype(), act);
+      const Tensor out32 = ops::fused_attention(wide(q), wide(k), wide(v), bias, a, lse32);
+      const auto g32 = ops::fused_attention_backward(wide(dout), wide(q), wide(k), wide(v),
+                                                     wide(out), lse32, bias, a);
+      EXPECT_EQ(bits(out), bits(ops::to_dtype(out32, act)));
+      EXPECT_EQ(bits(lse16), bits(lse32));
+      for (const auto& [name, got, want] :
+           {std::tuple{"dq", g.dq, g32.dq}, std::tuple{"dk", g.dk, g32.dk},
+            std::tuple{"dv", g.dv, g32.dv}}) {
+        ASSERT_EQ(got.dtype(), act) << name;
+        EXPECT_EQ(bits(got), bits(ops::to_dtype(want, act))) << name;
+      }
+    }
   }
 }
 

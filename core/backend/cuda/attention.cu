@@ -21,6 +21,7 @@
 
 #include "core/backend/cuda/attention.cuh"
 #include "core/backend/cuda/cuda_ops.h"
+#include "core/backend/cuda/kernel_util.cuh"
 #include "core/precision.h"
 
 namespace ada::cuda {
@@ -157,13 +158,16 @@ __global__ void __launch_bounds__(kBlockThreads)
 
 // D[bh*Sq + i] = dout . out over head bh's columns of row i (the softmax backward's row sum):
 // one warp per (b, i, h), the flat rows of a [B*Sq*heads, D] view.
-__global__ void attention_rowdot_kernel(const float* dout, const float* out, float* rowdot,
-                                        int64_t rows, int hd, int64_t sq, int64_t heads) {
+// dout and out f32 or both 16-bit (read as f32).
+template <class In>
+__global__ void attention_rowdot_kernel(const In* dout, const In* out, float* rowdot, int64_t rows,
+                                        int hd, int64_t sq, int64_t heads) {
   const int64_t row = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
   if (row >= rows) return;
   float s = 0.f;
-  for (int d = lane; d < hd; d += 32) s = fmaf(dout[row * hd + d], out[row * hd + d], s);
+  for (int d = lane; d < hd; d += 32)
+    s = fmaf(kernel::ld(dout, row * hd + d), kernel::ld(out, row * hd + d), s);
   for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
   const int64_t b = row / (sq * heads), i = (row / heads) % sq, h = row % heads;
   if (lane == 0) rowdot[(b * heads + h) * sq + i] = s;
@@ -325,16 +329,17 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
   const int64_t bh = q.size(0) * a.heads, hd = q.size(2) / a.heads;
   if (q.size(0) == 0 || q.size(1) == 0 || k.size(1) == 0) {
     lse = Tensor::zeros({bh, q.size(1)}, DType::f32, q.device());
-    return Tensor::zeros(q.shape(), DType::f32, q.device());
+    return Tensor::zeros(q.shape(), q.dtype(), q.device());
   }
-  Tensor out = Tensor::empty(q.shape(), DType::f32, q.device());  // every element written
+  Tensor out = Tensor::empty(q.shape(), q.dtype(), q.device());  // every element written
   lse = Tensor::empty({bh, q.size(1)}, DType::f32, q.device());
-  const Params prm = params(q, k, v, key_bias, a);
-  float *op = out.data<float>(), *lp = lse.data<float>();
+  float* lp = lse.data<float>();
   if (const Precision mp = cuda_matmul_precision(); mp != Precision::fp32) {
-    forward_tensor_cores(prm, bh, static_cast<int>(hd), mp == Precision::fp16, op, lp, dev);
+    forward_tensor_cores(q, k, v, key_bias, a, mp == Precision::fp16, out, lp, dev);
     return out;
   }
+  const Params prm = params(q, k, v, key_bias, a);
+  float* op = out.data<float>();
   switch (hd) {
     case 32:
       forward<32>(prm, bh, op, lp, dev);
@@ -353,29 +358,37 @@ ops::AttentionGrads fused_attention_backward(const Tensor& dout, const Tensor& q
                                              const Tensor& v, const Tensor& out, const Tensor& lse,
                                              const Tensor& key_bias, const ops::AttentionArgs& a) {
   const int dev = check("fused_attention_backward", q, k, v, key_bias, a);
-  require_f32("fused_attention_backward", {&dout, &out, &lse, &q});
+  require_f32("fused_attention_backward", {&dout, &out}, q.dtype());
+  require_f32("fused_attention_backward", {&lse});
+  ADA_CHECK_ARG(dout.dtype() == q.dtype() && out.dtype() == q.dtype(), DTypeError)
+      << "fused_attention_backward: dout and out must have q's dtype, got " << dout.str() << ", "
+      << out.str() << " and q " << q.str();
   backend::check_fused_attention_backward(dout, q, out, lse, a.heads);
   const int64_t bh = q.size(0) * a.heads, rows = bh * q.size(1), hd = q.size(2) / a.heads;
   const bool empty = rows == 0 || k.size(1) == 0;  // else every element is written
   auto make = [&](const Shape& s) {
-    return empty ? Tensor::zeros(s, DType::f32, q.device())
-                 : Tensor::empty(s, DType::f32, q.device());
+    return empty ? Tensor::zeros(s, dout.dtype(), q.device())
+                 : Tensor::empty(s, dout.dtype(), q.device());
   };
   ops::AttentionGrads g{make(q.shape()), make(k.shape()), make(v.shape())};
   if (empty) return g;
   Scratch rowdot(static_cast<size_t>(rows) * sizeof(float), dev);
-  attention_rowdot_kernel<<<static_cast<unsigned>((rows * 32 + 255) / 256), 256, 0, stream(dev)>>>(
-      dout.data<float>(), out.data<float>(), rowdot.as<float>(), rows, static_cast<int>(hd),
-      q.size(1), a.heads);
+  kernel::with_float_type(dout.dtype(), [&](auto t) {
+    using In = decltype(t);
+    attention_rowdot_kernel<In>
+        <<<static_cast<unsigned>((rows * 32 + 255) / 256), 256, 0, stream(dev)>>>(
+            kernel::data_as<In>(dout), kernel::data_as<In>(out), rowdot.as<float>(), rows,
+            static_cast<int>(hd), q.size(1), a.heads);
+  });
   ADA_CUDA_LAUNCH_CHECK();
-  const Params prm = params(q, k, v, key_bias, a);
-  const float *gp = dout.data<float>(), *lp = lse.data<float>(), *rp = rowdot.as<float>();
-  float *dq = g.dq.data<float>(), *dk = g.dk.data<float>(), *dv = g.dv.data<float>();
+  const float *lp = lse.data<float>(), *rp = rowdot.as<float>();
   if (const Precision mp = cuda_matmul_precision(); mp != Precision::fp32) {
-    backward_tensor_cores(prm, bh, static_cast<int>(hd), mp == Precision::fp16, gp, lp, rp, dq, dk,
-                          dv, dev);
+    backward_tensor_cores(q, k, v, key_bias, a, mp == Precision::fp16, dout, lp, rp, g, dev);
     return g;
   }
+  const Params prm = params(q, k, v, key_bias, a);
+  const float* gp = dout.data<float>();
+  float *dq = g.dq.data<float>(), *dk = g.dk.data<float>(), *dv = g.dv.data<float>();
   switch (hd) {
     case 32:
       backward<32>(prm, bh, gp, lp, rp, dq, dk, dv, dev);

@@ -9,6 +9,7 @@
 #include "core/backend/op_shapes.h"
 #include "core/ops.h"
 #include "core/philox.h"
+#include "core/precision.h"
 
 namespace ada::cuda::attention {
 
@@ -16,24 +17,31 @@ constexpr int kTile = 64;           // queries or keys per tile
 constexpr int kBlockThreads = 128;  // 4 warps x 16 rows
 
 // q, k, v (and out, dout and the gradients) are [B, S, e] with head h in columns [h*D, (h+1)*D)
-// of every row; head bh = b*heads + h (head_base).
-struct Params {
-  const float *q, *k, *v, *bias;
+// of every row; head bh = b*heads + h (head_base). In: their element type, float or (on the
+// tensor-core kernels, under 16-bit activations) the matrix precision's 16-bit type; the key
+// bias is f32.
+template <class In>
+struct ParamsOf {
+  const In *q, *k, *v;
+  const float* bias;
   int64_t sq, sk;
   int64_t heads, e;
   float scale, p, keep;  // dropout probability and 1/(1-p)
   uint64_t seed, first;
 };
+using Params = ParamsOf<float>;
 
 // Dropout multiplier of probability element e (dropout_forward's stream).
-__device__ __forceinline__ float keep1(const Params& prm, uint64_t e) {
+template <class P>
+__device__ __forceinline__ float keep1(const P& prm, uint64_t e) {
   const Uniform4 u = philox_uniform4_at(prm.seed, prm.first, e >> 2);
   const unsigned w = static_cast<unsigned>(e & 3);
   const float x = w == 0 ? u.u0 : w == 1 ? u.u1 : w == 2 ? u.u2 : u.u3;
   return x >= prm.p ? prm.keep : 0.f;
 }
 // Multipliers of elements e0 .. e0+3: one Philox block when e0 starts one.
-__device__ __forceinline__ void keep4(const Params& prm, uint64_t e0, float m[4]) {
+template <class P>
+__device__ __forceinline__ void keep4(const P& prm, uint64_t e0, float m[4]) {
   if ((e0 & 3) == 0) {
     const Uniform4 u = philox_uniform4_at(prm.seed, prm.first, e0 >> 2);
     m[0] = u.u0 >= prm.p ? prm.keep : 0.f;
@@ -65,12 +73,14 @@ __device__ __forceinline__ BlockTile block_tile(int64_t n) {
   return {blockIdx.x / tiles, (blockIdx.x % tiles) * kTile};
 }
 // Head bh's example's key bias row, or nullptr.
-__device__ __forceinline__ const float* bias_row(const Params& p, int64_t bh) {
+template <class P>
+__device__ __forceinline__ const float* bias_row(const P& p, int64_t bh) {
   return p.bias ? p.bias + (bh / p.heads) * p.sk : nullptr;
 }
 
 // Offset of row 0 of head bh in a [B, s, e] tensor.
-__device__ __forceinline__ int64_t head_base(const Params& p, int64_t bh, int64_t s, int hd) {
+template <class P>
+__device__ __forceinline__ int64_t head_base(const P& p, int64_t bh, int64_t s, int hd) {
   return (bh / p.heads) * s * p.e + (bh % p.heads) * hd;
 }
 
@@ -92,11 +102,12 @@ __device__ inline void load_rows(const float* src, int64_t n, int64_t r0, float*
   if (threadIdx.x < kTile) dst[threadIdx.x] = r0 + threadIdx.x < n ? src[r0 + threadIdx.x] : 0.f;
 }
 
-inline Params params(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_bias,
-                     const ops::AttentionArgs& a) {
-  return {q.data<float>(),
-          k.data<float>(),
-          v.data<float>(),
+template <class In = float>
+ParamsOf<In> params(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_bias,
+                    const ops::AttentionArgs& a) {
+  return {static_cast<const In*>(q.raw_data()),
+          static_cast<const In*>(k.raw_data()),
+          static_cast<const In*>(v.raw_data()),
           key_bias.defined() ? key_bias.data<float>() : nullptr,
           q.size(1),
           k.size(1),
@@ -109,10 +120,15 @@ inline Params params(const Tensor& q, const Tensor& k, const Tensor& v, const Te
           a.first};
 }
 
+// q, k and v f32, or all three in the 16-bit type of the tensor cores' precision (the only
+// kernels that read 16-bit activations); the key bias f32.
 inline int check(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
                  const Tensor& key_bias, const ops::AttentionArgs& a) {
-  const int dev =
-      key_bias.defined() ? require_f32(op, {&q, &k, &v, &key_bias}) : require_f32(op, {&q, &k, &v});
+  const int dev = require_f32(op, {&q, &k, &v}, precision_dtype(cuda_matmul_precision()));
+  ADA_CHECK_ARG(k.dtype() == q.dtype() && v.dtype() == q.dtype(), DTypeError)
+      << op << ": q, k and v must have one dtype, got " << q.str() << ", " << k.str() << ", "
+      << v.str();
+  if (key_bias.defined()) require_f32(op, {&q, &key_bias});
   backend::check_fused_attention(q, k, v, key_bias, a.heads, a.dropout);
   const int64_t d = q.size(2) / a.heads;
   ADA_CHECK_ARG(d == 32 || d == 64 || d == 128, ShapeError)
@@ -137,10 +153,15 @@ void launch(Kernel kernel, size_t smem, int64_t blocks, int dev, Args... args) {
 // probabilities and their gradients rounded to bf16 (or fp16) as the composition's bf16 matrix
 // products round their operands (train.precision bf16 | fp16); softmax, dropout and every
 // accumulation in fp32.
-void forward_tensor_cores(const Params& prm, int64_t bh, int hd, bool fp16, float* out, float* lse,
-                          int dev);
-void backward_tensor_cores(const Params& prm, int64_t bh, int hd, bool fp16, const float* dout,
-                           const float* lse, const float* rowdot, float* dq, float* dk, float* dv,
-                           int dev);
+// q, k, v, out, dout and the gradients are f32 (rounded as they are loaded), or, with
+// 16-bit activations, `out` and the rest 16-bit tensors of the products' type, read as they are
+// and written rounded once from the fp32 accumulators: the same values as the f32 path on the
+// widened inputs, rounded (ops.cc then makes no f32 copies).
+void forward_tensor_cores(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_bias,
+                          const ops::AttentionArgs& a, bool fp16, Tensor& out, float* lse, int dev);
+void backward_tensor_cores(const Tensor& q, const Tensor& k, const Tensor& v,
+                           const Tensor& key_bias, const ops::AttentionArgs& a, bool fp16,
+                           const Tensor& dout, const float* lse, const float* rowdot,
+                           ops::AttentionGrads& g, int dev);
 
 }  // namespace ada::cuda::attention

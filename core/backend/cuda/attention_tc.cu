@@ -14,8 +14,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/backend/cuda/attention.cuh"
+#include "core/backend/cuda/kernel_util.cuh"
 
 namespace ada::cuda::attention {
 namespace {
@@ -57,13 +59,16 @@ struct Carve {
   }
 };
 
-// Rows [r0, r0 + 64) of an fp32 [n, HD] matrix whose rows lie `stride` floats apart into a
-// 16-bit tile, zeros past n.
-template <int HD, class T>
-__device__ void load_tile16(const float* src, int64_t stride, int64_t n, int64_t r0, T* dst) {
+// Rows [r0, r0 + 64) of an [n, HD] matrix whose rows lie `stride` elements apart into a 16-bit
+// tile, zeros past n: fp32 rows rounded, rows of the tile's own type copied as they are.
+template <int HD, class T, class In>
+__device__ void load_tile16(const In* src, int64_t stride, int64_t n, int64_t r0, T* dst) {
   for (int idx = threadIdx.x; idx < kTile * HD; idx += blockDim.x) {
     const int r = idx / HD, c = idx % HD;
-    dst[r * ld16<HD>() + c] = to16<T>(r0 + r < n ? src[(r0 + r) * stride + c] : 0.f);
+    if constexpr (std::is_same_v<In, T>)
+      dst[r * ld16<HD>() + c] = r0 + r < n ? src[(r0 + r) * stride + c] : to16<T>(0.f);
+    else
+      dst[r * ld16<HD>() + c] = to16<T>(r0 + r < n ? src[(r0 + r) * stride + c] : 0.f);
   }
 }
 
@@ -125,9 +130,9 @@ constexpr size_t dkdv_smem() {
 }
 
 // Grid: one block per (head, tile of 64 queries).
-template <int HD, class T>
+template <int HD, class T, class In>
 __global__ void __launch_bounds__(kBlockThreads)
-    forward_tc_kernel(Params prm, float* out, float* lse) {
+    forward_tc_kernel(ParamsOf<In> prm, In* out, float* lse) {
   constexpr int l16 = ld16<HD>(), l32 = ld32<HD>();
   extern __shared__ __align__(128) unsigned char raw[];
   Carve c{raw};
@@ -194,16 +199,16 @@ __global__ void __launch_bounds__(kBlockThreads)
   if (i < prm.sq) {
     const float inv = 1.f / row_sum[row];
     const float* orow = os + row * l32 + half * (HD / 2);
-    float* dst = out + qb + i * prm.e + half * (HD / 2);
-    for (int d = 0; d < HD / 2; ++d) dst[d] = orow[d] * inv;
+    In* dst = out + qb + i * prm.e + half * (HD / 2);
+    for (int d = 0; d < HD / 2; ++d) kernel::st(dst, d, orow[d] * inv);
     if (half == 0) lse[h * prm.sq + i] = row_max[row] + logf(row_sum[row]);
   }
 }
 
 // dq: one block per (head, tile of 64 queries), walking the key tiles.
-template <int HD, class T>
+template <int HD, class T, class In>
 __global__ void __launch_bounds__(kBlockThreads)
-    dq_tc_kernel(Params prm, const float* dout, const float* lse, const float* rowdot, float* dq) {
+    dq_tc_kernel(ParamsOf<In> prm, const In* dout, const float* lse, const float* rowdot, In* dq) {
   constexpr int l16 = ld16<HD>(), l32 = ld32<HD>();
   extern __shared__ __align__(128) unsigned char raw[];
   Carve c{raw};
@@ -256,18 +261,18 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int64_t i = i0 + row;
   if (i < prm.sq) {
     const float* arow = acc + row * l32 + half * (HD / 2);
-    float* dst = dq + qb + i * prm.e + half * (HD / 2);
-    for (int d = 0; d < HD / 2; ++d) dst[d] = arow[d] * prm.scale;
+    In* dst = dq + qb + i * prm.e + half * (HD / 2);
+    for (int d = 0; d < HD / 2; ++d) kernel::st(dst, d, arow[d] * prm.scale);
   }
 }
 
 // dk and dv: one block per (head, tile of 64 keys), walking the query tiles. Warp w owns keys
 // 16w..16w+15; in the element-wise step lane l takes queries l and l + 32 against those 16 keys
 // (consecutive keys: one dropout block per four).
-template <int HD, class T>
+template <int HD, class T, class In>
 __global__ void __launch_bounds__(kBlockThreads)
-    dkdv_tc_kernel(Params prm, const float* dout, const float* lse, const float* rowdot, float* dk,
-                   float* dv) {
+    dkdv_tc_kernel(ParamsOf<In> prm, const In* dout, const float* lse, const float* rowdot, In* dk,
+                   In* dv) {
   constexpr int l16 = ld16<HD>(), l32 = ld32<HD>();
   extern __shared__ __align__(128) unsigned char raw[];
   Carve c{raw};
@@ -326,58 +331,79 @@ __global__ void __launch_bounds__(kBlockThreads)
   if (j < prm.sk) {
     const float *krow = acc_k + r * l32 + half * (HD / 2),
                 *vrow = acc_v + r * l32 + half * (HD / 2);
-    float* dkr = dk + kbase + j * prm.e + half * (HD / 2);
-    float* dvr = dv + kbase + j * prm.e + half * (HD / 2);
+    In* dkr = dk + kbase + j * prm.e + half * (HD / 2);
+    In* dvr = dv + kbase + j * prm.e + half * (HD / 2);
     for (int d = 0; d < HD / 2; ++d) {
-      dkr[d] = krow[d] * prm.scale;
-      dvr[d] = vrow[d];
+      kernel::st(dkr, d, krow[d] * prm.scale);
+      kernel::st(dvr, d, vrow[d]);
     }
   }
 }
 
-template <int HD, class T>
-void forward_as(const Params& prm, int64_t bh, float* out, float* lse, int dev) {
-  launch(forward_tc_kernel<HD, T>, forward_smem<HD, T>(), bh * ((prm.sq + kTile - 1) / kTile), dev,
-         prm, out, lse);
+template <int HD, class T, class In>
+void forward_as(const ParamsOf<In>& prm, int64_t bh, In* out, float* lse, int dev) {
+  launch(forward_tc_kernel<HD, T, In>, forward_smem<HD, T>(), bh * ((prm.sq + kTile - 1) / kTile),
+         dev, prm, out, lse);
 }
 
-template <int HD, class T>
-void backward_as(const Params& prm, int64_t bh, const float* dout, const float* lse,
-                 const float* rowdot, float* dq, float* dk, float* dv, int dev) {
-  launch(dq_tc_kernel<HD, T>, dq_smem<HD, T>(), bh * ((prm.sq + kTile - 1) / kTile), dev, prm, dout,
-         lse, rowdot, dq);
-  launch(dkdv_tc_kernel<HD, T>, dkdv_smem<HD, T>(), bh * ((prm.sk + kTile - 1) / kTile), dev, prm,
-         dout, lse, rowdot, dk, dv);
+template <int HD, class T, class In>
+void backward_as(const ParamsOf<In>& prm, int64_t bh, const In* dout, const float* lse,
+                 const float* rowdot, In* dq, In* dk, In* dv, int dev) {
+  launch(dq_tc_kernel<HD, T, In>, dq_smem<HD, T>(), bh * ((prm.sq + kTile - 1) / kTile), dev, prm,
+         dout, lse, rowdot, dq);
+  launch(dkdv_tc_kernel<HD, T, In>, dkdv_smem<HD, T>(), bh * ((prm.sk + kTile - 1) / kTile), dev,
+         prm, dout, lse, rowdot, dk, dv);
 }
 
-template <class T>
-void forward_typed(const Params& prm, int64_t bh, int hd, float* out, float* lse, int dev) {
-  if (hd == 32) return forward_as<32, T>(prm, bh, out, lse, dev);
-  if (hd == 64) return forward_as<64, T>(prm, bh, out, lse, dev);
-  forward_as<128, T>(prm, bh, out, lse, dev);
-}
-
-template <class T>
-void backward_typed(const Params& prm, int64_t bh, int hd, const float* dout, const float* lse,
-                    const float* rowdot, float* dq, float* dk, float* dv, int dev) {
-  if (hd == 32) return backward_as<32, T>(prm, bh, dout, lse, rowdot, dq, dk, dv, dev);
-  if (hd == 64) return backward_as<64, T>(prm, bh, dout, lse, rowdot, dq, dk, dv, dev);
-  backward_as<128, T>(prm, bh, dout, lse, rowdot, dq, dk, dv, dev);
+// Calls f(T{}, In{}): T the products' 16-bit type, In the tensors' element type (f32 or T).
+template <class F>
+void with_types(bool fp16, DType tensors, F&& f) {
+  auto with_in = [&](auto t) {
+    using T = decltype(t);
+    if (tensors == DType::f32)
+      f(t, float{});
+    else
+      f(t, T{});
+  };
+  if (fp16)
+    with_in(__half{});
+  else
+    with_in(__nv_bfloat16{});
 }
 
 }  // namespace
 
-void forward_tensor_cores(const Params& prm, int64_t bh, int hd, bool fp16, float* out, float* lse,
+void forward_tensor_cores(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_bias,
+                          const ops::AttentionArgs& a, bool fp16, Tensor& out, float* lse,
                           int dev) {
-  if (fp16) return forward_typed<__half>(prm, bh, hd, out, lse, dev);
-  forward_typed<__nv_bfloat16>(prm, bh, hd, out, lse, dev);
+  const int64_t bh = q.size(0) * a.heads, hd = q.size(2) / a.heads;
+  with_types(fp16, q.dtype(), [&](auto t, auto in) {
+    using T = decltype(t);
+    using In = decltype(in);
+    const ParamsOf<In> prm = params<In>(q, k, v, key_bias, a);
+    In* op = kernel::data_as<In>(out);
+    if (hd == 32) return forward_as<32, T>(prm, bh, op, lse, dev);
+    if (hd == 64) return forward_as<64, T>(prm, bh, op, lse, dev);
+    forward_as<128, T>(prm, bh, op, lse, dev);
+  });
 }
 
-void backward_tensor_cores(const Params& prm, int64_t bh, int hd, bool fp16, const float* dout,
-                           const float* lse, const float* rowdot, float* dq, float* dk, float* dv,
-                           int dev) {
-  if (fp16) return backward_typed<__half>(prm, bh, hd, dout, lse, rowdot, dq, dk, dv, dev);
-  backward_typed<__nv_bfloat16>(prm, bh, hd, dout, lse, rowdot, dq, dk, dv, dev);
+void backward_tensor_cores(const Tensor& q, const Tensor& k, const Tensor& v,
+                           const Tensor& key_bias, const ops::AttentionArgs& a, bool fp16,
+                           const Tensor& dout, const float* lse, const float* rowdot,
+                           ops::AttentionGrads& g, int dev) {
+  const int64_t bh = q.size(0) * a.heads, hd = q.size(2) / a.heads;
+  with_types(fp16, q.dtype(), [&](auto t, auto in) {
+    using T = decltype(t);
+    using In = decltype(in);
+    const ParamsOf<In> prm = params<In>(q, k, v, key_bias, a);
+    const In* gp = kernel::data_as<In>(dout);
+    In *dq = kernel::data_as<In>(g.dq), *dk = kernel::data_as<In>(g.dk),
+       *dv = kernel::data_as<In>(g.dv);
+    if (hd == 32) return backward_as<32, T>(prm, bh, gp, lse, rowdot, dq, dk, dv, dev);
+    if (hd == 64) return backward_as<64, T>(prm, bh, gp, lse, rowdot, dq, dk, dv, dev);
+    backward_as<128, T>(prm, bh, gp, lse, rowdot, dq, dk, dv, dev);
+  });
 }
 
 }  // namespace ada::cuda::attention

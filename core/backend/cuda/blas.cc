@@ -46,8 +46,7 @@ void scale_c(int dev, float* c, int64_t count, float beta) {
 
 // The 16-bit type the current precision multiplies in (f32 when it is fp32).
 DType narrow_type() {
-  const Precision p = cuda_matmul_precision();
-  return p == Precision::bf16 ? DType::bf16 : p == Precision::fp16 ? DType::f16 : DType::f32;
+  return precision_dtype(cuda_matmul_precision());
 }
 
 // a and b f32, or already of the 16-bit type the current precision multiplies in
@@ -95,7 +94,7 @@ void gemm_strided(const char* op, int dev, const Tensor& at, const Tensor& bt, v
     // operands does not promise that rounding (on an H200 it gave neither the rounded nor the
     // fp32 product), so the operands are cast here, as autocast does.
     // An operand that ops::matmul_operand already rounded is used as it is.
-    const DType narrow = precision == Precision::bf16 ? DType::bf16 : DType::f16;
+    const DType narrow = precision_dtype(precision);
     const cudaDataType_t type = precision == Precision::bf16 ? CUDA_R_16BF : CUDA_R_16F;
     const bool round_a = at.dtype() == DType::f32, round_b = bt.dtype() == DType::f32;
     Scratch a16(round_a ? static_cast<size_t>(batch * sa) * 2 : 0, dev),
