@@ -81,6 +81,13 @@ template <class... Ts>
 bool cuda_native(const Tensor& first, const Ts&... rest) {
   return any_cuda(first, rest...) && ((rest.dtype() == first.dtype()) && ...);
 }
+// Whether the CUDA kernels that multiply in train.precision's 16-bit type — fused attention's
+// tensor cores, cuDNN's forward and backward-data convolutions — take these tensors as they are:
+// on a GPU, all of that 16-bit type.
+template <class... Ts>
+bool cuda_products16(const Tensor& first, const Ts&... rest) {
+  return cuda_native(first, rest...) && first.dtype() == precision_dtype(cuda_matmul_precision());
+}
 std::atomic<int64_t> g_copies{0};
 Tensor W(const Tensor& t) {
   if (!is16(t)) return t;
@@ -286,12 +293,14 @@ Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p)
   return {g.n, g.k, g.p, g.q};
 }
 Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& p, DType out) {
-  if (any16(x, w) || out != DType::f32) return to_dtype(conv2d_forward(W(x), W(w), p), out);
+  if ((any16(x, w) || out != DType::f32) && !(cuda_products16(x) && out == x.dtype() && !is16(w)))
+    return to_dtype(conv2d_forward(W(x), W(w), p), out);
   ADA_DISPATCH(conv2d_forward, (x, w, p), x, w);
 }
 Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape,
                             const Conv2dParams& p) {
-  if (any16(dy, w)) return to_dtype(conv2d_backward_data(W(dy), W(w), x_shape, p), dy.dtype());
+  if (any16(dy, w) && !(cuda_products16(dy) && !is16(w)))
+    return to_dtype(conv2d_backward_data(W(dy), W(w), x_shape, p), dy.dtype());
   ADA_DISPATCH(conv2d_backward_data, (dy, w, x_shape, p), dy, w);
 }
 Tensor conv2d_backward_filter(const Tensor& dy, const Tensor& x, const Shape& w_shape,
@@ -436,15 +445,9 @@ Tensor matmul_operand(const Tensor& x) {
 #endif
   return x;  // the CPU backend rounds while packing
 }
-// Whether CUDA's fused attention takes these 16-bit tensors as they are: its tensor-core kernels
-// read and write the products' own 16-bit type (train.precision's), with an f32 key bias.
-template <class... Ts>
-bool cuda_attention_native(const Tensor& first, const Ts&... rest) {
-  return cuda_native(first, rest...) && first.dtype() == precision_dtype(cuda_matmul_precision());
-}
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_bias,
                        const AttentionArgs& a, Tensor& lse) {
-  if (any16(q, k, v, key_bias) && !(cuda_attention_native(q, k, v) && !is16(key_bias)))
+  if (any16(q, k, v, key_bias) && !(cuda_products16(q, k, v) && !is16(key_bias)))
     return to_dtype(fused_attention(W(q), W(k), W(v), W(key_bias), a, lse), q.dtype());
   ADA_DISPATCH(fused_attention, (q, k, v, key_bias, a, lse), q, k, v, key_bias);
 }
@@ -452,7 +455,7 @@ AttentionGrads fused_attention_backward(const Tensor& dout, const Tensor& q, con
                                         const Tensor& v, const Tensor& out, const Tensor& lse,
                                         const Tensor& key_bias, const AttentionArgs& a) {
   if (any16(dout, q, k, v, out, key_bias) &&
-      !(cuda_attention_native(dout, q, k, v, out) && !is16(key_bias))) {
+      !(cuda_products16(dout, q, k, v, out) && !is16(key_bias))) {
     AttentionGrads g =
         fused_attention_backward(W(dout), W(q), W(k), W(v), W(out), lse, W(key_bias), a);
     for (Tensor* d : {&g.dq, &g.dk, &g.dv}) *d = to_dtype(*d, dout.dtype());

@@ -738,6 +738,48 @@ TEST(CudaOps, Fp16ConvolutionsStayWithinFp16Rounding) {
   EXPECT_TRUE(near("fp16 conv backward filter", gdw, dw, 1e-2, 0.15));
 }
 
+// 16-bit activations: the forward and backward-data convolutions take bf16 / fp16 tensors of the
+// matching train.precision as they are (no f32 copies) and give that type, cuDNN multiplying
+// them with the weights rounded to it. Against the CPU's fp32 convolution of the same operands
+// (the 16-bit values widened, the weights rounded the same way): one rounding of the 16-bit type
+// (its ulp relative to the value) plus the fp32 tolerances of sums of 72 or 144 products of
+// N(0,1) values (mm_atol). The filter gradient stays f32 (on f32 copies).
+TEST(CudaOps, SixteenBitConvolutionsRunInTheirOwnType) {
+  ADA_REQUIRE_GPU();
+  struct Restore {
+    ~Restore() { set_cuda_matmul_precision(Precision::fp32); }
+  } restore;
+  const Tensor x = rand_cpu({4, 8, 13, 13}, 193), w = rand_cpu({16, 8, 3, 3}, 194);
+  ops::Conv2dParams prm;
+  prm.pad_h = prm.pad_w = 1;
+  const Tensor dy = rand_cpu({4, 16, 13, 13}, 195);
+  for (Precision p : {Precision::bf16, Precision::fp16}) {
+    SCOPED_TRACE(precision_name(p));
+    const DType act = precision_dtype(p);
+    const double ulp = p == Precision::bf16 ? 0x1p-7 : 0x1p-10;
+    auto round = [&](const Tensor& t) { return ops::to_dtype(ops::to_dtype(t, act), DType::f32); };
+    const Tensor want_y = ops::conv2d_forward(round(x), round(w), prm);
+    const Tensor want_dx = ops::conv2d_backward_data(round(dy), round(w), x.shape(), prm);
+    const Tensor want_dw = ops::conv2d_backward_filter(round(dy), round(x), w.shape(), prm);
+    set_cuda_matmul_precision(p);
+    const Tensor gx = on_gpu(ops::to_dtype(x, act)), gdy = on_gpu(ops::to_dtype(dy, act));
+    const int64_t copies = ops::sixteen_bit_copies();
+    const Tensor y = ops::conv2d_forward(gx, on_gpu(w), prm, act);
+    const Tensor dx = ops::conv2d_backward_data(gdy, on_gpu(w), x.shape(), prm);
+    EXPECT_EQ(ops::sixteen_bit_copies(), copies) << "an f32 copy of a 16-bit input";
+    const Tensor dw = ops::conv2d_backward_filter(gdy, gx, w.shape(), prm);
+    set_cuda_matmul_precision(Precision::fp32);
+    ASSERT_EQ(y.dtype(), act);
+    ASSERT_EQ(dx.dtype(), act);
+    ASSERT_EQ(dw.dtype(), DType::f32);
+    EXPECT_TRUE(close_to_cpu(ops::to_dtype(y, DType::f32), want_y, ulp + kMmRtol, mm_atol(72)));
+    EXPECT_TRUE(close_to_cpu(ops::to_dtype(dx, DType::f32), want_dx, ulp + kMmRtol, mm_atol(144)));
+    // The filter gradient: the f32 pass on the widened 16-bit values (TF32 under bf16, whose
+    // 10-bit mantissa holds them exactly; fp16 conversion under fp16, exact too): 676 products.
+    EXPECT_TRUE(close_to_cpu(dw, want_dw, kMmRtol, mm_atol(676)));
+  }
+}
+
 TEST(CudaOps, GemmBatchedAndBmmAllTransposes) {
   ADA_REQUIRE_GPU();
   const std::vector<MKN> dims = {{7, 9, 11},   {17, 33, 5}, {1, 1, 1},

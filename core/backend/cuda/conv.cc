@@ -1,5 +1,8 @@
 // CUDA conv2d forward, backward-data and backward-filter of core/ops.h (NCHW, weights
-// [Cout, Cin, kh, kw]) on cuDNN's legacy convolution API, float data and float compute.
+// [Cout, Cin, kh, kw]) on cuDNN's legacy convolution API, float data and float compute; under
+// 16-bit activations the forward and backward-data passes take and give tensors of
+// train.precision's 16-bit type with the weights rounded to it (cuDNN's bf16 / fp16 data with
+// float compute on tensor cores), while the filter gradient stays an f32 pass on f32 tensors.
 // Argument checks and messages are those of core/backend/cpu/conv.cc. Each (device, direction,
 // shapes, parameters, math mode) gets a plan once: descriptors plus the algorithm chosen by
 // cuDNN's heuristics (see choose_*), cached for the life of the process.
@@ -73,6 +76,13 @@ struct Plan {
 // products: cuDNN has no bf16 mode for fp32 tensors); or, for fp16 matrix products, tensor cores
 // with the fp32 inputs rounded to fp16 (CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION).
 enum class ConvMath { fma, tf32, fp16 };
+
+// cuDNN's type for a conv's tensors: float, or the 16-bit type of 16-bit activations.
+cudnnDataType_t data_type(DType t) {
+  return t == DType::bf16  ? CUDNN_DATA_BFLOAT16
+         : t == DType::f16 ? CUDNN_DATA_HALF
+                           : CUDNN_DATA_FLOAT;
+}
 
 ConvMath current_math() {
   if (cuda_matmul_precision() == Precision::fp16) return ConvMath::fp16;
@@ -157,7 +167,8 @@ void choose_backward_filter(cudnnHandle_t h, Plan& pl, ConvMath allowed, cudnnMa
   pl.algo = static_cast<int>(algo);
 }
 
-std::unique_ptr<Plan> make_plan(int dev, Dir dir, const ConvGeom& g, ConvMath allowed) {
+std::unique_ptr<Plan> make_plan(int dev, Dir dir, const ConvGeom& g, ConvMath allowed,
+                                cudnnDataType_t data) {
   auto pl = std::make_unique<Plan>();
   ADA_CUDNN_CHECK(cudnnCreateTensorDescriptor(&pl->x));
   ADA_CUDNN_CHECK(cudnnCreateTensorDescriptor(&pl->y));
@@ -165,10 +176,10 @@ std::unique_ptr<Plan> make_plan(int dev, Dir dir, const ConvGeom& g, ConvMath al
   ADA_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&pl->conv));
   // require_int_sizes has bounded every dimension by INT_MAX.
   auto i = [](int64_t v) { return static_cast<int>(v); };
-  ADA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(pl->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(g.n),
-                                             i(g.c), i(g.h), i(g.w)));
-  ADA_CUDNN_CHECK(cudnnSetFilter4dDescriptor(pl->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, i(g.k),
-                                             i(g.c), i(g.r), i(g.s)));
+  ADA_CUDNN_CHECK(
+      cudnnSetTensor4dDescriptor(pl->x, CUDNN_TENSOR_NCHW, data, i(g.n), i(g.c), i(g.h), i(g.w)));
+  ADA_CUDNN_CHECK(
+      cudnnSetFilter4dDescriptor(pl->w, data, CUDNN_TENSOR_NCHW, i(g.k), i(g.c), i(g.r), i(g.s)));
   const Conv2dParams& p = g.prm;
   ADA_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(pl->conv, p.pad_h, p.pad_w, p.stride_h,
                                                   p.stride_w, p.dil_h, p.dil_w,
@@ -183,8 +194,8 @@ std::unique_ptr<Plan> make_plan(int dev, Dir dir, const ConvGeom& g, ConvMath al
   ADA_CHECK(on == g.n && oc == g.k && oh == g.p && ow == g.q)
       << "cuDNN's conv output [" << on << "," << oc << "," << oh << "," << ow << "] differs from ["
       << g.n << "," << g.k << "," << g.p << "," << g.q << "]";
-  ADA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(pl->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(g.n),
-                                             i(g.k), i(g.p), i(g.q)));
+  ADA_CUDNN_CHECK(
+      cudnnSetTensor4dDescriptor(pl->y, CUDNN_TENSOR_NCHW, data, i(g.n), i(g.k), i(g.p), i(g.q)));
   cudnnHandle_t h = cudnn(dev);
   switch (dir) {
     case Dir::forward:
@@ -200,71 +211,98 @@ std::unique_ptr<Plan> make_plan(int dev, Dir dir, const ConvGeom& g, ConvMath al
   return pl;
 }
 
-// The cached plan for this convolution under the current math mode (current_math()). Plans are
+// The cached plan for this convolution on tensors of dtype t under the current math mode
+// (current_math(); 16-bit tensors: tensor cores, as their products are 16-bit already). Plans are
 // never evicted or destroyed (the cache outlives static destruction on purpose), so the
 // reference stays valid.
-const Plan& get_plan(int dev, Dir dir, const ConvGeom& g) {
-  using Key = std::array<int64_t, 16>;
+const Plan& get_plan(int dev, Dir dir, const ConvGeom& g, DType t = DType::f32) {
+  using Key = std::array<int64_t, 17>;
   static std::mutex* mu = new std::mutex;
   static auto* cache = new std::map<Key, std::unique_ptr<Plan>>;
-  const ConvMath math = current_math();
+  const ConvMath math = t == DType::f32 ? current_math() : ConvMath::tf32;
   const Conv2dParams& p = g.prm;
-  const Key key{dev,        static_cast<int64_t>(dir),
-                g.n,        g.c,
-                g.h,        g.w,
-                g.k,        g.r,
-                g.s,        p.stride_h,
-                p.stride_w, p.pad_h,
-                p.pad_w,    p.dil_h,
-                p.dil_w,    static_cast<int64_t>(math)};
+  const Key key{dev,
+                static_cast<int64_t>(dir),
+                g.n,
+                g.c,
+                g.h,
+                g.w,
+                g.k,
+                g.r,
+                g.s,
+                p.stride_h,
+                p.stride_w,
+                p.pad_h,
+                p.pad_w,
+                p.dil_h,
+                p.dil_w,
+                static_cast<int64_t>(math),
+                static_cast<int64_t>(t)};
   std::lock_guard<std::mutex> lock(*mu);
   auto it = cache->find(key);
   if (it != cache->end()) return *it->second;
-  std::unique_ptr<Plan> plan = make_plan(dev, dir, g, math);
+  std::unique_ptr<Plan> plan = make_plan(dev, dir, g, math, data_type(t));
   const Plan& ref = *plan;
   cache->emplace(key, std::move(plan));
   return ref;
 }
 
+// The weights as a conv on `act` tensors reads them: w itself (f32), or rounded to act's 16-bit
+// type in `scratch`.
+const void* weights_as(const Tensor& w, DType act, Scratch& scratch, int dev) {
+  if (act == DType::f32) return w.raw_data();
+  round_f32(w.data<float>(), scratch.get(), w.numel(), act, dev);
+  return scratch.get();
+}
+
+// x (or dy) f32, or of train.precision's 16-bit type (16-bit activations); w f32.
+int require_conv_operands(const char* op, const Tensor& x, const Tensor& w) {
+  const int dev = require_f32(op, {&x, &w}, precision_dtype(cuda_matmul_precision()));
+  ADA_CHECK_ARG(w.dtype() == DType::f32, DTypeError)
+      << op << ": the weights " << w.str() << " must be f32";
+  return dev;
+}
+
 }  // namespace
 
 Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& prm) {
-  const int dev = require_f32("conv2d_forward", {&x, &w});
+  const int dev = require_conv_operands("conv2d_forward", x, w);
   ConvGeom g = make_geom("conv2d_forward", x.shape(), w.shape(), prm);
-  Tensor y = Tensor::empty({g.n, g.k, g.p, g.q}, DType::f32, x.device());
+  Tensor y = Tensor::empty({g.n, g.k, g.p, g.q}, x.dtype(), x.device());
   if (y.numel() == 0) return y;
   if (degenerate(g)) {  // no input channels, an empty kernel or image: every output is 0
     zero(y.raw_data(), y.nbytes(), dev);
     return y;
   }
   require_int_sizes("conv2d_forward", g);
-  const Plan& pl = get_plan(dev, Dir::forward, g);
-  Scratch ws(pl.workspace, dev);
+  const Plan& pl = get_plan(dev, Dir::forward, g, x.dtype());
+  Scratch ws(pl.workspace, dev), w16(x.dtype() == DType::f32 ? 0 : w.numel() * 2, dev);
+  const void* wp = weights_as(w, x.dtype(), w16, dev);
   const float one = 1.f, zero_f = 0.f;  // beta = 0: y is not read
-  ADA_CUDNN_CHECK(cudnnConvolutionForward(cudnn(dev), &one, pl.x, x.data<float>(), pl.w,
-                                          w.data<float>(), pl.conv,
+  ADA_CUDNN_CHECK(cudnnConvolutionForward(cudnn(dev), &one, pl.x, x.raw_data(), pl.w, wp, pl.conv,
                                           static_cast<cudnnConvolutionFwdAlgo_t>(pl.algo), ws.get(),
-                                          pl.workspace, &zero_f, pl.y, y.data<float>()));
+                                          pl.workspace, &zero_f, pl.y, y.raw_data()));
   return y;
 }
 
 Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape,
                             const Conv2dParams& prm) {
-  const int dev = require_f32("conv2d_backward_data", {&dy, &w});
+  const int dev = require_conv_operands("conv2d_backward_data", dy, w);
   ConvGeom g = make_geom("conv2d_backward_data", x_shape, w.shape(), prm);
   ADA_CHECK_ARG(dy.shape() == Shape({g.n, g.k, g.p, g.q}), ShapeError)
       << "conv2d_backward_data: gradient " << dy.str() << " should be "
       << shape_str({g.n, g.k, g.p, g.q});
-  if (degenerate(g)) return Tensor::zeros(x_shape, DType::f32, dy.device());
+  if (degenerate(g)) return Tensor::zeros(x_shape, dy.dtype(), dy.device());
   require_int_sizes("conv2d_backward_data", g);
-  Tensor dx = Tensor::empty(x_shape, DType::f32, dy.device());
-  const Plan& pl = get_plan(dev, Dir::backward_data, g);
-  Scratch ws(pl.workspace, dev);
+  Tensor dx = Tensor::empty(x_shape, dy.dtype(), dy.device());
+  const Plan& pl = get_plan(dev, Dir::backward_data, g, dy.dtype());
+  Scratch ws(pl.workspace, dev), w16(dy.dtype() == DType::f32 ? 0 : w.numel() * 2, dev);
+  const void* wp = weights_as(w, dy.dtype(), w16, dev);
   const float one = 1.f, zero_f = 0.f;  // beta = 0: dx is not read
   ADA_CUDNN_CHECK(
-      cudnnConvolutionBackwardData(cudnn(dev), &one, pl.w, w.data<float>(), pl.y, dy.data<float>(),
-                                   pl.conv, static_cast<cudnnConvolutionBwdDataAlgo_t>(pl.algo),
-                                   ws.get(), pl.workspace, &zero_f, pl.x, dx.data<float>()));
+      cudnnConvolutionBackwardData(cudnn(dev), &one, pl.w, wp, pl.y, dy.raw_data(), pl.conv,
+                                   static_cast<cudnnConvolutionBwdDataAlgo_t>(pl.algo), ws.get(),
+                                   pl.workspace, &zero_f, pl.x, dx.raw_data()));
   return dx;
 }
 
