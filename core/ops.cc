@@ -342,7 +342,7 @@ Tensor global_avg_pool_backward(const Tensor& dy, const Shape& x_shape) {
 Tensor batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                         Tensor& running_mean, Tensor& running_var, float momentum, float eps,
                         Tensor& save_mean, Tensor& save_invstd) {
-  if (any16(x))
+  if (any16(x) && !cuda_native(x))
     return to_dtype(batch_norm_train(W(x), gamma, beta, running_mean, running_var, momentum, eps,
                                      save_mean, save_invstd),
                     x.dtype());
@@ -352,14 +352,14 @@ Tensor batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta
 }
 Tensor batch_norm_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                        const Tensor& running_mean, const Tensor& running_var, float eps) {
-  if (any16(x))
+  if (any16(x) && !cuda_native(x))
     return to_dtype(batch_norm_eval(W(x), gamma, beta, running_mean, running_var, eps), x.dtype());
   ADA_DISPATCH(batch_norm_eval, (x, gamma, beta, running_mean, running_var, eps), x, gamma, beta,
                running_mean, running_var);
 }
 BatchNormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                    const Tensor& save_mean, const Tensor& save_invstd) {
-  if (any16(dy, x))
+  if (any16(dy, x) && !cuda_native(dy, x))
     return narrow_dx(batch_norm_backward(W(dy), W(x), gamma, save_mean, save_invstd), dy);
   ADA_DISPATCH(batch_norm_backward, (dy, x, gamma, save_mean, save_invstd), dy, x, gamma, save_mean,
                save_invstd);
@@ -367,7 +367,7 @@ BatchNormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Tens
 Tensor batch_norm_relu_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                              Tensor& running_mean, Tensor& running_var, float momentum, float eps,
                              Tensor& save_mean, Tensor& save_invstd) {
-  if (any16(x))
+  if (any16(x) && !cuda_native(x))
     return to_dtype(batch_norm_relu_train(W(x), gamma, beta, running_mean, running_var, momentum,
                                           eps, save_mean, save_invstd),
                     x.dtype());
@@ -378,7 +378,7 @@ Tensor batch_norm_relu_train(const Tensor& x, const Tensor& gamma, const Tensor&
 BatchNormGrads batch_norm_relu_backward(const Tensor& dy, const Tensor& y, const Tensor& x,
                                         const Tensor& gamma, const Tensor& save_mean,
                                         const Tensor& save_invstd) {
-  if (any16(dy, y, x))
+  if (any16(dy, y, x) && !cuda_native(dy, y, x))
     return narrow_dx(batch_norm_relu_backward(W(dy), W(y), W(x), gamma, save_mean, save_invstd),
                      dy);
   ADA_DISPATCH(batch_norm_relu_backward, (dy, y, x, gamma, save_mean, save_invstd), dy, y, x, gamma,
@@ -387,7 +387,7 @@ BatchNormGrads batch_norm_relu_backward(const Tensor& dy, const Tensor& y, const
 BatchNormGrads batch_norm_eval_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                         const Tensor& running_mean, const Tensor& running_var,
                                         float eps) {
-  if (any16(dy, x))
+  if (any16(dy, x) && !cuda_native(dy, x))
     return narrow_dx(batch_norm_eval_backward(W(dy), W(x), gamma, running_mean, running_var, eps),
                      dy);
   ADA_DISPATCH(batch_norm_eval_backward, (dy, x, gamma, running_mean, running_var, eps), dy, x,

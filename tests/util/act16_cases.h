@@ -176,6 +176,20 @@ inline std::vector<Act16Case> act16_cases() {
                                                                        in[0], in[1], mean, invstd);
                  return std::vector<Tensor>{y, g.dx, g.dgamma, g.dbeta};
                }});
+  c.push_back(
+      {"batch_norm + eval",
+       {{K::act, {4, 3, 5, 5}}, {K::f32, {3}}, {K::f32, {3}}, {K::act, {4, 3, 5, 5}}},
+       {K::act, K::act, K::f32, K::f32, K::act, K::act, K::f32, K::f32},
+       [](const std::vector<Tensor>& in, DType) {
+         Tensor rm = Tensor::zeros({3}, DType::f32, in[0].device());
+         Tensor rv = Tensor::ones({3}, DType::f32, in[0].device());
+         Tensor mean, invstd;
+         Tensor y = ops::batch_norm_train(in[0], in[1], in[2], rm, rv, 0.1f, 1e-5f, mean, invstd);
+         ops::BatchNormGrads g = ops::batch_norm_backward(in[3], in[0], in[1], mean, invstd);
+         Tensor ye = ops::batch_norm_eval(in[0], in[1], in[2], rm, rv, 1e-5f);
+         ops::BatchNormGrads ge = ops::batch_norm_eval_backward(in[3], in[0], in[1], rm, rv, 1e-5f);
+         return std::vector<Tensor>{y, g.dx, g.dgamma, g.dbeta, ye, ge.dx, ge.dgamma, ge.dbeta};
+       }});
   c.push_back({"max_pool2d + global_avg_pool",
                {{K::act, {2, 3, 6, 6}}, {K::act, {2, 3, 3, 3}}},
                {K::act, K::act, K::act},

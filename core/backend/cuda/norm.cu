@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/backend/cuda/cuda_common.h"
 #include "core/backend/cuda/cuda_ops.h"
@@ -29,9 +30,11 @@ __device__ __forceinline__ int64_t bn_index(const BnGeom& g, int64_t ch, int64_t
   return (i * g.c + ch) * g.inner + k;
 }
 
-// A per-channel statistic: f32, [c], on the device of x.
+// A per-channel statistic: f32, [c], on the device of x (f32, or 16-bit activations).
 void check_stat(const char* op, const Tensor& x, const Tensor& t, int64_t c, const char* arg) {
-  require_f32(op, {&x, &t});
+  require_f32(op, {&x, &t}, activation_type(x));
+  ADA_CHECK_ARG(t.dtype() == DType::f32, DTypeError)
+      << op << ": " << arg << " " << t.str() << " must be f32";
   ADA_CHECK_ARG(t.shape() == Shape{c}, ShapeError)
       << op << ": " << arg << " " << t.str() << " should be [" << c << "]";
 }
@@ -73,36 +76,40 @@ __device__ void bn_chunk_sums(const BnGeom& g, int64_t ch, int64_t e0, int64_t e
   }
   for (; e < e1; e += st) f.add(acc, f.load(bn_at(g, narrow, ch, e)));
 }
+// T: the activations' element type (float, or 16-bit read as f32).
+template <class T>
 struct BnValue {
-  const float* x;
+  const T* x;
   struct V {
     float x;
   };
-  __device__ V load(int64_t i) const { return {x[i]}; }
+  __device__ V load(int64_t i) const { return {ld(x, i)}; }
   __device__ void add(double (&acc)[1], V v) const { acc[0] += static_cast<double>(v.x); }
 };
+template <class T>
 struct BnSquaredDeviation {
-  const float* x;
+  const T* x;
   double mean;
-  using V = BnValue::V;
-  __device__ V load(int64_t i) const { return {x[i]}; }
+  using V = typename BnValue<T>::V;
+  __device__ V load(int64_t i) const { return {ld(x, i)}; }
   __device__ void add(double (&acc)[1], V v) const {
     const double d = static_cast<double>(v.x) - mean;
     acc[0] += d * d;
   }
 };
 // dy (masked by y > 0 when y is set: the ReLU that followed) and dy * (x - mean).
+template <class T>
 struct BnBackwardTerms {
-  const float* dy;
-  const float* x;
-  const float* y;
+  const T* dy;
+  const T* x;
+  const T* y;
   double mean;
   struct V {
     float g, x;
   };
   __device__ V load(int64_t i) const {
-    const float g = dy[i], xv = x[i];
-    return {y && !(y[i] > 0.f) ? 0.f : g, xv};
+    const float g = ld(dy, i), xv = ld(x, i);
+    return {y && !(ld(y, i) > 0.f) ? 0.f : g, xv};
   }
   __device__ void add(double (&acc)[2], V v) const {
     acc[0] += static_cast<double>(v.g);
@@ -118,7 +125,8 @@ int64_t bn_chunks(const BnGeom& g) {
 
 // part[ch * S + s] = sum over chunk s of channel ch (grid: c x S). mean_or_null: deviations
 // from mean_or_null[ch] squared instead of values.
-__global__ void bn_stat_partial_kernel(const float* x, const double* mean_or_null, BnGeom g,
+template <class T>
+__global__ void bn_stat_partial_kernel(const T* x, const double* mean_or_null, BnGeom g,
                                        int64_t chunk, double* part) {
   __shared__ double sh[33];
   const int64_t S = gridDim.y;
@@ -127,9 +135,9 @@ __global__ void bn_stat_partial_kernel(const float* x, const double* mean_or_nul
     const int64_t e1 = e0 + chunk < g.count() ? e0 + chunk : g.count();
     double acc[1] = {0.0};
     if (mean_or_null)
-      bn_chunk_sums(g, ch, e0, e1, BnSquaredDeviation{x, mean_or_null[ch]}, acc);
+      bn_chunk_sums(g, ch, e0, e1, BnSquaredDeviation<T>{x, mean_or_null[ch]}, acc);
     else
-      bn_chunk_sums(g, ch, e0, e1, BnValue{x}, acc);
+      bn_chunk_sums(g, ch, e0, e1, BnValue<T>{x}, acc);
     const double v = block_sum(acc[0], sh);
     if (threadIdx.x == 0) part[ch * S + blockIdx.y] = v;
   }
@@ -195,33 +203,44 @@ bool vec4_ok(int64_t inner, std::initializer_list<const void*> ptrs) {
 }
 
 // y = x * ab[ch] + ab[c + ch], then max(y, 0) with kRelu (the same bits as relu of the result).
-template <int kVec, bool kRelu>
-__global__ void bn_apply_kernel(const float* x, const float* ab, float* y, int64_t total, int64_t c,
+// T: float (kVec 4 or 1), or a 16-bit type (kVec 1: read as f32, the result rounded once).
+template <int kVec, bool kRelu, class T>
+__global__ void bn_apply_kernel(const T* x, const float* ab, T* y, int64_t total, int64_t c,
                                 int64_t inner) {
-  using VT = typename Vec<kVec>::T;
   const bool narrow = total <= INT32_MAX;
   for (int64_t q = global_tid(); q < total / kVec; q += global_stride()) {
     const int64_t ch = bn_channel(q * kVec, c, inner, narrow);
     const float a = ab[ch], b = ab[c + ch];
-    VT v = reinterpret_cast<const VT*>(x)[q];
-#pragma unroll
-    for (int j = 0; j < kVec; ++j) {
-      float& e = Vec<kVec>::at(v, j);
-      e = e * a + b;
+    if constexpr (kVec == 1) {
+      float e = ld(x, q) * a + b;
       if (kRelu) e = e > 0.f ? e : 0.f;
+      st(y, q, e);
+    } else {
+      using VT = typename Vec<kVec>::T;
+      VT v = reinterpret_cast<const VT*>(x)[q];
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        float& e = Vec<kVec>::at(v, j);
+        e = e * a + b;
+        if (kRelu) e = e > 0.f ? e : 0.f;
+      }
+      reinterpret_cast<VT*>(y)[q] = v;
     }
-    reinterpret_cast<VT*>(y)[q] = v;
   }
 }
-template <bool kRelu>
-void bn_apply(const float* x, const float* ab, float* y, int64_t total, int64_t c, int64_t inner,
+template <bool kRelu, class T>
+void bn_apply(const T* x, const float* ab, T* y, int64_t total, int64_t c, int64_t inner,
               cudaStream_t st) {
   if (total == 0) return;
-  if (vec4_ok(inner, {x, y}))
-    bn_apply_kernel<4, kRelu>
-        <<<blocks_for(total / 4), kThreads, 0, st>>>(x, ab, y, total, c, inner);
-  else
-    bn_apply_kernel<1, kRelu><<<blocks_for(total), kThreads, 0, st>>>(x, ab, y, total, c, inner);
+  if constexpr (std::is_same_v<T, float>) {
+    if (vec4_ok(inner, {x, y})) {
+      bn_apply_kernel<4, kRelu, T>
+          <<<blocks_for(total / 4), kThreads, 0, st>>>(x, ab, y, total, c, inner);
+      ADA_CUDA_LAUNCH_CHECK();
+      return;
+    }
+  }
+  bn_apply_kernel<1, kRelu, T><<<blocks_for(total), kThreads, 0, st>>>(x, ab, y, total, c, inner);
   ADA_CUDA_LAUNCH_CHECK();
 }
 
@@ -239,7 +258,8 @@ __global__ void bn_eval_coef_kernel(const float* gamma, const float* beta, const
 // dy*(x-mean) in one pass (dy masked by y > 0 when y is given: the fused ReLU's gradient); per
 // channel dgamma = sum(dy*(x-mean))*invstd, dbeta = sum(dy) and the coefficients of
 // dx = gamma*invstd * (dy - mean(dy) - (x-mean) * dgamma*invstd/m).
-__global__ void bn_backward_partial_kernel(const float* dy, const float* x, const float* y,
+template <class T>
+__global__ void bn_backward_partial_kernel(const T* dy, const T* x, const T* y,
                                            const float* save_mean, BnGeom g, int64_t chunk,
                                            double* part_dy, double* part_dyx) {
   __shared__ double sh[33];
@@ -248,7 +268,7 @@ __global__ void bn_backward_partial_kernel(const float* dy, const float* x, cons
     const int64_t e0 = static_cast<int64_t>(blockIdx.y) * chunk;
     const int64_t e1 = e0 + chunk < g.count() ? e0 + chunk : g.count();
     double acc[2] = {0.0, 0.0};
-    bn_chunk_sums(g, ch, e0, e1, BnBackwardTerms{dy, x, y, static_cast<double>(save_mean[ch])},
+    bn_chunk_sums(g, ch, e0, e1, BnBackwardTerms<T>{dy, x, y, static_cast<double>(save_mean[ch])},
                   acc);
     const double a = block_sum(acc[0], sh);
     const double b = block_sum(acc[1], sh);
@@ -281,48 +301,59 @@ __global__ void bn_backward_finish_kernel(const double* part_dy, const double* p
   }
 }
 
-// dx = kk * (g - mean(dy) - (x - mean) * cf), g = dy masked by y > 0 with kRelu.
-template <int kVec, bool kRelu>
-__global__ void bn_backward_apply_kernel(const float* dy, const float* x, const float* y,
-                                         const double* coef, float* dx, int64_t total, int64_t c,
-                                         int64_t inner) {
-  using VT = typename Vec<kVec>::T;
+// dx = kk * (g - mean(dy) - (x - mean) * cf), g = dy masked by y > 0 with kRelu. T as in
+// bn_apply_kernel.
+template <int kVec, bool kRelu, class T>
+__global__ void bn_backward_apply_kernel(const T* dy, const T* x, const T* y, const double* coef,
+                                         T* dx, int64_t total, int64_t c, int64_t inner) {
   const bool narrow = total <= INT32_MAX;
   for (int64_t q = global_tid(); q < total / kVec; q += global_stride()) {
     const double* k = coef + 4 * bn_channel(q * kVec, c, inner, narrow);
     const double kk = k[0], mean_dy = k[1], cf = k[2], mean = k[3];
-    VT gv = reinterpret_cast<const VT*>(dy)[q];
-    VT xv = reinterpret_cast<const VT*>(x)[q];
-    VT yv;
-    if (kRelu) yv = reinterpret_cast<const VT*>(y)[q];
-    VT out;
+    if constexpr (kVec == 1) {
+      float g = ld(dy, q);
+      if (kRelu && !(ld(y, q) > 0.f)) g = 0.f;
+      st(dx, q, static_cast<float>(kk * (g - mean_dy - (ld(x, q) - mean) * cf)));
+    } else {
+      using VT = typename Vec<kVec>::T;
+      VT gv = reinterpret_cast<const VT*>(dy)[q];
+      VT xv = reinterpret_cast<const VT*>(x)[q];
+      VT yv;
+      if (kRelu) yv = reinterpret_cast<const VT*>(y)[q];
+      VT out;
 #pragma unroll
-    for (int j = 0; j < kVec; ++j) {
-      float g = Vec<kVec>::at(gv, j);
-      if (kRelu && !(Vec<kVec>::at(yv, j) > 0.f)) g = 0.f;
-      Vec<kVec>::at(out, j) =
-          static_cast<float>(kk * (g - mean_dy - (Vec<kVec>::at(xv, j) - mean) * cf));
+      for (int j = 0; j < kVec; ++j) {
+        float g = Vec<kVec>::at(gv, j);
+        if (kRelu && !(Vec<kVec>::at(yv, j) > 0.f)) g = 0.f;
+        Vec<kVec>::at(out, j) =
+            static_cast<float>(kk * (g - mean_dy - (Vec<kVec>::at(xv, j) - mean) * cf));
+      }
+      reinterpret_cast<VT*>(dx)[q] = out;
     }
-    reinterpret_cast<VT*>(dx)[q] = out;
   }
 }
-template <bool kRelu>
-void bn_backward_apply(const float* dy, const float* x, const float* y, const double* coef,
-                       float* dx, int64_t total, int64_t c, int64_t inner, cudaStream_t st) {
-  if (vec4_ok(inner, {dy, x, y, dx}))
-    bn_backward_apply_kernel<4, kRelu>
-        <<<blocks_for(total / 4), kThreads, 0, st>>>(dy, x, y, coef, dx, total, c, inner);
-  else
-    bn_backward_apply_kernel<1, kRelu>
-        <<<blocks_for(total), kThreads, 0, st>>>(dy, x, y, coef, dx, total, c, inner);
+template <bool kRelu, class T>
+void bn_backward_apply(const T* dy, const T* x, const T* y, const double* coef, T* dx,
+                       int64_t total, int64_t c, int64_t inner, cudaStream_t st) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (vec4_ok(inner, {dy, x, y, dx})) {
+      bn_backward_apply_kernel<4, kRelu, T>
+          <<<blocks_for(total / 4), kThreads, 0, st>>>(dy, x, y, coef, dx, total, c, inner);
+      ADA_CUDA_LAUNCH_CHECK();
+      return;
+    }
+  }
+  bn_backward_apply_kernel<1, kRelu, T>
+      <<<blocks_for(total), kThreads, 0, st>>>(dy, x, y, coef, dx, total, c, inner);
   ADA_CUDA_LAUNCH_CHECK();
 }
 
 // Eval-mode gradients per channel (statistics constant): dx = dy * gamma*invstd. As the CPU,
 // the dgamma terms dy*(x - running_mean) are formed in f32 and summed in double.
-__global__ void bn_eval_backward_kernel(const float* dy, const float* x, const float* gamma,
+template <class T>
+__global__ void bn_eval_backward_kernel(const T* dy, const T* x, const float* gamma,
                                         const float* rm, const float* rv, float eps, BnGeom g,
-                                        float* dx, float* dgamma, float* dbeta) {
+                                        T* dx, float* dgamma, float* dbeta) {
   __shared__ double sh[33];
   const int64_t cnt = g.count();
   for (int64_t ch = blockIdx.x; ch < g.c; ch += gridDim.x) {
@@ -332,10 +363,10 @@ __global__ void bn_eval_backward_kernel(const float* dy, const float* x, const f
     double sdy = 0.0, sdyx = 0.0;
     for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
       const int64_t i = bn_index(g, ch, e);
-      const float gy = dy[i];
+      const float gy = ld(dy, i);
       sdy += gy;
-      sdyx += gy * (x[i] - mu);
-      dx[i] = gy * k;
+      sdyx += gy * (ld(x, i) - mu);
+      st(dx, i, gy * k);
     }
     sdy = block_sum(sdy, sh);
     sdyx = block_sum(sdyx, sh);
@@ -476,8 +507,10 @@ namespace {
 Tensor bn_train(const char* op, bool relu, const Tensor& x, const Tensor& gamma, const Tensor& beta,
                 Tensor& running_mean, Tensor& running_var, float momentum, float eps,
                 Tensor& save_mean, Tensor& save_invstd) {
-  const int dev = require_f32(op, {&x, &gamma, &beta});
+  const int dev = require_f32(op, {&x}, activation_type(x));
   const BnGeom g = bn_geom(op, x, gamma, beta);
+  check_stat(op, x, gamma, g.c, "gamma");
+  check_stat(op, x, beta, g.c, "beta");
   const bool track = running_mean.defined();
   if (track) {
     check_stat(op, x, running_mean, g.c, "running_mean");
@@ -486,7 +519,7 @@ Tensor bn_train(const char* op, bool relu, const Tensor& x, const Tensor& gamma,
   ADA_CHECK_ARG(g.count() > 1, ShapeError)
       << "batch_norm_train: needs more than one value per channel in training mode, got input "
       << x.str();
-  Tensor y = Tensor::empty(x.shape(), DType::f32, x.device());
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   save_mean = Tensor::empty({g.c}, DType::f32, x.device());
   save_invstd = Tensor::empty({g.c}, DType::f32, x.device());
   if (g.c == 0) return y;
@@ -499,28 +532,31 @@ Tensor bn_train(const char* op, bool relu, const Tensor& x, const Tensor& gamma,
   double* mean = stats.as<double>();
   double* var = mean + g.c;
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>(g.c, 65535)), static_cast<unsigned>(S));
-  bn_stat_partial_kernel<<<grid, kBnThreads, 0, st>>>(x.data<float>(), nullptr, g, chunk,
-                                                      part.as<double>());
-  ADA_CUDA_LAUNCH_CHECK();
-  bn_combine_kernel<<<blocks_for(g.c), kThreads, 0, st>>>(part.as<const double>(), g.c, S, m, mean);
-  ADA_CUDA_LAUNCH_CHECK();
-  bn_stat_partial_kernel<<<grid, kBnThreads, 0, st>>>(x.data<float>(), mean, g, chunk,
-                                                      part.as<double>());
-  ADA_CUDA_LAUNCH_CHECK();
-  bn_combine_kernel<<<blocks_for(g.c), kThreads, 0, st>>>(part.as<const double>(), g.c, S, m, var);
-  ADA_CUDA_LAUNCH_CHECK();
-  bn_train_finish_kernel<<<blocks_for(g.c), kThreads, 0, st>>>(
-      mean, var, gamma.data<float>(), beta.data<float>(), g.c, m, momentum, eps,
-      save_mean.data<float>(), save_invstd.data<float>(),
-      track ? running_mean.data<float>() : nullptr, track ? running_var.data<float>() : nullptr,
-      ab.as<float>());
-  ADA_CUDA_LAUNCH_CHECK();
-  if (relu)
-    bn_apply<true>(x.data<float>(), ab.as<const float>(), y.data<float>(), x.numel(), g.c, g.inner,
-                   st);
-  else
-    bn_apply<false>(x.data<float>(), ab.as<const float>(), y.data<float>(), x.numel(), g.c, g.inner,
-                    st);
+  with_float_type(x.dtype(), [&](auto t) {
+    using T = decltype(t);
+    const T* xp = data_as<T>(x);
+    bn_stat_partial_kernel<T>
+        <<<grid, kBnThreads, 0, st>>>(xp, nullptr, g, chunk, part.as<double>());
+    ADA_CUDA_LAUNCH_CHECK();
+    bn_combine_kernel<<<blocks_for(g.c), kThreads, 0, st>>>(part.as<const double>(), g.c, S, m,
+                                                            mean);
+    ADA_CUDA_LAUNCH_CHECK();
+    bn_stat_partial_kernel<T><<<grid, kBnThreads, 0, st>>>(xp, mean, g, chunk, part.as<double>());
+    ADA_CUDA_LAUNCH_CHECK();
+    bn_combine_kernel<<<blocks_for(g.c), kThreads, 0, st>>>(part.as<const double>(), g.c, S, m,
+                                                            var);
+    ADA_CUDA_LAUNCH_CHECK();
+    bn_train_finish_kernel<<<blocks_for(g.c), kThreads, 0, st>>>(
+        mean, var, gamma.data<float>(), beta.data<float>(), g.c, m, momentum, eps,
+        save_mean.data<float>(), save_invstd.data<float>(),
+        track ? running_mean.data<float>() : nullptr, track ? running_var.data<float>() : nullptr,
+        ab.as<float>());
+    ADA_CUDA_LAUNCH_CHECK();
+    if (relu)
+      bn_apply<true>(xp, ab.as<const float>(), data_as<T>(y), x.numel(), g.c, g.inner, st);
+    else
+      bn_apply<false>(xp, ab.as<const float>(), data_as<T>(y), x.numel(), g.c, g.inner, st);
+  });
   return y;
 }
 
@@ -543,11 +579,13 @@ Tensor batch_norm_relu_train(const Tensor& x, const Tensor& gamma, const Tensor&
 Tensor batch_norm_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                        const Tensor& running_mean, const Tensor& running_var, float eps) {
   const char* op = "batch_norm_eval";
-  const int dev = require_f32(op, {&x, &gamma, &beta});
+  const int dev = require_f32(op, {&x}, activation_type(x));
   const BnGeom g = bn_geom(op, x, gamma, beta);
+  check_stat(op, x, gamma, g.c, "gamma");
+  check_stat(op, x, beta, g.c, "beta");
   check_stat(op, x, running_mean, g.c, "running_mean");
   check_stat(op, x, running_var, g.c, "running_var");
-  Tensor y = Tensor::empty(x.shape(), DType::f32, x.device());
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   const int64_t total = x.numel();
   if (total == 0) return y;
   cudaStream_t s = stream(dev);
@@ -556,7 +594,10 @@ Tensor batch_norm_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
       gamma.data<float>(), beta.data<float>(), running_mean.data<float>(),
       running_var.data<float>(), g.c, eps, ab.as<float>());
   ADA_CUDA_LAUNCH_CHECK();
-  bn_apply<false>(x.data<float>(), ab.as<const float>(), y.data<float>(), total, g.c, g.inner, s);
+  with_float_type(x.dtype(), [&](auto t) {
+    using T = decltype(t);
+    bn_apply<false>(data_as<T>(x), ab.as<const float>(), data_as<T>(y), total, g.c, g.inner, s);
+  });
   return y;
 }
 
@@ -566,18 +607,21 @@ namespace {
 BatchNormGrads bn_backward(const char* op, const Tensor& dy, const Tensor& y, const Tensor& x,
                            const Tensor& gamma, const Tensor& save_mean,
                            const Tensor& save_invstd) {
-  const int dev = require_f32(op, {&dy, &x, &gamma});
+  const int dev = require_f32(op, {&dy, &x}, activation_type(dy));
+  ADA_CHECK_ARG(x.dtype() == dy.dtype() && (!y.defined() || y.dtype() == dy.dtype()), DTypeError)
+      << op << ": dy " << dy.str() << ", x " << x.str() << (y.defined() ? " and y " + y.str() : "")
+      << " must have one dtype";
   const BnGeom g = bn_geom(op, x, gamma, Tensor());
+  check_stat(op, x, gamma, g.c, "gamma");
   check_same_shape(dy, x, op);
   if (y.defined()) {
-    require_f32(op, {&y});
+    require_f32(op, {&y}, y.dtype());
     check_same_shape(y, x, op);
   }
-  const float* yp = y.defined() ? y.data<float>() : nullptr;
   check_stat(op, x, save_mean, g.c, "save_mean");
   check_stat(op, x, save_invstd, g.c, "save_invstd");
   const Device dv = x.device();
-  BatchNormGrads r{Tensor::empty(x.shape(), DType::f32, dv), Tensor::empty({g.c}, DType::f32, dv),
+  BatchNormGrads r{Tensor::empty(x.shape(), dy.dtype(), dv), Tensor::empty({g.c}, DType::f32, dv),
                    Tensor::empty({g.c}, DType::f32, dv)};
   if (g.c == 0) return r;
   if (g.count() == 0) {  // no values: zero parameter gradients, an empty dx
@@ -592,21 +636,23 @@ BatchNormGrads bn_backward(const char* op, const Tensor& dy, const Tensor& y, co
   double* part_dy = part.as<double>();
   double* part_dyx = part_dy + g.c * S;
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>(g.c, 65535)), static_cast<unsigned>(S));
-  bn_backward_partial_kernel<<<grid, kBnThreads, 0, st>>>(
-      dy.data<float>(), x.data<float>(), yp, save_mean.data<float>(), g, chunk, part_dy, part_dyx);
-  ADA_CUDA_LAUNCH_CHECK();
-  bn_backward_finish_kernel<<<blocks_for(g.c), kThreads, 0, st>>>(
-      part_dy, part_dyx, gamma.data<float>(), save_mean.data<float>(), save_invstd.data<float>(),
-      g.c, S, static_cast<double>(g.count()), r.dgamma.data<float>(), r.dbeta.data<float>(),
-      coef.as<double>());
-  ADA_CUDA_LAUNCH_CHECK();
-  const double* cf = coef.as<const double>();
-  if (yp)
-    bn_backward_apply<true>(dy.data<float>(), x.data<float>(), yp, cf, r.dx.data<float>(),
-                            x.numel(), g.c, g.inner, st);
-  else
-    bn_backward_apply<false>(dy.data<float>(), x.data<float>(), yp, cf, r.dx.data<float>(),
-                             x.numel(), g.c, g.inner, st);
+  with_float_type(dy.dtype(), [&](auto t) {
+    using T = decltype(t);
+    const T *dyp = data_as<T>(dy), *xp = data_as<T>(x), *yp = y.defined() ? data_as<T>(y) : nullptr;
+    bn_backward_partial_kernel<T><<<grid, kBnThreads, 0, st>>>(dyp, xp, yp, save_mean.data<float>(),
+                                                               g, chunk, part_dy, part_dyx);
+    ADA_CUDA_LAUNCH_CHECK();
+    bn_backward_finish_kernel<<<blocks_for(g.c), kThreads, 0, st>>>(
+        part_dy, part_dyx, gamma.data<float>(), save_mean.data<float>(), save_invstd.data<float>(),
+        g.c, S, static_cast<double>(g.count()), r.dgamma.data<float>(), r.dbeta.data<float>(),
+        coef.as<double>());
+    ADA_CUDA_LAUNCH_CHECK();
+    const double* cf = coef.as<const double>();
+    if (yp)
+      bn_backward_apply<true>(dyp, xp, yp, cf, data_as<T>(r.dx), x.numel(), g.c, g.inner, st);
+    else
+      bn_backward_apply<false>(dyp, xp, yp, cf, data_as<T>(r.dx), x.numel(), g.c, g.inner, st);
+  });
   return r;
 }
 
@@ -627,19 +673,25 @@ BatchNormGrads batch_norm_eval_backward(const Tensor& dy, const Tensor& x, const
                                         const Tensor& running_mean, const Tensor& running_var,
                                         float eps) {
   const char* op = "batch_norm_eval_backward";
-  const int dev = require_f32(op, {&dy, &x, &gamma});
+  const int dev = require_f32(op, {&dy, &x}, activation_type(dy));
+  ADA_CHECK_ARG(x.dtype() == dy.dtype(), DTypeError)
+      << op << ": dy " << dy.str() << " and x " << x.str() << " must have one dtype";
   const BnGeom g = bn_geom(op, x, gamma, Tensor());
+  check_stat(op, x, gamma, g.c, "gamma");
   check_same_shape(dy, x, op);
   check_stat(op, x, running_mean, g.c, "running_mean");
   check_stat(op, x, running_var, g.c, "running_var");
   const Device dv = x.device();
-  BatchNormGrads r{Tensor::empty(x.shape(), DType::f32, dv), Tensor::empty({g.c}, DType::f32, dv),
+  BatchNormGrads r{Tensor::empty(x.shape(), dy.dtype(), dv), Tensor::empty({g.c}, DType::f32, dv),
                    Tensor::empty({g.c}, DType::f32, dv)};
   if (g.c == 0) return r;
-  bn_eval_backward_kernel<<<row_blocks(g.c), kBnThreads, 0, stream(dev)>>>(
-      dy.data<float>(), x.data<float>(), gamma.data<float>(), running_mean.data<float>(),
-      running_var.data<float>(), eps, g, r.dx.data<float>(), r.dgamma.data<float>(),
-      r.dbeta.data<float>());
+  with_float_type(dy.dtype(), [&](auto t) {
+    using T = decltype(t);
+    bn_eval_backward_kernel<T><<<row_blocks(g.c), kBnThreads, 0, stream(dev)>>>(
+        data_as<T>(dy), data_as<T>(x), gamma.data<float>(), running_mean.data<float>(),
+        running_var.data<float>(), eps, g, data_as<T>(r.dx), r.dgamma.data<float>(),
+        r.dbeta.data<float>());
+  });
   ADA_CUDA_LAUNCH_CHECK();
   return r;
 }
