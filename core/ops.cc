@@ -314,7 +314,7 @@ Shape pool2d_output_shape(const Shape& x, const Pool2dParams& p) {
           (x[3] + 2 * p.pad_w - p.kernel_w) / p.stride_w + 1};
 }
 Tensor max_pool2d_forward(const Tensor& x, const Pool2dParams& p, Tensor& indices) {
-  if (any16(x)) return to_dtype(max_pool2d_forward(W(x), p, indices), x.dtype());
+  if (any16(x) && !cuda_native(x)) return to_dtype(max_pool2d_forward(W(x), p, indices), x.dtype());
   ADA_DISPATCH(max_pool2d_forward, (x, p, indices), x);
 }
 Tensor max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Shape& x_shape) {
@@ -322,19 +322,21 @@ Tensor max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Shape&
   ADA_DISPATCH(max_pool2d_backward, (dy, indices, x_shape), dy, indices);
 }
 Tensor avg_pool2d_forward(const Tensor& x, const Pool2dParams& p) {
-  if (any16(x)) return to_dtype(avg_pool2d_forward(W(x), p), x.dtype());
+  if (any16(x) && !cuda_native(x)) return to_dtype(avg_pool2d_forward(W(x), p), x.dtype());
   ADA_DISPATCH(avg_pool2d_forward, (x, p), x);
 }
 Tensor avg_pool2d_backward(const Tensor& dy, const Shape& x_shape, const Pool2dParams& p) {
-  if (any16(dy)) return to_dtype(avg_pool2d_backward(W(dy), x_shape, p), dy.dtype());
+  if (any16(dy) && !cuda_native(dy))
+    return to_dtype(avg_pool2d_backward(W(dy), x_shape, p), dy.dtype());
   ADA_DISPATCH(avg_pool2d_backward, (dy, x_shape, p), dy);
 }
 Tensor global_avg_pool_forward(const Tensor& x) {
-  if (any16(x)) return to_dtype(global_avg_pool_forward(W(x)), x.dtype());
+  if (any16(x) && !cuda_native(x)) return to_dtype(global_avg_pool_forward(W(x)), x.dtype());
   ADA_DISPATCH(global_avg_pool_forward, (x), x);
 }
 Tensor global_avg_pool_backward(const Tensor& dy, const Shape& x_shape) {
-  if (any16(dy)) return to_dtype(global_avg_pool_backward(W(dy), x_shape), dy.dtype());
+  if (any16(dy) && !cuda_native(dy))
+    return to_dtype(global_avg_pool_backward(W(dy), x_shape), dy.dtype());
   ADA_DISPATCH(global_avg_pool_backward, (dy, x_shape), dy);
 }
 

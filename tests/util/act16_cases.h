@@ -199,6 +199,18 @@ inline std::vector<Act16Case> act16_cases() {
                  return std::vector<Tensor>{y, ops::max_pool2d_backward(in[1], idx, in[0].shape()),
                                             ops::global_avg_pool_forward(in[0])};
                }});
+  c.push_back({"avg_pool2d + global_avg_pool_backward",
+               {{K::act, {2, 3, 7, 7}}, {K::act, {2, 3, 4, 4}}, {K::act, {2, 3}}},
+               {K::act, K::act, K::act},
+               [](const std::vector<Tensor>& in, DType) {
+                 ops::Pool2dParams p;
+                 p.kernel_h = p.kernel_w = 3;
+                 p.stride_h = p.stride_w = 2;
+                 p.pad_h = p.pad_w = 1;
+                 return std::vector<Tensor>{ops::avg_pool2d_forward(in[0], p),
+                                            ops::avg_pool2d_backward(in[1], in[0].shape(), p),
+                                            ops::global_avg_pool_backward(in[2], in[0].shape())};
+               }});
   c.push_back({"fused_attention",
                {{K::act, {2, 9, 64}},
                 {K::act, {2, 9, 64}},

@@ -2,7 +2,9 @@
 // windows, padding, divisors, argmax tie-breaking and checks as core/backend/cpu/pool.cc.
 // One thread per output (forward) or input (avg backward, a gather in the CPU's summation
 // order); max-pool backward scatters through the saved argmax with atomics, so overlapping
-// windows (stride < kernel) add in no fixed order.
+// windows (stride < kernel) add in no fixed order. Every kernel but max-pool backward's scatter
+// also takes 16-bit activations (T: float, __nv_bfloat16 or __half; read as f32, summed in f32 or
+// double as for f32, the result rounded once).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -29,11 +31,11 @@ PoolGeom pool_geom(const Shape& x, const Shape& out, const Pool2dParams& p) {
 
 // y and argmax (flat index into the H*W plane) of every output; the first maximum in row-major
 // window order wins, and a NaN wins at once.
-__global__ void max_pool_forward_kernel(const float* x, float* y, int32_t* idx, int64_t total,
-                                        PoolGeom g) {
+template <class T>
+__global__ void max_pool_forward_kernel(const T* x, T* y, int32_t* idx, int64_t total, PoolGeom g) {
   for (int64_t o = global_tid(); o < total; o += global_stride()) {
     const int64_t j = o % g.Q, i = (o / g.Q) % g.P, plane = o / (g.P * g.Q);
-    const float* xs = x + plane * g.H * g.W;
+    const T* xs = x + plane * g.H * g.W;
     int64_t h0 = i * g.sh - g.ph, h1 = min(h0 + g.kh, g.H);
     h0 = max(h0, static_cast<int64_t>(0));
     int64_t w0 = j * g.sw - g.pw, w1 = min(w0 + g.kw, g.W);
@@ -43,7 +45,7 @@ __global__ void max_pool_forward_kernel(const float* x, float* y, int32_t* idx, 
     bool stop = false;
     for (int64_t h = h0; h < h1 && !stop; ++h)
       for (int64_t w = w0; w < w1; ++w) {
-        const float v = xs[h * g.W + w];
+        const float v = ld(xs, h * g.W + w);
         if (v > best || isnan(v)) {
           best = v;
           arg = h * g.W + w;
@@ -53,7 +55,7 @@ __global__ void max_pool_forward_kernel(const float* x, float* y, int32_t* idx, 
           }
         }
       }
-    y[o] = best;
+    st(y, o, best);
     idx[o] = static_cast<int32_t>(arg);
   }
 }
@@ -84,24 +86,26 @@ __device__ __forceinline__ AvgWindow avg_window(const PoolGeom& g, int64_t i, in
   return {h0, h1, w0, w1, g.count_include_pad ? div_full : (h1 - h0) * (w1 - w0)};
 }
 
-__global__ void avg_pool_forward_kernel(const float* x, float* y, int64_t total, PoolGeom g) {
+template <class T>
+__global__ void avg_pool_forward_kernel(const T* x, T* y, int64_t total, PoolGeom g) {
   for (int64_t o = global_tid(); o < total; o += global_stride()) {
     const int64_t j = o % g.Q, i = (o / g.Q) % g.P, plane = o / (g.P * g.Q);
-    const float* xs = x + plane * g.H * g.W;
+    const T* xs = x + plane * g.H * g.W;
     const AvgWindow a = avg_window(g, i, j);
     float s = 0.f;
     for (int64_t h = a.h0; h < a.h1; ++h)
-      for (int64_t w = a.w0; w < a.w1; ++w) s += xs[h * g.W + w];
-    y[o] = s / static_cast<float>(a.div);
+      for (int64_t w = a.w0; w < a.w1; ++w) s += ld(xs, h * g.W + w);
+    st(y, o, s / static_cast<float>(a.div));
   }
 }
 
 // dx[h, w] = sum of dy[i, j]/div(i, j) over the outputs whose clipped window holds (h, w),
 // added in row-major (i, j) order as the CPU's scatter does.
-__global__ void avg_pool_backward_kernel(const float* dy, float* dx, int64_t total, PoolGeom g) {
+template <class T>
+__global__ void avg_pool_backward_kernel(const T* dy, T* dx, int64_t total, PoolGeom g) {
   for (int64_t e = global_tid(); e < total; e += global_stride()) {
     const int64_t w = e % g.W, h = (e / g.W) % g.H, plane = e / (g.H * g.W);
-    const float* gs = dy + plane * g.P * g.Q;
+    const T* gs = dy + plane * g.P * g.Q;
     // Outputs i with i*sh - ph <= h < i*sh - ph + kh, i.e. h + ph - kh < i*sh <= h + ph.
     const int64_t ah = h + g.ph - g.kh, aw = w + g.pw - g.kw;
     const int64_t i0 = ah < 0 ? 0 : ah / g.sh + 1, i1 = min((h + g.ph) / g.sh, g.P - 1);
@@ -110,42 +114,46 @@ __global__ void avg_pool_backward_kernel(const float* dy, float* dx, int64_t tot
     for (int64_t i = i0; i <= i1; ++i)
       for (int64_t j = j0; j <= j1; ++j) {
         const AvgWindow a = avg_window(g, i, j);
-        acc += gs[i * g.Q + j] / static_cast<float>(a.div);
+        acc += ld(gs, i * g.Q + j) / static_cast<float>(a.div);
       }
-    dx[e] = acc;
+    st(dx, e, acc);
   }
 }
 
 // One warp per plane: y[plane] = float(double sum / hw).
-__global__ void global_avg_forward_kernel(const float* x, float* y, int64_t planes, int64_t hw) {
+template <class T>
+__global__ void global_avg_forward_kernel(const T* x, T* y, int64_t planes, int64_t hw) {
   const int lane = threadIdx.x & 31;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x >> 5);
   for (int64_t pl = global_tid() >> 5; pl < planes; pl += warps) {
-    const float* xs = x + pl * hw;
+    const T* xs = x + pl * hw;
     double s = 0.0;
-    for (int64_t i = lane; i < hw; i += 32) s += xs[i];
+    for (int64_t i = lane; i < hw; i += 32) s += ld(xs, i);
     for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
-    if (lane == 0) y[pl] = static_cast<float>(s / static_cast<double>(hw));
+    if (lane == 0) st(y, pl, static_cast<float>(s / static_cast<double>(hw)));
   }
 }
 
-__global__ void global_avg_backward_kernel(const float* dy, float* dx, int64_t total, int64_t hw) {
+template <class T>
+__global__ void global_avg_backward_kernel(const T* dy, T* dx, int64_t total, int64_t hw) {
   const float fhw = static_cast<float>(hw);
-  for (int64_t e = global_tid(); e < total; e += global_stride()) dx[e] = dy[e / hw] / fhw;
+  for (int64_t e = global_tid(); e < total; e += global_stride()) st(dx, e, ld(dy, e / hw) / fhw);
 }
 
 }  // namespace
 
 Tensor max_pool2d_forward(const Tensor& x, const Pool2dParams& p, Tensor& indices) {
-  const int dev = require_f32("max_pool2d_forward", {&x});
+  const int dev = require_f32("max_pool2d_forward", {&x}, activation_type(x));
   const Shape os = ops::pool2d_output_shape(x.shape(), p);
-  Tensor y = Tensor::empty(os, DType::f32, x.device());
+  Tensor y = Tensor::empty(os, x.dtype(), x.device());
   indices = Tensor::empty(os, DType::i32, x.device());
   const int64_t total = y.numel();
   if (total == 0) return y;
-  max_pool_forward_kernel<<<blocks_for(total), kThreads, 0, stream(dev)>>>(
-      x.data<float>(), y.data<float>(), indices.data<int32_t>(), total,
-      pool_geom(x.shape(), os, p));
+  with_float_type(x.dtype(), [&](auto t) {
+    using T = decltype(t);
+    max_pool_forward_kernel<T><<<blocks_for(total), kThreads, 0, stream(dev)>>>(
+        data_as<T>(x), data_as<T>(y), indices.data<int32_t>(), total, pool_geom(x.shape(), os, p));
+  });
   ADA_CUDA_LAUNCH_CHECK();
   return y;
 }
@@ -173,54 +181,66 @@ Tensor max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Shape&
 }
 
 Tensor avg_pool2d_forward(const Tensor& x, const Pool2dParams& p) {
-  const int dev = require_f32("avg_pool2d_forward", {&x});
+  const int dev = require_f32("avg_pool2d_forward", {&x}, activation_type(x));
   const Shape os = ops::pool2d_output_shape(x.shape(), p);
-  Tensor y = Tensor::empty(os, DType::f32, x.device());
+  Tensor y = Tensor::empty(os, x.dtype(), x.device());
   const int64_t total = y.numel();
   if (total == 0) return y;
-  avg_pool_forward_kernel<<<blocks_for(total), kThreads, 0, stream(dev)>>>(
-      x.data<float>(), y.data<float>(), total, pool_geom(x.shape(), os, p));
+  with_float_type(x.dtype(), [&](auto t) {
+    using T = decltype(t);
+    avg_pool_forward_kernel<T><<<blocks_for(total), kThreads, 0, stream(dev)>>>(
+        data_as<T>(x), data_as<T>(y), total, pool_geom(x.shape(), os, p));
+  });
   ADA_CUDA_LAUNCH_CHECK();
   return y;
 }
 
 Tensor avg_pool2d_backward(const Tensor& dy, const Shape& x_shape, const Pool2dParams& p) {
-  const int dev = require_f32("avg_pool2d_backward", {&dy});
+  const int dev = require_f32("avg_pool2d_backward", {&dy}, activation_type(dy));
   const Shape os = ops::pool2d_output_shape(x_shape, p);
   ADA_CHECK_ARG(dy.shape() == os, ShapeError)
       << "avg_pool2d_backward: gradient " << dy.str() << " should be " << shape_str(os);
-  Tensor dx = Tensor::empty(x_shape, DType::f32, dy.device());
+  Tensor dx = Tensor::empty(x_shape, dy.dtype(), dy.device());
   const int64_t total = dx.numel();
   if (total == 0) return dx;
-  avg_pool_backward_kernel<<<blocks_for(total), kThreads, 0, stream(dev)>>>(
-      dy.data<float>(), dx.data<float>(), total, pool_geom(x_shape, os, p));
+  with_float_type(dy.dtype(), [&](auto t) {
+    using T = decltype(t);
+    avg_pool_backward_kernel<T><<<blocks_for(total), kThreads, 0, stream(dev)>>>(
+        data_as<T>(dy), data_as<T>(dx), total, pool_geom(x_shape, os, p));
+  });
   ADA_CUDA_LAUNCH_CHECK();
   return dx;
 }
 
 Tensor global_avg_pool_forward(const Tensor& x) {
-  const int dev = require_f32("global_avg_pool_forward", {&x});
+  const int dev = require_f32("global_avg_pool_forward", {&x}, activation_type(x));
   check_dim(x, 4, "global_avg_pool_forward", "x");
   const int64_t planes = x.size(0) * x.size(1), hw = x.size(2) * x.size(3);
   ADA_CHECK_ARG(hw > 0, ShapeError) << "global_avg_pool_forward: empty spatial size in " << x.str();
-  Tensor y = Tensor::empty({x.size(0), x.size(1)}, DType::f32, x.device());
+  Tensor y = Tensor::empty({x.size(0), x.size(1)}, x.dtype(), x.device());
   if (planes == 0) return y;
-  global_avg_forward_kernel<<<blocks_for(planes * 32), kThreads, 0, stream(dev)>>>(
-      x.data<float>(), y.data<float>(), planes, hw);
+  with_float_type(x.dtype(), [&](auto t) {
+    using T = decltype(t);
+    global_avg_forward_kernel<T><<<blocks_for(planes * 32), kThreads, 0, stream(dev)>>>(
+        data_as<T>(x), data_as<T>(y), planes, hw);
+  });
   ADA_CUDA_LAUNCH_CHECK();
   return y;
 }
 
 Tensor global_avg_pool_backward(const Tensor& dy, const Shape& x_shape) {
-  const int dev = require_f32("global_avg_pool_backward", {&dy});
+  const int dev = require_f32("global_avg_pool_backward", {&dy}, activation_type(dy));
   ADA_CHECK_ARG(x_shape.size() == 4 && dy.shape() == Shape({x_shape[0], x_shape[1]}), ShapeError)
       << "global_avg_pool_backward: gradient " << dy.str() << " does not match input "
       << shape_str(x_shape);
-  Tensor dx = Tensor::empty(x_shape, DType::f32, dy.device());
+  Tensor dx = Tensor::empty(x_shape, dy.dtype(), dy.device());
   const int64_t total = dx.numel(), hw = x_shape[2] * x_shape[3];
   if (total == 0) return dx;
-  global_avg_backward_kernel<<<blocks_for(total), kThreads, 0, stream(dev)>>>(
-      dy.data<float>(), dx.data<float>(), total, hw);
+  with_float_type(dy.dtype(), [&](auto t) {
+    using T = decltype(t);
+    global_avg_backward_kernel<T><<<blocks_for(total), kThreads, 0, stream(dev)>>>(
+        data_as<T>(dy), data_as<T>(dx), total, hw);
+  });
   ADA_CUDA_LAUNCH_CHECK();
   return dx;
 }
