@@ -301,7 +301,9 @@ class Pure(unittest.TestCase):
                             "variant": "", "seed": 1, "point": c.point, "examples_per_step": 16, "status": "ok",
                             "reason": "", "final": 0.5, "select_final": ev[-1][1], "select_evals": ev,
                             "wall_s": 3.0, "evals": [(2, 0.0), (4, 0.01)],  # test: never reaches it
-                            "eval_wall": [(2, 1.0), (4, 2.0)]})
+                            "eval_wall": [(2, 1.0), (4, 2.0)],
+                            # adasum's run gave up (train.stop_at.give_up_after) at step 4
+                            "gave_up_at": 4 if c.method == "adasum" else None})
         best = study.report.best_rows(s, study.report.aggregate(s, records))
         self.assertEqual([(r["method"], r["point"].get("optimizer.lr"), r["select_steps"]) for r in best],
                          [("adasum", None, None), ("average", 0.1, 2)])
@@ -312,7 +314,10 @@ class Pure(unittest.TestCase):
         self.assertIn("reached 5.00% on `val_top1` most often, then in the fewest steps", report)
         self.assertIn("## Validation steps to 5.00% on val_top1 of the chosen points", report)
         self.assertIn("| average | 2 steps (1/1) (lr 0.1) |", report)
-        self.assertIn("| Adasum | not reached (final 0.00% (1 seed)) |", report)
+        self.assertIn("| Adasum | not reached (final 0.00% (1 seed)); gave up at step 4 (train.stop_at.give_up_after) |", report)
+        # Every cell's row shows its validation steps (or why it has none), not its final figure.
+        self.assertIn("| average | lr 0.1 | 2 | 16 | 1 | 2 steps (1/1) | ✓ |", report)
+        self.assertIn("| average | lr 0.05 | 2 | 16 | 1 | 4 steps (1/1) |  |", report)
         self.assertIn("## Where each method stops scaling (critical batch size)", report)
         # The scaling fit counts steps on the validation figure the runs stop on, not on test.
         self.assertIn("Steps to the target on `val_top1` (validation)", report)

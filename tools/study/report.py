@@ -371,6 +371,26 @@ def write_significance(study, best, cols_, L):
              "difference hard to establish.\n")
 
 
+def select_figure(study, r):
+    """A row's figure on the validation metric choices are made on: its final value, or with
+    metric.choose_by: steps, the steps to the target (k/n seeds that reached it) or "not
+    reached", with the step each seed that gave up (train.stop_at.give_up_after) stopped at."""
+    if r["select_mean"] is None:
+        return "–"
+    one = r["select_seeds"] == 1
+    s = fmt_metric(study, r["select_mean"], None if one else r["select_std"]) + (" (1 seed)" if one else "")
+    if study.choose_by != "steps":
+        return s
+    if r["select_steps"] is not None:
+        s = f"{r['select_steps']:.0f} steps ({r['select_reached']}/{r['seeds']})"
+    else:
+        s = f"not reached (final {s})"
+    gave = sorted(x["gave_up_at"] for x in r["records"] if x.get("gave_up_at") is not None)
+    if gave:
+        s += f"; gave up at step {', '.join(str(g) for g in gave)} (train.stop_at.give_up_after)"
+    return s
+
+
 def write_report(study, records, out_dir, argv, total_wall, planned):
     os.makedirs(out_dir, exist_ok=True)
     rows = aggregate(study, records)
@@ -482,14 +502,8 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
           + (f" of the points chosen on {study.select}" if study.select else ""), final_text)
     if study.select:
         def select_text(r):
-            if r["select_mean"] is None:
-                return "–"
-            one = r["select_seeds"] == 1
-            s = fmt_metric(study, r["select_mean"], None if one else r["select_std"]) + (" (1 seed)" if one else "")
-            if study.choose_by == "steps":
-                s = (f"{r['select_steps']:.0f} steps ({r['select_reached']}/{r['seeds']})"
-                     if r["select_steps"] is not None else f"not reached (final {s})")
-            return s + (f" ({r['point_label']})" if r["point_label"] else "")
+            s = select_figure(study, r)
+            return s + (f" ({r['point_label']})" if r["point_label"] and s != "–" else "")
         what = f"steps to {fmt_metric(study, study.target)} on " if study.choose_by == "steps" else ""
         table(f"## Validation {what}{study.select} of the chosen points (what the choice was made on)", select_text)
     if study.target is not None:
@@ -530,7 +544,8 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
                 f"chosen points only (✓, chosen on `{study.select}`); the others show `·`" if study.select else "")
              + ".\n")
     chosen = {id(r) for r in best}
-    sel_col = [f"{study.select}", "chosen"] if study.select else []
+    sel_col = ([study.select + (" steps to target" if study.choose_by == "steps" else ""), "chosen"]
+               if study.select else [])
     head_ = (["method", "sweep", "ranks", "examples/step", "seeds"] + sel_col
              + ["final", "diverged", "reached", "steps to target", "examples to target", "time to target s", "wall s"])
     L.append("| " + " | ".join(head_) + " |")
@@ -545,12 +560,7 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
         if len(study.variants) > 1:
             ranks += f", {study.variants[r['variant']]['label']}" if r["variant"] in study.variants else f", {r['variant']}"
         seeds = f"{r['seeds']}" + (f" (+{r['failed']} failed)" if r["failed"] else "")
-        sel = []
-        if study.select:
-            one = r["select_seeds"] == 1
-            sel = [("–" if r["select_mean"] is None else
-                    fmt_metric(study, r["select_mean"], None if one else r["select_std"]) + (" (1 seed)" if one else "")),
-                   "✓" if id(r) in chosen else ""]
+        sel = [select_figure(study, r), "✓" if id(r) in chosen else ""] if study.select else []
         test = [fmt_spread(study, r), f"{r['reached']}/{r['seeds']}", s2t, e2t, t2t] if shown else ["·"] * 5
         cells = ([study.methods[r['method']]['label'], r['point_label'] or '–', ranks, str(r['examples_per_step']),
                   seeds] + sel + [test[0], str(r['diverged'])] + test[1:] + [wall])

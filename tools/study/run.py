@@ -122,6 +122,8 @@ def run_cell(cell, args, folder):
            "wall_s": round(summary.get("wall_seconds", wall) if resumed else wall, 2),
            "resumed": resumed,
            "steps": summary.get("steps", evals[-1][0] if evals else None),
+           # train.stop_at.give_up_after ended the run short of the target (None: it did not).
+           "gave_up_at": summary.get("gave_up_at_step"),
            "evals": evals, "eval_wall": walls, "losses": losses[:: max(1, len(losses) // 200)],
            "command": " ".join(shlex.quote(c) for c in cmd), "machine": machine(),
            # What the binary that ran says of itself (summary.json), else what it said at the
@@ -179,6 +181,12 @@ def load_cached(folder, cell):
         return None
     if "eval_wall" not in rec:  # written by an older runner
         rec["eval_wall"] = read_curve(folder, cell.study.metric)[2]
+    if "gave_up_at" not in rec:  # likewise
+        try:
+            with open(os.path.join(folder, "summary.json")) as f:
+                rec["gave_up_at"] = json.load(f).get("gave_up_at_step")
+        except (OSError, json.JSONDecodeError):
+            rec["gave_up_at"] = None
     return {**rec, **identity(cell)}
 
 
