@@ -318,7 +318,8 @@ Tensor max_pool2d_forward(const Tensor& x, const Pool2dParams& p, Tensor& indice
   ADA_DISPATCH(max_pool2d_forward, (x, p, indices), x);
 }
 Tensor max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Shape& x_shape) {
-  if (any16(dy)) return to_dtype(max_pool2d_backward(W(dy), indices, x_shape), dy.dtype());
+  if (any16(dy) && !cuda_native(dy))
+    return to_dtype(max_pool2d_backward(W(dy), indices, x_shape), dy.dtype());
   ADA_DISPATCH(max_pool2d_backward, (dy, indices, x_shape), dy, indices);
 }
 Tensor avg_pool2d_forward(const Tensor& x, const Pool2dParams& p) {

@@ -2,9 +2,9 @@
 // windows, padding, divisors, argmax tie-breaking and checks as core/backend/cpu/pool.cc.
 // One thread per output (forward) or input (avg backward, a gather in the CPU's summation
 // order); max-pool backward scatters through the saved argmax with atomics, so overlapping
-// windows (stride < kernel) add in no fixed order. Every kernel but max-pool backward's scatter
-// also takes 16-bit activations (T: float, __nv_bfloat16 or __half; read as f32, summed in f32 or
-// double as for f32, the result rounded once).
+// windows (stride < kernel) add in no fixed order. Every kernel also takes 16-bit activations (T:
+// float, __nv_bfloat16 or __half; read as f32, summed in f32 or double as for f32, the result
+// rounded once; max-pool backward scatters into f32 and rounds the sums).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -60,12 +60,14 @@ __global__ void max_pool_forward_kernel(const T* x, T* y, int32_t* idx, int64_t 
   }
 }
 
-// dx[plane, idx[o]] += dy[o]; dx must be zeroed. Indices outside the plane are skipped.
-__global__ void max_pool_backward_kernel(const float* dy, const int32_t* idx, float* dx,
-                                         int64_t total, int64_t pq, int64_t hw) {
+// dx[plane, idx[o]] += dy[o] (dy f32 or 16-bit, read as f32); dx (f32) must be zeroed. Indices
+// outside the plane are skipped.
+template <class T>
+__global__ void max_pool_backward_kernel(const T* dy, const int32_t* idx, float* dx, int64_t total,
+                                         int64_t pq, int64_t hw) {
   for (int64_t o = global_tid(); o < total; o += global_stride()) {
     const int64_t k = idx[o];
-    if (k >= 0 && k < hw) atomicAdd(dx + (o / pq) * hw + k, dy[o]);
+    if (k >= 0 && k < hw) atomicAdd(dx + (o / pq) * hw + k, ld(dy, o));
   }
 }
 
@@ -160,7 +162,7 @@ Tensor max_pool2d_forward(const Tensor& x, const Pool2dParams& p, Tensor& indice
 
 Tensor max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Shape& x_shape) {
   const char* op = "max_pool2d_backward";
-  const int dev = require_f32(op, {&dy});
+  const int dev = require_f32(op, {&dy}, activation_type(dy));
   check_dtype(indices, DType::i32, op, "indices");
   ADA_CHECK_ARG(!indices.device().is_cpu() && indices.device().index == dev, DeviceError)
       << op << ": 'indices' is " << indices.str() << ", expected on cuda:" << dev;
@@ -170,14 +172,21 @@ Tensor max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Shape&
       ShapeError)
       << "max_pool2d_backward: gradient " << dy.str() << " does not match input "
       << shape_str(x_shape);
-  Tensor dx = Tensor::zeros(x_shape, DType::f32, dy.device());
   const int64_t total = dy.numel(), hw = x_shape[2] * x_shape[3];
-  if (total == 0 || dx.numel() == 0) return dx;
-  max_pool_backward_kernel<<<blocks_for(total), kThreads, 0, stream(dev)>>>(
-      dy.data<float>(), indices.data<int32_t>(), dx.data<float>(), total, dy.size(2) * dy.size(3),
-      hw);
+  if (total == 0 || shape_numel(x_shape) == 0)
+    return Tensor::zeros(x_shape, dy.dtype(), dy.device());
+  Tensor dx = Tensor::zeros(x_shape, DType::f32, dy.device());  // the sums; rounded below if 16-bit
+  with_float_type(dy.dtype(), [&](auto t) {
+    using T = decltype(t);
+    max_pool_backward_kernel<T><<<blocks_for(total), kThreads, 0, stream(dev)>>>(
+        data_as<T>(dy), indices.data<int32_t>(), dx.data<float>(), total, dy.size(2) * dy.size(3),
+        hw);
+  });
   ADA_CUDA_LAUNCH_CHECK();
-  return dx;
+  if (dy.dtype() == DType::f32) return dx;
+  Tensor narrow = Tensor::empty(x_shape, dy.dtype(), dy.device());
+  round_f32(dx.data<float>(), narrow.raw_data(), dx.numel(), dy.dtype(), dev);
+  return narrow;
 }
 
 Tensor avg_pool2d_forward(const Tensor& x, const Pool2dParams& p) {
