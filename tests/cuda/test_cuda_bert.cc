@@ -4,7 +4,8 @@
 // the same Philox counters on both devices and both paths, so the two runs differ only in
 // summation order: every parameter's gradient agrees to 1e-4 of its norm (measured differences
 // are of order 1e-6; another mask, a wrong head offset or a wrong backward gives order 1). The
-// kernels' own error bounds are test_cuda_attention.cc's; this checks the model's plumbing.
+// kernels' own error bounds are test_cuda_attention.cc's; this checks the model's plumbing. With
+// 16-bit activations, BERT-tiny and ResNet-20 on the GPU against the CPU, and the f32 copies made.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,6 +17,7 @@
 #include "core/autograd.h"
 #include "core/ops.h"
 #include "core/precision.h"
+#include "core/random.h"
 #include "cuda/cuda_test_util.h"
 #include "nn/model.h"
 
@@ -40,24 +42,21 @@ nn::TensorMap bert_batch() {
 
 struct Grads {
   std::vector<std::string> names;
+  std::vector<Shape> shapes;
   std::vector<std::vector<float>> values;
 };
 
-// With `act` 16-bit, activations are stored in it (and on the GPU the products run in the
-// matching precision).
-// `copies` (if given) gets the f32 copies of 16-bit inputs the step made (ops::sixteen_bit_copies).
-Grads run(const std::string& attention, Device device, DType act = DType::f32,
-          int64_t* copies = nullptr) {
+// The parameters' gradients of one forward and backward of `model` (a model config) on `batch`
+// from the initial weights of seed 3, on `device`. With `act` 16-bit, activations are stored in
+// it (and on the GPU the products run in the matching precision). `copies` (if given) gets the
+// f32 copies of 16-bit inputs the step made (ops::sixteen_bit_copies).
+Grads run_model(const std::string& model, nn::TensorMap batch, Device device, DType act,
+                int64_t* copies = nullptr) {
   nn::ModelRegistry models("model");
   nn::register_builtin_models(models);
-  Config mc = Config::parse(
-      "{name: bert, preset: tiny, vocab_size: 97, max_positions: 80, dropout: 0.1, "
-      "attention_dropout: 0.3, attention: " +
-          attention + "}",
-      "test");
-  auto net = models.get("bert")(mc, 3);
+  const Config mc = Config::parse(model, "test");
+  auto net = models.get(mc.get<std::string>("name"))(mc, 3);
   net->to(device);
-  nn::TensorMap batch = bert_batch();
   for (auto& kv : batch) kv.second = kv.second.to(device);
   set_activation_dtype(act);
   if (!device.is_cpu() && act != DType::f32)
@@ -70,9 +69,20 @@ Grads run(const std::string& attention, Device device, DType act = DType::f32,
   Grads g;
   for (const auto& p : net->parameters()) {
     g.names.push_back(p.name);
+    g.shapes.push_back(p.var.value().shape());
     g.values.push_back(p.var.grad().to(Device::cpu()).to_vector<float>());
   }
   return g;
+}
+
+// BERT-tiny with `attention` (fused or composed) on bert_batch().
+Grads run(const std::string& attention, Device device, DType act = DType::f32,
+          int64_t* copies = nullptr) {
+  return run_model(
+      "{name: bert, preset: tiny, vocab_size: 97, max_positions: 80, dropout: 0.1, "
+      "attention_dropout: 0.3, attention: " +
+          attention + "}",
+      bert_batch(), device, act, copies);
 }
 
 // Per parameter, the squared L2 norms of the GPU run's gradient minus the CPU run's and of the
@@ -89,6 +99,22 @@ std::vector<Diff> diffs(const Grads& gpu, const Grads& cpu) {
       out[i].norm2 += double(cpu.values[i][j]) * cpu.values[i][j];
     }
   return out;
+}
+
+// The 16-bit tests' bounds (see SixteenBitActivationsOnTheGpuMatchTheCpu): 25% of each
+// parameter's gradient norm, 8% over the whole model; prints the whole-model difference.
+void expect_16bit_bounds(const Grads& gpu, const Grads& cpu, const std::string& what) {
+  ASSERT_EQ(gpu.names, cpu.names);
+  double total_diff = 0, total_norm = 0;
+  const std::vector<Diff> d = diffs(gpu, cpu);
+  for (size_t i = 0; i < cpu.names.size(); ++i) {
+    total_diff += d[i].diff2;
+    total_norm += d[i].norm2;
+    EXPECT_LE(std::sqrt(d[i].diff2), 0.25 * std::sqrt(d[i].norm2) + 1e-9) << cpu.names[i];
+  }
+  const double whole = std::sqrt(total_diff / total_norm);
+  std::printf("%s: GPU against CPU, whole-model gradient %.2e\n", what.c_str(), whole);
+  EXPECT_LE(whole, 0.08);
 }
 
 TEST(CudaBert, FusedAttentionOnTheGpuIsTheComposedModelOnTheCpu) {
@@ -129,19 +155,35 @@ TEST(CudaBert, SixteenBitActivationsOnTheGpuMatchTheCpu) {
       const Grads gpu = run(attention, testing::gpu(), act, &copies);
       // Every op of either step has a 16-bit CUDA kernel (fused attention's on tensor cores).
       EXPECT_EQ(copies, 0);
-      ASSERT_EQ(gpu.names, cpu.names);
-      double total_diff = 0, total_norm = 0;
-      const std::vector<Diff> d = diffs(gpu, cpu);
-      for (size_t i = 0; i < cpu.names.size(); ++i) {
-        total_diff += d[i].diff2;
-        total_norm += d[i].norm2;
-        EXPECT_LE(std::sqrt(d[i].diff2), 0.25 * std::sqrt(d[i].norm2) + 1e-9) << cpu.names[i];
-      }
-      const double whole = std::sqrt(total_diff / total_norm);
-      std::printf("%s activations, attention %s: GPU against CPU, whole-model gradient %.2e\n",
-                  dtype_name(act), attention.c_str(), whole);
-      EXPECT_LE(whole, 0.08);
+      expect_16bit_bounds(gpu, cpu,
+                          std::string(dtype_name(act)) + " activations, attention " + attention);
     }
+  }
+}
+
+// ResNet-20 (convolutions, batch norm with its ReLU, residual adds, global average pooling) with
+// 16-bit activations, the GPU against the CPU as above. The only f32 copies the GPU step makes
+// are the filter gradients' (kept f32: two per convolution, dy and x, one for the stem, whose
+// input image is f32).
+TEST(CudaModels, SixteenBitResNet20OnTheGpuMatchesTheCpu) {
+  ADA_REQUIRE_GPU();
+  Generator g(5);
+  nn::TensorMap batch;
+  batch["image"] = Tensor::randn({16, 1, 28, 28}, g);
+  Tensor labels = Tensor::empty({16}, DType::i64);
+  for (int64_t i = 0; i < 16; ++i) labels.data<int64_t>()[i] = (i * 7) % 10;
+  batch["label"] = labels;
+  const std::string model = "{name: resnet20_mnist}";
+  for (DType act : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(std::string(dtype_name(act)) + " activations");
+    const Grads cpu = run_model(model, batch, Device::cpu(), act);
+    int64_t copies = 0;
+    const Grads gpu = run_model(model, batch, testing::gpu(), act, &copies);
+    int64_t convs = 0;
+    for (size_t i = 0; i < cpu.names.size(); ++i)
+      convs += cpu.shapes[i].size() == 4;  // a convolution's weight [Cout, Cin, kh, kw]
+    EXPECT_EQ(copies, 2 * convs - 1);
+    expect_16bit_bounds(gpu, cpu, std::string(dtype_name(act)) + " activations, ResNet-20");
   }
 }
 
