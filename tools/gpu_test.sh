@@ -214,6 +214,13 @@ if [[ "$what" == attention ]]; then
     timeout 150 .gpu/bin/bench_step --model $m --precision bf16 --activations 16bit --device cuda \
       --steps 10 --no-torch 2>&1
   done | tee -a "$out/attention.log"
+  # The CNN path with 16-bit activations (convolutions, batch norm and pools in bf16; only the
+  # filter gradients on f32 copies) against fp32 activations: ResNet-50 b256 bf16, ours only.
+  for act in fp32 16bit; do
+    echo "-- bench_step --model resnet50 --batch 256 --precision bf16 --activations $act --device cuda --no-torch"
+    timeout 150 .gpu/bin/bench_step --model resnet50 --batch 256 --precision bf16 --activations $act \
+      --device cuda --steps 10 --no-torch 2>&1
+  done | tee -a "$out/attention.log"
   # BERT-tiny MLM on the GPU in fp32 (two seeds: the seed noise), bf16 with composed and fused
   # attention, fp16 fused (loss scaling): 300 steps on the bundle's shards, the last 512
   # sequences held out; each 16-bit run's final validation MLM loss against fp32's, judged
