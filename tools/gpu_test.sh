@@ -10,9 +10,10 @@
 #                          peers: issue 33's table, ours against every PyTorch twin incl.
 #                          torch.compile, about 8 minutes, not in all; profile: per-op GPU time,
 #                          not in all; attention: BERT-Large with model.attention composed
-#                          and fused (and fused with 16-bit activations), ours only, then
-#                          BERT-tiny trained in fp32/bf16/fp16 and bf16 with 16-bit activations,
-#                          about 4 minutes, not in all)
+#                          and fused (and both with 16-bit activations), ResNet-50 b256 with
+#                          fp32 and 16-bit activations, ours only, then BERT-tiny trained in
+#                          fp32/bf16/fp16 and bf16 with 16-bit activations, about 5 minutes,
+#                          not in all)
 #   bash tools/gpu_test.sh step "resnet50 --batch 64;bert_base --batch 32 --seq 128"
 #                                     (bench_step against PyTorch eager for the named cases only;
 #                                      add --twins eager,compile,... to a case for others)
