@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -36,12 +37,18 @@ std::vector<float> host(const Tensor& t) {
   return t.to(Device::cpu()).to_vector<float>();
 }
 
+// "b2 heads 3 q5 k7 d32 bias dropout 0.25", for traces.
+std::string describe(const Case& c) {
+  std::ostringstream s;
+  s << "b" << c.b << " heads " << c.heads << " q" << c.sq << " k" << c.sk << " d" << c.d
+    << (c.bias ? " bias" : "") << " dropout " << c.dropout;
+  return s.str();
+}
+
 // Runs one case on the GPU against the double-precision reference; `factor` scales the sum
 // bound (kSumBoundFactor for fp32 kernels). Also checks that a second run gives the same bits.
 void check_case(const Case& c, double factor) {
-  SCOPED_TRACE("b" + std::to_string(c.b) + " heads " + std::to_string(c.heads) + " q" +
-               std::to_string(c.sq) + " k" + std::to_string(c.sk) + " d" + std::to_string(c.d) +
-               (c.bias ? " bias" : "") + " dropout " + std::to_string(c.dropout));
+  SCOPED_TRACE(describe(c));
   const int64_t bh = c.b * c.heads, e = c.heads * c.d;
   const Tensor q = rand_cpu({c.b, c.sq, e}, 501), k = rand_cpu({c.b, c.sk, e}, 502),
                v = rand_cpu({c.b, c.sk, e}, 503), dout = rand_cpu({c.b, c.sq, e}, 504);
@@ -154,9 +161,7 @@ TEST(CudaAttention, SixteenBitTensorsOnTensorCoresAreTheF32PathRounded) {
     const DType act = p == Precision::bf16 ? DType::bf16 : DType::f16;
     set_cuda_matmul_precision(p);
     for (const Case& c : kCases) {
-      SCOPED_TRACE(std::string(precision_name(p)) + " b" + std::to_string(c.b) + " heads " +
-                   std::to_string(c.heads) + " q" + std::to_string(c.sq) + " k" +
-                   std::to_string(c.sk) + " d" + std::to_string(c.d));
+      SCOPED_TRACE(std::string(precision_name(p)) + " " + describe(c));
       const int64_t e = c.heads * c.d;
       auto rand16 = [&](Shape s, uint64_t seed) {
         return ops::to_dtype(rand_cpu(std::move(s), seed), act).to(gpu());
