@@ -1,6 +1,8 @@
 #include "core/parallel.h"
 
 #include <omp.h>
+#include <pmmintrin.h>
+#include <xmmintrin.h>
 
 #include <Eigen/Core>
 #include <algorithm>
@@ -17,6 +19,21 @@ void set_num_threads(int n) {
 
 namespace {
 thread_local bool t_serial = false;
+
+void set_thread_flush(bool on) {
+  _MM_SET_FLUSH_ZERO_MODE(on ? _MM_FLUSH_ZERO_ON : _MM_FLUSH_ZERO_OFF);
+  _MM_SET_DENORMALS_ZERO_MODE(on ? _MM_DENORMALS_ZERO_ON : _MM_DENORMALS_ZERO_OFF);
+}
+}  // namespace
+
+void set_flush_denormals(bool on) {
+  set_thread_flush(on);
+#pragma omp parallel num_threads(omp_get_max_threads())
+  set_thread_flush(on);
+}
+
+bool flush_denormals() {
+  return _MM_GET_FLUSH_ZERO_MODE() == _MM_FLUSH_ZERO_ON;
 }
 
 void set_thread_serial(bool serial) {

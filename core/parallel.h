@@ -11,6 +11,14 @@ namespace ada {
 void set_num_threads(int n);
 int num_threads();
 
+// Subnormal floats (magnitudes below 2^-126) in CPU arithmetic: flushed to zero, as results and
+// as inputs (x86's FTZ and DAZ), or kept (IEEE, the default of a thread). A diverging run can fill
+// softmaxes and their gradients with them, and x86 cores compute on them up to ~100x slower (one
+// such run slowed 6x). Sets the calling thread and the OpenMP pool's threads; threads they start
+// later inherit it. train.flush_denormals.
+void set_flush_denormals(bool on);
+bool flush_denormals();  // the calling thread's mode
+
 // Marks the calling thread as serial: parallel_for runs inline on it. The communication thread
 // does this, so ops it runs (e.g. a reducer's scaling) never start a second OpenMP pool that
 // would fight the compute threads for the cores.

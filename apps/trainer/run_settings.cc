@@ -165,6 +165,7 @@ RunSettings read_run_settings(const Config& root, const std::string& config_path
   s.log_every =
       t.get_in_or<int64_t>("log_every", s.log_every, Range::at_least(1), "steps per metrics line");
   s.seed = static_cast<uint64_t>(t.get_or<int64_t>("seed", 1));
+  s.flush_denormals = t.get_or<bool>("flush_denormals", s.flush_denormals);
   s.threads = t.get_in_or<int>("threads", s.threads, Range::at_least(0),
                                "0 shares the node's cores among its ranks");
   s.checksum_every = t.get_in_or<int64_t>("checksum_every", s.checksum_every, Range::at_least(0),

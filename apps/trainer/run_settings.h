@@ -40,6 +40,7 @@ struct RunSettings {
   int64_t log_every = 50, checksum_every = 100;
   uint64_t seed = 1;
   int threads = 0;              // 0: the node's cores shared among its ranks
+  bool flush_denormals = true;  // train.flush_denormals (core/parallel.h)
   double clip = 0;              // clip_grad_norm; 0: off
   bool skip_nonfinite = false;  // on_nonfinite: skip
   std::string timeline, init_from;

@@ -45,6 +45,7 @@ void Trainer::build() {
   // Threads: the node's cores shared among its ranks, unless set.
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   set_num_threads(s_.threads > 0 ? s_.threads : std::max(1, cores / world_->local_size()));
+  set_flush_denormals(s_.flush_denormals);
 
   const Config red = cfg.child("reducer");
   reducer_ = comm::builtin_reducers().get(red.get<std::string>("name"), red.where("name"))(red);
@@ -447,6 +448,7 @@ void Trainer::write_summary() {
               {"comm", device_comm_ ? device_comm_->backend() : world_->backend()},
               {"precision", precision_name(s_.precision)},
               {"activations", dtype_name(s_.activations)},
+              {"flush_denormals", s_.flush_denormals},
               {"cpu_isa", cpu::isa_name(cpu::isa())}};
   if (!s_.device.is_cpu())
     sum["gpu_peak_allocated_mb"] =

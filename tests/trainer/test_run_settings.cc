@@ -47,6 +47,7 @@ TEST(RunSettings, Defaults) {
   EXPECT_EQ(s.checksum_every, 100);
   EXPECT_EQ(s.seed, 1u);
   EXPECT_EQ(s.threads, 0);
+  EXPECT_TRUE(s.flush_denormals);
   EXPECT_EQ(s.clip, 0.0);
   EXPECT_FALSE(s.skip_nonfinite);
   EXPECT_TRUE(s.device.is_cpu());
@@ -77,6 +78,7 @@ TEST(RunSettings, ReadsEveryKey) {
                                             "train.checksum_every=0",
                                             "train.seed=7",
                                             "train.threads=2",
+                                            "train.flush_denormals=false",
                                             "train.clip_grad_norm=1.5",
                                             "train.on_nonfinite=skip",
                                             "train.loss_scale=dynamic",
@@ -103,6 +105,7 @@ TEST(RunSettings, ReadsEveryKey) {
   EXPECT_EQ(s.checksum_every, 0);
   EXPECT_EQ(s.seed, 7u);
   EXPECT_EQ(s.threads, 2);
+  EXPECT_FALSE(s.flush_denormals);
   EXPECT_EQ(s.clip, 1.5);
   EXPECT_TRUE(s.skip_nonfinite);
   ASSERT_TRUE(s.loss_scale.has_value());
@@ -155,6 +158,7 @@ TEST(RunSettings, BadValuesNameTheKeyTheValueAndTheFix) {
       {{"train.eval_every=-1"}, {"train.eval_every", "must be >= 0, got -1", "epoch's end"}},
       {{"train.log_every=0"}, {"train.log_every", "must be >= 1, got 0"}},
       {{"train.threads=-2"}, {"train.threads", "must be >= 0, got -2"}},
+      {{"train.flush_denormals=maybe"}, {"train.flush_denormals", "maybe"}},
       {{"train.clip_grad_norm=-1"}, {"train.clip_grad_norm", "must be >= 0, got -1"}},
       {{"data.workers=-1"}, {"data.workers", "must be >= 0, got -1"}},
       {{"checkpoint.keep=0"}, {"checkpoint.keep", "must be >= 1, got 0"}},
