@@ -128,7 +128,11 @@ inline int check(const char* op, const Tensor& q, const Tensor& k, const Tensor&
   ADA_CHECK_ARG(k.dtype() == q.dtype() && v.dtype() == q.dtype(), DTypeError)
       << op << ": q, k and v must have one dtype, got " << q.str() << ", " << k.str() << ", "
       << v.str();
-  if (key_bias.defined()) require_f32(op, {&q, &key_bias});
+  if (key_bias.defined()) {  // on q's device, f32 whatever q's dtype
+    require_f32(op, {&q, &key_bias}, q.dtype());
+    ADA_CHECK_ARG(key_bias.dtype() == DType::f32, DTypeError)
+        << op << ": the key bias " << key_bias.str() << " must be f32";
+  }
   backend::check_fused_attention(q, k, v, key_bias, a.heads, a.dropout);
   const int64_t d = q.size(2) / a.heads;
   ADA_CHECK_ARG(d == 32 || d == 64 || d == 128, ShapeError)
