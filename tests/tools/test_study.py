@@ -322,6 +322,17 @@ class Pure(unittest.TestCase):
         # The scaling fit counts steps on the validation figure the runs stop on, not on test.
         self.assertIn("Steps to the target on `val_top1` (validation)", report)
         self.assertIn("| average | 16: 2 | – | not placed: 1 sizes reached the target (3 needed) | – |", report)
+        self.assertNotIn("## Choices from an unfinished sweep", report)
+        # With average's LR 0.1 not run yet, LR 0.05 is chosen from 1 of 2 sweep points: the report
+        # says so, and the critical-batch fit leaves that size out.
+        partial = [r for r in records if r["point"].get("optimizer.lr") != 0.1]
+        study.report.write_report(s, partial, out, [], 0, len(records))
+        with open(os.path.join(out, "report.md")) as f:
+            report = f.read()
+        self.assertIn("## Choices from an unfinished sweep", report)
+        self.assertIn("- average, 2 ranks: 1 of 2 sweep points run", report)
+        self.assertIn("| average | 16: 4 (sweep 1 of 2: not fitted) | – | not placed: 0 sizes reached the target "
+                      "(3 needed); sizes with an unfinished sweep left out | – |", report)
         self.assertIn("metric.choose_by must be final", self.error(text.replace("choose_by: steps", "choose_by: fast")))
         self.assertIn("metric.choose_by must be final", self.error(
             text.replace("target: 0.05, ", "")))

@@ -232,7 +232,7 @@ def critical_batch(points):
     return s_min, b_noise, (low, high), why
 
 
-def write_critical_batch(study, best, L):
+def write_critical_batch(study, rows, best, L):
     """Per method, the critical batch size of its chosen points' steps to the target against
     examples per step (a steps-to-target study: metric.choose_by steps). The steps are counted on
     the validation figure when the study has one: runs that stop at the target (train.stop_at)
@@ -243,15 +243,24 @@ def write_critical_batch(study, best, L):
     L.append(f"Steps to the target on {figure} of each method's chosen point per size, fitted as "
              "S(B) = S_min (1 + B_crit / B) (McCandlish et al. 2018; perfect scaling halves the steps per doubling "
              "of B, and B_crit is where the steps are twice the fewest possible); the range is the spread of the "
-             "fits leaving out one size at a time (4 or more sizes).\n")
+             "fits leaving out one size at a time (4 or more sizes). A size whose sweep has not finished is "
+             "shown but left out of the fit.\n")
     L.append("| method | sizes (examples per step: steps) | S_min | B_crit | leave-one-out range |")
     L.append("|---|---|---|---|---|")
     for m in study.methods:
-        rows = sorted((r for r in best if r["method"] == m and r[key] is not None),
-                      key=lambda r: r["examples_per_step"])
-        pts = [(r["examples_per_step"], r[key]) for r in rows]
+        chosen = sorted((r for r in best if r["method"] == m and r[key] is not None),
+                        key=lambda r: r["examples_per_step"])
+        done = [r for r in chosen if sweep_progress(study, rows, r)[0] >= sweep_progress(study, rows, r)[1]]
+        pts = [(r["examples_per_step"], r[key]) for r in done]
         s_min, b_crit, rng, why = critical_batch(pts)
-        sizes = ", ".join(f"{b:,}: {st:.0f}" for b, st in pts) or "none reached"
+        if len(done) < len(chosen):
+            why = (why + "; " if why else "") + "sizes with an unfinished sweep left out"
+
+        def size(r):
+            run, planned = sweep_progress(study, rows, r)
+            return f"{r['examples_per_step']:,}: {r[key]:.0f}" + (
+                f" (sweep {run} of {planned}: not fitted)" if run < planned else "")
+        sizes = ", ".join(size(r) for r in chosen) or "none reached"
         if b_crit is None:
             L.append(f"| {study.methods[m]['label']} | {sizes} | – | not placed: {why} | – |")
             continue
@@ -276,6 +285,40 @@ def sweep_edges(study, rows, best):
                 continue
             out.append((b, key, value, "smallest" if value == tried[0] else "largest", tried))
     return out
+
+
+def sweep_progress(study, rows, b):
+    """(points run, points planned) of chosen row b's sweep in its column."""
+    planned = 1
+    for values in study.methods[b["method"]]["sweep"].values():
+        planned *= len(values)
+    run = {json.dumps(r["point"], sort_keys=True) for r in rows
+           if r["method"] == b["method"] and column(r) == column(b) and r["seeds"] > 0}
+    return len(run), planned
+
+
+def unfinished_sweeps(study, rows, best):
+    """The chosen rows whose column has not run every point of their sweep yet: [(row, run, planned)]."""
+    out = []
+    for b in best:
+        run, planned = sweep_progress(study, rows, b)
+        if run < planned:
+            out.append((b, run, planned))
+    return out
+
+
+def write_unfinished_sweeps(study, rows, best, L):
+    """A section naming every choice made before its sweep finished (else nothing)."""
+    todo = unfinished_sweeps(study, rows, best)
+    if not todo:
+        return
+    L.append("## Choices from an unfinished sweep\n")
+    L.append("These columns have not run every point of the method's sweep yet: the chosen point is the best "
+             "of those run, and may change when the rest have run.\n")
+    for b, run, planned in todo:
+        L.append(f"- {study.methods[b['method']]['label']}, {study.column_label(*column(b))}: "
+                 f"{run} of {planned} sweep points run")
+    L.append("")
 
 
 def write_sweep_edges(study, rows, best, L):
@@ -518,11 +561,12 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
         if not seconds_compare:
             L.append(f"Wall seconds are left out of this table and its plot: the cells ran on {len(cpus)} CPU "
                      f"models ({'; '.join(cpus)}), so seconds would compare machines, not methods.\n")
+    write_unfinished_sweeps(study, rows, best, L)
     write_sweep_edges(study, rows, best, L)
     if study.baseline:
         write_significance(study, best, cols_, L)
     if study.choose_by == "steps":
-        write_critical_batch(study, best, L)
+        write_critical_batch(study, rows, best, L)
     L.append("![final metric](final_vs_examples.png)\n")
     if study.target is not None:
         L.append("![steps to target](steps_to_target.png)\n")
