@@ -307,33 +307,36 @@ def unfinished_sweeps(study, rows, best):
     return out
 
 
+def write_list_section(L, title, intro, items):
+    """A section of one paragraph and a list (nothing when there are no items)."""
+    if not items:
+        return
+    L.append(f"## {title}\n")
+    L.append(intro + "\n")
+    L.extend(f"- {item}" for item in items)
+    L.append("")
+
+
 def write_unfinished_sweeps(study, rows, best, L):
     """A section naming every choice made before its sweep finished (else nothing)."""
-    todo = unfinished_sweeps(study, rows, best)
-    if not todo:
-        return
-    L.append("## Choices from an unfinished sweep\n")
-    L.append("These columns have not run every point of the method's sweep yet: the chosen point is the best "
-             "of those run, and may change when the rest have run.\n")
-    for b, run, planned in todo:
-        L.append(f"- {study.methods[b['method']]['label']}, {study.column_label(*column(b))}: "
-                 f"{run} of {planned} sweep points run")
-    L.append("")
+    write_list_section(
+        L, "Choices from an unfinished sweep",
+        "These columns have not run every point of the method's sweep yet: the chosen point is the best "
+        "of those run, and may change when the rest have run.",
+        [f"{study.methods[b['method']]['label']}, {study.column_label(*column(b))}: {run} of {planned} sweep "
+         "points run" for b, run, planned in unfinished_sweeps(study, rows, best)])
 
 
 def write_sweep_edges(study, rows, best, L):
     """A section naming every choice at the edge of its sweep (else nothing)."""
-    edges = sweep_edges(study, rows, best)
-    if not edges:
-        return
-    L.append("## Choices at the edge of their sweep\n")
-    L.append("These chosen points are the smallest or largest value their sweep tried at that column, so the "
-             "best may lie beyond it; until the sweep is extended past it, a comparison with that method "
-             "there may understate it.\n")
-    for b, key, value, side, tried in edges:
-        L.append(f"- {study.methods[b['method']]['label']}, {study.column_label(*column(b))}: "
-                 f"`{key}` {fmt_value(value)}, the {side} tried ({', '.join(fmt_value(t) for t in tried)})")
-    L.append("")
+    write_list_section(
+        L, "Choices at the edge of their sweep",
+        "These chosen points are the smallest or largest value their sweep tried at that column, so the "
+        "best may lie beyond it; until the sweep is extended past it, a comparison with that method "
+        "there may understate it.",
+        [f"{study.methods[b['method']]['label']}, {study.column_label(*column(b))}: `{key}` {fmt_value(value)}, "
+         f"the {side} tried ({', '.join(fmt_value(t) for t in tried)})"
+         for b, key, value, side, tried in sweep_edges(study, rows, best)])
 
 
 def write_significance(study, best, cols_, L):
