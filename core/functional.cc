@@ -162,8 +162,11 @@ Variable linear(const Variable& x, const Variable& w, const Variable& b) {
   return reshape(y, out);
 }
 
+// A convolution of 16-bit activations multiplies, and keeps for backward-data, the weights
+// rounded once to their type (ops::matmul_operand, as matmul does; the CPU rounds while packing).
 Variable conv2d(const Variable& x, const Variable& w, const ops::Conv2dParams& p) {
-  Tensor xv = x.value(), wv = w.value();
+  Tensor xv = x.value();
+  Tensor wv = xv.dtype() == DType::f32 ? w.value() : ops::matmul_operand(w.value());
   bool gx = x.requires_grad(), gw = w.requires_grad();
   return make_result(ops::conv2d_forward(xv, wv, p, activation_dtype()), "conv2d", {x, w},
                      [xv, wv, p, gx, gw](const Tensor& g) {

@@ -88,6 +88,11 @@ template <class... Ts>
 bool cuda_products16(const Tensor& first, const Ts&... rest) {
   return cuda_native(first, rest...) && first.dtype() == precision_dtype(cuda_matmul_precision());
 }
+// Whether cuDNN's 16-bit convolution of x takes the weights w as they are: f32 (rounded per
+// call) or already rounded to x's type (fn::conv2d rounds them once per step).
+bool conv_weights(const Tensor& w, const Tensor& x) {
+  return w.dtype() == DType::f32 || w.dtype() == x.dtype();
+}
 std::atomic<int64_t> g_copies{0};
 Tensor W(const Tensor& t) {
   if (!is16(t)) return t;
@@ -293,13 +298,14 @@ Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p)
   return {g.n, g.k, g.p, g.q};
 }
 Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& p, DType out) {
-  if ((any16(x, w) || out != DType::f32) && !(cuda_products16(x) && out == x.dtype() && !is16(w)))
+  if ((any16(x, w) || out != DType::f32) &&
+      !(cuda_products16(x) && out == x.dtype() && conv_weights(w, x)))
     return to_dtype(conv2d_forward(W(x), W(w), p), out);
   ADA_DISPATCH(conv2d_forward, (x, w, p), x, w);
 }
 Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape,
                             const Conv2dParams& p) {
-  if (any16(dy, w) && !(cuda_products16(dy) && !is16(w)))
+  if (any16(dy, w) && !(cuda_products16(dy) && conv_weights(w, dy)))
     return to_dtype(conv2d_backward_data(W(dy), W(w), x_shape, p), dy.dtype());
   ADA_DISPATCH(conv2d_backward_data, (dy, w, x_shape, p), dy, w);
 }

@@ -65,9 +65,11 @@ std::string cat(const Ts&... xs) {
 }
 
 std::string ints_str(const std::vector<int>& v) {
-  std::string r = "{";
-  for (size_t i = 0; i < v.size(); ++i) r += (i ? "," : "") + std::to_string(v[i]);
-  return r + "}";
+  std::ostringstream os;
+  os << '{';
+  for (size_t i = 0; i < v.size(); ++i) os << (i ? "," : "") << v[i];
+  os << '}';
+  return os.str();
 }
 
 std::string conv_str(const ops::Conv2dParams& p) {
@@ -90,9 +92,11 @@ std::string index_str(const Shape& s, int64_t flat) {
       flat /= s[d];
     }
   }
-  std::string r = "[";
-  for (size_t d = 0; d < idx.size(); ++d) r += (d ? "," : "") + std::to_string(idx[d]);
-  return r + "]";
+  std::ostringstream os;
+  os << '[';
+  for (size_t d = 0; d < idx.size(); ++d) os << (d ? "," : "") << idx[d];
+  os << ']';
+  return os.str();
 }
 
 // close_to_cpu, plus on failure: which op (`what`), the worst and first bad elements as
@@ -263,7 +267,7 @@ TEST(CudaOps, ElementwiseArithmetic) {
   ADA_REQUIRE_GPU();
   for (const Shape& s : elementwise_shapes()) {
     SCOPED_TRACE("shape " + shape_str(s));
-    const std::string sh = " " + shape_str(s);
+    const std::string sh = cat(" ", shape_str(s));
     const Tensor a = rand_cpu(s, 11), b = rand_cpu(s, 12, 2.f);
     const Tensor ga = on_gpu(a), gb = on_gpu(b);
     // add/sub/mul/scale: one correctly rounded operation per element.
@@ -322,7 +326,7 @@ TEST(CudaOps, Activations) {
   ADA_REQUIRE_GPU();
   for (const Shape& s : elementwise_shapes()) {
     SCOPED_TRACE("shape " + shape_str(s));
-    const std::string sh = " " + shape_str(s);
+    const std::string sh = cat(" ", shape_str(s));
     const Tensor x = rand_cpu(s, 21, 3.f), dy = rand_cpu(s, 22);
     const Tensor gx = on_gpu(x), gdy = on_gpu(dy);
     const Tensor r = ops::relu(x);
@@ -766,9 +770,21 @@ TEST(CudaOps, SixteenBitConvolutionsRunInTheirOwnType) {
     const int64_t copies = ops::sixteen_bit_copies();
     const Tensor y = ops::conv2d_forward(gx, on_gpu(w), prm, act);
     const Tensor dx = ops::conv2d_backward_data(gdy, on_gpu(w), x.shape(), prm);
+    // fn::conv2d's way: the weights rounded once beforehand (ops::matmul_operand), the same
+    // values as rounded inside each call: the forward gives the same bits (cuDNN's forward
+    // algorithms are deterministic; its backward-data ones may use atomics, so dx gets the bound).
+    const Tensor w16 = ops::matmul_operand(on_gpu(w));
+    ASSERT_EQ(w16.dtype(), act);
+    const Tensor y_w16 = ops::conv2d_forward(gx, w16, prm, act);
+    const Tensor dx_w16 = ops::conv2d_backward_data(gdy, w16, x.shape(), prm);
     EXPECT_EQ(ops::sixteen_bit_copies(), copies) << "an f32 copy of a 16-bit input";
     const Tensor dw = ops::conv2d_backward_filter(gdy, gx, w.shape(), prm);
     set_cuda_matmul_precision(Precision::fp32);
+    const Tensor y_host = y.to(Device::cpu()), y_w16_host = y_w16.to(Device::cpu());
+    EXPECT_EQ(0, std::memcmp(y_host.raw_data(), y_w16_host.raw_data(), y_host.nbytes()))
+        << "forward with the weights rounded beforehand";
+    EXPECT_TRUE(
+        close_to_cpu(ops::to_dtype(dx_w16, DType::f32), want_dx, ulp + kMmRtol, mm_atol(144)));
     ASSERT_EQ(y.dtype(), act);
     ASSERT_EQ(dx.dtype(), act);
     ASSERT_EQ(dw.dtype(), DType::f32);

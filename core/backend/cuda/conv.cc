@@ -247,19 +247,20 @@ const Plan& get_plan(int dev, Dir dir, const ConvGeom& g, DType t = DType::f32) 
   return ref;
 }
 
-// The weights as a conv on `act` tensors reads them: w itself (f32), or rounded to act's 16-bit
-// type in `scratch`.
+// The weights as a conv on `act` tensors reads them: w itself (f32, or already of act's 16-bit
+// type), or f32 w rounded to act's type in `scratch`.
 const void* weights_as(const Tensor& w, DType act, Scratch& scratch, int dev) {
-  if (act == DType::f32) return w.raw_data();
+  if (w.dtype() == act) return w.raw_data();
   round_f32(w.data<float>(), scratch.get(), w.numel(), act, dev);
   return scratch.get();
 }
 
-// x (or dy) f32, or of train.precision's 16-bit type (16-bit activations); w f32.
+// x (or dy) f32, or of train.precision's 16-bit type (16-bit activations); w f32 or of x's type.
 int require_conv_operands(const char* op, const Tensor& x, const Tensor& w) {
   const int dev = require_f32(op, {&x, &w}, precision_dtype(cuda_matmul_precision()));
-  ADA_CHECK_ARG(w.dtype() == DType::f32, DTypeError)
-      << op << ": the weights " << w.str() << " must be f32";
+  ADA_CHECK_ARG(w.dtype() == DType::f32 || w.dtype() == x.dtype(), DTypeError)
+      << op << ": the weights " << w.str() << " must be f32 or of the input's type "
+      << dtype_name(x.dtype());
   return dev;
 }
 
@@ -276,7 +277,7 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& prm)
   }
   require_int_sizes("conv2d_forward", g);
   const Plan& pl = get_plan(dev, Dir::forward, g, x.dtype());
-  Scratch ws(pl.workspace, dev), w16(x.dtype() == DType::f32 ? 0 : w.numel() * 2, dev);
+  Scratch ws(pl.workspace, dev), w16(w.dtype() == x.dtype() ? 0 : w.numel() * 2, dev);
   const void* wp = weights_as(w, x.dtype(), w16, dev);
   const float one = 1.f, zero_f = 0.f;  // beta = 0: y is not read
   ADA_CUDNN_CHECK(cudnnConvolutionForward(cudnn(dev), &one, pl.x, x.raw_data(), pl.w, wp, pl.conv,
@@ -296,7 +297,7 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
   require_int_sizes("conv2d_backward_data", g);
   Tensor dx = Tensor::empty(x_shape, dy.dtype(), dy.device());
   const Plan& pl = get_plan(dev, Dir::backward_data, g, dy.dtype());
-  Scratch ws(pl.workspace, dev), w16(dy.dtype() == DType::f32 ? 0 : w.numel() * 2, dev);
+  Scratch ws(pl.workspace, dev), w16(w.dtype() == dy.dtype() ? 0 : w.numel() * 2, dev);
   const void* wp = weights_as(w, dy.dtype(), w16, dev);
   const float one = 1.f, zero_f = 0.f;  // beta = 0: dx is not read
   ADA_CUDNN_CHECK(
