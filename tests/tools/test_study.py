@@ -428,6 +428,8 @@ class Pure(unittest.TestCase):
         only = study.cli.parse_only(["method=average", "ranks=2"])
         self.assertEqual(sorted(c.name for c in s.cells() if study.cli.selected(c, only)),
                          ["average-lr0.05-np2-s1", "average-lr0.1-np2-s1"])
+        only = study.cli.parse_only(["point=lr0.1", "ranks=2"])
+        self.assertEqual([c.name for c in s.cells() if study.cli.selected(c, only)], ["average-lr0.1-np2-s1"])
         with self.assertRaises(study.spec.StudyError):
             study.cli.parse_only(["rank=2"])
 

@@ -13,23 +13,25 @@ from .run import Eta, commit, identity, load_cached, load_published, run_cell, s
 from .spec import ROOT, Study, StudyError, fmt_metric
 
 
+ONLY_KEYS = ("method", "ranks", "micro_batches", "variant", "seed", "point")
+
+
 def parse_only(only):
     """--only method=a,b --only ranks=4 -> {'method': {'a','b'}, 'ranks': {'4'}}"""
     out = {}
     for o in only:
         if "=" not in o:
-            raise StudyError(f"--only {o}: expected KEY=V1,V2 with KEY one of method, ranks, micro_batches, "
-                             "variant, seed")
+            raise StudyError(f"--only {o}: expected KEY=V1,V2 with KEY one of {', '.join(ONLY_KEYS)}")
         k, v = o.split("=", 1)
-        if k not in ("method", "ranks", "micro_batches", "variant", "seed"):
-            raise StudyError(f"--only {o}: unknown key '{k}'; known: method, ranks, micro_batches, variant, seed")
+        if k not in ONLY_KEYS:
+            raise StudyError(f"--only {o}: unknown key '{k}'; known: {', '.join(ONLY_KEYS)}")
         out.setdefault(k, set()).update(x.strip() for x in v.split(","))
     return out
 
 
 def selected(cell, only):
     vals = {"method": cell.method, "ranks": str(cell.ranks), "micro_batches": str(cell.mb), "variant": cell.variant,
-            "seed": str(cell.seed)}
+            "seed": str(cell.seed), "point": cell.point_tag}
     return all(vals[k] in v for k, v in only.items())
 
 
@@ -69,7 +71,8 @@ def main(argv=None):
     ap.add_argument("--trainer", default=os.path.join(ROOT, "build", "bin", "trainer"))
     ap.add_argument("--mpirun", default="mpirun")
     ap.add_argument("--only", action="append", default=[], help="KEY=V1,V2: run only these cells "
-                    "(method, ranks, micro_batches, variant, seed); the report covers every cached cell")
+                    "(method, ranks, micro_batches, variant, seed, point: the sweep point as cell names spell it, e.g. "
+                    "lr0.02); the report covers every cached cell")
     ap.add_argument("--dry-run", action="store_true", help="list the cells and which are cached")
     ap.add_argument("--report-only", action="store_true", help="write the report from cached cells")
     ap.add_argument("--no-build", action="store_true", help="do not build the trainer first")

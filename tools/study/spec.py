@@ -215,7 +215,9 @@ class Cell:
         settings = {"base": study.base_cfg, "overrides": self.overrides, "ranks": ranks,
                     "trainer_args": study.trainer_args}
         self.hash = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:10]
-        sweep = "".join(f"-{k.split('.')[-1]}{fmt_value(v)}" for k, v in point.items())
+        # The sweep point as the name spells it ("lr0.02", "adasum_lr_factor2"; several joined by "-").
+        self.point_tag = "-".join(f"{k.split('.')[-1]}{fmt_value(v)}" for k, v in point.items())
+        sweep = f"-{self.point_tag}" if point else ""
         mb = f"-mb{micro_batches}" if len(study.micro_batches) > 1 or micro_batches != 1 else ""
         self.name = f"{method}{sweep}" + (f"-{variant}" if variant else "") + f"-np{ranks}{mb}-s{seed}"
 
