@@ -130,6 +130,9 @@ std::optional<StopAt> read_stop_at(const Config& t) {
   s.give_up_after = c.get_in_or<int64_t>("give_up_after", 0, Range::at_least(0),
                                          "evaluations in a row without a new best figure; 0 never "
                                          "gives up");
+  s.give_up_at_step = c.get_in_or<int64_t>("give_up_at_step", 0, Range::at_least(0),
+                                           "the step by which the bound must be reached; 0: no "
+                                           "deadline");
   return s;
 }
 

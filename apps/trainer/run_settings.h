@@ -19,12 +19,15 @@ namespace ada::trainer {
 // train.stop_at: end the run at the first evaluation whose figure `metric` (val_* or eval_*, as
 // in metrics.jsonl) is at or below (`below`) or at or above the bound `value`; with
 // `give_up_after` N > 0, also once N evaluations in a row have not bettered the best figure so far
-// (the bound is then not reached: a run that stalls or diverges ends instead of using the budget).
+// (the bound is then not reached: a run that stalls or diverges ends instead of using the budget);
+// with `give_up_at_step` S > 0, also at the first evaluation at or after step S that has not
+// reached it (a deadline: a study cuts off a sweep point that can no longer be the fastest).
 struct StopAt {
   std::string metric;
   double value = 0;
   bool below = true;
   int64_t give_up_after = 0;     // evaluations without a new best; 0: never give up
+  int64_t give_up_at_step = 0;   // the deadline step; 0: none
   std::string where;             // "config x.yaml: train.stop_at (line 9, column 3)", for messages
   std::string describe() const;  // "val_mlm_loss <= 6.5"
   // Whether figure v betters `best` (NaN: no best yet) in the bound's direction.

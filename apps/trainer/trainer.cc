@@ -394,21 +394,28 @@ bool Trainer::stop_at_ends_run() {
     ++stop_since_best_;
   }
   // Every rank decides alike (the figures are reduced over ranks; a max makes it certain).
-  double due[2] = {(s.below ? v <= s.value : v >= s.value) ? 1.0 : 0.0,
-                   s.give_up_after > 0 && stop_since_best_ >= s.give_up_after ? 1.0 : 0.0};
-  world_->allreduce(due, 2, comm::ReduceOp::max);
+  double due[3] = {(s.below ? v <= s.value : v >= s.value) ? 1.0 : 0.0,
+                   s.give_up_after > 0 && stop_since_best_ >= s.give_up_after ? 1.0 : 0.0,
+                   s.give_up_at_step > 0 && step_ >= s.give_up_at_step ? 1.0 : 0.0};
+  world_->allreduce(due, 3, comm::ReduceOp::max);
   if (due[0] != 0.0) {
     stopped_at_ = step_;
     log_info("train.stop_at: {} is {:g} at step {} ({}): the run ends here", s.metric, v, step_,
              s.describe());
     return true;
   }
-  if (due[1] == 0.0) return false;
+  if (due[1] == 0.0 && due[2] == 0.0) return false;
   gave_up_at_ = step_;
-  log_info(
-      "train.stop_at: {} has not bettered its best, {:g} at step {}, in {} evaluations "
-      "(give_up_after): the run ends at step {} without reaching {}",
-      s.metric, stop_best_, stop_best_step_, stop_since_best_, step_, s.describe());
+  if (due[1] != 0.0)
+    log_info(
+        "train.stop_at: {} has not bettered its best, {:g} at step {}, in {} evaluations "
+        "(give_up_after): the run ends at step {} without reaching {}",
+        s.metric, stop_best_, stop_best_step_, stop_since_best_, step_, s.describe());
+  else
+    log_info(
+        "train.stop_at: {} has not reached {} by step {} (give_up_at_step; its best {:g} at step "
+        "{}): the run ends at step {}",
+        s.metric, s.describe(), s.give_up_at_step, stop_best_, stop_best_step_, step_);
   return true;
 }
 

@@ -513,10 +513,23 @@ for d in sys.argv[1:]:
     assert "stopped_at_step" not in s and s["stop_at"] == "val_top1 >= 2", (d, s)
 print("give_up_after: a run with no better figure in 3 evaluations ends at step 8, also across a resume")
 PY
+  # train.stop_at.give_up_at_step: a deadline; the run ends at the first evaluation at or after it
+  # (step 6 for a deadline of 5 with evaluations every 2) without the bound.
+  mpi 2 "$trainer" --config tiny.yaml --set data.validation_size=16 --set train.eval_every=2 --set output.dir=deadline \
+    --set 'train.stop_at={metric: val_top1, above: 2, give_up_at_step: 5}' > deadline.txt 2>&1 || { cat deadline.txt; fail "a run with give_up_at_step"; }
+  grep -q "train.stop_at: val_top1 has not reached val_top1 >= 2 by step 5 (give_up_at_step; its best [0-9.e+-]* at step [0-9]*): the run ends at step 6" deadline.txt ||
+    { cat deadline.txt; fail "give_up_at_step: no log line"; }
+  /usr/bin/python3 - deadline <<'PY' || fail "give_up_at_step: summary"
+import json, sys
+s = json.load(open(sys.argv[1] + "/summary.json"))
+assert s["steps"] == 6 and s["gave_up_at_step"] == 6 and "stopped_at_step" not in s, s
+print("give_up_at_step: a deadline of step 5 ends the run at its next evaluation, step 6")
+PY
   for bad in "{metric: loss, below: 1}|train.stop_at.metric (set by --set train.stop_at={metric: loss, below: 1}): 'loss' is not an evaluation figure" \
              "{metric: val_loss, below: 1, above: 0}|train.stop_at (set by --set train.stop_at={metric: val_loss, below: 1, above: 0}): give exactly one bound" \
              "{metric: val_loss, below: 1}|train.stop_at (set by --set train.stop_at={metric: val_loss, below: 1}): val_loss needs a validation set; set data.validation_size" \
              "{metric: val_loss, below: 1, give_up_after: -2}|train.stop_at.give_up_after (set by --set train.stop_at={metric: val_loss, below: 1, give_up_after: -2}): must be" \
+             "{metric: val_loss, below: 1, give_up_at_step: -1}|train.stop_at.give_up_at_step (set by --set train.stop_at={metric: val_loss, below: 1, give_up_at_step: -1}): must be" \
              "{metric: eval_mlm_loss, below: 1}|the evaluations give no figure 'eval_mlm_loss'; they give eval_loss, eval_top1"; do
     out=$(mpi 1 "$trainer" --config tiny.yaml --set "train.stop_at=${bad%%|*}" --set output.dir=bad 2>&1) && fail "train.stop_at=${bad%%|*} was accepted"
     echo "$out" | grep -qF "${bad#*|}" || { echo "$out" | tail -5; fail "train.stop_at=${bad%%|*}: message"; }
