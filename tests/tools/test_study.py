@@ -337,6 +337,53 @@ class Pure(unittest.TestCase):
         self.assertIn("metric.choose_by must be final", self.error(
             text.replace("target: 0.05, ", "")))
 
+    def test_cut_off_stops_points_that_can_no_longer_be_the_fastest(self):
+        # cut_off: a cell's deadline is the fewest validation steps to the target of another point
+        # of its method, column and seed; cells run from the point chosen at the largest smaller
+        # size outwards; the report says which cell was cut and by what.
+        sweep3 = TWO_METHODS.replace("[0.05, 0.1]", "[0.025, 0.05, 0.1]")
+        text = study_text(self.base, sweep3, "cut_off: true\n").replace(
+            "chance: 0.1}", "chance: 0.1, select: val_top1, choose_by: steps}").replace(
+            "train.eval_every: 2}", "train.eval_every: 2, train.stop_at: {metric: val_top1, above: 0.05}}")
+        s = self.load(text)
+        self.assertTrue(s.cut_off)
+
+        def rec(c, val, **kw):
+            return {"name": c.name, "hash": c.hash, "method": c.method, "ranks": c.ranks, "micro_batches": 1,
+                    "variant": "", "seed": 1, "point": c.point, "examples_per_step": c.examples_per_step,
+                    "status": "ok", "reason": "", "final": 0.5, "select_final": val[-1][1], "select_evals": val,
+                    "wall_s": 3.0, "evals": val, "eval_wall": [], "gave_up_at": None, **kw}
+
+        cells = {c.name: c for c in s.cells()}
+        # At 1 rank, average's LR 0.05 reached 5% in 4 steps and LR 0.1 in 2: 0.1 is chosen there.
+        done = [rec(cells["average-lr0.05-np1-s1"], [(2, 0.01), (4, 0.06)]),
+                rec(cells["average-lr0.1-np1-s1"], [(2, 0.07)])]
+        self.assertEqual(study.cli.cut_off_deadline(s, cells["average-lr0.025-np1-s1"], done), (2, "lr 0.1"))
+        # Another column, method or seed sets no deadline.
+        self.assertIsNone(study.cli.cut_off_deadline(s, cells["average-lr0.025-np2-s1"], done))
+        self.assertIsNone(study.cli.cut_off_deadline(s, cells["adasum-np1-s1"], done))
+        # At 2 ranks the sweep starts at 1 rank's choice (0.1), then its neighbour, then 0.025.
+        todo = [c for c in s.cells() if c.ranks == 2]
+        self.assertEqual([c.name for c in study.cli.cut_off_order(s, todo, done)],
+                         ["adasum-np2-s1", "average-lr0.1-np2-s1", "average-lr0.05-np2-s1",
+                          "average-lr0.025-np2-s1"])
+        # A cut cell in the report: not reached, cut off at its deadline (not "gave up").
+        cut = rec(cells["average-lr0.025-np1-s1"], [(2, 0.0)], gave_up_at=2, cut_off={"at": 2, "by": "lr 0.1"})
+        out = os.path.join(self.tmp, "report")
+        study.report.write_report(s, done + [cut], out, [], 0, len(cells))
+        with open(os.path.join(out, "report.md")) as f:
+            report = f.read()
+        self.assertIn("| average | lr 0.025 | 1 | 8 | 1 | not reached (final 0.00% (1 seed)); cut off at step 2 "
+                      "(lr 0.1 reached it in 2) |", report)
+        self.assertNotIn("give_up_after", report)
+        # Bad uses are refused: without steps-to-target choices, several seeds per sweep point, no stop_at.
+        self.assertIn("cut_off needs metric.choose_by: steps", self.error(text.replace(", choose_by: steps", "")))
+        self.assertIn("cut_off: methods.average sweeps 3 points with 2 seeds", self.error(
+            text.replace("seeds: [1]", "seeds: [1, 2]")))
+        self.assertIn("cut_off needs train.stop_at in set", self.error(
+            text.replace(", train.stop_at: {metric: val_top1, above: 0.05}", "")))
+        self.assertIn("cut_off must be true or false", self.error(text.replace("cut_off: true", "cut_off: 1")))
+
     def test_critical_batch_size_fit(self):
         crit = study.report.critical_batch
         # Steps exactly 100 (1 + 8192 / B): S_min 100, B_crit 8192, every leave-one-out fit the same.
@@ -585,6 +632,26 @@ class EndToEnd(unittest.TestCase):
         rc, out = self.run_study(text.replace(", data.validation_size: 64", "").replace("0.05, 0.1", "0.07"))
         self.assertEqual(rc, 1, out)
         self.assertIn("without 'val_top1' (metric.select) in summary.json; set data.validation_size", out)
+
+    def test_cut_off_gives_the_trainer_its_deadline(self):
+        # cut_off with a target every evaluation reaches: the first point reaches it at step 2, so
+        # the second runs with train.stop_at.give_up_at_step=2 (the trainer takes it) and reaches
+        # it there too: a deadline, not a cut.
+        methods = "  average: {set: {reducer.name: average}, sweep: {optimizer.lr: [0.05, 0.1]}}\n"
+        text = study_text(self.base, methods, "cut_off: true\n").replace(
+            "metric: {name: eval_top1, goal: max, target: 0.05, diverged: 0.0, chance: 0.1}",
+            "metric: {name: eval_loss, goal: min, target: 1.0e+9, select: val_loss, choose_by: steps}").replace(
+            "train.eval_every: 2}", "train.eval_every: 2, data.validation_size: 64, "
+            "train.stop_at: {metric: val_loss, below: 1.0e+9}}").replace("ranks: [1, 2]", "ranks: [2]")
+        rc, out = self.run_study(text)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("average-lr0.1-np2-s1 (cut off at step 2: lr 0.05 reached the target in 2) ... ok", out)
+        cells = self.cells()
+        self.assertNotIn("cut_off", cells["average-lr0.05-np2-s1"])
+        second = cells["average-lr0.1-np2-s1"]
+        self.assertEqual(second["cut_off"], {"at": 2, "by": "lr 0.05"})
+        self.assertIn("train.stop_at.give_up_at_step=2", second["command"])
+        self.assertEqual((second["steps"], second["gave_up_at"]), (2, None))
 
     def test_a_renamed_method_or_a_setting_moved_into_a_variant_reuses_its_cells_under_the_new_names(self):
         rc, out = self.run_study(study_text(self.base, "  adasum: {set: {reducer.name: adasum}}\n"))

@@ -8,9 +8,9 @@ import sys
 import time
 
 from . import __doc__ as RUNNER_DOC
-from .report import aggregate, best_rows, fmt_time, write_report
+from .report import aggregate, best_rows, fmt_time, select_steps, write_report
 from .run import Eta, commit, identity, load_cached, load_published, run_cell, stale, trainer_identity
-from .spec import ROOT, Study, StudyError, fmt_metric
+from .spec import ROOT, Study, StudyError, column, fmt_metric, point_label
 
 
 ONLY_KEYS = ("method", "ranks", "micro_batches", "variant", "seed", "point")
@@ -33,6 +33,44 @@ def selected(cell, only):
     vals = {"method": cell.method, "ranks": str(cell.ranks), "micro_batches": str(cell.mb), "variant": cell.variant,
             "seed": str(cell.seed), "point": cell.point_tag}
     return all(vals[k] in v for k, v in only.items())
+
+
+def cut_off_deadline(study, cell, records):
+    """cut_off: (the fewest steps any other point of the cell's method, column and seed took to
+    the target on the figure choices are made on, that point's label); None while none has
+    reached it. A cell still short of the target by then can no longer be chosen."""
+    best = None
+    for r in records:
+        if r["method"] != cell.method or column(r) != (cell.ranks, cell.mb, cell.variant) or \
+                r["seed"] != cell.seed or r["point"] == cell.point:
+            continue
+        n = select_steps(study, r)
+        if n is not None and (best is None or n < best[0]):
+            best = (n, point_label(r["point"]))
+    return best
+
+
+def cut_off_order(study, cells, records):
+    """cut_off: the cells in run order, each method's points of a column starting from the point
+    chosen at the largest smaller size and going outwards through the sweep (nearest first), so
+    that the deadline is tight early; the order of columns and methods is kept."""
+    chosen = {}
+    for row in best_rows(study, aggregate(study, records)):
+        if row["select_reached"]:
+            chosen.setdefault(row["method"], []).append((row["examples_per_step"], row["point"]))
+
+    def distance(c):
+        below = [(e, p) for e, p in chosen.get(c.method, []) if e < c.examples_per_step]
+        if not below:
+            return 0
+        ref = max(below, key=lambda ep: ep[0])[1]
+        sweep = study.methods[c.method]["sweep"]
+        return sum(abs(vals.index(c.point[k]) - vals.index(ref[k])) for k, vals in sweep.items() if ref.get(k) in vals)
+
+    group = {}
+    for c in cells:
+        group.setdefault((c.ranks, c.mb, c.variant, c.method), len(group))
+    return sorted(cells, key=lambda c: (group[(c.ranks, c.mb, c.variant, c.method)], distance(c)))
 
 
 def chosen(study, results, spec):
@@ -161,16 +199,30 @@ def main(argv=None):
     start = time.time()
     eta = Eta()
     failures = 0
-    for i, c in enumerate([] if args.report_only else todo):
+    def finished():
+        return [v for k, v in cached.items()
+                if k != "__failed__" and v and k not in stale_why and v["status"] in ("ok", "diverged")]
+
+    remaining = [] if args.report_only else list(todo)
+    i = 0
+    while remaining:
+        if study.cut_off:
+            remaining = cut_off_order(study, remaining, finished())
+        c = remaining.pop(0)
+        deadline = cut_off_deadline(study, c, finished()) if study.cut_off else None
         t0 = time.time()
-        print(f"[{i + 1}/{len(todo)}] {c.name} ...", end="", flush=True)
-        rec = run_cell(c, args, folder[c.name])
+        print(f"[{i + 1}/{len(todo)}] {c.name}" + (f" (cut off at step {deadline[0]}: {deadline[1]} reached "
+                                                   f"the target in {deadline[0]})" if deadline else "") + " ...",
+              end="", flush=True)
+        i += 1
+        rec = run_cell(c, args, folder[c.name], deadline)
         eta.add(c.ranks, time.time() - t0)
         if rec["status"] == "failed":
             failures += 1
         else:
             cached[c.name] = rec
-        rem = eta.remaining(todo[i + 1:])
+            stale_why.pop(c.name, None)
+        rem = eta.remaining(remaining)
         print(f" {rec['status']}, {study.metric} {fmt_metric(study, rec['final'])}, {fmt_time(rec['wall_s'])}"
               f" | elapsed {fmt_time(time.time() - start)}" + (f", ETA {fmt_time(rem)}" if rem is not None else "")
               + (f"\n    {rec['reason']}\n    log: {os.path.join(folder[c.name], 'log.txt')}"

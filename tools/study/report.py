@@ -109,6 +109,11 @@ def steps_to_target(study, evals):
     return None
 
 
+def select_steps(study, rec):
+    """The steps a cell took to the target on the figure choices are made on (None: not reached)."""
+    return steps_to_target(study, rec.get("select_evals", []) if study.select else rec["evals"])
+
+
 def aggregate(study, records):
     """Groups records into rows: one per (method, sweep point, ranks, micro_batches, variant)."""
     groups = {}
@@ -124,7 +129,7 @@ def aggregate(study, records):
         sel = seed_finals(study, [r for r in done if "select_final" in r], "select_final") if study.select else []
         sel_mean, sel_sd = mean_std(sel)
         # Steps to the target on the figure choices are made on (metric.choose_by: steps).
-        sel_hits = [steps_to_target(study, r.get("select_evals", []) if study.select else r["evals"]) for r in done]
+        sel_hits = [select_steps(study, r) for r in done]
         sel_reached = [h for h in sel_hits if h is not None]
         hits = [(steps_to_target(study, r["evals"]), dict(r.get("eval_wall", []))) for r in done]
         reached = [h for h, _ in hits if h is not None]
@@ -431,9 +436,15 @@ def select_figure(study, r):
         s = f"{r['select_steps']:.0f} steps ({r['select_reached']}/{r['seeds']})"
     else:
         s = f"not reached (final {s})"
-    gave = sorted(x["gave_up_at"] for x in r["records"] if x.get("gave_up_at") is not None)
+    ended = [x for x in r["records"] if x.get("gave_up_at") is not None]
+    # A deadline (cut_off) ends a run at its first evaluation from the deadline on; before it,
+    # only give_up_after can have.
+    cut = [x for x in ended if x.get("cut_off") and x["gave_up_at"] >= x["cut_off"]["at"]]
+    gave = sorted(x["gave_up_at"] for x in ended if x not in cut)
     if gave:
         s += f"; gave up at step {', '.join(str(g) for g in gave)} (train.stop_at.give_up_after)"
+    for x in cut:
+        s += f"; cut off at step {x['gave_up_at']} ({x['cut_off']['by']} reached it in {x['cut_off']['at']})"
     return s
 
 

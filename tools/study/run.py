@@ -58,8 +58,10 @@ def is_diverged_value(study, value):
     return value <= study.diverged if study.goal == "max" else value >= study.diverged
 
 
-def run_cell(cell, args, folder):
-    """Runs one cell; returns its record (also written as study_cell.json unless it failed)."""
+def run_cell(cell, args, folder, deadline=None):
+    """Runs one cell; returns its record (also written as study_cell.json unless it failed).
+    deadline (cut_off): (steps, label of the point that reached the target in them): the run
+    ends at its first evaluation from that step on if it has not reached the target by then."""
     study = cell.study
     # An unfinished earlier attempt starts again, unless the study resumes cells: then the
     # trainer goes on from the attempt's newest checkpoint (--resume auto; fresh if it has none),
@@ -73,7 +75,11 @@ def run_cell(cell, args, folder):
     mpirun = [args.mpirun, "-np", str(cell.ranks), "--oversubscribe", "--bind-to", "none",
               "--mca", "mpi_yield_when_idle", "1"]
     cmd = mpirun + [args.trainer, "--config", study.base_path]
-    for s in cell.trainer_sets() + [f"output.dir={folder}", "checkpoint.overwrite=true"]:
+    # Not settings of the cell (its hash leaves them out): where it runs, and a cut-off deadline.
+    extra = [f"output.dir={folder}", "checkpoint.overwrite=true"]
+    if deadline:
+        extra.append(f"train.stop_at.give_up_at_step={deadline[0]}")
+    for s in cell.trainer_sets() + extra:
         cmd += ["--set", s]
     cmd += study.trainer_args
     if study.resume_cells:
@@ -132,6 +138,8 @@ def run_cell(cell, args, folder):
            "trainer_version": summary.get("trainer_version") or args.trainer_version}
     if study.select:
         rec["select_final"], rec["select_evals"] = sel_final, sel_evals
+    if deadline:
+        rec["cut_off"] = {"at": deadline[0], "by": deadline[1]}
     if status != "failed":
         with open(os.path.join(folder, CELL_MARKER), "w") as f:
             json.dump(rec, f)

@@ -41,7 +41,7 @@ def _get(tree, dotted, default=None):
 class Study:
     KEYS = {"name", "base", "question", "budget", "metric", "train_size", "set", "ranks",
             "micro_batches", "seeds", "methods", "variants", "fetch", "findings", "baseline", "trainer_args",
-            "resume_cells"}
+            "resume_cells", "cut_off"}
 
     def __init__(self, path):
         self.path = path
@@ -171,6 +171,28 @@ class Study:
         self.baseline = doc.get("baseline")
         if self.baseline is not None and self.baseline not in self.methods:
             raise StudyError(f"{where}: baseline '{self.baseline}' is not one of the methods")
+        # Branch and bound over a steps-to-target sweep: a cell stops (train.stop_at.give_up_at_step)
+        # once it has run as many steps as the fewest any other point of its method, column and seed
+        # needed to reach the target: it can no longer be chosen. Sound only when each point has one
+        # seed (with several, "reached by more seeds" comes before "fewer steps").
+        self.cut_off = doc.get("cut_off", False)
+        if not isinstance(self.cut_off, bool):
+            raise StudyError(f"{where}: cut_off must be true or false, got {self.cut_off!r}")
+        if self.cut_off:
+            if self.choose_by != "steps":
+                raise StudyError(f"{where}: cut_off needs metric.choose_by: steps (it stops the points that can "
+                                 f"no longer be the fastest to metric.target)")
+            for mname, m in self.methods.items():
+                n_points = math.prod(len(v) for v in m["sweep"].values())
+                if n_points > 1 and len(m["seeds"]) > 1:
+                    raise StudyError(f"{where}: cut_off: methods.{mname} sweeps {n_points} points with "
+                                     f"{len(m['seeds'])} seeds; cutting a seed short could change which point "
+                                     f"reached the target most often. Sweep at one seed, then give the chosen "
+                                     f"point's other seeds as a method without a sweep")
+            if "train.stop_at.metric" not in self.common:
+                raise StudyError(f"{where}: cut_off needs train.stop_at in set (the trainer's deadline, "
+                                 f"give_up_at_step, belongs to it), e.g. train.stop_at: {{metric: "
+                                 f"{self.select or self.metric}, below: {self.target}}}")
 
     # ---- grid ---------------------------------------------------------------------------------
 
