@@ -163,6 +163,7 @@ void scale_(Tensor& y, float s) {
 }
 void axpby_(float alpha, const Tensor& x, float beta, Tensor& y) {
   if (any16(x, y)) {
+    if (!is16(y)) return axpby_(alpha, W(x), beta, y);  // an f32 y is updated in place
     Tensor t = W(y);
     axpby_(alpha, W(x), beta, t);
     return write16(y, t);
@@ -486,6 +487,9 @@ Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, float 
 }
 Tensor cross_entropy_backward(float dloss, const Tensor& save_logp, const Tensor& targets,
                               float label_smoothing, int64_t ignore_index, DType out) {
+  ADA_CHECK_ARG(out == DType::f32 || out == DType::bf16 || out == DType::f16, DTypeError)
+      << "cross_entropy_backward: the logit gradient must be f32, bf16 or f16, not "
+      << dtype_name(out);
 #ifdef ADA_WITH_CUDA
   if (any_cuda(save_logp, targets)) {
     ::ada::cuda::OpTimer timer("cross_entropy_backward");

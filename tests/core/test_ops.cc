@@ -781,6 +781,11 @@ TEST(Ops, BadArgumentsGiveClearErrors) {
   EXPECT_THROW(ops::cross_entropy_backward(1.f, Tensor::zeros({2, 3}),
                                            Tensor::from_vector<int64_t>({1, 3}, {2}), 0.f, -100),
                ShapeError);
+  // A logit gradient of an integer dtype: refused on every backend.
+  EXPECT_THROW(
+      ops::cross_entropy_backward(1.f, Tensor::zeros({2, 3}),
+                                  Tensor::from_vector<int64_t>({1, 2}, {2}), 0.f, -100, DType::i32),
+      DTypeError);
   Tensor bad_t = Tensor::from_vector<int64_t>({0, 7}, {2});
   EXPECT_NE(error_of<Error>([&] {
               Tensor lp;

@@ -360,6 +360,7 @@ ops::AttentionGrads fused_attention_backward(const Tensor& dout, const Tensor& q
   const int dev = check("fused_attention_backward", q, k, v, key_bias, a);
   require_f32("fused_attention_backward", {&dout, &out}, q.dtype());
   require_f32("fused_attention_backward", {&lse});
+  require_on("fused_attention_backward", dev, {&dout, &out, &lse});
   ADA_CHECK_ARG(dout.dtype() == q.dtype() && out.dtype() == q.dtype(), DTypeError)
       << "fused_attention_backward: dout and out must have q's dtype, got " << dout.str() << ", "
       << out.str() << " and q " << q.str();

@@ -40,6 +40,8 @@ void set_device(int device);
 // Every tensor defined, f32 (or `also`, when given) and on one CUDA device; returns that device's
 // index and makes it current. Throws ShapeError/DTypeError/DeviceError naming `op`.
 int require_f32(const char* op, std::initializer_list<const Tensor*> ts, DType also = DType::f32);
+// Every tensor (defined) on CUDA device `device`: for tensors whose dtype was checked apart.
+void require_on(const char* op, int device, std::initializer_list<const Tensor*> ts);
 // An index tensor (i32 or i64) on `device`.
 void require_index(const char* op, const Tensor& t, const char* arg, int device);
 

@@ -509,6 +509,7 @@ void axpby_(float alpha, const Tensor& x, float beta, Tensor& y) {
 Tensor add_bias(const Tensor& x, const Tensor& bias) {
   require_one_float_type("add_bias", {&x});
   const int dev = require_f32("add_bias", {&bias});
+  require_on("add_bias", dev, {&x});
   ADA_CHECK_ARG(x.dim() >= 1 && bias.dim() == 1 && bias.size(0) == x.size(-1), ShapeError)
       << "add_bias: bias " << bias.str() << " does not match the last dim of " << x.str();
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());

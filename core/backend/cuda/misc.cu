@@ -180,6 +180,7 @@ Tensor embedding_forward(const Tensor& weight, const Tensor& ids, DType out) {
 void embedding_backward(const Tensor& dy, const Tensor& ids, Tensor& dweight) {
   require_f32("embedding_backward", {&dy}, activation_type(dy));
   const int dev = require_f32("embedding_backward", {&dweight});
+  require_on("embedding_backward", dev, {&dy});
   require_index("embedding_backward", ids, "ids", dev);
   check_dim(dweight, 2, "embedding_backward", "dweight");
   const int64_t v = dweight.size(0), d = dweight.size(1), n = ids.numel();

@@ -193,7 +193,6 @@ struct Vec<4> {
 template <>
 struct Vec<1> {
   using T = float;
-  __device__ static float& at(T& v, int) { return v; }
 };
 bool vec4_ok(int64_t inner, std::initializer_list<const void*> ptrs) {
   if (inner % 4 != 0) return false;
@@ -615,7 +614,7 @@ BatchNormGrads bn_backward(const char* op, const Tensor& dy, const Tensor& y, co
   check_stat(op, x, gamma, g.c, "gamma");
   check_same_shape(dy, x, op);
   if (y.defined()) {
-    require_f32(op, {&y}, y.dtype());
+    require_on(op, dev, {&y});
     check_same_shape(y, x, op);
   }
   check_stat(op, x, save_mean, g.c, "save_mean");
@@ -701,6 +700,7 @@ Tensor layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& be
   const char* op = "layer_norm_forward";
   require_f32(op, {&x}, activation_type(x));
   const int dev = require_f32(op, {&gamma, &beta});
+  require_on(op, dev, {&x});
   const int64_t d = ln_width(op, x, gamma);
   check_same_shape(gamma, beta, "layer_norm_forward (gamma vs beta)");
   const int64_t rows = d ? x.numel() / d : 0;
@@ -725,6 +725,7 @@ LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tens
   ADA_CHECK_ARG(dy.dtype() == x.dtype(), DTypeError)
       << op << ": dy " << dy.str() << " and x " << x.str() << " differ in dtype";
   const int dev = require_f32(op, {&gamma, &save_mean, &save_rstd});
+  require_on(op, dev, {&dy, &x});
   const int64_t d = ln_width(op, x, gamma);
   check_same_shape(dy, x, op);
   const int64_t rows = d ? x.numel() / d : 0;

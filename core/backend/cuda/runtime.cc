@@ -283,6 +283,13 @@ int require_f32(const char* op, std::initializer_list<const Tensor*> ts, DType a
   return device;
 }
 
+void require_on(const char* op, int device, std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts)
+    ADA_CHECK_ARG(t->defined() && !t->device().is_cpu() && t->device().index == device, DeviceError)
+        << op << ": tensor " << t->str() << " is not on cuda:" << device
+        << " with the op's other tensors";
+}
+
 void require_index(const char* op, const Tensor& t, const char* arg, int device) {
   ADA_CHECK_ARG(t.defined(), ShapeError) << op << ": '" << arg << "' is undefined";
   ADA_CHECK_ARG(!t.device().is_cpu() && t.device().index == device, DeviceError)
