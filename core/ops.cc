@@ -294,11 +294,32 @@ Tensor bmm(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, DType o
 }
 
 // ---- convolution and pooling (NCHW) ----------------------------------------------------------
+namespace {
+// Channels-last convolutions on a backend without them (the CPU's) run on NCHW copies.
+bool native_channels_last(const Tensor& x) {
+  return any_cuda(x);  // cuDNN's NHWC convolutions
+}
+Tensor to_nchw(const Tensor& t) {
+  return permute(t, {0, 3, 1, 2});
+}
+Tensor to_nhwc(const Tensor& t) {
+  return permute(t, {0, 2, 3, 1});
+}
+Conv2dParams as_nchw(Conv2dParams p) {
+  p.channels_last = false;
+  return p;
+}
+}  // namespace
+
 Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p) {
   const backend::ConvGeom g = backend::make_geom("conv2d", x, w, p);
-  return {g.n, g.k, g.p, g.q};
+  return p.channels_last ? Shape{g.n, g.p, g.q, g.k} : Shape{g.n, g.k, g.p, g.q};
 }
 Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& p, DType out) {
+  if (p.channels_last && !native_channels_last(x)) {
+    backend::make_geom("conv2d_forward", x.shape(), w.shape(), p);  // its messages, not permute's
+    return to_nhwc(conv2d_forward(to_nchw(x), w, as_nchw(p), out));
+  }
   if ((any16(x, w) || out != DType::f32) &&
       !(cuda_products16(x) && out == x.dtype() && conv_weights(w, x)))
     return to_dtype(conv2d_forward(W(x), W(w), p), out);
@@ -306,12 +327,20 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& p, D
 }
 Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape,
                             const Conv2dParams& p) {
+  if (p.channels_last && !native_channels_last(dy)) {
+    const backend::ConvGeom g = backend::make_geom("conv2d_backward_data", x_shape, w.shape(), p);
+    return to_nhwc(conv2d_backward_data(to_nchw(dy), w, {g.n, g.c, g.h, g.w}, as_nchw(p)));
+  }
   if (any16(dy, w) && !(cuda_products16(dy) && conv_weights(w, dy)))
     return to_dtype(conv2d_backward_data(W(dy), W(w), x_shape, p), dy.dtype());
   ADA_DISPATCH(conv2d_backward_data, (dy, w, x_shape, p), dy, w);
 }
 Tensor conv2d_backward_filter(const Tensor& dy, const Tensor& x, const Shape& w_shape,
                               const Conv2dParams& p) {
+  if (p.channels_last && !native_channels_last(x)) {
+    backend::make_geom("conv2d_backward_filter", x.shape(), w_shape, p);
+    return conv2d_backward_filter(to_nchw(dy), to_nchw(x), w_shape, as_nchw(p));
+  }
   if (any16(dy, x)) return conv2d_backward_filter(W(dy), W(x), w_shape, p);
   ADA_DISPATCH(conv2d_backward_filter, (dy, x, w_shape, p), dy, x);
 }

@@ -89,8 +89,12 @@ Tensor bmm(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b 
            DType out = DType::f32);
 
 // ---- convolution and pooling (NCHW) ----------------------------------------------------------
+// Convolutions also run channels-last: with `channels_last` the input, output and their
+// gradients are [N, H, W, C] (the weights stay [Cout, Cin, kh, kw]). The CUDA backend takes that
+// layout natively (cuDNN's NHWC convolutions); the CPU's runs them on NCHW copies (the same bits).
 struct Conv2dParams {
   int stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dil_h = 1, dil_w = 1;
+  bool channels_last = false;
 };
 Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p);
 Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& p,

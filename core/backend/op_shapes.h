@@ -130,20 +130,24 @@ struct ConvGeom {
   }
 };
 
+// x is [N,C,H,W], or [N,H,W,C] with p.channels_last.
 inline ConvGeom make_geom(const char* op, const Shape& x, const Shape& w,
                           const ops::Conv2dParams& p) {
   ADA_CHECK_ARG(x.size() == 4, ShapeError)
-      << op << ": input must be [N,C,H,W], got " << shape_str(x);
+      << op << ": input must be " << (p.channels_last ? "[N,H,W,C] (channels last)" : "[N,C,H,W]")
+      << ", got " << shape_str(x);
   ADA_CHECK_ARG(w.size() == 4, ShapeError)
       << op << ": weight must be [Cout,Cin,kh,kw], got " << shape_str(w);
-  ADA_CHECK_ARG(w[1] == x[1], ShapeError)
+  const int cdim = p.channels_last ? 3 : 1;
+  ADA_CHECK_ARG(w[1] == x[cdim], ShapeError)
       << op << ": weight " << shape_str(w) << " expects " << w[1] << " input channels, input "
-      << shape_str(x) << " has " << x[1];
+      << shape_str(x) << " has " << x[cdim];
   ADA_CHECK_ARG(p.stride_h > 0 && p.stride_w > 0 && p.dil_h > 0 && p.dil_w > 0 && p.pad_h >= 0 &&
                     p.pad_w >= 0,
                 ShapeError)
       << op << ": strides and dilations must be positive and paddings non-negative";
-  ConvGeom g{x[0], x[1], x[2], x[3], w[0], w[2], w[3], 0, 0, p};
+  ConvGeom g = p.channels_last ? ConvGeom{x[0], x[3], x[1], x[2], w[0], w[2], w[3], 0, 0, p}
+                               : ConvGeom{x[0], x[1], x[2], x[3], w[0], w[2], w[3], 0, 0, p};
   int64_t eff_r = (g.r - 1) * p.dil_h + 1, eff_s = (g.s - 1) * p.dil_w + 1;
   int64_t hp = g.h + 2 * p.pad_h, wp = g.w + 2 * p.pad_w;
   ADA_CHECK_ARG(hp >= eff_r && wp >= eff_s, ShapeError)

@@ -151,6 +151,54 @@ void expect_conv_passes(const Tensor& x, const Tensor& w, const Tensor& dy,
                    what + " backward-filter");
 }
 
+// Channels-last convolutions (Conv2dParams::channels_last: x, y and their gradients [N,H,W,C])
+// on the CPU are the NCHW ones on permuted copies: the same bits in every pass, weights and
+// their gradient [Cout,Cin,kh,kw] in both. A bad channels-last input is named as such.
+TEST(Ops, ChannelsLastConvolutionsAreTheNchwOnesPermuted) {
+  struct Case {
+    Shape x, w;
+    ops::Conv2dParams p;
+  };
+  const std::vector<Case> cases = {{{2, 3, 9, 7}, {5, 3, 3, 3}, {1, 1, 1, 1, 1, 1, false}},
+                                   {{3, 4, 11, 10}, {6, 4, 3, 2}, {2, 1, 1, 0, 2, 1, false}},
+                                   {{2, 16, 8, 8}, {32, 16, 1, 1}, {2, 2, 0, 0, 1, 1, false}},
+                                   {{1, 1, 13, 13}, {4, 1, 7, 7}, {2, 2, 3, 3, 1, 1, false}}};
+  auto nhwc = [](const Tensor& t) { return ops::permute(t, {0, 2, 3, 1}); };
+  auto bits = [](const Tensor& t) { return t.to_vector<float>(); };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(shape_str(c.x) + " * " + shape_str(c.w));
+    const Tensor x = rnd(c.x, 1), w = rnd(c.w, 2);
+    const Tensor y = ops::conv2d_forward(x, w, c.p);
+    const Tensor dy = rnd(y.shape(), 3);
+    ops::Conv2dParams cl = c.p;
+    cl.channels_last = true;
+    const Shape x_cl = nhwc(x).shape();
+    EXPECT_EQ(ops::conv2d_output_shape(x_cl, c.w, cl), nhwc(y).shape());
+    const Tensor y_cl = ops::conv2d_forward(nhwc(x), w, cl);
+    ASSERT_EQ(y_cl.shape(), nhwc(y).shape());
+    EXPECT_EQ(bits(y_cl), bits(nhwc(y))) << "forward";
+    const Tensor dx = ops::conv2d_backward_data(dy, w, c.x, c.p);
+    const Tensor dx_cl = ops::conv2d_backward_data(nhwc(dy), w, x_cl, cl);
+    ASSERT_EQ(dx_cl.shape(), x_cl);
+    EXPECT_EQ(bits(dx_cl), bits(nhwc(dx))) << "backward-data";
+    const Tensor dw = ops::conv2d_backward_filter(dy, x, c.w, c.p);
+    const Tensor dw_cl = ops::conv2d_backward_filter(nhwc(dy), nhwc(x), c.w, cl);
+    ASSERT_EQ(dw_cl.shape(), c.w);
+    EXPECT_EQ(bits(dw_cl), bits(dw)) << "backward-filter";
+  }
+  ops::Conv2dParams cl;
+  cl.channels_last = true;
+  // An NCHW tensor given as channels-last: its last dim (7) is not the weights' 3 channels.
+  EXPECT_NE(error_of<ShapeError>([&] {
+              ops::conv2d_forward(rnd({2, 3, 9, 7}, 1), rnd({5, 3, 3, 3}, 2), cl);
+            }).find("expects 3 input channels, input [2,3,9,7] has 7"),
+            std::string::npos);
+  EXPECT_NE(error_of<ShapeError>([&] {
+              ops::conv2d_forward(rnd({2, 9, 7}, 1), rnd({5, 3, 3, 3}, 2), cl);
+            }).find("input must be [N,H,W,C] (channels last)"),
+            std::string::npos);
+}
+
 // Every pass of the convolution paths the current level picks (im2col image groups, the 1x1 fast
 // path, the direct and blocked kernels where they apply) against a naive one in double.
 TEST(Ops, Conv2dMatchesNaiveOnEveryPath) {

@@ -450,6 +450,13 @@ void run_groups(const Plan& plan, F body) {
   }
 }
 
+// This backend's kernels are NCHW: ops:: gives them NCHW copies of channels-last tensors.
+ConvGeom nchw_geom(const char* op, const Shape& x, const Shape& w, const Conv2dParams& prm) {
+  ADA_CHECK(!prm.channels_last) << op << ": channels-last reached the CPU backend (ops:: runs it "
+                                << "on NCHW copies)";
+  return make_geom(op, x, w, prm);
+}
+
 }  // namespace
 
 const char* conv_direct_kernels(const Shape& x, const Shape& w, const ops::Conv2dParams& p,
@@ -465,7 +472,7 @@ const char* conv_direct_kernels(const Shape& x, const Shape& w, const ops::Conv2
 
 Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& prm) {
   require_cpu_f32("conv2d_forward", {&x, &w});
-  ConvGeom g = make_geom("conv2d_forward", x.shape(), w.shape(), prm);
+  ConvGeom g = nchw_geom("conv2d_forward", x.shape(), w.shape(), prm);
   Tensor y = Tensor::empty({g.n, g.k, g.p, g.q});
   if (y.numel() == 0) return y;
   if (g.crs() == 0) {
@@ -533,7 +540,7 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& prm)
 Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape,
                             const Conv2dParams& prm) {
   require_cpu_f32("conv2d_backward_data", {&dy, &w});
-  ConvGeom g = make_geom("conv2d_backward_data", x_shape, w.shape(), prm);
+  ConvGeom g = nchw_geom("conv2d_backward_data", x_shape, w.shape(), prm);
   ADA_CHECK_ARG(dy.shape() == Shape({g.n, g.k, g.p, g.q}), ShapeError)
       << "conv2d_backward_data: gradient " << dy.str() << " should be "
       << shape_str({g.n, g.k, g.p, g.q});
@@ -603,7 +610,7 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
 Tensor conv2d_backward_filter(const Tensor& dy, const Tensor& x, const Shape& w_shape,
                               const Conv2dParams& prm) {
   require_cpu_f32("conv2d_backward_filter", {&dy, &x});
-  ConvGeom g = make_geom("conv2d_backward_filter", x.shape(), w_shape, prm);
+  ConvGeom g = nchw_geom("conv2d_backward_filter", x.shape(), w_shape, prm);
   ADA_CHECK_ARG(dy.shape() == Shape({g.n, g.k, g.p, g.q}), ShapeError)
       << "conv2d_backward_filter: gradient " << dy.str() << " should be "
       << shape_str({g.n, g.k, g.p, g.q});

@@ -1,5 +1,7 @@
-// CUDA conv2d forward, backward-data and backward-filter of core/ops.h (NCHW, weights
-// [Cout, Cin, kh, kw]) on cuDNN's legacy convolution API, float data and float compute; under
+// CUDA conv2d forward, backward-data and backward-filter of core/ops.h (NCHW, or NHWC with
+// Conv2dParams::channels_last; weights [Cout, Cin, kh, kw], given to cuDNN as [Cout, kh, kw, Cin]
+// copies for NHWC, and the filter gradient permuted back) on cuDNN's legacy convolution API,
+// float data and float compute; under
 // 16-bit activations the forward and backward-data passes take and give tensors of
 // train.precision's 16-bit type with the weights rounded to it (cuDNN's bf16 / fp16 data with
 // float compute on tensor cores), while the filter gradient stays an f32 pass on f32 tensors.
@@ -176,11 +178,11 @@ std::unique_ptr<Plan> make_plan(int dev, Dir dir, const ConvGeom& g, ConvMath al
   ADA_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&pl->conv));
   // require_int_sizes has bounded every dimension by INT_MAX.
   auto i = [](int64_t v) { return static_cast<int>(v); };
-  ADA_CUDNN_CHECK(
-      cudnnSetTensor4dDescriptor(pl->x, CUDNN_TENSOR_NCHW, data, i(g.n), i(g.c), i(g.h), i(g.w)));
-  ADA_CUDNN_CHECK(
-      cudnnSetFilter4dDescriptor(pl->w, data, CUDNN_TENSOR_NCHW, i(g.k), i(g.c), i(g.r), i(g.s)));
   const Conv2dParams& p = g.prm;
+  // NHWC tensors with NHWC ([Cout, kh, kw, Cin]) filters: cuDNN's channels-last convolutions.
+  const cudnnTensorFormat_t fmt = p.channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+  ADA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(pl->x, fmt, data, i(g.n), i(g.c), i(g.h), i(g.w)));
+  ADA_CUDNN_CHECK(cudnnSetFilter4dDescriptor(pl->w, data, fmt, i(g.k), i(g.c), i(g.r), i(g.s)));
   ADA_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(pl->conv, p.pad_h, p.pad_w, p.stride_h,
                                                   p.stride_w, p.dil_h, p.dil_w,
                                                   CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
@@ -194,8 +196,7 @@ std::unique_ptr<Plan> make_plan(int dev, Dir dir, const ConvGeom& g, ConvMath al
   ADA_CHECK(on == g.n && oc == g.k && oh == g.p && ow == g.q)
       << "cuDNN's conv output [" << on << "," << oc << "," << oh << "," << ow << "] differs from ["
       << g.n << "," << g.k << "," << g.p << "," << g.q << "]";
-  ADA_CUDNN_CHECK(
-      cudnnSetTensor4dDescriptor(pl->y, CUDNN_TENSOR_NCHW, data, i(g.n), i(g.k), i(g.p), i(g.q)));
+  ADA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(pl->y, fmt, data, i(g.n), i(g.k), i(g.p), i(g.q)));
   cudnnHandle_t h = cudnn(dev);
   switch (dir) {
     case Dir::forward:
@@ -216,7 +217,7 @@ std::unique_ptr<Plan> make_plan(int dev, Dir dir, const ConvGeom& g, ConvMath al
 // never evicted or destroyed (the cache outlives static destruction on purpose), so the
 // reference stays valid.
 const Plan& get_plan(int dev, Dir dir, const ConvGeom& g, DType t = DType::f32) {
-  using Key = std::array<int64_t, 17>;
+  using Key = std::array<int64_t, 18>;
   static std::mutex* mu = new std::mutex;
   static auto* cache = new std::map<Key, std::unique_ptr<Plan>>;
   const ConvMath math = t == DType::f32 ? current_math() : ConvMath::tf32;
@@ -237,7 +238,8 @@ const Plan& get_plan(int dev, Dir dir, const ConvGeom& g, DType t = DType::f32) 
                 p.dil_h,
                 p.dil_w,
                 static_cast<int64_t>(math),
-                static_cast<int64_t>(t)};
+                static_cast<int64_t>(t),
+                p.channels_last ? 1 : 0};
   std::lock_guard<std::mutex> lock(*mu);
   auto it = cache->find(key);
   if (it != cache->end()) return *it->second;
@@ -255,6 +257,18 @@ const void* weights_as(const Tensor& w, DType act, Scratch& scratch, int dev) {
   return scratch.get();
 }
 
+// The weights in the filter layout of the plan: w ([Cout, Cin, kh, kw]) for NCHW, a
+// [Cout, kh, kw, Cin] copy for NHWC (alive until the caller's call is queued: the allocator
+// reuses it only behind it on the stream).
+Tensor filter_layout(const Tensor& w, const Conv2dParams& prm) {
+  return prm.channels_last ? permute(w, {0, 2, 3, 1}) : w;
+}
+
+// The shapes of a conv's activations in its layout.
+Shape out_shape(const ConvGeom& g) {
+  return g.prm.channels_last ? Shape{g.n, g.p, g.q, g.k} : Shape{g.n, g.k, g.p, g.q};
+}
+
 // x (or dy) f32, or of train.precision's 16-bit type (16-bit activations); w f32 or of x's type.
 int require_conv_operands(const char* op, const Tensor& x, const Tensor& w) {
   const int dev = require_f32(op, {&x, &w}, precision_dtype(cuda_matmul_precision()));
@@ -269,7 +283,7 @@ int require_conv_operands(const char* op, const Tensor& x, const Tensor& w) {
 Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& prm) {
   const int dev = require_conv_operands("conv2d_forward", x, w);
   ConvGeom g = make_geom("conv2d_forward", x.shape(), w.shape(), prm);
-  Tensor y = Tensor::empty({g.n, g.k, g.p, g.q}, x.dtype(), x.device());
+  Tensor y = Tensor::empty(out_shape(g), x.dtype(), x.device());
   if (y.numel() == 0) return y;
   if (degenerate(g)) {  // no input channels, an empty kernel or image: every output is 0
     zero(y.raw_data(), y.nbytes(), dev);
@@ -277,8 +291,9 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& prm)
   }
   require_int_sizes("conv2d_forward", g);
   const Plan& pl = get_plan(dev, Dir::forward, g, x.dtype());
-  Scratch ws(pl.workspace, dev), w16(w.dtype() == x.dtype() ? 0 : w.numel() * 2, dev);
-  const void* wp = weights_as(w, x.dtype(), w16, dev);
+  const Tensor wl = filter_layout(w, prm);
+  Scratch ws(pl.workspace, dev), w16(wl.dtype() == x.dtype() ? 0 : wl.numel() * 2, dev);
+  const void* wp = weights_as(wl, x.dtype(), w16, dev);
   const float one = 1.f, zero_f = 0.f;  // beta = 0: y is not read
   ADA_CUDNN_CHECK(cudnnConvolutionForward(cudnn(dev), &one, pl.x, x.raw_data(), pl.w, wp, pl.conv,
                                           static_cast<cudnnConvolutionFwdAlgo_t>(pl.algo), ws.get(),
@@ -290,15 +305,15 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
                             const Conv2dParams& prm) {
   const int dev = require_conv_operands("conv2d_backward_data", dy, w);
   ConvGeom g = make_geom("conv2d_backward_data", x_shape, w.shape(), prm);
-  ADA_CHECK_ARG(dy.shape() == Shape({g.n, g.k, g.p, g.q}), ShapeError)
-      << "conv2d_backward_data: gradient " << dy.str() << " should be "
-      << shape_str({g.n, g.k, g.p, g.q});
+  ADA_CHECK_ARG(dy.shape() == out_shape(g), ShapeError)
+      << "conv2d_backward_data: gradient " << dy.str() << " should be " << shape_str(out_shape(g));
   if (degenerate(g)) return Tensor::zeros(x_shape, dy.dtype(), dy.device());
   require_int_sizes("conv2d_backward_data", g);
   Tensor dx = Tensor::empty(x_shape, dy.dtype(), dy.device());
   const Plan& pl = get_plan(dev, Dir::backward_data, g, dy.dtype());
-  Scratch ws(pl.workspace, dev), w16(w.dtype() == dy.dtype() ? 0 : w.numel() * 2, dev);
-  const void* wp = weights_as(w, dy.dtype(), w16, dev);
+  const Tensor wl = filter_layout(w, prm);
+  Scratch ws(pl.workspace, dev), w16(wl.dtype() == dy.dtype() ? 0 : wl.numel() * 2, dev);
+  const void* wp = weights_as(wl, dy.dtype(), w16, dev);
   const float one = 1.f, zero_f = 0.f;  // beta = 0: dx is not read
   ADA_CUDNN_CHECK(
       cudnnConvolutionBackwardData(cudnn(dev), &one, pl.w, wp, pl.y, dy.raw_data(), pl.conv,
@@ -311,12 +326,14 @@ Tensor conv2d_backward_filter(const Tensor& dy, const Tensor& x, const Shape& w_
                               const Conv2dParams& prm) {
   const int dev = require_f32("conv2d_backward_filter", {&dy, &x});
   ConvGeom g = make_geom("conv2d_backward_filter", x.shape(), w_shape, prm);
-  ADA_CHECK_ARG(dy.shape() == Shape({g.n, g.k, g.p, g.q}), ShapeError)
+  ADA_CHECK_ARG(dy.shape() == out_shape(g), ShapeError)
       << "conv2d_backward_filter: gradient " << dy.str() << " should be "
-      << shape_str({g.n, g.k, g.p, g.q});
+      << shape_str(out_shape(g));
   if (degenerate(g)) return Tensor::zeros(w_shape, DType::f32, dy.device());
   require_int_sizes("conv2d_backward_filter", g);
-  Tensor dw = Tensor::empty(w_shape, DType::f32, dy.device());
+  // NHWC: cuDNN writes the [Cout, kh, kw, Cin] filter's gradient, permuted back below.
+  Tensor dw = Tensor::empty(prm.channels_last ? Shape{g.k, g.r, g.s, g.c} : w_shape, DType::f32,
+                            dy.device());
   const Plan& pl = get_plan(dev, Dir::backward_filter, g);
   Scratch ws(pl.workspace, dev);
   const float one = 1.f, zero_f = 0.f;  // beta = 0: dw is not read
@@ -324,7 +341,7 @@ Tensor conv2d_backward_filter(const Tensor& dy, const Tensor& x, const Shape& w_
       cudnn(dev), &one, pl.x, x.data<float>(), pl.y, dy.data<float>(), pl.conv,
       static_cast<cudnnConvolutionBwdFilterAlgo_t>(pl.algo), ws.get(), pl.workspace, &zero_f, pl.w,
       dw.data<float>()));
-  return dw;
+  return prm.channels_last ? permute(dw, {0, 3, 1, 2}) : dw;
 }
 
 }  // namespace ada::cuda
