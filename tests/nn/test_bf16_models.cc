@@ -130,7 +130,9 @@ void compare_results(const std::string& what, const Result& f, const Result& h, 
       "parameter %.3g (%s)\n",
       what.c_str(), n.f, f.loss, n.h, h.loss, whole, worst, worst_name.c_str());
   EXPECT_LE(whole, b.whole) << what;
-  if (n.must_differ) EXPECT_GT(total_diff, 0.0) << what << ": " << n.h << " changed no gradient";
+  if (n.must_differ) {
+    EXPECT_GT(total_diff, 0.0) << what << ": " << n.h << " changed no gradient";
+  }
 }
 
 void compare(const std::string& model_yaml, bool bert) {
