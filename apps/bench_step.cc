@@ -4,7 +4,7 @@
 //              [--threads T] [--steps N] [--seq 128] [--device cpu|cuda]
 //              [--python /usr/bin/python3] [--no-torch] [--profile] [--precision fp32|bf16|fp16]
 //              [--twins eager,channels_last,...] [--attention composed|fused]
-//              [--activations fp32|16bit]
+//              [--activations fp32|16bit] [--channels-last]
 // Optimizers: Momentum-SGD for the CNNs, AdamW for bert_large and bert_base, LAMB for bert_mini
 // (PyTorch has no LAMB: its twin runs AdamW). Synthetic inputs; images 224x224 (28x28 for the
 // MNIST models). The median step time gives samples/s.
@@ -89,16 +89,16 @@ struct Case {
 
 Case case_for(const std::string& name) {
   if (name == "resnet50")
-    return {"name: resnet50", "{name: sgd, lr: 0.1, momentum: 0.9, weight_decay: 1.0e-4}"};
+    return {"{name: resnet50}", "{name: sgd, lr: 0.1, momentum: 0.9, weight_decay: 1.0e-4}"};
   if (name == "resnet20_mnist")
-    return {"name: resnet20_mnist",
+    return {"{name: resnet20_mnist}",
             "{name: sgd, lr: 0.1, momentum: 0.9, weight_decay: 1.0e-4}",
             false,
             28,
             1,
             10};
   if (name == "lenet5")
-    return {"name: lenet5", "{name: sgd, lr: 0.1, momentum: 0.9}", false, 28, 1, 10};
+    return {"{name: lenet5}", "{name: sgd, lr: 0.1, momentum: 0.9}", false, 28, 1, 10};
   if (name == "bert_large")
     return {"{name: bert, preset: large}", "{name: adamw, lr: 1.0e-4, weight_decay: 0.01}", true};
   if (name == "bert_base")
@@ -141,7 +141,7 @@ int main(int argc, char** argv) {
   std::string model = "resnet20_mnist";
   int64_t batch = 0, steps = 5, seq = 128;
   int threads = 1;
-  bool torch = true, profile = false;
+  bool torch = true, profile = false, channels_last = false;
   std::string device = "cpu", python = "/usr/bin/python3", precision = "fp32", twins_arg, attention;
   std::string activations = "fp32";
   try {
@@ -177,13 +177,15 @@ int main(int argc, char** argv) {
         attention = value();
       else if (a == "--activations")
         activations = value();
+      else if (a == "--channels-last")
+        channels_last = true;
       else
         ADA_THROW(ConfigError)
             << "unknown option '" << a
             << "'; usage: bench_step --model NAME [--batch B] [--threads T] [--steps N] "
                "[--seq L] [--device cpu|cuda] [--python PATH] [--no-torch] [--profile] "
                "[--precision fp32|bf16|fp16] [--twins LIST] [--attention composed|fused] "
-               "[--activations fp32|16bit]";
+               "[--activations fp32|16bit] [--channels-last]";
     }
     ADA_CHECK_ARG(device == "cpu" || device == "cuda", ConfigError)
         << "--device must be cpu or cuda, not '" << device << "'";
@@ -243,8 +245,14 @@ int main(int argc, char** argv) {
           << "--attention " << attention << ": composed or fused, for the BERT models only";
       model_yaml.insert(model_yaml.size() - 1, ", attention: " + attention);
     }
+    if (channels_last) {  // the ResNets' model.channels_last (NHWC activations)
+      ADA_CHECK_ARG(model.rfind("resnet", 0) == 0, ConfigError)
+          << "--channels-last is for the ResNets (model.channels_last), not " << model;
+      model_yaml.insert(model_yaml.size() - 1, ", channels_last: true");
+    }
     Config mc = Config::parse(model_yaml, "bench");
-    const std::string label = attention.empty() ? model : model + "/" + attention;
+    const std::string label = (attention.empty() ? model : model + "/" + attention) +
+                              (channels_last ? "/channels_last" : "");
     auto net = nn::builtin_models().get(mc.get<std::string>("name"))(mc, 1);
     net->set_training_metrics(false);       // as the trainer's step
     if (on_cuda) net->to(Device::cuda(0));  // before the optimizer sees the parameters

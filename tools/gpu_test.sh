@@ -8,12 +8,13 @@
 #   bash tools/gpu_test.sh [tests|nccl|train|interop|bench|peers|attention|profile|all] [filter]
 #                         (default: all; interop: Hugging Face and TensorBoard, also in train;
 #                          peers: issue 33's table, ours against every PyTorch twin incl.
-#                          torch.compile, about 8 minutes, not in all; profile: per-op GPU time
-#                          of the bf16 steps with 16-bit activations (ResNet-50 b256, BERT-Large
-#                          s128 b64 and s512 b16 fused; the filter may name other cases, split
-#                          by ';'), about 2 minutes, not in all; attention: BERT-Large with model.attention composed
-#                          and fused (and both with 16-bit activations), ResNet-50 b256 with
-#                          fp32 and 16-bit activations, ours only, then BERT-tiny trained in
+#                          torch.compile, about 8 minutes, not in all; profile: per-op GPU
+#                          time of the bf16 steps with 16-bit activations (ResNet-50 b256 NCHW
+#                          and channels-last, BERT-Large s128 b64 and s512 b16 fused; the filter
+#                          may name other cases, split by ';'), about 2 minutes, not in all;
+#                          attention: BERT-Large with model.attention composed and fused (and
+#                          both with 16-bit activations), ResNet-50 b256 with fp32 and 16-bit
+#                          activations and channels-last, ours only, then BERT-tiny trained in
 #                          fp32/bf16/fp16 and bf16 with 16-bit activations, about 5 minutes,
 #                          not in all)
 #   bash tools/gpu_test.sh step "resnet50 --batch 64;bert_base --batch 32 --seq 128"
@@ -218,10 +219,11 @@ if [[ "$what" == attention ]]; then
       --steps 10 --no-torch 2>&1
   done | tee -a "$out/attention.log"
   # The CNN path with 16-bit activations (convolutions, batch norm and pools in bf16; only the
-  # filter gradients on f32 copies) against fp32 activations: ResNet-50 b256 bf16, ours only.
-  for act in fp32 16bit; do
-    echo "-- bench_step --model resnet50 --batch 256 --precision bf16 --activations $act --device cuda --no-torch"
-    timeout 150 .gpu/bin/bench_step --model resnet50 --batch 256 --precision bf16 --activations $act \
+  # filter gradients on f32 copies) against fp32 activations, then channels-last (cuDNN's NHWC
+  # convolutions, model.channels_last): ResNet-50 b256 bf16, ours only.
+  for opts in "--activations fp32" "--activations 16bit" "--activations 16bit --channels-last"; do
+    echo "-- bench_step --model resnet50 --batch 256 --precision bf16 $opts --device cuda --no-torch"
+    timeout 150 .gpu/bin/bench_step --model resnet50 --batch 256 --precision bf16 $opts \
       --device cuda --steps 10 --no-torch 2>&1
   done | tee -a "$out/attention.log"
   # BERT-tiny MLM on the GPU in fp32 (two seeds: the seed noise), bf16 with composed and fused
@@ -276,6 +278,7 @@ if [[ "$what" == profile ]]; then
   # The mixed-precision steps issue 33 is about (the fp32 profile is in docs/results/gpu_h200):
   # where a bf16 step with 16-bit activations spends its time. A filter names other cases.
   cases=("resnet50 --batch 256 --precision bf16 --activations 16bit"
+         "resnet50 --batch 256 --precision bf16 --activations 16bit --channels-last"
          "bert_large --batch 64 --seq 128 --precision bf16 --activations 16bit"
          "bert_large --batch 16 --seq 512 --precision bf16 --activations 16bit --attention fused")
   [[ "$filter" == "*" ]] || IFS=';' read -ra cases <<< "$filter"

@@ -162,9 +162,11 @@ TEST(CudaBert, SixteenBitActivationsOnTheGpuMatchTheCpu) {
 }
 
 // ResNet-20 (convolutions, batch norm with its ReLU, residual adds, global average pooling) with
-// 16-bit activations, the GPU against the CPU as above. The only f32 copies the GPU step makes
-// are the filter gradients' (kept f32: two per convolution, dy and x, one for the stem, whose
-// input image is f32).
+// 16-bit activations, the GPU against the CPU as above, NCHW and channels-last on the GPU
+// (cuDNN's NHWC convolutions, batch norm on the [N*H*W, C] view) against NCHW on the CPU. The
+// only f32 copies the GPU step makes are the filter gradients' (kept f32: two per convolution,
+// dy and x, one for the stem, whose input image is f32), and channels-last's global average (a
+// mean over H and W, forward and backward, on copies).
 TEST(CudaModels, SixteenBitResNet20OnTheGpuMatchesTheCpu) {
   ADA_REQUIRE_GPU();
   Generator g(5);
@@ -173,17 +175,22 @@ TEST(CudaModels, SixteenBitResNet20OnTheGpuMatchesTheCpu) {
   Tensor labels = Tensor::empty({16}, DType::i64);
   for (int64_t i = 0; i < 16; ++i) labels.data<int64_t>()[i] = (i * 7) % 10;
   batch["label"] = labels;
-  const std::string model = "{name: resnet20_mnist}";
   for (DType act : {DType::bf16, DType::f16}) {
-    SCOPED_TRACE(std::string(dtype_name(act)) + " activations");
-    const Grads cpu = run_model(model, batch, Device::cpu(), act);
-    int64_t copies = 0;
-    const Grads gpu = run_model(model, batch, testing::gpu(), act, &copies);
+    const Grads cpu = run_model("{name: resnet20_mnist}", batch, Device::cpu(), act);
     int64_t convs = 0;
     for (size_t i = 0; i < cpu.names.size(); ++i)
       convs += cpu.shapes[i].size() == 4;  // a convolution's weight [Cout, Cin, kh, kw]
-    EXPECT_EQ(copies, 2 * convs - 1);
-    expect_16bit_bounds(gpu, cpu, std::string(dtype_name(act)) + " activations, ResNet-20");
+    for (bool channels_last : {false, true}) {
+      const std::string what = std::string(dtype_name(act)) + " activations, ResNet-20" +
+                               (channels_last ? " channels-last" : "");
+      SCOPED_TRACE(what);
+      int64_t copies = 0;
+      const Grads gpu = run_model(
+          channels_last ? "{name: resnet20_mnist, channels_last: true}" : "{name: resnet20_mnist}",
+          batch, testing::gpu(), act, &copies);
+      EXPECT_EQ(copies, 2 * convs - 1 + (channels_last ? 2 : 0));
+      expect_16bit_bounds(gpu, cpu, what);
+    }
   }
 }
 

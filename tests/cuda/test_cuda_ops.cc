@@ -72,6 +72,11 @@ std::string ints_str(const std::vector<int>& v) {
   return os.str();
 }
 
+// [N,C,H,W] -> channels-last [N,H,W,C].
+Tensor nhwc(const Tensor& t) {
+  return ops::permute(t, {0, 2, 3, 1});
+}
+
 std::string conv_str(const ops::Conv2dParams& p) {
   return cat("stride ", p.stride_h, "x", p.stride_w, " pad ", p.pad_h, "x", p.pad_w, " dil ",
              p.dil_h, "x", p.dil_w);
@@ -747,7 +752,7 @@ TEST(CudaOps, Fp16ConvolutionsStayWithinFp16Rounding) {
 // them with the weights rounded to it. Against the CPU's fp32 convolution of the same operands
 // (the 16-bit values widened, the weights rounded the same way): one rounding of the 16-bit type
 // (its ulp relative to the value) plus the fp32 tolerances of sums of 72 or 144 products of
-// N(0,1) values (mm_atol). The filter gradient stays f32 (on f32 copies).
+// N(0,1) values (mm_atol). The filter gradient stays f32 (on f32 copies). NCHW and channels-last.
 TEST(CudaOps, SixteenBitConvolutionsRunInTheirOwnType) {
   ADA_REQUIRE_GPU();
   struct Restore {
@@ -757,43 +762,55 @@ TEST(CudaOps, SixteenBitConvolutionsRunInTheirOwnType) {
   ops::Conv2dParams prm;
   prm.pad_h = prm.pad_w = 1;
   const Tensor dy = rand_cpu({4, 16, 13, 13}, 195);
-  for (Precision p : {Precision::bf16, Precision::fp16}) {
-    SCOPED_TRACE(precision_name(p));
-    const DType act = precision_dtype(p);
-    const double ulp = p == Precision::bf16 ? 0x1p-7 : 0x1p-10;
-    auto round = [&](const Tensor& t) { return ops::to_dtype(ops::to_dtype(t, act), DType::f32); };
-    const Tensor want_y = ops::conv2d_forward(round(x), round(w), prm);
-    const Tensor want_dx = ops::conv2d_backward_data(round(dy), round(w), x.shape(), prm);
-    const Tensor want_dw = ops::conv2d_backward_filter(round(dy), round(x), w.shape(), prm);
-    set_cuda_matmul_precision(p);
-    const Tensor gx = on_gpu(ops::to_dtype(x, act)), gdy = on_gpu(ops::to_dtype(dy, act));
-    const int64_t copies = ops::sixteen_bit_copies();
-    const Tensor y = ops::conv2d_forward(gx, on_gpu(w), prm, act);
-    const Tensor dx = ops::conv2d_backward_data(gdy, on_gpu(w), x.shape(), prm);
-    // fn::conv2d's way: the weights rounded once beforehand (ops::matmul_operand), the same
-    // values as rounded inside each call: the forward gives the same bits (cuDNN's forward
-    // algorithms are deterministic; its backward-data ones may use atomics, so dx gets the bound).
-    const Tensor w16 = ops::matmul_operand(on_gpu(w));
-    ASSERT_EQ(w16.dtype(), act);
-    const Tensor y_w16 = ops::conv2d_forward(gx, w16, prm, act);
-    const Tensor dx_w16 = ops::conv2d_backward_data(gdy, w16, x.shape(), prm);
-    EXPECT_EQ(ops::sixteen_bit_copies(), copies) << "an f32 copy of a 16-bit input";
-    const Tensor dw = ops::conv2d_backward_filter(gdy, gx, w.shape(), prm);
-    set_cuda_matmul_precision(Precision::fp32);
-    const Tensor y_host = y.to(Device::cpu()), y_w16_host = y_w16.to(Device::cpu());
-    EXPECT_EQ(0, std::memcmp(y_host.raw_data(), y_w16_host.raw_data(), y_host.nbytes()))
-        << "forward with the weights rounded beforehand";
-    EXPECT_TRUE(
-        close_to_cpu(ops::to_dtype(dx_w16, DType::f32), want_dx, ulp + kMmRtol, mm_atol(144)));
-    ASSERT_EQ(y.dtype(), act);
-    ASSERT_EQ(dx.dtype(), act);
-    ASSERT_EQ(dw.dtype(), DType::f32);
-    EXPECT_TRUE(close_to_cpu(ops::to_dtype(y, DType::f32), want_y, ulp + kMmRtol, mm_atol(72)));
-    EXPECT_TRUE(close_to_cpu(ops::to_dtype(dx, DType::f32), want_dx, ulp + kMmRtol, mm_atol(144)));
-    // The filter gradient: the f32 pass on the widened 16-bit values (TF32 under bf16, whose
-    // 10-bit mantissa holds them exactly; fp16 conversion under fp16, exact too): 676 products.
-    EXPECT_TRUE(close_to_cpu(dw, want_dw, kMmRtol, mm_atol(676)));
-  }
+  for (Precision p : {Precision::bf16, Precision::fp16})
+    for (bool channels_last : {false, true}) {
+      SCOPED_TRACE(cat(precision_name(p), channels_last ? " channels-last" : " NCHW"));
+      const DType act = precision_dtype(p);
+      const double ulp = p == Precision::bf16 ? 0x1p-7 : 0x1p-10;
+      auto round = [&](const Tensor& t) {
+        return ops::to_dtype(ops::to_dtype(t, act), DType::f32);
+      };
+      // The GPU's layout: NCHW, or NHWC (cuDNN's channels-last convolutions).
+      auto lay = [&](const Tensor& t) { return channels_last ? nhwc(t) : t; };
+      ops::Conv2dParams gp = prm;
+      gp.channels_last = channels_last;
+      const Shape x_shape = lay(x).shape();
+      const Tensor want_y = lay(ops::conv2d_forward(round(x), round(w), prm));
+      const Tensor want_dx = lay(ops::conv2d_backward_data(round(dy), round(w), x.shape(), prm));
+      const Tensor want_dw = ops::conv2d_backward_filter(round(dy), round(x), w.shape(), prm);
+      set_cuda_matmul_precision(p);
+      const Tensor gx = on_gpu(ops::to_dtype(lay(x), act)),
+                   gdy = on_gpu(ops::to_dtype(lay(dy), act));
+      const int64_t copies = ops::sixteen_bit_copies();
+      const Tensor y = ops::conv2d_forward(gx, on_gpu(w), gp, act);
+      const Tensor dx = ops::conv2d_backward_data(gdy, on_gpu(w), x_shape, gp);
+      // fn::conv2d's way: the weights rounded once beforehand (ops::matmul_operand), the same
+      // values as rounded inside each call: the forward gives the same bits (cuDNN's forward
+      // algorithms are deterministic; its backward-data ones may use atomics, so dx gets the
+      // bound).
+      const Tensor w16 = ops::matmul_operand(on_gpu(w));
+      ASSERT_EQ(w16.dtype(), act);
+      const Tensor y_w16 = ops::conv2d_forward(gx, w16, gp, act);
+      const Tensor dx_w16 = ops::conv2d_backward_data(gdy, w16, x_shape, gp);
+      EXPECT_EQ(ops::sixteen_bit_copies(), copies) << "an f32 copy of a 16-bit input";
+      const Tensor dw = ops::conv2d_backward_filter(gdy, gx, w.shape(), gp);
+      set_cuda_matmul_precision(Precision::fp32);
+      const Tensor y_host = y.to(Device::cpu()), y_w16_host = y_w16.to(Device::cpu());
+      EXPECT_EQ(0, std::memcmp(y_host.raw_data(), y_w16_host.raw_data(), y_host.nbytes()))
+          << "forward with the weights rounded beforehand";
+      EXPECT_TRUE(
+          close_to_cpu(ops::to_dtype(dx_w16, DType::f32), want_dx, ulp + kMmRtol, mm_atol(144)));
+      ASSERT_EQ(y.dtype(), act);
+      ASSERT_EQ(dx.dtype(), act);
+      ASSERT_EQ(dw.dtype(), DType::f32);
+      EXPECT_TRUE(close_to_cpu(ops::to_dtype(y, DType::f32), want_y, ulp + kMmRtol, mm_atol(72)));
+      EXPECT_TRUE(
+          close_to_cpu(ops::to_dtype(dx, DType::f32), want_dx, ulp + kMmRtol, mm_atol(144)));
+      // The filter gradient: the f32 pass on the widened 16-bit values (TF32 under bf16, whose
+      // 10-bit mantissa holds them exactly; fp16 conversion under fp16, exact too): 676
+      // products.
+      EXPECT_TRUE(close_to_cpu(dw, want_dw, kMmRtol, mm_atol(676)));
+    }
 }
 
 TEST(CudaOps, GemmBatchedAndBmmAllTransposes) {
@@ -864,13 +881,26 @@ TEST(CudaOps, Conv2dForwardAndBackward) {
     EXPECT_TRUE(near("conv2d_forward " + what, ops::conv2d_forward(gx, gw, c.p), y, kMmRtol,
                      mm_atol(cin * kk)));
     const Tensor dy = rand_cpu(y.shape(), 103), gdy = on_gpu(dy);
+    const Tensor dx = ops::conv2d_backward_data(dy, w, c.x, c.p);
+    const Tensor dw = ops::conv2d_backward_filter(dy, x, c.w, c.p);
     // Each dx element sums at most Cout*kh*kw products; each dw element N*P*Q products.
     EXPECT_TRUE(near("conv2d_backward_data " + what, ops::conv2d_backward_data(gdy, gw, c.x, c.p),
-                     ops::conv2d_backward_data(dy, w, c.x, c.p), kMmRtol, mm_atol(cout * kk)));
+                     dx, kMmRtol, mm_atol(cout * kk)));
     const int64_t npq = y.size(0) * y.size(2) * y.size(3);
     EXPECT_TRUE(near("conv2d_backward_filter " + what,
-                     ops::conv2d_backward_filter(gdy, gx, c.w, c.p),
-                     ops::conv2d_backward_filter(dy, x, c.w, c.p), kMmRtol, mm_atol(npq)));
+                     ops::conv2d_backward_filter(gdy, gx, c.w, c.p), dw, kMmRtol, mm_atol(npq)));
+    // Channels-last (cuDNN's NHWC convolutions) against the same CPU results permuted.
+    ops::Conv2dParams cl = c.p;
+    cl.channels_last = true;
+    const Tensor gx_cl = on_gpu(nhwc(x)), gdy_cl = on_gpu(nhwc(dy));
+    EXPECT_TRUE(near("channels-last conv2d_forward " + what, ops::conv2d_forward(gx_cl, gw, cl),
+                     nhwc(y), kMmRtol, mm_atol(cin * kk)));
+    EXPECT_TRUE(near("channels-last conv2d_backward_data " + what,
+                     ops::conv2d_backward_data(gdy_cl, gw, nhwc(x).shape(), cl), nhwc(dx), kMmRtol,
+                     mm_atol(cout * kk)));
+    EXPECT_TRUE(near("channels-last conv2d_backward_filter " + what,
+                     ops::conv2d_backward_filter(gdy_cl, gx_cl, c.w, cl), dw, kMmRtol,
+                     mm_atol(npq)));
   }
 }
 
