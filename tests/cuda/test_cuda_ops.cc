@@ -1011,9 +1011,12 @@ TEST(CudaOps, BatchNormTrainEvalAndBackward) {
     Shape x;
     float offset;  // added to x: a large mean tests a numerically stable variance
   };
+  // [rows, C] (inner 1) is also channels-last batch norm's view of NHWC activations, which has
+  // kernels of its own (lanes on channels): C below, at and above a warp's 32, many chunks.
   const Case cases[] = {{{33, 7}, 0.f},           {{4, 5, 17}, 3.f},   {{3, 6, 9, 11}, -5.f},
                         {{8, 64, 14, 14}, 100.f}, {{2, 3, 1, 1}, 0.f}, {{1, 4, 33}, 1.f},
-                        {{64, 1}, 0.5f}};
+                        {{64, 1}, 0.5f},          {{12544, 64}, 2.f},  {{1000, 130}, -3.f},
+                        {{50, 2048}, 0.f},        {{100000, 3}, 100.f}};
   const float momentum = 0.1f, eps = 1e-5f;
   for (const Case& c : cases) {
     const std::string what = cat("x ", shape_str(c.x), " + ", c.offset);

@@ -278,6 +278,105 @@ __global__ void bn_backward_partial_kernel(const T* dy, const T* x, const T* y,
   }
 }
 
+// Channels-last batch norm ([rows, C]: inner 1, e.g. NHWC activations seen as [N*H*W, C]): the
+// kernels above would read each channel's values C apart. Here the 32 lanes of a warp take 32
+// consecutive channels of a row (coalesced) and the block's kBnRowWarps warps different rows;
+// each lane sums its channel over rows e0 + warp, e0 + warp + kBnRowWarps, ... of the chunk, the
+// warps' sums are added in warp order (fixed: bit-reproducible) and written as the other
+// kernels' partials, part[ch * S + chunk].
+constexpr int kBnRowWarps = 8;
+
+// Chunks of rows: about 1,024 blocks of 32 channels in all, each chunk at least 256 rows.
+int64_t bn_row_chunks(const BnGeom& g) {
+  const int64_t col_blocks = (g.c + 31) / 32;
+  const int64_t want = (1024 + col_blocks - 1) / std::max<int64_t>(col_blocks, 1);
+  return std::max<int64_t>(1, std::min<int64_t>({want, g.count() / 256, 1024}));
+}
+
+// acc += f's terms over rows [e0, e1) of channel ch: this lane's rows, four loads in flight.
+template <class F, int kAcc>
+__device__ void bn_row_sums(const BnGeom& g, int64_t ch, int64_t e0, int64_t e1, const F& f,
+                            double (&acc)[kAcc]) {
+  const int64_t st = blockDim.y;
+  int64_t r = e0 + threadIdx.y;
+  for (; r + 3 * st < e1; r += 4 * st) {
+    const typename F::V v0 = f.load(r * g.c + ch), v1 = f.load((r + st) * g.c + ch),
+                        v2 = f.load((r + 2 * st) * g.c + ch), v3 = f.load((r + 3 * st) * g.c + ch);
+    f.add(acc, v0);
+    f.add(acc, v1);
+    f.add(acc, v2);
+    f.add(acc, v3);
+  }
+  for (; r < e1; r += st) f.add(acc, f.load(r * g.c + ch));
+}
+
+// The block's partial of each of its channels: the warps' acc[k] added in warp order, written to
+// part[k][ch * S + blockIdx.y] by warp 0.
+template <int kAcc>
+__device__ void bn_row_partials(const BnGeom& g, int64_t ch, const double (&acc)[kAcc],
+                                double* const (&part)[kAcc]) {
+  __shared__ double sh[kAcc][kBnRowWarps][32];
+  for (int k = 0; k < kAcc; ++k) sh[k][threadIdx.y][threadIdx.x] = acc[k];
+  __syncthreads();
+  if (threadIdx.y != 0 || ch >= g.c) return;
+  for (int k = 0; k < kAcc; ++k) {
+    double t = 0.0;
+    for (int w = 0; w < kBnRowWarps; ++w) t += sh[k][w][threadIdx.x];
+    part[k][ch * gridDim.y + blockIdx.y] = t;
+  }
+}
+
+// bn_stat_partial_kernel's sums for inner 1 (grid: ceil(C / 32) x S, block 32 x kBnRowWarps).
+template <class T>
+__global__ void bn_stat_rows_kernel(const T* x, const double* mean_or_null, BnGeom g, int64_t chunk,
+                                    double* part) {
+  const int64_t ch = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  const int64_t e0 = static_cast<int64_t>(blockIdx.y) * chunk;
+  const int64_t e1 = e0 + chunk < g.count() ? e0 + chunk : g.count();
+  double acc[1] = {0.0};
+  if (ch < g.c) {
+    if (mean_or_null)
+      bn_row_sums(g, ch, e0, e1, BnSquaredDeviation<T>{x, mean_or_null[ch]}, acc);
+    else
+      bn_row_sums(g, ch, e0, e1, BnValue<T>{x}, acc);
+  }
+  double* const parts[1] = {part};
+  bn_row_partials(g, ch, acc, parts);
+}
+
+// bn_backward_partial_kernel's sums for inner 1 (grid and block as bn_stat_rows_kernel).
+template <class T>
+__global__ void bn_backward_rows_kernel(const T* dy, const T* x, const T* y, const float* save_mean,
+                                        BnGeom g, int64_t chunk, double* part_dy,
+                                        double* part_dyx) {
+  const int64_t ch = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  const int64_t e0 = static_cast<int64_t>(blockIdx.y) * chunk;
+  const int64_t e1 = e0 + chunk < g.count() ? e0 + chunk : g.count();
+  double acc[2] = {0.0, 0.0};
+  if (ch < g.c)
+    bn_row_sums(g, ch, e0, e1, BnBackwardTerms<T>{dy, x, y, static_cast<double>(save_mean[ch])},
+                acc);
+  double* const parts[2] = {part_dy, part_dyx};
+  bn_row_partials(g, ch, acc, parts);
+}
+
+// The partial-sum pass of either layout: chunks per channel and the launch.
+struct BnPartials {
+  int64_t S, chunk;
+  dim3 grid, block;
+  bool rows;
+};
+BnPartials bn_partials(const BnGeom& g) {
+  BnPartials p;
+  p.rows = g.inner == 1;
+  p.S = p.rows ? bn_row_chunks(g) : bn_chunks(g);
+  p.chunk = (g.count() + p.S - 1) / p.S;
+  p.grid = dim3(static_cast<unsigned>(p.rows ? (g.c + 31) / 32 : std::min<int64_t>(g.c, 65535)),
+                static_cast<unsigned>(p.S));
+  p.block = p.rows ? dim3(32, kBnRowWarps) : dim3(kBnThreads);
+  return p;
+}
+
 // coef[4 ch .. 4 ch + 3] = {gamma*invstd, mean(dy), dgamma*invstd/m, mean}.
 __global__ void bn_backward_finish_kernel(const double* part_dy, const double* part_dyx,
                                           const float* gamma, const float* save_mean,
@@ -522,7 +621,8 @@ Tensor bn_train(const char* op, bool relu, const Tensor& x, const Tensor& gamma,
   save_mean = Tensor::empty({g.c}, DType::f32, x.device());
   save_invstd = Tensor::empty({g.c}, DType::f32, x.device());
   if (g.c == 0) return y;
-  const int64_t S = bn_chunks(g), chunk = (g.count() + S - 1) / S;
+  const BnPartials bp = bn_partials(g);
+  const int64_t S = bp.S;
   const double m = static_cast<double>(g.count());
   cudaStream_t st = stream(dev);
   Scratch part(static_cast<size_t>(g.c * S) * sizeof(double), dev);
@@ -530,18 +630,24 @@ Tensor bn_train(const char* op, bool relu, const Tensor& x, const Tensor& gamma,
   Scratch ab(2 * static_cast<size_t>(g.c) * sizeof(float), dev);
   double* mean = stats.as<double>();
   double* var = mean + g.c;
-  const dim3 grid(static_cast<unsigned>(std::min<int64_t>(g.c, 65535)), static_cast<unsigned>(S));
   with_float_type(x.dtype(), [&](auto t) {
     using T = decltype(t);
     const T* xp = data_as<T>(x);
-    bn_stat_partial_kernel<T>
-        <<<grid, kBnThreads, 0, st>>>(xp, nullptr, g, chunk, part.as<double>());
-    ADA_CUDA_LAUNCH_CHECK();
+    // Per (channel, chunk) sums of x, then of its squared deviations from the mean.
+    auto partials = [&](const double* dev_from) {
+      if (bp.rows)
+        bn_stat_rows_kernel<T>
+            <<<bp.grid, bp.block, 0, st>>>(xp, dev_from, g, bp.chunk, part.as<double>());
+      else
+        bn_stat_partial_kernel<T>
+            <<<bp.grid, bp.block, 0, st>>>(xp, dev_from, g, bp.chunk, part.as<double>());
+      ADA_CUDA_LAUNCH_CHECK();
+    };
+    partials(nullptr);
     bn_combine_kernel<<<blocks_for(g.c), kThreads, 0, st>>>(part.as<const double>(), g.c, S, m,
                                                             mean);
     ADA_CUDA_LAUNCH_CHECK();
-    bn_stat_partial_kernel<T><<<grid, kBnThreads, 0, st>>>(xp, mean, g, chunk, part.as<double>());
-    ADA_CUDA_LAUNCH_CHECK();
+    partials(mean);
     bn_combine_kernel<<<blocks_for(g.c), kThreads, 0, st>>>(part.as<const double>(), g.c, S, m,
                                                             var);
     ADA_CUDA_LAUNCH_CHECK();
@@ -628,18 +734,22 @@ BatchNormGrads bn_backward(const char* op, const Tensor& dy, const Tensor& y, co
     ADA_CUDA_CHECK(cudaMemsetAsync(r.dbeta.data<float>(), 0, g.c * sizeof(float), stream(dev)));
     return r;
   }
-  const int64_t S = bn_chunks(g), chunk = (g.count() + S - 1) / S;
+  const BnPartials bp = bn_partials(g);
+  const int64_t S = bp.S;
   cudaStream_t st = stream(dev);
   Scratch part(2 * static_cast<size_t>(g.c * S) * sizeof(double), dev);
   Scratch coef(4 * static_cast<size_t>(g.c) * sizeof(double), dev);
   double* part_dy = part.as<double>();
   double* part_dyx = part_dy + g.c * S;
-  const dim3 grid(static_cast<unsigned>(std::min<int64_t>(g.c, 65535)), static_cast<unsigned>(S));
   with_float_type(dy.dtype(), [&](auto t) {
     using T = decltype(t);
     const T *dyp = data_as<T>(dy), *xp = data_as<T>(x), *yp = y.defined() ? data_as<T>(y) : nullptr;
-    bn_backward_partial_kernel<T><<<grid, kBnThreads, 0, st>>>(dyp, xp, yp, save_mean.data<float>(),
-                                                               g, chunk, part_dy, part_dyx);
+    if (bp.rows)
+      bn_backward_rows_kernel<T><<<bp.grid, bp.block, 0, st>>>(dyp, xp, yp, save_mean.data<float>(),
+                                                               g, bp.chunk, part_dy, part_dyx);
+    else
+      bn_backward_partial_kernel<T><<<bp.grid, bp.block, 0, st>>>(
+          dyp, xp, yp, save_mean.data<float>(), g, bp.chunk, part_dy, part_dyx);
     ADA_CUDA_LAUNCH_CHECK();
     bn_backward_finish_kernel<<<blocks_for(g.c), kThreads, 0, st>>>(
         part_dy, part_dyx, gamma.data<float>(), save_mean.data<float>(), save_invstd.data<float>(),
