@@ -220,17 +220,26 @@ Variable batch_norm(const Variable& x, const Variable& gamma, const Variable& be
 
 Variable batch_norm_relu(const Variable& x, const Variable& gamma, const Variable& beta,
                          Tensor& running_mean, Tensor& running_var, bool training, float momentum,
-                         float eps) {
-  if (!training)
-    return relu(batch_norm(x, gamma, beta, running_mean, running_var, false, momentum, eps));
+                         float eps, const Variable& residual) {
+  if (!training) {
+    Variable y = batch_norm(x, gamma, beta, running_mean, running_var, false, momentum, eps);
+    return residual.defined() ? add_relu(y, residual) : relu(y);
+  }
   Tensor xv = x.value(), gv = gamma.value(), mean, invstd;
-  Tensor y = ops::batch_norm_relu_train(xv, gv, beta.value(), running_mean, running_var, momentum,
-                                        eps, mean, invstd);
-  return make_result(y, "batch_norm_relu", {x, gamma, beta},
-                     [y, xv, gv, mean, invstd](const Tensor& g) {
-                       auto r = ops::batch_norm_relu_backward(g, y, xv, gv, mean, invstd);
-                       return G{r.dx, r.dgamma, r.dbeta};
-                     });
+  Tensor y =
+      ops::batch_norm_relu_train(xv, gv, beta.value(), running_mean, running_var, momentum, eps,
+                                 mean, invstd, residual.defined() ? residual.value() : Tensor());
+  auto grads = [y, xv, gv, mean, invstd](const Tensor& g, bool with_residual) {
+    auto r = ops::batch_norm_relu_backward(g, y, xv, gv, mean, invstd);
+    G out{r.dx, r.dgamma, r.dbeta};
+    if (with_residual) out.push_back(ops::relu_backward(g, y));  // d relu(z + residual)/d residual
+    return out;
+  };
+  if (!residual.defined())
+    return make_result(y, "batch_norm_relu", {x, gamma, beta},
+                       [grads](const Tensor& g) { return grads(g, false); });
+  return make_result(y, "batch_norm_add_relu", {x, gamma, beta, residual},
+                     [grads](const Tensor& g) { return grads(g, true); });
 }
 
 Variable add_relu(const Variable& a, const Variable& b) {

@@ -41,10 +41,11 @@ Variable batch_norm(const Variable& x, const Variable& gamma, const Variable& be
                     Tensor& running_mean, Tensor& running_var, bool training, float momentum,
                     float eps);
 // relu(batch_norm(...)) and relu(add(a, b)) (same shapes) on the fused ops: the same values and
-// gradients with one pass less each way (ResNet's blocks).
+// gradients with one pass less each way (ResNet's blocks). With `residual`,
+// relu(batch_norm(...) + residual) in one pass (a block's tail; in eval mode the two ops).
 Variable batch_norm_relu(const Variable& x, const Variable& gamma, const Variable& beta,
                          Tensor& running_mean, Tensor& running_var, bool training, float momentum,
-                         float eps);
+                         float eps, const Variable& residual = Variable());
 Variable add_relu(const Variable& a, const Variable& b);
 Variable layer_norm(const Variable& x, const Variable& gamma, const Variable& beta, float eps);
 

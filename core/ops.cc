@@ -405,14 +405,16 @@ BatchNormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Tens
 }
 Tensor batch_norm_relu_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                              Tensor& running_mean, Tensor& running_var, float momentum, float eps,
-                             Tensor& save_mean, Tensor& save_invstd) {
-  if (any16(x) && !cuda_native(x))
+                             Tensor& save_mean, Tensor& save_invstd, const Tensor& residual) {
+  const bool native = cuda_native(x) && (!residual.defined() || residual.dtype() == x.dtype());
+  if (any16(x, residual) && !native)
     return to_dtype(batch_norm_relu_train(W(x), gamma, beta, running_mean, running_var, momentum,
-                                          eps, save_mean, save_invstd),
+                                          eps, save_mean, save_invstd, W(residual)),
                     x.dtype());
-  ADA_DISPATCH(batch_norm_relu_train,
-               (x, gamma, beta, running_mean, running_var, momentum, eps, save_mean, save_invstd),
-               x, gamma, beta, running_mean, running_var);
+  ADA_DISPATCH(
+      batch_norm_relu_train,
+      (x, gamma, beta, running_mean, running_var, momentum, eps, save_mean, save_invstd, residual),
+      x, gamma, beta, running_mean, running_var);
 }
 BatchNormGrads batch_norm_relu_backward(const Tensor& dy, const Tensor& y, const Tensor& x,
                                         const Tensor& gamma, const Tensor& save_mean,

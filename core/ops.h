@@ -135,9 +135,13 @@ BatchNormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Tens
 // relu(batch_norm_train(...)) with the ReLU applied in the normalising pass (the same bits),
 // and the gradient of that pair from its output y: batch_norm_backward of relu_backward(dy, y)
 // without the masked gradient as a tensor of its own. ResNet's batch-norms followed by a ReLU.
+// With `residual` (x's shape and dtype): relu(batch_norm_train(...) + residual) in that one pass,
+// a ResNet block's tail (the same bits as add_relu of the two with f32 activations); the
+// residual's gradient is relu_backward(dy, y).
 Tensor batch_norm_relu_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                              Tensor& running_mean, Tensor& running_var, float momentum, float eps,
-                             Tensor& save_mean, Tensor& save_invstd);
+                             Tensor& save_mean, Tensor& save_invstd,
+                             const Tensor& residual = Tensor());
 BatchNormGrads batch_norm_relu_backward(const Tensor& dy, const Tensor& y, const Tensor& x,
                                         const Tensor& gamma, const Tensor& save_mean,
                                         const Tensor& save_invstd);

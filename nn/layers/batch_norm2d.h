@@ -33,6 +33,15 @@ class BatchNorm2d : public Module {
                                  running_var_.mutable_value(), training(), momentum_, eps_);
     });
   }
+  // relu(forward(x) + residual) on the same fused op (a residual block's tail).
+  Variable forward_add_relu(const Variable& x, const Variable& residual) {
+    const Variable r =
+        channels_last_ ? fn::reshape(residual, {-1, residual.shape().back()}) : residual;
+    return in_layout(x, [&](const Variable& v) {
+      return fn::batch_norm_relu(v, gamma_, beta_, running_mean_.mutable_value(),
+                                 running_var_.mutable_value(), training(), momentum_, eps_, r);
+    });
+  }
   Variable& weight() { return gamma_; }
   std::string type_name() const override { return "BatchNorm2d"; }
 

@@ -77,8 +77,7 @@ class BasicBlock : public Block {
   }
   Variable forward(const Variable& x) override {
     Variable h = bn1_->forward_relu(conv1_->forward(x));
-    h = bn2_->forward(conv2_->forward(h));
-    return fn::add_relu(h, down_.conv ? down_.forward(x) : x);
+    return bn2_->forward_add_relu(conv2_->forward(h), down_.conv ? down_.forward(x) : x);
   }
   std::string type_name() const override { return "BasicBlock"; }
 
@@ -107,8 +106,7 @@ class Bottleneck : public Block {
   Variable forward(const Variable& x) override {
     Variable h = bn1_->forward_relu(conv1_->forward(x));
     h = bn2_->forward_relu(conv2_->forward(h));
-    h = bn3_->forward(conv3_->forward(h));
-    return fn::add_relu(h, down_.conv ? down_.forward(x) : x);
+    return bn3_->forward_add_relu(conv3_->forward(h), down_.conv ? down_.forward(x) : x);
   }
   std::string type_name() const override { return "Bottleneck"; }
 

@@ -148,7 +148,8 @@ TEST(GradCheck, BatchNorm) {
   }
 }
 
-// The fused fn::batch_norm_relu and fn::add_relu against their pairs of ops through autograd:
+// The fused fn::batch_norm_relu (also with a residual) and fn::add_relu against their pairs of
+// ops through autograd:
 // the same output and the same gradient in every input, bit for bit (the pairs are checked
 // against finite differences above; the fused ops' kinks make them poor subjects for it).
 TEST(GradCheck, FusedReluOpsMatchTheirPairs) {
@@ -174,6 +175,18 @@ TEST(GradCheck, FusedReluOpsMatchTheirPairs) {
       };
     };
     EXPECT_EQ(grads(bn(true), in), grads(bn(false), in)) << "batch_norm_relu training=" << training;
+    // relu(batch_norm(x) + residual): the residual gets the masked gradient too.
+    const std::vector<Tensor> in4{rnd(s, 41, 2.f), rnd({3}, 42), rnd({3}, 43), rnd(s, 46)};
+    auto tail = [training](bool fused) {
+      return [training, fused](const V& v) {
+        Tensor rm = Tensor::full({3}, 0.1), rv = Tensor::full({3}, 1.5);
+        return fused ? fn::batch_norm_relu(v[0], v[1], v[2], rm, rv, training, 0.1f, 1e-5f, v[3])
+                     : fn::add_relu(fn::batch_norm(v[0], v[1], v[2], rm, rv, training, 0.1f, 1e-5f),
+                                    v[3]);
+      };
+    };
+    EXPECT_EQ(grads(tail(true), in4), grads(tail(false), in4))
+        << "batch_norm_relu with a residual, training=" << training;
   }
   const std::vector<Tensor> in{rnd(s, 44), rnd(s, 45)};
   EXPECT_EQ(grads([](const V& v) { return fn::add_relu(v[0], v[1]); }, in),

@@ -617,11 +617,28 @@ TEST(Ops, FusedReluOpsEqualTheirPairs) {
       EXPECT_EQ(bits(gf.dbeta), bits(gp.dbeta)) << what;
       const Tensor a = with_specials(rnd(s, 16)), b = rnd(s, 17);
       EXPECT_EQ(bits(ops::add_relu(a, b)), bits(ops::relu(ops::add(a, b)))) << what;
+      // With a residual: relu(batch_norm + residual) in the normalising pass, the same bits as
+      // add_relu after batch_norm_train, and the same statistics.
+      Tensor rm3 = rnd({c}, 15), rv3 = Tensor::full({c}, 1.5f), mean3, invstd3;
+      const Tensor tail =
+          ops::batch_norm_relu_train(x, gamma, beta, rm3, rv3, 0.1f, 1e-5f, mean3, invstd3, b);
+      Tensor rm4 = rnd({c}, 15), rv4 = Tensor::full({c}, 1.5f), mean4, invstd4;
+      const Tensor tail_pair = ops::add_relu(
+          ops::batch_norm_train(x, gamma, beta, rm4, rv4, 0.1f, 1e-5f, mean4, invstd4), b);
+      EXPECT_EQ(bits(tail), bits(tail_pair)) << what;
+      EXPECT_EQ(bits(mean3), bits(mean4)) << what;
+      EXPECT_EQ(bits(invstd3), bits(invstd4)) << what;
+      EXPECT_EQ(bits(rm3), bits(rm4)) << what;
+      EXPECT_EQ(bits(rv3), bits(rv4)) << what;
     }
   }
   set_num_threads(0);
   Tensor m, v;
   EXPECT_THROW(ops::add_relu(Tensor::zeros({2, 3}), Tensor::zeros({3, 2})), ShapeError);
+  EXPECT_THROW(
+      ops::batch_norm_relu_train(Tensor::zeros({4, 2}), Tensor::ones({2}), Tensor::zeros({2}), m, v,
+                                 0.1f, 1e-5f, m, v, Tensor::zeros({2, 4})),
+      ShapeError);
   EXPECT_THROW(ops::batch_norm_relu_backward(Tensor::zeros({4, 2}), Tensor::zeros({4, 3}),
                                              Tensor::zeros({4, 2}), Tensor::ones({2}),
                                              Tensor::zeros({2}), Tensor::ones({2})),

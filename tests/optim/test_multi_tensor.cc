@@ -20,7 +20,8 @@ std::vector<Param> model(uint64_t seed) {
   const Shape shapes[] = {{5, 3}, {3}, {1}, {40000}, {7, 2, 2}};
   for (size_t i = 0; i < std::size(shapes); ++i) {
     Param p;
-    p.name = "p" + std::to_string(i);
+    p.name = "p";
+    p.name += std::to_string(i);  // (gcc 12 warns, falsely, of overlap in "p" + to_string)
     p.var = Variable(Tensor::randn(shapes[i], gen), true, p.name);
     p.weight_decay = i % 2 == 0;  // p1 and p3 are "biases"
     ps.push_back(p);

@@ -176,6 +176,25 @@ inline std::vector<Act16Case> act16_cases() {
                                                                        in[0], in[1], mean, invstd);
                  return std::vector<Tensor>{y, g.dx, g.dgamma, g.dbeta};
                }});
+  // A residual block's tail: relu(batch_norm + residual) in one pass (16-bit: the normalised
+  // value not rounded before the add, so not add_relu's bits after batch_norm; its own case).
+  c.push_back({"batch_norm_relu + residual",
+               {{K::act, {4, 3, 5, 5}},
+                {K::f32, {3}},
+                {K::f32, {3}},
+                {K::act, {4, 3, 5, 5}},
+                {K::act, {4, 3, 5, 5}}},
+               {K::act, K::act, K::f32, K::f32},
+               [](const std::vector<Tensor>& in, DType act) {
+                 Tensor rm = Tensor::zeros({3}, DType::f32, in[0].device());
+                 Tensor rv = Tensor::ones({3}, DType::f32, in[0].device());
+                 Tensor mean, invstd;
+                 Tensor y = ops::batch_norm_relu_train(in[0], in[1], in[2], rm, rv, 0.1f, 1e-5f,
+                                                       mean, invstd, in[4]);
+                 ops::BatchNormGrads g = ops::batch_norm_relu_backward(in[3], as_stored(y, act),
+                                                                       in[0], in[1], mean, invstd);
+                 return std::vector<Tensor>{y, g.dx, g.dgamma, g.dbeta};
+               }});
   c.push_back(
       {"batch_norm + eval",
        {{K::act, {4, 3, 5, 5}}, {K::f32, {3}}, {K::f32, {3}}, {K::act, {4, 3, 5, 5}}},

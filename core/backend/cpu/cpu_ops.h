@@ -81,7 +81,8 @@ BatchNormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Tens
                                    const Tensor& save_mean, const Tensor& save_invstd);
 Tensor batch_norm_relu_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                              Tensor& running_mean, Tensor& running_var, float momentum, float eps,
-                             Tensor& save_mean, Tensor& save_invstd);
+                             Tensor& save_mean, Tensor& save_invstd,
+                             const Tensor& residual = Tensor());
 BatchNormGrads batch_norm_relu_backward(const Tensor& dy, const Tensor& y, const Tensor& x,
                                         const Tensor& gamma, const Tensor& save_mean,
                                         const Tensor& save_invstd);

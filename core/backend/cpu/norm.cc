@@ -33,13 +33,18 @@ void check_stat(const char* op, const Tensor& t, int64_t c, const char* arg) {
 
 namespace {
 
-// batch_norm_train, with a ReLU on the output in the normalising pass when Relu.
+// batch_norm_train, with a ReLU on the output in the normalising pass when Relu, after adding
+// `residual` (when defined) there.
 template <bool Relu>
 Tensor bn_train(const char* op, const Tensor& x, const Tensor& gamma, const Tensor& beta,
                 Tensor& running_mean, Tensor& running_var, float momentum, float eps,
-                Tensor& save_mean, Tensor& save_invstd) {
+                Tensor& save_mean, Tensor& save_invstd, const Tensor& residual = Tensor()) {
   require_cpu_f32(op, {&x, &gamma, &beta});
   BnGeom g = bn_geom(op, x, gamma, beta);
+  if (residual.defined()) {
+    require_cpu_f32(op, {&residual});
+    check_same_shape(residual, x, op);
+  }
   const bool track = running_mean.defined();
   if (track) {
     check_stat(op, running_mean, g.c, "running_mean");
@@ -51,6 +56,7 @@ Tensor bn_train(const char* op, const Tensor& x, const Tensor& gamma, const Tens
   save_mean = Tensor::empty({g.c});
   save_invstd = Tensor::empty({g.c});
   const float* xp = x.data<float>();
+  const float* rp = residual.defined() ? residual.data<float>() : nullptr;
   const float* gp = gamma.data<float>();
   const float* bp = beta.data<float>();
   float* yp = y.data<float>();
@@ -91,6 +97,16 @@ Tensor bn_train(const char* op, const Tensor& x, const Tensor& gamma, const Tens
       for_rows(g, ch, [&](int64_t base) {
         const float* xr = xp + base;
         float* yr = yp + base;
+        if (rp) {  // relu(y + residual): ops::add_relu's arithmetic on the normalised value
+          const float* rr = rp + base;
+#pragma omp simd
+          for (int64_t k = 0; k < n; ++k) {
+            const float v = xr[k] * a + c0;
+            const float s = v + rr[k];
+            yr[k] = s > 0.f ? s : 0.f;
+          }
+          return;
+        }
 #pragma omp simd
         for (int64_t k = 0; k < n; ++k) {
           const float v = xr[k] * a + c0;
@@ -117,9 +133,9 @@ Tensor batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta
 
 Tensor batch_norm_relu_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                              Tensor& running_mean, Tensor& running_var, float momentum, float eps,
-                             Tensor& save_mean, Tensor& save_invstd) {
+                             Tensor& save_mean, Tensor& save_invstd, const Tensor& residual) {
   return bn_train<true>("batch_norm_relu_train", x, gamma, beta, running_mean, running_var,
-                        momentum, eps, save_mean, save_invstd);
+                        momentum, eps, save_mean, save_invstd, residual);
 }
 
 Tensor batch_norm_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,

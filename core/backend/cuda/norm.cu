@@ -202,25 +202,30 @@ bool vec4_ok(int64_t inner, std::initializer_list<const void*> ptrs) {
 }
 
 // y = x * ab[ch] + ab[c + ch], then max(y, 0) with kRelu (the same bits as relu of the result).
-// T: float (kVec 4 or 1), or a 16-bit type (kVec 1: read as f32, the result rounded once).
+// T: float (kVec 4 or 1), or a 16-bit type (kVec 1: read as f32, the result rounded once). With
+// r (kRelu only): relu(x * ab[ch] + ab[c + ch] + r), add_relu's arithmetic on the normalised value.
 template <int kVec, bool kRelu, class T>
-__global__ void bn_apply_kernel(const T* x, const float* ab, T* y, int64_t total, int64_t c,
-                                int64_t inner) {
+__global__ void bn_apply_kernel(const T* x, const T* r, const float* ab, T* y, int64_t total,
+                                int64_t c, int64_t inner) {
   const bool narrow = total <= INT32_MAX;
   for (int64_t q = global_tid(); q < total / kVec; q += global_stride()) {
     const int64_t ch = bn_channel(q * kVec, c, inner, narrow);
     const float a = ab[ch], b = ab[c + ch];
     if constexpr (kVec == 1) {
       float e = ld(x, q) * a + b;
+      if (r) e = e + ld(r, q);
       if (kRelu) e = e > 0.f ? e : 0.f;
       st(y, q, e);
     } else {
       using VT = typename Vec<kVec>::T;
       VT v = reinterpret_cast<const VT*>(x)[q];
+      VT rv;
+      if (r) rv = reinterpret_cast<const VT*>(r)[q];
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
         float& e = Vec<kVec>::at(v, j);
         e = e * a + b;
+        if (r) e = e + Vec<kVec>::at(rv, j);
         if (kRelu) e = e > 0.f ? e : 0.f;
       }
       reinterpret_cast<VT*>(y)[q] = v;
@@ -228,18 +233,19 @@ __global__ void bn_apply_kernel(const T* x, const float* ab, T* y, int64_t total
   }
 }
 template <bool kRelu, class T>
-void bn_apply(const T* x, const float* ab, T* y, int64_t total, int64_t c, int64_t inner,
-              cudaStream_t st) {
+void bn_apply(const T* x, const T* r, const float* ab, T* y, int64_t total, int64_t c,
+              int64_t inner, cudaStream_t st) {
   if (total == 0) return;
   if constexpr (std::is_same_v<T, float>) {
-    if (vec4_ok(inner, {x, y})) {
+    if (vec4_ok(inner, {x, y, r})) {
       bn_apply_kernel<4, kRelu, T>
-          <<<blocks_for(total / 4), kThreads, 0, st>>>(x, ab, y, total, c, inner);
+          <<<blocks_for(total / 4), kThreads, 0, st>>>(x, r, ab, y, total, c, inner);
       ADA_CUDA_LAUNCH_CHECK();
       return;
     }
   }
-  bn_apply_kernel<1, kRelu, T><<<blocks_for(total), kThreads, 0, st>>>(x, ab, y, total, c, inner);
+  bn_apply_kernel<1, kRelu, T>
+      <<<blocks_for(total), kThreads, 0, st>>>(x, r, ab, y, total, c, inner);
   ADA_CUDA_LAUNCH_CHECK();
 }
 
@@ -604,8 +610,14 @@ namespace {
 
 Tensor bn_train(const char* op, bool relu, const Tensor& x, const Tensor& gamma, const Tensor& beta,
                 Tensor& running_mean, Tensor& running_var, float momentum, float eps,
-                Tensor& save_mean, Tensor& save_invstd) {
+                Tensor& save_mean, Tensor& save_invstd, const Tensor& residual = Tensor()) {
   const int dev = require_f32(op, {&x}, activation_type(x));
+  if (residual.defined()) {
+    require_on(op, dev, {&residual});
+    ADA_CHECK_ARG(residual.dtype() == x.dtype(), DTypeError)
+        << op << ": residual " << residual.str() << " and x " << x.str() << " differ in dtype";
+    check_same_shape(residual, x, op);
+  }
   const BnGeom g = bn_geom(op, x, gamma, beta);
   check_stat(op, x, gamma, g.c, "gamma");
   check_stat(op, x, beta, g.c, "beta");
@@ -657,10 +669,11 @@ Tensor bn_train(const char* op, bool relu, const Tensor& x, const Tensor& gamma,
         track ? running_mean.data<float>() : nullptr, track ? running_var.data<float>() : nullptr,
         ab.as<float>());
     ADA_CUDA_LAUNCH_CHECK();
+    const T* rp = residual.defined() ? data_as<T>(residual) : nullptr;
     if (relu)
-      bn_apply<true>(xp, ab.as<const float>(), data_as<T>(y), x.numel(), g.c, g.inner, st);
+      bn_apply<true>(xp, rp, ab.as<const float>(), data_as<T>(y), x.numel(), g.c, g.inner, st);
     else
-      bn_apply<false>(xp, ab.as<const float>(), data_as<T>(y), x.numel(), g.c, g.inner, st);
+      bn_apply<false>(xp, rp, ab.as<const float>(), data_as<T>(y), x.numel(), g.c, g.inner, st);
   });
   return y;
 }
@@ -676,9 +689,9 @@ Tensor batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta
 
 Tensor batch_norm_relu_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                              Tensor& running_mean, Tensor& running_var, float momentum, float eps,
-                             Tensor& save_mean, Tensor& save_invstd) {
+                             Tensor& save_mean, Tensor& save_invstd, const Tensor& residual) {
   return bn_train("batch_norm_relu_train", true, x, gamma, beta, running_mean, running_var,
-                  momentum, eps, save_mean, save_invstd);
+                  momentum, eps, save_mean, save_invstd, residual);
 }
 
 Tensor batch_norm_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
@@ -701,7 +714,8 @@ Tensor batch_norm_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
   ADA_CUDA_LAUNCH_CHECK();
   with_float_type(x.dtype(), [&](auto t) {
     using T = decltype(t);
-    bn_apply<false>(data_as<T>(x), ab.as<const float>(), data_as<T>(y), total, g.c, g.inner, s);
+    bn_apply<false>(data_as<T>(x), static_cast<const T*>(nullptr), ab.as<const float>(),
+                    data_as<T>(y), total, g.c, g.inner, s);
   });
   return y;
 }
