@@ -64,12 +64,9 @@ std::string cat(const Ts&... xs) {
   return os.str();
 }
 
+// A permutation or axis list as shape_str writes shapes, e.g. "[0,2,3,1]".
 std::string ints_str(const std::vector<int>& v) {
-  std::ostringstream os;
-  os << '{';
-  for (size_t i = 0; i < v.size(); ++i) os << (i ? "," : "") << v[i];
-  os << '}';
-  return os.str();
+  return shape_str(Shape(v.begin(), v.end()));
 }
 
 // [N,C,H,W] -> channels-last [N,H,W,C].

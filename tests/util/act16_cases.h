@@ -163,38 +163,28 @@ inline std::vector<Act16Case> act16_cases() {
                      ops::conv2d_backward_data(in[2], in[1], in[0].shape(), p),
                      ops::conv2d_backward_filter(in[2], in[0], in[1].shape(), p)};
                }});
-  c.push_back({"batch_norm_relu",
-               {{K::act, {4, 3, 5, 5}}, {K::f32, {3}}, {K::f32, {3}}, {K::act, {4, 3, 5, 5}}},
-               {K::act, K::act, K::f32, K::f32},
-               [](const std::vector<Tensor>& in, DType act) {
-                 Tensor rm = Tensor::zeros({3}, DType::f32, in[0].device());
-                 Tensor rv = Tensor::ones({3}, DType::f32, in[0].device());
-                 Tensor mean, invstd;
-                 Tensor y = ops::batch_norm_relu_train(in[0], in[1], in[2], rm, rv, 0.1f, 1e-5f,
-                                                       mean, invstd);
-                 ops::BatchNormGrads g = ops::batch_norm_relu_backward(in[3], as_stored(y, act),
-                                                                       in[0], in[1], mean, invstd);
-                 return std::vector<Tensor>{y, g.dx, g.dgamma, g.dbeta};
-               }});
-  // A residual block's tail: relu(batch_norm + residual) in one pass (16-bit: the normalised
-  // value not rounded before the add, so not add_relu's bits after batch_norm; its own case).
-  c.push_back({"batch_norm_relu + residual",
-               {{K::act, {4, 3, 5, 5}},
-                {K::f32, {3}},
-                {K::f32, {3}},
-                {K::act, {4, 3, 5, 5}},
-                {K::act, {4, 3, 5, 5}}},
-               {K::act, K::act, K::f32, K::f32},
-               [](const std::vector<Tensor>& in, DType act) {
-                 Tensor rm = Tensor::zeros({3}, DType::f32, in[0].device());
-                 Tensor rv = Tensor::ones({3}, DType::f32, in[0].device());
-                 Tensor mean, invstd;
-                 Tensor y = ops::batch_norm_relu_train(in[0], in[1], in[2], rm, rv, 0.1f, 1e-5f,
-                                                       mean, invstd, in[4]);
-                 ops::BatchNormGrads g = ops::batch_norm_relu_backward(in[3], as_stored(y, act),
-                                                                       in[0], in[1], mean, invstd);
-                 return std::vector<Tensor>{y, g.dx, g.dgamma, g.dbeta};
-               }});
+  // batch_norm_relu, and a residual block's tail: relu(batch_norm + residual) in one pass
+  // (16-bit: the normalised value not rounded before the add, so not add_relu's bits after
+  // batch_norm: a case of its own).
+  for (bool residual : {false, true}) {
+    std::vector<std::pair<Kind, Shape>> args{
+        {K::act, {4, 3, 5, 5}}, {K::f32, {3}}, {K::f32, {3}}, {K::act, {4, 3, 5, 5}}};
+    if (residual) args.push_back({K::act, {4, 3, 5, 5}});
+    c.push_back({residual ? "batch_norm_relu + residual" : "batch_norm_relu",
+                 args,
+                 {K::act, K::act, K::f32, K::f32},
+                 [](const std::vector<Tensor>& in, DType act) {
+                   Tensor rm = Tensor::zeros({3}, DType::f32, in[0].device());
+                   Tensor rv = Tensor::ones({3}, DType::f32, in[0].device());
+                   Tensor mean, invstd;
+                   Tensor y =
+                       ops::batch_norm_relu_train(in[0], in[1], in[2], rm, rv, 0.1f, 1e-5f, mean,
+                                                  invstd, in.size() > 4 ? in[4] : Tensor());
+                   ops::BatchNormGrads g = ops::batch_norm_relu_backward(
+                       in[3], as_stored(y, act), in[0], in[1], mean, invstd);
+                   return std::vector<Tensor>{y, g.dx, g.dgamma, g.dbeta};
+                 }});
+  }
   c.push_back(
       {"batch_norm + eval",
        {{K::act, {4, 3, 5, 5}}, {K::f32, {3}}, {K::f32, {3}}, {K::act, {4, 3, 5, 5}}},
