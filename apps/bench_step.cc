@@ -1,6 +1,6 @@
 // bench_step: training-step throughput (forward + backward + optimizer step) and peak memory
 // of one model, against PyTorch measured in the same run by tools/bench_step_torch.py.
-//   bench_step --model resnet50|bert_large|bert_base|bert_mini|resnet20_mnist|lenet5 [--batch B]
+//   bench_step --model resnet50|bert_large|bert_base|bert_mini|bert_tiny|resnet20_mnist|lenet5 [--batch B]
 //              [--threads T] [--steps N] [--seq 128] [--device cpu|cuda]
 //              [--python /usr/bin/python3] [--no-torch] [--profile] [--precision fp32|bf16|fp16]
 //              [--twins eager,channels_last,...] [--attention composed|fused]
@@ -103,11 +103,13 @@ Case case_for(const std::string& name) {
     return {"{name: bert, preset: large}", "{name: adamw, lr: 1.0e-4, weight_decay: 0.01}", true};
   if (name == "bert_base")
     return {"{name: bert, preset: base}", "{name: adamw, lr: 1.0e-4, weight_decay: 0.01}", true};
+  if (name == "bert_tiny")  // the scaling studies' model (studies/bases/bert_tiny_mlm.yaml)
+    return {"{name: bert, preset: tiny}", "{name: lamb, lr: 5.0e-3, weight_decay: 0.01}", true};
   if (name == "bert_mini")
     return {"{name: bert, preset: mini}", "{name: lamb, lr: 1.0e-3, weight_decay: 0.01}", true};
   ADA_THROW(ConfigError)
       << "bench_step: unknown --model '" << name
-      << "'; known: bert_base, bert_large, bert_mini, lenet5, resnet20_mnist, resnet50";
+      << "'; known: bert_base, bert_large, bert_mini, bert_tiny, lenet5, resnet20_mnist, resnet50";
   return {};
 }
 
