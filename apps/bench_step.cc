@@ -1,6 +1,7 @@
 // bench_step: training-step throughput (forward + backward + optimizer step) and peak memory
 // of one model, against PyTorch measured in the same run by tools/bench_step_torch.py.
-//   bench_step --model resnet50|bert_large|bert_base|bert_mini|bert_tiny|resnet20_mnist|lenet5 [--batch B]
+//   bench_step --model resnet50|bert_large|bert_base|bert_mini|bert_tiny|resnet20_mnist|lenet5
+//   [--batch B]
 //              [--threads T] [--steps N] [--seq 128] [--device cpu|cuda]
 //              [--python /usr/bin/python3] [--no-torch] [--profile] [--precision fp32|bf16|fp16]
 //              [--twins eager,channels_last,...] [--attention composed|fused]

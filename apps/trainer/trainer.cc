@@ -69,6 +69,13 @@ void Trainer::build_model(const Config& cfg) {
     if (args_.describe) shapes.emplace();
     model_ = make_model(mc, s_.seed);
   }
+  if (s_.device.is_cpu() && mc.has("channels_last") && mc.get<bool>("channels_last") &&
+      world_->rank() == 0)
+    log_warn(
+        "{}: on the CPU the convolutions run on NCHW copies of the channels-last activations, "
+        "so this only slows the step (it is for cuDNN's NHWC convolutions on a GPU); results are "
+        "NCHW's",
+        mc.where("channels_last"));
   model_->set_training_metrics(false);  // a training step reads only its loss (evaluation: all)
   model_->rng().set_state(s_.seed * 1000003ull + static_cast<uint64_t>(world_->rank()), 0);
   params_ = model_->parameters();

@@ -387,6 +387,14 @@ smoke)
     if out=$(mpi 2 "$trainer" --config "$cfg" "${extra[@]}" 2>&1); then echo "ok: $name"
     else echo "FAIL: $name"; echo "$out" | tail -5; status=1; fi
   done
+  # model.channels_last through the trainer (NHWC ResNet-20): it trains, and on the CPU it says
+  # that it only costs time there.
+  if out=$(mpi 2 "$trainer" --config "$src/configs/fmnist_resnet20_adasum.yaml" --set data.name=synthetic \
+             --set data.size=8 --set data.eval_size=4 --set train.epochs=0 --set train.steps=2 \
+             --set train.batch_per_rank=2 --set train.eval_every=2 --set data.workers=0 \
+             --set schedule.warmup_steps=1 --set model.channels_last=true --set output.dir=smoke_channels_last 2>&1) &&
+     echo "$out" | grep -q "model.channels_last.*only slows the step"; then echo "ok: channels_last"
+  else echo "FAIL: channels_last"; echo "$out" | tail -5; status=1; fi
   exit $status
   ;;
 timeline)
