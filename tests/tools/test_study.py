@@ -376,6 +376,7 @@ class Pure(unittest.TestCase):
         self.assertIn("| average | lr 0.025 | 1 | 8 | 1 | not reached (final 0.00% (1 seed)); cut off at step 2 "
                       "(lr 0.1 reached it in 2) |", report)
         self.assertNotIn("give_up_after", report)
+        self.assertIn("- `cut_off`: a cell still short of the target", report)
         # Bad uses are refused: without steps-to-target choices, several seeds per sweep point, no stop_at.
         self.assertIn("cut_off needs metric.choose_by: steps", self.error(text.replace(", choose_by: steps", "")))
         self.assertIn("cut_off: methods.average sweeps 3 points with 2 seeds", self.error(
