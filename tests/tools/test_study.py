@@ -321,7 +321,7 @@ class Pure(unittest.TestCase):
         self.assertIn("## Where each method stops scaling (critical batch size)", report)
         # The scaling fit counts steps on the validation figure the runs stop on, not on test.
         self.assertIn("Steps to the target on `val_top1` (validation)", report)
-        self.assertIn("| average | 16: 2 | – | not placed: 1 sizes reached the target (3 needed) | – |", report)
+        self.assertIn("| average | 16: 2 | – | not placed: 1 size reached the target (3 needed) | – |", report)
         self.assertNotIn("## Choices from an unfinished sweep", report)
         # With average's LR 0.1 not run yet, LR 0.05 is chosen from 1 of 2 sweep points: the report
         # says so, and the critical-batch fit leaves that size out.

@@ -214,7 +214,8 @@ def critical_batch(points):
     cannot place it (fewer than 3 points, a fit without positive S_min and B_noise, or B_noise
     outside the sizes measured)."""
     if len(points) < 3:
-        return None, None, None, f"{len(points)} sizes reached the target (3 needed)"
+        n = len(points)
+        return None, None, None, f"{n} size{'' if n == 1 else 's'} reached the target (3 needed)"
 
     def fit(pts):
         xs, ys = [1.0 / b for b, _ in pts], [float(st) for _, st in pts]
