@@ -312,6 +312,7 @@ class Pure(unittest.TestCase):
         with open(os.path.join(out, "report.md")) as f:
             report = f.read()
         self.assertIn("reached 5.00% on `val_top1` most often, then in the fewest steps", report)
+        self.assertNotIn("Choices were made on the test figure", report)
         self.assertIn("## Validation steps to 5.00% on val_top1 of the chosen points", report)
         self.assertIn("| average | 2 steps (1/1) (lr 0.1) |", report)
         self.assertIn("| Adasum | not reached (final 0.00% (1 seed)); gave up at step 4 (train.stop_at.give_up_after) |", report)
@@ -377,6 +378,7 @@ class Pure(unittest.TestCase):
                       "(lr 0.1 reached it in 2) |", report)
         self.assertNotIn("give_up_after", report)
         self.assertIn("- `cut_off`: a cell still short of the target", report)
+        self.assertNotIn("Choices were made on the test figure", report)
         # Bad uses are refused: without steps-to-target choices, several seeds per sweep point, no stop_at.
         self.assertIn("cut_off needs metric.choose_by: steps", self.error(text.replace(", choose_by: steps", "")))
         self.assertIn("cut_off: methods.average sweeps 3 points with 2 seeds", self.error(

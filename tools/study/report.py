@@ -494,11 +494,6 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
         L.append(f"- Choices are made on the validation figure `{study.select}` (the held-out part of the training "
                  f"set, `data.validation_size`): the best sweep point per method and column is {rule}; the test "
                  f"figure `{study.metric}` is reported for the chosen points only.")
-    if study.cut_off:
-        L.append("- `cut_off`: a cell still short of the target when another point of its method, column and seed "
-                 "had reached it in fewer steps stopped there (`train.stop_at.give_up_at_step`: it could no longer "
-                 "be chosen; its row says \"cut off\"), each column's points running from the previous size's "
-                 "choice outwards.")
     else:
         chosen_what = [w for w, present in (("its best sweep point per method and column",
                                              any(m["sweep"] for m in study.methods.values())),
@@ -509,6 +504,11 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
                      f"split (`metric.select`), so {' and '.join(chosen_what)} were made on the figures it "
                      f"reports, which flatters the chosen points. Rerunning with `data.validation_size` and "
                      f"`metric.select` chooses on held-out training data instead.")
+    if study.cut_off:
+        L.append("- `cut_off`: a cell still short of the target when another point of its method, column and seed "
+                 "had reached it in fewer steps stopped there (`train.stop_at.give_up_at_step`: it could no longer "
+                 "be chosen; its row says \"cut off\"), each column's points running from the previous size's "
+                 "choice outwards.")
     origins = {}
     for r in records:
         c = r["commit"] + (f" ({r['commit_note']})" if r.get("commit_note") else "")
