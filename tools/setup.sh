@@ -7,6 +7,8 @@
 #                             and the tuned twin's runtime: OpenMP OpenBLAS and tcmalloc
 #   tools/setup.sh --train    the same as no option (kept for scripts that pass it)
 #   tools/setup.sh --fuzz     also clang, libFuzzer and clang's OpenMP, for tools/fuzz.sh
+#   tools/setup.sh --twins    also PyTorch (python3-torch, ~20 s): the tests that check the
+#                             benchmark twins against PyTorch's own modules (tools/test.sh)
 set -euo pipefail
 
 packages=(cmake g++ make ccache clang-format libeigen3-dev libyaml-cpp-dev libspdlog-dev libopenmpi-dev
@@ -19,8 +21,9 @@ for arg in "$@"; do
                        libtcmalloc-minimal4) ;;
     --train) ;;
     --fuzz) packages+=(clang libclang-rt-14-dev libomp-dev) ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
-    *) echo "setup.sh: unknown option '$arg' (known: --bench, --train, --fuzz)" >&2; exit 2 ;;
+    --twins) packages+=(python3-torch) ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown option '$arg' (known: --bench, --train, --fuzz, --twins)" >&2; exit 2 ;;
   esac
 done
 

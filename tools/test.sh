@@ -9,7 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
 
-bash tools/setup.sh --fuzz
+# --twins: PyTorch for the test of the benchmark twins (bench_twins), absent on a fresh machine.
+bash tools/setup.sh --fuzz --twins
 # The C++ sources must be as .clang-format writes them (tools/format.sh formats them).
 bash tools/format.sh --check
 # The real-data tests (MNIST files, the full BERT vocab) need these; cached and verified once.
