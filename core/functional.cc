@@ -150,13 +150,35 @@ Variable bmm(const Variable& a, const Variable& b, bool ta, bool tb) {
       });
 }
 
+namespace {
+// x w^T + b as one node (ops::linear; on a GPU the bias in the GEMM's epilogue, and in backward
+// the bias gradient from the weight gradient's GEMM). On the CPU the ops, and the bits, of
+// matmul then add_bias.
+Variable linear_with_bias(const Variable& x, const Variable& w, const Variable& b) {
+  Tensor xv = ops::matmul_operand(x.value()), wv = ops::matmul_operand(w.value());
+  const bool gx = x.requires_grad(), gw = w.requires_grad(), gb = b.requires_grad();
+  const DType dx_t = grad_dtype(x.value()), dw_t = grad_dtype(w.value());
+  return make_result(ops::linear(xv, wv, b.value(), activation_dtype()), "linear", {x, w, b},
+                     [xv, wv, gx, gw, gb, dx_t, dw_t](const Tensor& g) {
+                       Tensor dx, dw, db;
+                       if (gx) dx = ops::matmul(g, wv, false, false, dx_t);
+                       if (gw && gb) {
+                         ops::linear_weight_grad(g, xv, dw_t, dw, db);
+                       } else {
+                         if (gw) dw = ops::matmul(g, xv, true, false, dw_t);
+                         if (gb) db = ops::bias_grad(g);
+                       }
+                       return G{dx, dw, db};
+                     });
+}
+}  // namespace
+
 Variable linear(const Variable& x, const Variable& w, const Variable& b) {
   const Shape& xs = x.shape();
   ADA_CHECK_ARG(!xs.empty(), ShapeError) << "linear: input must have at least 1 dim";
   int64_t in = xs.back();
   Variable x2 = reshape(x, {-1, in});
-  Variable y = matmul(x2, w, false, true);
-  if (b.defined()) y = add_bias(y, b);
+  Variable y = b.defined() ? linear_with_bias(x2, w, b) : matmul(x2, w, false, true);
   Shape out = xs;
   out.back() = w.shape()[0];
   return reshape(y, out);

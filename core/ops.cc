@@ -275,6 +275,29 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, DTyp
   ::ada::cpu::OpTimer timer("matmul");
   return ::ada::cpu::matmul(a, b, trans_a, trans_b);
 }
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, DType out) {
+#ifdef ADA_WITH_CUDA
+  if (any_cuda(x, w, b)) {
+    Tensor y;
+    {
+      ::ada::cuda::OpTimer timer("linear");
+      y = ::ada::cuda::linear_bias_lt(x, w, b, out);
+    }
+    if (y.defined()) return y;
+  }
+#endif
+  return add_bias(matmul(x, w, false, true, out), b);
+}
+void linear_weight_grad(const Tensor& dy, const Tensor& x, DType dw_type, Tensor& dw, Tensor& db) {
+#ifdef ADA_WITH_CUDA
+  if (any_cuda(dy, x) && dw_type == DType::f32) {
+    ::ada::cuda::OpTimer timer("linear_weight_grad");
+    if (::ada::cuda::linear_weight_grad_lt(dy, x, dw, db)) return;
+  }
+#endif
+  dw = matmul(dy, x, true, false, dw_type);
+  db = bias_grad(dy);
+}
 void gemm_batched(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b,
                   float alpha, float beta) {
   if (any16(a, b) && !any_cuda(a, b, c))

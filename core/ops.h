@@ -87,6 +87,15 @@ void gemm_batched(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a = fa
                   bool trans_b = false, float alpha = 1.f, float beta = 0.f);
 Tensor bmm(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false,
            DType out = DType::f32);
+// A linear layer's product with its bias: y = x w^T + b, x [M, K], w [N, K], b [N] (f32), y in
+// `out` as matmul's. The CPU composes matmul and add_bias (their bits); the CUDA backend adds the
+// bias in the GEMM's epilogue (cuBLASLt) where cuBLASLt offers one for the case, so its 16-bit
+// y is rounded once from the f32 sums plus the bias.
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, DType out = DType::f32);
+// Its weight and bias gradients from dy [M, N] and x [M, K]: dw = dy^T x in `dw_type`, db = the
+// column sums of dy (f32), as matmul and bias_grad give them; on a GPU, with an f32 dw, both from
+// one cuBLASLt GEMM where one is offered.
+void linear_weight_grad(const Tensor& dy, const Tensor& x, DType dw_type, Tensor& dw, Tensor& db);
 
 // ---- convolution and pooling (NCHW) ----------------------------------------------------------
 // Convolutions also run channels-last: with `channels_last` the input, output and their

@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/functional.h"
+#include "core/random.h"
 
 namespace ada {
 namespace {
@@ -182,6 +184,32 @@ TEST(Autograd, HookSeesFinalGradientOfSharedLeaf) {
   });
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(seen, (std::vector<float>{5, 7}));  // 3 + 0 + 2w
+}
+
+// fn::linear with a bias is one node (ops::linear, whose CUDA backend adds the bias in the GEMM's
+// epilogue); on the CPU it must give the bits of matmul then add_bias, forward and every
+// gradient, whichever of x, w and b take gradients.
+TEST(Autograd, LinearWithBiasIsMatmulThenAddBiasBitForBit) {
+  Generator g(7);
+  const Tensor x0 = Tensor::randn({5, 3, 37}, g), w0 = Tensor::randn({19, 37}, g),
+               b0 = Tensor::randn({19}, g), seed = Tensor::randn({5, 3, 19}, g);
+  for (int mask = 1; mask < 8; ++mask) {
+    SCOPED_TRACE("requires_grad x/w/b mask " + std::to_string(mask));
+    Variable x1(x0, (mask & 1) != 0), w1(w0, (mask & 2) != 0), b1(b0, (mask & 4) != 0);
+    Variable x2(x0, (mask & 1) != 0), w2(w0, (mask & 2) != 0), b2(b0, (mask & 4) != 0);
+    Variable fused = fn::linear(x1, w1, b1);
+    Variable composed = fn::reshape(
+        fn::add_bias(fn::matmul(fn::reshape(x2, {-1, 37}), w2, false, true), b2), {5, 3, 19});
+    ASSERT_EQ(fused.value().to_vector<float>(), composed.value().to_vector<float>());
+    backward(fused, seed);
+    backward(composed, seed);
+    for (auto [a, b] : {std::pair{&x1, &x2}, std::pair{&w1, &w2}, std::pair{&b1, &b2}}) {
+      ASSERT_EQ(a->grad().defined(), b->grad().defined());
+      if (a->grad().defined()) {
+        EXPECT_EQ(a->grad().to_vector<float>(), b->grad().to_vector<float>());
+      }
+    }
+  }
 }
 
 }  // namespace

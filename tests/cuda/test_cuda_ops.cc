@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <sstream>
@@ -719,6 +720,116 @@ TEST(CudaOps, Bf16MatrixProductsRoundTheOperands) {
 TEST(CudaOps, Fp16MatrixProductsRoundTheOperands) {
   ADA_REQUIRE_GPU();
   expect_products_round_operands(Precision::fp16, 10);
+}
+
+// ops::linear and ops::linear_weight_grad (the bias in cuBLASLt's GEMM epilogues, blas_lt.cc)
+// against double references of the values the GEMM multiplies (operands rounded to the 16-bit
+// type under bf16/fp16; the bias gradient sums dy as given, in the output's type). Bounds from the
+// computation: any order of summing k terms in fp32 is within (k + 2) u32 of the sum of their
+// absolute values (u32 = 2^-24), plus, for a 16-bit result, its one rounding (u16 of |y|: 2^-8
+// bf16, 2^-11 fp16). Each case says whether cuBLASLt ran it fused; the f32 forward must be (the
+// most basic epilogue there is), the others may fall back to the unfused kernels, which must meet
+// the same bounds.
+struct LinearCase {
+  int64_t m, k, n;
+};
+
+// |got - want| <= bound elementwise, got on the GPU (any float dtype).
+::testing::AssertionResult within(const std::string& what, const Tensor& got,
+                                  const std::vector<double>& want,
+                                  const std::vector<double>& bound) {
+  if (!got.defined()) return ::testing::AssertionFailure() << what << ": undefined";
+  const std::vector<float> g = ops::to_dtype(got, DType::f32).to(Device::cpu()).to_vector<float>();
+  if (g.size() != want.size())
+    return ::testing::AssertionFailure() << what << ": " << got.str() << ", want " << want.size();
+  for (size_t i = 0; i < g.size(); ++i)
+    if (!(std::fabs(g[i] - want[i]) <= bound[i]))
+      return ::testing::AssertionFailure() << what << ": element " << i << " is " << g[i]
+                                           << ", want " << want[i] << " +- " << bound[i];
+  return ::testing::AssertionSuccess();
+}
+
+void expect_linear_epilogues(Precision precision, DType out, int mantissa) {
+  const double u32 = std::ldexp(1.0, -24);
+  const double u_out = out == DType::f32 ? u32 : std::ldexp(1.0, -(mantissa + 1));
+  const std::vector<LinearCase> cases = {{17, 33, 5},    {1, 1, 1},    {128, 128, 512},
+                                         {1000, 96, 30}, {3, 1, 1000}, {256, 384, 200}};
+  for (const LinearCase& c : cases) {
+    const std::string what =
+        cat(precision_name(precision), " ", dtype_name(out), " M=", c.m, " K=", c.k, " N=", c.n);
+    SCOPED_TRACE(what);
+    // dy comes in the output's type, as backward hands it over.
+    const Tensor x = rand_cpu({c.m, c.k}, 301), w = rand_cpu({c.n, c.k}, 302),
+                 b = rand_cpu({c.n}, 303), dy = ops::to_dtype(rand_cpu({c.m, c.n}, 304), out);
+    auto r = [&](float v) {
+      return precision == Precision::fp32 ? static_cast<double>(v) : round_mantissa(v, mantissa);
+    };
+    const std::vector<float> xv = x.to_vector<float>(), wv = w.to_vector<float>(),
+                             bv = b.to_vector<float>(),
+                             gv = ops::to_dtype(dy, DType::f32).to_vector<float>();
+    std::vector<double> y(c.m * c.n), y_bound(c.m * c.n), dw(c.n * c.k), dw_bound(c.n * c.k),
+        db(c.n), db_bound(c.n);
+    for (int64_t i = 0; i < c.m; ++i)
+      for (int64_t j = 0; j < c.n; ++j) {
+        double s = bv[j], a = std::fabs(bv[j]);
+        for (int64_t p = 0; p < c.k; ++p) {
+          const double t = r(xv[i * c.k + p]) * r(wv[j * c.k + p]);
+          s += t;
+          a += std::fabs(t);
+        }
+        y[i * c.n + j] = s;
+        // (the unfused path rounds a 16-bit result twice: the product, then with the bias)
+        y_bound[i * c.n + j] = (c.k + 2) * u32 * a + u_out * (2 * std::fabs(s) + std::fabs(bv[j]));
+      }
+    for (int64_t j = 0; j < c.n; ++j) {
+      double s = 0, a = 0;
+      for (int64_t i = 0; i < c.m; ++i) {
+        s += gv[i * c.n + j];
+        a += std::fabs(gv[i * c.n + j]);
+      }
+      db[j] = s;
+      db_bound[j] = (c.m + 2) * u32 * a;
+      for (int64_t p = 0; p < c.k; ++p) {
+        double s2 = 0, a2 = 0;
+        for (int64_t i = 0; i < c.m; ++i) {
+          const double t = r(gv[i * c.n + j]) * r(xv[i * c.k + p]);
+          s2 += t;
+          a2 += std::fabs(t);
+        }
+        dw[j * c.k + p] = s2;
+        dw_bound[j * c.k + p] = (c.m + 2) * u32 * a2;
+      }
+    }
+    set_cuda_matmul_precision(precision);
+    const cuda::LtEpilogueCounts before = cuda::lt_epilogue_counts();
+    const Tensor gy = ops::linear(on_gpu(x), on_gpu(w), on_gpu(b), out);
+    const cuda::LtEpilogueCounts mid = cuda::lt_epilogue_counts();
+    Tensor gdw, gdb;
+    ops::linear_weight_grad(on_gpu(dy), on_gpu(x), DType::f32, gdw, gdb);
+    const cuda::LtEpilogueCounts after = cuda::lt_epilogue_counts();
+    set_cuda_matmul_precision(Precision::fp32);
+    const bool fwd_fused = mid.fused > before.fused, bwd_fused = after.fused > mid.fused;
+    std::printf("[ linear   ] %s: forward %s, weight gradient %s\n", what.c_str(),
+                fwd_fused ? "fused (bias epilogue)" : "unfused (fallback)",
+                bwd_fused ? "fused (bgradb epilogue)" : "unfused (fallback)");
+    if (precision == Precision::fp32) {
+      EXPECT_TRUE(fwd_fused) << "cuBLASLt offered no bias epilogue for an f32 linear layer";
+    }
+    EXPECT_EQ(gy.dtype(), out);
+    EXPECT_TRUE(within("linear y", gy, y, y_bound));
+    EXPECT_TRUE(within("linear_weight_grad dw", gdw, dw, dw_bound));
+    EXPECT_TRUE(within("linear_weight_grad db", gdb, db, db_bound));
+    EXPECT_EQ(gdw.dtype(), DType::f32);
+    EXPECT_EQ(gdb.dtype(), DType::f32);
+  }
+}
+
+TEST(CudaOps, LinearBiasInTheGemmEpilogue) {
+  ADA_REQUIRE_GPU();
+  expect_linear_epilogues(Precision::fp32, DType::f32, 23);
+  expect_linear_epilogues(Precision::bf16, DType::f32, 7);
+  expect_linear_epilogues(Precision::bf16, DType::bf16, 7);
+  expect_linear_epilogues(Precision::fp16, DType::f16, 10);
 }
 
 // fp16 convolutions (cuDNN with fp32 -> fp16 conversion allowed) stay within fp16 rounding of

@@ -58,6 +58,16 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, DTyp
 void gemm_batched(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b,
                   float alpha, float beta);
 Tensor bmm(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, DType out);
+// ops::linear and ops::linear_weight_grad on cuBLASLt epilogues (blas_lt.cc): an undefined
+// tensor / false, with nothing launched, where cuBLASLt offers no fused algorithm for the case
+// (ops:: then composes the unfused kernels) or ADA_CUDA_LT_EPILOGUES=0 turned them off.
+Tensor linear_bias_lt(const Tensor& x, const Tensor& w, const Tensor& b, DType out);
+bool linear_weight_grad_lt(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& db);
+// How many of those calls ran fused and how many fell back, over the process.
+struct LtEpilogueCounts {
+  int64_t fused = 0, unfused = 0;
+};
+LtEpilogueCounts lt_epilogue_counts();
 // ---- convolution and pooling (NCHW) ----------------------------------------------------------
 Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& p);
 Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape,
