@@ -1197,6 +1197,20 @@ TEST(CudaOps, BatchNormTrainEvalAndBackward) {
     EXPECT_TRUE(same_f("batch_norm_relu_backward dbeta = the pair's on the GPU " + what, gr3.dbeta,
                        pair.dbeta));
 
+    // With the residual added before the ReLU (the ResNet blocks' tails): the CPU's fused op, and
+    // on the GPU the bits of add_relu after batch_norm_train (f32: the vectorised kernel's path).
+    const Tensor res = rand_cpu(c.x, 147), gres = on_gpu(res);
+    Tensor rm4 = rm0.clone(), rv4 = rv0.clone(), grm4 = on_gpu(rm0), grv4 = on_gpu(rv0), m4, i4,
+           gm4, gi4;
+    const Tensor y4 =
+        ops::batch_norm_relu_train(x, gamma, beta, rm4, rv4, momentum, eps, m4, i4, res);
+    const Tensor gy4 =
+        ops::batch_norm_relu_train(gx, ggamma, gbeta, grm4, grv4, momentum, eps, gm4, gi4, gres);
+    EXPECT_TRUE(near("batch_norm_relu_train + residual y " + what, gy4, y4, kRedRtol, y_atol));
+    EXPECT_TRUE(same_f(
+        "batch_norm_relu_train + residual = add_relu(batch_norm_train, r) on the GPU " + what, gy4,
+        ops::add_relu(gy, gres)));
+
     // Eval: running statistics are constants.
     EXPECT_TRUE(near("batch_norm_eval y " + what,
                      ops::batch_norm_eval(gx, ggamma, gbeta, on_gpu(rm), on_gpu(rv), eps),

@@ -165,26 +165,31 @@ inline std::vector<Act16Case> act16_cases() {
                }});
   // batch_norm_relu, and a residual block's tail: relu(batch_norm + residual) in one pass
   // (16-bit: the normalised value not rounded before the add, so not add_relu's bits after
-  // batch_norm: a case of its own).
-  for (bool residual : {false, true}) {
-    std::vector<std::pair<Kind, Shape>> args{
-        {K::act, {4, 3, 5, 5}}, {K::f32, {3}}, {K::f32, {3}}, {K::act, {4, 3, 5, 5}}};
-    if (residual) args.push_back({K::act, {4, 3, 5, 5}});
-    c.push_back({residual ? "batch_norm_relu + residual" : "batch_norm_relu",
-                 args,
-                 {K::act, K::act, K::f32, K::f32},
-                 [](const std::vector<Tensor>& in, DType act) {
-                   Tensor rm = Tensor::zeros({3}, DType::f32, in[0].device());
-                   Tensor rv = Tensor::ones({3}, DType::f32, in[0].device());
-                   Tensor mean, invstd;
-                   Tensor y =
-                       ops::batch_norm_relu_train(in[0], in[1], in[2], rm, rv, 0.1f, 1e-5f, mean,
-                                                  invstd, in.size() > 4 ? in[4] : Tensor());
-                   ops::BatchNormGrads g = ops::batch_norm_relu_backward(
-                       in[3], as_stored(y, act), in[0], in[1], mean, invstd);
-                   return std::vector<Tensor>{y, g.dx, g.dgamma, g.dbeta};
-                 }});
-  }
+  // batch_norm: a case of its own). NCHW, and [rows, C] (channels-last's view, which the GPU runs
+  // on kernels of its own: lanes on channels, C past a warp's 32, several chunks of rows).
+  for (const Shape& x : {Shape{4, 3, 5, 5}, Shape{1000, 40}})
+    for (bool residual : {false, true}) {
+      const int64_t ch = x[1];
+      std::vector<std::pair<Kind, Shape>> args{
+          {K::act, x}, {K::f32, {ch}}, {K::f32, {ch}}, {K::act, x}};
+      if (residual) args.push_back({K::act, x});
+      std::string name = residual ? "batch_norm_relu + residual" : "batch_norm_relu";
+      if (x.size() == 2) name += " [rows, C]";
+      c.push_back({name,
+                   args,
+                   {K::act, K::act, K::f32, K::f32},
+                   [ch](const std::vector<Tensor>& in, DType act) {
+                     Tensor rm = Tensor::zeros({ch}, DType::f32, in[0].device());
+                     Tensor rv = Tensor::ones({ch}, DType::f32, in[0].device());
+                     Tensor mean, invstd;
+                     Tensor y =
+                         ops::batch_norm_relu_train(in[0], in[1], in[2], rm, rv, 0.1f, 1e-5f, mean,
+                                                    invstd, in.size() > 4 ? in[4] : Tensor());
+                     ops::BatchNormGrads g = ops::batch_norm_relu_backward(
+                         in[3], as_stored(y, act), in[0], in[1], mean, invstd);
+                     return std::vector<Tensor>{y, g.dx, g.dgamma, g.dbeta};
+                   }});
+    }
   c.push_back(
       {"batch_norm + eval",
        {{K::act, {4, 3, 5, 5}}, {K::f32, {3}}, {K::f32, {3}}, {K::act, {4, 3, 5, 5}}},

@@ -259,9 +259,11 @@ const void* weights_as(const Tensor& w, DType act, Scratch& scratch, int dev) {
 
 // The weights in the filter layout of the plan: w ([Cout, Cin, kh, kw]) for NCHW, a
 // [Cout, kh, kw, Cin] copy for NHWC (alive until the caller's call is queued: the allocator
-// reuses it only behind it on the stream).
+// reuses it only behind it on the stream). A 1x1 filter has the same bytes in both layouts.
 Tensor filter_layout(const Tensor& w, const Conv2dParams& prm) {
-  return prm.channels_last ? permute(w, {0, 2, 3, 1}) : w;
+  if (!prm.channels_last) return w;
+  if (w.size(2) == 1 && w.size(3) == 1) return w.reshape({w.size(0), 1, 1, w.size(1)});
+  return permute(w, {0, 2, 3, 1});
 }
 
 // The shapes of a conv's activations in its layout.
@@ -341,7 +343,8 @@ Tensor conv2d_backward_filter(const Tensor& dy, const Tensor& x, const Shape& w_
       cudnn(dev), &one, pl.x, x.data<float>(), pl.y, dy.data<float>(), pl.conv,
       static_cast<cudnnConvolutionBwdFilterAlgo_t>(pl.algo), ws.get(), pl.workspace, &zero_f, pl.w,
       dw.data<float>()));
-  return prm.channels_last ? permute(dw, {0, 3, 1, 2}) : dw;
+  if (!prm.channels_last) return dw;
+  return g.r == 1 && g.s == 1 ? dw.reshape(w_shape) : permute(dw, {0, 3, 1, 2});
 }
 
 }  // namespace ada::cuda
