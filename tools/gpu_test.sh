@@ -13,7 +13,8 @@
 #                          and channels-last, BERT-Large s128 b64 and s512 b16 fused; the filter
 #                          may name other cases, split by ';'), about 2 minutes, not in all;
 #                          attention: BERT-Large with model.attention composed and fused (and
-#                          both with 16-bit activations), ResNet-50 b256 with fp32 and 16-bit
+#                          both with 16-bit activations; s128 also with the cuBLASLt bias
+#                          epilogues off), ResNet-50 b256 with fp32 and 16-bit
 #                          activations and channels-last, ours only, then BERT-tiny trained in
 #                          fp32/bf16/fp16 and bf16 with 16-bit activations, about 5 minutes,
 #                          not in all)
@@ -218,6 +219,12 @@ if [[ "$what" == attention ]]; then
     timeout 150 .gpu/bin/bench_step --model $m --precision bf16 --activations 16bit --device cuda \
       --steps 10 --no-torch 2>&1
   done | tee -a "$out/attention.log"
+  # The linear layers' bias in cuBLASLt's GEMM epilogues (the default) against off: the s128 b64
+  # 16-bit step again with ADA_CUDA_LT_EPILOGUES=0.
+  m="bert_large --batch 64 --seq 128 --attention composed"
+  echo "-- ADA_CUDA_LT_EPILOGUES=0 bench_step --model $m --precision bf16 --activations 16bit --device cuda --no-torch" | tee -a "$out/attention.log"
+  ADA_CUDA_LT_EPILOGUES=0 timeout 150 .gpu/bin/bench_step --model $m --precision bf16 --activations 16bit \
+    --device cuda --steps 10 --no-torch 2>&1 | tee -a "$out/attention.log"
   # The CNN path with 16-bit activations (convolutions, batch norm and pools in bf16; only the
   # filter gradients on f32 copies) against fp32 activations, then channels-last (cuDNN's NHWC
   # convolutions, model.channels_last): ResNet-50 b256 bf16, ours only.

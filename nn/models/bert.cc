@@ -278,7 +278,7 @@ class Bert : public Model {
       Variable h =
           fn::embedding(flat, Tensor::from_vector<int64_t>(where, {m}).to(dev));  // row gather
       h = transform_norm_->forward(fn::gelu(transform_->forward(h)));
-      Variable logits = fn::add_bias(fn::matmul(h, word_->weight(), false, true), decoder_bias_);
+      Variable logits = fn::linear(h, word_->weight(), decoder_bias_);  // the tied decoder
       Tensor t = Tensor::from_vector<int64_t>(target, {m}).to(dev);
       loss = mlm_loss(logits, t);
       if (metrics_wanted())
