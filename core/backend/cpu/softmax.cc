@@ -216,15 +216,19 @@ Tensor cross_entropy_backward(float dloss, const Tensor& save_logp, const Tensor
         << ") (and is not ignore_index " << ignore_index << ")";
     ++count;
   }
-  Tensor dx = Tensor::zeros(save_logp.shape());
-  if (count == 0) return dx;
+  if (count == 0) return Tensor::zeros(save_logp.shape());
+  // Every row is written below (an ignored one with zeros): no zero-fill pass first.
+  Tensor dx = Tensor::empty(save_logp.shape());
   const float* lp = save_logp.data<float>();
   float* dp = dx.data<float>();
   const float k = dloss / static_cast<float>(count), uni = smoothing / static_cast<float>(c);
   parallel_for(0, n, 64, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       const int64_t t = index_at(targets, i);
-      if (t == ignore_index) continue;
+      if (t == ignore_index) {
+        ArrayMap(dp + i * c, c).setZero();
+        continue;
+      }
       ArrayMap(dp + i * c, c) = k * (ConstArrayMap(lp + i * c, c).exp() - uni);
       dp[i * c + t] -= k * (1.f - smoothing);
     }
