@@ -337,6 +337,7 @@ int main(int argc, char** argv) {
       const cuda::MemoryStats ms = cuda::memory_stats(0);
       ours_mb = static_cast<double>(ms.peak_allocated) / (1024.0 * 1024.0);
       ours_reserved_mb = static_cast<double>(ms.peak_reserved) / (1024.0 * 1024.0);
+      std::printf("%s\n", cuda::epilogue_report().c_str());
     } else {
       ours_mb = peak_rss_mb();
     }

@@ -89,6 +89,9 @@ class BatchUploader {
 // OpTimer costs one branch.
 void set_profiling(bool on);
 std::string profile_report();
+// How many linear layers' GEMMs ran with their bias in cuBLASLt's epilogue and how many fell back
+// to the unfused kernels, over the process (core/backend/cuda/blas_lt.cc), as one line.
+std::string epilogue_report();
 class OpTimer {
  public:
   explicit OpTimer(const char* op);

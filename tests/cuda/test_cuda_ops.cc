@@ -800,6 +800,9 @@ void expect_linear_epilogues(Precision precision, DType out, int mantissa) {
         dw_bound[j * c.k + p] = (c.m + 2) * u32 * a2;
       }
     }
+    struct Restore {
+      ~Restore() { set_cuda_matmul_precision(Precision::fp32); }
+    } restore;
     set_cuda_matmul_precision(precision);
     const cuda::LtEpilogueCounts before = cuda::lt_epilogue_counts();
     const Tensor gy = ops::linear(on_gpu(x), on_gpu(w), on_gpu(b), out);

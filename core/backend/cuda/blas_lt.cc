@@ -14,7 +14,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -165,8 +164,18 @@ bool lt_gemm(int dev, cublasOperation_t opa, cublasOperation_t opb, int m, int n
   if (!plan.ok) return false;
   Scratch ws(plan.workspace, dev);
   const float alpha = 1.f, beta = 0.f;
-  ADA_CUBLAS_CHECK(cublasLtMatmul(lt_handle(dev), desc.d, &alpha, a, la.l, b, lb.l, &beta, d, ld.l,
-                                  d, ld.l, &plan.algo, ws.get(), plan.workspace, stream(dev)));
+  const cublasStatus_t st =
+      cublasLtMatmul(lt_handle(dev), desc.d, &alpha, a, la.l, b, lb.l, &beta, d, ld.l, d, ld.l,
+                     &plan.algo, ws.get(), plan.workspace, stream(dev));
+  // The heuristic's yes does not promise the launch ("will fail if e.g. buffers are not correctly
+  // aligned", cublasLt.h): a refusal launches nothing, so the case falls back, now and later.
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE ||
+      st == CUBLAS_STATUS_ARCH_MISMATCH) {
+    std::lock_guard<std::mutex> lock(mu);
+    plans[key].ok = false;
+    return false;
+  }
+  ADA_CUBLAS_CHECK(st);
   return true;
 }
 
@@ -188,10 +197,12 @@ struct Operand {
   }
 };
 
-// Whether the sizes fit the ints passed here and the product is not empty (an empty one is left
-// to the unfused path, which handles it).
+// Whether the product is not empty (an empty one is left to the unfused path, which handles it)
+// and every size is below 65535 x 32: PyTorch's limit for its cuBLASLt bias epilogue, past which
+// a bias epilogue failed to execute on an A100 (pytorch/pytorch#73455).
 bool lt_sizes(int64_t m, int64_t n, int64_t k) {
-  return m > 0 && n > 0 && k > 0 && m <= INT_MAX && n <= INT_MAX && k <= INT_MAX;
+  constexpr int64_t kLimit = int64_t{65535} * 32;
+  return m > 0 && n > 0 && k > 0 && m < kLimit && n < kLimit && k < kLimit;
 }
 
 cudaDataType_t cuda_type(DType t) {
@@ -208,7 +219,6 @@ bool counted(bool fused) {
 Tensor linear_bias_lt(const Tensor& x, const Tensor& w, const Tensor& b, DType out) {
   const DType narrow = precision_dtype(cuda_matmul_precision());
   const int dev = require_f32("linear", {&x, &w}, narrow);
-  require_f32("linear", {&b});
   require_on("linear", dev, {&b});
   const backend::GemmDims dims = backend::checked_gemm("linear", x, w, nullptr, false, true);
   ADA_CHECK_ARG(b.dim() == 1 && b.size(0) == dims.n, ShapeError)
@@ -216,7 +226,7 @@ Tensor linear_bias_lt(const Tensor& x, const Tensor& w, const Tensor& b, DType o
   ADA_CHECK_ARG(out == DType::f32 || out == narrow, DTypeError)
       << "linear: a " << dtype_name(out) << " result needs train.precision "
       << (out == DType::bf16 ? "bf16" : "fp16");
-  if (!lt_enabled() || !lt_sizes(dims.m, dims.n, dims.k)) {
+  if (!lt_enabled() || !lt_sizes(dims.m, dims.n, dims.k) || b.dtype() != DType::f32) {
     counted(false);
     return Tensor();
   }
@@ -238,10 +248,10 @@ bool linear_weight_grad_lt(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor
   const int dev = require_f32("linear_weight_grad", {&dy, &x}, narrow);
   const backend::GemmDims dims =
       backend::checked_gemm("linear_weight_grad", dy, x, nullptr, true, false);
-  // The epilogue sums dy as the GEMM reads it, rounded to the 16-bit type: only a dy already of
-  // that type (16-bit activations) gives bias_grad's values.
+  // The epilogue sums dy as the GEMM reads it: rounded to the 16-bit type (only a dy already of
+  // that type, 16-bit activations, gives bias_grad's values) or, with TF32 on, perhaps to TF32.
   if (!lt_enabled() || !lt_sizes(dims.m, dims.n, dims.k) ||
-      (narrow != DType::f32 && dy.dtype() != narrow))
+      (narrow != DType::f32 && dy.dtype() != narrow) || (narrow == DType::f32 && allow_tf32()))
     return counted(false);
   Tensor w_grad = Tensor::empty({dims.m, dims.n}, DType::f32, x.device());
   Tensor b_grad = Tensor::empty({dims.m}, DType::f32, x.device());
@@ -261,6 +271,13 @@ bool linear_weight_grad_lt(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor
 
 LtEpilogueCounts lt_epilogue_counts() {
   return {g_fused.load(std::memory_order_relaxed), g_unfused.load(std::memory_order_relaxed)};
+}
+
+std::string epilogue_report() {
+  const LtEpilogueCounts c = lt_epilogue_counts();
+  return "cuBLASLt bias epilogues: " + std::to_string(c.fused) + " GEMMs fused, " +
+         std::to_string(c.unfused) + " unfused" +
+         (lt_enabled() ? "" : " (turned off: ADA_CUDA_LT_EPILOGUES=0)");
 }
 
 }  // namespace ada::cuda
