@@ -98,6 +98,10 @@ Isa from_env() {
 
 }  // namespace
 
+const char* build_march() {
+  return ADA_BASE_MARCH;
+}
+
 const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::generic:

@@ -20,6 +20,10 @@ enum class Isa { generic = 0, avx2 = 1, avx512 = 2, amx = 3 };
 
 const char* isa_name(Isa isa);
 
+// The -march the C++ code outside the dispatched kernels was built for (ADA_MARCH: x86-64-v3 by
+// default): it decides the vector width of every other loop, so results depend on it too.
+const char* build_march();
+
 // The best level this CPU supports (avx512 needs AVX-512 F, BW, DQ and VL; amx, above). On Linux
 // the first call asks the kernel for the AMX tile state (arch_prctl ARCH_REQ_XCOMP_PERM); a
 // refusal leaves the level at avx512.

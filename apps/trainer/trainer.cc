@@ -463,7 +463,8 @@ void Trainer::write_summary() {
               {"precision", precision_name(s_.precision)},
               {"activations", dtype_name(s_.activations)},
               {"flush_denormals", s_.flush_denormals},
-              {"cpu_isa", cpu::isa_name(cpu::isa())}};
+              {"cpu_isa", cpu::isa_name(cpu::isa())},
+              {"build_march", cpu::build_march()}};
   if (!s_.device.is_cpu())
     sum["gpu_peak_allocated_mb"] =
         static_cast<double>(cuda::memory_stats(s_.device.index).peak_allocated) / (1 << 20);

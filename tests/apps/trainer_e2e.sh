@@ -468,6 +468,7 @@ s = json.load(open(sys.argv[1] + "/summary.json"))
 for k in ("val_loss", "val_top1", "eval_loss", "eval_top1"):
     assert isinstance(s.get(k), float), (k, s)
 assert s["val_top1"] == evals[-1]["val_top1"] and s["eval_top1"] == evals[-1]["eval_top1"]
+assert s.get("build_march", "").startswith(("x86-64", "native")), s.get("build_march")
 print("validation: val_* beside eval_* at steps", [l["step"] for l in evals], "and in summary.json")
 PY
   # A validation set alone (no test set) is enough for train.eval_every.

@@ -131,7 +131,9 @@ def run_cell(cell, args, folder, deadline=None):
            # train.stop_at.give_up_after ended the run short of the target (None: it did not).
            "gave_up_at": summary.get("gave_up_at_step"),
            "evals": evals, "eval_wall": walls, "losses": losses[:: max(1, len(losses) // 200)],
-           "command": " ".join(shlex.quote(c) for c in cmd), "machine": machine(),
+           "command": " ".join(shlex.quote(c) for c in cmd),
+           "machine": machine() + (f", trainer built for {summary['build_march']}"
+                                   if summary.get("build_march") else ""),
            # What the binary that ran says of itself (summary.json), else what it said at the
            # start of this invocation (`trainer --version`), else HEAD.
            "commit": display_commit(summary.get("commit")) or args.build_commit or commit(),
