@@ -65,24 +65,17 @@ int alignment(const void* p) {
 // What cuBLASLt may use as scratch; its heuristic reports what the chosen algorithm needs.
 constexpr size_t kMaxWorkspace = size_t{32} << 20;
 
-struct Desc {
-  cublasLtMatmulDesc_t d = nullptr;
-  ~Desc() {
-    if (d) cublasLtMatmulDescDestroy(d);
+// A cuBLASLt object destroyed at scope exit.
+template <class T, cublasStatus_t (*Destroy)(T)>
+struct Owned {
+  T h = nullptr;
+  ~Owned() {
+    if (h) Destroy(h);
   }
 };
-struct Layout {
-  cublasLtMatrixLayout_t l = nullptr;
-  ~Layout() {
-    if (l) cublasLtMatrixLayoutDestroy(l);
-  }
-};
-struct Pref {
-  cublasLtMatmulPreference_t p = nullptr;
-  ~Pref() {
-    if (p) cublasLtMatmulPreferenceDestroy(p);
-  }
-};
+using Desc = Owned<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy>;
+using Layout = Owned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy>;
+using Pref = Owned<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy>;
 
 struct Plan {
   bool ok = false;
@@ -102,10 +95,10 @@ bool lt_gemm(int dev, cublasOperation_t opa, cublasOperation_t opb, int m, int n
   const cublasComputeType_t compute =
       ab == CUDA_R_32F && allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   Desc desc;
-  if (cublasLtMatmulDescCreate(&desc.d, compute, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) return false;
+  if (cublasLtMatmulDescCreate(&desc.h, compute, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) return false;
   const int32_t bias_type = CUDA_R_32F;
   auto set = [&](cublasLtMatmulDescAttributes_t attr, const void* v, size_t size) {
-    return cublasLtMatmulDescSetAttribute(desc.d, attr, v, size) == CUBLAS_STATUS_SUCCESS;
+    return cublasLtMatmulDescSetAttribute(desc.h, attr, v, size) == CUBLAS_STATUS_SUCCESS;
   };
   if (!set(CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)) ||
       !set(CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)) ||
@@ -114,11 +107,11 @@ bool lt_gemm(int dev, cublasOperation_t opa, cublasOperation_t opb, int m, int n
       (f32_bias_attr && !set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type))))
     return false;
   Layout la, lb, ld;
-  if (cublasLtMatrixLayoutCreate(&la.l, ab, opa == CUBLAS_OP_N ? m : k, opa == CUBLAS_OP_N ? k : m,
+  if (cublasLtMatrixLayoutCreate(&la.h, ab, opa == CUBLAS_OP_N ? m : k, opa == CUBLAS_OP_N ? k : m,
                                  lda) != CUBLAS_STATUS_SUCCESS ||
-      cublasLtMatrixLayoutCreate(&lb.l, ab, opb == CUBLAS_OP_N ? k : n, opb == CUBLAS_OP_N ? n : k,
+      cublasLtMatrixLayoutCreate(&lb.h, ab, opb == CUBLAS_OP_N ? k : n, opb == CUBLAS_OP_N ? n : k,
                                  ldb) != CUBLAS_STATUS_SUCCESS ||
-      cublasLtMatrixLayoutCreate(&ld.l, dt, m, n, m) != CUBLAS_STATUS_SUCCESS)
+      cublasLtMatrixLayoutCreate(&ld.h, dt, m, n, m) != CUBLAS_STATUS_SUCCESS)
     return false;
 
   const int al_a = alignment(a), al_b = alignment(b), al_d = alignment(d),
@@ -140,18 +133,18 @@ bool lt_gemm(int dev, cublasOperation_t opa, cublasOperation_t opb, int m, int n
       const uint32_t ua = al_a, ub = al_b, ud = al_d;
       cublasLtMatmulHeuristicResult_t result{};
       int found = 0;
-      if (cublasLtMatmulPreferenceCreate(&pref.p) == CUBLAS_STATUS_SUCCESS &&
-          cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+      if (cublasLtMatmulPreferenceCreate(&pref.h) == CUBLAS_STATUS_SUCCESS &&
+          cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                &max_ws, sizeof(max_ws)) == CUBLAS_STATUS_SUCCESS &&
-          cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+          cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
                                                &ua, sizeof(ua)) == CUBLAS_STATUS_SUCCESS &&
-          cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+          cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                                                &ub, sizeof(ub)) == CUBLAS_STATUS_SUCCESS &&
-          cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+          cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
                                                &ud, sizeof(ud)) == CUBLAS_STATUS_SUCCESS &&
-          cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+          cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
                                                &ud, sizeof(ud)) == CUBLAS_STATUS_SUCCESS &&
-          cublasLtMatmulAlgoGetHeuristic(lt_handle(dev), desc.d, la.l, lb.l, ld.l, ld.l, pref.p, 1,
+          cublasLtMatmulAlgoGetHeuristic(lt_handle(dev), desc.h, la.h, lb.h, ld.h, ld.h, pref.h, 1,
                                          &result, &found) == CUBLAS_STATUS_SUCCESS &&
           found > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
         plan.ok = true;
@@ -165,7 +158,7 @@ bool lt_gemm(int dev, cublasOperation_t opa, cublasOperation_t opb, int m, int n
   Scratch ws(plan.workspace, dev);
   const float alpha = 1.f, beta = 0.f;
   const cublasStatus_t st =
-      cublasLtMatmul(lt_handle(dev), desc.d, &alpha, a, la.l, b, lb.l, &beta, d, ld.l, d, ld.l,
+      cublasLtMatmul(lt_handle(dev), desc.h, &alpha, a, la.h, b, lb.h, &beta, d, ld.h, d, ld.h,
                      &plan.algo, ws.get(), plan.workspace, stream(dev));
   // The heuristic's yes does not promise the launch ("will fail if e.g. buffers are not correctly
   // aligned", cublasLt.h): a refusal launches nothing, so the case falls back, now and later.
