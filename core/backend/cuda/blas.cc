@@ -96,13 +96,8 @@ void gemm_strided(const char* op, int dev, const Tensor& at, const Tensor& bt, v
     // An operand that ops::matmul_operand already rounded is used as it is.
     const DType narrow = precision_dtype(precision);
     const cudaDataType_t type = precision == Precision::bf16 ? CUDA_R_16BF : CUDA_R_16F;
-    const bool round_a = at.dtype() == DType::f32, round_b = bt.dtype() == DType::f32;
-    Scratch a16(round_a ? static_cast<size_t>(batch * sa) * 2 : 0, dev),
-        b16(round_b ? static_cast<size_t>(batch * sb) * 2 : 0, dev);
-    if (round_a) round_f32(at.data<float>(), a16.get(), batch * sa, narrow, dev);
-    if (round_b) round_f32(bt.data<float>(), b16.get(), batch * sb, narrow, dev);
-    const void* a = round_a ? a16.get() : at.raw_data();
-    const void* b = round_b ? b16.get() : bt.raw_data();
+    const GemmOperand a16(at, narrow, dev), b16(bt, narrow, dev);
+    const void *a = a16.p, *b = b16.p;
     const cudaDataType_t c_type = ct == DType::f32 ? CUDA_R_32F : type;
     ADA_CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, opb, opa, m, n, k, &alpha, b, type, ldb, sb, a,
                                                 type, lda, sa, &beta, c, c_type, ldc, sc, count,

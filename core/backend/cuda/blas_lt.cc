@@ -94,6 +94,18 @@ bool lt_gemm(int dev, cublasOperation_t opa, cublasOperation_t opb, int m, int n
              cudaDataType_t dt, cublasLtEpilogue_t epi, void* bias, bool f32_bias_attr) {
   const cublasComputeType_t compute =
       ab == CUDA_R_32F && allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const int al_a = alignment(a), al_b = alignment(b), al_d = alignment(d),
+            al_bias = alignment(bias);
+  const PlanKey key{dev,  m,    n,    k,       opa,
+                    opb,  ab,   dt,   epi,     compute,
+                    al_a, al_b, al_d, al_bias, f32_bias_attr ? 1 : 0};
+  static std::mutex mu;
+  static std::map<PlanKey, Plan> plans;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = plans.find(key);
+    if (it != plans.end() && !it->second.ok) return false;  // refused before: no descriptors
+  }
   Desc desc;
   if (cublasLtMatmulDescCreate(&desc.h, compute, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) return false;
   const int32_t bias_type = CUDA_R_32F;
@@ -114,13 +126,6 @@ bool lt_gemm(int dev, cublasOperation_t opa, cublasOperation_t opb, int m, int n
       cublasLtMatrixLayoutCreate(&ld.h, dt, m, n, m) != CUBLAS_STATUS_SUCCESS)
     return false;
 
-  const int al_a = alignment(a), al_b = alignment(b), al_d = alignment(d),
-            al_bias = alignment(bias);
-  const PlanKey key{dev,  m,    n,    k,       opa,
-                    opb,  ab,   dt,   epi,     compute,
-                    al_a, al_b, al_d, al_bias, f32_bias_attr ? 1 : 0};
-  static std::mutex mu;
-  static std::map<PlanKey, Plan> plans;
   Plan plan;
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -172,24 +177,6 @@ bool lt_gemm(int dev, cublasOperation_t opa, cublasOperation_t opb, int m, int n
   return true;
 }
 
-// The operands as the GEMM multiplies them: f32 under fp32 (TF32 as the switch says), otherwise
-// train.precision's 16-bit type, an f32 operand rounded into `scratch` (as gemm does).
-struct Operand {
-  const void* p = nullptr;
-  Scratch scratch;
-  Operand(const Tensor& t, DType narrow, int dev)
-      : scratch(narrow != DType::f32 && t.dtype() == DType::f32 ? static_cast<size_t>(t.numel()) * 2
-                                                                : 0,
-                dev) {
-    if (scratch.get()) {
-      round_f32(t.data<float>(), scratch.get(), t.numel(), narrow, dev);
-      p = scratch.get();
-    } else {
-      p = t.raw_data();
-    }
-  }
-};
-
 // Whether the product is not empty (an empty one is left to the unfused path, which handles it)
 // and every size is below 65535 x 32: PyTorch's limit for its cuBLASLt bias epilogue, past which
 // a bias epilogue failed to execute on an A100 (pytorch/pytorch#73455).
@@ -224,7 +211,7 @@ Tensor linear_bias_lt(const Tensor& x, const Tensor& w, const Tensor& b, DType o
     return Tensor();
   }
   Tensor y = Tensor::empty({dims.m, dims.n}, out, x.device());
-  Operand xa(x, narrow, dev), wa(w, narrow, dev);
+  GemmOperand xa(x, narrow, dev), wa(w, narrow, dev);
   // Column-major: Y^T (n x m, ld n) = W (op T of the stored [n,k]) * X^T; the bias runs down D's
   // n rows.
   const int m = static_cast<int>(dims.n), n = static_cast<int>(dims.m),
@@ -248,7 +235,7 @@ bool linear_weight_grad_lt(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor
     return counted(false);
   Tensor w_grad = Tensor::empty({dims.m, dims.n}, DType::f32, x.device());
   Tensor b_grad = Tensor::empty({dims.m}, DType::f32, x.device());
-  Operand ga(dy, narrow, dev), xa(x, narrow, dev);
+  GemmOperand ga(dy, narrow, dev), xa(x, narrow, dev);
   // Column-major: dW^T (n x m, ld n) = X^T (x's stored [rows, n] is n x rows) * op T(dY^T); the
   // bias gradient sums B = dY over the GEMM's k (the rows), one value per column of D.
   const int m = static_cast<int>(dims.n), n = static_cast<int>(dims.m),

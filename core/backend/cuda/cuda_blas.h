@@ -11,9 +11,32 @@
 // Defined only in builds with ADA_WITH_CUDA.
 #pragma once
 
+#include "core/backend/cuda/cuda_common.h"
+#include "core/backend/cuda/cuda_ops.h"
+
 namespace ada::cuda {
 
 bool allow_tf32();
 void set_allow_tf32(bool on);
+
+// A GEMM operand as cuBLAS multiplies it under train.precision (blas.cc, blas_lt.cc): the tensor
+// itself when it is f32 under fp32 or already of the 16-bit type, else the f32 tensor rounded to
+// the 16-bit type (nearest even, as autocast casts) into scratch, freed behind the caller's GEMM
+// on the stream.
+struct GemmOperand {
+  const void* p = nullptr;
+  Scratch scratch;
+  GemmOperand(const Tensor& t, DType narrow, int dev)
+      : scratch(narrow != DType::f32 && t.dtype() == DType::f32 ? static_cast<size_t>(t.numel()) * 2
+                                                                : 0,
+                dev) {
+    if (scratch.get()) {
+      round_f32(t.data<float>(), scratch.get(), t.numel(), narrow, dev);
+      p = scratch.get();
+    } else {
+      p = t.raw_data();
+    }
+  }
+};
 
 }  // namespace ada::cuda
