@@ -16,8 +16,9 @@
 #   6. paper (not in the default): configs/resnet50_adasum.yaml on an ImageNet-shaped JPEG folder
 #      made there (1,000 classes) and configs/bert_large_lamb_adasum.yaml on MLM shards of our
 #      corpus (.gpu/data/mlm-moby), each at 2 ranks over NCCL in bf16: 60 steps, a checkpoint,
-#      then resumed to 100; step time and loader wait from metrics.jsonl (~5 minutes).
-#   OUT=DIR bash tools/gpu_nccl.sh [tests,train,bench,failures,seeds,paper]
+#      then resumed to 100; step time and loader wait from metrics.jsonl (~3 minutes on an H200).
+#   syncs (part of train, alone when named): WAGMA, DiLoCo and local SGD only (~30 s).
+#   OUT=DIR bash tools/gpu_nccl.sh [tests,train,bench,failures,seeds,paper,syncs]
 #                                              (default: the first five)
 # The runs' own logs are packed into $OUT/nccl_runs.tgz.
 set -uo pipefail
@@ -95,10 +96,14 @@ for run in "2 nccl adasum fp32" "4 nccl adasum fp32" "2 nccl average fp32" "4 nc
   say "-- $1 ranks, train.comm $2, $3, $4"
   train "$1" "$2" "mnist_lenet_$3" "$4" "np$1-$2-$3-$4"
 done
+fi
+if part train || part syncs; then
 for s in wagma diloco local_sgd; do
   say "-- 4 ranks, train.comm nccl, sync $s"
   train 4 nccl "mnist_lenet_$s" fp32 "np4-nccl-$s"
 done
+fi
+if part train; then
 say "-- resume across NCCL: 2 ranks, Adasum, epoch 2 resumed from np2-nccl-adasum-fp32's checkpoint,"
 say "   against an unbroken 2-epoch run (the GPU's atomics make two runs differ: compare accuracy)"
 cp -r out/nccl/np2-nccl-adasum-fp32 out/nccl/resumed
