@@ -529,7 +529,7 @@ AttentionGrads fused_attention_backward(const Tensor& dout, const Tensor& q, con
                lse, key_bias);
 }
 Tensor argmax_rows(const Tensor& x) {
-  if (any16(x)) return argmax_rows(W(x));
+  if (any16(x) && !cuda_native(x)) return argmax_rows(W(x));
   ADA_DISPATCH(argmax_rows, (x), x);
 }
 Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, float label_smoothing,

@@ -8,6 +8,7 @@
 // 16-bit activations, BERT-tiny and ResNet-20 on the GPU against the CPU, and the f32 copies made.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -103,14 +104,37 @@ std::vector<Diff> diffs(const Grads& gpu, const Grads& cpu) {
 
 // The 16-bit tests' bounds (see SixteenBitActivationsOnTheGpuMatchTheCpu): 25% of each
 // parameter's gradient norm, 8% over the whole model; prints the whole-model difference.
+// An attention key bias is the exception: softmax ignores a constant added to a query's row of
+// scores, so its exact gradient is zero and what either device gives is what is left of summing
+// the 16-bit key gradients' rows (on an H200 the GPU's was 5x the CPU's, both ~1e-7): no relative
+// bound applies. A kernel breaking the invariance would give it the size of the query bias's
+// gradient, so each device's must stay below 2^-5 of that.
 void expect_16bit_bounds(const Grads& gpu, const Grads& cpu, const std::string& what) {
   ASSERT_EQ(gpu.names, cpu.names);
   double total_diff = 0, total_norm = 0;
   const std::vector<Diff> d = diffs(gpu, cpu);
+  auto norm = [](const std::vector<float>& v) {
+    double s = 0;
+    for (float x : v) s += double(x) * x;
+    return std::sqrt(s);
+  };
+  const std::string key_bias = "attention.key.bias";
   for (size_t i = 0; i < cpu.names.size(); ++i) {
     total_diff += d[i].diff2;
     total_norm += d[i].norm2;
-    EXPECT_LE(std::sqrt(d[i].diff2), 0.25 * std::sqrt(d[i].norm2) + 1e-9) << cpu.names[i];
+    const std::string& name = cpu.names[i];
+    if (name.size() >= key_bias.size() &&
+        name.compare(name.size() - key_bias.size(), key_bias.size(), key_bias) == 0) {
+      const std::string query =
+          name.substr(0, name.size() - key_bias.size()) + "attention.query.bias";
+      const auto q = std::find(cpu.names.begin(), cpu.names.end(), query);
+      ASSERT_NE(q, cpu.names.end()) << query;
+      const double limit = norm(cpu.values[static_cast<size_t>(q - cpu.names.begin())]) / 32;
+      EXPECT_LE(norm(cpu.values[i]), limit) << name << " on the CPU";
+      EXPECT_LE(norm(gpu.values[i]), limit) << name << " on the GPU";
+      continue;
+    }
+    EXPECT_LE(std::sqrt(d[i].diff2), 0.25 * std::sqrt(d[i].norm2) + 1e-9) << name;
   }
   const double whole = std::sqrt(total_diff / total_norm);
   std::printf("%s: GPU against CPU, whole-model gradient %.2e\n", what.c_str(), whole);

@@ -52,8 +52,16 @@ DType narrow_type() {
 // a and b f32, or already of the 16-bit type the current precision multiplies in
 // (ops::matmul_operand); c (if given) f32; all on one device, made current. Returns it.
 int require_operands(const char* op, const Tensor& a, const Tensor& b, const Tensor* c) {
-  const int dev =
-      c ? require_f32(op, {&a, &b, c}, narrow_type()) : require_f32(op, {&a, &b}, narrow_type());
+  const DType narrow = narrow_type();
+  if (narrow == DType::f32) {  // 16-bit operands under fp32: say what would allow them
+    for (const Tensor* t : {&a, &b}) {
+      ADA_CHECK_ARG(!t->defined() || (t->dtype() != DType::bf16 && t->dtype() != DType::f16),
+                    DTypeError)
+          << op << ": 16-bit operands (" << a.str() << ", " << b.str()
+          << ") need a bf16/fp16 train.precision; it is fp32 now";
+    }
+  }
+  const int dev = c ? require_f32(op, {&a, &b, c}, narrow) : require_f32(op, {&a, &b}, narrow);
   ADA_CHECK_ARG(!c || c->dtype() == DType::f32, DTypeError)
       << op << ": the result " << c->str() << " must be f32";
   return dev;
@@ -104,9 +112,6 @@ void gemm_strided(const char* op, int dev, const Tensor& at, const Tensor& bt, v
                                                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     return;
   }
-  ADA_CHECK_ARG(at.dtype() == DType::f32 && bt.dtype() == DType::f32, DTypeError)
-      << op << ": 16-bit operands (" << at.str() << ", " << bt.str()
-      << ") need a bf16/fp16 train.precision; it is fp32 now";
   const float *a = at.data<float>(), *b = bt.data<float>();
   const cublasComputeType_t compute =
       allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;

@@ -97,11 +97,33 @@ ConvMath current_math() {
 // fp32; tf32: anything but the fp16 down-conversion). The heuristics' order is kept as is:
 // non-deterministic (atomic) backward algorithms are not avoided, so backward results may differ
 // between runs by fp32 rounding.
+// With 16-bit tensors, the FFT and Winograd algorithms are skipped: they round their transformed
+// operands and partial sums to the tensors' 16-bit type (an fp16 NCHW backward-data convolution
+// through one was 3% off in one element of a 144-product sum on an H200, 2026-11-27), where
+// 16-bit activations promise 16-bit inputs and outputs with fp32 sums.
+bool rounds_inside(cudnnConvolutionFwdAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_FWD_ALGO_FFT || a == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD ||
+         a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+}
+bool rounds_inside(cudnnConvolutionBwdDataAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT ||
+         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD ||
+         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
+}
+bool rounds_inside(cudnnConvolutionBwdFilterAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT ||
+         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
+}
+
 template <class Perf>
-bool pick(const std::vector<Perf>& perfs, int got, ConvMath math, Perf& out) {
+bool pick(const std::vector<Perf>& perfs, int got, ConvMath math, bool sixteen_bit, Perf& out) {
   for (int i = 0; i < got && i < static_cast<int>(perfs.size()); ++i) {
     const Perf& p = perfs[static_cast<size_t>(i)];
     if (p.status != CUDNN_STATUS_SUCCESS || p.memory > kMaxWorkspace) continue;
+    if (sixteen_bit && rounds_inside(p.algo)) continue;
     if (math == ConvMath::fma && p.mathType != CUDNN_FMA_MATH) continue;
     if (math == ConvMath::tf32 && p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;
     out = p;
@@ -112,7 +134,8 @@ bool pick(const std::vector<Perf>& perfs, int got, ConvMath math, Perf& out) {
 
 // Each choose_* sets plan.algo, the conv descriptor's math type and plan.workspace. When no
 // heuristic result qualifies, the always-supported algorithm 0 (implicit GEMM) in `math` is used.
-void choose_forward(cudnnHandle_t h, Plan& pl, ConvMath allowed, cudnnMathType_t math) {
+void choose_forward(cudnnHandle_t h, Plan& pl, ConvMath allowed, cudnnMathType_t math,
+                    bool sixteen_bit) {
   int max = 0;
   ADA_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max));
   std::vector<cudnnConvolutionFwdAlgoPerf_t> perfs(static_cast<size_t>(std::max(max, 1)));
@@ -121,7 +144,7 @@ void choose_forward(cudnnHandle_t h, Plan& pl, ConvMath allowed, cudnnMathType_t
       h, pl.x, pl.w, pl.conv, pl.y, static_cast<int>(perfs.size()), &got, perfs.data()));
   cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   cudnnConvolutionFwdAlgoPerf_t best{};
-  if (pick(perfs, got, allowed, best)) {
+  if (pick(perfs, got, allowed, sixteen_bit, best)) {
     algo = best.algo;
     math = best.mathType;
   }
@@ -131,7 +154,8 @@ void choose_forward(cudnnHandle_t h, Plan& pl, ConvMath allowed, cudnnMathType_t
   pl.algo = static_cast<int>(algo);
 }
 
-void choose_backward_data(cudnnHandle_t h, Plan& pl, ConvMath allowed, cudnnMathType_t math) {
+void choose_backward_data(cudnnHandle_t h, Plan& pl, ConvMath allowed, cudnnMathType_t math,
+                          bool sixteen_bit) {
   int max = 0;
   ADA_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max));
   std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perfs(static_cast<size_t>(std::max(max, 1)));
@@ -140,7 +164,7 @@ void choose_backward_data(cudnnHandle_t h, Plan& pl, ConvMath allowed, cudnnMath
       h, pl.w, pl.y, pl.conv, pl.x, static_cast<int>(perfs.size()), &got, perfs.data()));
   cudnnConvolutionBwdDataAlgo_t algo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
   cudnnConvolutionBwdDataAlgoPerf_t best{};
-  if (pick(perfs, got, allowed, best)) {
+  if (pick(perfs, got, allowed, sixteen_bit, best)) {
     algo = best.algo;
     math = best.mathType;
   }
@@ -150,7 +174,8 @@ void choose_backward_data(cudnnHandle_t h, Plan& pl, ConvMath allowed, cudnnMath
   pl.algo = static_cast<int>(algo);
 }
 
-void choose_backward_filter(cudnnHandle_t h, Plan& pl, ConvMath allowed, cudnnMathType_t math) {
+void choose_backward_filter(cudnnHandle_t h, Plan& pl, ConvMath allowed, cudnnMathType_t math,
+                            bool sixteen_bit) {
   int max = 0;
   ADA_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max));
   std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perfs(static_cast<size_t>(std::max(max, 1)));
@@ -159,7 +184,7 @@ void choose_backward_filter(cudnnHandle_t h, Plan& pl, ConvMath allowed, cudnnMa
       h, pl.x, pl.y, pl.conv, pl.w, static_cast<int>(perfs.size()), &got, perfs.data()));
   cudnnConvolutionBwdFilterAlgo_t algo = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0;
   cudnnConvolutionBwdFilterAlgoPerf_t best{};
-  if (pick(perfs, got, allowed, best)) {
+  if (pick(perfs, got, allowed, sixteen_bit, best)) {
     algo = best.algo;
     math = best.mathType;
   }
@@ -200,13 +225,13 @@ std::unique_ptr<Plan> make_plan(int dev, Dir dir, const ConvGeom& g, ConvMath al
   cudnnHandle_t h = cudnn(dev);
   switch (dir) {
     case Dir::forward:
-      choose_forward(h, *pl, allowed, math);
+      choose_forward(h, *pl, allowed, math, data != CUDNN_DATA_FLOAT);
       break;
     case Dir::backward_data:
-      choose_backward_data(h, *pl, allowed, math);
+      choose_backward_data(h, *pl, allowed, math, data != CUDNN_DATA_FLOAT);
       break;
     case Dir::backward_filter:
-      choose_backward_filter(h, *pl, allowed, math);
+      choose_backward_filter(h, *pl, allowed, math, data != CUDNN_DATA_FLOAT);
       break;
   }
   return pl;

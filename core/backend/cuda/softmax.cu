@@ -299,16 +299,18 @@ Tensor log_softmax_backward(const Tensor& dy, const Tensor& y) {
 namespace {
 // One block per row. Each thread scans its strided columns left to right keeping the first
 // largest non-NaN value; the block keeps the larger value, the smaller index on ties. Equals
-// the CPU's scan (NaN never replaces; a NaN first value makes the row 0).
-__global__ void argmax_rows_kernel(const float* x, int64_t n, int64_t c, int64_t* out) {
+// the CPU's scan (NaN never replaces; a NaN first value makes the row 0). 16-bit logits are
+// read widened to f32 (exactly), so they give the indices of their f32 copy.
+template <class T>
+__global__ void argmax_rows_kernel(const T* x, int64_t n, int64_t c, int64_t* out) {
   __shared__ float sv[1024];
   __shared__ int64_t si[1024];
   for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
-    const float* row = x + r * c;
+    const T* row = x + r * c;
     float bv = 0.f;
     int64_t bi = -1;  // none yet
     for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
-      const float v = row[j];
+      const float v = ld(row, j);
       if (v == v && (bi < 0 || v > bv)) {
         bv = v;
         bi = j;
@@ -329,20 +331,26 @@ __global__ void argmax_rows_kernel(const float* x, int64_t n, int64_t c, int64_t
       }
       __syncthreads();
     }
-    if (threadIdx.x == 0) out[r] = row[0] != row[0] || si[0] < 0 ? 0 : si[0];
+    if (threadIdx.x == 0) {
+      const float first = ld(row, 0);
+      out[r] = first != first || si[0] < 0 ? 0 : si[0];
+    }
     __syncthreads();
   }
 }
 }  // namespace
 
 Tensor argmax_rows(const Tensor& x) {
-  const int dev = require_f32("argmax_rows", {&x});
+  const int dev = require_f32("argmax_rows", {&x}, activation_type(x));
   backend::check_argmax_rows(x);
   const int64_t n = x.size(0), c = x.size(1);
   Tensor out = Tensor::empty({n}, DType::i64, x.device());
   if (n == 0) return out;
-  argmax_rows_kernel<<<row_blocks(n), row_threads(c), 0, stream(dev)>>>(x.data<float>(), n, c,
-                                                                        out.data<int64_t>());
+  with_float_type(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    argmax_rows_kernel<<<row_blocks(n), row_threads(c), 0, stream(dev)>>>(data_as<T>(x), n, c,
+                                                                          out.data<int64_t>());
+  });
   ADA_CUDA_LAUNCH_CHECK();
   return out;
 }
