@@ -835,8 +835,10 @@ void expect_linear_epilogues(Precision precision, DType out, int mantissa) {
           a += std::fabs(t);
         }
         y[i * c.n + j] = s;
-        // (the unfused path rounds a 16-bit result twice: the product, then with the bias)
-        y_bound[i * c.n + j] = (c.k + 2) * u32 * a + u_out * (2 * std::fabs(s) + std::fabs(bv[j]));
+        // (the unfused path rounds a 16-bit result twice: the product, then with the bias; the
+        // fused one may add the bias rounded to the result's type, one rounding of |b| more)
+        y_bound[i * c.n + j] =
+            (c.k + 2) * u32 * a + u_out * (2 * std::fabs(s) + 2 * std::fabs(bv[j]));
       }
     for (int64_t j = 0; j < c.n; ++j) {
       double s = 0, a = 0;

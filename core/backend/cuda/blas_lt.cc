@@ -1,6 +1,7 @@
 // A linear layer's bias inside its GEMMs (issue 33 item 5: fewer launches and passes), on
 // cuBLASLt: the forward adds the bias in the GEMM's epilogue (CUBLASLT_EPILOGUE_BIAS, the f32 sums
-// plus the f32 bias rounded once to the output type), the weight gradient's GEMM also writes the
+// plus the f32 bias rounded once to the output type; for a 16-bit output where cuBLASLt takes no
+// f32 bias, plus the bias rounded to that type), the weight gradient's GEMM also writes the
 // bias gradient, the column sums of dy (CUBLASLT_EPILOGUE_BGRADB). Each saves a launch and a pass
 // over the [rows, out] activation or gradient. GELU stays a kernel of its own: cuBLASLt's GELU
 // epilogues compute the tanh approximation, BERT's is the exact erf form.
@@ -216,10 +217,17 @@ Tensor linear_bias_lt(const Tensor& x, const Tensor& w, const Tensor& b, DType o
   // n rows.
   const int m = static_cast<int>(dims.n), n = static_cast<int>(dims.m),
             k = static_cast<int>(dims.k);
-  if (!counted(lt_gemm(dev, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, wa.p, k, xa.p, k, cuda_type(narrow),
-                       y.raw_data(), cuda_type(out), CUBLASLT_EPILOGUE_BIAS,
-                       const_cast<void*>(b.raw_data()), out != DType::f32)))
-    return Tensor();
+  auto gemm = [&](const Tensor& bias, bool f32_bias_attr) {
+    return lt_gemm(dev, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, wa.p, k, xa.p, k, cuda_type(narrow),
+                   y.raw_data(), cuda_type(out), CUBLASLT_EPILOGUE_BIAS,
+                   const_cast<void*>(bias.raw_data()), f32_bias_attr);
+  };
+  // A 16-bit result with the f32 bias, else (cuBLASLt on an H200 refused that for bf16, its
+  // documented bias type being the result's) with the bias rounded to the result's type, as
+  // autocast's linear does: one more rounding, of the bias alone (a vector of n values).
+  bool done = gemm(b, out != DType::f32);
+  if (!done && out != DType::f32) done = gemm(matmul_operand(b), false);
+  if (!counted(done)) return Tensor();
   return y;
 }
 
