@@ -364,6 +364,16 @@ Tensor conv2d_backward_filter(const Tensor& dy, const Tensor& x, const Shape& w_
     backend::make_geom("conv2d_backward_filter", x.shape(), w_shape, p);
     return conv2d_backward_filter(to_nchw(dy), to_nchw(x), w_shape, as_nchw(p));
   }
+#ifdef ADA_WITH_CUDA
+  if (any16(dy, x) && cuda_products16(dy, x)) {  // formed in their 16-bit type, given f32
+    Tensor dw;
+    {
+      ::ada::cuda::OpTimer timer("conv2d_backward_filter");
+      dw = ::ada::cuda::conv2d_backward_filter(dy, x, w_shape, p);
+    }
+    if (dw.defined()) return dw;
+  }
+#endif
   if (any16(dy, x)) return conv2d_backward_filter(W(dy), W(x), w_shape, p);
   ADA_DISPATCH(conv2d_backward_filter, (dy, x, w_shape, p), dy, x);
 }

@@ -63,6 +63,7 @@ struct Plan {
   cudnnConvolutionDescriptor_t conv = nullptr;
   int algo = 0;  // cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t by direction
   size_t workspace = 0;
+  bool offered = false;  // the heuristic offered a qualifying algorithm (else algorithm 0)
   Plan() = default;
   Plan(const Plan&) = delete;
   Plan& operator=(const Plan&) = delete;
@@ -147,6 +148,7 @@ void choose_forward(cudnnHandle_t h, Plan& pl, ConvMath allowed, cudnnMathType_t
   if (pick(perfs, got, allowed, sixteen_bit, best)) {
     algo = best.algo;
     math = best.mathType;
+    pl.offered = true;
   }
   ADA_CUDNN_CHECK(cudnnSetConvolutionMathType(pl.conv, math));
   ADA_CUDNN_CHECK(
@@ -167,6 +169,7 @@ void choose_backward_data(cudnnHandle_t h, Plan& pl, ConvMath allowed, cudnnMath
   if (pick(perfs, got, allowed, sixteen_bit, best)) {
     algo = best.algo;
     math = best.mathType;
+    pl.offered = true;
   }
   ADA_CUDNN_CHECK(cudnnSetConvolutionMathType(pl.conv, math));
   ADA_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(h, pl.w, pl.y, pl.conv, pl.x, algo,
@@ -187,6 +190,7 @@ void choose_backward_filter(cudnnHandle_t h, Plan& pl, ConvMath allowed, cudnnMa
   if (pick(perfs, got, allowed, sixteen_bit, best)) {
     algo = best.algo;
     math = best.mathType;
+    pl.offered = true;
   }
   ADA_CUDNN_CHECK(cudnnSetConvolutionMathType(pl.conv, math));
   ADA_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, pl.x, pl.y, pl.conv, pl.w, algo,
@@ -351,23 +355,37 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
 
 Tensor conv2d_backward_filter(const Tensor& dy, const Tensor& x, const Shape& w_shape,
                               const Conv2dParams& prm) {
-  const int dev = require_f32("conv2d_backward_filter", {&dy, &x});
+  // f32, or both of train.precision's 16-bit type (16-bit activations).
+  const int dev =
+      require_f32("conv2d_backward_filter", {&dy, &x}, precision_dtype(cuda_matmul_precision()));
+  ADA_CHECK_ARG(dy.dtype() == x.dtype(), DTypeError)
+      << "conv2d_backward_filter: gradient " << dy.str() << " and input " << x.str()
+      << " must be of one dtype";
+  const DType t = dy.dtype();
   ConvGeom g = make_geom("conv2d_backward_filter", x.shape(), w_shape, prm);
   ADA_CHECK_ARG(dy.shape() == out_shape(g), ShapeError)
       << "conv2d_backward_filter: gradient " << dy.str() << " should be "
       << shape_str(out_shape(g));
   if (degenerate(g)) return Tensor::zeros(w_shape, DType::f32, dy.device());
   require_int_sizes("conv2d_backward_filter", g);
-  // NHWC: cuDNN writes the [Cout, kh, kw, Cin] filter's gradient, permuted back below.
-  Tensor dw = Tensor::empty(prm.channels_last ? Shape{g.k, g.r, g.s, g.c} : w_shape, DType::f32,
-                            dy.device());
-  const Plan& pl = get_plan(dev, Dir::backward_filter, g);
+  const Plan& pl = get_plan(dev, Dir::backward_filter, g, t);
+  if (t != DType::f32 && !pl.offered) return Tensor();  // the caller takes f32 copies
+  // NHWC: cuDNN writes the [Cout, kh, kw, Cin] filter's gradient, permuted back below. From
+  // 16-bit tensors it is written in their type (fp32 sums rounded once, as autocast's filter
+  // gradient) and widened to f32 here: a filter-sized cast instead of two activation-sized ones.
+  Tensor dw =
+      Tensor::empty(prm.channels_last ? Shape{g.k, g.r, g.s, g.c} : w_shape, t, dy.device());
   Scratch ws(pl.workspace, dev);
   const float one = 1.f, zero_f = 0.f;  // beta = 0: dw is not read
-  ADA_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
-      cudnn(dev), &one, pl.x, x.data<float>(), pl.y, dy.data<float>(), pl.conv,
-      static_cast<cudnnConvolutionBwdFilterAlgo_t>(pl.algo), ws.get(), pl.workspace, &zero_f, pl.w,
-      dw.data<float>()));
+  ADA_CUDNN_CHECK(
+      cudnnConvolutionBackwardFilter(cudnn(dev), &one, pl.x, x.raw_data(), pl.y, dy.raw_data(),
+                                     pl.conv, static_cast<cudnnConvolutionBwdFilterAlgo_t>(pl.algo),
+                                     ws.get(), pl.workspace, &zero_f, pl.w, dw.raw_data()));
+  if (t != DType::f32) {
+    Tensor wide = Tensor::empty(dw.shape(), DType::f32, dw.device());
+    cast_out(dw, wide);
+    dw = wide;
+  }
   if (!prm.channels_last) return dw;
   return g.r == 1 && g.s == 1 ? dw.reshape(w_shape) : permute(dw, {0, 3, 1, 2});
 }

@@ -72,6 +72,9 @@ LtEpilogueCounts lt_epilogue_counts();
 Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Conv2dParams& p);
 Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape,
                             const Conv2dParams& p);
+// dy and x f32, or both of train.precision's 16-bit type: then the gradient is formed in that
+// type and widened to f32, or undefined when cuDNN offers no algorithm for it (the caller then
+// takes f32 copies).
 Tensor conv2d_backward_filter(const Tensor& dy, const Tensor& x, const Shape& w_shape,
                               const Conv2dParams& p);
 Tensor max_pool2d_forward(const Tensor& x, const Pool2dParams& p, Tensor& indices);
