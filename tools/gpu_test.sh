@@ -5,7 +5,8 @@
 # reducers' benchmark, failures); MNIST runs of the trainer on the GPU beside the CPU and through
 # MPI; the Hugging Face and TensorBoard checks; then the GPU benchmarks against PyTorch on the same
 # GPU. Logs go to $OUT (or out/gpu when OUT is unset).
-#   bash tools/gpu_test.sh [tests|nccl|train|interop|bench|peers|attention|precision|profile|all] [filter]
+#   bash tools/gpu_test.sh [tests|nccl|train|interop|bench|peers|attention|precision|profile|session|all]
+#                         [filter]
 #                         (default: all; interop: Hugging Face and TensorBoard, also in train;
 #                          peers: issue 33's table, ours against every PyTorch twin incl.
 #                          torch.compile, about 8 minutes, not in all; profile: per-op GPU
@@ -17,7 +18,10 @@
 #                          epilogues off), ResNet-50 b256 with fp32 and 16-bit
 #                          activations and channels-last, ours only, then BERT-tiny trained in
 #                          fp32/bf16/fp16 and bf16 with 16-bit activations, about 5 minutes,
-#                          not in all; precision: only the BERT-tiny training part of it)
+#                          not in all; precision: only the BERT-tiny training part of it;
+#                          session: what a lent GPU's first call should run, about 7 minutes:
+#                          tests, precision, ours at its best against each case's fastest twin
+#                          (ResNet-50 b256, BERT-Large s128 b64 and s512 b16), profile)
 #   bash tools/gpu_test.sh step "resnet50 --batch 64;bert_base --batch 32 --seq 128"
 #                                     (bench_step against PyTorch eager for the named cases only;
 #                                      add --twins eager,compile,... to a case for others)
@@ -80,7 +84,7 @@ export PATH="$PWD/.gpu/bin:$PATH" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROO
 cat "$out/env.log"
 
 status=0
-if [[ "$what" == tests || "$what" == all ]]; then
+if [[ "$what" == tests || "$what" == all || "$what" == session ]]; then
   echo "== cuda tests"
   OMP_NUM_THREADS=8 timeout 420 .gpu/bin/test_cuda --gtest_filter="$filter" 2>&1 | tee "$out/test_cuda.log"
   status=${PIPESTATUS[0]}
@@ -240,7 +244,7 @@ if [[ "$what" == attention ]]; then
       --device cuda --steps 10 --no-torch 2>&1
   done | tee -a "$out/attention.log"
 fi
-if [[ "$what" == attention || "$what" == precision ]]; then
+if [[ "$what" == attention || "$what" == precision || "$what" == session ]]; then
   # BERT-tiny MLM on the GPU in fp32 (two seeds: the seed noise), bf16 with composed and fused
   # attention, fp16 fused (loss scaling): 600 steps of 64 sequences on the bundle's shards (1,799
   # training sequences, the last 512 held out), past the unigram plateau (6.76, where 300 steps
@@ -292,7 +296,15 @@ if [[ "$what" == step ]]; then
   IFS=';' read -ra cases <<< "$filter"
   step_cases "${cases[@]}" | tee "$out/step.log"
 fi
-if [[ "$what" == profile ]]; then
+if [[ "$what" == session ]]; then
+  # Issue 33's figures in one call: ours at its best against each case's fastest twin (as found
+  # on 2026-11-27; `peers` runs every twin).
+  step_cases "resnet50 --batch 256 --precision bf16 --activations 16bit --channels-last --twins compile" \
+    "bert_large --batch 64 --seq 128 --precision bf16 --activations 16bit --attention composed --twins hf_sdpa" \
+    "bert_large --batch 16 --seq 512 --precision bf16 --activations 16bit --attention composed --twins hf_sdpa" |
+    tee "$out/session_step.log"
+fi
+if [[ "$what" == profile || "$what" == session ]]; then
   echo "== per-op GPU time (bench_step --profile)"
   # The mixed-precision steps issue 33 is about (the fp32 profile is in docs/results/gpu_h200):
   # where a bf16 step with 16-bit activations spends its time. A filter names other cases.
