@@ -88,8 +88,9 @@ if [[ "$what" == tests || "$what" == all || "$what" == session ]]; then
   echo "== cuda tests"
   OMP_NUM_THREADS=8 timeout 420 .gpu/bin/test_cuda --gtest_filter="$filter" 2>&1 | tee "$out/test_cuda.log"
   status=${PIPESTATUS[0]}
-  # Which linear-layer GEMMs cuBLASLt ran with the bias in their epilogue (the rest fell back).
-  grep -E '^\[ linear' "$out/test_cuda.log"
+  # Which linear-layer GEMMs cuBLASLt ran with the bias in their epilogue (the rest fell back),
+  # and which algorithm each cuDNN convolution plan of the conv tests uses.
+  grep -E '^\[ (linear|conv)' "$out/test_cuda.log"
   grep -E '^\[  (PASSED|FAILED)|tests? ran|FAILED TEST' "$out/test_cuda.log" | tail -30
 fi
 if [[ "$what" == nccl || "$what" == all ]]; then

@@ -92,6 +92,10 @@ std::string profile_report();
 // How many linear layers' GEMMs ran with their bias in cuBLASLt's epilogue and how many fell back
 // to the unfused kernels, over the process (core/backend/cuda/blas_lt.cc), as one line.
 std::string epilogue_report();
+// One line per cuDNN convolution plan made so far in the process (core/backend/cuda/conv.cc):
+// direction, shape, layout, dtype, the algorithm and math type chosen, and whether cuDNN's
+// heuristic offered it or algorithm 0 was taken. "" when none.
+std::string conv_plans_report();
 class OpTimer {
  public:
   explicit OpTimer(const char* op);

@@ -55,6 +55,9 @@ std::string profile_report() {
 std::string epilogue_report() {
   return "";
 }
+std::string conv_plans_report() {
+  return "";
+}
 OpTimer::OpTimer(const char* op) : op_(op) {}
 OpTimer::~OpTimer() = default;
 struct BatchUploader::Impl {};

@@ -981,6 +981,8 @@ TEST(CudaOps, SixteenBitConvolutionsRunInTheirOwnType) {
       // 16-bit type (one rounding) and widened to f32.
       EXPECT_TRUE(close_to_cpu(dw, want_dw, ulp + kMmRtol, mm_atol(676)));
     }
+  // Which algorithms cuDNN's plans use (this process's so far: gpu_test.sh lists them).
+  std::printf("%s", cuda::conv_plans_report().c_str());
 }
 
 TEST(CudaOps, GemmBatchedAndBmmAllTransposes) {

@@ -14,6 +14,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "core/backend/cuda/cuda_blas.h"
@@ -63,6 +65,7 @@ struct Plan {
   cudnnConvolutionDescriptor_t conv = nullptr;
   int algo = 0;  // cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t by direction
   size_t workspace = 0;
+  int math = 0;          // the cudnnMathType_t set on `conv`
   bool offered = false;  // the heuristic offered a qualifying algorithm (else algorithm 0)
   Plan() = default;
   Plan(const Plan&) = delete;
@@ -151,6 +154,7 @@ void choose_forward(cudnnHandle_t h, Plan& pl, ConvMath allowed, cudnnMathType_t
     pl.offered = true;
   }
   ADA_CUDNN_CHECK(cudnnSetConvolutionMathType(pl.conv, math));
+  pl.math = static_cast<int>(math);
   ADA_CUDNN_CHECK(
       cudnnGetConvolutionForwardWorkspaceSize(h, pl.x, pl.w, pl.conv, pl.y, algo, &pl.workspace));
   pl.algo = static_cast<int>(algo);
@@ -172,6 +176,7 @@ void choose_backward_data(cudnnHandle_t h, Plan& pl, ConvMath allowed, cudnnMath
     pl.offered = true;
   }
   ADA_CUDNN_CHECK(cudnnSetConvolutionMathType(pl.conv, math));
+  pl.math = static_cast<int>(math);
   ADA_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(h, pl.w, pl.y, pl.conv, pl.x, algo,
                                                                &pl.workspace));
   pl.algo = static_cast<int>(algo);
@@ -193,9 +198,20 @@ void choose_backward_filter(cudnnHandle_t h, Plan& pl, ConvMath allowed, cudnnMa
     pl.offered = true;
   }
   ADA_CUDNN_CHECK(cudnnSetConvolutionMathType(pl.conv, math));
+  pl.math = static_cast<int>(math);
   ADA_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, pl.x, pl.y, pl.conv, pl.w, algo,
                                                                  &pl.workspace));
   pl.algo = static_cast<int>(algo);
+}
+
+// conv_plans_report()'s lines, one per plan made (never destroyed, as the plan cache).
+std::mutex& report_mu() {
+  static auto* mu = new std::mutex;
+  return *mu;
+}
+std::vector<std::string>& report_lines() {
+  static auto* lines = new std::vector<std::string>;
+  return *lines;
 }
 
 std::unique_ptr<Plan> make_plan(int dev, Dir dir, const ConvGeom& g, ConvMath allowed,
@@ -237,6 +253,23 @@ std::unique_ptr<Plan> make_plan(int dev, Dir dir, const ConvGeom& g, ConvMath al
     case Dir::backward_filter:
       choose_backward_filter(h, *pl, allowed, math, data != CUDNN_DATA_FLOAT);
       break;
+  }
+  {
+    static const char* const kDir[] = {"forward", "backward-data", "backward-filter"};
+    static const char* const kAlgoEnum[] = {"Fwd", "BwdData", "BwdFilter"};
+    std::ostringstream line;
+    line << "[ conv     ] " << kDir[static_cast<int>(dir)] << " x [" << g.n << "," << g.c << ","
+         << g.h << "," << g.w << "] w [" << g.k << "," << g.c << "," << g.r << "," << g.s << "] "
+         << (p.channels_last ? "NHWC " : "NCHW ")
+         << (data == CUDNN_DATA_BFLOAT16 ? "bf16"
+             : data == CUDNN_DATA_HALF   ? "f16"
+                                         : "f32")
+         << ": algorithm " << pl->algo << " (cudnnConvolution" << kAlgoEnum[static_cast<int>(dir)]
+         << "Algo_t), math type " << pl->math << ", "
+         << (pl->offered ? "offered by the heuristic" : "none offered: algorithm 0")
+         << ", workspace " << pl->workspace << " bytes";
+    std::lock_guard<std::mutex> lock(report_mu());
+    report_lines().push_back(line.str());
   }
   return pl;
 }
@@ -388,6 +421,13 @@ Tensor conv2d_backward_filter(const Tensor& dy, const Tensor& x, const Shape& w_
   }
   if (!prm.channels_last) return dw;
   return g.r == 1 && g.s == 1 ? dw.reshape(w_shape) : permute(dw, {0, 3, 1, 2});
+}
+
+std::string conv_plans_report() {
+  std::lock_guard<std::mutex> lock(report_mu());
+  std::string out;
+  for (const std::string& line : report_lines()) out += line + "\n";
+  return out;
 }
 
 }  // namespace ada::cuda
