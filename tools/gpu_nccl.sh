@@ -39,10 +39,11 @@ mpi() {
   timeout "$limit" mpirun -np "$np" --oversubscribe --bind-to none "$@"
 }
 
+# Which NCCL every part below runs on (the library, and the version it reports).
+say "NCCL: ${ADA_NCCL_LIBRARY:-?}, $(NCCL_DEBUG=VERSION OMP_NUM_THREADS=2 mpi 60 1 \
+  .gpu/bin/test_comm_gpu --gtest_filter=Nccl.IdentityAndBackend 2>&1 | grep -m1 -o 'NCCL version.*')"
 if part tests; then
-say "== 1. test_comm_gpu with ADA_NCCL_SHARED_GPU=1 (NCCL $(basename "${ADA_NCCL_LIBRARY:-?}"))"
-say "   $(NCCL_DEBUG=VERSION OMP_NUM_THREADS=2 mpi 60 1 .gpu/bin/test_comm_gpu \
-  --gtest_filter=Nccl.IdentityAndBackend 2>&1 | grep -m1 -o 'NCCL version.*')"
+say "== 1. test_comm_gpu with ADA_NCCL_SHARED_GPU=1"
 for np in 1 2 3 4; do
   say "-- $np rank(s)"
   OMP_NUM_THREADS=2 mpi 300 $np .gpu/bin/test_comm_gpu --gtest_color=no > "$out/tcg.tmp" 2>&1
