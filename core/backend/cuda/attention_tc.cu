@@ -4,10 +4,12 @@
 // tiles of 64 — with every product a warp's WMMA 16x16x16 multiply of 16-bit operands into fp32:
 // q, k, v and dout are rounded to 16 bits as a tile is loaded, the probabilities and their
 // gradients as they enter a product (the operand rounding of the composition's bf16 batched
-// products). Scores, the softmax, its running max and sum, dropout and every accumulator are
-// fp32 in shared memory. Warp w owns 16 rows of the block's side: its products, its softmax
-// rows (two lanes per row, 32 columns each) and its accumulator rows, so inside a tile a warp
-// only waits for itself. Fixed orders, no atomics: the same bits every run.
+// products). Scores, the softmax, its running max and sum, dropout and the forward's
+// accumulator are fp32 in shared memory; the backward's dq, dk and dv accumulate in fp32 WMMA
+// fragments (registers) and pass through shared memory once, at the end. Warp w owns 16 rows of the
+// block's side: its products, its softmax rows (two lanes per row, 32 columns each) and its
+// accumulator rows, so inside a tile a warp only waits for itself. Fixed orders, no atomics: the
+// same bits every run.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <mma.h>
@@ -110,23 +112,60 @@ __device__ void mm_ab_acc(const T* a, int lda, const T* b, int ldb, float* c, in
   }
 }
 
+// One warp's fp32 accumulator fragments for C[16, N], kept in registers across a kernel's loop.
+template <int N>
+using AccRow = wmma::fragment<wmma::accumulator, 16, 16, 16, float>[N / 16];
+
+// One warp: C[16, N] += A[16, 64] B[64, N] into register fragments (the products of mm_ab_acc in
+// its order: the same bits without C's round trip through shared memory on every tile).
+template <class T, int N>
+__device__ void mm_ab_frag(const T* a, int lda, const T* b, int ldb, AccRow<N>& acc) {
+#pragma unroll
+  for (int n = 0; n < N; n += 16) {
+#pragma unroll
+    for (int k = 0; k < kTile; k += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;  // (k, n) at b[k*ldb + n]
+      wmma::load_matrix_sync(fa, a + k, lda);
+      wmma::load_matrix_sync(fb, b + k * ldb + n, ldb);
+      wmma::mma_sync(acc[n / 16], fa, fb, acc[n / 16]);
+    }
+  }
+}
+template <int N>
+__device__ void zero_frags(AccRow<N>& acc) {
+#pragma unroll
+  for (int n = 0; n < N / 16; ++n) wmma::fill_fragment(acc[n], 0.f);
+}
+// One warp's fragments stored as rows [0, 16) of an fp32 [16, N] tile (leading dim ldc).
+template <int N>
+__device__ void store_frags(AccRow<N>& acc, float* c, int ldc) {
+#pragma unroll
+  for (int n = 0; n < N / 16; ++n)
+    wmma::store_matrix_sync(c + n * 16, acc[n], ldc, wmma::mem_row_major);
+}
+
 template <int HD, class T>
 constexpr size_t forward_smem() {
   return 3 * aligned(kTile * ld16<HD>() * sizeof(T)) + aligned(kTile * kLs * sizeof(float)) +
          aligned(kTile * kLh * sizeof(T)) + aligned(kTile * ld32<HD>() * sizeof(float)) +
          3 * aligned(kTile * sizeof(float));
 }
+// The backward kernels accumulate in register fragments; their two fp32 [64, 64] score tiles,
+// one piece of shared memory, stage the [64, HD] results at the end.
+template <int HD>
+__host__ __device__ constexpr bool scores_hold_result() {
+  return kTile * ld32<HD>() <= 2 * kTile * kLs;
+}
 template <int HD, class T>
 constexpr size_t dq_smem() {
-  return 4 * aligned(kTile * ld16<HD>() * sizeof(T)) + 2 * aligned(kTile * kLs * sizeof(float)) +
-         aligned(kTile * kLh * sizeof(T)) + aligned(kTile * ld32<HD>() * sizeof(float)) +
-         3 * aligned(kTile * sizeof(float));
+  return 4 * aligned(kTile * ld16<HD>() * sizeof(T)) + aligned(2 * kTile * kLs * sizeof(float)) +
+         aligned(kTile * kLh * sizeof(T)) + 3 * aligned(kTile * sizeof(float));
 }
 template <int HD, class T>
 constexpr size_t dkdv_smem() {
-  return 4 * aligned(kTile * ld16<HD>() * sizeof(T)) + 2 * aligned(kTile * kLs * sizeof(float)) +
-         2 * aligned(kTile * kLh * sizeof(T)) + 2 * aligned(kTile * ld32<HD>() * sizeof(float)) +
-         3 * aligned(kTile * sizeof(float));
+  return 4 * aligned(kTile * ld16<HD>() * sizeof(T)) + aligned(2 * kTile * kLs * sizeof(float)) +
+         2 * aligned(kTile * kLh * sizeof(T)) + 3 * aligned(kTile * sizeof(float));
 }
 
 // Grid: one block per (head, tile of 64 queries).
@@ -214,9 +253,10 @@ __global__ void __launch_bounds__(kBlockThreads)
   Carve c{raw};
   T *qs = c.take<T>(kTile * l16), *gs = c.take<T>(kTile * l16), *ks = c.take<T>(kTile * l16),
     *vs = c.take<T>(kTile * l16);
-  float *ss = c.take<float>(kTile * kLs), *zs = c.take<float>(kTile * kLs);
+  static_assert(scores_hold_result<HD>());
+  float* const scores = c.take<float>(2 * kTile * kLs);  // ss and zs; the result at the end
+  float *ss = scores, *zs = scores + kTile * kLs;
   T* ds16 = c.take<T>(kTile * kLh);
-  float* acc = c.take<float>(kTile * l32);
   float *row_lse = c.take<float>(kTile), *row_dot = c.take<float>(kTile),
         *sb = c.take<float>(kTile);
   const auto [h, i0] = block_tile(prm.sq);
@@ -228,7 +268,8 @@ __global__ void __launch_bounds__(kBlockThreads)
   load_tile16<HD>(dout + qb, prm.e, prm.sq, i0, gs);
   load_rows(lse + h * prm.sq, prm.sq, i0, row_lse);
   load_rows(rowdot + h * prm.sq, prm.sq, i0, row_dot);
-  for (int idx = threadIdx.x; idx < kTile * l32; idx += blockDim.x) acc[idx] = 0.f;
+  AccRow<HD> acc;  // the warp's 16 rows of dq
+  zero_frags<HD>(acc);
   for (int64_t j0 = 0; j0 < prm.sk; j0 += kTile) {
     __syncthreads();
     load_tile16<HD>(prm.k + kb, prm.e, prm.sk, j0, ks);
@@ -255,12 +296,14 @@ __global__ void __launch_bounds__(kBlockThreads)
       }
     }
     __syncwarp();
-    mm_ab_acc<T, HD>(ds16 + w0 * kLh, kLh, ks, l16, acc + w0 * l32, l32);  // dq += ds k
+    mm_ab_frag<T, HD>(ds16 + w0 * kLh, kLh, ks, l16, acc);  // dq += ds k
   }
+  __syncthreads();  // every warp done with the score tiles: they take the result
+  store_frags<HD>(acc, scores + w0 * l32, l32);
   __syncwarp();
   const int64_t i = i0 + row;
   if (i < prm.sq) {
-    const float* arow = acc + row * l32 + half * (HD / 2);
+    const float* arow = scores + row * l32 + half * (HD / 2);
     In* dst = dq + qb + i * prm.e + half * (HD / 2);
     for (int d = 0; d < HD / 2; ++d) kernel::st(dst, d, arow[d] * prm.scale);
   }
@@ -278,9 +321,10 @@ __global__ void __launch_bounds__(kBlockThreads)
   Carve c{raw};
   T *ks = c.take<T>(kTile * l16), *vs = c.take<T>(kTile * l16), *qs = c.take<T>(kTile * l16),
     *gs = c.take<T>(kTile * l16);
-  float *st = c.take<float>(kTile * kLs), *zt = c.take<float>(kTile * kLs);
+  static_assert(scores_hold_result<HD>());
+  float* const scores = c.take<float>(2 * kTile * kLs);  // st and zt; the results at the end
+  float *st = scores, *zt = scores + kTile * kLs;
   T *z16 = c.take<T>(kTile * kLh), *ds16 = c.take<T>(kTile * kLh);
-  float *acc_k = c.take<float>(kTile * l32), *acc_v = c.take<float>(kTile * l32);
   float *row_lse = c.take<float>(kTile), *row_dot = c.take<float>(kTile),
         *kb = c.take<float>(kTile);
   const auto [h, j0] = block_tile(prm.sk);
@@ -292,7 +336,9 @@ __global__ void __launch_bounds__(kBlockThreads)
     kb[threadIdx.x] = prm.bias && j0 + threadIdx.x < prm.sk
                           ? prm.bias[(h / prm.heads) * prm.sk + j0 + threadIdx.x]
                           : 0.f;
-  for (int idx = threadIdx.x; idx < kTile * l32; idx += blockDim.x) acc_k[idx] = acc_v[idx] = 0.f;
+  AccRow<HD> acc_k, acc_v;  // the warp's 16 keys of dk and dv
+  zero_frags<HD>(acc_k);
+  zero_frags<HD>(acc_v);
   for (int64_t i0 = 0; i0 < prm.sq; i0 += kTile) {
     __syncthreads();
     load_tile16<HD>(prm.q + qb, prm.e, prm.sq, i0, qs);
@@ -321,22 +367,26 @@ __global__ void __launch_bounds__(kBlockThreads)
       }
     }
     __syncwarp();
-    mm_ab_acc<T, HD>(z16 + w0 * kLh, kLh, gs, l16, acc_v + w0 * l32, l32);   // dv += z^T dout
-    mm_ab_acc<T, HD>(ds16 + w0 * kLh, kLh, qs, l16, acc_k + w0 * l32, l32);  // dk += ds^T q
+    mm_ab_frag<T, HD>(z16 + w0 * kLh, kLh, gs, l16, acc_v);   // dv += z^T dout
+    mm_ab_frag<T, HD>(ds16 + w0 * kLh, kLh, qs, l16, acc_k);  // dk += ds^T q
   }
-  __syncwarp();
-  // Lane pairs write the warp's 16 keys, half a row each.
+  __syncthreads();  // every warp done with the score tiles: they take the results
+  // Lane pairs write the warp's 16 keys, half a row each: dk, then dv through the same rows.
   const int r = w0 + (lane >> 1), half = lane & 1;
   const int64_t j = j0 + r;
+  const float* row_out = scores + r * l32 + half * (HD / 2);
+  store_frags<HD>(acc_k, scores + w0 * l32, l32);
+  __syncwarp();
   if (j < prm.sk) {
-    const float *krow = acc_k + r * l32 + half * (HD / 2),
-                *vrow = acc_v + r * l32 + half * (HD / 2);
     In* dkr = dk + kbase + j * prm.e + half * (HD / 2);
+    for (int d = 0; d < HD / 2; ++d) kernel::st(dkr, d, row_out[d] * prm.scale);
+  }
+  __syncwarp();
+  store_frags<HD>(acc_v, scores + w0 * l32, l32);
+  __syncwarp();
+  if (j < prm.sk) {
     In* dvr = dv + kbase + j * prm.e + half * (HD / 2);
-    for (int d = 0; d < HD / 2; ++d) {
-      kernel::st(dkr, d, krow[d] * prm.scale);
-      kernel::st(dvr, d, vrow[d]);
-    }
+    for (int d = 0; d < HD / 2; ++d) kernel::st(dvr, d, row_out[d]);
   }
 }
 
