@@ -93,31 +93,12 @@ __device__ void mm_abt(const T* a, int lda, const T* b, int ldb, float* out) {
   }
 }
 
-// One warp: C[16, N] (fp32, leading dim ldc) += A[16, 64] B[64, N], A and B 16-bit row-major.
-template <class T, int N>
-__device__ void mm_ab_acc(const T* a, int lda, const T* b, int ldb, float* c, int ldc) {
-#pragma unroll
-  for (int n = 0; n < N; n += 16) {
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-    wmma::load_matrix_sync(acc, c + n, ldc, wmma::mem_row_major);
-#pragma unroll
-    for (int k = 0; k < kTile; k += 16) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
-      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;  // (k, n) at b[k*ldb + n]
-      wmma::load_matrix_sync(fa, a + k, lda);
-      wmma::load_matrix_sync(fb, b + k * ldb + n, ldb);
-      wmma::mma_sync(acc, fa, fb, acc);
-    }
-    wmma::store_matrix_sync(c + n, acc, ldc, wmma::mem_row_major);
-  }
-}
-
 // One warp's fp32 accumulator fragments for C[16, N], kept in registers across a kernel's loop.
 template <int N>
 using AccRow = wmma::fragment<wmma::accumulator, 16, 16, 16, float>[N / 16];
 
-// One warp: C[16, N] += A[16, 64] B[64, N] into register fragments (the products of mm_ab_acc in
-// its order: the same bits without C's round trip through shared memory on every tile).
+// One warp: C[16, N] += A[16, 64] B[64, N] into register fragments held across a kernel's loop
+// (the backward's dq, dk and dv), A and B 16-bit row-major.
 template <class T, int N>
 __device__ void mm_ab_frag(const T* a, int lda, const T* b, int ldb, AccRow<N>& acc) {
 #pragma unroll
@@ -143,6 +124,18 @@ __device__ void store_frags(AccRow<N>& acc, float* c, int ldc) {
 #pragma unroll
   for (int n = 0; n < N / 16; ++n)
     wmma::store_matrix_sync(c + n * 16, acc[n], ldc, wmma::mem_row_major);
+}
+
+// One warp: C[16, N] (fp32, leading dim ldc) += A[16, 64] B[64, N], A and B 16-bit row-major,
+// C loaded into fragments and stored back (the forward's accumulator, rescaled between tiles).
+template <class T, int N>
+__device__ void mm_ab_acc(const T* a, int lda, const T* b, int ldb, float* c, int ldc) {
+  AccRow<N> acc;
+#pragma unroll
+  for (int n = 0; n < N / 16; ++n)
+    wmma::load_matrix_sync(acc[n], c + n * 16, ldc, wmma::mem_row_major);
+  mm_ab_frag<T, N>(a, lda, b, ldb, acc);
+  store_frags<N>(acc, c, ldc);
 }
 
 template <int HD, class T>
