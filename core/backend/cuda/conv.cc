@@ -136,6 +136,12 @@ bool pick(const std::vector<Perf>& perfs, int got, ConvMath math, bool sixteen_b
   return false;
 }
 
+// The plan's math type set on its descriptor and kept for conv_plans_report.
+void set_math(Plan& pl, cudnnMathType_t math) {
+  ADA_CUDNN_CHECK(cudnnSetConvolutionMathType(pl.conv, math));
+  pl.math = static_cast<int>(math);
+}
+
 // Each choose_* sets plan.algo, the conv descriptor's math type and plan.workspace. When no
 // heuristic result qualifies, the always-supported algorithm 0 (implicit GEMM) in `math` is used.
 void choose_forward(cudnnHandle_t h, Plan& pl, ConvMath allowed, cudnnMathType_t math,
@@ -148,13 +154,12 @@ void choose_forward(cudnnHandle_t h, Plan& pl, ConvMath allowed, cudnnMathType_t
       h, pl.x, pl.w, pl.conv, pl.y, static_cast<int>(perfs.size()), &got, perfs.data()));
   cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   cudnnConvolutionFwdAlgoPerf_t best{};
-  if (pick(perfs, got, allowed, sixteen_bit, best)) {
+  pl.offered = pick(perfs, got, allowed, sixteen_bit, best);
+  if (pl.offered) {
     algo = best.algo;
     math = best.mathType;
-    pl.offered = true;
   }
-  ADA_CUDNN_CHECK(cudnnSetConvolutionMathType(pl.conv, math));
-  pl.math = static_cast<int>(math);
+  set_math(pl, math);
   ADA_CUDNN_CHECK(
       cudnnGetConvolutionForwardWorkspaceSize(h, pl.x, pl.w, pl.conv, pl.y, algo, &pl.workspace));
   pl.algo = static_cast<int>(algo);
@@ -170,13 +175,12 @@ void choose_backward_data(cudnnHandle_t h, Plan& pl, ConvMath allowed, cudnnMath
       h, pl.w, pl.y, pl.conv, pl.x, static_cast<int>(perfs.size()), &got, perfs.data()));
   cudnnConvolutionBwdDataAlgo_t algo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
   cudnnConvolutionBwdDataAlgoPerf_t best{};
-  if (pick(perfs, got, allowed, sixteen_bit, best)) {
+  pl.offered = pick(perfs, got, allowed, sixteen_bit, best);
+  if (pl.offered) {
     algo = best.algo;
     math = best.mathType;
-    pl.offered = true;
   }
-  ADA_CUDNN_CHECK(cudnnSetConvolutionMathType(pl.conv, math));
-  pl.math = static_cast<int>(math);
+  set_math(pl, math);
   ADA_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(h, pl.w, pl.y, pl.conv, pl.x, algo,
                                                                &pl.workspace));
   pl.algo = static_cast<int>(algo);
@@ -192,13 +196,12 @@ void choose_backward_filter(cudnnHandle_t h, Plan& pl, ConvMath allowed, cudnnMa
       h, pl.x, pl.y, pl.conv, pl.w, static_cast<int>(perfs.size()), &got, perfs.data()));
   cudnnConvolutionBwdFilterAlgo_t algo = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0;
   cudnnConvolutionBwdFilterAlgoPerf_t best{};
-  if (pick(perfs, got, allowed, sixteen_bit, best)) {
+  pl.offered = pick(perfs, got, allowed, sixteen_bit, best);
+  if (pl.offered) {
     algo = best.algo;
     math = best.mathType;
-    pl.offered = true;
   }
-  ADA_CUDNN_CHECK(cudnnSetConvolutionMathType(pl.conv, math));
-  pl.math = static_cast<int>(math);
+  set_math(pl, math);
   ADA_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, pl.x, pl.y, pl.conv, pl.w, algo,
                                                                  &pl.workspace));
   pl.algo = static_cast<int>(algo);
