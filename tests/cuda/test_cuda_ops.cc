@@ -175,35 +175,6 @@ template <class T>
   return ::testing::AssertionFailure() << os.str();
 }
 
-// |gpu - cpu| <= bound[i] element by element (a bound derived from the computation).
-::testing::AssertionResult within_bound(const std::string& what, const Tensor& g, const Tensor& c,
-                                        const std::vector<double>& bound) {
-  if (!g.defined()) return ::testing::AssertionFailure() << what << ": the GPU result is undefined";
-  if (g.shape() != c.shape() || static_cast<size_t>(c.numel()) != bound.size())
-    return ::testing::AssertionFailure() << what << ": gpu " << g.str() << " vs cpu " << c.str()
-                                         << " with " << bound.size() << " bounds";
-  const std::vector<float> gv = g.to(Device::cpu()).to_vector<float>(), cv = c.to_vector<float>();
-  int64_t bad = 0, worst = -1;
-  double worst_ratio = 0;
-  for (size_t i = 0; i < cv.size(); ++i) {
-    const double d = std::fabs(static_cast<double>(gv[i]) - cv[i]);
-    if (d <= bound[i]) continue;
-    ++bad;
-    if (worst < 0 || !(d / bound[i] <= worst_ratio)) {
-      worst_ratio = d / bound[i];
-      worst = static_cast<int64_t>(i);
-    }
-  }
-  if (bad == 0) return ::testing::AssertionSuccess();
-  std::ostringstream os;
-  os.precision(9);
-  os << what << ": element " << index_str(c.shape(), worst) << " gpu " << gv[worst] << " cpu "
-     << cv[worst] << " (|diff| " << std::fabs(static_cast<double>(gv[worst]) - cv[worst])
-     << " > bound " << bound[worst] << "); " << bad << " of " << cv.size()
-     << " elements outside their bounds (" << c.str() << ")";
-  return ::testing::AssertionFailure() << os.str();
-}
-
 // A bound on |gpu - cpu| for an optimizer's moment m_t = a*m_{t-1} + b*(g_t + c*w) after
 // gs.size() steps from m0 (a = 0 on a step whose `first` is set: SGD's first update), element by
 // element. Each side forms a step with at most 6 roundings (c*w, the sum with g, b times it,
@@ -804,6 +775,12 @@ struct LinearCase {
       return ::testing::AssertionFailure() << what << ": element " << i << " is " << g[i]
                                            << ", want " << want[i] << " +- " << bound[i];
   return ::testing::AssertionSuccess();
+}
+// The same against a CPU tensor's values.
+::testing::AssertionResult within(const std::string& what, const Tensor& got, const Tensor& want,
+                                  const std::vector<double>& bound) {
+  const std::vector<float> w = want.to_vector<float>();
+  return within(what, got, std::vector<double>(w.begin(), w.end()), bound);
 }
 
 void expect_linear_epilogues(Precision precision, DType out, int mantissa) {
@@ -1718,9 +1695,9 @@ TEST(CudaOps, AdamUpdateAndDirectionOverSeveralSteps) {
           // m may cancel (beta1*m + (1-beta1)*g of opposite signs): bounded by its terms' sizes
           // (w within 2 of its start: 5 steps of lr <= 0.01); v is a sum of positives.
           gs.push_back(g);
-          EXPECT_TRUE(within_bound(
-              "m" + at, gm, m,
-              moment_bound(m0, gs, w0, cf.a.beta1, 1 - cf.a.beta1, cf.a.l2, false, 2.0)));
+          EXPECT_TRUE(
+              within("m" + at, gm, m,
+                     moment_bound(m0, gs, w0, cf.a.beta1, 1 - cf.a.beta1, cf.a.l2, false, 2.0)));
           EXPECT_TRUE(near("v" + at, gv, v, kRedRtol, 1e-12));
         }
       }
@@ -1805,10 +1782,9 @@ TEST(CudaOps, MultiTensorStepsMatchTheCpuAndDoNotDependOnTheOtherEntries) {
       // m = 0.9 m + 0.1 (g + l2*w); w within 2 of its start over 3 steps of lr <= 0.03.
       const bool sgd = kind == kSgd || kind == kNesterov;
       if (kind != kPlain) {
-        EXPECT_TRUE(
-            within_bound("m" + at, g.m[i], c.m[i],
-                         moment_bound(start.m[i], gs[i], start.w[i], 0.9, sgd ? 1.0 : 0.1,
-                                      sgd ? (i % 2 ? 0.0 : 0.01) : args(0, i).l2, sgd, 2.0)));
+        EXPECT_TRUE(within("m" + at, g.m[i], c.m[i],
+                           moment_bound(start.m[i], gs[i], start.w[i], 0.9, sgd ? 1.0 : 0.1,
+                                        sgd ? (i % 2 ? 0.0 : 0.01) : args(0, i).l2, sgd, 2.0)));
       }
       if (kind == kAdam || kind == kLamb) {
         EXPECT_TRUE(near("v" + at, g.v[i], c.v[i], kRedRtol, 1e-12));
