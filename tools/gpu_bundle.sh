@@ -15,13 +15,13 @@ if [[ "${1:-}" != "--no-build" ]]; then
   command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DADA_BUILD_TESTS=ON -DADA_WITH_CUDA=ON \
         -DADA_WITH_NCCL=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DADA_MARCH=x86-64-v3 >/dev/null
-  cmake --build "$build" -j "$(nproc)" --target test_cuda test_comm_gpu bench_step bench_ops bench_allreduce trainer
+  cmake --build "$build" -j "$(nproc)" --target test_cuda test_comm_gpu bench_step bench_ops bench_allreduce trainer conv_survey
 fi
 mkdir -p .git/info
 grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/lib-fallback" "$out/data/mnist"
-for b in test_cuda test_comm_gpu bench_step bench_ops bench_allreduce trainer; do
+for b in test_cuda test_comm_gpu bench_step bench_ops bench_allreduce trainer conv_survey; do
   cp "$build/bin/$b" "$out/bin/"
   strip --strip-debug "$out/bin/$b"
 done

@@ -5,7 +5,8 @@
 # reducers' benchmark, failures); MNIST runs of the trainer on the GPU beside the CPU and through
 # MPI; the Hugging Face and TensorBoard checks; then the GPU benchmarks against PyTorch on the same
 # GPU. Logs go to $OUT (or out/gpu when OUT is unset).
-#   bash tools/gpu_test.sh [tests|nccl|train|interop|bench|peers|attention|precision|profile|session|all]
+#   bash tools/gpu_test.sh [tests|nccl|train|interop|bench|peers|attention|precision|profile|session|
+#                           convsurvey|all]
 #                         [filter]
 #                         (default: all; interop: Hugging Face and TensorBoard, also in train;
 #                          peers: issue 33's table, ours against every PyTorch twin incl.
@@ -21,7 +22,10 @@
 #                          not in all; precision: only the BERT-tiny training part of it;
 #                          session: what a lent GPU's first call should run, about 7 minutes:
 #                          tests, precision, ours at its best against each case's fastest twin
-#                          (ResNet-50 b256, BERT-Large s128 b64 and s512 b16), profile)
+#                          (ResNet-50 b256, BERT-Large s128 b64 and s512 b16), profile);
+#                          convsurvey: each cuDNN convolution algorithm's error with 16-bit
+#                          tensors (apps/conv_survey.cc, the evidence for conv.cc's rules;
+#                          ~10 s), not in all: rerun it when cuDNN changes)
 #   bash tools/gpu_test.sh step "resnet50 --batch 64;bert_base --batch 32 --seq 128"
 #                                     (bench_step against PyTorch eager for the named cases only;
 #                                      add --twins eager,compile,... to a case for others)
@@ -296,6 +300,10 @@ fi
 if [[ "$what" == step ]]; then
   IFS=';' read -ra cases <<< "$filter"
   step_cases "${cases[@]}" | tee "$out/step.log"
+fi
+if [[ "$what" == convsurvey ]]; then
+  .gpu/bin/conv_survey 2>&1 | tee "$out/conv_survey.log"
+  status=${PIPESTATUS[0]}
 fi
 if [[ "$what" == session ]]; then
   # Issue 33's figures in one call: ours at its best against each case's fastest twin (as found

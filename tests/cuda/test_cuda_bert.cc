@@ -63,7 +63,12 @@ Grads run_model(const std::string& model, nn::TensorMap batch, Device device, DT
   if (!device.is_cpu() && act != DType::f32)
     set_cuda_matmul_precision(act == DType::bf16 ? Precision::bf16 : Precision::fp16);
   const int64_t before = ops::sixteen_bit_copies();
-  backward(net->forward(batch).loss);
+  // f16 activations train with loss scaling (train.loss_scale; 2^16, the dynamic scaler's start):
+  // without it this model's smallest gradients fall into f16's subnormals on both devices. The
+  // scale is a power of two, so dividing it back out is exact.
+  const float loss_scale = act == DType::f16 ? 65536.f : 1.f;
+  const Variable loss = net->forward(batch).loss;
+  backward(loss, Tensor::full(loss.value().shape(), loss_scale, DType::f32, device));
   if (copies) *copies = ops::sixteen_bit_copies() - before;
   set_activation_dtype(DType::f32);
   set_cuda_matmul_precision(Precision::fp32);
@@ -72,6 +77,7 @@ Grads run_model(const std::string& model, nn::TensorMap batch, Device device, DT
     g.names.push_back(p.name);
     g.shapes.push_back(p.var.value().shape());
     g.values.push_back(p.var.grad().to(Device::cpu()).to_vector<float>());
+    for (float& v : g.values.back()) v /= loss_scale;
   }
   return g;
 }

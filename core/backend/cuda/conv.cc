@@ -66,7 +66,7 @@ struct Plan {
   int algo = 0;  // cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t by direction
   size_t workspace = 0;
   int math = 0;          // the cudnnMathType_t set on `conv`
-  bool offered = false;  // the heuristic offered a qualifying algorithm (else algorithm 0)
+  bool offered = false;  // the heuristic offered a qualifying algorithm (else the fallback)
   Plan() = default;
   Plan(const Plan&) = delete;
   Plan& operator=(const Plan&) = delete;
@@ -96,43 +96,51 @@ ConvMath current_math() {
                                                                     : ConvMath::fma;
 }
 
-// The first heuristic result that succeeded, fits kMaxWorkspace and uses no more than `math`
-// allows (fma: CUDNN_FMA_MATH only, as cuDNN's other math types may use TF32 tensor cores for
-// fp32; tf32: anything but the fp16 down-conversion). The heuristics' order is kept as is:
-// non-deterministic (atomic) backward algorithms are not avoided, so backward results may differ
-// between runs by fp32 rounding.
-// With 16-bit tensors, the FFT and Winograd algorithms are skipped: they round their transformed
-// operands and partial sums to the tensors' 16-bit type (an fp16 NCHW backward-data convolution
-// through one was 3% off in one element of a 144-product sum on an H200, 2026-11-27), where
-// 16-bit activations promise 16-bit inputs and outputs with fp32 sums.
-bool rounds_inside(cudnnConvolutionFwdAlgo_t a) {
-  return a == CUDNN_CONVOLUTION_FWD_ALGO_FFT || a == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
-         a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD ||
-         a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+// How an algorithm suits 16-bit tensors, which promise 16-bit inputs and outputs with fp32 sums.
+// Measured by apps/conv_survey.cc on an H200 with cuDNN 9.14 (2026-11-27,
+// docs/results/gpu_h200/conv_survey_2026-11-27.log: every algorithm and math type of six shapes,
+// 3x3/1x1/7x7 kernels, strides 1 and 2, bf16 and fp16, NCHW and NHWC, against a double reference,
+// in units of one 16-bit rounding plus an fp32 summation bound):
+//   - backward algorithm 0 (data and filter) adds into the 16-bit output with atomics: up to 105x
+//     that bound (backward-data in NCHW, backward-filter in both layouts): never used;
+//   - backward-data algorithm 1 in fp16 NCHW: 4-5x over on x [4,8,13,13], w [16,8,3,3] and within
+//     on the other five shapes: used only when nothing else qualifies;
+//   - every forward algorithm, and FFT and Winograd in all three directions, stayed within.
+enum class Fit { ok, last_resort, never };
+struct Tensors {
+  bool sixteen_bit = false, fp16_nchw = false;
+};
+Fit fit(cudnnConvolutionFwdAlgo_t, Tensors) {
+  return Fit::ok;
 }
-bool rounds_inside(cudnnConvolutionBwdDataAlgo_t a) {
-  return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT ||
-         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING ||
-         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD ||
-         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
+Fit fit(cudnnConvolutionBwdDataAlgo_t a, Tensors t) {
+  if (!t.sixteen_bit) return Fit::ok;
+  if (a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0) return Fit::never;
+  return t.fp16_nchw && a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_1 ? Fit::last_resort : Fit::ok;
 }
-bool rounds_inside(cudnnConvolutionBwdFilterAlgo_t a) {
-  return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT ||
-         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING ||
-         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
+Fit fit(cudnnConvolutionBwdFilterAlgo_t a, Tensors t) {
+  return t.sixteen_bit && a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 ? Fit::never : Fit::ok;
 }
 
+// The first heuristic result that succeeded, fits kMaxWorkspace, uses no more than `math`
+// allows (fma: CUDNN_FMA_MATH only, as cuDNN's other math types may use TF32 tensor cores for
+// fp32; tf32: anything but the fp16 down-conversion) and suits the tensors (fit), a last resort
+// only when no other does. The heuristics' order is kept otherwise: non-deterministic (atomic)
+// backward algorithms are not avoided for f32, so backward results may differ between runs by
+// fp32 rounding.
 template <class Perf>
-bool pick(const std::vector<Perf>& perfs, int got, ConvMath math, bool sixteen_bit, Perf& out) {
-  for (int i = 0; i < got && i < static_cast<int>(perfs.size()); ++i) {
-    const Perf& p = perfs[static_cast<size_t>(i)];
-    if (p.status != CUDNN_STATUS_SUCCESS || p.memory > kMaxWorkspace) continue;
-    if (sixteen_bit && rounds_inside(p.algo)) continue;
-    if (math == ConvMath::fma && p.mathType != CUDNN_FMA_MATH) continue;
-    if (math == ConvMath::tf32 && p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;
-    out = p;
-    return true;
-  }
+bool pick(const std::vector<Perf>& perfs, int got, ConvMath math, Tensors t, Perf& out) {
+  for (Fit allowed : {Fit::ok, Fit::last_resort})
+    for (int i = 0; i < got && i < static_cast<int>(perfs.size()); ++i) {
+      const Perf& p = perfs[static_cast<size_t>(i)];
+      if (p.status != CUDNN_STATUS_SUCCESS || p.memory > kMaxWorkspace) continue;
+      const Fit f = fit(p.algo, t);
+      if (f == Fit::never || (f == Fit::last_resort && allowed == Fit::ok)) continue;
+      if (math == ConvMath::fma && p.mathType != CUDNN_FMA_MATH) continue;
+      if (math == ConvMath::tf32 && p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;
+      out = p;
+      return true;
+    }
   return false;
 }
 
@@ -143,9 +151,9 @@ void set_math(Plan& pl, cudnnMathType_t math) {
 }
 
 // Each choose_* sets plan.algo, the conv descriptor's math type and plan.workspace. When no
-// heuristic result qualifies, the always-supported algorithm 0 (implicit GEMM) in `math` is used.
-void choose_forward(cudnnHandle_t h, Plan& pl, ConvMath allowed, cudnnMathType_t math,
-                    bool sixteen_bit) {
+// heuristic result qualifies, algorithm 0 (implicit GEMM, always supported) in `math` is used,
+// or for 16-bit backward directions algorithm 1 (algorithm 0 never suits them; see fit).
+void choose_forward(cudnnHandle_t h, Plan& pl, ConvMath allowed, cudnnMathType_t math, Tensors t) {
   int max = 0;
   ADA_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max));
   std::vector<cudnnConvolutionFwdAlgoPerf_t> perfs(static_cast<size_t>(std::max(max, 1)));
@@ -154,7 +162,7 @@ void choose_forward(cudnnHandle_t h, Plan& pl, ConvMath allowed, cudnnMathType_t
       h, pl.x, pl.w, pl.conv, pl.y, static_cast<int>(perfs.size()), &got, perfs.data()));
   cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   cudnnConvolutionFwdAlgoPerf_t best{};
-  pl.offered = pick(perfs, got, allowed, sixteen_bit, best);
+  pl.offered = pick(perfs, got, allowed, t, best);
   if (pl.offered) {
     algo = best.algo;
     math = best.mathType;
@@ -166,16 +174,17 @@ void choose_forward(cudnnHandle_t h, Plan& pl, ConvMath allowed, cudnnMathType_t
 }
 
 void choose_backward_data(cudnnHandle_t h, Plan& pl, ConvMath allowed, cudnnMathType_t math,
-                          bool sixteen_bit) {
+                          Tensors t) {
   int max = 0;
   ADA_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max));
   std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perfs(static_cast<size_t>(std::max(max, 1)));
   int got = 0;
   ADA_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
       h, pl.w, pl.y, pl.conv, pl.x, static_cast<int>(perfs.size()), &got, perfs.data()));
-  cudnnConvolutionBwdDataAlgo_t algo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
+  cudnnConvolutionBwdDataAlgo_t algo =
+      t.sixteen_bit ? CUDNN_CONVOLUTION_BWD_DATA_ALGO_1 : CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
   cudnnConvolutionBwdDataAlgoPerf_t best{};
-  pl.offered = pick(perfs, got, allowed, sixteen_bit, best);
+  pl.offered = pick(perfs, got, allowed, t, best);
   if (pl.offered) {
     algo = best.algo;
     math = best.mathType;
@@ -187,16 +196,17 @@ void choose_backward_data(cudnnHandle_t h, Plan& pl, ConvMath allowed, cudnnMath
 }
 
 void choose_backward_filter(cudnnHandle_t h, Plan& pl, ConvMath allowed, cudnnMathType_t math,
-                            bool sixteen_bit) {
+                            Tensors t) {
   int max = 0;
   ADA_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max));
   std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perfs(static_cast<size_t>(std::max(max, 1)));
   int got = 0;
   ADA_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
       h, pl.x, pl.y, pl.conv, pl.w, static_cast<int>(perfs.size()), &got, perfs.data()));
-  cudnnConvolutionBwdFilterAlgo_t algo = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0;
+  cudnnConvolutionBwdFilterAlgo_t algo =
+      t.sixteen_bit ? CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1 : CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0;
   cudnnConvolutionBwdFilterAlgoPerf_t best{};
-  pl.offered = pick(perfs, got, allowed, sixteen_bit, best);
+  pl.offered = pick(perfs, got, allowed, t, best);
   if (pl.offered) {
     algo = best.algo;
     math = best.mathType;
@@ -246,15 +256,16 @@ std::unique_ptr<Plan> make_plan(int dev, Dir dir, const ConvGeom& g, ConvMath al
       << g.n << "," << g.k << "," << g.p << "," << g.q << "]";
   ADA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(pl->y, fmt, data, i(g.n), i(g.k), i(g.p), i(g.q)));
   cudnnHandle_t h = cudnn(dev);
+  const Tensors t{data != CUDNN_DATA_FLOAT, data == CUDNN_DATA_HALF && !p.channels_last};
   switch (dir) {
     case Dir::forward:
-      choose_forward(h, *pl, allowed, math, data != CUDNN_DATA_FLOAT);
+      choose_forward(h, *pl, allowed, math, t);
       break;
     case Dir::backward_data:
-      choose_backward_data(h, *pl, allowed, math, data != CUDNN_DATA_FLOAT);
+      choose_backward_data(h, *pl, allowed, math, t);
       break;
     case Dir::backward_filter:
-      choose_backward_filter(h, *pl, allowed, math, data != CUDNN_DATA_FLOAT);
+      choose_backward_filter(h, *pl, allowed, math, t);
       break;
   }
   {
@@ -269,7 +280,7 @@ std::unique_ptr<Plan> make_plan(int dev, Dir dir, const ConvGeom& g, ConvMath al
                                          : "f32")
          << ": algorithm " << pl->algo << " (cudnnConvolution" << kAlgoEnum[static_cast<int>(dir)]
          << "Algo_t), math type " << pl->math << ", "
-         << (pl->offered ? "offered by the heuristic" : "none offered: algorithm 0")
+         << (pl->offered ? "offered by the heuristic" : "none offered: the fallback")
          << ", workspace " << pl->workspace << " bytes";
     std::lock_guard<std::mutex> lock(report_mu());
     report_lines().push_back(line.str());
