@@ -93,6 +93,13 @@ inline std::vector<Act16Case> act16_cases() {
       {"permute", {{K::act, {3, 4, 5}}}, {K::act}, [](const std::vector<Tensor>& in, DType) {
          return std::vector<Tensor>{ops::permute(in[0], {2, 0, 1})};
        }});
+  // Attention's head split (on the GPU 16 bytes a thread: runs of 16 contiguous 16-bit values).
+  c.push_back({"permute heads",
+               {{K::act, {2, 3, 5, 16}}},
+               {K::act},
+               [](const std::vector<Tensor>& in, DType) {
+                 return std::vector<Tensor>{ops::permute(in[0], {0, 2, 1, 3})};
+               }});
   c.push_back({"sum over rows", {{K::act, x}}, {K::act}, [](const std::vector<Tensor>& in, DType) {
                  return std::vector<Tensor>{ops::sum(in[0], {0})};
                }});
@@ -166,15 +173,17 @@ inline std::vector<Act16Case> act16_cases() {
   // batch_norm_relu, and a residual block's tail: relu(batch_norm + residual) in one pass
   // (16-bit: the normalised value not rounded before the add, so not add_relu's bits after
   // batch_norm: a case of its own). NCHW, and [rows, C] (channels-last's view, which the GPU runs
-  // on kernels of its own: lanes on channels, C past a warp's 32, several chunks of rows).
-  for (const Shape& x : {Shape{4, 3, 5, 5}, Shape{1000, 40}})
+  // on kernels of its own: lanes on channels, C past a warp's 32, several chunks of rows). The
+  // GPU's element-wise passes take 8 16-bit values a step within one channel (planes of 32) or
+  // across 8 channels of a row (C 40), else one (planes of 25, C 12).
+  for (const Shape& x : {Shape{4, 3, 5, 5}, Shape{2, 3, 4, 8}, Shape{1000, 40}, Shape{300, 12}})
     for (bool residual : {false, true}) {
       const int64_t ch = x[1];
       std::vector<std::pair<Kind, Shape>> args{
           {K::act, x}, {K::f32, {ch}}, {K::f32, {ch}}, {K::act, x}};
       if (residual) args.push_back({K::act, x});
       std::string name = residual ? "batch_norm_relu + residual" : "batch_norm_relu";
-      if (x.size() == 2) name += " [rows, C]";
+      name += (x.size() == 2 ? " [rows, C] " : " ") + shape_str(x);
       c.push_back({name,
                    args,
                    {K::act, K::act, K::f32, K::f32},

@@ -25,15 +25,36 @@ __global__ void fill_kernel(float* p, int64_t n, float v) {
 }
 
 // Elements of T (float, or a 16-bit activation type) computed in f32 and rounded once.
-template <class F, class T>
+// kVec elements a thread a step, as one 16-byte access each (kVec16<T>, when the pointers are
+// 16-byte aligned; one 2-byte access a step left 16-bit maps far below the bandwidth), the last
+// n % kVec elements by the first threads.
+template <int kVec, class F, class T>
 __global__ void map1_kernel(const T* x, T* y, int64_t n, F f) {
-  for (int64_t i = global_tid(); i < n; i += global_stride()) st(y, i, f(ld(x, i)));
+  using P = Pack<T, kVec>;
+  for (int64_t q = global_tid(); q < n / kVec; q += global_stride()) {
+    const P xv = reinterpret_cast<const P*>(x)[q];
+    P out;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) st(out.v, j, f(ld(xv.v, j)));
+    reinterpret_cast<P*>(y)[q] = out;
+  }
+  const int64_t i = n / kVec * kVec + global_tid();
+  if (i < n) st(y, i, f(ld(x, i)));
 }
 
 // y may alias a or b: each element is read before it is written, by the same thread.
-template <class F, class T>
+template <int kVec, class F, class T>
 __global__ void map2_kernel(const T* a, const T* b, T* y, int64_t n, F f) {
-  for (int64_t i = global_tid(); i < n; i += global_stride()) st(y, i, f(ld(a, i), ld(b, i)));
+  using P = Pack<T, kVec>;
+  for (int64_t q = global_tid(); q < n / kVec; q += global_stride()) {
+    const P av = reinterpret_cast<const P*>(a)[q], bv = reinterpret_cast<const P*>(b)[q];
+    P out;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) st(out.v, j, f(ld(av.v, j), ld(bv.v, j)));
+    reinterpret_cast<P*>(y)[q] = out;
+  }
+  const int64_t i = n / kVec * kVec + global_tid();
+  if (i < n) st(y, i, f(ld(a, i), ld(b, i)));
 }
 
 struct AddF {
@@ -98,7 +119,13 @@ Tensor map1(const char* op, const Tensor& a, F f) {
   if (n == 0) return y;
   with_float_type(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    map1_kernel<<<blocks_for(n), kThreads, 0, stream(dev)>>>(data_as<T>(a), data_as<T>(y), n, f);
+    constexpr int v = kVec16<T>;
+    if (aligned16({a.raw_data(), y.raw_data()}))
+      map1_kernel<v>
+          <<<blocks_for(n / v + 1), kThreads, 0, stream(dev)>>>(data_as<T>(a), data_as<T>(y), n, f);
+    else
+      map1_kernel<1>
+          <<<blocks_for(n), kThreads, 0, stream(dev)>>>(data_as<T>(a), data_as<T>(y), n, f);
   });
   ADA_CUDA_LAUNCH_CHECK();
   return y;
@@ -113,8 +140,13 @@ void map2_into(const char* op, const Tensor& a, const Tensor& b, Tensor& y, F f)
   if (n == 0) return;
   with_float_type(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    map2_kernel<<<blocks_for(n), kThreads, 0, stream(dev)>>>(data_as<T>(a), data_as<T>(b),
-                                                             data_as<T>(y), n, f);
+    constexpr int v = kVec16<T>;
+    if (aligned16({a.raw_data(), b.raw_data(), y.raw_data()}))
+      map2_kernel<v><<<blocks_for(n / v + 1), kThreads, 0, stream(dev)>>>(
+          data_as<T>(a), data_as<T>(b), data_as<T>(y), n, f);
+    else
+      map2_kernel<1><<<blocks_for(n), kThreads, 0, stream(dev)>>>(data_as<T>(a), data_as<T>(b),
+                                                                  data_as<T>(y), n, f);
   });
   ADA_CUDA_LAUNCH_CHECK();
 }
@@ -197,10 +229,36 @@ std::vector<int64_t> contiguous_strides(const Shape& s) {
   return st;
 }
 
+// offset_of in 32-bit arithmetic, for index spaces whose indices and offsets fit (a 64-bit
+// division costs several times the instructions of a 32-bit one, and the permutes of attention's
+// heads were bound by them).
+__device__ __forceinline__ uint32_t offset_of32(const Dims& d, uint32_t i) {
+  uint32_t off = 0;
+  for (int k = d.nd - 1; k >= 0; --k) {
+    const uint32_t s = static_cast<uint32_t>(d.size[k]);
+    off += (i % s) * static_cast<uint32_t>(d.stride[k]);
+    i /= s;
+  }
+  return off;
+}
+
 // out[i] = in[offset_of(d, i)] for i < n = prod(d.size); T: any element type (a copy).
-template <class T>
+template <class T, bool kNarrow>
 __global__ void gather_kernel(const T* in, T* out, int64_t n, Dims d) {
-  for (int64_t i = global_tid(); i < n; i += global_stride()) out[i] = in[offset_of(d, i)];
+  for (int64_t i = global_tid(); i < n; i += global_stride())
+    out[i] = in[kNarrow ? static_cast<int64_t>(offset_of32(d, static_cast<uint32_t>(i)))
+                        : offset_of(d, i)];
+}
+// Launches gather_kernel, in 32-bit index arithmetic when n and every offset fit.
+template <class T>
+void gather(const T* in, T* out, int64_t n, const Dims& d, cudaStream_t st) {
+  int64_t last = 0;  // the largest offset
+  for (int k = 0; k < d.nd; ++k) last += (d.size[k] - 1) * d.stride[k];
+  if (n <= UINT32_MAX && last <= UINT32_MAX)
+    gather_kernel<T, true><<<blocks_for(n), kThreads, 0, st>>>(in, out, n, d);
+  else
+    gather_kernel<T, false><<<blocks_for(n), kThreads, 0, st>>>(in, out, n, d);
+  ADA_CUDA_LAUNCH_CHECK();
 }
 
 // ---- sums over axes ------------------------------------------------------------------------
@@ -588,11 +646,26 @@ Tensor permute(const Tensor& x, const std::vector<int>& perm) {
                                    cudaMemcpyDeviceToDevice, stream(dev)));
     return y;
   }
+  // 16 bytes a thread when the innermost dim is contiguous in x and a multiple of 16 bytes long
+  // (attention's heads: runs of the head size): every other stride of x is a multiple of that
+  // run (x is contiguous and the run ends at its last dim), so the map holds in 16-byte units.
+  const int64_t v = 16 / static_cast<int64_t>(dtype_size(x.dtype()));
+  Dims dv = d;
+  bool vec = d.stride[d.nd - 1] == 1 && d.size[d.nd - 1] % v == 0 &&
+             reinterpret_cast<uintptr_t>(x.raw_data()) % 16 == 0 &&
+             reinterpret_cast<uintptr_t>(y.raw_data()) % 16 == 0;
+  for (int k = 0; vec && k < d.nd - 1; ++k) vec = d.stride[k] % v == 0;
+  if (vec) {
+    dv.size[d.nd - 1] /= v;
+    for (int k = 0; k < d.nd - 1; ++k) dv.stride[k] /= v;
+    gather(static_cast<const uint4*>(x.raw_data()), static_cast<uint4*>(y.raw_data()), n / v, dv,
+           stream(dev));
+    return y;
+  }
   with_float_type(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    gather_kernel<<<blocks_for(n), kThreads, 0, stream(dev)>>>(data_as<T>(x), data_as<T>(y), n, d);
+    gather(data_as<T>(x), data_as<T>(y), n, d, stream(dev));
   });
-  ADA_CUDA_LAUNCH_CHECK();
   return y;
 }
 
@@ -657,9 +730,7 @@ Tensor sum_backward(const Tensor& dy, const Shape& x_shape, const std::vector<in
     l.stride.push_back(red[i] ? 0 : kst[i]);
   }
   const Dims d = to_dims(merge_dims(l), "sum_backward");
-  gather_kernel<<<blocks_for(n), kThreads, 0, stream(dev)>>>(dy.data<float>(), dx.data<float>(), n,
-                                                             d);
-  ADA_CUDA_LAUNCH_CHECK();
+  gather(dy.data<float>(), dx.data<float>(), n, d, stream(dev));
   return dx;
 }
 

@@ -59,6 +59,20 @@ __device__ __forceinline__ void st(__half* p, int64_t i, float v) {
   p[i] = f16_of(v);
 }
 
+// kVec elements of T moved as one 16-byte access (kVec16<T> of them: 4 floats, 8 16-bit values).
+template <class T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+template <class T>
+constexpr int kVec16 = 16 / static_cast<int>(sizeof(T));
+// Whether every non-null pointer is 16-byte aligned.
+inline bool aligned16(std::initializer_list<const void*> ptrs) {
+  for (const void* p : ptrs)
+    if (p && reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  return true;
+}
+
 // Calls f(T{}) with T the element type of a float dtype (float, __nv_bfloat16, __half).
 template <class F>
 inline void with_float_type(DType t, F&& f) {

@@ -178,74 +178,57 @@ __device__ __forceinline__ int64_t bn_channel(int64_t i, int64_t c, int64_t inne
   return (i / inner) % c;
 }
 
-// The element-wise passes go flat over the tensor, kVec elements a step: 4 (one float4) when
-// `inner` is a multiple of 4 and the pointers are 16-byte aligned, so that a float4 never spans
-// two channels; else 1. (Rows of `inner` per block left most threads idle on 7x7 planes.)
-template <int kVec>
-struct Vec;
-template <>
-struct Vec<4> {
-  using T = float4;
-  __device__ static float& at(T& v, int j) {
-    return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w;
-  }
-};
-template <>
-struct Vec<1> {
-  using T = float;
-};
-bool vec4_ok(int64_t inner, std::initializer_list<const void*> ptrs) {
-  if (inner % 4 != 0) return false;
-  for (const void* p : ptrs)
-    if (p && reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
-  return true;
+// The element-wise passes go flat over the tensor, 16 bytes a step (kVec = 4 floats or 8 16-bit
+// values) when the vector stays inside one channel (`inner` a multiple of kVec: NCHW planes) or
+// covers kVec consecutive channels of one row (`inner` 1 and C a multiple of kVec: channels-last)
+// and the pointers are 16-byte aligned; else one element a step. (Rows of `inner` per block left
+// most threads idle on 7x7 planes; one 16-bit element a step left channels-last batch norm at a
+// fraction of the bandwidth.)
+template <class T>
+bool bn_vec_ok(int64_t c, int64_t inner, std::initializer_list<const void*> ptrs) {
+  constexpr int v = kVec16<T>;
+  return (inner % v == 0 || (inner == 1 && c % v == 0)) && aligned16(ptrs);
+}
+// The channel of element j of the vector starting at flat element e (channel ch0 = e's).
+__device__ __forceinline__ int64_t bn_lane_channel(int64_t ch0, int64_t inner, int j) {
+  return inner == 1 ? ch0 + j : ch0;
 }
 
-// y = x * ab[ch] + ab[c + ch], then max(y, 0) with kRelu (the same bits as relu of the result).
-// T: float (kVec 4 or 1), or a 16-bit type (kVec 1: read as f32, the result rounded once). With
-// r (kRelu only): relu(x * ab[ch] + ab[c + ch] + r), add_relu's arithmetic on the normalised value.
+// y = x * ab[ch] + ab[c + ch], then max(y, 0) with kRelu (the same bits as relu of the result);
+// 16-bit x read as f32, the result rounded once. With r (kRelu only):
+// relu(x * ab[ch] + ab[c + ch] + r), add_relu's arithmetic on the normalised value.
 template <int kVec, bool kRelu, class T>
 __global__ void bn_apply_kernel(const T* x, const T* r, const float* ab, T* y, int64_t total,
                                 int64_t c, int64_t inner) {
+  using P = Pack<T, kVec>;
   const bool narrow = total <= INT32_MAX;
   for (int64_t q = global_tid(); q < total / kVec; q += global_stride()) {
-    const int64_t ch = bn_channel(q * kVec, c, inner, narrow);
-    const float a = ab[ch], b = ab[c + ch];
-    if constexpr (kVec == 1) {
-      float e = ld(x, q) * a + b;
-      if (r) e = e + ld(r, q);
-      if (kRelu) e = e > 0.f ? e : 0.f;
-      st(y, q, e);
-    } else {
-      using VT = typename Vec<kVec>::T;
-      VT v = reinterpret_cast<const VT*>(x)[q];
-      VT rv;
-      if (r) rv = reinterpret_cast<const VT*>(r)[q];
+    const int64_t ch0 = bn_channel(q * kVec, c, inner, narrow);
+    const P xv = reinterpret_cast<const P*>(x)[q];
+    P rv, out;
+    if (r) rv = reinterpret_cast<const P*>(r)[q];
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) {
-        float& e = Vec<kVec>::at(v, j);
-        e = e * a + b;
-        if (r) e = e + Vec<kVec>::at(rv, j);
-        if (kRelu) e = e > 0.f ? e : 0.f;
-      }
-      reinterpret_cast<VT*>(y)[q] = v;
+    for (int j = 0; j < kVec; ++j) {
+      const int64_t ch = bn_lane_channel(ch0, inner, j);
+      float e = ld(xv.v, j) * ab[ch] + ab[c + ch];
+      if (r) e = e + ld(rv.v, j);
+      if (kRelu) e = e > 0.f ? e : 0.f;
+      st(out.v, j, e);
     }
+    reinterpret_cast<P*>(y)[q] = out;
   }
 }
 template <bool kRelu, class T>
 void bn_apply(const T* x, const T* r, const float* ab, T* y, int64_t total, int64_t c,
               int64_t inner, cudaStream_t st) {
   if (total == 0) return;
-  if constexpr (std::is_same_v<T, float>) {
-    if (vec4_ok(inner, {x, y, r})) {
-      bn_apply_kernel<4, kRelu, T>
-          <<<blocks_for(total / 4), kThreads, 0, st>>>(x, r, ab, y, total, c, inner);
-      ADA_CUDA_LAUNCH_CHECK();
-      return;
-    }
-  }
-  bn_apply_kernel<1, kRelu, T>
-      <<<blocks_for(total), kThreads, 0, st>>>(x, r, ab, y, total, c, inner);
+  constexpr int v = kVec16<T>;
+  if (bn_vec_ok<T>(c, inner, {x, y, r}))
+    bn_apply_kernel<v, kRelu, T>
+        <<<blocks_for(total / v), kThreads, 0, st>>>(x, r, ab, y, total, c, inner);
+  else
+    bn_apply_kernel<1, kRelu, T>
+        <<<blocks_for(total), kThreads, 0, st>>>(x, r, ab, y, total, c, inner);
   ADA_CUDA_LAUNCH_CHECK();
 }
 
@@ -405,50 +388,40 @@ __global__ void bn_backward_finish_kernel(const double* part_dy, const double* p
   }
 }
 
-// dx = kk * (g - mean(dy) - (x - mean) * cf), g = dy masked by y > 0 with kRelu. T as in
+// dx = kk * (g - mean(dy) - (x - mean) * cf), g = dy masked by y > 0 with kRelu; vectors as in
 // bn_apply_kernel.
 template <int kVec, bool kRelu, class T>
 __global__ void bn_backward_apply_kernel(const T* dy, const T* x, const T* y, const double* coef,
                                          T* dx, int64_t total, int64_t c, int64_t inner) {
+  using P = Pack<T, kVec>;
   const bool narrow = total <= INT32_MAX;
   for (int64_t q = global_tid(); q < total / kVec; q += global_stride()) {
-    const double* k = coef + 4 * bn_channel(q * kVec, c, inner, narrow);
-    const double kk = k[0], mean_dy = k[1], cf = k[2], mean = k[3];
-    if constexpr (kVec == 1) {
-      float g = ld(dy, q);
-      if (kRelu && !(ld(y, q) > 0.f)) g = 0.f;
-      st(dx, q, static_cast<float>(kk * (g - mean_dy - (ld(x, q) - mean) * cf)));
-    } else {
-      using VT = typename Vec<kVec>::T;
-      VT gv = reinterpret_cast<const VT*>(dy)[q];
-      VT xv = reinterpret_cast<const VT*>(x)[q];
-      VT yv;
-      if (kRelu) yv = reinterpret_cast<const VT*>(y)[q];
-      VT out;
+    const int64_t ch0 = bn_channel(q * kVec, c, inner, narrow);
+    const P gv = reinterpret_cast<const P*>(dy)[q], xv = reinterpret_cast<const P*>(x)[q];
+    P yv, out;
+    if (kRelu) yv = reinterpret_cast<const P*>(y)[q];
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) {
-        float g = Vec<kVec>::at(gv, j);
-        if (kRelu && !(Vec<kVec>::at(yv, j) > 0.f)) g = 0.f;
-        Vec<kVec>::at(out, j) =
-            static_cast<float>(kk * (g - mean_dy - (Vec<kVec>::at(xv, j) - mean) * cf));
-      }
-      reinterpret_cast<VT*>(dx)[q] = out;
+    for (int j = 0; j < kVec; ++j) {
+      const double* k = coef + 4 * bn_lane_channel(ch0, inner, j);
+      const double kk = k[0], mean_dy = k[1], cf = k[2], mean = k[3];
+      float g = ld(gv.v, j);
+      if (kRelu && !(ld(yv.v, j) > 0.f)) g = 0.f;
+      st(out.v, j, static_cast<float>(kk * (g - mean_dy - (ld(xv.v, j) - mean) * cf)));
     }
+    reinterpret_cast<P*>(dx)[q] = out;
   }
 }
 template <bool kRelu, class T>
 void bn_backward_apply(const T* dy, const T* x, const T* y, const double* coef, T* dx,
                        int64_t total, int64_t c, int64_t inner, cudaStream_t st) {
-  if constexpr (std::is_same_v<T, float>) {
-    if (vec4_ok(inner, {dy, x, y, dx})) {
-      bn_backward_apply_kernel<4, kRelu, T>
-          <<<blocks_for(total / 4), kThreads, 0, st>>>(dy, x, y, coef, dx, total, c, inner);
-      ADA_CUDA_LAUNCH_CHECK();
-      return;
-    }
-  }
-  bn_backward_apply_kernel<1, kRelu, T>
-      <<<blocks_for(total), kThreads, 0, st>>>(dy, x, y, coef, dx, total, c, inner);
+  if (total == 0) return;
+  constexpr int v = kVec16<T>;
+  if (bn_vec_ok<T>(c, inner, {dy, x, y, dx}))
+    bn_backward_apply_kernel<v, kRelu, T>
+        <<<blocks_for(total / v), kThreads, 0, st>>>(dy, x, y, coef, dx, total, c, inner);
+  else
+    bn_backward_apply_kernel<1, kRelu, T>
+        <<<blocks_for(total), kThreads, 0, st>>>(dy, x, y, coef, dx, total, c, inner);
   ADA_CUDA_LAUNCH_CHECK();
 }
 
