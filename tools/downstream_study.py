@@ -14,6 +14,11 @@ not committed).
 
     /usr/bin/python3 tools/downstream_study.py [--out docs/results/bert_tiny_downstream]
         [--ranks 2] [--pretrain-steps 300] [--seeds 1 2 3] [--ft-seeds 1 2 3] [--report-only]
+        [--device cpu|cuda] [--trainer T] [--mpirun M]
+
+--device cuda runs every pre-training and fine-tuning with train.device cuda (the ranks of a
+pre-training share the one GPU through MPI staging): `bash tools/gpu_test.sh downstream [STEPS]`
+on a lent GPU machine, after `tools/gpu_bundle.sh --downstream` here.
 """
 import argparse
 import json
@@ -44,6 +49,14 @@ def cpu_name():
     return platform.processor() or "unknown"
 
 
+def gpu_name():
+    try:
+        return subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                              capture_output=True, text=True, check=True).stdout.split("\n")[0].strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown GPU"
+
+
 def run_cell(cells, path, key, cmd, out_dir):
     if key in cells:
         return cells[key]
@@ -58,7 +71,10 @@ def run_cell(cells, path, key, cmd, out_dir):
     s = json.load(open(os.path.join(REPO, out_dir, "summary.json")))
     cell = {k: s[k] for k in ("eval_mlm_loss", "eval_accuracy", "eval_loss", "steps", "commit",
                               "trainer_version") if k in s}
-    cell.update(wall_s=round(time.time() - t0, 1), cpu=cpu_name(), command=" ".join(cmd))
+    cell.update(wall_s=round(time.time() - t0, 1), cpu=cpu_name(), cores=os.cpu_count(),
+                command=" ".join(cmd))
+    if "train.device=cuda" in cmd:
+        cell["gpu"] = gpu_name()
     cells[key] = cell
     tmp = path + ".tmp"
     json.dump(cells, open(tmp, "w"), indent=1, sort_keys=True)
@@ -75,7 +91,12 @@ def main():
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--ft-seeds", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--mpirun", default="mpirun")
     a = ap.parse_args()
+    mpi = [a.mpirun] + MPI[1:]
+    device = ["--set", f"train.device={a.device}"] if a.device != "cpu" else []
+    dev_key = f" device {a.device}" if a.device != "cpu" else ""  # CPU cells keep their keys
     os.makedirs(a.out, exist_ok=True)
     path = os.path.join(a.out, "cells.json")
     cells = json.load(open(path)) if os.path.exists(path) else {}
@@ -89,25 +110,26 @@ def main():
             pre_dir = f"runs/downstream/pretrain-{method}-s{seed}"
             pre = None
             if cfg:
-                cmd = MPI + ["-np", str(a.ranks), a.trainer, "--config", cfg,
+                cmd = mpi + ["-np", str(a.ranks), a.trainer, "--config", cfg] + device + [
                              "--set", f"train.steps={steps}", "--set", f"schedule.warmup_steps={warmup}",
                              "--set", f"train.seed={seed}", "--set", f"train.eval_every={steps}",
                              "--set", f"output.dir={pre_dir}", "--set", "checkpoint.overwrite=true"]
-                key = f"pretrain {method} seed {seed} ranks {a.ranks} steps {steps}"
+                key = f"pretrain {method} seed {seed} ranks {a.ranks} steps {steps}{dev_key}"
                 if a.report_only and key not in cells:
                     continue
                 ft_missing = any(f"finetune {method} seed {seed} ft {ft} ranks {a.ranks} steps {steps}"
-                                 not in cells for ft in a.ft_seeds)
+                                 f"{dev_key}" not in cells for ft in a.ft_seeds)
                 if ft_missing and not a.report_only and not os.path.isdir(os.path.join(REPO, pre_dir, "checkpoints")):
                     cells.pop(key, None)  # runs/ is gone (a new session): pre-train again (bitwise the same on a CPU)
                 pre = run_cell(cells, path, key, cmd, pre_dir)
             for ft in a.ft_seeds:
                 ft_dir = f"runs/downstream/finetune-{method}-s{seed}-f{ft}"
-                cmd = [a.trainer] + ft_common + ["--set", f"train.seed={ft}", "--set", f"output.dir={ft_dir}"]
+                cmd = [a.trainer] + ft_common + device + ["--set", f"train.seed={ft}",
+                                                          "--set", f"output.dir={ft_dir}"]
                 if cfg:
                     cmd += ["--set", f"train.init_from={pre_dir}/checkpoints"]
                 key = (f"finetune {method} seed {seed} ft {ft}" +
-                       (f" ranks {a.ranks} steps {steps}" if cfg else ""))
+                       (f" ranks {a.ranks} steps {steps}" if cfg else "") + dev_key)
                 if a.report_only and key not in cells:
                     continue
                 c = run_cell(cells, path, key, cmd, ft_dir)
@@ -119,7 +141,8 @@ def report(a, cells, rows):
     by = {}
     for method, seed, ft, mlm, acc in rows:
         by.setdefault(method, []).append((seed, ft, mlm, acc))
-    cpus = sorted({c.get("cpu", "?") for c in cells.values()})
+    cpus = sorted({f"{c.get('cpu', '?')} ({c.get('cores', 2)} cores)" +
+                   (f" with one {c['gpu']}" if "gpu" in c else "") for c in cells.values()})
     commits = sorted({c.get("commit", "?") for c in cells.values()})
     lines = ["# Does Adasum keep downstream quality? BERT-tiny, spam vs ham", "",
              f"Pre-training: BERT-tiny MLM on the corpus, {a.ranks} ranks x 32 sequences of 128, "
@@ -127,9 +150,10 @@ def report(a, cells, rows):
              "seeds " + ", ".join(map(str, a.seeds)) + "; fine-tuning: `configs/bert_tiny_spam.yaml`, "
              "2 epochs, seeds " + ", ".join(map(str, a.ft_seeds)) + ", evaluated once at the end on "
              "the test split (628 e-mails; ham is 70.2 %). Nothing was chosen on these runs.", "",
-             f"Machine: {', '.join(cpus)} (2 cores). Trainer commit(s): {', '.join(commits)} "
+             f"Machine: {', '.join(cpus)}. Trainer commit(s): {', '.join(commits)} "
              "(the trainer's sources are the same in all). Regenerate: `/usr/bin/python3 "
-             f"tools/downstream_study.py --ranks {a.ranks} --pretrain-steps {a.pretrain_steps}` "
+             f"tools/downstream_study.py --ranks {a.ranks} --pretrain-steps {a.pretrain_steps}"
+             + (f" --device {a.device}" if a.device != "cpu" else "") + "` "
              "(cells cached in cells.json; `--report-only` redraws).", "",
              "| pre-training | MLM loss (held out), mean ± sd over seeds | test accuracy %, mean ± sd over all fine-tunings | n |",
              "|---|---|---|---|"]

@@ -6,12 +6,22 @@
 # driver, cuBLAS or cuDNN, which it has), OpenMPI's runtime, and MNIST gzipped. Then, through the
 # device tool:
 #   run(command="bash tools/gpu_test.sh", carry=[".gpu"])
-#   tools/gpu_bundle.sh [--no-build]
+#   tools/gpu_bundle.sh [--no-build] [--downstream]
+# --downstream also packs the BERT-tiny MLM shards and the SpamAssassin splits (about 7 MB
+# compressed) for `gpu_test.sh downstream` (tools/downstream_study.py on the GPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build-cuda
 out=.gpu
-if [[ "${1:-}" != "--no-build" ]]; then
+build_first=1 downstream=0
+for arg in "$@"; do
+  case "$arg" in
+    --no-build) build_first=0 ;;
+    --downstream) downstream=1 ;;
+    *) echo "gpu_bundle: unknown argument '$arg' (use --no-build, --downstream)" >&2; exit 2 ;;
+  esac
+done
+if (( build_first )); then
   command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DADA_BUILD_TESTS=ON -DADA_WITH_CUDA=ON \
         -DADA_WITH_NCCL=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DADA_MARCH=x86-64-v3 >/dev/null
@@ -59,6 +69,10 @@ done
 bash tools/fetch_data.sh bert-vocab corpus >/dev/null
 [[ -x build/bin/prepare_mlm ]] || cmake --build build -j "$(nproc)" --target prepare_mlm >/dev/null
 build/bin/prepare_mlm --vocab data/bert/vocab.txt --out "$out/data/mlm-moby" data/corpus/moby-dick >/dev/null
+if (( downstream )); then
+  bash tools/fetch_data.sh mlm-shards spam >/dev/null
+  tar -C data -czf "$out/data-downstream.tar.gz" mlm mlm-eval spam bert/vocab.txt
+fi
 # The binaries have this checkout's absolute paths compiled in (golden files, data).
 pwd > "$out/source_dir"
 git rev-parse HEAD > "$out/commit" 2>/dev/null || true

@@ -6,7 +6,7 @@
 # MPI; the Hugging Face and TensorBoard checks; then the GPU benchmarks against PyTorch on the same
 # GPU. Logs go to $OUT (or out/gpu when OUT is unset).
 #   bash tools/gpu_test.sh [tests|nccl|train|interop|bench|peers|attention|precision|profile|session|
-#                           convsurvey|all]
+#                           convsurvey|downstream|all]
 #                         [filter]
 #                         (default: all; interop: Hugging Face and TensorBoard, also in train;
 #                          peers: issue 33's table, ours against every PyTorch twin incl.
@@ -25,7 +25,10 @@
 #                          (ResNet-50 b256, BERT-Large s128 b64 and s512 b16), profile);
 #                          convsurvey: each cuDNN convolution algorithm's error with 16-bit
 #                          tensors (apps/conv_survey.cc, the evidence for conv.cc's rules;
-#                          ~10 s), not in all: rerun it when cuDNN changes)
+#                          ~10 s), not in all: rerun it when cuDNN changes);
+#                          downstream [STEPS]: issue 34's downstream study on the GPU
+#                          (tools/downstream_study.py --device cuda, STEPS pre-training steps,
+#                          default 3000; needs `gpu_bundle.sh --downstream`), not in all)
 #   bash tools/gpu_test.sh step "resnet50 --batch 64;bert_base --batch 32 --seq 128"
 #                                     (bench_step against PyTorch eager for the named cases only;
 #                                      add --twins eager,compile,... to a case for others)
@@ -304,6 +307,20 @@ fi
 if [[ "$what" == convsurvey ]]; then
   .gpu/bin/conv_survey 2>&1 | tee "$out/conv_survey.log"
   status=${PIPESTATUS[0]}
+fi
+if [[ "$what" == downstream ]]; then
+  [[ -f .gpu/data-downstream.tar.gz ]] ||
+    { echo "gpu_test: .gpu/data-downstream.tar.gz missing: run tools/gpu_bundle.sh --downstream" >&2; exit 2; }
+  tar -C data -xzf .gpu/data-downstream.tar.gz
+  # The cells go to the committed folder (a second call resumes from the cells.json this one
+  # brought back and a session committed) and come back through $out; the study stops itself
+  # before the device tool's limit so that they do.
+  ds=docs/results/bert_tiny_downstream_gpu
+  timeout "${ADA_DOWNSTREAM_S:-530}" python3 tools/downstream_study.py --device cuda \
+    --trainer .gpu/bin/trainer --mpirun .gpu/bin/mpirun --pretrain-steps "${2:-3000}" \
+    --out "$ds" 2>&1 | tee "$out/downstream.log"
+  status=${PIPESTATUS[0]}
+  mkdir -p "$out/bert_tiny_downstream_gpu" && cp -r "$ds"/. "$out/bert_tiny_downstream_gpu/"
 fi
 if [[ "$what" == session ]]; then
   # Issue 33's figures in one call: ours at its best against each case's fastest twin (as found
