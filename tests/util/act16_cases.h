@@ -103,15 +103,19 @@ inline std::vector<Act16Case> act16_cases() {
   c.push_back({"sum over rows", {{K::act, x}}, {K::act}, [](const std::vector<Tensor>& in, DType) {
                  return std::vector<Tensor>{ops::sum(in[0], {0})};
                }});
-  c.push_back({"layer_norm",
-               {{K::act, x}, {K::f32, row}, {K::f32, row}, {K::act, x}},
-               {K::act, K::f32, K::f32, K::act, K::f32, K::f32},
-               [](const std::vector<Tensor>& in, DType) {
-                 Tensor mean, rstd;
-                 Tensor y = ops::layer_norm_forward(in[0], in[1], in[2], 1e-5f, mean, rstd);
-                 ops::LayerNormGrads g = ops::layer_norm_backward(in[3], in[0], in[1], mean, rstd);
-                 return std::vector<Tensor>{y, mean, rstd, g.dx, g.dgamma, g.dbeta};
-               }});
+  // Rows of 40 and 1,024 (on the GPU a warp a row, 16 bytes a load) and of 12 (not a whole
+  // number of 8-value vectors: a block a row).
+  for (const Shape& ln : {x, Shape{3, 1024}, Shape{5, 12}})
+    c.push_back({"layer_norm " + shape_str(ln),
+                 {{K::act, ln}, {K::f32, {ln[1]}}, {K::f32, {ln[1]}}, {K::act, ln}},
+                 {K::act, K::f32, K::f32, K::act, K::f32, K::f32},
+                 [](const std::vector<Tensor>& in, DType) {
+                   Tensor mean, rstd;
+                   Tensor y = ops::layer_norm_forward(in[0], in[1], in[2], 1e-5f, mean, rstd);
+                   ops::LayerNormGrads g =
+                       ops::layer_norm_backward(in[3], in[0], in[1], mean, rstd);
+                   return std::vector<Tensor>{y, mean, rstd, g.dx, g.dgamma, g.dbeta};
+                 }});
   c.push_back({"attention_softmax",
                {{K::act, {4, 5, 7}}, {K::f32, {2, 7}}, {K::act, {4, 5, 7}}},
                {K::act, K::act},
