@@ -179,8 +179,11 @@ inline std::vector<Act16Case> act16_cases() {
   // batch_norm: a case of its own). NCHW, and [rows, C] (channels-last's view, which the GPU runs
   // on kernels of its own: lanes on channels, C past a warp's 32, several chunks of rows). The
   // GPU's element-wise passes take 8 16-bit values a step within one channel (planes of 32) or
-  // across 8 channels of a row (C 40), else one (planes of 25, C 12).
-  for (const Shape& x : {Shape{4, 3, 5, 5}, Shape{2, 3, 4, 8}, Shape{1000, 40}, Shape{300, 12}})
+  // across 8 channels of a row (C 40, 64, 256), else one (planes of 25, C 12); its channels-last
+  // statistics 8 channels a lane when C / 8 is 32 or more or divides 32 (C 64: 4 rows a warp;
+  // C 256), else one (C 40, 12).
+  for (const Shape& x : {Shape{4, 3, 5, 5}, Shape{2, 3, 4, 8}, Shape{1000, 40}, Shape{300, 12},
+                         Shape{500, 64}, Shape{64, 256}})
     for (bool residual : {false, true}) {
       const int64_t ch = x[1];
       std::vector<std::pair<Kind, Shape>> args{

@@ -275,13 +275,6 @@ __global__ void bn_backward_partial_kernel(const T* dy, const T* x, const T* y,
 // kernels' partials, part[ch * S + chunk].
 constexpr int kBnRowWarps = 8;
 
-// Chunks of rows: about 1,024 blocks of 32 channels in all, each chunk at least 256 rows.
-int64_t bn_row_chunks(const BnGeom& g) {
-  const int64_t col_blocks = (g.c + 31) / 32;
-  const int64_t want = (1024 + col_blocks - 1) / std::max<int64_t>(col_blocks, 1);
-  return std::max<int64_t>(1, std::min<int64_t>({want, g.count() / 256, 1024}));
-}
-
 // acc += f's terms over rows [e0, e1) of channel ch: this lane's rows, four loads in flight.
 template <class F, int kAcc>
 __device__ void bn_row_sums(const BnGeom& g, int64_t ch, int64_t e0, int64_t e1, const F& f,
@@ -349,21 +342,159 @@ __global__ void bn_backward_rows_kernel(const T* dy, const T* x, const T* y, con
   bn_row_partials(g, ch, acc, parts);
 }
 
-// The partial-sum pass of either layout: chunks per channel and the launch.
+// The channels-last kernels above with 16 bytes a lane: V = kVec16<T> consecutive channels each
+// (one 2-byte load a lane left 16-bit batch norm's statistics far below the bandwidth). For
+// G = C / V channel groups: with G of 32 or more, a warp's lanes take 32 groups of one row; with
+// G under 32 (a power of two), lane l takes group l % G of row l / G, so that C = 64 in 16-bit
+// keeps all 32 lanes busy (8 groups x 4 rows). Grid: ceil(G / 32) x S; the block's kBnRowWarps
+// warps take further rows; sums are added per channel in (warp, row-lane) order.
+template <class T>
+bool bn_rows_vec_ok(int64_t c, std::initializer_list<const void*> ptrs) {
+  constexpr int v = kVec16<T>;
+  if (c % v != 0) return false;
+  const int64_t groups = c / v;
+  return (groups >= 32 || 32 % groups == 0) && aligned16(ptrs);
+}
+// This lane's channel group (or G and beyond: none), and its row within a warp's step.
+struct BnLane {
+  int64_t group;
+  int sub, groups_per_warp, rows_per_warp;
+};
+__device__ __forceinline__ BnLane bn_lane(int64_t groups) {
+  BnLane l;
+  l.groups_per_warp = groups < 32 ? static_cast<int>(groups) : 32;
+  l.rows_per_warp = 32 / l.groups_per_warp;
+  l.group = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x % l.groups_per_warp;
+  l.sub = threadIdx.x / l.groups_per_warp;
+  return l;
+}
+// part[k][(group*V + j) * S + blockIdx.y] = the block's sum of acc[k][j] over its (warp, row-lane)
+// threads of the same group, in that order.
+template <int kAcc, int V>
+__device__ void bn_row_vec_partials(const BnLane& l, int64_t groups, const double (&acc)[kAcc][V],
+                                    double* const (&part)[kAcc]) {
+  __shared__ double sh[kAcc][kBnRowWarps][32][V];
+  for (int k = 0; k < kAcc; ++k)
+    for (int j = 0; j < V; ++j) sh[k][threadIdx.y][threadIdx.x][j] = acc[k][j];
+  __syncthreads();
+  if (threadIdx.y != 0 || l.sub != 0 || l.group >= groups) return;
+  for (int k = 0; k < kAcc; ++k)
+    for (int j = 0; j < V; ++j) {
+      double t = 0.0;
+      for (int w = 0; w < kBnRowWarps; ++w)
+        for (int s = 0; s < l.rows_per_warp; ++s)
+          t += sh[k][w][s * l.groups_per_warp + threadIdx.x][j];
+      part[k][(l.group * V + j) * gridDim.y + blockIdx.y] = t;
+    }
+}
+
+// bn_stat_rows_kernel's sums, V channels a lane.
+template <class T>
+__global__ void bn_stat_rows_vec_kernel(const T* x, const double* mean_or_null, BnGeom g,
+                                        int64_t chunk, double* part) {
+  constexpr int V = kVec16<T>;
+  using P = Pack<T, V>;
+  const int64_t groups = g.c / V;
+  const BnLane l = bn_lane(groups);
+  const int64_t e0 = static_cast<int64_t>(blockIdx.y) * chunk;
+  const int64_t e1 = e0 + chunk < g.count() ? e0 + chunk : g.count();
+  double acc[1][V] = {};
+  if (l.group < groups) {
+    double mean[V] = {};
+    if (mean_or_null)
+      for (int j = 0; j < V; ++j) mean[j] = mean_or_null[l.group * V + j];
+    const P* xv = reinterpret_cast<const P*>(x);
+    const int64_t step = static_cast<int64_t>(kBnRowWarps) * l.rows_per_warp;
+    int64_t r = e0 + static_cast<int64_t>(threadIdx.y) * l.rows_per_warp + l.sub;
+    auto add = [&](const P& p) {
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const double v = static_cast<double>(ld(p.v, j));
+        if (mean_or_null)
+          acc[0][j] += (v - mean[j]) * (v - mean[j]);
+        else
+          acc[0][j] += v;
+      }
+    };
+    for (; r + step < e1; r += 2 * step) {  // two loads in flight
+      const P p0 = xv[r * groups + l.group], p1 = xv[(r + step) * groups + l.group];
+      add(p0);
+      add(p1);
+    }
+    for (; r < e1; r += step) add(xv[r * groups + l.group]);
+  }
+  double* const parts[1] = {part};
+  bn_row_vec_partials(l, groups, acc, parts);
+}
+
+// bn_backward_rows_kernel's sums, V channels a lane.
+template <class T>
+__global__ void bn_backward_rows_vec_kernel(const T* dy, const T* x, const T* y,
+                                            const float* save_mean, BnGeom g, int64_t chunk,
+                                            double* part_dy, double* part_dyx) {
+  constexpr int V = kVec16<T>;
+  using P = Pack<T, V>;
+  const int64_t groups = g.c / V;
+  const BnLane l = bn_lane(groups);
+  const int64_t e0 = static_cast<int64_t>(blockIdx.y) * chunk;
+  const int64_t e1 = e0 + chunk < g.count() ? e0 + chunk : g.count();
+  double acc[2][V] = {};
+  if (l.group < groups) {
+    double mean[V];
+    for (int j = 0; j < V; ++j) mean[j] = save_mean[l.group * V + j];
+    const P *gv = reinterpret_cast<const P*>(dy), *xv = reinterpret_cast<const P*>(x),
+            *yv = reinterpret_cast<const P*>(y);
+    const int64_t step = static_cast<int64_t>(kBnRowWarps) * l.rows_per_warp;
+    for (int64_t r = e0 + static_cast<int64_t>(threadIdx.y) * l.rows_per_warp + l.sub; r < e1;
+         r += step) {
+      const int64_t q = r * groups + l.group;
+      const P pg = gv[q], px = xv[q];
+      P py;
+      if (y) py = yv[q];
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        // BnBackwardTerms' terms: dy masked by y > 0 when y is set, and dy * (x - mean).
+        const float gj = y && !(ld(py.v, j) > 0.f) ? 0.f : ld(pg.v, j);
+        acc[0][j] += static_cast<double>(gj);
+        acc[1][j] += static_cast<double>(gj) * (static_cast<double>(ld(px.v, j)) - mean[j]);
+      }
+    }
+  }
+  double* const parts[2] = {part_dy, part_dyx};
+  bn_row_vec_partials(l, groups, acc, parts);
+}
+
+// The partial-sum pass of either layout: chunks per channel and the launch. vec: the
+// channels-last kernels' channels a lane (1: one).
 struct BnPartials {
   int64_t S, chunk;
   dim3 grid, block;
   bool rows;
+  int vec;
 };
-BnPartials bn_partials(const BnGeom& g) {
+BnPartials bn_partials(const BnGeom& g, int vec) {
   BnPartials p;
   p.rows = g.inner == 1;
-  p.S = p.rows ? bn_row_chunks(g) : bn_chunks(g);
+  p.vec = p.rows ? vec : 1;
+  const int64_t col_blocks = (g.c / p.vec + 31) / 32;
+  // About 1,024 blocks in all, each chunk at least 256 rows (channels-last); see bn_chunks.
+  p.S = p.rows ? std::max<int64_t>(1, std::min<int64_t>({(1024 + col_blocks - 1) / col_blocks,
+                                                         g.count() / 256, 1024}))
+               : bn_chunks(g);
   p.chunk = (g.count() + p.S - 1) / p.S;
-  p.grid = dim3(static_cast<unsigned>(p.rows ? (g.c + 31) / 32 : std::min<int64_t>(g.c, 65535)),
+  p.grid = dim3(static_cast<unsigned>(p.rows ? col_blocks : std::min<int64_t>(g.c, 65535)),
                 static_cast<unsigned>(p.S));
   p.block = p.rows ? dim3(32, kBnRowWarps) : dim3(kBnThreads);
   return p;
+}
+// The channels a lane for x's dtype and these tensors (all of x's shape).
+int bn_rows_vec(const BnGeom& g, DType t, std::initializer_list<const void*> ptrs) {
+  int v = 1;
+  with_float_type(t, [&](auto tag) {
+    using T = decltype(tag);
+    if (g.inner == 1 && bn_rows_vec_ok<T>(g.c, ptrs)) v = kVec16<T>;
+  });
+  return v;
 }
 
 // coef[4 ch .. 4 ch + 3] = {gamma*invstd, mean(dy), dgamma*invstd/m, mean}.
@@ -732,7 +863,7 @@ Tensor bn_train(const char* op, bool relu, const Tensor& x, const Tensor& gamma,
   save_mean = Tensor::empty({g.c}, DType::f32, x.device());
   save_invstd = Tensor::empty({g.c}, DType::f32, x.device());
   if (g.c == 0) return y;
-  const BnPartials bp = bn_partials(g);
+  const BnPartials bp = bn_partials(g, bn_rows_vec(g, x.dtype(), {x.raw_data()}));
   const int64_t S = bp.S;
   const double m = static_cast<double>(g.count());
   cudaStream_t st = stream(dev);
@@ -746,7 +877,10 @@ Tensor bn_train(const char* op, bool relu, const Tensor& x, const Tensor& gamma,
     const T* xp = data_as<T>(x);
     // Per (channel, chunk) sums of x, then of its squared deviations from the mean.
     auto partials = [&](const double* dev_from) {
-      if (bp.rows)
+      if (bp.vec > 1)
+        bn_stat_rows_vec_kernel<T>
+            <<<bp.grid, bp.block, 0, st>>>(xp, dev_from, g, bp.chunk, part.as<double>());
+      else if (bp.rows)
         bn_stat_rows_kernel<T>
             <<<bp.grid, bp.block, 0, st>>>(xp, dev_from, g, bp.chunk, part.as<double>());
       else
@@ -847,7 +981,9 @@ BatchNormGrads bn_backward(const char* op, const Tensor& dy, const Tensor& y, co
     ADA_CUDA_CHECK(cudaMemsetAsync(r.dbeta.data<float>(), 0, g.c * sizeof(float), stream(dev)));
     return r;
   }
-  const BnPartials bp = bn_partials(g);
+  const BnPartials bp = bn_partials(
+      g, bn_rows_vec(g, x.dtype(),
+                     {dy.raw_data(), x.raw_data(), y.defined() ? y.raw_data() : nullptr}));
   const int64_t S = bp.S;
   cudaStream_t st = stream(dev);
   Scratch part(2 * static_cast<size_t>(g.c * S) * sizeof(double), dev);
@@ -857,7 +993,10 @@ BatchNormGrads bn_backward(const char* op, const Tensor& dy, const Tensor& y, co
   with_float_type(dy.dtype(), [&](auto t) {
     using T = decltype(t);
     const T *dyp = data_as<T>(dy), *xp = data_as<T>(x), *yp = y.defined() ? data_as<T>(y) : nullptr;
-    if (bp.rows)
+    if (bp.vec > 1)
+      bn_backward_rows_vec_kernel<T><<<bp.grid, bp.block, 0, st>>>(
+          dyp, xp, yp, save_mean.data<float>(), g, bp.chunk, part_dy, part_dyx);
+    else if (bp.rows)
       bn_backward_rows_kernel<T><<<bp.grid, bp.block, 0, st>>>(dyp, xp, yp, save_mean.data<float>(),
                                                                g, bp.chunk, part_dy, part_dyx);
     else
