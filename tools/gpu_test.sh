@@ -12,7 +12,7 @@
 #                          peers: issue 33's table, ours against every PyTorch twin incl.
 #                          torch.compile, about 8 minutes, not in all; profile: per-op GPU
 #                          time of the bf16 steps with 16-bit activations (ResNet-50 b256 NCHW
-#                          and channels-last, BERT-Large s128 b64 and s512 b16 fused; the filter
+#                          and channels-last, BERT-Large s128 b64, s512 b16 composed and fused; the filter
 #                          may name other cases, split by ';'), about 2 minutes, not in all;
 #                          attention: BERT-Large with model.attention composed and fused (and
 #                          both with 16-bit activations; s128 also with the cuBLASLt bias
@@ -337,6 +337,7 @@ if [[ "$what" == profile || "$what" == session ]]; then
   cases=("resnet50 --batch 256 --precision bf16 --activations 16bit"
          "resnet50 --batch 256 --precision bf16 --activations 16bit --channels-last"
          "bert_large --batch 64 --seq 128 --precision bf16 --activations 16bit"
+         "bert_large --batch 16 --seq 512 --precision bf16 --activations 16bit"
          "bert_large --batch 16 --seq 512 --precision bf16 --activations 16bit --attention fused")
   [[ "$filter" == "*" ]] || IFS=';' read -ra cases <<< "$filter"
   for m in "${cases[@]}"; do
