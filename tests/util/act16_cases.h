@@ -116,14 +116,16 @@ inline std::vector<Act16Case> act16_cases() {
                        ops::layer_norm_backward(in[3], in[0], in[1], mean, rstd);
                    return std::vector<Tensor>{y, mean, rstd, g.dx, g.dgamma, g.dbeta};
                  }});
-  c.push_back({"attention_softmax",
-               {{K::act, {4, 5, 7}}, {K::f32, {2, 7}}, {K::act, {4, 5, 7}}},
-               {K::act, K::act},
-               [](const std::vector<Tensor>& in, DType act) {
-                 Tensor y = ops::attention_softmax(in[0], in[1], 2, 0.35f);
-                 return std::vector<Tensor>{
-                     y, ops::attention_softmax_backward(in[2], as_stored(y, act), 0.35f)};
-               }});
+  // Keys 7 (a block a row on the GPU) and 64 (a warp a row, 16 bytes a load).
+  for (int64_t keys : {7, 64})
+    c.push_back({"attention_softmax keys " + std::to_string(keys),
+                 {{K::act, {4, 5, keys}}, {K::f32, {2, keys}}, {K::act, {4, 5, keys}}},
+                 {K::act, K::act},
+                 [](const std::vector<Tensor>& in, DType act) {
+                   Tensor y = ops::attention_softmax(in[0], in[1], 2, 0.35f);
+                   return std::vector<Tensor>{
+                       y, ops::attention_softmax_backward(in[2], as_stored(y, act), 0.35f)};
+                 }});
   c.push_back({"dropout_apply", {{K::act, x}}, {K::act}, [](const std::vector<Tensor>& in, DType) {
                  return std::vector<Tensor>{ops::dropout_apply(in[0], 0.3f, 11, 5)};
                }});

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 
 #include "core/tensor.h"
 
@@ -107,6 +108,37 @@ __device__ __forceinline__ double warp_sum(double v) {
 }
 __device__ __forceinline__ float warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// A warp a row: rows of up to 32 16-byte vectors a lane (kWarpRowIters<T> vectors: 32 values,
+// 1,024 a row) held in registers, one read from memory, warp shuffles instead of block barriers;
+// kWarpRows warps (rows) a block. For rows of d values, d a multiple of kVec16<T>, 16-byte
+// aligned (warp_row_ok).
+constexpr int kWarpRows = 4;
+template <class T>
+constexpr int kWarpRowIters = 32 / kVec16<T>;
+template <class T>
+bool warp_row_ok(int64_t d, std::initializer_list<const void*> ptrs) {
+  return d % kVec16<T> == 0 && d / kVec16<T> <= 32 * kWarpRowIters<T> && aligned16(ptrs);
+}
+inline unsigned warp_row_blocks(int64_t rows) {
+  return static_cast<unsigned>(std::min<int64_t>((rows + kWarpRows - 1) / kWarpRows, 1 << 20));
+}
+// This warp's first row and the stride between its rows.
+__device__ __forceinline__ int64_t warp_row() {
+  return static_cast<int64_t>(blockIdx.x) * kWarpRows + (threadIdx.x >> 5);
+}
+__device__ __forceinline__ int64_t warp_row_stride() {
+  return static_cast<int64_t>(gridDim.x) * kWarpRows;
+}
+// The warp's sum, the same value in every lane (lane 0's, broadcast: one order for all lanes).
+__device__ __forceinline__ double warp_total(double v) {
+  return __shfl_sync(0xffffffffu, warp_sum(v), 0);
+}
+// The warp's max in every lane (exact in any order).
+__device__ __forceinline__ float warp_max_all(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
 

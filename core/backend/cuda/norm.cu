@@ -624,37 +624,20 @@ __global__ void ln_forward_kernel(const T* x, const float* gamma, const float* b
   }
 }
 
-// Rows of up to 32 16-byte vectors a lane (1,024 values: BERT-Large's width in f32 or 16-bit)
+// Layer norm a warp a row (kernel_util.cuh; 1,024 values: BERT-Large's width in f32 or 16-bit)
 // go one warp a row, the row held in registers: one read of x (and dy) from memory, 16 bytes a
 // load, warp shuffles instead of block barriers. (The block-a-row kernels above, kept for wider
 // or unaligned rows, ran BERT-Large's layer norms at a fifth of the bandwidth on an H200.) The
 // per-element arithmetic is theirs; the row sums are added in another fixed order.
-constexpr int kLnWarpRows = 4;  // warps (rows) per block
-template <class T>
-constexpr int kLnIters = 32 / kVec16<T>;  // vectors per lane: 32 values
-template <class T>
-bool ln_warp_ok(int64_t d, std::initializer_list<const void*> ptrs) {
-  return d % kVec16<T> == 0 && d / kVec16<T> <= 32 * kLnIters<T> && aligned16(ptrs);
-}
-unsigned ln_warp_blocks(int64_t rows) {
-  return static_cast<unsigned>(
-      std::min<int64_t>((rows + kLnWarpRows - 1) / kLnWarpRows, int64_t{1} << 20));
-}
-// The warp's sum, the same value in every lane (lane 0's, broadcast).
-__device__ __forceinline__ double warp_total(double v) {
-  return __shfl_sync(0xffffffffu, warp_sum(v), 0);
-}
-
 template <class T>
 __global__ void ln_forward_warp_kernel(const T* x, const float* gamma, const float* beta, float eps,
                                        int64_t rows, int64_t d, T* y, float* save_mean,
                                        float* save_rstd) {
-  constexpr int V = kVec16<T>, I = kLnIters<T>;
+  constexpr int V = kVec16<T>, I = kWarpRowIters<T>;
   using P = Pack<T, V>;
   const int lane = threadIdx.x & 31;
   const int64_t nv = d / V;
-  for (int64_t r = static_cast<int64_t>(blockIdx.x) * kLnWarpRows + (threadIdx.x >> 5); r < rows;
-       r += static_cast<int64_t>(gridDim.x) * kLnWarpRows) {
+  for (int64_t r = warp_row(); r < rows; r += warp_row_stride()) {
     const P* xr = reinterpret_cast<const P*>(x + r * d);
     float v[I][V];
     double s = 0.0;
@@ -703,12 +686,11 @@ template <class T>
 __global__ void ln_backward_dx_warp_kernel(const T* dy, const T* x, const float* gamma,
                                            const float* save_mean, const float* save_rstd,
                                            int64_t rows, int64_t d, T* dx) {
-  constexpr int V = kVec16<T>, I = kLnIters<T>;
+  constexpr int V = kVec16<T>, I = kWarpRowIters<T>;
   using P = Pack<T, V>;
   const int lane = threadIdx.x & 31;
   const int64_t nv = d / V;
-  for (int64_t r = static_cast<int64_t>(blockIdx.x) * kLnWarpRows + (threadIdx.x >> 5); r < rows;
-       r += static_cast<int64_t>(gridDim.x) * kLnWarpRows) {
+  for (int64_t r = warp_row(); r < rows; r += warp_row_stride()) {
     const P* xr = reinterpret_cast<const P*>(x + r * d);
     const P* gr = reinterpret_cast<const P*>(dy + r * d);
     const double mean = save_mean[r], rstd = save_rstd[r];
@@ -1122,8 +1104,8 @@ Tensor layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& be
   if (rows == 0) return y;
   with_float_type(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    if (ln_warp_ok<T>(d, {x.raw_data(), y.raw_data()}))
-      ln_forward_warp_kernel<<<ln_warp_blocks(rows), 32 * kLnWarpRows, 0, stream(dev)>>>(
+    if (warp_row_ok<T>(d, {x.raw_data(), y.raw_data()}))
+      ln_forward_warp_kernel<<<warp_row_blocks(rows), 32 * kWarpRows, 0, stream(dev)>>>(
           data_as<T>(x), gamma.data<float>(), beta.data<float>(), eps, rows, d, data_as<T>(y),
           save_mean.data<float>(), save_rstd.data<float>());
     else
@@ -1157,8 +1139,8 @@ LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tens
   cudaStream_t s = stream(dev);
   with_float_type(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    if (ln_warp_ok<T>(d, {dy.raw_data(), x.raw_data(), r.dx.raw_data()}))
-      ln_backward_dx_warp_kernel<<<ln_warp_blocks(rows), 32 * kLnWarpRows, 0, s>>>(
+    if (warp_row_ok<T>(d, {dy.raw_data(), x.raw_data(), r.dx.raw_data()}))
+      ln_backward_dx_warp_kernel<<<warp_row_blocks(rows), 32 * kWarpRows, 0, s>>>(
           data_as<T>(dy), data_as<T>(x), gamma.data<float>(), save_mean.data<float>(),
           save_rstd.data<float>(), rows, d, data_as<T>(r.dx));
     else

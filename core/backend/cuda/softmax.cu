@@ -130,6 +130,103 @@ __global__ void attention_softmax_kernel(const T* x, const float* bias, T* y, in
   }
 }
 
+// softmax_backward_rows_kernel a warp a row (kernel_util.cuh), the same per-element arithmetic.
+template <bool kLog, class T>
+__global__ void softmax_backward_warp_kernel(const T* g, const T* y, T* dx, int64_t rows, int64_t d,
+                                             float scale) {
+  constexpr int V = kVec16<T>, I = kWarpRowIters<T>;
+  using P = Pack<T, V>;
+  const int lane = threadIdx.x & 31;
+  const int64_t nv = d / V;
+  for (int64_t r = warp_row(); r < rows; r += warp_row_stride()) {
+    const P* gr = reinterpret_cast<const P*>(g + r * d);
+    const P* yr = reinterpret_cast<const P*>(y + r * d);
+    float gv[I][V], yv[I][V];
+    double s = 0.0;
+#pragma unroll
+    for (int i = 0; i < I; ++i) {
+      const int64_t c = lane + 32 * i;
+      if (c < nv) {
+        const P pg = gr[c], py = yr[c];
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          gv[i][j] = ld(pg.v, j);
+          yv[i][j] = ld(py.v, j);
+          s += kLog ? static_cast<double>(gv[i][j])
+                    : static_cast<double>(gv[i][j]) * static_cast<double>(yv[i][j]);
+        }
+      }
+    }
+    const float fs = static_cast<float>(warp_total(s));
+    P* dr = reinterpret_cast<P*>(dx + r * d);
+#pragma unroll
+    for (int i = 0; i < I; ++i) {
+      const int64_t c = lane + 32 * i;
+      if (c < nv) {
+        P o;
+#pragma unroll
+        for (int j = 0; j < V; ++j)
+          st(o.v, j, kLog ? gv[i][j] - expf(yv[i][j]) * fs : yv[i][j] * (gv[i][j] - fs) * scale);
+        dr[c] = o;
+      }
+    }
+  }
+}
+
+// attention_softmax_kernel a warp a row (kernel_util.cuh): t kept in registers, the same
+// per-element arithmetic; the max is exact in any order, the sum of exps is added in another
+// fixed order.
+template <class T>
+__global__ void attention_softmax_warp_kernel(const T* x, const float* bias, T* y, int64_t rows,
+                                              int64_t d, int64_t rows_per_example, float scale) {
+  constexpr int V = kVec16<T>, I = kWarpRowIters<T>;
+  using P = Pack<T, V>;
+  const int lane = threadIdx.x & 31;
+  const int64_t nv = d / V;
+  for (int64_t r = warp_row(); r < rows; r += warp_row_stride()) {
+    const P* xr = reinterpret_cast<const P*>(x + r * d);
+    const float* br = bias ? bias + (r / rows_per_example) * d : nullptr;
+    float t[I][V];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < I; ++i) {
+      const int64_t c = lane + 32 * i;
+      if (c < nv) {
+        const P p = xr[c];
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          float tj = __fmul_rn(ld(p.v, j), scale);
+          if (br) tj = __fadd_rn(tj, br[c * V + j]);
+          t[i][j] = tj;
+          mx = fmaxf(mx, tj);
+        }
+      }
+    }
+    mx = warp_max_all(mx);
+    double s = 0.0;
+#pragma unroll
+    for (int i = 0; i < I; ++i)
+      if (lane + 32 * i < nv)
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          t[i][j] = expf(t[i][j] - mx);
+          s += static_cast<double>(t[i][j]);
+        }
+    const float inv = static_cast<float>(1.0 / warp_total(s));
+    P* yr = reinterpret_cast<P*>(y + r * d);
+#pragma unroll
+    for (int i = 0; i < I; ++i) {
+      const int64_t c = lane + 32 * i;
+      if (c < nv) {
+        P o;
+#pragma unroll
+        for (int j = 0; j < V; ++j) st(o.v, j, t[i][j] * inv);
+        yr[c] = o;
+      }
+    }
+  }
+}
+
 template <bool kLog>
 Tensor softmax_forward_impl(const char* op, const Tensor& x) {
   const int dev = require_f32(op, {&x});
@@ -154,8 +251,12 @@ Tensor softmax_backward_impl(const char* op, const Tensor& dy, const Tensor& y, 
   if (rows == 0) return dx;
   with_float_type(y.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    softmax_backward_rows_kernel<kLog><<<row_blocks(rows), row_threads(d), 0, stream(dev)>>>(
-        data_as<T>(dy), data_as<T>(y), data_as<T>(dx), rows, d, scale);
+    if (warp_row_ok<T>(d, {dy.raw_data(), y.raw_data(), dx.raw_data()}))
+      softmax_backward_warp_kernel<kLog><<<warp_row_blocks(rows), 32 * kWarpRows, 0, stream(dev)>>>(
+          data_as<T>(dy), data_as<T>(y), data_as<T>(dx), rows, d, scale);
+    else
+      softmax_backward_rows_kernel<kLog><<<row_blocks(rows), row_threads(d), 0, stream(dev)>>>(
+          data_as<T>(dy), data_as<T>(y), data_as<T>(dx), rows, d, scale);
   });
   ADA_CUDA_LAUNCH_CHECK();
   return dx;
@@ -277,8 +378,12 @@ Tensor attention_softmax(const Tensor& scores, const Tensor& key_bias, int64_t h
   const float* bias = key_bias.defined() ? key_bias.data<float>() : nullptr;
   with_float_type(scores.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    attention_softmax_kernel<<<row_blocks(rows), row_threads(d), 0, stream(dev)>>>(
-        data_as<T>(scores), bias, data_as<T>(y), rows, d, heads * scores.size(1), scale);
+    if (warp_row_ok<T>(d, {scores.raw_data(), y.raw_data()}))
+      attention_softmax_warp_kernel<<<warp_row_blocks(rows), 32 * kWarpRows, 0, stream(dev)>>>(
+          data_as<T>(scores), bias, data_as<T>(y), rows, d, heads * scores.size(1), scale);
+    else
+      attention_softmax_kernel<<<row_blocks(rows), row_threads(d), 0, stream(dev)>>>(
+          data_as<T>(scores), bias, data_as<T>(y), rows, d, heads * scores.size(1), scale);
   });
   ADA_CUDA_LAUNCH_CHECK();
   return y;
