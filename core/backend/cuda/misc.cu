@@ -22,14 +22,30 @@ __device__ __forceinline__ int64_t load_index(const void* p, bool is64, int64_t 
 }
 
 // Element i kept iff word i % 4 of philox_uniform4_at(seed, first, i / 4) >= p (the CPU op's
-// stream); one thread per block of four elements. The mask is written where `mask` is given.
+// stream); one thread per block of four elements, moved as one access (8 or 16 bytes) when the
+// pointers allow (vec) and the block is whole. The mask is written where `mask` is given.
 template <class T>
 __global__ void dropout_kernel(const T* x, T* y, float* mask, int64_t n, uint64_t seed,
-                               uint64_t first, float p, float keep_scale) {
+                               uint64_t first, float p, float keep_scale, bool vec) {
+  using P = Pack<T, 4>;
   const int64_t blocks = (n + 3) / 4;
   for (int64_t j = global_tid(); j < blocks; j += global_stride()) {
     const Uniform4 w = philox_uniform4_at(seed, first, static_cast<uint64_t>(j));
     const float u[4] = {w.u0, w.u1, w.u2, w.u3};
+    if (vec && 4 * j + 3 < n) {
+      const P xv = reinterpret_cast<const P*>(x)[j];
+      P out;
+      float4 mv;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float m = u[k] >= p ? keep_scale : 0.f;
+        (k == 0 ? mv.x : k == 1 ? mv.y : k == 2 ? mv.z : mv.w) = m;
+        st(out.v, k, ld(xv.v, k) * m);
+      }
+      reinterpret_cast<P*>(y)[j] = out;
+      if (mask) reinterpret_cast<float4*>(mask)[j] = mv;
+      continue;
+    }
     for (int k = 0; k < 4; ++k) {
       const int64_t i = 4 * j + k;
       if (i >= n) break;
@@ -128,9 +144,14 @@ Tensor dropout_impl(const char* op, const Tensor& x, float p, uint64_t seed, uin
   if (n == 0) return y;
   with_float_type(t, [&](auto tag) {
     using T = decltype(tag);
+    const auto aligned = [](const void* q, size_t a) {
+      return q == nullptr || reinterpret_cast<uintptr_t>(q) % a == 0;
+    };
+    const bool vec = aligned(x.raw_data(), 4 * sizeof(T)) && aligned(y.raw_data(), 4 * sizeof(T)) &&
+                     aligned(mask ? mask->raw_data() : nullptr, 16);
     dropout_kernel<<<blocks_for((n + 3) / 4), kThreads, 0, stream(dev)>>>(
         data_as<T>(x), data_as<T>(y), mask ? mask->data<float>() : nullptr, n, seed, first, p,
-        1.f / (1.f - p));
+        1.f / (1.f - p), vec);
   });
   ADA_CUDA_LAUNCH_CHECK();
   return y;
