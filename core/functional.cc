@@ -206,6 +206,15 @@ Variable max_pool2d(const Variable& x, const ops::Pool2dParams& p) {
   });
 }
 
+Variable max_pool2d_nhwc(const Variable& x, const ops::Pool2dParams& p) {
+  Tensor idx;
+  Tensor y = ops::max_pool2d_nhwc_forward(x.value(), p, idx);
+  Shape in = x.shape();
+  return make_result(y, "max_pool2d_nhwc", {x}, [idx, in](const Tensor& g) {
+    return G{ops::max_pool2d_nhwc_backward(g, idx, in)};
+  });
+}
+
 Variable avg_pool2d(const Variable& x, const ops::Pool2dParams& p) {
   Shape in = x.shape();
   return make_result(ops::avg_pool2d_forward(x.value(), p), "avg_pool2d", {x},

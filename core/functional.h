@@ -33,6 +33,7 @@ Variable linear(const Variable& x, const Variable& w, const Variable& b);
 
 Variable conv2d(const Variable& x, const Variable& w, const ops::Conv2dParams& p);
 Variable max_pool2d(const Variable& x, const ops::Pool2dParams& p);
+Variable max_pool2d_nhwc(const Variable& x, const ops::Pool2dParams& p);  // [N, H, W, C]
 Variable avg_pool2d(const Variable& x, const ops::Pool2dParams& p);
 Variable global_avg_pool(const Variable& x);
 

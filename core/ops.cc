@@ -391,6 +391,19 @@ Tensor max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Shape&
     return to_dtype(max_pool2d_backward(W(dy), indices, x_shape), dy.dtype());
   ADA_DISPATCH(max_pool2d_backward, (dy, indices, x_shape), dy, indices);
 }
+Tensor max_pool2d_nhwc_forward(const Tensor& x, const Pool2dParams& p, Tensor& indices) {
+  ADA_CHECK_ARG(x.dim() == 4, ShapeError)
+      << "max_pool2d_nhwc_forward: input must be [N,H,W,C], got " << x.str();
+  check_pool("max_pool2d_nhwc_forward", {x.size(0), x.size(3), x.size(1), x.size(2)}, p);
+  if (any16(x) && !cuda_native(x))
+    return to_dtype(max_pool2d_nhwc_forward(W(x), p, indices), x.dtype());
+  ADA_DISPATCH(max_pool2d_nhwc_forward, (x, p, indices), x);
+}
+Tensor max_pool2d_nhwc_backward(const Tensor& dy, const Tensor& indices, const Shape& x_shape) {
+  if (any16(dy) && !cuda_native(dy))
+    return to_dtype(max_pool2d_nhwc_backward(W(dy), indices, x_shape), dy.dtype());
+  ADA_DISPATCH(max_pool2d_nhwc_backward, (dy, indices, x_shape), dy, indices);
+}
 Tensor avg_pool2d_forward(const Tensor& x, const Pool2dParams& p) {
   if (any16(x) && !cuda_native(x)) return to_dtype(avg_pool2d_forward(W(x), p), x.dtype());
   ADA_DISPATCH(avg_pool2d_forward, (x, p), x);

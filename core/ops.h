@@ -121,6 +121,12 @@ Shape pool2d_output_shape(const Shape& x, const Pool2dParams& p);
 // Max-pool returns y and writes the flat argmax (index into each H*W plane) to `indices` (i32).
 Tensor max_pool2d_forward(const Tensor& x, const Pool2dParams& p, Tensor& indices);
 Tensor max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Shape& x_shape);
+// The same on channels-last [N, H, W, C] input (y and indices [N, P, Q, C], each index the flat
+// argmax in its channel's H*W plane): max_pool2d_forward's values and indices permuted, and
+// max_pool2d_backward's gradient permuted, bit for bit on the CPU (the GPU's backward adds
+// overlapping windows' gradients with atomics, as for NCHW).
+Tensor max_pool2d_nhwc_forward(const Tensor& x, const Pool2dParams& p, Tensor& indices);
+Tensor max_pool2d_nhwc_backward(const Tensor& dy, const Tensor& indices, const Shape& x_shape);
 Tensor avg_pool2d_forward(const Tensor& x, const Pool2dParams& p);
 Tensor avg_pool2d_backward(const Tensor& dy, const Shape& x_shape, const Pool2dParams& p);
 Tensor global_avg_pool_forward(const Tensor& x);  // [N,C,H,W] -> [N,C]

@@ -1,5 +1,4 @@
-// MaxPool2d on NCHW, or on channels-last NHWC through NCHW copies (no parameters; one in a
-// ResNet, its stem).
+// MaxPool2d on NCHW, or on channels-last NHWC (no parameters; one in a ResNet, its stem).
 #pragma once
 
 #include "core/functional.h"
@@ -13,7 +12,7 @@ class MaxPool2d : public Module {
       : p_{kernel, kernel, stride, stride, padding, padding, true}, channels_last_(channels_last) {}
   Variable forward(const Variable& x) const {
     if (!channels_last_) return fn::max_pool2d(x, p_);
-    return fn::permute(fn::max_pool2d(fn::permute(x, {0, 3, 1, 2}), p_), {0, 2, 3, 1});
+    return fn::max_pool2d_nhwc(x, p_);
   }
   std::string type_name() const override { return "MaxPool2d"; }
 

@@ -538,6 +538,63 @@ TEST(Ops, MaxPoolMatchesReferenceOnEveryWindowShape) {
         }
 }
 
+// Channels-last max-pool is the NCHW op permuted, bit for bit: values, indices and gradients,
+// over kernels 1-4, strides 1-3, every legal padding, and windows full of ties, -inf and NaN.
+TEST(Ops, MaxPoolChannelsLastIsTheNchwOpPermuted) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(),
+              inf = std::numeric_limits<float>::infinity();
+  const float pick[5] = {0.f, 1.f, 2.f, -inf, nan};
+  auto bits = [](const Tensor& t) {
+    std::vector<uint32_t> v(static_cast<size_t>(t.numel()));
+    std::memcpy(v.data(), t.raw_data(), v.size() * 4);
+    return v;
+  };
+  // [N, C, P, Q] i32 indices in NHWC order.
+  auto nhwc_indices = [](const Tensor& idx) {
+    const int64_t n = idx.size(0), c = idx.size(1), hw = idx.size(2) * idx.size(3);
+    const std::vector<int32_t> v = idx.to_vector<int32_t>();
+    std::vector<int32_t> out(v.size());
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t k = 0; k < hw; ++k)
+          out[static_cast<size_t>((b * hw + k) * c + ch)] =
+              v[static_cast<size_t>((b * c + ch) * hw + k)];
+    return out;
+  };
+  std::mt19937 gen(19);
+  for (int k = 1; k <= 4; ++k)
+    for (int s = 1; s <= 3; ++s)
+      for (int pad = 0; 2 * pad <= k; ++pad)
+        for (int64_t H : {int64_t{k}, int64_t{k} + 4}) {
+          const std::string what = "kernel " + std::to_string(k) + " stride " + std::to_string(s) +
+                                   " pad " + std::to_string(pad) + " H " + std::to_string(H);
+          const int64_t W = H + 3, C = 5, N = 2;
+          std::vector<float> v(static_cast<size_t>(N * C * H * W));
+          for (float& e : v) e = pick[gen() % 5];
+          const Tensor x = Tensor::from_vector<float>(v, {N, C, H, W});
+          const ops::Pool2dParams p{k, k, s, s, pad, pad, true};
+          Tensor idx, idx_cl;
+          const Tensor y = ops::max_pool2d_forward(x, p, idx);
+          const Tensor x_cl = ops::permute(x, {0, 2, 3, 1});
+          const Tensor y_cl = ops::max_pool2d_nhwc_forward(x_cl, p, idx_cl);
+          ASSERT_EQ(y_cl.shape(), (Shape{N, y.size(2), y.size(3), C})) << what;
+          EXPECT_EQ(bits(y_cl), bits(ops::permute(y, {0, 2, 3, 1}))) << what;
+          EXPECT_EQ(idx_cl.to_vector<int32_t>(), nhwc_indices(idx)) << what;
+          const Tensor dy = rnd(y.shape(), 23);
+          const Tensor dx = ops::max_pool2d_backward(dy, idx, x.shape());
+          const Tensor dx_cl =
+              ops::max_pool2d_nhwc_backward(ops::permute(dy, {0, 2, 3, 1}), idx_cl, x_cl.shape());
+          EXPECT_EQ(bits(dx_cl), bits(ops::permute(dx, {0, 2, 3, 1}))) << what;
+        }
+  Tensor idx;
+  EXPECT_THROW(
+      ops::max_pool2d_nhwc_forward(Tensor::zeros({4, 4, 3}), {2, 2, 2, 2, 0, 0, true}, idx),
+      ShapeError);
+  EXPECT_THROW(
+      ops::max_pool2d_nhwc_forward(Tensor::zeros({1, 1, 1, 3}), {2, 2, 2, 2, 0, 0, true}, idx),
+      ShapeError);  // a 2x2 kernel over a 1x1 plane
+}
+
 TEST(Ops, PoolingForward) {
   Tensor x = Tensor::arange(0, 16).reshape({1, 1, 4, 4});
   Tensor idx;

@@ -1096,6 +1096,16 @@ TEST(CudaOps, MaxPool) {
       EXPECT_TRUE(near("max_pool2d_backward " + what,
                        ops::max_pool2d_backward(on_gpu(dy), on_gpu(idx), c.x),
                        ops::max_pool2d_backward(dy, idx, c.x), kEltRtol, 1e-6));
+      // Channels-last: the GPU's own kernels against the CPU's channels-last op.
+      const Tensor x_cl = nhwc(x), dy_cl = nhwc(dy);
+      Tensor idx_cl, gidx_cl;
+      const Tensor y_cl = ops::max_pool2d_nhwc_forward(x_cl, c.p, idx_cl);
+      const Tensor gy_cl = ops::max_pool2d_nhwc_forward(on_gpu(x_cl), c.p, gidx_cl);
+      EXPECT_TRUE(same_f("max_pool2d_nhwc_forward values " + what, gy_cl, y_cl));
+      EXPECT_TRUE(same<int32_t>("max_pool2d_nhwc_forward indices " + what, gidx_cl, idx_cl));
+      EXPECT_TRUE(near("max_pool2d_nhwc_backward " + what,
+                       ops::max_pool2d_nhwc_backward(on_gpu(dy_cl), on_gpu(idx_cl), x_cl.shape()),
+                       ops::max_pool2d_nhwc_backward(dy_cl, idx_cl, x_cl.shape()), kEltRtol, 1e-6));
     }
 }
 

@@ -231,6 +231,16 @@ inline std::vector<Act16Case> act16_cases() {
                  return std::vector<Tensor>{y, ops::max_pool2d_backward(in[1], idx, in[0].shape()),
                                             ops::global_avg_pool_forward(in[0])};
                }});
+  // Channels-last max-pool (the ResNet stem's 3x3 stride 2 with padding: overlapping windows).
+  c.push_back(
+      {"max_pool2d nhwc",
+       {{K::act, {2, 7, 7, 16}}, {K::act, {2, 4, 4, 16}}},
+       {K::act, K::act},
+       [](const std::vector<Tensor>& in, DType) {
+         Tensor idx;
+         Tensor y = ops::max_pool2d_nhwc_forward(in[0], {3, 3, 2, 2, 1, 1, true}, idx);
+         return std::vector<Tensor>{y, ops::max_pool2d_nhwc_backward(in[1], idx, in[0].shape())};
+       }});
   c.push_back({"avg_pool2d + global_avg_pool_backward",
                {{K::act, {2, 3, 7, 7}}, {K::act, {2, 3, 4, 4}}, {K::act, {2, 3}}},
                {K::act, K::act, K::act},

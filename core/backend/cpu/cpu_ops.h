@@ -67,6 +67,8 @@ Tensor conv2d_backward_filter(const Tensor& dy, const Tensor& x, const Shape& w_
                               const Conv2dParams& p);
 Tensor max_pool2d_forward(const Tensor& x, const Pool2dParams& p, Tensor& indices);
 Tensor max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Shape& x_shape);
+Tensor max_pool2d_nhwc_forward(const Tensor& x, const Pool2dParams& p, Tensor& indices);
+Tensor max_pool2d_nhwc_backward(const Tensor& dy, const Tensor& indices, const Shape& x_shape);
 Tensor avg_pool2d_forward(const Tensor& x, const Pool2dParams& p);
 Tensor avg_pool2d_backward(const Tensor& dy, const Shape& x_shape, const Pool2dParams& p);
 Tensor global_avg_pool_forward(const Tensor& x);

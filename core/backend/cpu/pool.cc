@@ -1,4 +1,5 @@
-// Max-, average- and global-average pooling on NCHW, parallel over (n, c) planes.
+// Max-, average- and global-average pooling on NCHW (max-pool on channels-last NHWC too),
+// parallel over (n, c) planes.
 // Max-pool records the flat argmax in each input plane (i32) so backward is a scatter; ties go
 // to the first maximum in row-major window order, as PyTorch does.
 #include <algorithm>
@@ -120,6 +121,77 @@ Tensor max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Shape&
   parallel_for(0, dy.size(0) * dy.size(1), 1, [&](int64_t b, int64_t e) {
     for (int64_t plane = b; plane < e; ++plane)
       for (int64_t o = 0; o < PQ; ++o) dxp[plane * HW + ip[plane * PQ + o]] += gp[plane * PQ + o];
+  });
+  return dx;
+}
+
+// Channels-last: each output (n, i, j, c) takes its window's first maximum (or first NaN) in
+// row-major order from -inf, with the window's first element as the index otherwise, as the
+// NCHW op's general path; the channels of a pixel are independent lanes (vectorised).
+Tensor max_pool2d_nhwc_forward(const Tensor& x, const Pool2dParams& p, Tensor& indices) {
+  require_cpu_f32("max_pool2d_nhwc_forward", {&x});
+  const int64_t N = x.size(0), H = x.size(1), W = x.size(2), C = x.size(3);
+  const Shape nchw = ops::pool2d_output_shape({N, C, H, W}, p);
+  const int64_t P = nchw[2], Q = nchw[3];
+  Tensor y = Tensor::empty({N, P, Q, C});
+  indices = Tensor::empty({N, P, Q, C}, DType::i32);
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  int32_t* ip = indices.data<int32_t>();
+  const int64_t kh = p.kernel_h, kw = p.kernel_w, sh = p.stride_h, sw = p.stride_w, ph = p.pad_h,
+                pw = p.pad_w;
+  parallel_for(0, N * P, 1, [=](int64_t b, int64_t e) {
+    for (int64_t row = b; row < e; ++row) {
+      const int64_t n = row / P, i = row % P;
+      const int64_t h0 = std::max<int64_t>(i * sh - ph, 0), h1 = std::min(i * sh - ph + kh, H);
+      for (int64_t j = 0; j < Q; ++j) {
+        const int64_t w0 = std::max<int64_t>(j * sw - pw, 0), w1 = std::min(j * sw - pw + kw, W);
+        float* best = yp + (row * Q + j) * C;
+        int32_t* arg = ip + (row * Q + j) * C;
+        for (int64_t c = 0; c < C; ++c) {
+          best[c] = -std::numeric_limits<float>::infinity();
+          arg[c] = static_cast<int32_t>(h0 * W + w0);
+        }
+        for (int64_t h = h0; h < h1; ++h)
+          for (int64_t w = w0; w < w1; ++w) {
+            const float* xs = xp + ((n * H + h) * W + w) * C;
+            const int32_t at = static_cast<int32_t>(h * W + w);
+            for (int64_t c = 0; c < C; ++c) {
+              const float v = xs[c], bv = best[c];
+              const bool t = (v > bv) | ((v != v) & (bv == bv));
+              best[c] = t ? v : bv;
+              arg[c] = t ? at : arg[c];
+            }
+          }
+      }
+    }
+  });
+  return y;
+}
+
+// Each channel's plane adds its outputs in order, as the NCHW op: the same sums, bit for bit.
+Tensor max_pool2d_nhwc_backward(const Tensor& dy, const Tensor& indices, const Shape& x_shape) {
+  require_cpu_f32("max_pool2d_nhwc_backward", {&dy});
+  check_dtype(indices, DType::i32, "max_pool2d_nhwc_backward", "indices");
+  check_same_shape(dy, indices, "max_pool2d_nhwc_backward");
+  ADA_CHECK_ARG(
+      x_shape.size() == 4 && dy.dim() == 4 && dy.size(0) == x_shape[0] && dy.size(3) == x_shape[3],
+      ShapeError)
+      << "max_pool2d_nhwc_backward: gradient " << dy.str() << " does not match input "
+      << shape_str(x_shape);
+  Tensor dx = Tensor::zeros(x_shape);
+  const int64_t C = x_shape[3], HW = x_shape[1] * x_shape[2], PQ = dy.size(1) * dy.size(2);
+  const float* gp = dy.data<float>();
+  const int32_t* ip = indices.data<int32_t>();
+  float* dxp = dx.data<float>();
+  parallel_for(0, x_shape[0] * C, 1, [&](int64_t b, int64_t e) {
+    for (int64_t plane = b; plane < e; ++plane) {
+      const int64_t n = plane / C, c = plane % C;
+      for (int64_t o = 0; o < PQ; ++o) {
+        const int64_t at = (n * PQ + o) * C + c;
+        dxp[(n * HW + ip[at]) * C + c] += gp[at];
+      }
+    }
   });
   return dx;
 }

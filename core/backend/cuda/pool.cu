@@ -1,4 +1,5 @@
-// CUDA max-, average- and global-average pooling on NCHW of core/ops.h, forward and backward;
+// CUDA max-, average- and global-average pooling on NCHW of core/ops.h (max-pool on channels-last
+// NHWC too), forward and backward;
 // windows, padding, divisors, argmax tie-breaking and checks as core/backend/cpu/pool.cc.
 // One thread per output (forward) or input (avg backward, a gather in the CPU's summation
 // order); max-pool backward scatters through the saved argmax with atomics, so overlapping
@@ -68,6 +69,50 @@ __global__ void max_pool_backward_kernel(const T* dy, const int32_t* idx, float*
   for (int64_t o = global_tid(); o < total; o += global_stride()) {
     const int64_t k = idx[o];
     if (k >= 0 && k < hw) atomicAdd(dx + (o / pq) * hw + k, ld(dy, o));
+  }
+}
+
+// Channels-last max-pool: output o of [N, P, Q, C] (consecutive threads on consecutive channels:
+// coalesced reads), the same window scan and index (h*W + w in the channel's plane) as
+// max_pool_forward_kernel.
+template <class T>
+__global__ void max_pool_nhwc_forward_kernel(const T* x, T* y, int32_t* idx, int64_t total,
+                                             int64_t c, PoolGeom g) {
+  for (int64_t o = global_tid(); o < total; o += global_stride()) {
+    const int64_t ch = o % c, pix = o / c;
+    const int64_t j = pix % g.Q, i = (pix / g.Q) % g.P, n = pix / (g.P * g.Q);
+    const T* xs = x + n * g.H * g.W * c + ch;
+    int64_t h0 = i * g.sh - g.ph, h1 = min(h0 + g.kh, g.H);
+    h0 = max(h0, static_cast<int64_t>(0));
+    int64_t w0 = j * g.sw - g.pw, w1 = min(w0 + g.kw, g.W);
+    w0 = max(w0, static_cast<int64_t>(0));
+    float best = -INFINITY;
+    int64_t arg = h0 * g.W + w0;
+    bool stop = false;
+    for (int64_t h = h0; h < h1 && !stop; ++h)
+      for (int64_t w = w0; w < w1; ++w) {
+        const float v = ld(xs, (h * g.W + w) * c);
+        if (v > best || isnan(v)) {
+          best = v;
+          arg = h * g.W + w;
+          if (isnan(v)) {
+            stop = true;
+            break;
+          }
+        }
+      }
+    st(y, o, best);
+    idx[o] = static_cast<int32_t>(arg);
+  }
+}
+
+// dx[n, idx[o], ch] += dy[o] for channels-last [N, P, Q, C] outputs (as max_pool_backward_kernel).
+template <class T>
+__global__ void max_pool_nhwc_backward_kernel(const T* dy, const int32_t* idx, float* dx,
+                                              int64_t total, int64_t c, int64_t pq, int64_t hw) {
+  for (int64_t o = global_tid(); o < total; o += global_stride()) {
+    const int64_t k = idx[o];
+    if (k >= 0 && k < hw) atomicAdd(dx + ((o / (pq * c)) * hw + k) * c + o % c, ld(dy, o));
   }
 }
 
@@ -181,6 +226,53 @@ Tensor max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Shape&
     max_pool_backward_kernel<T><<<blocks_for(total), kThreads, 0, stream(dev)>>>(
         data_as<T>(dy), indices.data<int32_t>(), dx.data<float>(), total, dy.size(2) * dy.size(3),
         hw);
+  });
+  ADA_CUDA_LAUNCH_CHECK();
+  if (dy.dtype() == DType::f32) return dx;
+  Tensor narrow = Tensor::empty(x_shape, dy.dtype(), dy.device());
+  round_f32(dx.data<float>(), narrow.raw_data(), dx.numel(), dy.dtype(), dev);
+  return narrow;
+}
+
+Tensor max_pool2d_nhwc_forward(const Tensor& x, const Pool2dParams& p, Tensor& indices) {
+  const int dev = require_f32("max_pool2d_nhwc_forward", {&x}, activation_type(x));
+  const int64_t n = x.size(0), h = x.size(1), w = x.size(2), c = x.size(3);
+  const Shape nchw_in{n, c, h, w}, nchw = ops::pool2d_output_shape(nchw_in, p);
+  const Shape os{n, nchw[2], nchw[3], c};
+  Tensor y = Tensor::empty(os, x.dtype(), x.device());
+  indices = Tensor::empty(os, DType::i32, x.device());
+  const int64_t total = y.numel();
+  if (total == 0) return y;
+  with_float_type(x.dtype(), [&](auto t) {
+    using T = decltype(t);
+    max_pool_nhwc_forward_kernel<T><<<blocks_for(total), kThreads, 0, stream(dev)>>>(
+        data_as<T>(x), data_as<T>(y), indices.data<int32_t>(), total, c,
+        pool_geom(nchw_in, nchw, p));
+  });
+  ADA_CUDA_LAUNCH_CHECK();
+  return y;
+}
+
+Tensor max_pool2d_nhwc_backward(const Tensor& dy, const Tensor& indices, const Shape& x_shape) {
+  const char* op = "max_pool2d_nhwc_backward";
+  const int dev = require_f32(op, {&dy}, activation_type(dy));
+  check_dtype(indices, DType::i32, op, "indices");
+  ADA_CHECK_ARG(!indices.device().is_cpu() && indices.device().index == dev, DeviceError)
+      << op << ": 'indices' is " << indices.str() << ", expected on cuda:" << dev;
+  check_same_shape(dy, indices, op);
+  ADA_CHECK_ARG(
+      x_shape.size() == 4 && dy.dim() == 4 && dy.size(0) == x_shape[0] && dy.size(3) == x_shape[3],
+      ShapeError)
+      << op << ": gradient " << dy.str() << " does not match input " << shape_str(x_shape);
+  const int64_t total = dy.numel(), hw = x_shape[1] * x_shape[2];
+  if (total == 0 || shape_numel(x_shape) == 0)
+    return Tensor::zeros(x_shape, dy.dtype(), dy.device());
+  Tensor dx = Tensor::zeros(x_shape, DType::f32, dy.device());  // the sums; rounded below if 16-bit
+  with_float_type(dy.dtype(), [&](auto t) {
+    using T = decltype(t);
+    max_pool_nhwc_backward_kernel<T><<<blocks_for(total), kThreads, 0, stream(dev)>>>(
+        data_as<T>(dy), indices.data<int32_t>(), dx.data<float>(), total, x_shape[3],
+        dy.size(1) * dy.size(2), hw);
   });
   ADA_CUDA_LAUNCH_CHECK();
   if (dy.dtype() == DType::f32) return dx;
