@@ -132,6 +132,49 @@ __device__ __forceinline__ int64_t warp_row() {
 __device__ __forceinline__ int64_t warp_row_stride() {
   return static_cast<int64_t>(gridDim.x) * kWarpRows;
 }
+// f(i, j, col) for each value this lane holds of a row of nv vectors: vector c = lane + 32 i
+// (i < I) when c < nv, value j of it, column col = c * V + j.
+template <int I, int V, class F>
+__device__ __forceinline__ void warp_row_each(int64_t nv, F&& f) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int i = 0; i < I; ++i) {
+    const int64_t c = lane + 32 * i;
+    if (c < nv)
+#pragma unroll
+      for (int j = 0; j < V; ++j) f(i, j, c * V + j);
+  }
+}
+// This lane's values of a row (nv vectors of V at `row`) into v, widened to f32.
+template <class T, int I, int V>
+__device__ __forceinline__ void warp_row_load(const T* row, int64_t nv, float (&v)[I][V]) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int i = 0; i < I; ++i) {
+    const int64_t c = lane + 32 * i;
+    if (c < nv) {
+      const Pack<T, V> p = reinterpret_cast<const Pack<T, V>*>(row)[c];
+#pragma unroll
+      for (int j = 0; j < V; ++j) v[i][j] = ld(p.v, j);
+    }
+  }
+}
+// This lane's values of a row written from f(i, j, col) (f32, rounded once to T).
+template <class T, int I, int V, class F>
+__device__ __forceinline__ void warp_row_store(T* row, int64_t nv, F&& f) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int i = 0; i < I; ++i) {
+    const int64_t c = lane + 32 * i;
+    if (c < nv) {
+      Pack<T, V> o;
+#pragma unroll
+      for (int j = 0; j < V; ++j) st(o.v, j, f(i, j, c * V + j));
+      reinterpret_cast<Pack<T, V>*>(row)[c] = o;
+    }
+  }
+}
+
 // The warp's sum, the same value in every lane (lane 0's, broadcast: one order for all lanes).
 __device__ __forceinline__ double warp_total(double v) {
   return __shfl_sync(0xffffffffu, warp_sum(v), 0);

@@ -634,50 +634,24 @@ __global__ void ln_forward_warp_kernel(const T* x, const float* gamma, const flo
                                        int64_t rows, int64_t d, T* y, float* save_mean,
                                        float* save_rstd) {
   constexpr int V = kVec16<T>, I = kWarpRowIters<T>;
-  using P = Pack<T, V>;
-  const int lane = threadIdx.x & 31;
   const int64_t nv = d / V;
   for (int64_t r = warp_row(); r < rows; r += warp_row_stride()) {
-    const P* xr = reinterpret_cast<const P*>(x + r * d);
     float v[I][V];
-    double s = 0.0;
-#pragma unroll
-    for (int i = 0; i < I; ++i) {
-      const int64_t c = lane + 32 * i;
-      if (c < nv) {
-        const P p = xr[c];
-#pragma unroll
-        for (int j = 0; j < V; ++j) {
-          v[i][j] = ld(p.v, j);
-          s += v[i][j];
-        }
-      }
-    }
+    warp_row_load(x + r * d, nv, v);
+    double s = 0.0, ss = 0.0;
+    warp_row_each<I, V>(nv, [&](int i, int j, int64_t) { s += v[i][j]; });
     const double mean = warp_total(s) / d;
-    double ss = 0.0;
-#pragma unroll
-    for (int i = 0; i < I; ++i)
-      if (lane + 32 * i < nv)
-#pragma unroll
-        for (int j = 0; j < V; ++j) ss += (v[i][j] - mean) * (v[i][j] - mean);
+    warp_row_each<I, V>(nv,
+                        [&](int i, int j, int64_t) { ss += (v[i][j] - mean) * (v[i][j] - mean); });
     const double rstd = 1.0 / sqrt(warp_total(ss) / d + eps);
-    if (lane == 0) {
+    if ((threadIdx.x & 31) == 0) {
       save_mean[r] = static_cast<float>(mean);
       save_rstd[r] = static_cast<float>(rstd);
     }
     const float fm = static_cast<float>(mean), fr = static_cast<float>(rstd);
-    P* yr = reinterpret_cast<P*>(y + r * d);
-#pragma unroll
-    for (int i = 0; i < I; ++i) {
-      const int64_t c = lane + 32 * i;
-      if (c < nv) {
-        P o;
-#pragma unroll
-        for (int j = 0; j < V; ++j)
-          st(o.v, j, (v[i][j] - fm) * fr * gamma[c * V + j] + beta[c * V + j]);
-        yr[c] = o;
-      }
-    }
+    warp_row_store<T, I, V>(y + r * d, nv, [&](int i, int j, int64_t col) {
+      return (v[i][j] - fm) * fr * gamma[col] + beta[col];
+    });
   }
 }
 
@@ -687,48 +661,23 @@ __global__ void ln_backward_dx_warp_kernel(const T* dy, const T* x, const float*
                                            const float* save_mean, const float* save_rstd,
                                            int64_t rows, int64_t d, T* dx) {
   constexpr int V = kVec16<T>, I = kWarpRowIters<T>;
-  using P = Pack<T, V>;
-  const int lane = threadIdx.x & 31;
   const int64_t nv = d / V;
   for (int64_t r = warp_row(); r < rows; r += warp_row_stride()) {
-    const P* xr = reinterpret_cast<const P*>(x + r * d);
-    const P* gr = reinterpret_cast<const P*>(dy + r * d);
     const double mean = save_mean[r], rstd = save_rstd[r];
     float xv[I][V], gv[I][V];
+    warp_row_load(x + r * d, nv, xv);
+    warp_row_load(dy + r * d, nv, gv);
     double s1 = 0.0, s2 = 0.0;
-#pragma unroll
-    for (int i = 0; i < I; ++i) {
-      const int64_t c = lane + 32 * i;
-      if (c < nv) {
-        const P px = xr[c], pg = gr[c];
-#pragma unroll
-        for (int j = 0; j < V; ++j) {
-          xv[i][j] = ld(px.v, j);
-          gv[i][j] = ld(pg.v, j);
-          const double xh = (xv[i][j] - mean) * rstd,
-                       dxh = static_cast<double>(gv[i][j]) * gamma[c * V + j];
-          s1 += dxh;
-          s2 += dxh * xh;
-        }
-      }
-    }
+    warp_row_each<I, V>(nv, [&](int i, int j, int64_t col) {
+      const double xh = (xv[i][j] - mean) * rstd, dxh = static_cast<double>(gv[i][j]) * gamma[col];
+      s1 += dxh;
+      s2 += dxh * xh;
+    });
     const double m1 = warp_total(s1) / d, m2 = warp_total(s2) / d;
-    P* dr = reinterpret_cast<P*>(dx + r * d);
-#pragma unroll
-    for (int i = 0; i < I; ++i) {
-      const int64_t c = lane + 32 * i;
-      if (c < nv) {
-        P o;
-#pragma unroll
-        for (int j = 0; j < V; ++j) {
-          const double xh = (xv[i][j] - mean) * rstd;
-          st(o.v, j,
-             static_cast<float>(rstd *
-                                (static_cast<double>(gv[i][j]) * gamma[c * V + j] - m1 - xh * m2)));
-        }
-        dr[c] = o;
-      }
-    }
+    warp_row_store<T, I, V>(dx + r * d, nv, [&](int i, int j, int64_t col) {
+      const double xh = (xv[i][j] - mean) * rstd;
+      return static_cast<float>(rstd * (static_cast<double>(gv[i][j]) * gamma[col] - m1 - xh * m2));
+    });
   }
 }
 

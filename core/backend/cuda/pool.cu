@@ -30,34 +30,41 @@ PoolGeom pool_geom(const Shape& x, const Shape& out, const Pool2dParams& p) {
           p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.count_include_pad};
 }
 
-// y and argmax (flat index into the H*W plane) of every output; the first maximum in row-major
-// window order wins, and a NaN wins at once.
+// Output (i, j)'s window of a plane whose element (h, w) is xs[(h*W + w) * step]: its maximum
+// into y[o] and its argmax (flat index h*W + w into the plane) into idx[o]; the first maximum in
+// row-major window order wins, and a NaN wins at once.
+template <class T>
+__device__ void max_window(const T* xs, int64_t step, const PoolGeom& g, int64_t i, int64_t j, T* y,
+                           int32_t* idx, int64_t o) {
+  int64_t h0 = i * g.sh - g.ph, h1 = min(h0 + g.kh, g.H);
+  h0 = max(h0, static_cast<int64_t>(0));
+  int64_t w0 = j * g.sw - g.pw, w1 = min(w0 + g.kw, g.W);
+  w0 = max(w0, static_cast<int64_t>(0));
+  float best = -INFINITY;
+  int64_t arg = h0 * g.W + w0;
+  bool stop = false;
+  for (int64_t h = h0; h < h1 && !stop; ++h)
+    for (int64_t w = w0; w < w1; ++w) {
+      const float v = ld(xs, (h * g.W + w) * step);
+      if (v > best || isnan(v)) {
+        best = v;
+        arg = h * g.W + w;
+        if (isnan(v)) {
+          stop = true;
+          break;
+        }
+      }
+    }
+  st(y, o, best);
+  idx[o] = static_cast<int32_t>(arg);
+}
+
+// y and argmax of every NCHW output.
 template <class T>
 __global__ void max_pool_forward_kernel(const T* x, T* y, int32_t* idx, int64_t total, PoolGeom g) {
   for (int64_t o = global_tid(); o < total; o += global_stride()) {
     const int64_t j = o % g.Q, i = (o / g.Q) % g.P, plane = o / (g.P * g.Q);
-    const T* xs = x + plane * g.H * g.W;
-    int64_t h0 = i * g.sh - g.ph, h1 = min(h0 + g.kh, g.H);
-    h0 = max(h0, static_cast<int64_t>(0));
-    int64_t w0 = j * g.sw - g.pw, w1 = min(w0 + g.kw, g.W);
-    w0 = max(w0, static_cast<int64_t>(0));
-    float best = -INFINITY;
-    int64_t arg = h0 * g.W + w0;
-    bool stop = false;
-    for (int64_t h = h0; h < h1 && !stop; ++h)
-      for (int64_t w = w0; w < w1; ++w) {
-        const float v = ld(xs, h * g.W + w);
-        if (v > best || isnan(v)) {
-          best = v;
-          arg = h * g.W + w;
-          if (isnan(v)) {
-            stop = true;
-            break;
-          }
-        }
-      }
-    st(y, o, best);
-    idx[o] = static_cast<int32_t>(arg);
+    max_window(x + plane * g.H * g.W, 1, g, i, j, y, idx, o);
   }
 }
 
@@ -73,36 +80,14 @@ __global__ void max_pool_backward_kernel(const T* dy, const int32_t* idx, float*
 }
 
 // Channels-last max-pool: output o of [N, P, Q, C] (consecutive threads on consecutive channels:
-// coalesced reads), the same window scan and index (h*W + w in the channel's plane) as
-// max_pool_forward_kernel.
+// coalesced reads), the same window scan and index (h*W + w in the channel's plane).
 template <class T>
 __global__ void max_pool_nhwc_forward_kernel(const T* x, T* y, int32_t* idx, int64_t total,
                                              int64_t c, PoolGeom g) {
   for (int64_t o = global_tid(); o < total; o += global_stride()) {
     const int64_t ch = o % c, pix = o / c;
     const int64_t j = pix % g.Q, i = (pix / g.Q) % g.P, n = pix / (g.P * g.Q);
-    const T* xs = x + n * g.H * g.W * c + ch;
-    int64_t h0 = i * g.sh - g.ph, h1 = min(h0 + g.kh, g.H);
-    h0 = max(h0, static_cast<int64_t>(0));
-    int64_t w0 = j * g.sw - g.pw, w1 = min(w0 + g.kw, g.W);
-    w0 = max(w0, static_cast<int64_t>(0));
-    float best = -INFINITY;
-    int64_t arg = h0 * g.W + w0;
-    bool stop = false;
-    for (int64_t h = h0; h < h1 && !stop; ++h)
-      for (int64_t w = w0; w < w1; ++w) {
-        const float v = ld(xs, (h * g.W + w) * c);
-        if (v > best || isnan(v)) {
-          best = v;
-          arg = h * g.W + w;
-          if (isnan(v)) {
-            stop = true;
-            break;
-          }
-        }
-      }
-    st(y, o, best);
-    idx[o] = static_cast<int32_t>(arg);
+    max_window(x + n * g.H * g.W * c + ch, c, g, i, j, y, idx, o);
   }
 }
 

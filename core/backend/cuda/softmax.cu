@@ -135,41 +135,20 @@ template <bool kLog, class T>
 __global__ void softmax_backward_warp_kernel(const T* g, const T* y, T* dx, int64_t rows, int64_t d,
                                              float scale) {
   constexpr int V = kVec16<T>, I = kWarpRowIters<T>;
-  using P = Pack<T, V>;
-  const int lane = threadIdx.x & 31;
   const int64_t nv = d / V;
   for (int64_t r = warp_row(); r < rows; r += warp_row_stride()) {
-    const P* gr = reinterpret_cast<const P*>(g + r * d);
-    const P* yr = reinterpret_cast<const P*>(y + r * d);
     float gv[I][V], yv[I][V];
+    warp_row_load(g + r * d, nv, gv);
+    warp_row_load(y + r * d, nv, yv);
     double s = 0.0;
-#pragma unroll
-    for (int i = 0; i < I; ++i) {
-      const int64_t c = lane + 32 * i;
-      if (c < nv) {
-        const P pg = gr[c], py = yr[c];
-#pragma unroll
-        for (int j = 0; j < V; ++j) {
-          gv[i][j] = ld(pg.v, j);
-          yv[i][j] = ld(py.v, j);
-          s += kLog ? static_cast<double>(gv[i][j])
-                    : static_cast<double>(gv[i][j]) * static_cast<double>(yv[i][j]);
-        }
-      }
-    }
+    warp_row_each<I, V>(nv, [&](int i, int j, int64_t) {
+      s += kLog ? static_cast<double>(gv[i][j])
+                : static_cast<double>(gv[i][j]) * static_cast<double>(yv[i][j]);
+    });
     const float fs = static_cast<float>(warp_total(s));
-    P* dr = reinterpret_cast<P*>(dx + r * d);
-#pragma unroll
-    for (int i = 0; i < I; ++i) {
-      const int64_t c = lane + 32 * i;
-      if (c < nv) {
-        P o;
-#pragma unroll
-        for (int j = 0; j < V; ++j)
-          st(o.v, j, kLog ? gv[i][j] - expf(yv[i][j]) * fs : yv[i][j] * (gv[i][j] - fs) * scale);
-        dr[c] = o;
-      }
-    }
+    warp_row_store<T, I, V>(dx + r * d, nv, [&](int i, int j, int64_t) {
+      return kLog ? gv[i][j] - expf(yv[i][j]) * fs : yv[i][j] * (gv[i][j] - fs) * scale;
+    });
   }
 }
 
@@ -180,50 +159,26 @@ template <class T>
 __global__ void attention_softmax_warp_kernel(const T* x, const float* bias, T* y, int64_t rows,
                                               int64_t d, int64_t rows_per_example, float scale) {
   constexpr int V = kVec16<T>, I = kWarpRowIters<T>;
-  using P = Pack<T, V>;
-  const int lane = threadIdx.x & 31;
   const int64_t nv = d / V;
   for (int64_t r = warp_row(); r < rows; r += warp_row_stride()) {
-    const P* xr = reinterpret_cast<const P*>(x + r * d);
     const float* br = bias ? bias + (r / rows_per_example) * d : nullptr;
     float t[I][V];
+    warp_row_load(x + r * d, nv, t);
     float mx = -INFINITY;
-#pragma unroll
-    for (int i = 0; i < I; ++i) {
-      const int64_t c = lane + 32 * i;
-      if (c < nv) {
-        const P p = xr[c];
-#pragma unroll
-        for (int j = 0; j < V; ++j) {
-          float tj = __fmul_rn(ld(p.v, j), scale);
-          if (br) tj = __fadd_rn(tj, br[c * V + j]);
-          t[i][j] = tj;
-          mx = fmaxf(mx, tj);
-        }
-      }
-    }
+    warp_row_each<I, V>(nv, [&](int i, int j, int64_t col) {
+      float tj = __fmul_rn(t[i][j], scale);
+      if (br) tj = __fadd_rn(tj, br[col]);
+      t[i][j] = tj;
+      mx = fmaxf(mx, tj);
+    });
     mx = warp_max_all(mx);
     double s = 0.0;
-#pragma unroll
-    for (int i = 0; i < I; ++i)
-      if (lane + 32 * i < nv)
-#pragma unroll
-        for (int j = 0; j < V; ++j) {
-          t[i][j] = expf(t[i][j] - mx);
-          s += static_cast<double>(t[i][j]);
-        }
+    warp_row_each<I, V>(nv, [&](int i, int j, int64_t) {
+      t[i][j] = expf(t[i][j] - mx);
+      s += static_cast<double>(t[i][j]);
+    });
     const float inv = static_cast<float>(1.0 / warp_total(s));
-    P* yr = reinterpret_cast<P*>(y + r * d);
-#pragma unroll
-    for (int i = 0; i < I; ++i) {
-      const int64_t c = lane + 32 * i;
-      if (c < nv) {
-        P o;
-#pragma unroll
-        for (int j = 0; j < V; ++j) st(o.v, j, t[i][j] * inv);
-        yr[c] = o;
-      }
-    }
+    warp_row_store<T, I, V>(y + r * d, nv, [&](int i, int j, int64_t) { return t[i][j] * inv; });
   }
 }
 
