@@ -190,33 +190,46 @@ Tensor max_pool2d_forward(const Tensor& x, const Pool2dParams& p, Tensor& indice
   return y;
 }
 
-Tensor max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Shape& x_shape) {
-  const char* op = "max_pool2d_backward";
+namespace {
+// max_pool2d_backward in either layout (nhwc: [N, H, W, C] and channels-last indices).
+Tensor max_pool_backward(const char* op, const Tensor& dy, const Tensor& indices,
+                         const Shape& x_shape, bool nhwc) {
   const int dev = require_f32(op, {&dy}, activation_type(dy));
   check_dtype(indices, DType::i32, op, "indices");
   ADA_CHECK_ARG(!indices.device().is_cpu() && indices.device().index == dev, DeviceError)
       << op << ": 'indices' is " << indices.str() << ", expected on cuda:" << dev;
   check_same_shape(dy, indices, op);
-  ADA_CHECK_ARG(
-      x_shape.size() == 4 && dy.dim() == 4 && dy.size(0) == x_shape[0] && dy.size(1) == x_shape[1],
-      ShapeError)
-      << "max_pool2d_backward: gradient " << dy.str() << " does not match input "
-      << shape_str(x_shape);
-  const int64_t total = dy.numel(), hw = x_shape[2] * x_shape[3];
+  const int cd = nhwc ? 3 : 1;  // the channel dim
+  ADA_CHECK_ARG(x_shape.size() == 4 && dy.dim() == 4 && dy.size(0) == x_shape[0] &&
+                    dy.size(cd) == x_shape[cd],
+                ShapeError)
+      << op << ": gradient " << dy.str() << " does not match input " << shape_str(x_shape);
+  const int64_t total = dy.numel();
   if (total == 0 || shape_numel(x_shape) == 0)
     return Tensor::zeros(x_shape, dy.dtype(), dy.device());
+  // The planes' sizes: input H*W and output P*Q.
+  const int64_t hw = nhwc ? x_shape[1] * x_shape[2] : x_shape[2] * x_shape[3],
+                pq = nhwc ? dy.size(1) * dy.size(2) : dy.size(2) * dy.size(3);
   Tensor dx = Tensor::zeros(x_shape, DType::f32, dy.device());  // the sums; rounded below if 16-bit
   with_float_type(dy.dtype(), [&](auto t) {
     using T = decltype(t);
-    max_pool_backward_kernel<T><<<blocks_for(total), kThreads, 0, stream(dev)>>>(
-        data_as<T>(dy), indices.data<int32_t>(), dx.data<float>(), total, dy.size(2) * dy.size(3),
-        hw);
+    if (nhwc)
+      max_pool_nhwc_backward_kernel<T><<<blocks_for(total), kThreads, 0, stream(dev)>>>(
+          data_as<T>(dy), indices.data<int32_t>(), dx.data<float>(), total, x_shape[3], pq, hw);
+    else
+      max_pool_backward_kernel<T><<<blocks_for(total), kThreads, 0, stream(dev)>>>(
+          data_as<T>(dy), indices.data<int32_t>(), dx.data<float>(), total, pq, hw);
   });
   ADA_CUDA_LAUNCH_CHECK();
   if (dy.dtype() == DType::f32) return dx;
   Tensor narrow = Tensor::empty(x_shape, dy.dtype(), dy.device());
   round_f32(dx.data<float>(), narrow.raw_data(), dx.numel(), dy.dtype(), dev);
   return narrow;
+}
+}  // namespace
+
+Tensor max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Shape& x_shape) {
+  return max_pool_backward("max_pool2d_backward", dy, indices, x_shape, false);
 }
 
 Tensor max_pool2d_nhwc_forward(const Tensor& x, const Pool2dParams& p, Tensor& indices) {
@@ -239,31 +252,7 @@ Tensor max_pool2d_nhwc_forward(const Tensor& x, const Pool2dParams& p, Tensor& i
 }
 
 Tensor max_pool2d_nhwc_backward(const Tensor& dy, const Tensor& indices, const Shape& x_shape) {
-  const char* op = "max_pool2d_nhwc_backward";
-  const int dev = require_f32(op, {&dy}, activation_type(dy));
-  check_dtype(indices, DType::i32, op, "indices");
-  ADA_CHECK_ARG(!indices.device().is_cpu() && indices.device().index == dev, DeviceError)
-      << op << ": 'indices' is " << indices.str() << ", expected on cuda:" << dev;
-  check_same_shape(dy, indices, op);
-  ADA_CHECK_ARG(
-      x_shape.size() == 4 && dy.dim() == 4 && dy.size(0) == x_shape[0] && dy.size(3) == x_shape[3],
-      ShapeError)
-      << op << ": gradient " << dy.str() << " does not match input " << shape_str(x_shape);
-  const int64_t total = dy.numel(), hw = x_shape[1] * x_shape[2];
-  if (total == 0 || shape_numel(x_shape) == 0)
-    return Tensor::zeros(x_shape, dy.dtype(), dy.device());
-  Tensor dx = Tensor::zeros(x_shape, DType::f32, dy.device());  // the sums; rounded below if 16-bit
-  with_float_type(dy.dtype(), [&](auto t) {
-    using T = decltype(t);
-    max_pool_nhwc_backward_kernel<T><<<blocks_for(total), kThreads, 0, stream(dev)>>>(
-        data_as<T>(dy), indices.data<int32_t>(), dx.data<float>(), total, x_shape[3],
-        dy.size(1) * dy.size(2), hw);
-  });
-  ADA_CUDA_LAUNCH_CHECK();
-  if (dy.dtype() == DType::f32) return dx;
-  Tensor narrow = Tensor::empty(x_shape, dy.dtype(), dy.device());
-  round_f32(dx.data<float>(), narrow.raw_data(), dx.numel(), dy.dtype(), dev);
-  return narrow;
+  return max_pool_backward("max_pool2d_nhwc_backward", dy, indices, x_shape, true);
 }
 
 Tensor avg_pool2d_forward(const Tensor& x, const Pool2dParams& p) {
