@@ -104,15 +104,23 @@ Tensor max_pool2d_forward(const Tensor& x, const Pool2dParams& p, Tensor& indice
   return y;
 }
 
+namespace {
+// A max-pool backward's arguments: f32 dy on the CPU, i32 indices of its shape, and an input
+// shape with dy's batch and channel counts (channels in dim cd: 1 for NCHW, 3 for NHWC).
+void check_max_pool_backward(const char* op, const Tensor& dy, const Tensor& indices,
+                             const Shape& x_shape, int cd) {
+  require_cpu_f32(op, {&dy});
+  check_dtype(indices, DType::i32, op, "indices");
+  check_same_shape(dy, indices, op);
+  ADA_CHECK_ARG(x_shape.size() == 4 && dy.dim() == 4 && dy.size(0) == x_shape[0] &&
+                    dy.size(cd) == x_shape[cd],
+                ShapeError)
+      << op << ": gradient " << dy.str() << " does not match input " << shape_str(x_shape);
+}
+}  // namespace
+
 Tensor max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Shape& x_shape) {
-  require_cpu_f32("max_pool2d_backward", {&dy});
-  check_dtype(indices, DType::i32, "max_pool2d_backward", "indices");
-  check_same_shape(dy, indices, "max_pool2d_backward");
-  ADA_CHECK_ARG(
-      x_shape.size() == 4 && dy.dim() == 4 && dy.size(0) == x_shape[0] && dy.size(1) == x_shape[1],
-      ShapeError)
-      << "max_pool2d_backward: gradient " << dy.str() << " does not match input "
-      << shape_str(x_shape);
+  check_max_pool_backward("max_pool2d_backward", dy, indices, x_shape, 1);
   Tensor dx = Tensor::zeros(x_shape);
   const int64_t HW = x_shape[2] * x_shape[3], PQ = dy.size(2) * dy.size(3);
   const float* gp = dy.data<float>();
@@ -171,14 +179,7 @@ Tensor max_pool2d_nhwc_forward(const Tensor& x, const Pool2dParams& p, Tensor& i
 
 // Each channel's plane adds its outputs in order, as the NCHW op: the same sums, bit for bit.
 Tensor max_pool2d_nhwc_backward(const Tensor& dy, const Tensor& indices, const Shape& x_shape) {
-  require_cpu_f32("max_pool2d_nhwc_backward", {&dy});
-  check_dtype(indices, DType::i32, "max_pool2d_nhwc_backward", "indices");
-  check_same_shape(dy, indices, "max_pool2d_nhwc_backward");
-  ADA_CHECK_ARG(
-      x_shape.size() == 4 && dy.dim() == 4 && dy.size(0) == x_shape[0] && dy.size(3) == x_shape[3],
-      ShapeError)
-      << "max_pool2d_nhwc_backward: gradient " << dy.str() << " does not match input "
-      << shape_str(x_shape);
+  check_max_pool_backward("max_pool2d_nhwc_backward", dy, indices, x_shape, 3);
   Tensor dx = Tensor::zeros(x_shape);
   const int64_t C = x_shape[3], HW = x_shape[1] * x_shape[2], PQ = dy.size(1) * dy.size(2);
   const float* gp = dy.data<float>();

@@ -67,11 +67,14 @@ struct alignas(sizeof(T) * V) Pack {
 };
 template <class T>
 constexpr int kVec16 = 16 / static_cast<int>(sizeof(T));
-// Whether every non-null pointer is 16-byte aligned.
-inline bool aligned16(std::initializer_list<const void*> ptrs) {
+// Whether every non-null pointer is aligned to `bytes` (aligned16: to 16).
+inline bool aligned_to(std::initializer_list<const void*> ptrs, size_t bytes) {
   for (const void* p : ptrs)
-    if (p && reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+    if (p && reinterpret_cast<uintptr_t>(p) % bytes != 0) return false;
   return true;
+}
+inline bool aligned16(std::initializer_list<const void*> ptrs) {
+  return aligned_to(ptrs, 16);
 }
 
 // Calls f(T{}) with T the element type of a float dtype (float, __nv_bfloat16, __half).
@@ -179,10 +182,9 @@ __device__ __forceinline__ void warp_row_store(T* row, int64_t nv, F&& f) {
 __device__ __forceinline__ double warp_total(double v) {
   return __shfl_sync(0xffffffffu, warp_sum(v), 0);
 }
-// The warp's max in every lane (exact in any order).
+// The warp's max in every lane (lane 0's, broadcast).
 __device__ __forceinline__ float warp_max_all(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
+  return __shfl_sync(0xffffffffu, warp_max(v), 0);
 }
 
 // Block-wide sum returned to every thread. Every thread of the block must call it (blockDim.x a

@@ -35,15 +35,14 @@ __global__ void dropout_kernel(const T* x, T* y, float* mask, int64_t n, uint64_
     if (vec && 4 * j + 3 < n) {
       const P xv = reinterpret_cast<const P*>(x)[j];
       P out;
-      float4 mv;
+      Pack<float, 4> mv;
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
-        const float m = u[k] >= p ? keep_scale : 0.f;
-        (k == 0 ? mv.x : k == 1 ? mv.y : k == 2 ? mv.z : mv.w) = m;
-        st(out.v, k, ld(xv.v, k) * m);
+        mv.v[k] = u[k] >= p ? keep_scale : 0.f;
+        st(out.v, k, ld(xv.v, k) * mv.v[k]);
       }
       reinterpret_cast<P*>(y)[j] = out;
-      if (mask) reinterpret_cast<float4*>(mask)[j] = mv;
+      if (mask) reinterpret_cast<Pack<float, 4>*>(mask)[j] = mv;
       continue;
     }
     for (int k = 0; k < 4; ++k) {
@@ -144,11 +143,8 @@ Tensor dropout_impl(const char* op, const Tensor& x, float p, uint64_t seed, uin
   if (n == 0) return y;
   with_float_type(t, [&](auto tag) {
     using T = decltype(tag);
-    const auto aligned = [](const void* q, size_t a) {
-      return q == nullptr || reinterpret_cast<uintptr_t>(q) % a == 0;
-    };
-    const bool vec = aligned(x.raw_data(), 4 * sizeof(T)) && aligned(y.raw_data(), 4 * sizeof(T)) &&
-                     aligned(mask ? mask->raw_data() : nullptr, 16);
+    const bool vec = aligned_to({x.raw_data(), y.raw_data()}, 4 * sizeof(T)) &&
+                     aligned16({mask ? mask->raw_data() : nullptr});
     dropout_kernel<<<blocks_for((n + 3) / 4), kThreads, 0, stream(dev)>>>(
         data_as<T>(x), data_as<T>(y), mask ? mask->data<float>() : nullptr, n, seed, first, p,
         1.f / (1.f - p), vec);

@@ -123,6 +123,16 @@ int64_t bn_chunks(const BnGeom& g) {
   return std::max<int64_t>(1, std::min<int64_t>({want, g.count() / 2048, 1024}));
 }
 
+// The values (or, channels-last, rows) [e0, e1) of a channel that chunk blockIdx.y of `chunk`
+// each covers.
+struct BnChunk {
+  int64_t e0, e1;
+};
+__device__ __forceinline__ BnChunk bn_chunk(const BnGeom& g, int64_t chunk) {
+  const int64_t e0 = static_cast<int64_t>(blockIdx.y) * chunk;
+  return {e0, e0 + chunk < g.count() ? e0 + chunk : g.count()};
+}
+
 // part[ch * S + s] = sum over chunk s of channel ch (grid: c x S). mean_or_null: deviations
 // from mean_or_null[ch] squared instead of values.
 template <class T>
@@ -131,8 +141,7 @@ __global__ void bn_stat_partial_kernel(const T* x, const double* mean_or_null, B
   __shared__ double sh[33];
   const int64_t S = gridDim.y;
   for (int64_t ch = blockIdx.x; ch < g.c; ch += gridDim.x) {
-    const int64_t e0 = static_cast<int64_t>(blockIdx.y) * chunk;
-    const int64_t e1 = e0 + chunk < g.count() ? e0 + chunk : g.count();
+    const auto [e0, e1] = bn_chunk(g, chunk);
     double acc[1] = {0.0};
     if (mean_or_null)
       bn_chunk_sums(g, ch, e0, e1, BnSquaredDeviation<T>{x, mean_or_null[ch]}, acc);
@@ -253,8 +262,7 @@ __global__ void bn_backward_partial_kernel(const T* dy, const T* x, const T* y,
   __shared__ double sh[33];
   const int64_t S = gridDim.y;
   for (int64_t ch = blockIdx.x; ch < g.c; ch += gridDim.x) {
-    const int64_t e0 = static_cast<int64_t>(blockIdx.y) * chunk;
-    const int64_t e1 = e0 + chunk < g.count() ? e0 + chunk : g.count();
+    const auto [e0, e1] = bn_chunk(g, chunk);
     double acc[2] = {0.0, 0.0};
     bn_chunk_sums(g, ch, e0, e1, BnBackwardTerms<T>{dy, x, y, static_cast<double>(save_mean[ch])},
                   acc);
@@ -313,8 +321,7 @@ template <class T>
 __global__ void bn_stat_rows_kernel(const T* x, const double* mean_or_null, BnGeom g, int64_t chunk,
                                     double* part) {
   const int64_t ch = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
-  const int64_t e0 = static_cast<int64_t>(blockIdx.y) * chunk;
-  const int64_t e1 = e0 + chunk < g.count() ? e0 + chunk : g.count();
+  const auto [e0, e1] = bn_chunk(g, chunk);
   double acc[1] = {0.0};
   if (ch < g.c) {
     if (mean_or_null)
@@ -332,8 +339,7 @@ __global__ void bn_backward_rows_kernel(const T* dy, const T* x, const T* y, con
                                         BnGeom g, int64_t chunk, double* part_dy,
                                         double* part_dyx) {
   const int64_t ch = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
-  const int64_t e0 = static_cast<int64_t>(blockIdx.y) * chunk;
-  const int64_t e1 = e0 + chunk < g.count() ? e0 + chunk : g.count();
+  const auto [e0, e1] = bn_chunk(g, chunk);
   double acc[2] = {0.0, 0.0};
   if (ch < g.c)
     bn_row_sums(g, ch, e0, e1, BnBackwardTerms<T>{dy, x, y, static_cast<double>(save_mean[ch])},
@@ -359,6 +365,11 @@ bool bn_rows_vec_ok(int64_t c, std::initializer_list<const void*> ptrs) {
 struct BnLane {
   int64_t group;
   int sub, groups_per_warp, rows_per_warp;
+  // This lane's first row from e0, and the block's step between its rows.
+  __device__ int64_t first_row(int64_t e0) const {
+    return e0 + static_cast<int64_t>(threadIdx.y) * rows_per_warp + sub;
+  }
+  __device__ int64_t row_step() const { return static_cast<int64_t>(kBnRowWarps) * rows_per_warp; }
 };
 __device__ __forceinline__ BnLane bn_lane(int64_t groups) {
   BnLane l;
@@ -396,16 +407,15 @@ __global__ void bn_stat_rows_vec_kernel(const T* x, const double* mean_or_null, 
   using P = Pack<T, V>;
   const int64_t groups = g.c / V;
   const BnLane l = bn_lane(groups);
-  const int64_t e0 = static_cast<int64_t>(blockIdx.y) * chunk;
-  const int64_t e1 = e0 + chunk < g.count() ? e0 + chunk : g.count();
+  const auto [e0, e1] = bn_chunk(g, chunk);
   double acc[1][V] = {};
   if (l.group < groups) {
     double mean[V] = {};
     if (mean_or_null)
       for (int j = 0; j < V; ++j) mean[j] = mean_or_null[l.group * V + j];
     const P* xv = reinterpret_cast<const P*>(x);
-    const int64_t step = static_cast<int64_t>(kBnRowWarps) * l.rows_per_warp;
-    int64_t r = e0 + static_cast<int64_t>(threadIdx.y) * l.rows_per_warp + l.sub;
+    const int64_t step = l.row_step();
+    int64_t r = l.first_row(e0);
     auto add = [&](const P& p) {
 #pragma unroll
       for (int j = 0; j < V; ++j) {
@@ -436,17 +446,14 @@ __global__ void bn_backward_rows_vec_kernel(const T* dy, const T* x, const T* y,
   using P = Pack<T, V>;
   const int64_t groups = g.c / V;
   const BnLane l = bn_lane(groups);
-  const int64_t e0 = static_cast<int64_t>(blockIdx.y) * chunk;
-  const int64_t e1 = e0 + chunk < g.count() ? e0 + chunk : g.count();
+  const auto [e0, e1] = bn_chunk(g, chunk);
   double acc[2][V] = {};
   if (l.group < groups) {
     double mean[V];
     for (int j = 0; j < V; ++j) mean[j] = save_mean[l.group * V + j];
     const P *gv = reinterpret_cast<const P*>(dy), *xv = reinterpret_cast<const P*>(x),
             *yv = reinterpret_cast<const P*>(y);
-    const int64_t step = static_cast<int64_t>(kBnRowWarps) * l.rows_per_warp;
-    for (int64_t r = e0 + static_cast<int64_t>(threadIdx.y) * l.rows_per_warp + l.sub; r < e1;
-         r += step) {
+    for (int64_t r = l.first_row(e0); r < e1; r += l.row_step()) {
       const int64_t q = r * groups + l.group;
       const P pg = gv[q], px = xv[q];
       P py;

@@ -172,25 +172,31 @@ __global__ void global_avg_backward_kernel(const T* dy, T* dx, int64_t total, in
   for (int64_t e = global_tid(); e < total; e += global_stride()) st(dx, e, ld(dy, e / hw) / fhw);
 }
 
-}  // namespace
-
-Tensor max_pool2d_forward(const Tensor& x, const Pool2dParams& p, Tensor& indices) {
-  const int dev = require_f32("max_pool2d_forward", {&x}, activation_type(x));
-  const Shape os = ops::pool2d_output_shape(x.shape(), p);
+// max_pool2d_forward in either layout (nhwc: [N, H, W, C] input, [N, P, Q, C] outputs).
+Tensor max_pool_forward(const char* op, const Tensor& x, const Pool2dParams& p, Tensor& indices,
+                        bool nhwc) {
+  const int dev = require_f32(op, {&x}, activation_type(x));
+  const Shape nchw_in = nhwc ? Shape{x.size(0), x.size(3), x.size(1), x.size(2)} : x.shape();
+  const Shape nchw = ops::pool2d_output_shape(nchw_in, p);
+  const Shape os = nhwc ? Shape{nchw[0], nchw[2], nchw[3], nchw[1]} : nchw;
   Tensor y = Tensor::empty(os, x.dtype(), x.device());
   indices = Tensor::empty(os, DType::i32, x.device());
   const int64_t total = y.numel();
   if (total == 0) return y;
+  const PoolGeom g = pool_geom(nchw_in, nchw, p);
   with_float_type(x.dtype(), [&](auto t) {
     using T = decltype(t);
-    max_pool_forward_kernel<T><<<blocks_for(total), kThreads, 0, stream(dev)>>>(
-        data_as<T>(x), data_as<T>(y), indices.data<int32_t>(), total, pool_geom(x.shape(), os, p));
+    if (nhwc)
+      max_pool_nhwc_forward_kernel<T><<<blocks_for(total), kThreads, 0, stream(dev)>>>(
+          data_as<T>(x), data_as<T>(y), indices.data<int32_t>(), total, nchw_in[1], g);
+    else
+      max_pool_forward_kernel<T><<<blocks_for(total), kThreads, 0, stream(dev)>>>(
+          data_as<T>(x), data_as<T>(y), indices.data<int32_t>(), total, g);
   });
   ADA_CUDA_LAUNCH_CHECK();
   return y;
 }
 
-namespace {
 // max_pool2d_backward in either layout (nhwc: [N, H, W, C] and channels-last indices).
 Tensor max_pool_backward(const char* op, const Tensor& dy, const Tensor& indices,
                          const Shape& x_shape, bool nhwc) {
@@ -228,27 +234,14 @@ Tensor max_pool_backward(const char* op, const Tensor& dy, const Tensor& indices
 }
 }  // namespace
 
+Tensor max_pool2d_forward(const Tensor& x, const Pool2dParams& p, Tensor& indices) {
+  return max_pool_forward("max_pool2d_forward", x, p, indices, false);
+}
 Tensor max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Shape& x_shape) {
   return max_pool_backward("max_pool2d_backward", dy, indices, x_shape, false);
 }
-
 Tensor max_pool2d_nhwc_forward(const Tensor& x, const Pool2dParams& p, Tensor& indices) {
-  const int dev = require_f32("max_pool2d_nhwc_forward", {&x}, activation_type(x));
-  const int64_t n = x.size(0), h = x.size(1), w = x.size(2), c = x.size(3);
-  const Shape nchw_in{n, c, h, w}, nchw = ops::pool2d_output_shape(nchw_in, p);
-  const Shape os{n, nchw[2], nchw[3], c};
-  Tensor y = Tensor::empty(os, x.dtype(), x.device());
-  indices = Tensor::empty(os, DType::i32, x.device());
-  const int64_t total = y.numel();
-  if (total == 0) return y;
-  with_float_type(x.dtype(), [&](auto t) {
-    using T = decltype(t);
-    max_pool_nhwc_forward_kernel<T><<<blocks_for(total), kThreads, 0, stream(dev)>>>(
-        data_as<T>(x), data_as<T>(y), indices.data<int32_t>(), total, c,
-        pool_geom(nchw_in, nchw, p));
-  });
-  ADA_CUDA_LAUNCH_CHECK();
-  return y;
+  return max_pool_forward("max_pool2d_nhwc_forward", x, p, indices, true);
 }
 
 Tensor max_pool2d_nhwc_backward(const Tensor& dy, const Tensor& indices, const Shape& x_shape) {
