@@ -152,12 +152,33 @@ __global__ void bn_stat_partial_kernel(const T* x, const double* mean_or_null, B
   }
 }
 
-// out[ch] = (sum of part[ch * S .. ch * S + S) in order) / m.
+// The sum of part[ch * S .. ch * S + S), a warp a channel (the total in lane 0): lane l adds
+// elements l, l + 32, ... in order, then warp_sum adds the lanes' sums (a fixed order:
+// bit-reproducible). A thread a channel adding its S partials in sequence was latency-bound at
+// the channels-last S of 1,024: on an H200 this made ResNet-50 b256's batch-norm forward 71 ms
+// of 5 steps against 48 now, its backward with ReLU 90 against 78.
+__device__ double bn_warp_sum_parts(const double* part, int64_t ch, int64_t S) {
+  double t = 0.0;
+  for (int64_t s = threadIdx.x % 32; s < S; s += 32) t += part[ch * S + s];
+  return warp_sum(t);
+}
+// Blocks of kThreads for a warp a channel over c channels.
+unsigned warp_channel_blocks(int64_t c) {
+  return blocks_for(c * 32);
+}
+// A warp's first channel and the step to its next (the same in all its lanes).
+__device__ __forceinline__ int64_t warp_channel() {
+  return global_tid() / 32;
+}
+__device__ __forceinline__ int64_t warp_channel_stride() {
+  return global_stride() / 32;
+}
+
+// out[ch] = (sum of part[ch * S .. ch * S + S)) / m.
 __global__ void bn_combine_kernel(const double* part, int64_t c, int64_t S, double m, double* out) {
-  for (int64_t ch = global_tid(); ch < c; ch += global_stride()) {
-    double t = 0.0;
-    for (int64_t s = 0; s < S; ++s) t += part[ch * S + s];
-    out[ch] = t / m;
+  for (int64_t ch = warp_channel(); ch < c; ch += warp_channel_stride()) {
+    const double t = bn_warp_sum_parts(part, ch, S);
+    if (threadIdx.x % 32 == 0) out[ch] = t / m;
   }
 }
 
@@ -509,12 +530,9 @@ __global__ void bn_backward_finish_kernel(const double* part_dy, const double* p
                                           const float* gamma, const float* save_mean,
                                           const float* save_invstd, int64_t c, int64_t S, double m,
                                           float* dgamma, float* dbeta, double* coef) {
-  for (int64_t ch = global_tid(); ch < c; ch += global_stride()) {
-    double sdy = 0.0, sdyx = 0.0;
-    for (int64_t s = 0; s < S; ++s) {
-      sdy += part_dy[ch * S + s];
-      sdyx += part_dyx[ch * S + s];
-    }
+  for (int64_t ch = warp_channel(); ch < c; ch += warp_channel_stride()) {
+    const double sdy = bn_warp_sum_parts(part_dy, ch, S), sdyx = bn_warp_sum_parts(part_dyx, ch, S);
+    if (threadIdx.x % 32 != 0) continue;
     const double invstd = save_invstd[ch];
     const double dg = sdyx * invstd;
     dgamma[ch] = static_cast<float>(dg);
@@ -877,12 +895,12 @@ Tensor bn_train(const char* op, bool relu, const Tensor& x, const Tensor& gamma,
       ADA_CUDA_LAUNCH_CHECK();
     };
     partials(nullptr);
-    bn_combine_kernel<<<blocks_for(g.c), kThreads, 0, st>>>(part.as<const double>(), g.c, S, m,
-                                                            mean);
+    bn_combine_kernel<<<warp_channel_blocks(g.c), kThreads, 0, st>>>(part.as<const double>(), g.c,
+                                                                     S, m, mean);
     ADA_CUDA_LAUNCH_CHECK();
     partials(mean);
-    bn_combine_kernel<<<blocks_for(g.c), kThreads, 0, st>>>(part.as<const double>(), g.c, S, m,
-                                                            var);
+    bn_combine_kernel<<<warp_channel_blocks(g.c), kThreads, 0, st>>>(part.as<const double>(), g.c,
+                                                                     S, m, var);
     ADA_CUDA_LAUNCH_CHECK();
     bn_train_finish_kernel<<<blocks_for(g.c), kThreads, 0, st>>>(
         mean, var, gamma.data<float>(), beta.data<float>(), g.c, m, momentum, eps,
@@ -991,7 +1009,7 @@ BatchNormGrads bn_backward(const char* op, const Tensor& dy, const Tensor& y, co
       bn_backward_partial_kernel<T><<<bp.grid, bp.block, 0, st>>>(
           dyp, xp, yp, save_mean.data<float>(), g, bp.chunk, part_dy, part_dyx);
     ADA_CUDA_LAUNCH_CHECK();
-    bn_backward_finish_kernel<<<blocks_for(g.c), kThreads, 0, st>>>(
+    bn_backward_finish_kernel<<<warp_channel_blocks(g.c), kThreads, 0, st>>>(
         part_dy, part_dyx, gamma.data<float>(), save_mean.data<float>(), save_invstd.data<float>(),
         g.c, S, static_cast<double>(g.count()), r.dgamma.data<float>(), r.dbeta.data<float>(),
         coef.as<double>());
