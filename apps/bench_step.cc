@@ -30,7 +30,9 @@
 // (core/backend/cpu/op_profile.h); prints milliseconds per step per op, then the host tensors'
 // peak live and held bytes against the process's peak RSS.
 // --profile (cuda): after the timed steps, `steps` more steps with every op bracketed by CUDA
-// events; prints GPU milliseconds per op (an op that calls another is counted in both).
+// events; prints GPU milliseconds per op (an op that calls another is counted in both); then
+// `steps` more steps under CUPTI, printing every kernel's GPU time under the op that launched it
+// (cuda::set_kernel_tracing; CUPTI from ADA_CUPTI_LIBRARY or libcupti.so.13).
 // --precision bf16|fp16: our matrix products with bf16 (fp16: cuda only) inputs and fp32
 // accumulation (train.precision, core/precision.h; bf16 on the CPU needs AVX512_BF16; on a GPU
 // cuBLAS on operands cast to bf16/fp16, TF32/fp16 convolutions). The same model is timed in fp32
@@ -314,6 +316,12 @@ int main(int argc, char** argv) {
       std::printf("profile: %lld steps of %s, median step %.2f ms (wall)\n%s",
                   static_cast<long long>(steps), model.c_str(), 1e3 * step_s,
                   cuda::profile_report().c_str());
+      cuda::set_kernel_tracing(true);  // its own steps: tracing slows the host
+      for (int64_t s = 0; s < steps; ++s) one_step();
+      cuda::synchronize(0);
+      cuda::set_kernel_tracing(false);
+      std::printf("kernels: %lld more steps\n%s", static_cast<long long>(steps),
+                  cuda::kernel_trace_report().c_str());
     } else if (profile) {
       cpu::set_profiling(true);
       for (int64_t s = 0; s < steps; ++s) one_step();

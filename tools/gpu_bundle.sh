@@ -49,6 +49,14 @@ done | sort -u | while read -r lib; do
     *) cp -L "$lib" "$out/lib/" ;;
   esac
 done
+# CUPTI (bench_step --profile's per-kernel table opens it at run time): the toolkit's, the
+# version kernel_trace.cc is compiled against.
+mkdir -p "$out/lib-cupti"
+cupti=$(ls /usr/local/cuda/lib64/libcupti.so.13 /usr/local/cuda/lib/libcupti.so.13 \
+          /usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13 2>/dev/null | head -1 || true)
+if [[ -n "$cupti" ]]; then cp -L "$cupti" "$out/lib-cupti/"
+else echo "gpu_bundle: libcupti.so.13 not found: the GPU profile will have no per-kernel table" >&2
+fi
 # The trainer's MPI runtime (a one-rank run starts as an MPI singleton, which needs orted, the
 # MCA plugins and PMIx at the paths OpenMPI was built with; gpu_test.sh puts them there).
 mkdir -p "$out/mpi"
@@ -78,8 +86,8 @@ pwd > "$out/source_dir"
 git rev-parse HEAD > "$out/commit" 2>/dev/null || true
 git status --short > "$out/dirty" 2>/dev/null || true
 # Binaries and libraries travel packed (gpu_test.sh unpacks them there, in about a second).
-tar -C "$out" -czf "$out/pack.tar.gz" bin lib lib-fallback mpi
-rm -rf "$out/bin" "$out/lib" "$out/lib-fallback" "$out/mpi"
+tar -C "$out" -czf "$out/pack.tar.gz" bin lib lib-fallback lib-cupti mpi
+rm -rf "$out/bin" "$out/lib" "$out/lib-fallback" "$out/lib-cupti" "$out/mpi"
 du -sh "$out"
 # The device tool moves at most 64 MiB: the working tree's files (tracked and untracked, not
 # ignored) and the carried .gpu together. A bigger bundle would not arrive.

@@ -74,6 +74,14 @@ if [[ -z "${ADA_NCCL_LIBRARY:-}" ]]; then
   done
   [[ -n "${ADA_NCCL_LIBRARY:-}" ]] || export ADA_NCCL_LIBRARY=$(find /usr /opt -name libnccl.so.2 2>/dev/null | head -1)
 fi
+# CUPTI for bench_step --profile's per-kernel table: the one bundled (CUDA 13's, as compiled
+# against), else the machine's.
+if [[ -z "${ADA_CUPTI_LIBRARY:-}" ]]; then
+  for f in "$PWD/.gpu/lib-cupti/libcupti.so.13" /usr/local/cuda/lib64/libcupti.so.13 \
+           /usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13; do
+    [[ -e "$f" ]] && { export ADA_CUPTI_LIBRARY=$f; break; }
+  done
+fi
 # The MPI runtime (a one-rank run starts as an MPI singleton, which needs orted, the MCA
 # plugins and PMIx at the paths OpenMPI was built with).
 for d in /usr/lib/x86_64-linux-gnu/openmpi:openmpi /usr/lib/x86_64-linux-gnu/pmix2:pmix2 /usr/share/openmpi:share-openmpi; do
@@ -86,6 +94,7 @@ export PATH="$PWD/.gpu/bin:$PATH" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROO
   lscpu | grep -m1 'Model name'
   echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
   echo "ADA_NCCL_LIBRARY=${ADA_NCCL_LIBRARY:-(none found)}"
+  echo "ADA_CUPTI_LIBRARY=${ADA_CUPTI_LIBRARY:-(none found)}"
   ldd .gpu/bin/test_cuda | grep -E 'not found|cublas|cudnn'
 } >> "$out/env.log" 2>&1
 cat "$out/env.log"
@@ -342,7 +351,7 @@ if [[ "$what" == profile || "$what" == session ]]; then
   [[ "$filter" == "*" ]] || IFS=';' read -ra cases <<< "$filter"
   for m in "${cases[@]}"; do
     echo "-- $m"
-    timeout 300 .gpu/bin/bench_step --model $m --device cuda --steps 5 --no-torch --profile 2>&1 | head -40
+    timeout 300 .gpu/bin/bench_step --model $m --device cuda --steps 5 --no-torch --profile 2>&1 | head -110
   done | tee "$out/profile.log"
 fi
 exit "$status"

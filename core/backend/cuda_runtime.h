@@ -89,6 +89,13 @@ class BatchUploader {
 // OpTimer costs one branch.
 void set_profiling(bool on);
 std::string profile_report();
+// Per-kernel GPU time (bench_step --profile, after the per-op steps): while enabled, CUPTI
+// records every kernel, each attributed to the innermost op that launched it
+// (core/backend/cuda/kernel_trace.h; CUPTI from ADA_CUPTI_LIBRARY or libcupti.so.13);
+// kernel_trace_report() returns core/kernel_report.h's table, or why there is none. Kept apart
+// from set_profiling: tracing the API calls slows the host, which the per-op table measures.
+void set_kernel_tracing(bool on);
+std::string kernel_trace_report();
 // How many linear layers' GEMMs ran with their bias in cuBLASLt's epilogue and how many fell back
 // to the unfused kernels, over the process (core/backend/cuda/blas_lt.cc), as one line.
 std::string epilogue_report();
@@ -109,6 +116,7 @@ class OpTimer {
   int device_ = 0;
   int depth_ = 0;  // ops around this one
   int64_t host_start_ns_ = 0;
+  bool traced_ = false;  // this op's name pushed for the kernel tracer
 };
 
 }  // namespace ada::cuda

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/backend/cuda/cuda_common.h"
+#include "core/backend/cuda/kernel_trace.h"
 #include "core/block_cache.h"
 
 namespace ada::cuda {
@@ -325,7 +326,22 @@ void set_profiling(bool on) {
   g_profiling = on;
 }
 
+void set_kernel_tracing(bool on) {
+  if (on)
+    kernel_trace::start();  // if CUPTI cannot be opened, the report says why
+  else
+    kernel_trace::stop();
+}
+
+std::string kernel_trace_report() {
+  return kernel_trace::report();
+}
+
 OpTimer::OpTimer(const char* op) : op_(op) {
+  if (kernel_trace::active()) {
+    kernel_trace::push_op(op);
+    traced_ = true;
+  }
   if (!g_profiling) return;
   depth_ = t_op_depth++;
   host_start_ns_ = now_ns();
@@ -336,6 +352,7 @@ OpTimer::OpTimer(const char* op) : op_(op) {
 }
 
 OpTimer::~OpTimer() {
+  if (traced_) kernel_trace::pop_op();
   if (!start_) return;
   --t_op_depth;
   cudaEvent_t end = nullptr;
