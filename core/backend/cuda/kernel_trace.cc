@@ -54,8 +54,8 @@ struct State {
   std::unordered_map<uint32_t, uint64_t> op_of;  // correlation id -> the op name's address
 };
 State& state() {
-  static State s;
-  return s;
+  static State* s = new State;  // never destroyed: CUPTI may hand back buffers at exit
+  return *s;
 }
 std::atomic<bool> g_active{false};
 
