@@ -173,6 +173,8 @@ void pop_op() {
 
 std::string report() {
   State& s = state();
+  // Buffers CUPTI still holds (stop() flushed; this catches any it completed later).
+  if (s.loaded) s.api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.kernels.empty())
     return s.why_not.empty() ? "kernels: none recorded by CUPTI\n" : "kernels: " + s.why_not + "\n";
