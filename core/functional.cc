@@ -349,11 +349,11 @@ Variable cross_entropy(const Variable& logits, const Tensor& targets, float labe
   Tensor loss =
       ops::cross_entropy_forward(logits.value(), targets, label_smoothing, ignore_index, logp);
   const DType dt = grad_dtype(logits.value());
-  return make_result(loss, "cross_entropy", {logits},
-                     [logp, targets, label_smoothing, ignore_index, dt](const Tensor& g) {
-                       return G{ops::cross_entropy_backward(g.item(), logp, targets,
-                                                            label_smoothing, ignore_index, dt)};
-                     });
+  return make_result(
+      loss, "cross_entropy", {logits},
+      [logp, targets, label_smoothing, ignore_index, dt](const Tensor& g) {
+        return G{ops::cross_entropy_backward(g, logp, targets, label_smoothing, ignore_index, dt)};
+      });
 }
 
 // The backward regenerates the mask from the generator counters it was drawn at (nothing of the

@@ -562,11 +562,19 @@ Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, float 
   ADA_DISPATCH(cross_entropy_forward, (logits, targets, label_smoothing, ignore_index, save_logp),
                logits, targets);
 }
-Tensor cross_entropy_backward(float dloss, const Tensor& save_logp, const Tensor& targets,
-                              float label_smoothing, int64_t ignore_index, DType out) {
+Tensor cross_entropy_backward(const Tensor& dloss_in, const Tensor& save_logp,
+                              const Tensor& targets, float label_smoothing, int64_t ignore_index,
+                              DType out) {
   ADA_CHECK_ARG(out == DType::f32 || out == DType::bf16 || out == DType::f16, DTypeError)
       << "cross_entropy_backward: the logit gradient must be f32, bf16 or f16, not "
       << dtype_name(out);
+  ADA_CHECK_ARG(dloss_in.defined() && dloss_in.numel() == 1, ShapeError)
+      << "cross_entropy_backward: dloss must be one value, got "
+      << (dloss_in.defined() ? dloss_in.str() : std::string("an undefined tensor"));
+  ADA_CHECK_ARG(dloss_in.dtype() == DType::f32, DTypeError)
+      << "cross_entropy_backward: dloss must be f32, got " << dloss_in.str();
+  const Device where = save_logp.defined() ? save_logp.device() : Device::cpu();
+  const Tensor dloss = dloss_in.device() == where ? dloss_in : dloss_in.to(where);
 #ifdef ADA_WITH_CUDA
   if (any_cuda(save_logp, targets)) {
     ::ada::cuda::OpTimer timer("cross_entropy_backward");
@@ -578,6 +586,12 @@ Tensor cross_entropy_backward(float dloss, const Tensor& save_logp, const Tensor
   return to_dtype(
       ::ada::cpu::cross_entropy_backward(dloss, save_logp, targets, label_smoothing, ignore_index),
       out);
+}
+Tensor cross_entropy_backward(float dloss, const Tensor& save_logp, const Tensor& targets,
+                              float label_smoothing, int64_t ignore_index, DType out) {
+  return cross_entropy_backward(
+      Tensor::full({}, dloss, DType::f32, save_logp.defined() ? save_logp.device() : Device::cpu()),
+      save_logp, targets, label_smoothing, ignore_index, out);
 }
 
 // ---- dropout and embedding -------------------------------------------------------------------

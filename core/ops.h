@@ -236,7 +236,12 @@ Tensor argmax_rows(const Tensor& x);
 // (shape {}) and saves log-probabilities for backward.
 Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, float label_smoothing,
                              int64_t ignore_index, Tensor& save_logp);
-// The gradient with respect to the logits, in `out` (f32, or the logits' 16-bit type).
+// The gradient with respect to the logits, in `out` (f32, or the logits' 16-bit type). dloss,
+// the loss's gradient, is a one-element f32 tensor, read where save_logp is: on a GPU by the
+// kernel, so that the host does not wait for the forward pass before it launches the backward
+// (and a step can be captured as a graph). The float overload is for tests.
+Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& save_logp, const Tensor& targets,
+                              float label_smoothing, int64_t ignore_index, DType out = DType::f32);
 Tensor cross_entropy_backward(float dloss, const Tensor& save_logp, const Tensor& targets,
                               float label_smoothing, int64_t ignore_index, DType out = DType::f32);
 

@@ -718,6 +718,16 @@ TEST(Ops, SoftmaxAndCrossEntropyValues) {
   EXPECT_EQ(ops::cross_entropy_forward(logits, ign, 0.1f, -100, logp).item(), 0.f);
   for (float v : ops::cross_entropy_backward(1.f, logp, ign, 0.1f, -100).to_vector<float>())
     EXPECT_EQ(v, 0.f);
+  // The loss's gradient given as a one-element tensor (what autograd passes) scales the same.
+  ops::cross_entropy_forward(big, t2, 0.1f, -100, logp);
+  EXPECT_EQ(
+      ops::cross_entropy_backward(Tensor::full({}, 2.5), logp, t2, 0.1f, -100).to_vector<float>(),
+      ops::cross_entropy_backward(2.5f, logp, t2, 0.1f, -100).to_vector<float>());
+  const std::vector<float> unit =
+      ops::cross_entropy_backward(1.f, logp, t2, 0.1f, -100).to_vector<float>();
+  const std::vector<float> scaled =
+      ops::cross_entropy_backward(Tensor::full({1}, 4.0), logp, t2, 0.1f, -100).to_vector<float>();
+  for (size_t i = 0; i < unit.size(); ++i) EXPECT_FLOAT_EQ(scaled[i], 4.f * unit[i]);
 }
 
 // The first largest value per row, NaNs passed over, a NaN first value giving 0 (the scan that
@@ -903,6 +913,12 @@ TEST(Ops, BadArgumentsGiveClearErrors) {
   EXPECT_THROW(ops::cross_entropy_backward(1.f, Tensor::zeros({2, 3}),
                                            Tensor::from_vector<int64_t>({1, 3}, {2}), 0.f, -100),
                ShapeError);
+  // The loss's gradient as a tensor: one f32 value, else refused.
+  const Tensor lp23 = Tensor::zeros({2, 3}), t01 = Tensor::from_vector<int64_t>({0, 1}, {2});
+  EXPECT_THROW(ops::cross_entropy_backward(Tensor::ones({2}), lp23, t01, 0.f, -100), ShapeError);
+  EXPECT_THROW(ops::cross_entropy_backward(Tensor(), lp23, t01, 0.f, -100), ShapeError);
+  EXPECT_THROW(ops::cross_entropy_backward(Tensor::ones({}, DType::i32), lp23, t01, 0.f, -100),
+               DTypeError);
   // A logit gradient of an integer dtype: refused on every backend.
   EXPECT_THROW(
       ops::cross_entropy_backward(1.f, Tensor::zeros({2, 3}),

@@ -202,8 +202,9 @@ Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, float 
   return loss;
 }
 
-Tensor cross_entropy_backward(float dloss, const Tensor& save_logp, const Tensor& targets,
+Tensor cross_entropy_backward(const Tensor& dloss_t, const Tensor& save_logp, const Tensor& targets,
                               float smoothing, int64_t ignore_index) {
+  const float dloss = dloss_t.data<float>()[0];
   check_ce("cross_entropy_backward", save_logp, targets, smoothing);
   const int64_t n = save_logp.size(0), c = save_logp.size(1);
   int64_t count = 0;

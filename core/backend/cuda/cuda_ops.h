@@ -124,7 +124,7 @@ ops::AttentionGrads fused_attention_backward(const Tensor& dout, const Tensor& q
 Tensor argmax_rows(const Tensor& x);
 Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, float label_smoothing,
                              int64_t ignore_index, Tensor& save_logp);
-Tensor cross_entropy_backward(float dloss, const Tensor& save_logp, const Tensor& targets,
+Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& save_logp, const Tensor& targets,
                               float label_smoothing, int64_t ignore_index, DType out);
 // ---- dropout and embedding -------------------------------------------------------------------
 Tensor dropout_forward(const Tensor& x, float p, Generator& gen, Tensor& mask);

@@ -294,10 +294,10 @@ __global__ void ce_count_kernel(const void* targets, bool t64, int64_t n, int64_
 // dx in T: f32, or the 16-bit type of the logits' gradient (rounded once).
 template <class T>
 __global__ void ce_backward_kernel(const float* lp, const void* targets, bool t64, int64_t n,
-                                   int64_t c, float dloss, float smoothing, float uni,
+                                   int64_t c, const float* dloss, float smoothing, float uni,
                                    int64_t ignore_index, const int64_t* count, T* dx) {
   const int64_t total = n * c, cnt = *count;
-  const float k = cnt ? dloss / static_cast<float>(cnt) : 0.f;
+  const float k = cnt ? *dloss / static_cast<float>(cnt) : 0.f;
   for (int64_t e = global_tid(); e < total; e += global_stride()) {
     const int64_t i = e / c, j = e - i * c;
     const int64_t t = load_index(targets, t64, i);
@@ -451,9 +451,10 @@ Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, float 
   return loss;
 }
 
-Tensor cross_entropy_backward(float dloss, const Tensor& save_logp, const Tensor& targets,
+Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& save_logp, const Tensor& targets,
                               float label_smoothing, int64_t ignore_index, DType out) {
   const int dev = check_ce("cross_entropy_backward", save_logp, targets, label_smoothing);
+  require_on("cross_entropy_backward", dev, {&dloss});
   ADA_CHECK_ARG(save_logp.dtype() == DType::f32, DTypeError)
       << "cross_entropy_backward: save_logp " << save_logp.str() << " must be f32";
   const int64_t n = save_logp.size(0), c = save_logp.size(1);
@@ -469,8 +470,8 @@ Tensor cross_entropy_backward(float dloss, const Tensor& save_logp, const Tensor
   with_float_type(out, [&](auto tag) {
     using T = decltype(tag);
     ce_backward_kernel<<<blocks_for(n * c), kThreads, 0, s>>>(
-        save_logp.data<float>(), targets.raw_data(), t64, n, c, dloss, label_smoothing, uni,
-        ignore_index, count.as<const int64_t>(), data_as<T>(dx));
+        save_logp.data<float>(), targets.raw_data(), t64, n, c, dloss.data<float>(),
+        label_smoothing, uni, ignore_index, count.as<const int64_t>(), data_as<T>(dx));
   });
   ADA_CUDA_LAUNCH_CHECK();
   return dx;
