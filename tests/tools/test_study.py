@@ -338,6 +338,46 @@ class Pure(unittest.TestCase):
         self.assertIn("metric.choose_by must be final", self.error(
             text.replace("target: 0.05, ", "")))
 
+    def test_a_variant_runs_its_own_micro_batches_and_the_fit_takes_each_sizes_fewest_steps(self):
+        # A variant with its own micro_batches list (e.g. smaller per-rank batches at one
+        # micro-batch) adds sizes to a method's curve; where two variants share a size, the fit
+        # takes the one with fewer validation steps, in bold, and says which variant it was.
+        variants = ("micro_batches: [1, 2, 4]\n"
+                    "variants:\n  \"\": {label: main}\n"
+                    "  half: {label: half batch, set: {train.batch_per_rank: 4}, micro_batches: [1, 2]}\n")
+        text = study_text(self.base, TWO_METHODS.replace(", sweep: {optimizer.lr: [0.05, 0.1]}", ""), variants)
+        text = text.replace("chance: 0.1}", "chance: 0.1, select: val_top1, choose_by: steps}").replace(
+            "ranks: [1, 2]", "ranks: [2]")
+        s = self.load(text)
+        cells = {c.name: c for c in s.cells()}
+        self.assertEqual(sorted(cells), sorted(f"{m}{v}-np2-mb{mb}-s1" for m in ("adasum", "average")
+                                              for v, mbs in (("", (1, 2, 4)), ("-half", (1, 2))) for mb in mbs))
+        self.assertEqual(cells["average-half-np2-mb2-s1"].examples_per_step, 16)  # 2 ranks x 2 x 4
+        self.assertEqual(cells["average-np2-mb2-s1"].examples_per_step, 32)
+        # The main variant's cells keep the names and hashes they had without the variant.
+        plain = {c.name: c.hash for c in self.load(text.replace(
+            text[text.index("variants:"):text.index("methods:")], "")).cells()}
+        self.assertEqual(plain["average-np2-mb2-s1"], cells["average-np2-mb2-s1"].hash)
+        self.assertEqual(s.column_label(2, 2, "half"), "2×2×4, half batch")
+        self.assertIn("variants.half.micro_batches: must be a non-empty list", self.error(
+            text.replace("micro_batches: [1, 2]}", "micro_batches: []}")))
+        steps = {("", 1): 8, ("", 2): 6, ("", 4): 4, ("half", 1): 12, ("half", 2): 6}  # 16 twice: 8 and 6
+        records = []
+        for c in cells.values():
+            n = steps[(c.variant, c.mb)] if c.method == "average" else 2
+            ev = [(n, 0.06)]
+            records.append({"name": c.name, "hash": c.hash, "method": c.method, "ranks": 2, "micro_batches": c.mb,
+                            "variant": c.variant, "seed": 1, "point": c.point,
+                            "examples_per_step": c.examples_per_step, "status": "ok", "reason": "", "final": 0.5,
+                            "select_final": 0.06, "select_evals": ev, "wall_s": 3.0, "evals": ev,
+                            "eval_wall": [], "gave_up_at": None})
+        out = os.path.join(self.tmp, "report")
+        study.report.write_report(s, records, out, [], 0, len(records))
+        with open(os.path.join(out, "report.md")) as f:
+            report = f.read()
+        self.assertIn("| average | **8: 12** (half batch), 16: 8 (main), **16: 6** (half batch), **32: 6** (main), "
+                      "**64: 4** (main) |", report)
+
     def test_cut_off_stops_points_that_can_no_longer_be_the_fastest(self):
         # cut_off: a cell's deadline is the fewest validation steps to the target of another point
         # of its method, column and seed; cells run from the point chosen at the largest smaller

@@ -251,21 +251,36 @@ def write_critical_batch(study, rows, best, L):
              "of B, and B_crit is where the steps are twice the fewest possible); the range is the spread of the "
              "fits leaving out one size at a time (4 or more sizes). A size whose sweep has not finished is "
              "shown but left out of the fit.\n")
+    several = len(study.variants) > 1
+    if several:
+        L.append("A size run in several variants enters the fit with the fewest steps among those whose sweep "
+                 "finished (in bold): the variant is chosen on validation, as the sweep point is.\n")
     L.append("| method | sizes (examples per step: steps) | S_min | B_crit | leave-one-out range |")
     L.append("|---|---|---|---|---|")
     for m in study.methods:
         chosen = sorted((r for r in best if r["method"] == m and r[key] is not None),
-                        key=lambda r: r["examples_per_step"])
-        done = [r for r in chosen if sweep_progress(study, rows, r)[0] >= sweep_progress(study, rows, r)[1]]
-        pts = [(r["examples_per_step"], r[key]) for r in done]
+                        key=lambda r: (r["examples_per_step"], column_order(study, column(r))))
+
+        def finished(r):
+            run, planned = sweep_progress(study, rows, r)
+            return run >= planned
+        fitted = {}  # examples per step -> the row that enters the fit
+        for r in chosen:
+            e = r["examples_per_step"]
+            if finished(r) and (e not in fitted or r[key] < fitted[e][key]):
+                fitted[e] = r
+        pts = [(e, r[key]) for e, r in sorted(fitted.items())]
         s_min, b_crit, rng, why = critical_batch(pts)
-        if len(done) < len(chosen):
+        if any(r["examples_per_step"] not in fitted for r in chosen):
             why = (why + "; " if why else "") + "sizes with an unfinished sweep left out"
 
         def size(r):
             run, planned = sweep_progress(study, rows, r)
-            return f"{r['examples_per_step']:,}: {r[key]:.0f}" + (
-                f" (sweep {run} of {planned}: not fitted)" if run < planned else "")
+            text = f"{r['examples_per_step']:,}: {r[key]:.0f}"
+            if several:
+                text = f"**{text}**" if fitted.get(r["examples_per_step"]) is r else text
+                text += f" ({study.variants[r['variant']]['label']})" if r["variant"] in study.variants else ""
+            return text + (f" (sweep {run} of {planned}: not fitted)" if run < planned else "")
         sizes = ", ".join(size(r) for r in chosen) or "none reached"
         if b_crit is None:
             L.append(f"| {study.methods[m]['label']} | {sizes} | – | not placed: {why} | – |")

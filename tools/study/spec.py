@@ -165,9 +165,14 @@ class Study:
         self.variants = {}
         for vname, v in variants.items():
             vw = f"{where}: variants.{vname}"
-            if not isinstance(v, dict) or not set(v) <= {"set", "label"}:
-                raise StudyError(f"{vw}: must be a mapping with 'set' (overrides) and optional 'label', got {v!r}")
-            self.variants[str(vname)] = {"set": _flat(v.get("set", {})), "label": str(v.get("label", vname))}
+            if not isinstance(v, dict) or not set(v) <= {"set", "label", "micro_batches"}:
+                raise StudyError(f"{vw}: must be a mapping with 'set' (overrides) and optional 'label' and "
+                                 f"'micro_batches' (the study's list for this variant), got {v!r}")
+            mbs = v.get("micro_batches", self.micro_batches)
+            if not isinstance(mbs, list) or not mbs or not all(isinstance(x, int) and x >= 1 for x in mbs):
+                raise StudyError(f"{vw}.micro_batches: must be a non-empty list of positive integers, got {mbs!r}")
+            self.variants[str(vname)] = {"set": _flat(v.get("set", {})), "label": str(v.get("label", vname)),
+                                         "micro_batches": mbs}
         self.baseline = doc.get("baseline")
         if self.baseline is not None and self.baseline not in self.methods:
             raise StudyError(f"{where}: baseline '{self.baseline}' is not one of the methods")
@@ -202,8 +207,11 @@ class Study:
     def cells(self):
         """Every cell of the grid, in run order: small rank counts first (quick feedback)."""
         out = []
-        for ranks, mb, variant, (mname, m) in itertools.product(self.ranks, self.micro_batches, self.variants,
+        all_mbs = sorted({mb for v in self.variants.values() for mb in v["micro_batches"]})
+        for ranks, mb, variant, (mname, m) in itertools.product(self.ranks, all_mbs, self.variants,
                                                                 self.methods.items()):
+            if mb not in self.variants[variant]["micro_batches"]:
+                continue
             keys = list(m["sweep"])
             for values in itertools.product(*(m["sweep"][k] for k in keys)):
                 point = dict(zip(keys, values))
@@ -213,7 +221,8 @@ class Study:
 
     def column_label(self, ranks, mb, variant):
         """A report column: ranks (x micro-batches), and the variant's label when there are several."""
-        s = f"{ranks} ranks" if mb == 1 else f"{ranks}×{mb}×{self.batch_per_rank({})}"
+        batch = self.batch_per_rank(self.variants[variant]["set"] if variant in self.variants else {})
+        s = f"{ranks} ranks" if mb == 1 else f"{ranks}×{mb}×{batch}"
         return s + (f", {self.variants[variant]['label']}" if len(self.variants) > 1 else "")
 
 
