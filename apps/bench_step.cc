@@ -5,6 +5,7 @@
 //              [--threads T] [--steps N] [--seq 128] [--device cpu|cuda]
 //              [--python /usr/bin/python3] [--no-torch] [--profile] [--precision fp32|bf16|fp16]
 //              [--twins eager,channels_last,...] [--attention composed|fused]
+//              [--recompute attention_dropout,gelu]
 //              [--activations fp32|16bit] [--channels-last]
 // Optimizers: Momentum-SGD for the CNNs, AdamW for bert_large and bert_base, LAMB for bert_mini
 // (PyTorch has no LAMB: its twin runs AdamW). Synthetic inputs; images 224x224 (28x28 for the
@@ -147,7 +148,8 @@ int main(int argc, char** argv) {
   int64_t batch = 0, steps = 5, seq = 128;
   int threads = 1;
   bool torch = true, profile = false, channels_last = false;
-  std::string device = "cpu", python = "/usr/bin/python3", precision = "fp32", twins_arg, attention;
+  std::string device = "cpu", python = "/usr/bin/python3", precision = "fp32", twins_arg, attention,
+              recompute;
   std::string activations = "fp32";
   try {
     for (int i = 1; i < argc; ++i) {
@@ -180,6 +182,8 @@ int main(int argc, char** argv) {
         twins_arg = value();
       else if (a == "--attention")
         attention = value();
+      else if (a == "--recompute")
+        recompute = value();
       else if (a == "--activations")
         activations = value();
       else if (a == "--channels-last")
@@ -190,7 +194,8 @@ int main(int argc, char** argv) {
             << "'; usage: bench_step --model NAME [--batch B] [--threads T] [--steps N] "
                "[--seq L] [--device cpu|cuda] [--python PATH] [--no-torch] [--profile] "
                "[--precision fp32|bf16|fp16] [--twins LIST] [--attention composed|fused] "
-               "[--activations fp32|16bit] [--channels-last]";
+               "[--recompute attention_dropout,gelu] [--activations fp32|16bit] "
+               "[--channels-last]";
     }
     ADA_CHECK_ARG(device == "cpu" || device == "cuda", ConfigError)
         << "--device must be cpu or cuda, not '" << device << "'";
@@ -250,6 +255,11 @@ int main(int argc, char** argv) {
           << "--attention " << attention << ": composed or fused, for the BERT models only";
       model_yaml.insert(model_yaml.size() - 1, ", attention: " + attention);
     }
+    if (!recompute.empty()) {  // BERT's model.recompute (the model checks the names)
+      ADA_CHECK_ARG(c.bert, ConfigError)
+          << "--recompute " << recompute << ": for the BERT models only (model.recompute)";
+      model_yaml.insert(model_yaml.size() - 1, ", recompute: [" + recompute + "]");
+    }
     if (channels_last) {  // the ResNets' model.channels_last (NHWC activations)
       ADA_CHECK_ARG(model.rfind("resnet", 0) == 0, ConfigError)
           << "--channels-last is for the ResNets (model.channels_last), not " << model;
@@ -257,7 +267,8 @@ int main(int argc, char** argv) {
     }
     Config mc = Config::parse(model_yaml, "bench");
     const std::string label = (attention.empty() ? model : model + "/" + attention) +
-                              (channels_last ? "/channels_last" : "");
+                              (channels_last ? "/channels_last" : "") +
+                              (recompute.empty() ? "" : "/recompute");
     auto net = nn::builtin_models().get(mc.get<std::string>("name"))(mc, 1);
     net->set_training_metrics(false);       // as the trainer's step
     if (on_cuda) net->to(Device::cuda(0));  // before the optimizer sees the parameters

@@ -151,36 +151,65 @@ Variable bmm(const Variable& a, const Variable& b, bool ta, bool tb) {
 }
 
 namespace {
-// x w^T + b as one node (ops::linear; on a GPU the bias in the GEMM's epilogue, and in backward
-// the bias gradient from the weight gradient's GEMM). On the CPU the ops, and the bits, of
-// matmul then add_bias.
+// The gradients of x w^T (+ b when gb) from the output's g, x and w as the forward multiplied them
+// (xv, wv: ops::matmul_operand's); on a GPU the bias gradient from the weight gradient's GEMM.
+G linear_grads(const Tensor& g, const Tensor& xv, const Tensor& wv, bool gx, bool gw, bool gb,
+               DType dx_t, DType dw_t) {
+  Tensor dx, dw, db;
+  if (gx) dx = ops::matmul(g, wv, false, false, dx_t);
+  if (gw && gb) {
+    ops::linear_weight_grad(g, xv, dw_t, dw, db);
+  } else {
+    if (gw) dw = ops::matmul(g, xv, true, false, dw_t);
+    if (gb) db = ops::bias_grad(g);
+  }
+  return G{dx, dw, db};
+}
+// x w^T + b as one node (ops::linear; on a GPU the bias in the GEMM's epilogue). On the CPU the
+// ops, and the bits, of matmul then add_bias.
 Variable linear_with_bias(const Variable& x, const Variable& w, const Variable& b) {
   Tensor xv = ops::matmul_operand(x.value()), wv = ops::matmul_operand(w.value());
   const bool gx = x.requires_grad(), gw = w.requires_grad(), gb = b.requires_grad();
   const DType dx_t = grad_dtype(x.value()), dw_t = grad_dtype(w.value());
   return make_result(ops::linear(xv, wv, b.value(), activation_dtype()), "linear", {x, w, b},
                      [xv, wv, gx, gw, gb, dx_t, dw_t](const Tensor& g) {
-                       Tensor dx, dw, db;
-                       if (gx) dx = ops::matmul(g, wv, false, false, dx_t);
-                       if (gw && gb) {
-                         ops::linear_weight_grad(g, xv, dw_t, dw, db);
-                       } else {
-                         if (gw) dw = ops::matmul(g, xv, true, false, dw_t);
-                         if (gb) db = ops::bias_grad(g);
-                       }
-                       return G{dx, dw, db};
+                       return linear_grads(g, xv, wv, gx, gw, gb, dx_t, dw_t);
                      });
+}
+// x's rows for a linear layer: [..., in] -> [N, in]; and the output's shape [..., out].
+Shape linear_out_shape(const Shape& xs, const Variable& w, const char* op) {
+  ADA_CHECK_ARG(!xs.empty(), ShapeError) << op << ": input must have at least 1 dim";
+  Shape out = xs;
+  out.back() = w.shape()[0];
+  return out;
 }
 }  // namespace
 
+Variable gelu_linear(const Variable& h, const Variable& w, const Variable& b) {
+  const Shape out = linear_out_shape(h.shape(), w, "gelu_linear");
+  Variable h2 = reshape(h, {-1, h.shape().back()});
+  Tensor hv = h2.value(), wv = ops::matmul_operand(w.value());
+  const bool gh = h2.requires_grad(), gw = w.requires_grad(), has_b = b.defined(),
+             gb = has_b && b.requires_grad();
+  const DType dh_t = grad_dtype(hv), dw_t = grad_dtype(w.value());
+  Tensor av = ops::matmul_operand(ops::gelu(hv));  // freed after the product
+  Tensor y = b.defined() ? ops::linear(av, wv, b.value(), activation_dtype())
+                         : ops::matmul(av, wv, false, true, activation_dtype());
+  std::vector<Variable> inputs{h2, w};
+  if (b.defined()) inputs.push_back(b);
+  Variable r = make_result(y, "gelu_linear", inputs, [hv, wv, gh, gw, gb, has_b, dh_t, dw_t](const Tensor& g) {
+    G d = linear_grads(g, ops::matmul_operand(ops::gelu(hv)), wv, gh, gw, gb, dh_t, dw_t);
+    if (gh) d[0] = ops::gelu_backward(d[0], hv);
+    if (!has_b) d.pop_back();
+    return d;
+  });
+  return reshape(r, out);
+}
+
 Variable linear(const Variable& x, const Variable& w, const Variable& b) {
-  const Shape& xs = x.shape();
-  ADA_CHECK_ARG(!xs.empty(), ShapeError) << "linear: input must have at least 1 dim";
-  int64_t in = xs.back();
-  Variable x2 = reshape(x, {-1, in});
+  const Shape out = linear_out_shape(x.shape(), w, "linear");
+  Variable x2 = reshape(x, {-1, x.shape().back()});
   Variable y = b.defined() ? linear_with_bias(x2, w, b) : matmul(x2, w, false, true);
-  Shape out = xs;
-  out.back() = w.shape()[0];
   return reshape(y, out);
 }
 
@@ -364,6 +393,23 @@ Variable dropout(const Variable& x, float p, bool training, Generator& gen) {
   Tensor y = ops::dropout_apply(x.value(), p, seed, first);
   return make_result(y, "dropout", {x}, [p, seed, first](const Tensor& g) {
     return G{ops::dropout_apply(g, p, seed, first)};
+  });
+}
+
+Variable dropout_bmm(const Variable& a, const Variable& b, float p, bool training, Generator& gen) {
+  if (!training || p == 0.f) return bmm(a, b);
+  const uint64_t seed = gen.seed(), first = gen.take(static_cast<uint64_t>(a.value().numel()));
+  Tensor keep = a.value(), bv = ops::matmul_operand(b.value());
+  const bool ga = a.requires_grad(), gb = b.requires_grad();
+  const DType da_t = grad_dtype(keep), db_t = grad_dtype(b.value());
+  // dropout then bmm (fn::dropout, fn::bmm): the dropped operand is freed after the product
+  Tensor y = ops::bmm(ops::matmul_operand(ops::dropout_apply(keep, p, seed, first)), bv, false, false,
+                      activation_dtype());
+  return make_result(y, "dropout_bmm", {a, b}, [keep, bv, p, seed, first, ga, gb, da_t, db_t](const Tensor& g) {
+    Tensor da, db;
+    if (ga) da = ops::dropout_apply(ops::bmm(g, bv, false, true, da_t), p, seed, first);
+    if (gb) db = ops::bmm(ops::matmul_operand(ops::dropout_apply(keep, p, seed, first)), g, true, false, db_t);
+    return G{da, db};
   });
 }
 

@@ -30,6 +30,10 @@ Variable matmul(const Variable& a, const Variable& b, bool trans_a = false, bool
 Variable bmm(const Variable& a, const Variable& b, bool trans_a = false, bool trans_b = false);
 // y = x @ w^T + b for x [..., in], w [out, in], b [out] (b may be undefined).
 Variable linear(const Variable& x, const Variable& w, const Variable& b);
+// linear(gelu(h), w, b) (b may be undefined) keeping only h for backward: the GELU output is
+// computed again there (one more GELU pass; the same bits as the composition, which keeps both h
+// and gelu(h)). BERT's feed-forward block under model.recompute: [gelu].
+Variable gelu_linear(const Variable& h, const Variable& w, const Variable& b);
 
 Variable conv2d(const Variable& x, const Variable& w, const ops::Conv2dParams& p);
 Variable max_pool2d(const Variable& x, const ops::Pool2dParams& p);
@@ -72,6 +76,12 @@ Variable cross_entropy(const Variable& logits, const Tensor& targets, float labe
                        int64_t ignore_index = -100);
 // Identity when !training or p == 0.
 Variable dropout(const Variable& x, float p, bool training, Generator& gen);
+// bmm(dropout(a, p, training, gen), b) keeping only a and b for backward: the dropped operand is
+// drawn again there from the same generator counters (one more dropout pass; the same masks and
+// bits as the composition, which also keeps dropout's output). Composed attention's context
+// product under model.recompute: [attention_dropout]: `a` (the probabilities) is kept by the
+// softmax's backward anyway, so the [B*heads, S, S] the product kept is saved.
+Variable dropout_bmm(const Variable& a, const Variable& b, float p, bool training, Generator& gen);
 Variable embedding(const Variable& weight, const Tensor& ids);
 
 }  // namespace ada::fn

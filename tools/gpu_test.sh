@@ -22,7 +22,8 @@
 #                          not in all; precision: only the BERT-tiny training part of it;
 #                          session: what a lent GPU's first call should run, about 7 minutes:
 #                          tests, precision, ours at its best against each case's fastest twin
-#                          (ResNet-50 b256, BERT-Large s128 b64 and s512 b16), profile);
+#                          (ResNet-50 b256, BERT-Large s128 b64 and s512 b16; s512 again
+#                          with model.recompute, ours only), profile);
 #                          convsurvey: each cuDNN convolution algorithm's error with 16-bit
 #                          tensors (apps/conv_survey.cc, the evidence for conv.cc's rules;
 #                          ~10 s), not in all: rerun it when cuDNN changes);
@@ -336,7 +337,8 @@ if [[ "$what" == session ]]; then
   # on 2026-11-27; `peers` runs every twin).
   step_cases "resnet50 --batch 256 --precision bf16 --activations 16bit --channels-last --twins compile" \
     "bert_large --batch 64 --seq 128 --precision bf16 --activations 16bit --attention composed --twins hf_sdpa" \
-    "bert_large --batch 16 --seq 512 --precision bf16 --activations 16bit --attention composed --twins hf_sdpa" |
+    "bert_large --batch 16 --seq 512 --precision bf16 --activations 16bit --attention composed --twins hf_sdpa" \
+    "bert_large --batch 16 --seq 512 --precision bf16 --activations 16bit --attention composed --recompute attention_dropout,gelu --no-torch" |
     tee "$out/session_step.log"
 fi
 if [[ "$what" == profile || "$what" == session ]]; then

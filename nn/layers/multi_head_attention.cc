@@ -7,10 +7,12 @@
 namespace ada::nn {
 
 MultiHeadAttention::MultiHeadAttention(int64_t hidden, int64_t heads, float dropout, Generator& gen,
-                                       float init_std, bool fused)
-    : hidden_(hidden), heads_(heads), fused_(fused) {
+                                       float init_std, bool fused, bool recompute_dropout)
+    : hidden_(hidden), heads_(heads), fused_(fused), recompute_dropout_(recompute_dropout) {
   ADA_CHECK_ARG(heads > 0 && hidden % heads == 0, ConfigError)
       << "attention: hidden size " << hidden << " is not divisible by " << heads << " heads";
+  ADA_CHECK_ARG(!(fused && recompute_dropout), ConfigError)
+      << "attention: fused attention keeps no dropped probabilities to recompute";
   query_ = register_module("query", std::make_shared<Linear>(hidden, hidden, gen));
   key_ = register_module("key", std::make_shared<Linear>(hidden, hidden, gen));
   value_ = register_module("value", std::make_shared<Linear>(hidden, hidden, gen));
@@ -62,10 +64,11 @@ Variable MultiHeadAttention::forward(const Variable& x, const Tensor& key_bias, 
            v = split(value_->forward(xin));
   // softmax(q k^T / sqrt(hd) + key bias) in one pass over the scores (the op checks the bias
   // against the batch's shape, a ShapeError naming both).
-  Variable ctx =
-      fn::bmm(dropout_->forward(
-                  fn::attention_softmax(fn::bmm(q, k, false, true), key_bias, heads_, scale), gen),
-              v);  // [B*heads, S, hd]
+  const Variable probs =
+      fn::attention_softmax(fn::bmm(q, k, false, true), key_bias, heads_, scale);
+  Variable ctx = recompute_dropout_
+                     ? fn::dropout_bmm(probs, v, dropout_->p(), dropout_->training(), gen)
+                     : fn::bmm(dropout_->forward(probs, gen), v);  // [B*heads, S, hd]
   ctx =
       fn::reshape(fn::permute(fn::reshape(ctx, {b, heads_, s, hd}), {0, 2, 1, 3}), {b, s, hidden_});
   return output_->forward(ctx);

@@ -28,6 +28,8 @@ struct BertConfig {
   float dropout = 0.1f, attention_dropout = 0.1f, init_std = 0.02f, ln_eps = 1e-12f;
   bool nsp = false;
   bool fused_attention = false;      // model.attention: fused
+  // model.recompute: [attention_dropout, gelu]: tensors computed again in backward, not kept
+  bool recompute_attention_dropout = false, recompute_gelu = false;
   std::string head = "pretraining";  // pretraining | classification | question_answering
   int64_t num_classes = 2;           // classification
 };
@@ -43,8 +45,10 @@ class EncoderLayer : public Module {
  public:
   EncoderLayer(const BertConfig& c, Generator& g) {
     attention_ = register_module(
-        "attention", std::make_shared<MultiHeadAttention>(c.hidden, c.heads, c.attention_dropout, g,
-                                                          c.init_std, c.fused_attention));
+        "attention",
+        std::make_shared<MultiHeadAttention>(c.hidden, c.heads, c.attention_dropout, g, c.init_std,
+                                             c.fused_attention, c.recompute_attention_dropout));
+    recompute_gelu_ = c.recompute_gelu;
     attention_norm_ =
         register_module("attention_norm", std::make_shared<LayerNorm>(c.hidden, c.ln_eps));
     intermediate_ = register_module("intermediate", bert_linear(c.hidden, c.ffn, g, c.init_std));
@@ -56,7 +60,9 @@ class EncoderLayer : public Module {
   Variable forward(const Variable& x, const Tensor& key_bias, Generator& gen) {
     Variable a = attention_->forward(x, key_bias, gen);
     Variable h = attention_norm_->forward(fn::add(x, dropout_->forward(a, gen)));
-    Variable f = output_->forward(fn::gelu(intermediate_->forward(h)));
+    const Variable i = intermediate_->forward(h);
+    Variable f = recompute_gelu_ ? fn::gelu_linear(i, output_->weight(), output_->bias())
+                                 : output_->forward(fn::gelu(i));
     return output_norm_->forward(fn::add(h, dropout_->forward(f, gen)));
   }
   std::string type_name() const override { return "EncoderLayer"; }
@@ -66,6 +72,7 @@ class EncoderLayer : public Module {
   std::shared_ptr<LayerNorm> attention_norm_, output_norm_;
   std::shared_ptr<Linear> intermediate_, output_;
   std::shared_ptr<Dropout> dropout_;
+  bool recompute_gelu_ = false;
 };
 
 class Holder : public Module {  // a named group of children ("embeddings", "encoder", "cls")
@@ -345,6 +352,17 @@ std::unique_ptr<Model> make_bert(const Config& cfg, uint64_t seed) {
       << "'; known: composed (batched products, softmax and dropout as separate ops: the "
          "default), fused (one op that keeps nothing of size [batch*heads, seq, seq])";
   c.fused_attention = attention == "fused";
+  for (const std::string& r : cfg.get_or<std::vector<std::string>>("recompute", {})) {
+    ADA_CHECK_ARG(r == "attention_dropout" || r == "gelu", ConfigError)
+        << cfg.where("recompute") << ": unknown '" << r
+        << "'; known: attention_dropout (the dropped attention probabilities, drawn again in "
+           "backward: one [batch*heads, seq, seq] tensor fewer kept per layer), gelu (the "
+           "feed-forward GELU's output, computed again: one [batch, seq, ffn] fewer)";
+    ADA_CHECK_ARG(r != "attention_dropout" || !c.fused_attention, ConfigError)
+        << cfg.where("recompute") << ": attention_dropout recomputes what composed attention "
+        << "keeps; model.attention: fused keeps no probabilities. Remove one of the two";
+    (r == "gelu" ? c.recompute_gelu : c.recompute_attention_dropout) = true;
+  }
   c.head = cfg.get_or<std::string>("head", c.head);
   ADA_CHECK_ARG(
       c.head == "pretraining" || c.head == "classification" || c.head == "question_answering",

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "core/backend/cpu/op_profile.h"
+#include "core/host_memory.h"
 #include "core/serialize.h"
 #include "nn/init.h"
 #include "nn/layers/multi_head_attention.h"
@@ -154,6 +155,64 @@ TEST(Models, BertFusedAttentionIsTheComposedModel) {
     EXPECT_NE(std::string(e.what()).find("attention"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("'flash'; known: composed"), std::string::npos)
         << e.what();
+  }
+}
+
+// model.recompute: [attention_dropout, gelu] draws the dropped attention probabilities and
+// computes the feed-forward GELU's output again in backward: the same loss and every gradient bit
+// for bit (the same dropout masks, the same products), with exactly one [B*heads, S, S] and one
+// [B*S, ffn] f32 tensor fewer kept per layer between forward and backward; bad values refused.
+TEST(Models, BertRecomputeKeepsLessWithTheSameBits) {
+  const int64_t b = 2, s = 64, heads = 2, ffn = 512, layers = 2;  // tiny; bin-sized tensors
+  std::vector<int64_t> ids(b * s), labels(b * s, -100), mask(b * s, 1);
+  for (int64_t i = 0; i < b * s; ++i) {
+    ids[i] = (i * 7 + 3) % 50;
+    if (i % 5 == 1) labels[i] = (i * 3) % 50;
+  }
+  for (int64_t i = s - 9; i < s; ++i) mask[i] = 0;  // the first sequence padded
+  TensorMap batch{{"input_ids", Tensor::from_vector<int64_t>(ids, {b, s})},
+                  {"segment_ids", Tensor::zeros({b, s}, DType::i64)},
+                  {"attention_mask", Tensor::from_vector<int64_t>(mask, {b, s})},
+                  {"labels", Tensor::from_vector<int64_t>(labels, {b, s})}};
+  const std::string yaml = "{name: bert, preset: tiny, vocab_size: 50, max_positions: 64, "
+                           "dropout: 0.1, attention_dropout: 0.3";
+  struct Run {
+    std::unique_ptr<Model> m;
+    Variable loss;
+    int64_t kept = 0;
+  };
+  auto run = [&](const std::string& extra) {
+    Run r{build(yaml + extra + "}"), {}, 0};
+    const int64_t before = host::memory_stats().allocated;
+    r.loss = r.m->forward(batch).loss;
+    r.kept = host::memory_stats().allocated - before;
+    backward(r.loss);
+    return r;
+  };
+  const Run plain = run(""), both = run(", recompute: [attention_dropout, gelu]"),
+            attn = run(", recompute: [attention_dropout]");
+  const int64_t probs = b * heads * s * s * 4, gelu_out = b * s * ffn * 4;
+  EXPECT_EQ(plain.kept - both.kept, layers * (probs + gelu_out));
+  EXPECT_EQ(plain.kept - attn.kept, layers * probs);
+  for (const Run* r : {&both, &attn}) {
+    EXPECT_EQ(r->loss.value().item(), plain.loss.value().item());
+    const auto pp = plain.m->parameters(), pr = r->m->parameters();
+    ASSERT_EQ(pp.size(), pr.size());
+    for (size_t i = 0; i < pp.size(); ++i)
+      EXPECT_EQ(pp[i].var.grad().to_vector<float>(), pr[i].var.grad().to_vector<float>())
+          << pp[i].name;
+  }
+  for (const auto& [extra, want] :
+       std::vector<std::pair<std::string, std::string>>{
+           {", recompute: [softmax]", "recompute (line 1, column 101): unknown 'softmax'; known: attention_dropout"},
+           {", attention: fused, recompute: [attention_dropout]", "model.attention: fused keeps no"},
+           {", recompute: gelu", "recompute"}}) {
+    try {
+      build(yaml + extra + "}");
+      ADD_FAILURE() << extra;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
   }
 }
 
