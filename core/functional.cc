@@ -197,12 +197,13 @@ Variable gelu_linear(const Variable& h, const Variable& w, const Variable& b) {
                          : ops::matmul(av, wv, false, true, activation_dtype());
   std::vector<Variable> inputs{h2, w};
   if (b.defined()) inputs.push_back(b);
-  Variable r = make_result(y, "gelu_linear", inputs, [hv, wv, gh, gw, gb, has_b, dh_t, dw_t](const Tensor& g) {
-    G d = linear_grads(g, ops::matmul_operand(ops::gelu(hv)), wv, gh, gw, gb, dh_t, dw_t);
-    if (gh) d[0] = ops::gelu_backward(d[0], hv);
-    if (!has_b) d.pop_back();
-    return d;
-  });
+  Variable r = make_result(
+      y, "gelu_linear", inputs, [hv, wv, gh, gw, gb, has_b, dh_t, dw_t](const Tensor& g) {
+        G d = linear_grads(g, ops::matmul_operand(ops::gelu(hv)), wv, gh, gw, gb, dh_t, dw_t);
+        if (gh) d[0] = ops::gelu_backward(d[0], hv);
+        if (!has_b) d.pop_back();
+        return d;
+      });
   return reshape(r, out);
 }
 
@@ -403,14 +404,17 @@ Variable dropout_bmm(const Variable& a, const Variable& b, float p, bool trainin
   const bool ga = a.requires_grad(), gb = b.requires_grad();
   const DType da_t = grad_dtype(keep), db_t = grad_dtype(b.value());
   // dropout then bmm (fn::dropout, fn::bmm): the dropped operand is freed after the product
-  Tensor y = ops::bmm(ops::matmul_operand(ops::dropout_apply(keep, p, seed, first)), bv, false, false,
-                      activation_dtype());
-  return make_result(y, "dropout_bmm", {a, b}, [keep, bv, p, seed, first, ga, gb, da_t, db_t](const Tensor& g) {
-    Tensor da, db;
-    if (ga) da = ops::dropout_apply(ops::bmm(g, bv, false, true, da_t), p, seed, first);
-    if (gb) db = ops::bmm(ops::matmul_operand(ops::dropout_apply(keep, p, seed, first)), g, true, false, db_t);
-    return G{da, db};
-  });
+  Tensor y = ops::bmm(ops::matmul_operand(ops::dropout_apply(keep, p, seed, first)), bv, false,
+                      false, activation_dtype());
+  return make_result(
+      y, "dropout_bmm", {a, b}, [keep, bv, p, seed, first, ga, gb, da_t, db_t](const Tensor& g) {
+        Tensor da, db;
+        if (ga) da = ops::dropout_apply(ops::bmm(g, bv, false, true, da_t), p, seed, first);
+        if (gb)
+          db = ops::bmm(ops::matmul_operand(ops::dropout_apply(keep, p, seed, first)), g, true,
+                        false, db_t);
+        return G{da, db};
+      });
 }
 
 Variable embedding(const Variable& weight, const Tensor& ids) {

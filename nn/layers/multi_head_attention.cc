@@ -64,8 +64,7 @@ Variable MultiHeadAttention::forward(const Variable& x, const Tensor& key_bias, 
            v = split(value_->forward(xin));
   // softmax(q k^T / sqrt(hd) + key bias) in one pass over the scores (the op checks the bias
   // against the batch's shape, a ShapeError naming both).
-  const Variable probs =
-      fn::attention_softmax(fn::bmm(q, k, false, true), key_bias, heads_, scale);
+  const Variable probs = fn::attention_softmax(fn::bmm(q, k, false, true), key_bias, heads_, scale);
   Variable ctx = recompute_dropout_
                      ? fn::dropout_bmm(probs, v, dropout_->p(), dropout_->training(), gen)
                      : fn::bmm(dropout_->forward(probs, gen), v);  // [B*heads, S, hd]

@@ -27,7 +27,7 @@ struct BertConfig {
           type_vocab = 2;
   float dropout = 0.1f, attention_dropout = 0.1f, init_std = 0.02f, ln_eps = 1e-12f;
   bool nsp = false;
-  bool fused_attention = false;      // model.attention: fused
+  bool fused_attention = false;  // model.attention: fused
   // model.recompute: [attention_dropout, gelu]: tensors computed again in backward, not kept
   bool recompute_attention_dropout = false, recompute_gelu = false;
   std::string head = "pretraining";  // pretraining | classification | question_answering

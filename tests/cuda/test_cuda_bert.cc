@@ -195,15 +195,19 @@ TEST(CudaBert, SixteenBitActivationsOnTheGpuMatchTheCpu) {
 // gradients bit for bit as without (the dropout masks drawn again at the same counters, the GELU
 // output computed again by the same kernel, the same cuBLAS products), and no f32 copies. The
 // embeddings' gradients are left out: their backward adds rows with atomics, in an order that
-// varies from run to run; every other gradient lies upstream of them, so a wrong recompute shows.
+// varies from run to run; every other gradient is formed before theirs in backward, so a wrong
+// recompute shows there.
 TEST(CudaBert, RecomputeOnTheGpuIsTheSameStepBitForBit) {
   ADA_REQUIRE_GPU();
   for (DType act : {DType::bf16, DType::f32}) {
     SCOPED_TRACE(std::string(dtype_name(act)) + " activations");
     const Grads plain = run("composed", testing::gpu(), act);
     int64_t copies = 0;
-    const Grads again = run("composed, recompute: [attention_dropout, gelu]", testing::gpu(), act, &copies);
-    if (act != DType::f32) EXPECT_EQ(copies, 0);
+    const Grads again =
+        run("composed, recompute: [attention_dropout, gelu]", testing::gpu(), act, &copies);
+    if (act != DType::f32) {
+      EXPECT_EQ(copies, 0);
+    }
     ASSERT_EQ(plain.names, again.names);
     for (size_t i = 0; i < plain.names.size(); ++i) {
       if (plain.names[i].rfind("embeddings.", 0) == 0) continue;

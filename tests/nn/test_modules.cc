@@ -174,8 +174,9 @@ TEST(Models, BertRecomputeKeepsLessWithTheSameBits) {
                   {"segment_ids", Tensor::zeros({b, s}, DType::i64)},
                   {"attention_mask", Tensor::from_vector<int64_t>(mask, {b, s})},
                   {"labels", Tensor::from_vector<int64_t>(labels, {b, s})}};
-  const std::string yaml = "{name: bert, preset: tiny, vocab_size: 50, max_positions: 64, "
-                           "dropout: 0.1, attention_dropout: 0.3";
+  const std::string yaml =
+      "{name: bert, preset: tiny, vocab_size: 50, max_positions: 64, "
+      "dropout: 0.1, attention_dropout: 0.3";
   struct Run {
     std::unique_ptr<Model> m;
     Variable loss;
@@ -202,10 +203,11 @@ TEST(Models, BertRecomputeKeepsLessWithTheSameBits) {
       EXPECT_EQ(pp[i].var.grad().to_vector<float>(), pr[i].var.grad().to_vector<float>())
           << pp[i].name;
   }
-  for (const auto& [extra, want] :
-       std::vector<std::pair<std::string, std::string>>{
-           {", recompute: [softmax]", "recompute (line 1, column 101): unknown 'softmax'; known: attention_dropout"},
-           {", attention: fused, recompute: [attention_dropout]", "model.attention: fused keeps no"},
+  for (const auto& [extra, want] : std::vector<std::pair<std::string, std::string>>{
+           {", recompute: [softmax]",
+            "recompute (line 1, column 101): unknown 'softmax'; known: attention_dropout"},
+           {", attention: fused, recompute: [attention_dropout]",
+            "model.attention: fused keeps no"},
            {", recompute: gelu", "recompute"}}) {
     try {
       build(yaml + extra + "}");
