@@ -67,9 +67,14 @@ def write_plots(study, rows, best, out_dir, seconds_compare=True):
     hatches = {v: h for v, h in zip(study.variants, ["", "//", "..", "xx"] * 8)}
     one_x = len({r["examples_per_step"] for r in best}) == 1
     panels = [("final_vs_examples.png", "mean", f"final {ylab}", f"final {study.metric} (mean ± std over seeds)")]
+    # Steps to the target on the figure the choices are made on: a steps-to-target study's runs
+    # stop when the validation figure reaches it (train.stop_at), the test figure need not have.
+    on_select = study.select is not None and study.choose_by == "steps"
+    steps_field, reached_field = ("select_steps", "select_reached") if on_select else ("steps_to_target", "reached")
     if study.target is not None:
-        what = f"{study.metric} {fmt_metric(study, study.target)}"
-        panels.append(("steps_to_target.png", "steps_to_target", f"steps to {what}",
+        what = f"{study.select if on_select else study.metric} {fmt_metric(study, study.target)}" + \
+            (" (validation)" if on_select else "")
+        panels.append(("steps_to_target.png", steps_field, f"steps to {what}",
                        "steps to target, mean over the k/n seeds that reached it (no bar: none did)" if one_x
                        else "steps to target, mean over the k/n seeds that reached it\n"
                             "(filled: every seed did; hollow: only k of n; x: none did)"))
@@ -93,7 +98,7 @@ def write_plots(study, rows, best, out_dir, seconds_compare=True):
                            color=colors[m], hatch=hatches[v], edgecolor="black", capsize=3,
                            label=study.variants[v]["label"] if i == 0 and len(study.variants) > 1 else None)
                     if field != "mean":  # a mean over the seeds that reached the target: say how many
-                        ax.annotate(f"{r['reached']}/{r['seeds']}", (x, val(r)), ha="center", va="bottom",
+                        ax.annotate(f"{r[reached_field]}/{r['seeds']}", (x, val(r)), ha="center", va="bottom",
                                     fontsize=8, xytext=(0, 2), textcoords="offset points")
             ax.set_xticks(range(len(methods)), [label[m] for m in methods], rotation=20, ha="right", fontsize=8)
             if field == "mean" and study.plot_range:
@@ -117,8 +122,8 @@ def write_plots(study, rows, best, out_dir, seconds_compare=True):
                         # The line joins only points that every seed reached: a mean over the few
                         # seeds that did is not the method's figure, so it is a hollow marker,
                         # and every point says how many of its seeds reached the target.
-                        full = [(x, r) for x, r in got if r["reached"] == r["seeds"]]
-                        part = [(x, r) for x, r in got if r["reached"] < r["seeds"]]
+                        full = [(x, r) for x, r in got if r[reached_field] == r["seeds"]]
+                        part = [(x, r) for x, r in got if r[reached_field] < r["seeds"]]
                         if full:
                             ax.plot([x for x, _ in full], [val(r) for _, r in full], color=colors[m], ls=styles[v],
                                     label=lab, marker="o")
@@ -126,7 +131,7 @@ def write_plots(study, rows, best, out_dir, seconds_compare=True):
                             ax.plot([x for x, _ in part], [val(r) for _, r in part], "o", mfc="none", mew=1.5,
                                     color=colors[m], ms=8, label=None if full else lab)
                         for x, r in got:
-                            ax.annotate(f"{r['reached']}/{r['seeds']}", (x, val(r)), ha="center", va="bottom",
+                            ax.annotate(f"{r[reached_field]}/{r['seeds']}", (x, val(r)), ha="center", va="bottom",
                                         fontsize=7, xytext=(0, 4), textcoords="offset points", color=colors[m])
                         miss = [(x, r) for x, r in pts if val(r) is None]
                         if miss and got:
