@@ -176,7 +176,7 @@ Variable linear_with_bias(const Variable& x, const Variable& w, const Variable& 
                        return linear_grads(g, xv, wv, gx, gw, gb, dx_t, dw_t);
                      });
 }
-// x's rows for a linear layer: [..., in] -> [N, in]; and the output's shape [..., out].
+// A linear layer's output shape for input shape xs [..., in]: [..., out].
 Shape linear_out_shape(const Shape& xs, const Variable& w, const char* op) {
   ADA_CHECK_ARG(!xs.empty(), ShapeError) << op << ": input must have at least 1 dim";
   Shape out = xs;
@@ -193,10 +193,10 @@ Variable gelu_linear(const Variable& h, const Variable& w, const Variable& b) {
              gb = has_b && b.requires_grad();
   const DType dh_t = grad_dtype(hv), dw_t = grad_dtype(w.value());
   Tensor av = ops::matmul_operand(ops::gelu(hv));  // freed after the product
-  Tensor y = b.defined() ? ops::linear(av, wv, b.value(), activation_dtype())
-                         : ops::matmul(av, wv, false, true, activation_dtype());
+  Tensor y = has_b ? ops::linear(av, wv, b.value(), activation_dtype())
+                   : ops::matmul(av, wv, false, true, activation_dtype());
   std::vector<Variable> inputs{h2, w};
-  if (b.defined()) inputs.push_back(b);
+  if (has_b) inputs.push_back(b);
   Variable r = make_result(
       y, "gelu_linear", inputs, [hv, wv, gh, gw, gb, has_b, dh_t, dw_t](const Tensor& g) {
         G d = linear_grads(g, ops::matmul_operand(ops::gelu(hv)), wv, gh, gw, gb, dh_t, dw_t);
