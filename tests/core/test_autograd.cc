@@ -212,5 +212,51 @@ TEST(Autograd, LinearWithBiasIsMatmulThenAddBiasBitForBit) {
   }
 }
 
+// fn::gelu_linear and fn::dropout_bmm compute again in backward what the compositions keep (the
+// GELU output; the dropped operand, from the same generator counters): the same output and every
+// gradient bit for bit, whichever inputs take gradients, with and without a bias.
+TEST(Autograd, RecomputingOpsAreTheirCompositionsBitForBit) {
+  Generator g(11);
+  const Tensor h0 = Tensor::randn({4, 3, 29}, g), w0 = Tensor::randn({17, 29}, g),
+               b0 = Tensor::randn({17}, g), seed = Tensor::randn({4, 3, 17}, g);
+  auto same_grads = [](const std::vector<std::pair<Variable*, Variable*>>& pairs) {
+    for (auto [a, b] : pairs) {
+      if (!a->defined()) continue;  // no bias
+      ASSERT_EQ(a->grad().defined(), b->grad().defined());
+      if (a->grad().defined()) {
+        EXPECT_EQ(a->grad().to_vector<float>(), b->grad().to_vector<float>());
+      }
+    }
+  };
+  for (int mask = 1; mask < 16; ++mask) {
+    const bool with_bias = (mask & 8) != 0;
+    SCOPED_TRACE("gelu_linear, requires_grad h/w/b mask " + std::to_string(mask));
+    Variable h1(h0, (mask & 1) != 0), w1(w0, (mask & 2) != 0), b1(b0, (mask & 4) != 0);
+    Variable h2(h0, (mask & 1) != 0), w2(w0, (mask & 2) != 0), b2(b0, (mask & 4) != 0);
+    if (!with_bias) b1 = b2 = Variable();
+    Variable re = fn::gelu_linear(h1, w1, b1), composed = fn::linear(fn::gelu(h2), w2, b2);
+    ASSERT_EQ(re.value().to_vector<float>(), composed.value().to_vector<float>());
+    if (!re.requires_grad()) continue;
+    backward(re, seed);
+    backward(composed, seed);
+    same_grads({{&h1, &h2}, {&w1, &w2}, {&b1, &b2}});
+  }
+  const Tensor a0 = Tensor::randn({6, 9, 9}, g), v0 = Tensor::randn({6, 9, 5}, g),
+               seed2 = Tensor::randn({6, 9, 5}, g);
+  for (int mask = 1; mask < 4; ++mask) {
+    SCOPED_TRACE("dropout_bmm, requires_grad a/v mask " + std::to_string(mask));
+    Variable a1(a0, (mask & 1) != 0), v1(v0, (mask & 2) != 0);
+    Variable a2(a0, (mask & 1) != 0), v2(v0, (mask & 2) != 0);
+    Generator g1(3), g2(3);
+    Variable re = fn::dropout_bmm(a1, v1, 0.4f, true, g1);
+    Variable composed = fn::bmm(fn::dropout(a2, 0.4f, true, g2), v2);
+    ASSERT_EQ(re.value().to_vector<float>(), composed.value().to_vector<float>());
+    EXPECT_EQ(g1.take(1), g2.take(1));  // the same counters consumed
+    backward(re, seed2);
+    backward(composed, seed2);
+    same_grads({{&a1, &a2}, {&v1, &v2}});
+  }
+}
+
 }  // namespace
 }  // namespace ada
