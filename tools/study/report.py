@@ -271,8 +271,9 @@ def write_critical_batch(study, rows, best, L):
                 fitted[e] = r
         pts = [(e, r[key]) for e, r in sorted(fitted.items())]
         s_min, b_crit, rng, why = critical_batch(pts)
-        if any(r["examples_per_step"] not in fitted for r in chosen):
-            why = (why + "; " if why else "") + "sizes with an unfinished sweep left out"
+        # Not a reason the fit cannot place B_crit, but what the fit left out.
+        left_out = "sizes with an unfinished sweep left out" if any(
+            r["examples_per_step"] not in fitted for r in chosen) else None
 
         def size(r):
             run, planned = sweep_progress(study, rows, r)
@@ -283,11 +284,13 @@ def write_critical_batch(study, rows, best, L):
             return text + (f" (sweep {run} of {planned}: not fitted)" if run < planned else "")
         sizes = ", ".join(size(r) for r in chosen) or "none reached"
         if b_crit is None:
-            L.append(f"| {study.methods[m]['label']} | {sizes} | – | not placed: {why} | – |")
+            L.append(f"| {study.methods[m]['label']} | {sizes} | – | not placed: "
+                     f"{'; '.join(x for x in (why, left_out) if x)} | – |")
             continue
         rtext = f"{rng[0]:,.0f} to {rng[1]:,.0f}" if rng and rng[0] is not None else "–"
+        notes = ([f"not placed: {why}"] if why else []) + ([left_out] if left_out else [])
         L.append(f"| {study.methods[m]['label']} | {sizes} | {s_min:.0f} | {b_crit:,.0f}"
-                 + (f" (not placed: {why})" if why else "") + f" | {rtext} |")
+                 + (f" ({'; '.join(notes)})" if notes else "") + f" | {rtext} |")
     L.append("")
 
 
