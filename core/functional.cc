@@ -197,13 +197,15 @@ Variable gelu_linear(const Variable& h, const Variable& w, const Variable& b) {
                    : ops::matmul(av, wv, false, true, activation_dtype());
   std::vector<Variable> inputs{h2, w};
   if (has_b) inputs.push_back(b);
-  Variable r = make_result(
-      y, "gelu_linear", inputs, [hv, wv, gh, gw, gb, has_b, dh_t, dw_t](const Tensor& g) {
-        G d = linear_grads(g, ops::matmul_operand(ops::gelu(hv)), wv, gh, gw, gb, dh_t, dw_t);
-        if (gh) d[0] = ops::gelu_backward(d[0], hv);
-        if (!has_b) d.pop_back();
-        return d;
-      });
+  Variable r = make_result(y, "gelu_linear", inputs,
+                           [hv, wv, gh, gw, gb, has_b, dh_t, dw_t](const Tensor& g) {
+                             // The GELU output only for the weight gradient (dx needs w alone).
+                             const Tensor av = gw ? ops::matmul_operand(ops::gelu(hv)) : Tensor();
+                             G d = linear_grads(g, av, wv, gh, gw, gb, dh_t, dw_t);
+                             if (gh) d[0] = ops::gelu_backward(d[0], hv);
+                             if (!has_b) d.pop_back();
+                             return d;
+                           });
   return reshape(r, out);
 }
 
