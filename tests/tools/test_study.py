@@ -12,6 +12,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -378,6 +379,82 @@ class Pure(unittest.TestCase):
         self.assertIn("| average | **8: 12** (half batch), 16: 8 (main), **16: 6** (half batch), **32: 6** (main), "
                       "**64: 4** (main) |", report)
 
+    def test_confirm_seeds_run_the_chosen_point_again_without_changing_the_choice(self):
+        # confirm_seeds: once a column's sweep has run at the method's seeds, its chosen point runs
+        # these seeds too. The choice reads the sweep's seeds alone (the other points never ran
+        # the confirm seeds); the row and the critical-batch fit read them all, the fit per seed too.
+        methods = TWO_METHODS.replace("[0.05, 0.1]}}", "[0.05, 0.1]}, confirm_seeds: [2, 3]}")
+        text = study_text(self.base, methods, "micro_batches: [1, 2, 4]\n").replace(
+            "chance: 0.1}", "chance: 0.1, select: val_top1, choose_by: steps}").replace("ranks: [1, 2]", "ranks: [2]")
+        s = self.load(text)
+        self.assertEqual(s.methods["average"]["confirm_seeds"], [2, 3])
+        self.assertEqual(len(s.cells()), 9)  # 3 sizes x (1 + 2 points) at seed 1
+        self.assertEqual(s.planned(), 9 + 3 * 2)
+        self.assertIn("methods.adasum.confirm_seeds: the method has no sweep", self.error(
+            text.replace("{reducer.name: adasum}}", "{reducer.name: adasum}, confirm_seeds: [2]}")))
+        self.assertIn("methods.average.confirm_seeds: [2] already among its seeds [1, 2]", self.error(
+            text.replace("confirm_seeds: [2, 3]", "seeds: [1, 2], confirm_seeds: [2, 3]")))
+        self.assertIn("methods.average.confirm_seeds: must be a list of positive integers", self.error(
+            text.replace("confirm_seeds: [2, 3]", "confirm_seeds: 2")))
+
+        def rec(c, n):  # a cell whose validation figure reaches the target at step n (None: never)
+            ev = [(n, 0.06)] if n else [(8, 0.01)]
+            return {"name": c.name, "hash": c.hash, "method": c.method, "ranks": 2, "micro_batches": c.mb,
+                    "variant": "", "seed": c.seed, "point": c.point, "examples_per_step": c.examples_per_step,
+                    "status": "ok", "reason": "", "final": 0.5, "select_final": ev[-1][1], "select_evals": ev,
+                    "wall_s": 3.0, "evals": ev, "eval_wall": [], "gave_up_at": None}
+
+        cells = {c.name: c for c in s.cells()}
+        # Seed 1: lr 0.1 is the faster point at every size; at 4 micro-batches lr 0.05 has not run.
+        steps = {(1, 0.05): 12, (1, 0.1): 10, (2, 0.05): 8, (2, 0.1): 6, (4, 0.1): 4}
+        records = [rec(c, steps[(c.mb, c.point["optimizer.lr"])]) for c in cells.values()
+                   if c.method == "average" and (c.mb, c.point["optimizer.lr"]) in steps]
+        records += [rec(c, 2) for c in cells.values() if c.method == "adasum"]
+        chosen = study.report.confirm_choices(s, records)
+        self.assertEqual(chosen, {("average", 2, 1, ""): {"optimizer.lr": 0.1},
+                                  ("average", 2, 2, ""): {"optimizer.lr": 0.1}})  # not mb 4: unfinished
+        more = {c.name: c for c in s.confirm_cells(chosen)}
+        self.assertEqual(sorted(more), ["average-lr0.1-np2-mb1-s2", "average-lr0.1-np2-mb1-s3",
+                                        "average-lr0.1-np2-mb2-s2", "average-lr0.1-np2-mb2-s3"])
+        # The same settings as the sweep's cell but the seed.
+        sweep_cell = cells["average-lr0.1-np2-mb1-s1"]
+        self.assertEqual({k: v for k, v in more["average-lr0.1-np2-mb1-s2"].overrides.items() if k != "train.seed"},
+                         {k: v for k, v in sweep_cell.overrides.items() if k != "train.seed"})
+        # Seeds 2 and 3 of lr 0.1 are slow (mean 14 and 10 steps over three seeds, more than lr
+        # 0.05's seed 1): the choice stays lr 0.1, made on seed 1 alone.
+        confirm = {"average-lr0.1-np2-mb1-s2": 16, "average-lr0.1-np2-mb1-s3": 16,
+                   "average-lr0.1-np2-mb2-s2": 12, "average-lr0.1-np2-mb2-s3": 12}
+        records += [rec(more[n], st) for n, st in confirm.items()]
+        self.assertEqual(study.report.confirm_choices(s, records), chosen)
+        best = {r["micro_batches"]: r for r in study.report.best_rows(s, study.report.aggregate(s, records))
+                if r["method"] == "average"}
+        self.assertEqual(best[1]["point"], {"optimizer.lr": 0.1})
+        self.assertEqual((best[1]["seeds"], best[1]["select_steps"]), (3, 14))
+        self.assertEqual((best[2]["seeds"], best[2]["select_steps"]), (3, 10))
+        # The fit takes the three-seed means; per seed only where a seed reached every fitted size.
+        out = os.path.join(self.tmp, "report")
+        study.report.write_report(s, records, out, [], 0, s.planned())
+        with open(os.path.join(out, "report.md")) as f:
+            report = f.read()
+        self.assertIn("then runs seeds 2, 3 too", report)
+        self.assertIn("Cells: 12 of 15 finished", report)
+        row = next(line for line in report.splitlines() if line.startswith("| average | 16: 14, 32: 10, 64: 4 (sweep"))
+        self.assertTrue(row.endswith("| – |"), row)  # two sizes: no fit, none per seed
+        records.append(rec(cells["average-lr0.05-np2-mb4-s1"], 5))
+        self.assertEqual(len(study.report.confirm_choices(s, records)), 3)
+        records += [rec(c, n) for c, n in zip(s.confirm_cells({("average", 2, 4, ""): {"optimizer.lr": 0.1}}), (3, 4))]
+        study.report.write_report(s, records, out, [], 0, s.planned())
+        with open(os.path.join(out, "report.md")) as f:
+            report = f.read()
+        row = next(line for line in report.splitlines() if line.startswith("| average | 16: 14, 32: 10, 64: 4"))
+        per_seed = row.rsplit("|", 2)[1]
+        fits = {int(seed): b for b, seed in re.findall(r"([\d,]+|not placed) \(seed (\d+)", per_seed)}
+        self.assertEqual(sorted(fits), [1, 2, 3], row)
+        # Each seed's own points fit as S = S_min (1 + B_crit / examples), e.g. seed 1's 10, 6, 4.
+        for seed, pts in ((1, (10, 6, 4)), (2, (16, 12, 3)), (3, (16, 12, 4))):
+            b_crit = study.report.critical_batch(list(zip((16, 32, 64), pts)))[1]
+            self.assertEqual(fits[seed], f"{b_crit:,.0f}", (seed, row))
+
     def test_cut_off_stops_points_that_can_no_longer_be_the_fastest(self):
         # cut_off: a cell's deadline is the fewest validation steps to the target of another point
         # of its method, column and seed; cells run from the point chosen at the largest smaller
@@ -695,6 +772,29 @@ class EndToEnd(unittest.TestCase):
         self.assertEqual(second["cut_off"], {"at": 2, "by": "lr 0.05"})
         self.assertIn("train.stop_at.give_up_at_step=2", second["command"])
         self.assertEqual((second["steps"], second["gave_up_at"]), (2, None))
+
+    def test_confirm_seeds_run_once_the_sweep_has_chosen(self):
+        # The sweep's two points run at seed 1 under cut_off; lr 0.05 reaches the target first and
+        # is chosen, so its seed 2 runs next, in the same invocation and without a deadline.
+        methods = ("  average: {set: {reducer.name: average}, sweep: {optimizer.lr: [0.05, 0.1]}, "
+                   "confirm_seeds: [2]}\n")
+        text = study_text(self.base, methods, "cut_off: true\n").replace(
+            "metric: {name: eval_top1, goal: max, target: 0.05, diverged: 0.0, chance: 0.1}",
+            "metric: {name: eval_loss, goal: min, target: 1.0e+9, select: val_loss, choose_by: steps}").replace(
+            "train.eval_every: 2}", "train.eval_every: 2, data.validation_size: 64, "
+            "train.stop_at: {metric: val_loss, below: 1.0e+9}}").replace("ranks: [1, 2]", "ranks: [2]")
+        rc, out = self.run_study(text)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("3 cells (0 cached, 2 to run)", out)
+        self.assertIn("1 confirm_seeds cell(s) of a point just chosen: average-lr0.05-np2-s2", out)
+        self.assertIn("[3/3] average-lr0.05-np2-s2 ... ok", out)
+        cells = self.cells()
+        self.assertEqual(sorted(cells), ["average-lr0.05-np2-s1", "average-lr0.05-np2-s2", "average-lr0.1-np2-s1"])
+        self.assertNotIn("give_up_at_step", cells["average-lr0.05-np2-s2"]["command"])
+        self.assertIn("train.seed=2", cells["average-lr0.05-np2-s2"]["command"])
+        rc, out = self.run_study(text)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("3 cells (3 cached, 0 to run)", out)
 
     def test_a_renamed_method_or_a_setting_moved_into_a_variant_reuses_its_cells_under_the_new_names(self):
         rc, out = self.run_study(study_text(self.base, "  adasum: {set: {reducer.name: adasum}}\n"))

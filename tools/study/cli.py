@@ -8,7 +8,7 @@ import sys
 import time
 
 from . import __doc__ as RUNNER_DOC
-from .report import aggregate, best_rows, fmt_time, select_steps, write_report
+from .report import aggregate, best_rows, confirm_choices, fmt_time, select_steps, write_report
 from .run import Eta, commit, identity, load_cached, load_published, run_cell, stale, trainer_identity
 from .spec import ROOT, Study, StudyError, column, fmt_metric, point_label
 
@@ -154,29 +154,52 @@ def main(argv=None):
                   f"cells count whatever trainer ran them", file=sys.stderr)
     version = None if args.any_trainer or args.report_only else args.trainer_version
 
-    folder = {c.name: os.path.join(runs, f"{c.name}-{c.hash}") for c in cells}
-    cached = {c.name: load_cached(folder[c.name], c) for c in cells}
+    folder, cached = {}, {}
     # A fresh clone has no runs/ but has the committed report: its cells.json records count as
     # finished cells when their settings hash matches and no run folder says otherwise (an
     # unfinished attempt reruns), so a study can be extended or its findings rewritten without
     # rerunning what is already measured.
     published = load_published(os.path.join(results, "cells.json"))
     from_report = 0
-    for c in cells:
-        if cached[c.name] is None and c.hash in published and not os.path.exists(folder[c.name]):
-            cached[c.name] = {**published[c.hash], **identity(c)}
-            from_report += 1
+
+    def load(new_cells):
+        nonlocal from_report
+        for c in new_cells:
+            folder[c.name] = os.path.join(runs, f"{c.name}-{c.hash}")
+            cached[c.name] = load_cached(folder[c.name], c)
+            if cached[c.name] is None and c.hash in published and not os.path.exists(folder[c.name]):
+                cached[c.name] = {**published[c.hash], **identity(c)}
+                from_report += 1
+    load(cells)
+
+    def finished():
+        return [v for k, v in cached.items()
+                if k != "__failed__" and v and k not in stale_why and v["status"] in ("ok", "diverged")]
+
+    def confirm_new():
+        """The confirm_seeds cells of the points chosen so far that are not in `cells` yet."""
+        known = {c.name for c in cells}
+        new = [c for c in study.confirm_cells(confirm_choices(study, finished())) if c.name not in known]
+        load(new)
+        cells.extend(new)
+        return new
+
+    # Stale cells (another trainer version) stay in the report until they run again; the
+    # confirm_seeds cells follow from the choices the fresh cells make.
+    def find_stale():
+        why = {c.name: stale(cached[c.name], version) for c in cells if cached[c.name] is not None}
+        return {k: v for k, v in why.items() if v}
+    stale_why = find_stale()
+    if confirm_new():
+        stale_why = find_stale()
     if from_report:
         print(f"study.py: {from_report} finished cell(s) taken from {os.path.relpath(results, ROOT)}/cells.json")
-    # Stale cells (another trainer version) stay in the report until they run again.
-    stale_why = {c.name: stale(cached[c.name], version) for c in cells if cached[c.name] is not None}
-    stale_why = {k: v for k, v in stale_why.items() if v}
     if stale_why:
         print(f"study.py: {len(stale_why)} finished cell(s) are stale (another trainer version; e.g. "
               f"{next(iter(stale_why.values()))}): they run again when selected; --any-trainer keeps them")
     todo = [c for c in cells if (cached[c.name] is None or c.name in stale_why) and selected(c, only)]
     n_cached = len(cells) - sum(v is None for v in cached.values()) - len(stale_why)
-    print(f"study.py: {study.name}: {len(cells)} cells ({n_cached} cached"
+    print(f"study.py: {study.name}: {study.planned()} cells ({n_cached} cached"
           + (f", {len(stale_why)} stale" if stale_why else "") + f", {len(todo) if not args.report_only else 0} "
           f"to run); runs in {os.path.relpath(runs, ROOT)}")
     if args.dry_run:
@@ -199,10 +222,6 @@ def main(argv=None):
     start = time.time()
     eta = Eta()
     failures = 0
-    def finished():
-        return [v for k, v in cached.items()
-                if k != "__failed__" and v and k not in stale_why and v["status"] in ("ok", "diverged")]
-
     remaining = [] if args.report_only else list(todo)
     i = 0
     while remaining:
@@ -230,18 +249,25 @@ def main(argv=None):
         if rec["status"] == "failed":
             cached.setdefault("__failed__", [])
             cached["__failed__"].append(rec)
+        # A column whose sweep this cell finished: its chosen point's confirm_seeds run next.
+        more = [c for c in confirm_new() if cached[c.name] is None and selected(c, only)]
+        if more:
+            print(f"study.py: {len(more)} confirm_seeds cell(s) of a point just chosen: "
+                  + ", ".join(c.name for c in more), flush=True)
+            todo.extend(more)
+            remaining.extend(more)
     records = [v for k, v in cached.items() if k != "__failed__" and v] + cached.get("__failed__", [])
     if not records:
         print("study.py: no finished cells yet: nothing to report")
         return 1 if failures else 0
     try:
         write_report(study, records, results, argv, time.time() - start if todo and not args.report_only else 0,
-                     len(cells))
+                     study.planned())
     except StudyError as e:
         print(f"study.py: {e}", file=sys.stderr)
         return 2
     print(f"study.py: report {os.path.relpath(os.path.join(results, 'report.md'), ROOT)} "
-          f"({len([r for r in records if r['status'] != 'failed'])}/{len(cells)} cells)")
+          f"({len([r for r in records if r['status'] != 'failed'])}/{study.planned()} cells)")
     if failures:
         print(f"study.py: {failures} cell(s) failed; see the report's 'Failed cells' and their logs", file=sys.stderr)
         return 1

@@ -131,6 +131,15 @@ def aggregate(study, records):
         # Steps to the target on the figure choices are made on (metric.choose_by: steps).
         sel_hits = [select_steps(study, r) for r in done]
         sel_reached = [h for h in sel_hits if h is not None]
+        # What the choice of a sweep point reads: the method's own seeds only, not the chosen
+        # point's confirm_seeds (which the other points never ran).
+        sweep_seeds = study.methods[method]["seeds"]
+        mine = [r for r in done if r["seed"] in sweep_seeds]
+        c_reached = [h for h in (select_steps(study, r) for r in mine) if h is not None]
+        c_sel = seed_finals(study, [r for r in mine if "select_final" in r], "select_final") if study.select else []
+        choice = {"mean": mean_std(seed_finals(study, mine))[0], "select_mean": mean_std(c_sel)[0],
+                  "select_reached": len(c_reached),
+                  "select_steps": mean_std(c_reached)[0] if c_reached else None}
         hits = [(steps_to_target(study, r["evals"]), dict(r.get("eval_wall", []))) for r in done]
         reached = [h for h, _ in hits if h is not None]
         times = [w[h] for h, w in hits if h is not None and h in w]
@@ -146,7 +155,7 @@ def aggregate(study, records):
                      "steps_to_target": mean_std(reached)[0] if reached else None,
                      "time_to_target": mean_std(times)[0] if times else None,
                      "wall_s": mean_std([r["wall_s"] for r in done])[0],
-                     "records": done})
+                     "choice": choice, "records": done})
     rows.sort(key=lambda r: (column_order(study, column(r)), list(study.methods).index(r["method"]),
                              json.dumps(r["point"], sort_keys=True)))
     return rows
@@ -161,7 +170,9 @@ def choice_key(study):
 def better(study, a, b):
     """Is row a better than row b (on the figure choices are made on; a row with no result
     never is)? With metric.choose_by: steps, the row whose seeds reached the target more often
-    on that figure, then in fewer steps on average."""
+    on that figure, then in fewer steps on average. Only the method's own seeds count, not a
+    chosen point's confirm_seeds."""
+    a, b = a["choice"], b["choice"]
     if study.choose_by == "steps":
         ka = (-a["select_reached"], a["select_steps"] if a["select_steps"] is not None else math.inf)
         kb = (-b["select_reached"], b["select_steps"] if b["select_steps"] is not None else math.inf)
@@ -184,6 +195,21 @@ def best_rows(study, rows):
             best[key] = r
     return [best[k] for k in sorted(best, key=lambda k: (column_order(study, k[1:]),
                                                           list(study.methods).index(k[0])))]
+
+
+def confirm_choices(study, records):
+    """{(method, ranks, micro_batches, variant): point} for each method with confirm_seeds and
+    each column whose sweep has run every point: the chosen point, whose confirm_seeds then run.
+    With metric.choose_by: steps, only a point that reached the target (else nothing is chosen)."""
+    rows = aggregate(study, [r for r in records if r["status"] in ("ok", "diverged")])
+    out = {}
+    for b in best_rows(study, rows):
+        if not study.methods[b["method"]]["confirm_seeds"]:
+            continue
+        run, planned = sweep_progress(study, rows, b)
+        if run >= planned and (study.choose_by != "steps" or b["choice"]["select_reached"] > 0):
+            out[(b["method"],) + column(b)] = b["point"]
+    return out
 
 
 def fmt_spread(study, row):
@@ -238,6 +264,27 @@ def critical_batch(points):
     return s_min, b_noise, (low, high), why
 
 
+def seed_fits(study, fitted):
+    """The critical-batch fit of each seed that reached the target at every fitted size (rows),
+    on its own: 'B_crit (seed s), ...', or '–' with fewer than two such seeds or three sizes."""
+    per = {}
+    for r in fitted:
+        for rec in r["records"]:
+            n = select_steps(study, rec) if study.select else steps_to_target(study, rec["evals"])
+            if n is not None:
+                per.setdefault(rec["seed"], {})[r["examples_per_step"]] = n
+    sizes = {r["examples_per_step"] for r in fitted}
+    seeds = sorted(s for s, pts in per.items() if set(pts) == sizes)
+    if len(seeds) < 2 or len(sizes) < 3:
+        return "–"
+    out = []
+    for s in seeds:
+        _, b, _, why = critical_batch(sorted(per[s].items()))
+        out.append(f"not placed (seed {s})" if b is None else
+                   f"{b:,.0f} (seed {s}" + (": outside the sizes run)" if why else ")"))
+    return ", ".join(out)
+
+
 def write_critical_batch(study, rows, best, L):
     """Per method, the critical batch size of its chosen points' steps to the target against
     examples per step (a steps-to-target study: metric.choose_by steps). The steps are counted on
@@ -250,13 +297,14 @@ def write_critical_batch(study, rows, best, L):
              "S(B) = S_min (1 + B_crit / B) (McCandlish et al. 2018; perfect scaling halves the steps per doubling "
              "of B, and B_crit is where the steps are twice the fewest possible); the range is the spread of the "
              "fits leaving out one size at a time (4 or more sizes). A size whose sweep has not finished is "
-             "shown but left out of the fit.\n")
+             "shown but left out of the fit. Per seed: the same fit of each seed that reached the target at "
+             "every fitted size on its own (the spread over seeds, where two or more did).\n")
     several = len(study.variants) > 1
     if several:
         L.append("A size run in several variants enters the fit with the fewest steps among those whose sweep "
                  "finished (in bold): the variant is chosen on validation, as the sweep point is.\n")
-    L.append("| method | sizes (examples per step: steps) | S_min | B_crit | leave-one-out range |")
-    L.append("|---|---|---|---|---|")
+    L.append("| method | sizes (examples per step: steps) | S_min | B_crit | leave-one-out range | B_crit per seed |")
+    L.append("|---|---|---|---|---|---|")
     for m in study.methods:
         chosen = sorted((r for r in best if r["method"] == m and r[key] is not None),
                         key=lambda r: (r["examples_per_step"], column_order(study, column(r))))
@@ -283,14 +331,15 @@ def write_critical_batch(study, rows, best, L):
                 text += f" ({study.variants[r['variant']]['label']})" if r["variant"] in study.variants else ""
             return text + (f" (sweep {run} of {planned}: not fitted)" if run < planned else "")
         sizes = ", ".join(size(r) for r in chosen) or "none reached"
+        per_seed = seed_fits(study, list(fitted.values()))
         if b_crit is None:
             L.append(f"| {study.methods[m]['label']} | {sizes} | – | not placed: "
-                     f"{'; '.join(x for x in (why, left_out) if x)} | – |")
+                     f"{'; '.join(x for x in (why, left_out) if x)} | – | {per_seed} |")
             continue
         rtext = f"{rng[0]:,.0f} to {rng[1]:,.0f}" if rng and rng[0] is not None else "–"
         notes = ([f"not placed: {why}"] if why else []) + ([left_out] if left_out else [])
         L.append(f"| {study.methods[m]['label']} | {sizes} | {s_min:.0f} | {b_crit:,.0f}"
-                 + (f" ({'; '.join(notes)})" if notes else "") + f" | {rtext} |")
+                 + (f" ({'; '.join(notes)})" if notes else "") + f" | {rtext} | {per_seed} |")
     L.append("")
 
 
@@ -554,6 +603,10 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
                 " (the best mean per rank count is kept)" if spec["sweep"] else ""
         seeds = f"; seed{'s' if len(spec['seeds']) > 1 else ''} {', '.join(map(str, spec['seeds']))} only" \
             if spec["seeds"] != study.seeds else ""
+        if spec["confirm_seeds"]:
+            seeds += (f"; the point chosen per column (on seed{'s' if len(spec['seeds']) > 1 else ''} "
+                      f"{', '.join(map(str, spec['seeds']))} alone) then runs seeds "
+                      f"{', '.join(map(str, spec['confirm_seeds']))} too")
         L.append(f"- **{spec['label']}** (`{m}`): {sets or 'the base config'}{sweep}{seeds}")
     L.append("")
 

@@ -147,9 +147,9 @@ class Study:
         self.methods = {}
         for mname, m in methods.items():
             mw = f"{where}: methods.{mname}"
-            if not isinstance(m, dict) or not set(m) <= {"set", "sweep", "label", "seeds"}:
+            if not isinstance(m, dict) or not set(m) <= {"set", "sweep", "label", "seeds", "confirm_seeds"}:
                 raise StudyError(f"{mw}: must be a mapping with 'set' (overrides), optional 'sweep' "
-                                 f"(key: [values]), 'seeds' and 'label', got {m!r}")
+                                 f"(key: [values]), 'seeds', 'confirm_seeds' and 'label', got {m!r}")
             seeds = m.get("seeds", self.seeds)
             if not isinstance(seeds, list) or not seeds or not all(isinstance(x, int) and x >= 1 for x in seeds):
                 raise StudyError(f"{mw}.seeds: must be a non-empty list of positive integers, got {seeds!r}")
@@ -157,8 +157,19 @@ class Study:
             for k, vals in sweep.items():
                 if not isinstance(vals, list) or not vals:
                     raise StudyError(f"{mw}.sweep.{k}: must be a non-empty list of values")
+            # confirm_seeds: once a column's sweep has run at `seeds`, its chosen point runs these
+            # seeds too; the choice stays the one made on `seeds` (cells planned from results).
+            confirm = m.get("confirm_seeds", [])
+            if not isinstance(confirm, list) or not all(isinstance(x, int) and x >= 1 for x in confirm):
+                raise StudyError(f"{mw}.confirm_seeds: must be a list of positive integers, got {confirm!r}")
+            if confirm and math.prod(len(v) for v in sweep.values()) < 2:
+                raise StudyError(f"{mw}.confirm_seeds: the method has no sweep to choose a point from; give "
+                                 f"its seeds as 'seeds'")
+            if set(confirm) & set(seeds):
+                raise StudyError(f"{mw}.confirm_seeds: {sorted(set(confirm) & set(seeds))} already among its "
+                                 f"seeds {seeds}; give the chosen point's other seeds")
             self.methods[mname] = {"set": _flat(m.get("set", {})), "sweep": sweep, "seeds": seeds,
-                                   "label": str(m.get("label", mname))}
+                                   "confirm_seeds": confirm, "label": str(m.get("label", mname))}
         variants = doc.get("variants", {"": {}})
         if not isinstance(variants, dict) or not variants:
             raise StudyError(f"{where}: variants must be a mapping name -> {{label, set}}, got {variants!r}")
@@ -218,6 +229,22 @@ class Study:
                 for seed in m["seeds"]:
                     out.append(Cell(self, mname, ranks, mb, seed, point, variant))
         return out
+
+    def columns(self):
+        """Every (ranks, micro_batches, variant) the grid runs."""
+        return [(ranks, mb, v) for ranks in self.ranks for v, spec in self.variants.items()
+                for mb in spec["micro_batches"]]
+
+    def planned(self):
+        """How many cells the study plans: the grid, and each column's confirm_seeds cells."""
+        return len(self.cells()) + len(self.columns()) * sum(len(m["confirm_seeds"]) for m in self.methods.values())
+
+    def confirm_cells(self, chosen):
+        """The confirm_seeds cells of the chosen points, {(method, ranks, mb, variant): point}: one
+        per confirm seed, the same settings as the point's sweep cell but the seed."""
+        return [Cell(self, method, ranks, mb, seed, point, variant)
+                for (method, ranks, mb, variant), point in chosen.items()
+                for seed in self.methods[method]["confirm_seeds"]]
 
     def column_label(self, ranks, mb, variant):
         """A report column: ranks (x micro-batches), and the variant's label when there are several."""
