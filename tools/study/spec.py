@@ -203,8 +203,8 @@ class Study:
                 if n_points > 1 and len(m["seeds"]) > 1:
                     raise StudyError(f"{where}: cut_off: methods.{mname} sweeps {n_points} points with "
                                      f"{len(m['seeds'])} seeds; cutting a seed short could change which point "
-                                     f"reached the target most often. Sweep at one seed, then give the chosen "
-                                     f"point's other seeds as a method without a sweep")
+                                     f"reached the target most often. Sweep at one seed and give the chosen "
+                                     f"point's other seeds as methods.{mname}.confirm_seeds")
             if "train.stop_at.metric" not in self.common:
                 raise StudyError(f"{where}: cut_off needs train.stop_at in set (the trainer's deadline, "
                                  f"give_up_at_step, belongs to it), e.g. train.stop_at: {{metric: "
