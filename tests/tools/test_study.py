@@ -384,7 +384,7 @@ class Pure(unittest.TestCase):
         # these seeds too. The choice reads the sweep's seeds alone (the other points never ran
         # the confirm seeds); the row and the critical-batch fit read them all, the fit per seed too.
         methods = TWO_METHODS.replace("[0.05, 0.1]}}", "[0.05, 0.1]}, confirm_seeds: [2, 3]}")
-        text = study_text(self.base, methods, "micro_batches: [1, 2, 4]\n").replace(
+        text = study_text(self.base, methods, "micro_batches: [1, 2, 4]\nbaseline: average\n").replace(
             "chance: 0.1}", "chance: 0.1, select: val_top1, choose_by: steps}").replace("ranks: [1, 2]", "ranks: [2]")
         s = self.load(text)
         self.assertEqual(s.methods["average"]["confirm_seeds"], [2, 3])
@@ -447,6 +447,9 @@ class Pure(unittest.TestCase):
         with open(os.path.join(out, "report.md")) as f:
             report = f.read()
         row = next(line for line in report.splitlines() if line.startswith("| average | 16: 14, 32: 10, 64: 4"))
+        # Steps against the baseline are counted on the validation figure the runs stop on.
+        self.assertIn("Steps to val_top1 ", report)
+        self.assertIn("| Adasum | -12 (", report.split("Steps to val_top1 ")[1])
         per_seed = row.rsplit("|", 2)[1]
         fits = {int(seed): b for b, seed in re.findall(r"([\d,]+|not placed) \(seed (\d+)", per_seed)}
         self.assertEqual(sorted(fits), [1, 2, 3], row)

@@ -444,7 +444,14 @@ def write_significance(study, best, cols_, L):
     L.append("")
     if study.target is not None:
         # Steps to target: compared only where every seed of both reached it (a seed that did not
-        # has no number of steps, only a lower bound).
+        # has no number of steps, only a lower bound). A steps-to-target study with a validation
+        # figure counts them on it: its runs stop there (train.stop_at), before the test figure
+        # need have reached the target.
+        on_select = study.choose_by == "steps" and study.select
+        figure = study.select if on_select else study.metric
+
+        def steps_of(x):
+            return select_steps(study, x) if on_select else steps_to_target(study, x["evals"])
         lines, gaps = [], {c: [] for c in cols_}
         for m in study.methods:
             if m == base:
@@ -455,10 +462,10 @@ def write_significance(study, best, cols_, L):
                 if r is None or b is None:
                     cells.append("–")
                     continue
-                sr = [steps_to_target(study, x["evals"]) for x in r["records"]]
-                sb = [steps_to_target(study, x["evals"]) for x in b["records"]]
+                sr = [steps_of(x) for x in r["records"]]
+                sb = [steps_of(x) for x in b["records"]]
                 for x in r["records"] + b["records"]:
-                    steps = [st for st, _ in x["evals"]]
+                    steps = [st for st, _ in (x.get("select_evals", []) if on_select else x["evals"])]
                     gaps[c] += [b_ - a_ for a_, b_ in zip(steps, steps[1:])]
                 if None in sr or None in sb:
                     cells.append("–")
@@ -476,7 +483,9 @@ def write_significance(study, best, cols_, L):
                 every_text = (f"every {known.pop()} steps" if len(known) == 1 else
                               "every " + " / ".join("–" if e is None else str(e) for e in every)
                               + " steps in the columns from left to right")
-            L.append(f"Steps to {study.metric} {fmt_metric(study, study.target)} against the same baseline "
+            L.append(f"Steps to {figure} {fmt_metric(study, study.target)}"
+                     + (" (validation: the figure the runs stop on; the seeds beyond the sweep's are fresh)"
+                        if on_select else "") + " against the same baseline "
                      f"(difference of the mean steps; Welch's t-test; – where a seed of either did not reach "
                      f"it)" + (f", counted at evaluations {every_text}: a smaller difference is not resolved"
                                if every_text else "") + ":\n")
