@@ -756,16 +756,20 @@ class EndToEnd(unittest.TestCase):
         self.assertEqual(rc, 1, out)
         self.assertIn("without 'val_top1' (metric.select) in summary.json; set data.validation_size", out)
 
+    def cut_off_text(self, methods):
+        """A cut_off study at 2 ranks whose target (a validation loss below 1e9) every evaluation reaches."""
+        return study_text(self.base, methods, "cut_off: true\n").replace(
+            "metric: {name: eval_top1, goal: max, target: 0.05, diverged: 0.0, chance: 0.1}",
+            "metric: {name: eval_loss, goal: min, target: 1.0e+9, select: val_loss, choose_by: steps}").replace(
+            "train.eval_every: 2}", "train.eval_every: 2, data.validation_size: 64, "
+            "train.stop_at: {metric: val_loss, below: 1.0e+9}}").replace("ranks: [1, 2]", "ranks: [2]")
+
     def test_cut_off_gives_the_trainer_its_deadline(self):
         # cut_off with a target every evaluation reaches: the first point reaches it at step 2, so
         # the second runs with train.stop_at.give_up_at_step=2 (the trainer takes it) and reaches
         # it there too: a deadline, not a cut.
         methods = "  average: {set: {reducer.name: average}, sweep: {optimizer.lr: [0.05, 0.1]}}\n"
-        text = study_text(self.base, methods, "cut_off: true\n").replace(
-            "metric: {name: eval_top1, goal: max, target: 0.05, diverged: 0.0, chance: 0.1}",
-            "metric: {name: eval_loss, goal: min, target: 1.0e+9, select: val_loss, choose_by: steps}").replace(
-            "train.eval_every: 2}", "train.eval_every: 2, data.validation_size: 64, "
-            "train.stop_at: {metric: val_loss, below: 1.0e+9}}").replace("ranks: [1, 2]", "ranks: [2]")
+        text = self.cut_off_text(methods)
         rc, out = self.run_study(text)
         self.assertEqual(rc, 0, out)
         self.assertIn("average-lr0.1-np2-s1 (cut off at step 2: lr 0.05 reached the target in 2) ... ok", out)
@@ -781,11 +785,7 @@ class EndToEnd(unittest.TestCase):
         # is chosen, so its seed 2 runs next, in the same invocation and without a deadline.
         methods = ("  average: {set: {reducer.name: average}, sweep: {optimizer.lr: [0.05, 0.1]}, "
                    "confirm_seeds: [2]}\n")
-        text = study_text(self.base, methods, "cut_off: true\n").replace(
-            "metric: {name: eval_top1, goal: max, target: 0.05, diverged: 0.0, chance: 0.1}",
-            "metric: {name: eval_loss, goal: min, target: 1.0e+9, select: val_loss, choose_by: steps}").replace(
-            "train.eval_every: 2}", "train.eval_every: 2, data.validation_size: 64, "
-            "train.stop_at: {metric: val_loss, below: 1.0e+9}}").replace("ranks: [1, 2]", "ranks: [2]")
+        text = self.cut_off_text(methods)
         rc, out = self.run_study(text)
         self.assertEqual(rc, 0, out)
         self.assertIn("3 cells (0 cached, 2 to run)", out)
