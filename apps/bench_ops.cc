@@ -6,7 +6,7 @@
 // times the same shapes; the bench prints GFLOP/s for both and the ratio ours/PyTorch.
 //   bench_ops [--threads 1,2] [--repeats 3] [--batch 32] [--gemm 2048] [--convs resnet50] [--json]
 //             [--no-torch] [--verbose] [--device cpu|cuda] [--precision fp32|bf16]
-//             [--python /usr/bin/python3]
+//             [--python /usr/bin/python3] [--bn]
 // On the CPU the twin runs twice per thread count, one process each: as installed ("default":
 // NCHW, glibc malloc, whatever libblas.so.3 Debian's alternatives give), then tuned, PyTorch's
 // best CPU runtime: --tuned (channels-last input, weight and output gradient for the
@@ -26,6 +26,8 @@
 // TF32 on both sides, unless ADA_CUDA_TF32=1: then our cuBLAS/cuDNN may use TF32 and the twin
 // gets --tf32 (fp32-vs-fp32 or tf32-vs-tf32, never mixed). The twin runs once there, as
 // installed (the tuned runtime is a CPU matter; torch_run "default" in --json).
+// --bn (cuda only): also ResNet's batch-norm + ReLU, forward and backward, NCHW and channels-last,
+// f32 and bf16, in GB/s against eager PyTorch's (see bench_bn).
 // --precision bf16 (cpu only): our GEMMs and convolutions in the bf16 mode (core/precision.h;
 // the header names the bf16 kernel), the twin's under torch.autocast("cpu", torch.bfloat16);
 // refused with the reason on a CPU without AVX512_BF16.
@@ -186,6 +188,49 @@ ConvTimes bench_conv_passes(const ConvShape& cs, int64_t batch, int repeats) {
   return t;
 }
 
+// --bn (cuda): the batch-norm after each convolution of the --convs set (its output channels at
+// its output size, weighted by use), with the ReLU fused as ResNet's blocks run it: training
+// forward (batch_norm_relu_train) and backward (batch_norm_relu_backward), in NCHW and
+// channels-last ([N*H*W, C], as the CNN path hands it over), with f32 and bf16 activations.
+// Reported as GB/s of the least traffic each pass needs (forward: x read for the statistics and
+// again to normalise, y written; backward: dy, x and y read for the sums and again for dx, dx
+// written), so ours and the twin's (relu(F.batch_norm) in eager PyTorch through autograd, the same
+// memory format and dtype) are compared per byte; the ratio is that of the times.
+struct BnCase {
+  bool channels_last;
+  DType dtype;
+  const char* key;  // the twin's JSON key prefix
+};
+const BnCase kBnCases[] = {{false, DType::f32, "nchw_f32"},
+                           {true, DType::f32, "nhwc_f32"},
+                           {false, DType::bf16, "nchw_bf16"},
+                           {true, DType::bf16, "nhwc_bf16"}};
+constexpr double kBnFwdPasses = 3, kBnBwdPasses = 7;  // tensor-sized reads and writes a pass
+
+struct BnTimes {
+  double fwd, bwd;
+};
+BnTimes bench_bn(const ConvShape& cs, const BnCase& bc, int64_t batch, int repeats) {
+  Generator g(3);
+  const int64_t o = out_size(cs), c = cs.k;
+  const Shape shape = bc.channels_last ? Shape{batch * o * o, c} : Shape{batch, c, o, o};
+  auto act = [&](float sd) {
+    return ops::to_dtype(Tensor::randn(shape, g, 0.f, sd).to(g_device), bc.dtype);
+  };
+  const Tensor x = act(1.f), dy = act(0.1f);
+  const Tensor gamma = Tensor::ones({c}).to(g_device), beta = Tensor::zeros({c}).to(g_device);
+  Tensor rm = Tensor::zeros({c}).to(g_device), rv = Tensor::ones({c}).to(g_device), mean, invstd;
+  BnTimes t{};
+  t.fwd = median_seconds(repeats, [&] {
+    Tensor y = ops::batch_norm_relu_train(x, gamma, beta, rm, rv, 0.1f, 1e-5f, mean, invstd);
+  });
+  const Tensor y = ops::batch_norm_relu_train(x, gamma, beta, rm, rv, 0.1f, 1e-5f, mean, invstd);
+  t.bwd = median_seconds(repeats, [&] {
+    ops::BatchNormGrads gr = ops::batch_norm_relu_backward(dy, y, x, gamma, mean, invstd);
+  });
+  return t;
+}
+
 std::string join(const std::vector<int64_t>& v) {
   std::string s;
   for (size_t i = 0; i < v.size(); ++i) {
@@ -239,18 +284,25 @@ std::string conv_name(const ConvShape& cs) {
 // --device cuda: GEMMs, then per pass (fwd, bwd-data, bwd-filter, their sum) the --convs set's
 // convolutions weighted by use, and with --verbose per shape and pass.
 std::vector<Result> run_cuda(const std::string& python, bool torch, bool verbose, bool tf32,
-                             int64_t batch, int repeats, const std::vector<int64_t>& gemm_sizes) {
+                             bool bn, int64_t batch, int repeats,
+                             const std::vector<int64_t>& gemm_sizes) {
   const auto& convs = g_convs;
   std::vector<double> gemm;
   for (int64_t n : gemm_sizes) gemm.push_back(bench_gemm(n, repeats));
   std::vector<ConvTimes> per;
   for (const auto& cs : convs) per.push_back(bench_conv_passes(cs, batch, repeats));
+  std::vector<std::vector<BnTimes>> bn_per;  // [case][conv]
+  if (bn)
+    for (const BnCase& bc : kBnCases) {
+      bn_per.emplace_back();
+      for (const auto& cs : convs) bn_per.back().push_back(bench_bn(cs, bc, batch, repeats));
+    }
   YAML::Node tr;
   if (torch)
-    tr = run_torch(
-        python, "",
-        std::string(" --device cuda --inner ") + std::to_string(g_inner) + (tf32 ? " --tf32" : ""),
-        1, batch, repeats, join(gemm_sizes), "/tmp/bench_ops_torch.err");
+    tr = run_torch(python, "",
+                   std::string(" --device cuda --inner ") + std::to_string(g_inner) +
+                       (tf32 ? " --tf32" : "") + (bn ? " --bn" : ""),
+                   1, batch, repeats, join(gemm_sizes), "/tmp/bench_ops_torch.err");
   std::vector<Result> results;
   for (size_t i = 0; i < gemm_sizes.size(); ++i) {
     double th = tr["gemm_gflops_all"] && tr["gemm_gflops_all"].size() == gemm_sizes.size()
@@ -282,6 +334,26 @@ std::vector<Result> run_cuda(const std::string& python, bool torch, bool verbose
   }
   results.push_back({g_conv_set + " conv fwd+bwd" + b, 1, all_flop / all_ours / 1e9,
                      have_torch ? all_flop / all_torch / 1e9 : -1});
+  for (size_t k = 0; k < bn_per.size(); ++k) {
+    const BnCase& bc = kBnCases[k];
+    for (int pass = 0; pass < 2; ++pass) {
+      const std::string key = std::string(bc.key) + (pass ? "_bwd" : "_fwd");
+      const bool have =
+          tr["bn_seconds"] && tr["bn_seconds"][key] && tr["bn_seconds"][key].size() == convs.size();
+      double to = 0, tt = 0, bytes = 0;
+      for (size_t i = 0; i < convs.size(); ++i) {
+        const int64_t o = out_size(convs[i]);
+        bytes += (pass ? kBnBwdPasses : kBnFwdPasses) * batch * convs[i].k * o * o *
+                 dtype_size(bc.dtype) * convs[i].count;
+        to += (pass ? bn_per[k][i].bwd : bn_per[k][i].fwd) * convs[i].count;
+        if (have) tt += tr["bn_seconds"][key][i].as<double>() * convs[i].count;
+      }
+      results.push_back({g_conv_set + " bn+relu " + (pass ? "bwd " : "fwd ") +
+                             (bc.channels_last ? "nhwc " : "nchw ") +
+                             (bc.dtype == DType::f32 ? "f32" : "bf16") + b + " (GB/s)",
+                         1, bytes / to / 1e9, have ? bytes / tt / 1e9 : -1});
+    }
+  }
   if (verbose) {
     for (size_t i = 0; i < convs.size(); ++i) {
       const double f = conv_flops(convs[i], batch);
@@ -301,7 +373,7 @@ int main(int argc, char** argv) {
   int repeats = 3;
   int64_t batch = 32;
   std::vector<int64_t> gemm_sizes;  // default: 2048 (cpu), 4096,8192 (cuda)
-  bool json = false, torch = true, verbose = false;
+  bool json = false, torch = true, verbose = false, bn = false;
   std::string device = "cpu", python = "/usr/bin/python3", precision = "fp32";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -334,6 +406,8 @@ int main(int argc, char** argv) {
         torch = false;
       else if (a == "--verbose")
         verbose = true;
+      else if (a == "--bn")
+        bn = true;
       else if (a == "--convs") {
         g_conv_set = next();
         if (g_conv_set == "resnet50")
@@ -349,7 +423,8 @@ int main(int argc, char** argv) {
         std::cerr << "bench_ops: unknown option '" << a
                   << "'; usage: bench_ops [--threads 1,2] [--repeats 3] [--batch 32] "
                      "[--gemm 2048[,4096]] [--convs resnet50|resnet20_mnist] [--json] [--no-torch] "
-                     "[--verbose] [--device cpu|cuda] [--precision fp32|bf16] [--python PATH]\n";
+                     "[--verbose] [--device cpu|cuda] [--precision fp32|bf16] [--python PATH] "
+                     "[--bn]\n";
         return 2;
       }
     } catch (const std::exception&) {
@@ -359,6 +434,10 @@ int main(int argc, char** argv) {
   }
   if (device != "cpu" && device != "cuda") {
     std::cerr << "bench_ops: --device must be cpu or cuda, not '" << device << "'\n";
+    return 2;
+  }
+  if (bn && device != "cuda") {
+    std::cerr << "bench_ops: --bn times the GPU's batch-norm kernels: give it with --device cuda\n";
     return 2;
   }
   if (precision != "fp32" && precision != "bf16") {
@@ -404,7 +483,7 @@ int main(int argc, char** argv) {
     g_inner = 10;
     try {
       device_name = cuda::device_name(0);
-      results = run_cuda(python, torch, verbose, tf32, batch, repeats, gemm_sizes);
+      results = run_cuda(python, torch, verbose, tf32, bn, batch, repeats, gemm_sizes);
     } catch (const std::exception& e) {
       std::cerr << "bench_ops: " << e.what() << "\n";
       return 1;
@@ -500,8 +579,8 @@ int main(int argc, char** argv) {
   if (on_cuda) {
     std::printf("device cuda:0 (%s), %s, 10 calls per sample\n", device_name.c_str(),
                 tf32 ? "tf32" : "fp32");
-    std::printf("%-44s %7s %12s %14s %7s\n", "case", "threads", "ours GF/s", "PyTorch GF/s",
-                "ratio");
+    std::printf("%-44s %7s %12s %14s %7s\n", "case (GF/s unless it says GB/s)", "threads", "ours",
+                "PyTorch", "ratio");
     for (const auto& r : results) {
       if (r.torch_gflops > 0)
         std::printf("%-44s %7d %12.1f %14.1f %7.2f\n", r.name.c_str(), r.threads, r.ours_gflops,

@@ -24,7 +24,8 @@ torch.autocast("cpu", torch.bfloat16), fp32 tensors in, as our bf16 mode takes t
 TF32 off for cuBLAS and cuDNN unless --tf32; each timed sample is --inner calls between two
 torch.cuda.synchronize() calls, and the three convolution passes are also timed one by one
 (conv_fwd_seconds, conv_bwd_data_seconds, conv_bwd_filter_seconds, through
-torch.ops.aten.convolution_backward with one output mask each)."""
+torch.ops.aten.convolution_backward with one output mask each).
+--bn (cuda only): also the batch-norm + ReLU after each convolution (bn_seconds)."""
 import argparse
 import contextlib
 import json
@@ -111,7 +112,40 @@ def main_cuda(args, sizes):
             out["conv_bwd_data_seconds"].append(data_s)
             out["conv_bwd_filter_seconds"].append(filt_s)
             out["conv_seconds"].append(fwd_s + data_s + filt_s)
+    if args.bn:
+        out["bn_seconds"] = bn_seconds(args, dev, timed)
     print(json.dumps(out))
+
+
+def bn_seconds(args, dev, timed):
+    """--bn: bench_ops's batch-norm cases. After each convolution, relu(F.batch_norm(x)) in training
+    mode over its output (channels cout at its output size), as torchvision's ResNet runs it in
+    eager mode: forward, and backward through autograd (the ReLU's and the batch-norm's), in NCHW
+    and channels-last, float32 and bfloat16 activations with float32 weights and statistics.
+    Returns {"nchw_f32_fwd": [seconds per convolution], ..., "nhwc_bf16_bwd": [...]}."""
+    out = {}
+    for fmt, memory_format in (("nchw", torch.contiguous_format), ("nhwc", torch.channels_last)):
+        for dname, dtype in (("f32", torch.float32), ("bf16", torch.bfloat16)):
+            fwd, bwd = [], []
+            for _, cout, size, k, stride, _ in args.convs:
+                o = (size + 2 * (k // 2) - k) // stride + 1
+                shape = (args.batch, cout, o, o)
+                x = torch.randn(shape, device=dev).to(dtype).contiguous(memory_format=memory_format)
+                dy = (torch.randn(shape, device=dev) * 0.1).to(dtype).contiguous(memory_format=memory_format)
+                w = torch.ones(cout, device=dev, requires_grad=True)
+                b = torch.zeros(cout, device=dev, requires_grad=True)
+                rm, rv = torch.zeros(cout, device=dev), torch.ones(cout, device=dev)
+
+                def forward():
+                    return F.relu(F.batch_norm(x, rm, rv, w, b, True, 0.1, 1e-5), inplace=True)
+                with torch.no_grad():
+                    fwd.append(timed(forward))
+                x.requires_grad_(True)
+                y = forward()
+                bwd.append(timed(lambda: torch.autograd.grad(y, (x, w, b), dy, retain_graph=True)))
+                del x, dy, y
+            out[f"{fmt}_{dname}_fwd"], out[f"{fmt}_{dname}_bwd"] = fwd, bwd
+    return out
 
 
 def main():
@@ -128,9 +162,13 @@ def main():
     ap.add_argument("--tuned", action="store_true",
                     help="channels-last convolutions; report the runtime's shortfalls (cpu only)")
     ap.add_argument("--bf16", action="store_true", help="under torch.autocast to bfloat16 (cpu only)")
+    ap.add_argument("--bn", action="store_true",
+                    help="also the batch-norm + ReLU after each convolution, forward and backward (cuda only)")
     args = ap.parse_args()
     if (args.tuned or args.bf16) and args.device != "cpu":
         raise SystemExit("bench_ops_torch.py: --tuned and --bf16 are for --device cpu")
+    if args.bn and args.device != "cuda":
+        raise SystemExit("bench_ops_torch.py: --bn is for --device cuda")
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     sizes = [int(v) for v in args.gemm.split(",")]

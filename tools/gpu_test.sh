@@ -6,7 +6,7 @@
 # MPI; the Hugging Face and TensorBoard checks; then the GPU benchmarks against PyTorch on the same
 # GPU. Logs go to $OUT (or out/gpu when OUT is unset).
 #   bash tools/gpu_test.sh [tests|nccl|train|interop|bench|peers|attention|precision|profile|session|
-#                           convsurvey|downstream|all]
+#                           bn|convsurvey|downstream|all]
 #                         [filter]
 #                         (default: all; interop: Hugging Face and TensorBoard, also in train;
 #                          peers: issue 33's table, ours against every PyTorch twin incl.
@@ -23,7 +23,9 @@
 #                          session: what a lent GPU's first call should run, about 7 minutes:
 #                          tests, precision, ours at its best against each case's fastest twin
 #                          (ResNet-50 b256, BERT-Large s128 b64 and s512 b16; s512 again
-#                          with model.recompute, ours only), profile);
+#                          with model.recompute, ours only), profile, bn);
+#                          bn: ResNet-50's batch-norm + ReLU kernels against eager PyTorch's
+#                          (bench_ops --bn, NCHW and channels-last, f32 and bf16; in session);
 #                          convsurvey: each cuDNN convolution algorithm's error with 16-bit
 #                          tensors (apps/conv_survey.cc, the evidence for conv.cc's rules;
 #                          ~10 s), not in all: rerun it when cuDNN changes);
@@ -355,5 +357,13 @@ if [[ "$what" == profile || "$what" == session ]]; then
     echo "-- $m"
     timeout 300 .gpu/bin/bench_step --model $m --device cuda --steps 5 --no-torch --profile 2>&1 | head -110
   done | tee "$out/profile.log"
+fi
+if [[ "$what" == bn || "$what" == session ]]; then
+  # ResNet-50's batch-norm + ReLU kernels alone at b256, NCHW and channels-last, f32 and bf16,
+  # against eager PyTorch's in the same layout (GB/s of the least traffic; the convolutions and a
+  # small GEMM come with bench_ops): is channels-last's backward slow per byte, or the step around it?
+  echo "== batch-norm kernels (bench_ops --device cuda --bn)"
+  timeout 150 .gpu/bin/bench_ops --device cuda --bn --python "$py" --batch 256 --repeats 3 --gemm 1024 2>&1 |
+    tee "$out/bn.log"
 fi
 exit "$status"

@@ -8,6 +8,7 @@ so the layer's reshapes, projections and residual order are what is checked. Run
 import math
 import os
 import sys
+import types
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
@@ -21,6 +22,7 @@ if not hasattr(F, "scaled_dot_product_attention"):
         return torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]), -1) @ v
     F.scaled_dot_product_attention = reference_sdpa
 
+import bench_ops_torch  # noqa: E402
 import bench_step_torch as twin  # noqa: E402
 
 
@@ -58,6 +60,21 @@ class SdpaTwin(unittest.TestCase):
         labels = torch.where(ids % 7 == 3, ids, torch.full_like(ids, -100))
         sdpa.eval()
         self.assertTrue(torch.isfinite(sdpa(ids, labels)))
+
+
+class BatchNormTwin(unittest.TestCase):
+    def test_bn_cases_time_every_convolutions_batch_norm_under_the_keys_bench_ops_reads(self):
+        # bench_ops --device cuda --bn reads bn_seconds[<nchw|nhwc>_<f32|bf16>_<fwd|bwd>], one
+        # figure per convolution of its set (else it prints n/a); here on the CPU, a small set.
+        convs = [(3, 8, 16, 3, 2, 1), (8, 16, 8, 1, 1, 2)]
+        args = types.SimpleNamespace(batch=2, convs=convs, repeats=1)
+        got = bench_ops_torch.bn_seconds(args, torch.device("cpu"),
+                                         lambda f: bench_ops_torch.median_seconds(1, f))
+        keys = {f"{fmt}_{dt}_{p}" for fmt in ("nchw", "nhwc") for dt in ("f32", "bf16") for p in ("fwd", "bwd")}
+        self.assertEqual(set(got), keys)
+        for k, v in got.items():
+            self.assertEqual(len(v), len(convs), k)
+            self.assertTrue(all(t > 0 for t in v), k)
 
 
 if __name__ == "__main__":
