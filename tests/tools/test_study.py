@@ -378,6 +378,14 @@ class Pure(unittest.TestCase):
             report = f.read()
         self.assertIn("| average | **8: 12** (half batch), 16: 8 (main), **16: 6** (half batch), **32: 6** (main), "
                       "**64: 4** (main) |", report)
+        # The variant is chosen on the method's seeds, as a sweep point is: another seed of the
+        # half batch's 16 (20 steps) moves its mean to 13, past the main variant's 8, but not the
+        # choice; the fit takes the mean.
+        extra = dict(next(r for r in records if r["name"] == "average-half-np2-mb2-s1"), seed=2,
+                     name="average-half-np2-mb2-s2", select_evals=[(20, 0.06)], evals=[(20, 0.06)])
+        study.report.write_report(s, records + [extra], out, [], 0, len(records) + 1)
+        with open(os.path.join(out, "report.md")) as f:
+            self.assertIn("16: 8 (main), **16: 13** (half batch), **32: 6**", f.read())
 
     def test_confirm_seeds_run_the_chosen_point_again_without_changing_the_choice(self):
         # confirm_seeds: once a column's sweep has run at the method's seeds, its chosen point runs

@@ -302,7 +302,8 @@ def write_critical_batch(study, rows, best, L):
     several = len(study.variants) > 1
     if several:
         L.append("A size run in several variants enters the fit with the fewest steps among those whose sweep "
-                 "finished (in bold): the variant is chosen on validation, as the sweep point is.\n")
+                 "finished (in bold): the variant is chosen on validation, as the sweep point is (on the sweep's "
+                 "seeds; the fit then takes the mean over all its seeds).\n")
     L.append("| method | sizes (examples per step: steps) | S_min | B_crit | leave-one-out range | B_crit per seed |")
     L.append("|---|---|---|---|---|---|")
     for m in study.methods:
@@ -312,10 +313,15 @@ def write_critical_batch(study, rows, best, L):
         def finished(r):
             run, planned = sweep_progress(study, rows, r)
             return run >= planned
+
+        def choice_steps(r):
+            n = r["choice"]["select_steps"]
+            return math.inf if n is None else n
         fitted = {}  # examples per step -> the row that enters the fit
         for r in chosen:
             e = r["examples_per_step"]
-            if finished(r) and (e not in fitted or r[key] < fitted[e][key]):
+            # Chosen as the sweep point is: on the sweep's seeds (the fit then takes all seeds).
+            if finished(r) and (e not in fitted or choice_steps(r) < choice_steps(fitted[e])):
                 fitted[e] = r
         pts = [(e, r[key]) for e, r in sorted(fitted.items())]
         s_min, b_crit, rng, why = critical_batch(pts)
