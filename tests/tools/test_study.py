@@ -466,6 +466,60 @@ class Pure(unittest.TestCase):
             b_crit = study.report.critical_batch(list(zip((16, 32, 64), pts)))[1]
             self.assertEqual(fits[seed], f"{b_crit:,.0f}", (seed, row))
 
+    def test_bracket_runs_only_the_neighbours_of_the_best_point(self):
+        # bracket: along one swept key, a point runs only while it neighbours (or is) its column's
+        # best so far; the column is finished once the choice's neighbours have run, so a sweep
+        # extended past its edge costs only the columns whose choice sits at that edge.
+        methods = TWO_METHODS.replace("[0.05, 0.1]}", "[0.0125, 0.025, 0.05, 0.1, 0.2]}, confirm_seeds: [2]")
+        text = study_text(self.base, methods, "bracket: true\n").replace(
+            "chance: 0.1}", "chance: 0.1, select: val_top1, choose_by: steps}").replace("ranks: [1, 2]", "ranks: [2]")
+        s = self.load(text)
+        self.assertTrue(s.bracket)
+        self.assertIn("bracket: methods.average.sweep.optimizer.lr: [0.1, 0.05, 0.2] must be distinct numbers in order",
+                      self.error(text.replace("[0.0125, 0.025, 0.05, 0.1, 0.2]", "[0.1, 0.05, 0.2]")))
+        self.assertIn("bracket: methods.average sweeps 2 keys", self.error(
+            text.replace("sweep: {optimizer.lr:", "sweep: {optimizer.momentum: [0.8, 0.9], optimizer.lr:")))
+        self.assertIn("bracket must be true or false", self.error(text.replace("bracket: true", "bracket: 1")))
+        cells = {c.point.get("optimizer.lr"): c for c in s.cells() if c.method == "average"}
+        self.assertEqual(len(cells), 5)
+
+        def rec(lr, n):  # lr's cell, reaching the target at step n (None: not at all)
+            c = cells[lr]
+            ev = [(n, 0.06)] if n else [(8, 0.01)]
+            return {"name": c.name, "hash": c.hash, "method": c.method, "ranks": 2, "micro_batches": 1,
+                    "variant": "", "seed": 1, "point": c.point, "examples_per_step": c.examples_per_step,
+                    "status": "ok", "reason": "", "final": 0.5, "select_final": ev[-1][1], "select_evals": ev,
+                    "wall_s": 3.0, "evals": ev, "eval_wall": [], "gave_up_at": None}
+
+        def needed(done):
+            return [lr for lr, c in sorted(cells.items()) if study.report.bracket_needed(s, c, done)]
+
+        def finished(done):
+            rows = study.report.aggregate(s, done)
+            return study.report.sweep_finished(s, rows, study.report.best_rows(s, rows)[0])
+        self.assertEqual(needed([]), [0.0125, 0.025, 0.05, 0.1, 0.2])  # no choice yet: any point
+        self.assertEqual(needed([rec(0.05, None)]), [0.0125, 0.025, 0.05, 0.1, 0.2])  # none reached
+        done = [rec(0.05, 6)]
+        self.assertEqual(needed(done), [0.025, 0.05, 0.1])
+        self.assertFalse(finished(done))
+        done.append(rec(0.1, 4))  # better: the bracket moves up
+        self.assertEqual(needed(done), [0.05, 0.1, 0.2])
+        done.append(rec(0.2, None))
+        self.assertTrue(finished(done))  # 0.1's neighbours ran; 0.0125 and 0.025 never need to
+        chosen = study.report.confirm_choices(s, done)
+        self.assertEqual(chosen, {("average", 2, 1, ""): {"optimizer.lr": 0.1}})
+        (seed2,) = s.confirm_cells(chosen)
+        self.assertTrue(study.report.bracket_needed(s, seed2, done))  # a confirm seed always runs
+        out = os.path.join(self.tmp, "report")
+        study.report.write_report(s, done, out, [], 0, len(s.cells()))
+        with open(os.path.join(out, "report.md")) as f:
+            report = f.read()
+        self.assertIn("- `bracket`: each column's sweep ran outwards", report)
+        self.assertNotIn("Choices from an unfinished sweep", report)
+        # At the list's edge the choice has one neighbour to run.
+        self.assertTrue(finished([rec(0.2, 3), rec(0.1, 4)]))
+        self.assertFalse(finished([rec(0.2, 3)]))
+
     def test_cut_off_stops_points_that_can_no_longer_be_the_fastest(self):
         # cut_off: a cell's deadline is the fewest validation steps to the target of another point
         # of its method, column and seed; cells run from the point chosen at the largest smaller
@@ -806,6 +860,21 @@ class EndToEnd(unittest.TestCase):
         rc, out = self.run_study(text)
         self.assertEqual(rc, 0, out)
         self.assertIn("3 cells (3 cached, 0 to run)", out)
+
+    def test_bracket_stops_the_sweep_past_a_neighbour_that_is_no_better(self):
+        # Every point reaches the target at the first evaluation: the first point run (0.025, the
+        # list's first: no smaller size chose) stays the best, its neighbour 0.05 is no better, and
+        # 0.1 and 0.2 never run.
+        methods = "  average: {set: {reducer.name: average}, sweep: {optimizer.lr: [0.025, 0.05, 0.1, 0.2]}}\n"
+        text = self.cut_off_text(methods).replace("cut_off: true", "cut_off: true\nbracket: true")
+        rc, out = self.run_study(text)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("[1/4] average-lr0.025-np2-s1 ... ok", out)
+        self.assertIn("[2/4] average-lr0.05-np2-s1 (cut off at step 2", out)
+        self.assertIn("bracket: 2 sweep point(s) not needed", out)
+        self.assertEqual(sorted(self.cells()), ["average-lr0.025-np2-s1", "average-lr0.05-np2-s1"])
+        rc, out = self.run_study(text)  # nothing left that a choice needs
+        self.assertIn("(2 cached, 0 to run)", out)
 
     def test_a_renamed_method_or_a_setting_moved_into_a_variant_reuses_its_cells_under_the_new_names(self):
         rc, out = self.run_study(study_text(self.base, "  adasum: {set: {reducer.name: adasum}}\n"))

@@ -8,7 +8,7 @@ import sys
 import time
 
 from . import __doc__ as RUNNER_DOC
-from .report import aggregate, best_rows, confirm_choices, fmt_time, select_steps, write_report
+from .report import aggregate, best_rows, bracket_needed, confirm_choices, fmt_time, select_steps, write_report
 from .run import Eta, commit, identity, load_cached, load_published, run_cell, stale, trainer_identity
 from .spec import ROOT, Study, StudyError, column, fmt_metric, point_label
 
@@ -198,6 +198,8 @@ def main(argv=None):
         print(f"study.py: {len(stale_why)} finished cell(s) are stale (another trainer version; e.g. "
               f"{next(iter(stale_why.values()))}): they run again when selected; --any-trainer keeps them")
     todo = [c for c in cells if (cached[c.name] is None or c.name in stale_why) and selected(c, only)]
+    if study.bracket:  # the points a choice cannot need even now are not counted (nor run)
+        todo = [c for c in todo if bracket_needed(study, c, finished())]
     n_cached = len(cells) - sum(v is None for v in cached.values()) - len(stale_why)
     print(f"study.py: {study.name}: {study.planned()} cells ({n_cached} cached"
           + (f", {len(stale_why)} stale" if stale_why else "") + f", {len(todo) if not args.report_only else 0} "
@@ -225,9 +227,18 @@ def main(argv=None):
     remaining = [] if args.report_only else list(todo)
     i = 0
     while remaining:
-        if study.cut_off:
+        if study.cut_off or study.bracket:
             remaining = cut_off_order(study, remaining, finished())
-        c = remaining.pop(0)
+        if study.bracket:
+            # Only a sweep point next to its column's best so far; the others wait (the best may move).
+            c = next((x for x in remaining if bracket_needed(study, x, finished())), None)
+            if c is None:
+                print(f"study.py: bracket: {len(remaining)} sweep point(s) not needed (past a worse neighbour "
+                      f"of their column's choice): not run", flush=True)
+                break
+            remaining.remove(c)
+        else:
+            c = remaining.pop(0)
         deadline = cut_off_deadline(study, c, finished()) if study.cut_off else None
         t0 = time.time()
         print(f"[{i + 1}/{len(todo)}] {c.name}" + (f" (cut off at step {deadline[0]}: {deadline[1]} reached "

@@ -206,8 +206,7 @@ def confirm_choices(study, records):
     for b in best_rows(study, rows):
         if not study.methods[b["method"]]["confirm_seeds"]:
             continue
-        run, planned = sweep_progress(study, rows, b)
-        if run >= planned and (study.choose_by != "steps" or b["choice"]["select_reached"] > 0):
+        if sweep_finished(study, rows, b) and has_choice(study, b):
             out[(b["method"],) + column(b)] = b["point"]
     return out
 
@@ -311,8 +310,7 @@ def write_critical_batch(study, rows, best, L):
                         key=lambda r: (r["examples_per_step"], column_order(study, column(r))))
 
         def finished(r):
-            run, planned = sweep_progress(study, rows, r)
-            return run >= planned
+            return sweep_finished(study, rows, r)
 
         def choice_steps(r):
             n = r["choice"]["select_steps"]
@@ -335,7 +333,7 @@ def write_critical_batch(study, rows, best, L):
             if several:
                 text = f"**{text}**" if fitted.get(r["examples_per_step"]) is r else text
                 text += f" ({study.variants[r['variant']]['label']})" if r["variant"] in study.variants else ""
-            return text + (f" (sweep {run} of {planned}: not fitted)" if run < planned else "")
+            return text + (f" (sweep {run} of {planned}: not fitted)" if not finished(r) else "")
         sizes = ", ".join(size(r) for r in chosen) or "none reached"
         per_seed = seed_fits(study, list(fitted.values()))
         if b_crit is None:
@@ -376,13 +374,56 @@ def sweep_progress(study, rows, b):
     return len(run), planned
 
 
+def bracket_index(study, row):
+    """(the swept key's values, the index of row's value among them) of a bracket study's row."""
+    (key, vals), = study.methods[row["method"]]["sweep"].items()
+    return vals, vals.index(row["point"][key])
+
+
+def has_choice(study, b):
+    """Does best row b make a choice (with metric.choose_by: steps, one its seeds reached)?"""
+    return study.choose_by != "steps" or b["choice"]["select_reached"] > 0
+
+
+def sweep_finished(study, rows, b):
+    """Has chosen row b's column run enough of its sweep for the choice to stand: every point, or
+    (bracket) the neighbours of a choice on each side."""
+    run, planned = sweep_progress(study, rows, b)
+    if run >= planned:
+        return True
+    if not study.bracket or not has_choice(study, b):
+        return False
+    vals, i = bracket_index(study, b)
+    ran = {json.dumps(r["point"], sort_keys=True) for r in rows
+           if r["method"] == b["method"] and column(r) == column(b) and r["seeds"] > 0}
+    (key,) = b["point"]
+    return all(json.dumps({key: vals[j]}, sort_keys=True) in ran for j in (i - 1, i + 1) if 0 <= j < len(vals))
+
+
+def bracket_needed(study, cell, records):
+    """bracket: does `cell` still need to run? Yes for a method without a sweep, a seed beyond
+    the sweep's (confirm_seeds) and a column with no choice yet; else only a point next to (or
+    at) the column's best so far."""
+    m = study.methods[cell.method]
+    if not m["sweep"] or cell.seed not in m["seeds"]:
+        return True
+    mine = [r for r in records if r["method"] == cell.method and column(r) == (cell.ranks, cell.mb, cell.variant)
+            and r["status"] in ("ok", "diverged")]
+    if not mine:
+        return True
+    b = best_rows(study, aggregate(study, mine))[0]
+    if not has_choice(study, b):
+        return True
+    vals, i = bracket_index(study, b)
+    return abs(vals.index(cell.point[next(iter(m["sweep"]))]) - i) <= 1
+
+
 def unfinished_sweeps(study, rows, best):
-    """The chosen rows whose column has not run every point of their sweep yet: [(row, run, planned)]."""
+    """The chosen rows whose column has not run enough of their sweep yet: [(row, run, planned)]."""
     out = []
     for b in best:
-        run, planned = sweep_progress(study, rows, b)
-        if run < planned:
-            out.append((b, run, planned))
+        if not sweep_finished(study, rows, b):
+            out.append((b, *sweep_progress(study, rows, b)))
     return out
 
 
@@ -400,8 +441,9 @@ def write_unfinished_sweeps(study, rows, best, L):
     """A section naming every choice made before its sweep finished (else nothing)."""
     write_list_section(
         L, "Choices from an unfinished sweep",
-        "These columns have not run every point of the method's sweep yet: the chosen point is the best "
-        "of those run, and may change when the rest have run.",
+        "These columns have not run every point of the method's sweep yet"
+        + (" (nor, `bracket`, both neighbours of their best point)" if study.bracket else "")
+        + ": the chosen point is the best of those run, and may change when the rest have run.",
         [f"{study.methods[b['method']]['label']}, {study.column_label(*column(b))}: {run} of {planned} sweep "
          "points run" for b, run, planned in unfinished_sweeps(study, rows, best)])
 
@@ -586,6 +628,11 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
                      f"split (`metric.select`), so {' and '.join(chosen_what)} were made on the figures it "
                      f"reports, which flatters the chosen points. Rerunning with `data.validation_size` and "
                      f"`metric.select` chooses on held-out training data instead.")
+    if study.bracket:
+        L.append("- `bracket`: each column's sweep ran outwards from the previous size's choice and only as far as "
+                 "the neighbours of its best point (the figure taken as unimodal along the swept values): a choice "
+                 "stands once both its neighbours have run, so a column may have run fewer points than its sweep "
+                 "lists.")
     if study.cut_off:
         L.append("- `cut_off`: a cell still short of the target when another point of its method, column and seed "
                  "had reached it in fewer steps stopped there (`train.stop_at.give_up_at_step`: it could no longer "
@@ -605,7 +652,9 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
         for (m, c), n in sorted(origins.items(), key=lambda kv: -kv[1]):
             L.append(f"  - {n} cell{'s' if n != 1 else ''}: {m}, commit {c}")
     done = [r for r in records if r["status"] != "failed"]
-    L.append(f"- Cells: {len(done)} of {planned} finished; compute time of the finished runs "
+    L.append(f"- Cells: {len(done)} of {'up to ' if study.bracket else ''}{planned} finished"
+             + (" (`bracket` runs only the sweep points a choice needs)" if study.bracket else "")
+             + "; compute time of the finished runs "
              f"{fmt_time(sum(r['wall_s'] for r in done))}"
              + (f" (this invocation: {fmt_time(total_wall)})" if total_wall else "") + ".")
     L.append("- Ranks run oversubscribed on this machine (`mpirun --oversubscribe --mca "

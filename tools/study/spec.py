@@ -41,7 +41,7 @@ def _get(tree, dotted, default=None):
 class Study:
     KEYS = {"name", "base", "question", "budget", "metric", "train_size", "set", "ranks",
             "micro_batches", "seeds", "methods", "variants", "fetch", "findings", "baseline", "trainer_args",
-            "resume_cells", "cut_off"}
+            "resume_cells", "cut_off", "bracket"}
 
     def __init__(self, path):
         self.path = path
@@ -209,6 +209,26 @@ class Study:
                 raise StudyError(f"{where}: cut_off needs train.stop_at in set (the trainer's deadline, "
                                  f"give_up_at_step, belongs to it), e.g. train.stop_at: {{metric: "
                                  f"{self.select or self.metric}, below: {self.target}}}")
+
+        # A sweep searched as a bracket: each column's points run outwards from the previous size's
+        # choice, and only while they neighbour the best point so far (the figure assumed unimodal
+        # along the sweep's values); a column is finished once its choice's neighbours have run.
+        self.bracket = doc.get("bracket", False)
+        if not isinstance(self.bracket, bool):
+            raise StudyError(f"{where}: bracket must be true or false, got {self.bracket!r}")
+        if self.bracket:
+            for mname, m in self.methods.items():
+                if len(m["sweep"]) > 1:
+                    raise StudyError(f"{where}: bracket: methods.{mname} sweeps {len(m['sweep'])} keys "
+                                     f"({', '.join(m['sweep'])}); a bracket searches one key's values: sweep one "
+                                     f"key, or set bracket: false")
+                for k, vals in m["sweep"].items():
+                    ordered = all(isinstance(v, (int, float)) for v in vals) and (
+                        vals == sorted(vals) or vals == sorted(vals, reverse=True)) and len(set(vals)) == len(vals)
+                    if not ordered:
+                        raise StudyError(f"{where}: bracket: methods.{mname}.sweep.{k}: {vals} must be distinct "
+                                         f"numbers in order (a value's neighbours in the list are the next ones "
+                                         f"tried)")
 
     # ---- grid ---------------------------------------------------------------------------------
 
