@@ -7,7 +7,7 @@ import os
 from .spec import StudyError, column, columns, fmt_metric, in_percent
 
 
-def write_plots(study, rows, best, out_dir, seconds_compare=True):
+def write_plots(study, rows, best, out_dir, seconds_compare=True, fits=None):
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -156,3 +156,65 @@ def write_plots(study, rows, best, out_dir, seconds_compare=True):
         fig.tight_layout()
         fig.savefig(os.path.join(out_dir, fname), dpi=110)
         plt.close(fig)
+    if fits is not None and len({r["examples_per_step"] for r in best}) > 1:
+        write_critical_batch_plot(study, fits, colors, label, plt, os.path.join(out_dir, "critical_batch.png"))
+
+
+def write_critical_batch_plot(study, fits, colors, label, plt, path):
+    """critical_batch.png (a steps-to-target study over several sizes): per method, the steps of
+    the points the fit takes (mean over seeds, joined; each seed a dot), the other chosen points
+    (another variant, or an unfinished sweep) hollow, the fit S_min (1 + B_crit / B) dashed with
+    B_crit marked, and perfect scaling (the steps halving per doubling) from the smallest fitted size."""
+    from matplotlib.lines import Line2D
+    fig, ax = plt.subplots(figsize=(9, 5))
+    sizes = sorted({r["examples_per_step"] for f in fits for r in f["chosen"]})
+    shown = []  # every step count drawn, for the y range
+    for f in fits:
+        m, key, fitted = f["method"], f["key"], f["fitted"]
+        c = colors[m]
+        pts = sorted(fitted.items())
+        others = [r for r in f["chosen"] if fitted.get(r["examples_per_step"]) is not r]
+        if pts:
+            ax.plot([e for e, _ in pts], [r[key] for _, r in pts], "o-", color=c, zorder=3)
+        for e, seeds in f["seed_steps"].items():  # each seed's own steps
+            ax.plot([e] * len(seeds), seeds, ".", color=c, ms=5, alpha=0.6, zorder=2)
+            shown += seeds
+        if others:
+            ax.plot([r["examples_per_step"] for r in others], [r[key] for r in others], "o", mfc="none",
+                    color=c, ms=7, alpha=0.7, zorder=2)
+        shown += [r[key] for r in f["chosen"]]
+        if f["b_crit"] is not None and pts:
+            xs = [pts[0][0] * 2 ** (i / 8) for i in range(int(8 * math.log2(pts[-1][0] / pts[0][0])) + 1)]
+            ax.plot(xs, [f["s_min"] * (1 + f["b_crit"] / x) for x in xs], "--", color=c, lw=1)
+            if not f["why"]:
+                ax.axvline(f["b_crit"], color=c, ls=":", lw=1)
+                ax.annotate(f"B_crit {f['b_crit']:,.0f}", (f["b_crit"], f["s_min"]), color=c, fontsize=8,
+                            rotation=90, ha="right", va="bottom", xytext=(-2, 2), textcoords="offset points")
+        if pts:  # perfect scaling from the smallest fitted size
+            e0, s0 = pts[0][0], pts[0][1][key]
+            xs = [e for e in sizes if e >= e0]
+            ax.plot(xs, [s0 * e0 / e for e in xs], ":", color=c, lw=1, alpha=0.6)
+    if not shown:
+        plt.close(fig)
+        return
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_ylim(min(shown) / 1.6, max(shown) * 1.3)
+    ax.set_xlabel("examples per step")
+    figure = f"{study.select} (validation)" if study.select else study.metric
+    ax.set_ylabel(f"steps to {figure} {fmt_metric(study, study.target)}")
+    ax.set_title(f"{study.name}: where each method stops scaling", fontsize=10)
+    ax.grid(alpha=0.3, which="both")
+    handles = [Line2D([], [], color=colors[f["method"]], marker="o", label=label[f["method"]]) for f in fits
+               if f["chosen"]]
+    grey = "0.4"
+    handles += [Line2D([], [], color=grey, marker="o", label="fitted sizes: mean over seeds"),
+                Line2D([], [], color=grey, marker=".", ls="", label="a seed"),
+                Line2D([], [], color=grey, marker="o", mfc="none", ls="", label="not fitted (other variant, or\n"
+                       "sweep unfinished)"),
+                Line2D([], [], color=grey, ls="--", label="fit S_min (1 + B_crit / B)"),
+                Line2D([], [], color=grey, ls=":", label="perfect scaling\n(steps halve per doubling)")]
+    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

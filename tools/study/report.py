@@ -284,12 +284,44 @@ def seed_fits(study, fitted):
     return ", ".join(out)
 
 
-def write_critical_batch(study, rows, best, L):
-    """Per method, the critical batch size of its chosen points' steps to the target against
-    examples per step (a steps-to-target study: metric.choose_by steps). The steps are counted on
-    the validation figure when the study has one: runs that stop at the target (train.stop_at)
-    stop on it, so the test figure need not have reached the target by then."""
+def critical_batch_fits(study, rows, best):
+    """Per method (in the study's order): {"method", "chosen": its chosen rows that reached the
+    target, by size; "fitted": {examples per step: the row that enters the fit}; "seed_steps":
+    {examples per step: each of its seeds' steps}; "finished": the chosen rows whose sweep
+    finished; "s_min", "b_crit", "range", "why", "per_seed"} (see
+    critical_batch, seed_fits). The steps are counted on the validation figure when the study has
+    one: runs that stop at the target (train.stop_at) stop on it, so the test figure need not have
+    reached the target by then. A size run in several variants enters with the one whose sweep
+    seeds needed the fewest steps (chosen as a sweep point is); the fit takes its mean over all
+    its seeds."""
     key = "select_steps" if study.select else "steps_to_target"
+
+    def choice_steps(r):
+        n = r["choice"]["select_steps"]
+        return math.inf if n is None else n
+    out = []
+    for m in study.methods:
+        chosen = sorted((r for r in best if r["method"] == m and r[key] is not None),
+                        key=lambda r: (r["examples_per_step"], column_order(study, column(r))))
+        finished = [r for r in chosen if sweep_finished(study, rows, r)]
+        fitted = {}  # examples per step -> the row that enters the fit
+        for r in finished:
+            e = r["examples_per_step"]
+            if e not in fitted or choice_steps(r) < choice_steps(fitted[e]):
+                fitted[e] = r
+        s_min, b_crit, rng, why = critical_batch([(e, r[key]) for e, r in sorted(fitted.items())])
+        steps = {e: [n for n in (select_steps(study, rec) for rec in r["records"]) if n is not None]
+                 for e, r in fitted.items()}
+        out.append({"method": m, "key": key, "chosen": chosen, "finished": finished, "fitted": fitted,
+                    "seed_steps": steps,
+                    "s_min": s_min, "b_crit": b_crit, "range": rng, "why": why,
+                    "per_seed": seed_fits(study, list(fitted.values()))})
+    return out
+
+
+def write_critical_batch(study, rows, fits, L):
+    """The critical-batch table of a steps-to-target study (metric.choose_by steps), one row per
+    method of critical_batch_fits."""
     figure = f"`{study.select}` (validation)" if study.select else f"`{study.metric}`"
     L.append("## Where each method stops scaling (critical batch size)\n")
     L.append(f"Steps to the target on {figure} of each method's chosen point per size, fitted as "
@@ -297,7 +329,8 @@ def write_critical_batch(study, rows, best, L):
              "of B, and B_crit is where the steps are twice the fewest possible); the range is the spread of the "
              "fits leaving out one size at a time (4 or more sizes). A size whose sweep has not finished is "
              "shown but left out of the fit. Per seed: the same fit of each seed that reached the target at "
-             "every fitted size on its own (the spread over seeds, where two or more did).\n")
+             "every fitted size on its own (the spread over seeds, where two or more did). "
+             "`critical_batch.png` draws the fits.\n")
     several = len(study.variants) > 1
     if several:
         L.append("A size run in several variants enters the fit with the fewest steps among those whose sweep "
@@ -305,27 +338,11 @@ def write_critical_batch(study, rows, best, L):
                  "seeds; the fit then takes the mean over all its seeds).\n")
     L.append("| method | sizes (examples per step: steps) | S_min | B_crit | leave-one-out range | B_crit per seed |")
     L.append("|---|---|---|---|---|---|")
-    for m in study.methods:
-        chosen = sorted((r for r in best if r["method"] == m and r[key] is not None),
-                        key=lambda r: (r["examples_per_step"], column_order(study, column(r))))
-
-        def finished(r):
-            return sweep_finished(study, rows, r)
-
-        def choice_steps(r):
-            n = r["choice"]["select_steps"]
-            return math.inf if n is None else n
-        fitted = {}  # examples per step -> the row that enters the fit
-        for r in chosen:
-            e = r["examples_per_step"]
-            # Chosen as the sweep point is: on the sweep's seeds (the fit then takes all seeds).
-            if finished(r) and (e not in fitted or choice_steps(r) < choice_steps(fitted[e])):
-                fitted[e] = r
-        pts = [(e, r[key]) for e, r in sorted(fitted.items())]
-        s_min, b_crit, rng, why = critical_batch(pts)
+    for f in fits:
+        key, fitted = f["key"], f["fitted"]
         # Not a reason the fit cannot place B_crit, but what the fit left out.
         left_out = "sizes with an unfinished sweep left out" if any(
-            r["examples_per_step"] not in fitted for r in chosen) else None
+            r["examples_per_step"] not in fitted for r in f["chosen"]) else None
 
         def size(r):
             run, planned = sweep_progress(study, rows, r)
@@ -333,17 +350,18 @@ def write_critical_batch(study, rows, best, L):
             if several:
                 text = f"**{text}**" if fitted.get(r["examples_per_step"]) is r else text
                 text += f" ({study.variants[r['variant']]['label']})" if r["variant"] in study.variants else ""
-            return text + (f" (sweep {run} of {planned}: not fitted)" if not finished(r) else "")
-        sizes = ", ".join(size(r) for r in chosen) or "none reached"
-        per_seed = seed_fits(study, list(fitted.values()))
-        if b_crit is None:
-            L.append(f"| {study.methods[m]['label']} | {sizes} | – | not placed: "
-                     f"{'; '.join(x for x in (why, left_out) if x)} | – | {per_seed} |")
+            return text + (f" (sweep {run} of {planned}: not fitted)" if r not in f["finished"] else "")
+        sizes = ", ".join(size(r) for r in f["chosen"]) or "none reached"
+        label = study.methods[f["method"]]["label"]
+        if f["b_crit"] is None:
+            L.append(f"| {label} | {sizes} | – | not placed: "
+                     f"{'; '.join(x for x in (f['why'], left_out) if x)} | – | {f['per_seed']} |")
             continue
+        rng = f["range"]
         rtext = f"{rng[0]:,.0f} to {rng[1]:,.0f}" if rng and rng[0] is not None else "–"
-        notes = ([f"not placed: {why}"] if why else []) + ([left_out] if left_out else [])
-        L.append(f"| {study.methods[m]['label']} | {sizes} | {s_min:.0f} | {b_crit:,.0f}"
-                 + (f" ({'; '.join(notes)})" if notes else "") + f" | {rtext} | {per_seed} |")
+        notes = ([f"not placed: {f['why']}"] if f["why"] else []) + ([left_out] if left_out else [])
+        L.append(f"| {label} | {sizes} | {f['s_min']:.0f} | {f['b_crit']:,.0f}"
+                 + (f" ({'; '.join(notes)})" if notes else "") + f" | {rtext} | {f['per_seed']} |")
     L.append("")
 
 
@@ -591,7 +609,8 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
     if not seconds_compare:
         with contextlib.suppress(FileNotFoundError):
             os.remove(os.path.join(out_dir, "time_to_target.png"))  # an earlier report's, now misleading
-    write_plots(study, rows, best, out_dir, seconds_compare)
+    fits = critical_batch_fits(study, rows, best) if study.choose_by == "steps" else None
+    write_plots(study, rows, best, out_dir, seconds_compare, fits)
 
     L = []
     L.append(f"# Study `{study.name}`\n")
@@ -721,7 +740,7 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
     if study.baseline:
         write_significance(study, best, cols_, L)
     if study.choose_by == "steps":
-        write_critical_batch(study, rows, best, L)
+        write_critical_batch(study, rows, fits, L)
     L.append("![final metric](final_vs_examples.png)\n")
     if study.target is not None:
         L.append("![steps to target](steps_to_target.png)\n")
