@@ -462,6 +462,12 @@ class Pure(unittest.TestCase):
         per_seed = row.rsplit("|", 2)[1]
         fits = {int(seed): b for b, seed in re.findall(r"([\d,]+|not placed) \(seed (\d+)", per_seed)}
         self.assertEqual(sorted(fits), [1, 2, 3], row)
+        # Per-seed critical batch sizes against the baseline's: Welch over the fits that placed one.
+        lines = []
+        study.report.write_critical_batch_significance(s, [
+            {"method": "average", "per_seed": [(1, 100.0, None), (2, 120.0, None)]},
+            {"method": "adasum", "per_seed": [(1, 300.0, None), (2, 320.0, None), (3, 900.0, "outside")]}], lines)
+        self.assertIn("- Adasum: B_crit +200 against average (seeds 2 and 2; p = 0.005, beyond seed noise)", lines)
         # Each seed's own points fit as S = S_min (1 + B_crit / examples), e.g. seed 1's 10, 6, 4.
         for seed, pts in ((1, (10, 6, 4)), (2, (16, 12, 3)), (3, (16, 12, 4))):
             b_crit = study.report.critical_batch(list(zip((16, 32, 64), pts)))[1]

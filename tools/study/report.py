@@ -265,23 +265,45 @@ def critical_batch(points):
 
 def seed_fits(study, fitted):
     """The critical-batch fit of each seed that reached the target at every fitted size (rows),
-    on its own: 'B_crit (seed s), ...', or '–' with fewer than two such seeds or three sizes."""
+    on its own: [(seed, B_crit or None, why it is not placed or None)], empty with fewer than two
+    such seeds or three sizes."""
     per = {}
     for r in fitted:
         for rec in r["records"]:
-            n = select_steps(study, rec) if study.select else steps_to_target(study, rec["evals"])
+            n = select_steps(study, rec)
             if n is not None:
                 per.setdefault(rec["seed"], {})[r["examples_per_step"]] = n
     sizes = {r["examples_per_step"] for r in fitted}
     seeds = sorted(s for s, pts in per.items() if set(pts) == sizes)
     if len(seeds) < 2 or len(sizes) < 3:
-        return "–"
-    out = []
-    for s in seeds:
-        _, b, _, why = critical_batch(sorted(per[s].items()))
-        out.append(f"not placed (seed {s})" if b is None else
-                   f"{b:,.0f} (seed {s}" + (": outside the sizes run)" if why else ")"))
-    return ", ".join(out)
+        return []
+    return [(s, *critical_batch(sorted(per[s].items()))[1::2]) for s in seeds]
+
+
+def fmt_seed_fits(fits):
+    """seed_fits as the table writes them: 'B_crit (seed s), ...', or '–'."""
+    return ", ".join(f"not placed (seed {s})" if b is None else
+                     f"{b:,.0f} (seed {s}" + (": outside the sizes run)" if why else ")")
+                     for s, b, why in fits) or "–"
+
+
+def write_critical_batch_significance(study, fits, L):
+    """Each method's per-seed critical batch sizes against the baseline's (Welch's t-test), where
+    both have two or more seeds whose fit placed one."""
+    placed = {f["method"]: [b for _, b, why in f["per_seed"] if b is not None and not why] for f in fits}
+    base = study.baseline
+    lines = []
+    for m, bs in placed.items():
+        if m == base or base not in placed or len(bs) < 2 or len(placed[base]) < 2:
+            continue
+        d, p = welch(bs, placed[base])
+        lines.append(f"- {study.methods[m]['label']}: B_crit {d:+,.0f} against {study.methods[base]['label']} "
+                     f"(seeds {len(bs)} and {len(placed[base])}; {fmt_p(p)}, {noise_verdict(p)})")
+    if lines:
+        L.append("B_crit per seed against the baseline (difference of the means; Welch's t-test over the "
+                 "seeds' own fits):\n")
+        L.extend(lines)
+        L.append("")
 
 
 def critical_batch_fits(study, rows, best):
@@ -355,14 +377,15 @@ def write_critical_batch(study, rows, fits, L):
         label = study.methods[f["method"]]["label"]
         if f["b_crit"] is None:
             L.append(f"| {label} | {sizes} | – | not placed: "
-                     f"{'; '.join(x for x in (f['why'], left_out) if x)} | – | {f['per_seed']} |")
+                     f"{'; '.join(x for x in (f['why'], left_out) if x)} | – | {fmt_seed_fits(f['per_seed'])} |")
             continue
         rng = f["range"]
         rtext = f"{rng[0]:,.0f} to {rng[1]:,.0f}" if rng and rng[0] is not None else "–"
         notes = ([f"not placed: {f['why']}"] if f["why"] else []) + ([left_out] if left_out else [])
         L.append(f"| {label} | {sizes} | {f['s_min']:.0f} | {f['b_crit']:,.0f}"
-                 + (f" ({'; '.join(notes)})" if notes else "") + f" | {rtext} | {f['per_seed']} |")
+                 + (f" ({'; '.join(notes)})" if notes else "") + f" | {rtext} | {fmt_seed_fits(f['per_seed'])} |")
     L.append("")
+    write_critical_batch_significance(study, fits, L)
 
 
 def sweep_edges(study, rows, best):
