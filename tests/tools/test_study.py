@@ -880,8 +880,9 @@ class EndToEnd(unittest.TestCase):
         self.assertIn("[2/4] average-lr0.05-np2-s1 (cut off at step 2", out)
         self.assertIn("bracket: 2 sweep point(s) not needed", out)
         self.assertEqual(sorted(self.cells()), ["average-lr0.025-np2-s1", "average-lr0.05-np2-s1"])
-        rc, out = self.run_study(text)  # nothing left that a choice needs
+        rc, out = self.run_study(text, "--dry-run")  # nothing left that a choice needs
         self.assertIn("(2 cached, 0 to run)", out)
+        self.assertRegex(out, r"average-lr0.2-np2-s1 +\w+ +not needed \(bracket\)")
 
     def test_a_renamed_method_or_a_setting_moved_into_a_variant_reuses_its_cells_under_the_new_names(self):
         rc, out = self.run_study(study_text(self.base, "  adasum: {set: {reducer.name: adasum}}\n"))

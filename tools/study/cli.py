@@ -198,8 +198,10 @@ def main(argv=None):
         print(f"study.py: {len(stale_why)} finished cell(s) are stale (another trainer version; e.g. "
               f"{next(iter(stale_why.values()))}): they run again when selected; --any-trainer keeps them")
     todo = [c for c in cells if (cached[c.name] is None or c.name in stale_why) and selected(c, only)]
+    unneeded = set()
     if study.bracket:  # the points a choice cannot need even now are not counted (nor run)
-        todo = [c for c in todo if bracket_needed(study, c, finished())]
+        unneeded = {c.name for c in todo if not bracket_needed(study, c, finished())}
+        todo = [c for c in todo if c.name not in unneeded]
     n_cached = len(cells) - sum(v is None for v in cached.values()) - len(stale_why)
     print(f"study.py: {study.name}: {study.planned()} cells ({n_cached} cached"
           + (f", {len(stale_why)} stale" if stale_why else "") + f", {len(todo) if not args.report_only else 0} "
@@ -207,7 +209,7 @@ def main(argv=None):
     if args.dry_run:
         for c in cells:
             state = ("stale" if c.name in stale_why else "cached") if cached[c.name] else \
-                ("to run" if c in todo else "not selected")
+                ("to run" if c in todo else "not needed (bracket)" if c.name in unneeded else "not selected")
             if c.name in stale_why and c not in todo:
                 state = "stale, not selected"
             print(f"  {c.name:40s} {c.hash}  {state:12s} {' '.join(c.trainer_sets())}")
