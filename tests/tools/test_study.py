@@ -379,6 +379,7 @@ class Pure(unittest.TestCase):
         self.assertIn("| average | **8: 12** (half batch), 16: 8 (main), **16: 6** (half batch), **32: 6** (main), "
                       "**64: 4** (main) |", report)
         self.assertGreater(os.path.getsize(os.path.join(out, "critical_batch.png")), 0)  # the fits drawn
+        self.assertIn("![where each method stops scaling](critical_batch.png)", report)
         # The variant is chosen on the method's seeds, as a sweep point is: another seed of the
         # half batch's 16 (20 steps) moves its mean to 13, past the main variant's 8, but not the
         # choice; the fit takes the mean.

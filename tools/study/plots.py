@@ -156,8 +156,11 @@ def write_plots(study, rows, best, out_dir, seconds_compare=True, fits=None):
         fig.tight_layout()
         fig.savefig(os.path.join(out_dir, fname), dpi=110)
         plt.close(fig)
+    path = os.path.join(out_dir, "critical_batch.png")
+    if os.path.exists(path):  # an earlier report's: the report links the file only when drawn now
+        os.remove(path)
     if fits is not None and len({r["examples_per_step"] for r in best}) > 1:
-        write_critical_batch_plot(study, fits, colors, label, plt, os.path.join(out_dir, "critical_batch.png"))
+        write_critical_batch_plot(study, fits, colors, label, plt, path)
 
 
 def write_critical_batch_plot(study, fits, colors, label, plt, path):

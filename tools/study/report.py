@@ -769,6 +769,8 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
         L.append("![steps to target](steps_to_target.png)\n")
         if os.path.isfile(os.path.join(out_dir, "time_to_target.png")):
             L.append("![time to target](time_to_target.png)\n")
+        if fits is not None and os.path.isfile(os.path.join(out_dir, "critical_batch.png")):
+            L.append("![where each method stops scaling](critical_batch.png)\n")
     L.append("![curves](curves.png)\n")
     if study.findings:
         L.append("## Findings\n")
