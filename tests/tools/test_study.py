@@ -457,6 +457,13 @@ class Pure(unittest.TestCase):
         with open(os.path.join(out, "report.md")) as f:
             report = f.read()
         row = next(line for line in report.splitlines() if line.startswith("| average | 16: 14, 32: 10, 64: 4"))
+        # A seed short of the target: that size is shown with k of n, not fitted (the mean over the
+        # seeds that reached it would flatter it).
+        short = [dict(r, select_evals=[(8, 0.01)], evals=[(8, 0.01)]) if r["name"] == "average-lr0.1-np2-mb2-s3"
+                 else r for r in records]
+        study.report.write_report(s, short, out, [], 0, s.planned())
+        with open(os.path.join(out, "report.md")) as f:
+            self.assertIn("32: 9 (2 of 3 seeds reached: not fitted)", f.read())
         # Steps against the baseline are counted on the validation figure the runs stop on.
         self.assertIn("Steps to val_top1 ", report)
         self.assertIn("| Adasum | -12 (", report.split("Steps to val_top1 ")[1])

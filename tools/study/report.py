@@ -308,7 +308,8 @@ def write_critical_batch_significance(study, fits, L):
 
 def critical_batch_fits(study, rows, best):
     """Per method (in the study's order): {"method", "chosen": its chosen rows that reached the
-    target, by size; "fitted": {examples per step: the row that enters the fit}; "seed_steps":
+    target, by size; "fitted": {examples per step: the row that enters the fit, one whose seeds all
+    reached the target}; "seed_steps":
     {examples per step: each of its seeds' steps}; "finished": the chosen rows whose sweep
     finished; "s_min", "b_crit", "range", "why", "per_seed"} (see
     critical_batch, seed_fits). The steps are counted on the validation figure when the study has
@@ -317,6 +318,7 @@ def critical_batch_fits(study, rows, best):
     seeds needed the fewest steps (chosen as a sweep point is); the fit takes its mean over all
     its seeds."""
     key = "select_steps" if study.select else "steps_to_target"
+    reached = "select_reached" if study.select else "reached"
 
     def choice_steps(r):
         n = r["choice"]["select_steps"]
@@ -327,14 +329,17 @@ def critical_batch_fits(study, rows, best):
                         key=lambda r: (r["examples_per_step"], column_order(study, column(r))))
         finished = [r for r in chosen if sweep_finished(study, rows, r)]
         fitted = {}  # examples per step -> the row that enters the fit
-        for r in finished:
+        # A point some seed never brought to the target has no mean steps (the mean over the seeds
+        # that did flatters it): shown, not fitted.
+        for r in (x for x in finished if x[reached] == x["seeds"]):
             e = r["examples_per_step"]
             if e not in fitted or choice_steps(r) < choice_steps(fitted[e]):
                 fitted[e] = r
         s_min, b_crit, rng, why = critical_batch([(e, r[key]) for e, r in sorted(fitted.items())])
         steps = {e: [n for n in (select_steps(study, rec) for rec in r["records"]) if n is not None]
                  for e, r in fitted.items()}
-        out.append({"method": m, "key": key, "chosen": chosen, "finished": finished, "fitted": fitted,
+        out.append({"method": m, "key": key, "reached": reached, "chosen": chosen, "finished": finished,
+                    "fitted": fitted,
                     "seed_steps": steps,
                     "s_min": s_min, "b_crit": b_crit, "range": rng, "why": why,
                     "per_seed": seed_fits(study, list(fitted.values()))})
@@ -349,8 +354,8 @@ def write_critical_batch(study, rows, fits, L):
     L.append(f"Steps to the target on {figure} of each method's chosen point per size, fitted as "
              "S(B) = S_min (1 + B_crit / B) (McCandlish et al. 2018; perfect scaling halves the steps per doubling "
              "of B, and B_crit is where the steps are twice the fewest possible); the range is the spread of the "
-             "fits leaving out one size at a time (4 or more sizes). A size whose sweep has not finished is "
-             "shown but left out of the fit. Per seed: the same fit of each seed that reached the target at "
+             "fits leaving out one size at a time (4 or more sizes). A size whose sweep has not finished, or "
+             "whose chosen point some seed did not bring to the target, is shown but left out of the fit. Per seed: the same fit of each seed that reached the target at "
              "every fitted size on its own (the spread over seeds, where two or more did). "
              "`critical_batch.png` draws the fits.\n")
     several = len(study.variants) > 1
@@ -363,8 +368,10 @@ def write_critical_batch(study, rows, fits, L):
     for f in fits:
         key, fitted = f["key"], f["fitted"]
         # Not a reason the fit cannot place B_crit, but what the fit left out.
-        left_out = "sizes with an unfinished sweep left out" if any(
-            r["examples_per_step"] not in fitted for r in f["chosen"]) else None
+        why_out = (["sizes with an unfinished sweep"] if len(f["finished"]) < len(f["chosen"]) else []) + \
+            (["sizes a seed did not bring to the target"]
+             if any(r[f["reached"]] < r["seeds"] for r in f["finished"]) else [])
+        left_out = " and ".join(why_out) + " left out" if why_out else None
 
         def size(r):
             run, planned = sweep_progress(study, rows, r)
@@ -372,7 +379,10 @@ def write_critical_batch(study, rows, fits, L):
             if several:
                 text = f"**{text}**" if fitted.get(r["examples_per_step"]) is r else text
                 text += f" ({study.variants[r['variant']]['label']})" if r["variant"] in study.variants else ""
-            return text + (f" (sweep {run} of {planned}: not fitted)" if r not in f["finished"] else "")
+            if r not in f["finished"]:
+                return text + f" (sweep {run} of {planned}: not fitted)"
+            k = r[f["reached"]]
+            return text + (f" ({k} of {r['seeds']} seeds reached: not fitted)" if k < r["seeds"] else "")
         sizes = ", ".join(size(r) for r in f["chosen"]) or "none reached"
         label = study.methods[f["method"]]["label"]
         if f["b_crit"] is None:
