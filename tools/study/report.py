@@ -368,9 +368,9 @@ def write_critical_batch(study, rows, fits, L):
     for f in fits:
         key, fitted = f["key"], f["fitted"]
         # Not a reason the fit cannot place B_crit, but what the fit left out.
-        why_out = (["sizes with an unfinished sweep"] if len(f["finished"]) < len(f["chosen"]) else []) + \
-            (["sizes a seed did not bring to the target"]
-             if any(r[f["reached"]] < r["seeds"] for r in f["finished"]) else [])
+        out = [r for r in f["chosen"] if r["examples_per_step"] not in fitted]  # sizes not in the fit
+        why_out = (["sizes with an unfinished sweep"] if any(r not in f["finished"] for r in out) else []) + \
+            (["sizes a seed did not bring to the target"] if any(r in f["finished"] for r in out) else [])
         left_out = " and ".join(why_out) + " left out" if why_out else None
 
         def size(r):
