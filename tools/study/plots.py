@@ -166,7 +166,7 @@ def write_plots(study, rows, best, out_dir, seconds_compare=True, fits=None):
 def write_critical_batch_plot(study, fits, colors, label, plt, path):
     """critical_batch.png (a steps-to-target study over several sizes): per method, the steps of
     the points the fit takes (mean over seeds, joined; each seed a dot), the other chosen points
-    (another variant, or an unfinished sweep) hollow, the fit S_min (1 + B_crit / B) dashed with
+    (another variant, an unfinished sweep, or a seed short of the target) hollow, the fit S_min (1 + B_crit / B) dashed with
     B_crit marked, and perfect scaling (the steps halving per doubling) from the smallest fitted size."""
     from matplotlib.lines import Line2D
     fig, ax = plt.subplots(figsize=(9, 5))
@@ -213,8 +213,8 @@ def write_critical_batch_plot(study, fits, colors, label, plt, path):
     grey = "0.4"
     handles += [Line2D([], [], color=grey, marker="o", label="fitted sizes: mean over seeds"),
                 Line2D([], [], color=grey, marker=".", ls="", label="a seed"),
-                Line2D([], [], color=grey, marker="o", mfc="none", ls="", label="not fitted (other variant, or\n"
-                       "sweep unfinished)"),
+                Line2D([], [], color=grey, marker="o", mfc="none", ls="", label="not fitted (another variant,\n"
+                       "an unfinished sweep, or a seed\nshort of the target)"),
                 Line2D([], [], color=grey, ls="--", label="fit S_min (1 + B_crit / B)"),
                 Line2D([], [], color=grey, ls=":", label="perfect scaling\n(steps halve per doubling)")]
     ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
