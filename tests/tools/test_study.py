@@ -447,6 +447,7 @@ class Pure(unittest.TestCase):
         with open(os.path.join(out, "report.md")) as f:
             report = f.read()
         self.assertIn("then runs seeds 2, 3 too", report)
+        self.assertIn("seeds 1 (`average`'s chosen points also 2, 3)", report)
         self.assertIn("Cells: 12 of 15 finished", report)
         row = next(line for line in report.splitlines() if line.startswith("| average | 16: 14, 32: 10, 64: 4 (sweep"))
         self.assertTrue(row.endswith("| – |"), row)  # two sizes: no fit, none per seed

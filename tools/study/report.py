@@ -657,7 +657,10 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
              f"trainer's version is theirs: a cell run by another trainer version is stale and runs again, unless "
              f"`--any-trainer`).")
     L.append(f"- Base config `{study.base}`; budget {study.budget} {study.budget_key} per run; seeds "
-             f"{', '.join(map(str, study.seeds))}; metric `{study.metric}` ({study.goal}"
+             f"{', '.join(map(str, study.seeds))}"
+             + "".join(f" (`{m}`'s chosen points also {', '.join(map(str, spec['confirm_seeds']))})"
+                       for m, spec in study.methods.items() if spec["confirm_seeds"])
+             + f"; metric `{study.metric}` ({study.goal}"
              + (f", target {fmt_metric(study, study.target)}" if study.target is not None else "")
              + (f", diverged if {'≤' if study.goal == 'max' else '≥'} {fmt_metric(study, study.diverged)}"
                 if study.diverged is not None else "") + ").")
