@@ -492,6 +492,117 @@ __global__ void bn_backward_rows_vec_kernel(const T* dy, const T* x, const T* y,
   bn_row_vec_partials(l, groups, acc, parts);
 }
 
+// The channels-last normalising passes ([rows, C], inner 1), on the partial sums' grid and lanes:
+// a lane keeps one group of V channels, holds their coefficients in registers and walks the
+// chunk's rows (two in flight). The flat kernels (bn_apply_kernel, bn_backward_apply_kernel)
+// give lane l of a warp the channels of vector l instead, so each per-channel coefficient load
+// of a warp touches up to 32 cache lines: by that count L1 bounds the 16-bit backward at about
+// 4 SM cycles an element for C >= 256 (its 32 double loads a vector), which is ResNet-50 b256's
+// channels-last batch-norm backward time on an H200 (2.5x NCHW's per element, whose warps share
+// one channel). The same arithmetic as the flat kernels, element for element.
+template <bool kRelu, class T>
+__global__ void bn_apply_rows_kernel(const T* x, const T* r, const float* ab, T* y, BnGeom g,
+                                     int64_t chunk) {
+  constexpr int V = kVec16<T>;
+  using P = Pack<T, V>;
+  const int64_t groups = g.c / V;
+  const BnLane l = bn_lane(groups);
+  if (l.group >= groups) return;
+  const auto [e0, e1] = bn_chunk(g, chunk);
+  float a[V], b[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    a[j] = ab[l.group * V + j];
+    b[j] = ab[g.c + l.group * V + j];
+  }
+  const P* xv = reinterpret_cast<const P*>(x);
+  const P* rv = reinterpret_cast<const P*>(r);
+  P* yv = reinterpret_cast<P*>(y);
+  auto apply = [&](const P& xp, const P& rp) {
+    P out;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      float e = ld(xp.v, j) * a[j] + b[j];
+      if (r) e = e + ld(rp.v, j);
+      if (kRelu) e = e > 0.f ? e : 0.f;
+      st(out.v, j, e);
+    }
+    return out;
+  };
+  const int64_t step = l.row_step();
+  int64_t row = l.first_row(e0);
+  for (; row + step < e1; row += 2 * step) {
+    const int64_t q0 = row * groups + l.group, q1 = (row + step) * groups + l.group;
+    const P x0 = xv[q0], x1 = xv[q1];
+    P r0, r1;
+    if (r) {
+      r0 = rv[q0];
+      r1 = rv[q1];
+    }
+    yv[q0] = apply(x0, r0);
+    yv[q1] = apply(x1, r1);
+  }
+  if (row < e1) {
+    const int64_t q = row * groups + l.group;
+    P rp;
+    if (r) rp = rv[q];
+    yv[q] = apply(xv[q], rp);
+  }
+}
+
+// bn_backward_apply_kernel's dx on the partial sums' grid, a lane's coefficients in registers.
+template <bool kRelu, class T>
+__global__ void bn_backward_apply_rows_kernel(const T* dy, const T* x, const T* y,
+                                              const double* coef, T* dx, BnGeom g, int64_t chunk) {
+  constexpr int V = kVec16<T>;
+  using P = Pack<T, V>;
+  const int64_t groups = g.c / V;
+  const BnLane l = bn_lane(groups);
+  if (l.group >= groups) return;
+  const auto [e0, e1] = bn_chunk(g, chunk);
+  double kk[V], mean_dy[V], cf[V], mean[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    const double* k = coef + 4 * (l.group * V + j);
+    kk[j] = k[0];
+    mean_dy[j] = k[1];
+    cf[j] = k[2];
+    mean[j] = k[3];
+  }
+  const P *gv = reinterpret_cast<const P*>(dy), *xv = reinterpret_cast<const P*>(x),
+          *yv = reinterpret_cast<const P*>(y);
+  P* dxv = reinterpret_cast<P*>(dx);
+  auto apply = [&](const P& gp, const P& xp, const P& yp) {
+    P out;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      float gj = ld(gp.v, j);
+      if (kRelu && !(ld(yp.v, j) > 0.f)) gj = 0.f;
+      st(out.v, j, static_cast<float>(kk[j] * (gj - mean_dy[j] - (ld(xp.v, j) - mean[j]) * cf[j])));
+    }
+    return out;
+  };
+  const int64_t step = l.row_step();
+  int64_t row = l.first_row(e0);
+  for (; row + step < e1; row += 2 * step) {
+    const int64_t q0 = row * groups + l.group, q1 = (row + step) * groups + l.group;
+    const P g0 = gv[q0], g1 = gv[q1], x0 = xv[q0], x1 = xv[q1];
+    P y0, y1;
+    if (kRelu) {
+      y0 = yv[q0];
+      y1 = yv[q1];
+    }
+    dxv[q0] = apply(g0, x0, y0);
+    dxv[q1] = apply(g1, x1, y1);
+  }
+  if (row < e1) {
+    const int64_t q = row * groups + l.group;
+    P yp;
+    if (kRelu) yp = yv[q];
+    dxv[q] = apply(gv[q], xv[q], yp);
+  }
+}
+
 // The partial-sum pass of either layout: chunks per channel and the launch. vec: the
 // channels-last kernels' channels a lane (1: one).
 struct BnPartials {
@@ -909,10 +1020,20 @@ Tensor bn_train(const char* op, bool relu, const Tensor& x, const Tensor& gamma,
         ab.as<float>());
     ADA_CUDA_LAUNCH_CHECK();
     const T* rp = residual.defined() ? data_as<T>(residual) : nullptr;
-    if (relu)
-      bn_apply<true>(xp, rp, ab.as<const float>(), data_as<T>(y), x.numel(), g.c, g.inner, st);
-    else
-      bn_apply<false>(xp, rp, ab.as<const float>(), data_as<T>(y), x.numel(), g.c, g.inner, st);
+    T* yp = data_as<T>(y);
+    if (bp.vec > 1 && aligned16({rp, yp})) {  // channels-last: a lane's coefficients in registers
+      if (relu)
+        bn_apply_rows_kernel<true, T>
+            <<<bp.grid, bp.block, 0, st>>>(xp, rp, ab.as<const float>(), yp, g, bp.chunk);
+      else
+        bn_apply_rows_kernel<false, T>
+            <<<bp.grid, bp.block, 0, st>>>(xp, rp, ab.as<const float>(), yp, g, bp.chunk);
+      ADA_CUDA_LAUNCH_CHECK();
+    } else if (relu) {
+      bn_apply<true>(xp, rp, ab.as<const float>(), yp, x.numel(), g.c, g.inner, st);
+    } else {
+      bn_apply<false>(xp, rp, ab.as<const float>(), yp, x.numel(), g.c, g.inner, st);
+    }
   });
   return y;
 }
@@ -1015,10 +1136,20 @@ BatchNormGrads bn_backward(const char* op, const Tensor& dy, const Tensor& y, co
         coef.as<double>());
     ADA_CUDA_LAUNCH_CHECK();
     const double* cf = coef.as<const double>();
-    if (yp)
-      bn_backward_apply<true>(dyp, xp, yp, cf, data_as<T>(r.dx), x.numel(), g.c, g.inner, st);
-    else
-      bn_backward_apply<false>(dyp, xp, yp, cf, data_as<T>(r.dx), x.numel(), g.c, g.inner, st);
+    T* dxp = data_as<T>(r.dx);
+    if (bp.vec > 1 && aligned16({dxp})) {  // channels-last: a lane's coefficients in registers
+      if (yp)
+        bn_backward_apply_rows_kernel<true, T>
+            <<<bp.grid, bp.block, 0, st>>>(dyp, xp, yp, cf, dxp, g, bp.chunk);
+      else
+        bn_backward_apply_rows_kernel<false, T>
+            <<<bp.grid, bp.block, 0, st>>>(dyp, xp, yp, cf, dxp, g, bp.chunk);
+      ADA_CUDA_LAUNCH_CHECK();
+    } else if (yp) {
+      bn_backward_apply<true>(dyp, xp, yp, cf, dxp, x.numel(), g.c, g.inner, st);
+    } else {
+      bn_backward_apply<false>(dyp, xp, yp, cf, dxp, x.numel(), g.c, g.inner, st);
+    }
   });
   return r;
 }
