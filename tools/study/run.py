@@ -77,6 +77,9 @@ def run_cell(cell, args, folder, deadline=None):
     cmd = mpirun + [args.trainer, "--config", study.base_path]
     # Not settings of the cell (its hash leaves them out): where it runs, and a cut-off deadline.
     extra = [f"output.dir={folder}", "checkpoint.overwrite=true"]
+    device = getattr(args, "device", "cpu")
+    if device != "cpu":
+        extra.append(f"train.device={device}")
     if deadline:
         extra.append(f"train.stop_at.give_up_at_step={deadline[0]}")
     for s in cell.trainer_sets() + extra:
@@ -132,14 +135,16 @@ def run_cell(cell, args, folder, deadline=None):
            "gave_up_at": summary.get("gave_up_at_step"),
            "evals": evals, "eval_wall": walls, "losses": losses[:: max(1, len(losses) // 200)],
            "command": " ".join(shlex.quote(c) for c in cmd),
-           "machine": machine() + (f", trainer built for {summary['build_march']}"
-                                   if summary.get("build_march") else ""),
+           "machine": machine() + (f", {gpu_name()}" if device != "cpu" else "")
+                      + (f", trainer built for {summary['build_march']}" if summary.get("build_march") else ""),
            # What the binary that ran says of itself (summary.json), else what it said at the
            # start of this invocation (`trainer --version`), else HEAD.
            "commit": display_commit(summary.get("commit")) or args.build_commit or commit(),
            "trainer_version": summary.get("trainer_version") or args.trainer_version}
     if study.select:
         rec["select_final"], rec["select_evals"] = sel_final, sel_evals
+    if device != "cpu":
+        rec["device"] = device
     if deadline:
         rec["cut_off"] = {"at": deadline[0], "by": deadline[1]}
     if status != "failed":
@@ -260,6 +265,16 @@ def machine():
     except (OSError, ValueError, IndexError):
         pass
     return f"{cpu}, {os.cpu_count()} cores, {mem}, {platform.system()} {platform.release()}"
+
+
+def gpu_name():
+    """The first GPU's name and memory (nvidia-smi), for a cell trained with --device cuda."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30).stdout.strip().splitlines()
+    except (OSError, subprocess.SubprocessError):
+        out = []
+    return f"GPU {out[0].strip()}" if out else "GPU (nvidia-smi did not answer)"
 
 
 def display_commit(sha):
