@@ -471,6 +471,23 @@ class Pure(unittest.TestCase):
         per_seed = row.rsplit("|", 2)[1]
         fits = {int(seed): b for b, seed in re.findall(r"([\d,]+|not placed) \(seed (\d+)", per_seed)}
         self.assertEqual(sorted(fits), [1, 2, 3], row)
+        self.assertTrue(per_seed.strip().endswith("over 16, 32, 64"), per_seed)
+        # A seed not run at some size (seed 3 at 64): the two seeds that were keep their three
+        # sizes; seed 3 would leave them two, too few to fit.
+        no_s3 = [r for r in records if r["name"] != "average-lr0.1-np2-mb4-s3"]
+        study.report.write_report(s, no_s3, out, [], 0, s.planned())
+        with open(os.path.join(out, "report.md")) as f:
+            row3 = next(line for line in f.read().splitlines() if line.startswith("| average | 16: 14, 32: 10, 64: 4"))
+        per_seed3 = row3.rsplit("|", 2)[1]
+        self.assertEqual(re.findall(r"\(seed (\d+)", per_seed3), ["1", "2"], row3)
+        self.assertTrue(per_seed3.strip().endswith("over 16, 32, 64"), per_seed3)
+        # Three seeds sharing three of four sizes keep all three seeds, over those three.
+        fits4, sizes4 = study.report.seed_fits(s, [
+            {"examples_per_step": e, "records": [{"seed": sd, "select_evals": [(n, 0.06)], "evals": [(n, 0.06)]}
+                                                 for sd, n in seeds.items()]}
+            for e, seeds in ((16, {1: 14, 2: 15, 3: 13}), (32, {1: 10, 2: 9, 3: 11}), (64, {1: 6, 2: 7, 3: 6}),
+                             (128, {1: 5, 2: 5}))])
+        self.assertEqual(([sd for sd, _, _ in fits4], sizes4), ([1, 2, 3], [16, 32, 64]))
         # Per-seed critical batch sizes against the baseline's: Welch over the fits that placed one.
         lines = []
         study.report.write_critical_batch_significance(s, [

@@ -264,27 +264,32 @@ def critical_batch(points):
 
 
 def seed_fits(study, fitted):
-    """The critical-batch fit of each seed that reached the target at every fitted size (rows),
-    on its own: [(seed, B_crit or None, why it is not placed or None)], empty with fewer than two
-    such seeds or three sizes."""
+    """The critical-batch fit of each seed on its own, over the fitted sizes (rows) that every
+    such seed brought to the target: (fits [(seed, B_crit or None, why it is not placed or None)],
+    those sizes). A seed that reached the target at the fewest of the sizes is left out while
+    the seeds share fewer than three; empty with fewer than two seeds left. So a seed not yet run
+    at some size narrows the sizes rather than leaving the spread over seeds unknown."""
     per = {}
     for r in fitted:
         for rec in r["records"]:
             n = select_steps(study, rec)
             if n is not None:
                 per.setdefault(rec["seed"], {})[r["examples_per_step"]] = n
-    sizes = {r["examples_per_step"] for r in fitted}
-    seeds = sorted(s for s, pts in per.items() if set(pts) == sizes)
-    if len(seeds) < 2 or len(sizes) < 3:
-        return []
-    return [(s, *critical_batch(sorted(per[s].items()))[1::2]) for s in seeds]
+    seeds = sorted(per)
+    while len(seeds) >= 2:
+        common = set.intersection(*(set(per[s]) for s in seeds))
+        if len(common) >= 3:
+            return [(s, *critical_batch(sorted((e, per[s][e]) for e in common))[1::2]) for s in seeds], sorted(common)
+        seeds.remove(min(seeds, key=lambda s: (len(per[s]), -s)))
+    return [], []
 
 
-def fmt_seed_fits(fits):
-    """seed_fits as the table writes them: 'B_crit (seed s), ...', or '–'."""
-    return ", ".join(f"not placed (seed {s})" if b is None else
+def fmt_seed_fits(fits, sizes=()):
+    """seed_fits as the table writes them: 'B_crit (seed s), ... over SIZES', or '–'."""
+    text = ", ".join(f"not placed (seed {s})" if b is None else
                      f"{b:,.0f} (seed {s}" + (": outside the sizes run)" if why else ")")
-                     for s, b, why in fits) or "–"
+                     for s, b, why in fits)
+    return text + (f" over {', '.join(f'{e:,}' for e in sizes)}" if text and sizes else "") or "–"
 
 
 def write_critical_batch_significance(study, fits, L):
@@ -311,7 +316,7 @@ def critical_batch_fits(study, rows, best):
     target, by size; "fitted": {examples per step: the row that enters the fit, one whose seeds all
     reached the target}; "seed_steps":
     {examples per step: each of its seeds' steps}; "finished": the chosen rows whose sweep
-    finished; "s_min", "b_crit", "range", "why", "per_seed"} (see
+    finished; "s_min", "b_crit", "range", "why", "per_seed", "per_seed_sizes"} (see
     critical_batch, seed_fits). The steps are counted on the validation figure when the study has
     one: runs that stop at the target (train.stop_at) stop on it, so the test figure need not have
     reached the target by then. A size run in several variants enters with the one whose sweep
@@ -338,11 +343,12 @@ def critical_batch_fits(study, rows, best):
         s_min, b_crit, rng, why = critical_batch([(e, r[key]) for e, r in sorted(fitted.items())])
         steps = {e: [n for n in (select_steps(study, rec) for rec in r["records"]) if n is not None]
                  for e, r in fitted.items()}
+        per_seed, per_seed_sizes = seed_fits(study, list(fitted.values()))
         out.append({"method": m, "key": key, "reached": reached, "chosen": chosen, "finished": finished,
                     "fitted": fitted,
                     "seed_steps": steps,
                     "s_min": s_min, "b_crit": b_crit, "range": rng, "why": why,
-                    "per_seed": seed_fits(study, list(fitted.values()))})
+                    "per_seed": per_seed, "per_seed_sizes": per_seed_sizes})
     return out
 
 
@@ -355,8 +361,9 @@ def write_critical_batch(study, rows, fits, L):
              "S(B) = S_min (1 + B_crit / B) (McCandlish et al. 2018; perfect scaling halves the steps per doubling "
              "of B, and B_crit is where the steps are twice the fewest possible); the range is the spread of the "
              "fits leaving out one size at a time (4 or more sizes). A size whose sweep has not finished, or "
-             "whose chosen point some seed did not bring to the target, is shown but left out of the fit. Per seed: the same fit of each seed that reached the target at "
-             "every fitted size on its own (the spread over seeds, where two or more did). "
+             "whose chosen point some seed did not bring to the target, is shown but left out of the fit. Per seed: the same fit of each seed on its own, "
+             "over the fitted sizes those seeds all brought to the target (three or more; a seed run at fewer sizes "
+             "is left out while it would leave fewer): the spread over seeds. "
              "`critical_batch.png` draws the fits.\n")
     several = len(study.variants) > 1
     if several:
@@ -387,13 +394,13 @@ def write_critical_batch(study, rows, fits, L):
         label = study.methods[f["method"]]["label"]
         if f["b_crit"] is None:
             L.append(f"| {label} | {sizes} | – | not placed: "
-                     f"{'; '.join(x for x in (f['why'], left_out) if x)} | – | {fmt_seed_fits(f['per_seed'])} |")
+                     f"{'; '.join(x for x in (f['why'], left_out) if x)} | – | {fmt_seed_fits(f['per_seed'], f['per_seed_sizes'])} |")
             continue
         rng = f["range"]
         rtext = f"{rng[0]:,.0f} to {rng[1]:,.0f}" if rng and rng[0] is not None else "–"
         notes = ([f"not placed: {f['why']}"] if f["why"] else []) + ([left_out] if left_out else [])
         L.append(f"| {label} | {sizes} | {f['s_min']:.0f} | {f['b_crit']:,.0f}"
-                 + (f" ({'; '.join(notes)})" if notes else "") + f" | {rtext} | {fmt_seed_fits(f['per_seed'])} |")
+                 + (f" ({'; '.join(notes)})" if notes else "") + f" | {rtext} | {fmt_seed_fits(f['per_seed'], f['per_seed_sizes'])} |")
     L.append("")
     write_critical_batch_significance(study, fits, L)
 
