@@ -397,5 +397,9 @@ if [[ "$what" == bn || "$what" == session ]]; then
   echo "== batch-norm kernels (bench_ops --device cuda --bn)"
   timeout 150 .gpu/bin/bench_ops --device cuda --bn --python "$py" --batch 256 --repeats 3 --gemm 1024 2>&1 |
     tee "$out/bn.log"
+  # A/B: the channels-last normalising passes as the flat kernels they replaced on 2026-11-28.
+  echo "== the same, ours only, ADA_CUDA_BN_ROWS_APPLY=0 (channels-last normalising passes as flat kernels)"
+  ADA_CUDA_BN_ROWS_APPLY=0 timeout 100 .gpu/bin/bench_ops --device cuda --bn --no-torch --batch 256 \
+    --repeats 3 --gemm 1024 2>&1 | tee -a "$out/bn.log"
 fi
 exit "$status"

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <type_traits>
 
 #include "core/backend/cuda/cuda_common.h"
@@ -603,6 +605,16 @@ __global__ void bn_backward_apply_rows_kernel(const T* dy, const T* x, const T* 
   }
 }
 
+// ADA_CUDA_BN_ROWS_APPLY=0 runs the channels-last normalising passes as the flat kernels (the
+// same results), for A/B timing (`gpu_test.sh bn`).
+bool bn_rows_apply_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("ADA_CUDA_BN_ROWS_APPLY");
+    return !(e && std::string(e) == "0");
+  }();
+  return on;
+}
+
 // The partial-sum pass of either layout: chunks per channel and the launch. vec: the
 // channels-last kernels' channels a lane (1: one).
 struct BnPartials {
@@ -1021,7 +1033,7 @@ Tensor bn_train(const char* op, bool relu, const Tensor& x, const Tensor& gamma,
     ADA_CUDA_LAUNCH_CHECK();
     const T* rp = residual.defined() ? data_as<T>(residual) : nullptr;
     T* yp = data_as<T>(y);
-    if (bp.vec > 1 && aligned16({rp, yp})) {  // channels-last: a lane's coefficients in registers
+    if (bp.vec > 1 && bn_rows_apply_enabled() && aligned16({rp, yp})) {  // channels-last
       if (relu)
         bn_apply_rows_kernel<true, T>
             <<<bp.grid, bp.block, 0, st>>>(xp, rp, ab.as<const float>(), yp, g, bp.chunk);
@@ -1137,7 +1149,7 @@ BatchNormGrads bn_backward(const char* op, const Tensor& dy, const Tensor& y, co
     ADA_CUDA_LAUNCH_CHECK();
     const double* cf = coef.as<const double>();
     T* dxp = data_as<T>(r.dx);
-    if (bp.vec > 1 && aligned16({dxp})) {  // channels-last: a lane's coefficients in registers
+    if (bp.vec > 1 && bn_rows_apply_enabled() && aligned16({dxp})) {  // channels-last
       if (yp)
         bn_backward_apply_rows_kernel<true, T>
             <<<bp.grid, bp.block, 0, st>>>(dyp, xp, yp, cf, dxp, g, bp.chunk);
