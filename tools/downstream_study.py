@@ -32,6 +32,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tools"))
 from study.report import noise_verdict, welch  # noqa: E402  (Welch's t-test: (difference, two-sided p))
+from study.run import gpu_name  # noqa: E402
 METHODS = {"lamb_average": "configs/bert_tiny_mlm_lamb.yaml",
            "lamb_adasum": "configs/bert_tiny_mlm_lamb_adasum.yaml"}
 MPI = ["mpirun", "--oversubscribe", "--bind-to", "none", "--mca", "mpi_yield_when_idle", "1"]
@@ -47,14 +48,6 @@ def cpu_name():
     except OSError:
         pass
     return platform.processor() or "unknown"
-
-
-def gpu_name():
-    try:
-        return subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-                              capture_output=True, text=True, check=True).stdout.split("\n")[0].strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown GPU"
 
 
 def run_cell(cells, path, key, cmd, out_dir):

@@ -135,7 +135,7 @@ def run_cell(cell, args, folder, deadline=None):
            "gave_up_at": summary.get("gave_up_at_step"),
            "evals": evals, "eval_wall": walls, "losses": losses[:: max(1, len(losses) // 200)],
            "command": " ".join(shlex.quote(c) for c in cmd),
-           "machine": machine() + (f", {gpu_name()}" if device != "cpu" else "")
+           "machine": machine() + (f", GPU {gpu_name()}" if device != "cpu" else "")
                       + (f", trainer built for {summary['build_march']}" if summary.get("build_march") else ""),
            # What the binary that ran says of itself (summary.json), else what it said at the
            # start of this invocation (`trainer --version`), else HEAD.
@@ -268,13 +268,13 @@ def machine():
 
 
 def gpu_name():
-    """The first GPU's name and memory (nvidia-smi), for a cell trained with --device cuda."""
+    """The first GPU's name and memory (nvidia-smi), for cells trained on a GPU."""
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=30).stdout.strip().splitlines()
     except (OSError, subprocess.SubprocessError):
         out = []
-    return f"GPU {out[0].strip()}" if out else "GPU (nvidia-smi did not answer)"
+    return out[0].strip() if out else "unknown GPU (nvidia-smi did not answer)"
 
 
 def display_commit(sha):
