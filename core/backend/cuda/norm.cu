@@ -502,20 +502,41 @@ __global__ void bn_backward_rows_vec_kernel(const T* dy, const T* x, const T* y,
 // 4 SM cycles an element for C >= 256 (its 32 double loads a vector), which is ResNet-50 b256's
 // channels-last batch-norm backward time on an H200 (2.5x NCHW's per element, whose warps share
 // one channel). The same arithmetic as the flat kernels, element for element.
+// This lane's place in a rows pass (bn_lane's group, the chunk's rows [e0, e1)); active: it has a
+// group. walk(two, one) visits the lane's rows as the vector index q of its group in each row,
+// two at a time (two(q0, q1) loads both rows before storing either), one(q) for an odd last.
+struct BnRowsLane {
+  BnLane l;
+  int64_t groups, e0, e1;
+  __device__ bool active() const { return l.group < groups; }
+  template <class Two, class One>
+  __device__ void walk(const Two& two, const One& one) const {
+    const int64_t step = l.row_step();
+    int64_t row = l.first_row(e0);
+    for (; row + step < e1; row += 2 * step)
+      two(row * groups + l.group, (row + step) * groups + l.group);
+    if (row < e1) one(row * groups + l.group);
+  }
+};
+template <class T>
+__device__ BnRowsLane bn_rows_lane(const BnGeom& g, int64_t chunk) {
+  const int64_t groups = g.c / kVec16<T>;
+  const auto [e0, e1] = bn_chunk(g, chunk);
+  return {bn_lane(groups), groups, e0, e1};
+}
+
 template <bool kRelu, class T>
 __global__ void bn_apply_rows_kernel(const T* x, const T* r, const float* ab, T* y, BnGeom g,
                                      int64_t chunk) {
   constexpr int V = kVec16<T>;
   using P = Pack<T, V>;
-  const int64_t groups = g.c / V;
-  const BnLane l = bn_lane(groups);
-  if (l.group >= groups) return;
-  const auto [e0, e1] = bn_chunk(g, chunk);
+  const BnRowsLane w = bn_rows_lane<T>(g, chunk);
+  if (!w.active()) return;
   float a[V], b[V];
 #pragma unroll
   for (int j = 0; j < V; ++j) {
-    a[j] = ab[l.group * V + j];
-    b[j] = ab[g.c + l.group * V + j];
+    a[j] = ab[w.l.group * V + j];
+    b[j] = ab[g.c + w.l.group * V + j];
   }
   const P* xv = reinterpret_cast<const P*>(x);
   const P* rv = reinterpret_cast<const P*>(r);
@@ -531,25 +552,18 @@ __global__ void bn_apply_rows_kernel(const T* x, const T* r, const float* ab, T*
     }
     return out;
   };
-  const int64_t step = l.row_step();
-  int64_t row = l.first_row(e0);
-  for (; row + step < e1; row += 2 * step) {
-    const int64_t q0 = row * groups + l.group, q1 = (row + step) * groups + l.group;
-    const P x0 = xv[q0], x1 = xv[q1];
-    P r0, r1;
-    if (r) {
-      r0 = rv[q0];
-      r1 = rv[q1];
-    }
-    yv[q0] = apply(x0, r0);
-    yv[q1] = apply(x1, r1);
-  }
-  if (row < e1) {
-    const int64_t q = row * groups + l.group;
+  auto residual = [&](int64_t q) {
     P rp;
     if (r) rp = rv[q];
-    yv[q] = apply(xv[q], rp);
-  }
+    return rp;
+  };
+  w.walk(
+      [&](int64_t q0, int64_t q1) {
+        const P x0 = xv[q0], x1 = xv[q1], r0 = residual(q0), r1 = residual(q1);
+        yv[q0] = apply(x0, r0);
+        yv[q1] = apply(x1, r1);
+      },
+      [&](int64_t q) { yv[q] = apply(xv[q], residual(q)); });
 }
 
 // bn_backward_apply_kernel's dx on the partial sums' grid, a lane's coefficients in registers.
@@ -558,14 +572,12 @@ __global__ void bn_backward_apply_rows_kernel(const T* dy, const T* x, const T* 
                                               const double* coef, T* dx, BnGeom g, int64_t chunk) {
   constexpr int V = kVec16<T>;
   using P = Pack<T, V>;
-  const int64_t groups = g.c / V;
-  const BnLane l = bn_lane(groups);
-  if (l.group >= groups) return;
-  const auto [e0, e1] = bn_chunk(g, chunk);
+  const BnRowsLane w = bn_rows_lane<T>(g, chunk);
+  if (!w.active()) return;
   double kk[V], mean_dy[V], cf[V], mean[V];
 #pragma unroll
   for (int j = 0; j < V; ++j) {
-    const double* k = coef + 4 * (l.group * V + j);
+    const double* k = coef + 4 * (w.l.group * V + j);
     kk[j] = k[0];
     mean_dy[j] = k[1];
     cf[j] = k[2];
@@ -584,25 +596,18 @@ __global__ void bn_backward_apply_rows_kernel(const T* dy, const T* x, const T* 
     }
     return out;
   };
-  const int64_t step = l.row_step();
-  int64_t row = l.first_row(e0);
-  for (; row + step < e1; row += 2 * step) {
-    const int64_t q0 = row * groups + l.group, q1 = (row + step) * groups + l.group;
-    const P g0 = gv[q0], g1 = gv[q1], x0 = xv[q0], x1 = xv[q1];
-    P y0, y1;
-    if (kRelu) {
-      y0 = yv[q0];
-      y1 = yv[q1];
-    }
-    dxv[q0] = apply(g0, x0, y0);
-    dxv[q1] = apply(g1, x1, y1);
-  }
-  if (row < e1) {
-    const int64_t q = row * groups + l.group;
+  auto mask = [&](int64_t q) {  // y's vector, read only with kRelu
     P yp;
     if (kRelu) yp = yv[q];
-    dxv[q] = apply(gv[q], xv[q], yp);
-  }
+    return yp;
+  };
+  w.walk(
+      [&](int64_t q0, int64_t q1) {
+        const P g0 = gv[q0], g1 = gv[q1], x0 = xv[q0], x1 = xv[q1], y0 = mask(q0), y1 = mask(q1);
+        dxv[q0] = apply(g0, x0, y0);
+        dxv[q1] = apply(g1, x1, y1);
+      },
+      [&](int64_t q) { dxv[q] = apply(gv[q], xv[q], mask(q)); });
 }
 
 // ADA_CUDA_BN_ROWS_APPLY=0 runs the channels-last normalising passes as the flat kernels (the
