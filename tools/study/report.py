@@ -4,6 +4,7 @@ study names one, metric.select), differences from the baseline with Welch's t-te
 report.md and cells.json."""
 import contextlib
 import datetime
+import itertools
 import json
 import math
 import os
@@ -266,22 +267,26 @@ def critical_batch(points):
 def seed_fits(study, fitted):
     """The critical-batch fit of each seed on its own, over the fitted sizes (rows) that every
     such seed brought to the target: (fits [(seed, B_crit or None, why it is not placed or None)],
-    those sizes). A seed that reached the target at the fewest of the sizes is left out while
-    the seeds share fewer than three; empty with fewer than two seeds left. So a seed not yet run
-    at some size narrows the sizes rather than leaving the spread over seeds unknown."""
+    those sizes). The seeds are the two or more that share the most sizes (three at least), the
+    most seeds among equals: a seed not yet run at some size waits rather than shrink the others'
+    fits to fewer sizes than the fit of the means has (with three sizes a seed's fit can land
+    outside them). Empty when no two seeds share three sizes."""
     per = {}
     for r in fitted:
         for rec in r["records"]:
             n = select_steps(study, rec)
             if n is not None:
                 per.setdefault(rec["seed"], {})[r["examples_per_step"]] = n
-    seeds = sorted(per)
-    while len(seeds) >= 2:
-        common = set.intersection(*(set(per[s]) for s in seeds))
-        if len(common) >= 3:
-            return [(s, *critical_batch(sorted((e, per[s][e]) for e in common))[1::2]) for s in seeds], sorted(common)
-        seeds.remove(min(seeds, key=lambda s: (len(per[s]), -s)))
-    return [], []
+    best = None  # (sizes shared, seeds)
+    for k in range(2, len(per) + 1):
+        for seeds in itertools.combinations(sorted(per), k):
+            common = set.intersection(*(set(per[s]) for s in seeds))
+            if len(common) >= 3 and (best is None or (len(common), k) > (len(best[0]), len(best[1]))):
+                best = (common, seeds)
+    if best is None:
+        return [], []
+    common, seeds = best
+    return [(s, *critical_batch(sorted((e, per[s][e]) for e in common))[1::2]) for s in seeds], sorted(common)
 
 
 def fmt_seed_fits(fits, sizes=()):
@@ -362,8 +367,8 @@ def write_critical_batch(study, rows, fits, L):
              "of B, and B_crit is where the steps are twice the fewest possible); the range is the spread of the "
              "fits leaving out one size at a time (4 or more sizes). A size whose sweep has not finished, or "
              "whose chosen point some seed did not bring to the target, is shown but left out of the fit. Per seed: the same fit of each seed on its own, "
-             "over the fitted sizes those seeds all brought to the target (three or more; a seed run at fewer sizes "
-             "is left out while it would leave fewer): the spread over seeds. "
+             "over the fitted sizes those seeds all brought to the target (the seeds that share the most sizes, three or "
+             "more; a seed not yet run at a size waits): the spread over seeds. "
              "`critical_batch.png` draws the fits.\n")
     several = len(study.variants) > 1
     if several:
