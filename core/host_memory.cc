@@ -1,9 +1,8 @@
 #include "core/host_memory.h"
 
 #include <cstdint>
-#include <cstdlib>
-#include <string>
 
+#include "base/env.h"
 #include "base/error.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -28,14 +27,8 @@ bool caching_wanted() {
 #ifdef ADA_ASAN
   return false;
 #else
-  const char* v = std::getenv("ADA_HOST_CACHE");
-  if (!v || !*v) return true;
-  const std::string s(v);
-  if (s == "1" || s == "on") return true;
-  if (s == "0" || s == "off") return false;
-  ADA_THROW(ConfigError) << "environment variable ADA_HOST_CACHE='" << s
-                         << "': use 1 (cache large host blocks, the default) or 0 (plain malloc)";
-  return true;
+  return env_switch("ADA_HOST_CACHE", true,
+                    "1 (cache large host blocks, the default) or 0 (plain malloc)");
 #endif
 }
 

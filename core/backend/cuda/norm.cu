@@ -6,10 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
-#include <string>
 #include <type_traits>
 
+#include "base/env.h"
 #include "core/backend/cuda/cuda_common.h"
 #include "core/backend/cuda/cuda_ops.h"
 #include "core/backend/cuda/kernel_util.cuh"
@@ -499,9 +498,10 @@ __global__ void bn_backward_rows_vec_kernel(const T* dy, const T* x, const T* y,
 // chunk's rows (two in flight). The flat kernels (bn_apply_kernel, bn_backward_apply_kernel)
 // give lane l of a warp the channels of vector l instead, so each per-channel coefficient load
 // of a warp touches up to 32 cache lines: by that count L1 bounds the 16-bit backward at about
-// 4 SM cycles an element for C >= 256 (its 32 double loads a vector), which is ResNet-50 b256's
-// channels-last batch-norm backward time on an H200 (2.5x NCHW's per element, whose warps share
-// one channel). The same arithmetic as the flat kernels, element for element.
+// 4 SM cycles an element for C >= 256 (its 32 double loads a vector): by that count most of
+// ResNet-50 b256's channels-last batch-norm backward time on an H200 (2.5x NCHW's per element,
+// whose warps share one channel; the new kernels not yet measured). The same arithmetic as the
+// flat kernels, element for element.
 // This lane's place in a rows pass (bn_lane's group, the chunk's rows [e0, e1)); active: it has a
 // group. walk(two, one) visits the lane's rows as the vector index q of its group in each row,
 // two at a time (two(q0, q1) loads both rows before storing either), one(q) for an odd last.
@@ -613,10 +613,9 @@ __global__ void bn_backward_apply_rows_kernel(const T* dy, const T* x, const T* 
 // ADA_CUDA_BN_ROWS_APPLY=0 runs the channels-last normalising passes as the flat kernels (the
 // same results), for A/B timing (`gpu_test.sh bn`).
 bool bn_rows_apply_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("ADA_CUDA_BN_ROWS_APPLY");
-    return !(e && std::string(e) == "0");
-  }();
+  static const bool on = env_switch(
+      "ADA_CUDA_BN_ROWS_APPLY", true,
+      "1 (channels-last normalising passes on rows, the default) or 0 (the flat kernels)");
   return on;
 }
 
