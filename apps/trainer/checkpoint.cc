@@ -454,6 +454,13 @@ std::string init_weights_from(comm::Communicator& world, nn::Model& model, const
     };
     list(fresh, "tensors not in it keep their initial values (a new head)");
     list(unused, "of its tensors match nothing in this model and are left out");
+    std::vector<std::string> fixed;  // new and frozen: random for the whole run
+    for (const auto& prm : model.parameters())
+      if (!prm.var.requires_grad() &&
+          std::find(fresh.begin(), fresh.end(), prm.name) != fresh.end())
+        fixed.push_back(prm.name);
+    list(fixed,
+         "of the new tensors are frozen (train.freeze), so they stay random for the whole run");
     return said;
   });
 }

@@ -175,6 +175,7 @@ RunSettings read_run_settings(const Config& root, const std::string& config_path
                                           "0 turns the check off");
   s.clip = t.get_in_or<double>("clip_grad_norm", s.clip, Range::at_least(0), "0 turns it off");
   s.init_from = t.get_or<std::string>("init_from", "");
+  s.freeze = t.get_or<std::vector<std::string>>("freeze", {});
   s.timeline = t.get_or<std::string>("timeline", "");
   s.tensorboard = t.get_or<std::string>("tensorboard", "");
   s.device = read_device(t, local_rank);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/config.h"
 #include "comm/bucketer.h"
@@ -47,8 +48,9 @@ struct RunSettings {
   double clip = 0;              // clip_grad_norm; 0: off
   bool skip_nonfinite = false;  // on_nonfinite: skip
   std::string timeline, init_from;
-  std::string tensorboard;  // train.tensorboard: a folder for event files; empty: none
-  Device device;            // train.device
+  std::vector<std::string> freeze;  // train.freeze: parameter names or prefixes kept fixed
+  std::string tensorboard;          // train.tensorboard: a folder for event files; empty: none
+  Device device;                    // train.device
   Precision precision = Precision::fp32;              // train.precision (core/precision.h)
   DType activations = DType::f32;                     // train.activations
   std::optional<optim::LossScaleOptions> loss_scale;  // train.loss_scale; absent: off

@@ -7,6 +7,7 @@
 
 #include "apps/common/version.h"
 #include "apps/trainer/evaluation.h"
+#include "apps/trainer/freeze.h"
 #include "apps/trainer/run_timeline.h"
 #include "base/atomic_file.h"
 #include "base/fault.h"
@@ -50,13 +51,13 @@ void Trainer::build() {
   const Config red = cfg.child("reducer");
   reducer_ = comm::builtin_reducers().get(red.get<std::string>("name"), red.where("name"))(red);
   build_model(cfg);
-  if (!args_.describe) build_data(cfg);
-  build_optimization(cfg);
-  cfg_.emplace(cfg);
-  if (args_.describe) {  // the data section is not read: no finish() check
+  if (args_.describe) {  // only the model is read: no data, no optimizer, no finish() check
     if (world_->rank() == 0) std::cout << model_->describe();
     return;
   }
+  build_data(cfg);
+  build_optimization(cfg);
+  cfg_.emplace(cfg);
   cfg.finish();  // every key was read by someone: typos stop here, on every rank alike
   build_step();
 }
@@ -78,7 +79,12 @@ void Trainer::build_model(const Config& cfg) {
         mc.where("channels_last"));
   model_->set_training_metrics(false);  // a training step reads only its loss (evaluation: all)
   model_->rng().set_state(s_.seed * 1000003ull + static_cast<uint64_t>(world_->rank()), 0);
-  params_ = model_->parameters();
+  if (!s_.freeze.empty()) {
+    const Frozen f = freeze_parameters(model_->parameters(), s_.freeze, cfg.where("train.freeze"));
+    log_info("train.freeze: {} parameter tensors ({} values) kept fixed, not trained", f.tensors,
+             f.elements);
+  }
+  params_ = trainable(model_->parameters());
 }
 
 void Trainer::build_data(const Config& cfg) {
@@ -115,8 +121,7 @@ void Trainer::build_optimization(Config& cfg) {
   optimizer_ = optim::make_optimizer(optim::builtin_optimizers(), cfg.child("optimizer"));
   const optim::ScheduleRegistry& schedules = optim::builtin_schedules();
   // A decaying schedule ends at the run's last step unless the config says otherwise.
-  if (!args_.describe && cfg.has("schedule") &&
-      optim::lacks_total_steps(schedules, cfg.child("schedule")))
+  if (cfg.has("schedule") && optim::lacks_total_steps(schedules, cfg.child("schedule")))
     cfg.set_override("schedule.total_steps=" + std::to_string(total_steps_),
                      std::string("derived from ") +
                          (s_.steps > 0 ? "train.steps" : "train.epochs x steps per epoch") + " = " +
@@ -144,7 +149,7 @@ void Trainer::build_step() {
   broadcast_model_state(*world_, *model_);
   if (!s_.device.is_cpu()) {
     model_->to(s_.device);
-    params_ = model_->parameters();
+    params_ = trainable(model_->parameters());
     uploader_ = std::make_unique<cuda::BatchUploader>(s_.device.index);
     log_info("device {} ({})", s_.device.str(), cuda::device_name(s_.device.index));
   }

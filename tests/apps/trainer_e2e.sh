@@ -7,7 +7,8 @@
 #               as an unbroken run of 20 steps;
 #   loss_scale — dynamic and static power-of-two loss scaling give the unscaled losses bit for
 #               bit, also across a resume, and the scale grows as its rule says;
-#   overrides — --set changes a value (and a misspelt one is rejected);
+#   overrides — --set changes a value (and a misspelt one is rejected); --describe prints the
+#               model without reading the data;
 #   bad       — a table of bad configs and command lines, each with the message expected;
 #   smoke     — every config in configs/ runs 2 steps on synthetic data with small shapes;
 #   timeline  — train.timeline writes one Chrome trace with both ranks, and buckets are reduced
@@ -18,7 +19,8 @@
 #   finetune  — pre-train a small BERT a few steps (synthetic MLM), fine-tune it for spam vs ham
 #               (data/spam, tools/fetch_data.sh spam) with train.init_from: the log names the
 #               new head and the MLM head left out; a from-scratch fine-tuning of 240 steps must
-#               beat the dev set's majority class (ham, 68.6 %) by 10 points;
+#               beat the dev set's majority class (ham, 68.6 %) by 10 points; a probe
+#               (train.freeze: the encoder) changes no frozen tensor and trains the head;
 #   squad     — the question-answering chain on a small SQuAD-format file made here (contexts of
 #               several windows): fine-tune (model.head question_answering, data.name squad),
 #               squad_predict writes predictions.json and EM/F1, squad_eval scores the file the
@@ -116,6 +118,34 @@ finetune)
     { cat init.txt; fail "the log does not name the new head"; }
   grep -q "match nothing in this model and are left out: cls.decoder_bias cls.transform.weight" init.txt ||
     { cat init.txt; fail "the log does not name the MLM head left out"; }
+  # A probe: the encoder loaded and frozen, only the new head (pooler, classifier) trains. The frozen
+  # tensors of its checkpoints equal the pre-trained ones bit for bit; the classifier moved
+  # between its first and last checkpoint.
+  mpi 2 "$trainer" "${ft[@]}" --set train.steps=3 --set schedule.warmup_steps=1 --set train.init_from=pretrained/checkpoints \
+    --set 'train.freeze=[embeddings, encoder]' --set checkpoint.every=1 --set checkpoint.keep=5 \
+    --set output.dir=probe > probe.txt 2>&1 || { cat probe.txt; fail "the probe run"; }
+  grep -q "train.freeze: 37 parameter tensors" probe.txt || { cat probe.txt; fail "the log does not count the frozen tensors"; }
+  # Freezing a new tensor too (the pooler: not in the checkpoint) is said in the log.
+  mpi 2 "$trainer" "${ft[@]}" --set train.steps=2 --set schedule.warmup_steps=1 --set train.init_from=pretrained/checkpoints \
+    --set 'train.freeze=[embeddings, encoder, pooler]' --set output.dir=probe_pooler > pooler.txt 2>&1 || { cat pooler.txt; fail "the probe run with a frozen pooler"; }
+  grep -q "2 of the new tensors are frozen (train.freeze), so they stay random for the whole run: pooler.weight pooler.bias" pooler.txt ||
+    { cat pooler.txt; fail "the log does not say that a frozen new tensor stays random"; }
+  /usr/bin/python3 - pretrained/checkpoints probe/checkpoints <<'PY' || fail "train.freeze changed a frozen tensor, or trained nothing"
+import glob, json, struct, sys
+def tensors(path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+    return {k: b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in h.items() if k != "__metadata__"}
+pre = tensors(sorted(glob.glob(sys.argv[1] + "/ckpt-*.safetensors"))[-1])
+probe = [tensors(p) for p in sorted(glob.glob(sys.argv[2] + "/ckpt-*.safetensors"))]
+assert len(probe) >= 2, "the probe run kept fewer than two checkpoints"
+frozen = [k for k in probe[0] if k.startswith(("model.embeddings.", "model.encoder."))]
+assert len(frozen) >= 30, frozen
+bad = [k for p in probe for k in frozen if p[k] != pre[k]]
+assert not bad, f"changed: {bad}"
+assert probe[0]["model.classifier.weight"] != probe[-1]["model.classifier.weight"], "the classifier did not train"
+print(f"finetune: {len(frozen)} frozen tensors equal the pre-trained ones bit for bit in {len(probe)} checkpoints; the classifier trained")
+PY
   # From scratch, 240 steps of 2 x 16 e-mails of 64 tokens (about 1.6 epochs).
   mpi 2 "$trainer" "${ft[@]}" --set train.steps=240 --set train.batch_per_rank=16 --set optimizer.lr=3e-4 \
     --set schedule.warmup_steps=24 --set train.eval_every=240 --set output.dir=scratch > scratch.txt 2>&1 ||
@@ -275,6 +305,13 @@ overrides)
   grep -q "lr: 0.01" o/config.yaml || fail "resolved config does not hold the override"
   [ "$(grep -c '"loss"' o/metrics.jsonl)" = 3 ] || fail "--set train.steps=3 not applied"
   echo "overrides: applied"
+  # --describe reads the model only: a config whose data is absent here and whose linear
+  # schedule needs the data's length still describes.
+  mpi 1 "$trainer" --config "$src/configs/bert_tiny_spam.yaml" --set data.path=nowhere.jsonl --describe > d.txt 2>&1 ||
+    { cat d.txt; fail "--describe of bert_tiny_spam.yaml"; }
+  grep -q "^classifier  Linear  params 258$" d.txt && grep -q "^total parameters: 4386178$" d.txt ||
+    { cat d.txt; fail "--describe printed no model"; }
+  echo "overrides: --describe prints the model alone"
   ;;
 bad)
   printf 'model: {name: lenet5\n' > broken.yaml
@@ -368,6 +405,13 @@ YAML
     --config mlm.yaml --set model.vocab_size=177
   check "data.seq_len (set by --set data.seq_len=600): 600 tokens per sequence, but the model has 512 positions" \
     --config mlm.yaml --set model.vocab_size=177 --set data.seq_len=600
+  check "train.freeze (set by --set train.freeze=[conv9]): 'conv9' names no parameter of the model; its parameters lie under conv1, conv2, fc1, fc2, fc3" \
+    --config tiny.yaml --set 'train.freeze=[conv9]'
+  check "train.freeze (set by --set train.freeze=[conv1, conv2, fc]): 'fc' names no parameter" \
+    --config tiny.yaml --set 'train.freeze=[conv1, conv2, fc]'
+  check "train.freeze (set by --set train.freeze=[conv1, conv2, fc1, fc2, fc3]): freezes every parameter of the model, so nothing would train" \
+    --config tiny.yaml --set 'train.freeze=[conv1, conv2, fc1, fc2, fc3]'
+  check "train.freeze (set by --set train.freeze=7)" --config tiny.yaml --set train.freeze=7
   exit $status
   ;;
 smoke)

@@ -94,7 +94,8 @@ TEST(RunSettings, ReadsEveryKey) {
                                             "reducer.bucket_mb=0.5",
                                             "reducer.first_bucket_mb=0.25",
                                             "train.timeline=t.json",
-                                            "train.init_from=ck"});
+                                            "train.init_from=ck",
+                                            "train.freeze=[embeddings, encoder]"});
   EXPECT_EQ(s.epochs, 3);
   EXPECT_EQ(s.steps, 0);
   EXPECT_EQ(s.batch, 8);
@@ -124,6 +125,7 @@ TEST(RunSettings, ReadsEveryKey) {
   EXPECT_EQ(s.buckets.first_bucket_bytes, 1 << 18);
   EXPECT_EQ(s.timeline, "t.json");
   EXPECT_EQ(s.init_from, "ck");
+  EXPECT_EQ(s.freeze, (std::vector<std::string>{"embeddings", "encoder"}));
   const RunSettings st = settings(kMinimal, {"train.loss_scale=128"});
   ASSERT_TRUE(st.loss_scale.has_value());
   EXPECT_FALSE(st.loss_scale->dynamic);
