@@ -5,6 +5,9 @@ factors as committed, shortened: RANKS ranks x 32 sequences of 128, PRETRAIN_STE
 seeds each; fine-tunes every checkpoint on SpamAssassin spam vs ham (configs/bert_tiny_spam.yaml,
 2 epochs, fine-tuning seeds FT_SEEDS) and also from scratch; and reports downstream test accuracy
 against the pre-training MLM loss (held-out data/mlm-eval), with Welch's t-test between the two.
+With --probe, every checkpoint (and a random encoder) is also probed: the same fine-tuning with
+the embeddings and encoder frozen (train.freeze) and only the new pooler and classifier trained,
+at LR PROBE_LR — what the encoder learnt, without the full fine-tuning relearning it.
 
 Nothing is chosen in this study (the recipes are fixed before the runs), so each fine-tuning is
 evaluated once, at its end, on the test split (train.eval_every larger than the run: only the
@@ -14,7 +17,7 @@ not committed).
 
     /usr/bin/python3 tools/downstream_study.py [--out docs/results/bert_tiny_downstream]
         [--ranks 2] [--pretrain-steps 300] [--seeds 1 2 3] [--ft-seeds 1 2 3] [--report-only]
-        [--device cpu|cuda] [--trainer T] [--mpirun M]
+        [--device cpu|cuda] [--trainer T] [--mpirun M] [--probe]
 
 --device cuda runs every pre-training and fine-tuning with train.device cuda (the ranks of a
 pre-training share the one GPU through MPI staging): `bash tools/gpu_test.sh downstream [STEPS]`
@@ -33,8 +36,12 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tools"))
 from study.report import noise_verdict, welch  # noqa: E402  (Welch's t-test: (difference, two-sided p))
 from study.run import gpu_name  # noqa: E402
+KINDS = ("finetune", "probe")  # the whole model trained; the encoder frozen, the head trained
 METHODS = {"lamb_average": "configs/bert_tiny_mlm_lamb.yaml",
            "lamb_adasum": "configs/bert_tiny_mlm_lamb_adasum.yaml"}
+# The probe's recipe (fixed before its runs: the head alone takes a larger LR than fine-tuning's).
+PROBE_LR = 1e-3
+PROBE = ["--set", "train.freeze=[embeddings, encoder]", "--set", f"optimizer.lr={PROBE_LR}"]
 MPI = ["mpirun", "--oversubscribe", "--bind-to", "none", "--mca", "mpi_yield_when_idle", "1"]
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMP_NUM_THREADS="1")
@@ -86,6 +93,9 @@ def main():
     ap.add_argument("--report-only", action="store_true")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--mpirun", default="mpirun")
+    ap.add_argument("--probe", action="store_true",
+                    help="also probe every checkpoint: the encoder frozen (train.freeze), the new head "
+                         f"trained at LR {PROBE_LR} (cells 'probe ...'; a second table)")
     a = ap.parse_args()
     mpi = [a.mpirun] + MPI[1:]
     device = ["--set", f"train.device={a.device}"] if a.device != "cpu" else []
@@ -110,30 +120,30 @@ def main():
                 key = f"pretrain {method} seed {seed} ranks {a.ranks} steps {steps}{dev_key}"
                 if a.report_only and key not in cells:
                     continue
-                ft_missing = any(f"finetune {method} seed {seed} ft {ft} ranks {a.ranks} steps {steps}"
-                                 f"{dev_key}" not in cells for ft in a.ft_seeds)
+                ft_missing = any(f"{kind} {method} seed {seed} ft {ft} ranks {a.ranks} steps {steps}"
+                                 f"{dev_key}" not in cells for kind in KINDS[:2 if a.probe else 1]
+                                 for ft in a.ft_seeds)
                 if ft_missing and not a.report_only and not os.path.isdir(os.path.join(REPO, pre_dir, "checkpoints")):
                     cells.pop(key, None)  # runs/ is gone (a new session): pre-train again (bitwise the same on a CPU)
                 pre = run_cell(cells, path, key, cmd, pre_dir)
-            for ft in a.ft_seeds:
-                ft_dir = f"runs/downstream/finetune-{method}-s{seed}-f{ft}"
+            for kind, ft in [(k, f) for k in KINDS[:2 if a.probe else 1] for f in a.ft_seeds]:
+                ft_dir = f"runs/downstream/{kind}-{method}-s{seed}-f{ft}"
                 cmd = [a.trainer] + ft_common + device + ["--set", f"train.seed={ft}",
                                                           "--set", f"output.dir={ft_dir}"]
+                if kind == "probe":
+                    cmd += PROBE
                 if cfg:
                     cmd += ["--set", f"train.init_from={pre_dir}/checkpoints"]
-                key = (f"finetune {method} seed {seed} ft {ft}" +
+                key = (f"{kind} {method} seed {seed} ft {ft}" +
                        (f" ranks {a.ranks} steps {steps}" if cfg else "") + dev_key)
                 if a.report_only and key not in cells:
                     continue
                 c = run_cell(cells, path, key, cmd, ft_dir)
-                rows.append((method, seed, ft, pre["eval_mlm_loss"] if pre else None, c["eval_accuracy"]))
+                rows.append((kind, method, seed, ft, pre["eval_mlm_loss"] if pre else None, c["eval_accuracy"]))
     report(a, cells, rows)
 
 
 def report(a, cells, rows):
-    by = {}
-    for method, seed, ft, mlm, acc in rows:
-        by.setdefault(method, []).append((seed, ft, mlm, acc))
     cpus = sorted({f"{c.get('cpu', '?')} ({c.get('cores', 2)} cores)" +
                    (f" with one {c['gpu']}" if "gpu" in c else "") for c in cells.values()})
     commits = sorted({c.get("commit", "?") for c in cells.values()})
@@ -142,12 +152,34 @@ def report(a, cells, rows):
              f"{a.pretrain_steps} steps (LAMB at the committed configs' LR, warm-up a tenth), "
              "seeds " + ", ".join(map(str, a.seeds)) + "; fine-tuning: `configs/bert_tiny_spam.yaml`, "
              "2 epochs, seeds " + ", ".join(map(str, a.ft_seeds)) + ", evaluated once at the end on "
-             "the test split (628 e-mails; ham is 70.2 %). Nothing was chosen on these runs.", "",
+             "the test split (628 e-mails; ham is 70.2 %)"
+             + (f"; the probe: the same with the embeddings and encoder frozen (`train.freeze`) and "
+                f"LR {PROBE_LR}, only the pooler and classifier trained" if a.probe else "")
+             + ". Nothing was chosen on these runs.", "",
              f"Machine: {', '.join(cpus)}. Trainer commit(s): {', '.join(commits)} "
              "(the trainer's sources are the same in all). Regenerate: `/usr/bin/python3 "
              f"tools/downstream_study.py --ranks {a.ranks} --pretrain-steps {a.pretrain_steps}"
-             + (f" --device {a.device}" if a.device != "cpu" else "") + "` "
-             "(cells cached in cells.json; `--report-only` redraws).", "",
+             + (f" --device {a.device}" if a.device != "cpu" else "") + (" --probe" if a.probe else "")
+             + "` (cells cached in cells.json; `--report-only` redraws)."]
+    for kind in KINDS:
+        mine = [r[1:] for r in rows if r[0] == kind]
+        if mine:
+            lines += [""] + kind_section(kind, mine)
+    lines += ["", "No choice was made on these runs (the recipes were fixed before them), so no "
+              "validation split was needed; each fine-tuning read the test split once, at its end."]
+    open(os.path.join(a.out, "report.md"), "w").write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def kind_section(kind, rows):
+    """The table, cells and comparisons of one kind of fine-tuning (rows: method, pre-training
+    seed, fine-tuning seed, MLM loss, test accuracy)."""
+    by = {}
+    for method, seed, ft, mlm, acc in rows:
+        by.setdefault(method, []).append((seed, ft, mlm, acc))
+    what = "Fine-tuning (every parameter trained)" if kind == "finetune" else \
+        "Probe (embeddings and encoder frozen, pooler and classifier trained)"
+    lines = [f"## {what}", "",
              "| pre-training | MLM loss (held out), mean ± sd over seeds | test accuracy %, mean ± sd over all fine-tunings | n |",
              "|---|---|---|---|"]
     accs = {}
@@ -182,10 +214,7 @@ def report(a, cells, rows):
             if w:
                 lines.append(f"{m} minus no pre-training: {w[0]:+.2f} points (Welch's p {w[1]:.2g}; "
                              f"per-checkpoint means against the scratch fine-tunings): {noise_verdict(w[1])}.")
-    lines += ["", "No choice was made on these runs (the recipes were fixed before them), so no "
-              "validation split was needed; each fine-tuning read the test split once, at its end."]
-    open(os.path.join(a.out, "report.md"), "w").write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    return lines
 
 
 if __name__ == "__main__":

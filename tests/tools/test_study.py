@@ -4,7 +4,8 @@ study files, aggregation and divergence, choices on a validation figure with tes
 the chosen points only, Welch's t-test against the baseline, provenance (pure), then tiny real
 studies (LeNet-5 on synthetic data, a few steps, 1 and 2 ranks) for running, caching by
 settings and trainer version, resuming, reruns after a change, divergence, failures and a
-validation split choosing the sweep point.
+validation split choosing the sweep point; and the downstream study's report
+(tools/downstream_study.py --report-only, with and without --probe).
 
     /usr/bin/python3 tests/tools/test_study.py TRAINER_BINARY   (CTest runs it)
 """
@@ -14,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -983,6 +985,38 @@ class EndToEnd(unittest.TestCase):
         self.assertIn("--resume auto", cell["command"])
         self.assertIn("resume_cells must be true or false", self.run_study(text.replace(
             "resume_cells: true", "resume_cells: sometimes"))[1])
+
+
+class DownstreamReport(unittest.TestCase):
+    """tools/downstream_study.py --report-only: the committed cells regenerate the committed
+    report, and --probe adds the probe's table from 'probe' cells."""
+
+    def report(self, cells, *extra):
+        with tempfile.TemporaryDirectory() as out:
+            json.dump(cells, open(os.path.join(out, "cells.json"), "w"))
+            subprocess.run([sys.executable, os.path.join(ROOT, "tools", "downstream_study.py"), "--report-only",
+                            "--out", out] + list(extra), check=True, capture_output=True)
+            return open(os.path.join(out, "report.md")).read()
+
+    def test_committed_report_and_the_probe_section(self):
+        base = os.path.join(ROOT, "docs", "results", "bert_tiny_downstream")
+        cells = json.load(open(os.path.join(base, "cells.json")))
+        text = self.report(cells)
+        self.assertEqual(text, open(os.path.join(base, "report.md")).read())
+        self.assertIn("## Fine-tuning (every parameter trained)", text)
+        self.assertNotIn("## Probe", text)
+        probe = dict(cells)
+        for k, v in cells.items():
+            if k.startswith("finetune "):
+                acc = 0.75 if "lamb_adasum" in k else 0.70 if "lamb_average" in k else 0.686
+                probe["probe " + k[len("finetune "):]] = dict(v, eval_accuracy=acc)
+        text = self.report(probe, "--probe")
+        section = text[text.index("## Probe (embeddings and encoder frozen, pooler and classifier trained)"):]
+        self.assertIn("| lamb_adasum | 6.6004 ± 0.0238 | 75.00 ± 0.00 | 9 |", section)
+        self.assertIn("| scratch | — | 68.60 ± 0.00 | 3 |", section)
+        self.assertIn("Adasum minus averaging, test accuracy: +5.00 points", section)
+        self.assertIn("the probe: the same with the embeddings and encoder frozen", text)
+        self.assertIn("--probe` (cells cached", text)
 
 
 if __name__ == "__main__":
