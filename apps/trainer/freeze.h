@@ -1,8 +1,8 @@
 // train.freeze: parameters kept as they are (loaded by train.init_from, or as initialised) while
 // the rest train — e.g. a probe of a pre-trained BERT: [embeddings, encoder] frozen, the new
-// pooler and classifier learning. A frozen parameter stops requiring grad, so backward neither computes nor
-// reduces its gradient, and the optimizer, the reducer and the sync never see it; it stays in
-// the model's state (checkpoints, the broadcast of rank 0's weights). Buffers are not
+// pooler and classifier learning. A frozen parameter stops requiring grad, so backward neither
+// computes nor reduces its gradient, and the optimizer, the reducer and the sync never see it; it
+// stays in the model's state (checkpoints, the broadcast of rank 0's weights). Buffers are not
 // parameters: batch norm's running statistics still follow the batches in training mode.
 #pragma once
 
