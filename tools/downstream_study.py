@@ -97,6 +97,7 @@ def main():
                     help="also probe every checkpoint: the encoder frozen (train.freeze), the new head "
                          f"trained at LR {PROBE_LR} (cells 'probe ...'; a second table)")
     a = ap.parse_args()
+    kinds = KINDS if a.probe else KINDS[:1]
     mpi = [a.mpirun] + MPI[1:]
     device = ["--set", f"train.device={a.device}"] if a.device != "cpu" else []
     dev_key = f" device {a.device}" if a.device != "cpu" else ""  # CPU cells keep their keys
@@ -121,12 +122,11 @@ def main():
                 if a.report_only and key not in cells:
                     continue
                 ft_missing = any(f"{kind} {method} seed {seed} ft {ft} ranks {a.ranks} steps {steps}"
-                                 f"{dev_key}" not in cells for kind in KINDS[:2 if a.probe else 1]
-                                 for ft in a.ft_seeds)
+                                 f"{dev_key}" not in cells for kind in kinds for ft in a.ft_seeds)
                 if ft_missing and not a.report_only and not os.path.isdir(os.path.join(REPO, pre_dir, "checkpoints")):
                     cells.pop(key, None)  # runs/ is gone (a new session): pre-train again (bitwise the same on a CPU)
                 pre = run_cell(cells, path, key, cmd, pre_dir)
-            for kind, ft in [(k, f) for k in KINDS[:2 if a.probe else 1] for f in a.ft_seeds]:
+            for kind, ft in [(k, f) for k in kinds for f in a.ft_seeds]:
                 ft_dir = f"runs/downstream/{kind}-{method}-s{seed}-f{ft}"
                 cmd = [a.trainer] + ft_common + device + ["--set", f"train.seed={ft}",
                                                           "--set", f"output.dir={ft_dir}"]
