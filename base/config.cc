@@ -348,10 +348,10 @@ struct VectorOf<std::vector<E>> {
 };
 
 template <class E>
-const char* list_name() {
-  if constexpr (std::is_same_v<E, std::string>) return "a list of strings";
-  if constexpr (std::is_same_v<E, double>) return "a list of numbers";
-  return "a list of integers";
+const char* list_name() {  // what the key takes, with an example in YAML's flow form
+  if constexpr (std::is_same_v<E, std::string>) return "a list of strings such as [a, b]";
+  if constexpr (std::is_same_v<E, double>) return "a list of numbers such as [0.5, 2]";
+  return "a list of integers such as [1, 2]";
 }
 
 template <class T>
@@ -361,7 +361,7 @@ T convert(const ConfigState& s, const std::string& path, const YAML::Node& key,
     using E = typename VectorOf<T>::element;
     if (!v.IsSequence()) {
       ADA_THROW(ConfigError) << located(s, path, key, v) << ": expected " << list_name<E>()
-                             << " such as [1, 2], got " << describe(v);
+                             << ", got " << describe(v);
     }
     T out;
     out.reserve(v.size());

@@ -411,7 +411,8 @@ YAML
     --config tiny.yaml --set 'train.freeze=[conv1, conv2, fc]'
   check "train.freeze (set by --set train.freeze=[conv1, conv2, fc1, fc2, fc3]): freezes every parameter of the model, so nothing would train" \
     --config tiny.yaml --set 'train.freeze=[conv1, conv2, fc1, fc2, fc3]'
-  check "train.freeze (set by --set train.freeze=7)" --config tiny.yaml --set train.freeze=7
+  check "train.freeze (set by --set train.freeze=conv1): expected a list of strings such as [a, b], got 'conv1'" \
+    --config tiny.yaml --set train.freeze=conv1
   exit $status
   ;;
 smoke)

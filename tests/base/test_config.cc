@@ -124,6 +124,10 @@ TEST(Config, WrongTypeSaysWhereAndWhat) {
       HasSubstr("optimizer.milestones[1] (line 9, column 20): expected an integer, got 'sixty'"));
   EXPECT_THAT(error_of<ConfigError>([&] { opt.get<std::vector<int>>("single"); }),
               HasSubstr("expected a list of integers such as [1, 2], got '3'"));
+  EXPECT_THAT(error_of<ConfigError>([&] { opt.get<std::vector<std::string>>("single"); }),
+              HasSubstr("expected a list of strings such as [a, b], got '3'"));
+  EXPECT_THAT(error_of<ConfigError>([&] { opt.get<std::vector<double>>("single"); }),
+              HasSubstr("expected a list of numbers such as [0.5, 2], got '3'"));
   EXPECT_THAT(error_of<ConfigError>([&] { opt.get<std::string>("section"); }),
               HasSubstr("optimizer.section (line 11, column 3): expected a string, got a mapping"));
   EXPECT_THAT(error_of<ConfigError>([&] { opt.get<double>("empty"); }),
