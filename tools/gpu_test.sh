@@ -328,6 +328,15 @@ if [[ "$what" == convsurvey ]]; then
   .gpu/bin/conv_survey 2>&1 | tee "$out/conv_survey.log"
   status=${PIPESTATUS[0]}
 fi
+# A long stage run under `timeout LIMIT` stops itself before the device tool's limit so that its
+# cells come back: its exit 124 is that planned stop, not a failure. Usage: planned_stop NAME LIMIT
+# (after status=${PIPESTATUS[0]}).
+planned_stop() {
+  if [[ $status -eq 124 ]]; then
+    echo "gpu_test: $1 stopped after $2 s, as planned"
+    status=0
+  fi
+}
 if [[ "$what" == downstream ]]; then
   [[ -f .gpu/data-downstream.tar.gz ]] ||
     { echo "gpu_test: .gpu/data-downstream.tar.gz missing: run tools/gpu_bundle.sh --downstream" >&2; exit 2; }
@@ -340,6 +349,7 @@ if [[ "$what" == downstream ]]; then
     --trainer .gpu/bin/trainer --mpirun .gpu/bin/mpirun --pretrain-steps "${2:-3000}" --probe \
     --out "$ds" 2>&1 | tee "$out/downstream.log"
   status=${PIPESTATUS[0]}
+  planned_stop downstream "${ADA_DOWNSTREAM_S:-530}"
   mkdir -p "$out/bert_tiny_downstream_gpu" && cp -r "$ds"/. "$out/bert_tiny_downstream_gpu/"
 fi
 if [[ "$what" == study ]]; then
@@ -353,16 +363,13 @@ if [[ "$what" == study ]]; then
   IFS=';' read -ra specs <<< "$filter"
   for s in "${specs[@]}"; do [[ "$s" == "*" || -z "$s" ]] || only+=(--only "$s"); done
   # The runner skips the cells the committed cells.json has (any trainer version: the cells
-  # record each binary's commit); timeout stops it before the device tool's limit (exit 124,
-  # reported as such below, not as a failure), and a cell cut short runs again next time.
+  # record each binary's commit); timeout stops it before the device tool's limit (a planned
+  # stop), and a cell cut short runs again next time.
   OMP_NUM_THREADS=1 timeout "${ADA_STUDY_S:-530}" python3 tools/study.py "studies/$name.yaml" \
     --no-build --no-fetch --any-trainer --device cuda --trainer .gpu/bin/trainer \
     --mpirun .gpu/bin/mpirun "${only[@]}" 2>&1 | tee "$out/study.log"
   status=${PIPESTATUS[0]}
-  if [[ $status -eq 124 ]]; then
-    echo "gpu_test: study stopped after ${ADA_STUDY_S:-530} s, as planned"
-    status=0
-  fi
+  planned_stop study "${ADA_STUDY_S:-530}"
   for f in runs/studies/"$name"/*/study_cell.json; do
     [[ -e "$f" ]] || continue
     d=$(dirname "$f") && mkdir -p "$out/study/$(basename "$d")"
