@@ -10,7 +10,8 @@ of our nn/models/bert.cc and of its name mapping (nn/models/bert_hf.cc), so a wr
 as a wrong loss in tests/nn/test_bert_hf.cc. No transformers package in Debian: on a lent GPU
 machine with transformers, tools/gpu_test.sh compares with BertForPreTraining itself.
 The second: the same encoder with BertForSequenceClassification's head (classifier.*, 3 classes)
-and BertForQuestionAnswering's (qa_outputs.*), a batch with label / start_position /
+and BertForQuestionAnswering's (qa_outputs.*), the classifier on mean pooling (model.pooling:
+mean, ours alone), a batch with label / start_position /
 end_position, each head's float64 logits and loss, and the gradients of each loss for a few
 weights (the heads', the pooler's, layers' deep in the encoder, the word embeddings).
 
@@ -119,6 +120,12 @@ GRAD_OF = {"classification": ["classifier.weight", "classifier.bias", "bert.pool
                               "bert.encoder.layer.1.output.dense.weight",
                               "bert.encoder.layer.0.attention.self.query.weight",
                               "bert.embeddings.word_embeddings.weight"],
+           # model.pooling: mean (ours alone; no HF model): the classifier on the mean of the
+           # encoder's outputs over the attended tokens, no pooler.
+           "classification_mean": ["classifier.weight", "classifier.bias",
+                                   "bert.encoder.layer.1.output.dense.weight",
+                                   "bert.encoder.layer.0.attention.self.key.weight",
+                                   "bert.embeddings.word_embeddings.weight"],
            "question_answering": ["qa_outputs.weight", "qa_outputs.bias",
                                   "bert.encoder.layer.1.output.dense.weight",
                                   "bert.encoder.layer.0.attention.self.value.weight",
@@ -127,7 +134,8 @@ GRAD_OF = {"classification": ["classifier.weight", "classifier.bias", "bert.pool
 
 def head_twins(sd, b):
     """Each head's logits, loss and gradients (BertForSequenceClassification with dropout off:
-    classifier(pooled); BertForQuestionAnswering: qa_outputs on every token, split into start
+    classifier(pooled); the same classifier on the masked mean of the encoder's outputs;
+    BertForQuestionAnswering: qa_outputs on every token, split into start
     and end logits [B, S], loss (CE(start) + CE(end)) / 2)."""
     out = []
     for head, names in GRAD_OF.items():
@@ -137,6 +145,12 @@ def head_twins(sd, b):
             logits = pooled @ W["classifier.weight"].t() + W["classifier.bias"]
             loss = F.cross_entropy(logits, b["label"])
             out += [("twin/classification_logits", logits.detach().float())]
+        elif head == "classification_mean":
+            m = b["attention_mask"].double()[:, :, None]  # [B, S, 1]
+            pooled = (x * m).sum(1) / m.sum(1)
+            logits = pooled @ W["classifier.weight"].t() + W["classifier.bias"]
+            loss = F.cross_entropy(logits, b["label"])
+            out += [("twin/classification_mean_logits", logits.detach().float())]
         else:
             both = x @ W["qa_outputs.weight"].t() + W["qa_outputs.bias"]  # [B, S, 2]
             start, end = both[..., 0], both[..., 1]

@@ -3,7 +3,10 @@
 //   pretraining (default): MLM head (transform + LayerNorm + decoder tied to the word embeddings
 //     + bias) evaluated only at masked positions, optional NSP head with pooler;
 //   classification: pooled [CLS] (pooler: dense + tanh) -> dropout -> `classifier` [C, H],
-//     cross-entropy against "label" [B] (BertForSequenceClassification);
+//     cross-entropy against "label" [B] (BertForSequenceClassification); with model.pooling:
+//     mean, the mean of the encoder's outputs over the attended tokens (attention_mask) instead
+//     of the pooler (no pooler: a linear probe of a frozen encoder then reads what the MLM head
+//     trained, where [CLS] gets no training signal without NSP);
 //   question_answering: `qa_outputs` [2, H] on every token -> start and end logits [B, S], loss
 //     the mean of the two cross-entropies against "start_position" / "end_position" [B]
 //     (BertForQuestionAnswering); the logits are also returned (ModelOutput::outputs), and are
@@ -32,6 +35,7 @@ struct BertConfig {
   bool recompute_attention_dropout = false, recompute_gelu = false;
   std::string head = "pretraining";  // pretraining | classification | question_answering
   int64_t num_classes = 2;           // classification
+  bool mean_pooling = false;         // classification: model.pooling: mean
 };
 
 std::shared_ptr<Linear> bert_linear(int64_t in, int64_t out, Generator& g, float std) {
@@ -115,7 +119,7 @@ class Bert : public Model {
     for (int64_t l = 0; l < c.layers; ++l)
       layers_.push_back(
           enc->add("layer" + std::to_string(l), std::make_shared<EncoderLayer>(c, g)));
-    if (c.nsp || c.head == "classification")
+    if (c.nsp || (c.head == "classification" && !c.mean_pooling))
       pooler_ = register_module("pooler", bert_linear(c.hidden, c.hidden, g, c.init_std));
     if (c.head == "classification") {
       classifier_ =
@@ -183,6 +187,32 @@ class Bert : public Model {
                          Tensor::from_vector<int64_t>(firsts, {b}).to(x.value().device()));
   }
 
+  // The mean [B, H] of each row's encoder outputs over its attended tokens (attention_mask 1; all
+  // tokens without a mask): one [B, 1, S] x [B, S, H] product by constant weights 1/count.
+  Variable mean_rows(const TensorMap& batch, const Variable& x) const {
+    const int64_t b = x.value().size(0), s = x.value().size(1);
+    std::vector<float> w(static_cast<size_t>(b * s), 1.f / static_cast<float>(s));
+    auto mask_it = batch.find("attention_mask");
+    if (mask_it != batch.end()) {
+      ADA_CHECK_ARG(mask_it->second.shape() == (Shape{b, s}), ShapeError)
+          << "bert: attention_mask " << mask_it->second.str() << " must be [" << b << ", " << s
+          << "]";
+      // 0 where a token is attended to, as the encoder reads the mask.
+      const Tensor bias = MultiHeadAttention::key_bias(mask_it->second, Device::cpu());
+      const float* kv = bias.data<float>();
+      for (int64_t i = 0; i < b; ++i) {
+        float count = 0;
+        for (int64_t j = 0; j < s; ++j) count += kv[i * s + j] == 0.f;
+        ADA_CHECK_ARG(count > 0, ShapeError)
+            << "bert: example " << i << " attends to no token (attention_mask all 0)";
+        for (int64_t j = 0; j < s; ++j) w[i * s + j] = kv[i * s + j] == 0.f ? 1.f / count : 0.f;
+      }
+    }
+    Tensor weights = Tensor::from_vector<float>(w, {b, 1, s}).to(x.value().device());
+    if (weights.dtype() != x.value().dtype()) weights = ops::to_dtype(weights, x.value().dtype());
+    return fn::reshape(fn::bmm(Variable(weights), x), {b, c_.hidden});
+  }
+
   // The values of a [B] integer label field, each checked to lie in [0, limit).
   std::vector<int64_t> label_values(const TensorMap& batch, const char* name, int64_t b,
                                     int64_t limit, const char* what) const {
@@ -204,8 +234,9 @@ class Bert : public Model {
     const int64_t b = x.value().size(0);
     label_values(batch, "label", b, c_.num_classes, "set model.num_classes");
     const Tensor& label = field(batch, "label");
-    Variable pooled = dropout_->forward(fn::tanh(pooler_->forward(cls_rows(x))), rng_);
-    Variable logits = classifier_->forward(pooled);
+    Variable pooled =
+        c_.mean_pooling ? mean_rows(batch, x) : fn::tanh(pooler_->forward(cls_rows(x)));
+    Variable logits = classifier_->forward(dropout_->forward(pooled, rng_));
     ModelOutput out;
     out.loss = cross_entropy_loss(logits, label);
     out.outputs["logits"] = ops::to_dtype(logits.value(), DType::f32);
@@ -374,11 +405,20 @@ std::unique_ptr<Model> make_bert(const Config& cfg, uint64_t seed) {
   ADA_CHECK_ARG(!c.nsp || c.head == "pretraining", ConfigError)
       << cfg.where("nsp") << ": the NSP head belongs to head: pretraining, not " << c.head
       << "; remove nsp";
-  if (c.head == "classification")
+  if (c.head == "classification") {
     c.num_classes = cfg.get_in_or<int64_t>("num_classes", c.num_classes, Range::at_least(2));
-  else
-    ADA_CHECK_ARG(!cfg.has("num_classes"), ConfigError)
-        << cfg.where("num_classes") << ": only BERT's head: classification has classes; remove it";
+    const std::string pooling = cfg.get_or<std::string>("pooling", "cls");
+    ADA_CHECK_ARG(pooling == "cls" || pooling == "mean", ConfigError)
+        << cfg.where("pooling") << ": unknown pooling '" << pooling
+        << "'; known: cls (the pooler, dense + tanh, on [CLS]: the default, as Hugging Face's "
+           "BertForSequenceClassification), mean (the mean of the encoder's outputs over the "
+           "attended tokens, no pooler)";
+    c.mean_pooling = pooling == "mean";
+  } else {
+    for (const auto& [key, what] : {std::pair{"num_classes", "classes"}, {"pooling", "a pooling"}})
+      ADA_CHECK_ARG(!cfg.has(key), ConfigError)
+          << cfg.where(key) << ": only BERT's head: classification has " << what << "; remove it";
+  }
   ADA_CHECK_ARG(c.hidden % c.heads == 0, ConfigError)
       << cfg.where("heads") << ": hidden " << c.hidden << " is not divisible by " << c.heads
       << " heads";

@@ -150,6 +150,13 @@ NamedTensors import_hf_bert(const NamedTensors& hf) {
 }
 
 NamedTensors export_hf_bert(const NamedTensors& ours) {
+  // A classifier without a pooler is model.pooling: mean, which BertForSequenceClassification
+  // (pooled [CLS]) cannot express: exported, it would load with a random pooler and compute
+  // another function.
+  ADA_CHECK_ARG(!ours.contains("classifier.weight") || ours.contains("pooler.weight"), IoError)
+      << ours.source << ": a classifier without a pooler (model.pooling: mean) has no Hugging Face "
+      << "equivalent (BertForSequenceClassification pools [CLS] through bert.pooler); export "
+         "the pre-training checkpoint it was fine-tuned from, or fine-tune with pooling: cls";
   NamedTensors out;
   out.source = ours.source;
   out.metadata["format"] = "pt";  // what transformers' from_pretrained expects of safetensors

@@ -24,7 +24,8 @@ bool is_hf_bert(const NamedTensors& tensors);
 // either is not tied: our decoder is the word embeddings); "gamma"/"beta" of TF-converted
 // checkpoints read as weight/bias. IoError naming the file and the tensor for any other name.
 NamedTensors import_hf_bert(const NamedTensors& hf);
-// Our BERT's tensors under BertForPreTraining's names (what from_pretrained reads).
+// Our BERT's tensors under BertForPreTraining's names (what from_pretrained reads); IoError for
+// a classifier without a pooler (model.pooling: mean: no Hugging Face model computes it).
 NamedTensors export_hf_bert(const NamedTensors& ours);
 
 }  // namespace ada::nn

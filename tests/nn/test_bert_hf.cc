@@ -120,6 +120,21 @@ TEST_F(BertHfGolden, ExportGivesBackTheHuggingFaceTensors) {
   EXPECT_EQ(compared, back.tensors.size());
 }
 
+TEST(BertHfExport, AMeanPooledClassifierIsRefused) {
+  // model.pooling: mean has a classifier and no pooler: BertForSequenceClassification would load
+  // it with a random pooler and compute something else.
+  NamedTensors ours;
+  ours.source = "ckpt.safetensors";
+  ours.tensors.emplace_back("classifier.weight", Tensor::zeros({2, 4}));
+  ours.tensors.emplace_back("classifier.bias", Tensor::zeros({2}));
+  EXPECT_NE(ada::testing::error_of<IoError>([&] {
+              export_hf_bert(ours);
+            }).find("ckpt.safetensors: a classifier without a pooler (model.pooling: mean)"),
+            std::string::npos);
+  ours.tensors.emplace_back("pooler.weight", Tensor::zeros({4, 4}));
+  EXPECT_TRUE(export_hf_bert(ours).contains("classifier.weight"));
+}
+
 TEST_F(BertHfGolden, BertModelWithoutHeadsLoadsTheEncoder) {
   NamedTensors encoder;
   for (const auto& [name, t] : hf_.tensors)
@@ -171,9 +186,14 @@ class BertHfHeads : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     ASSERT_NO_FATAL_FAILURE(load_hf_golden("bert_hf_heads", &g_, &batch_, &hf_));
   }
+  // "classification_mean": head: classification with pooling: mean.
   std::unique_ptr<Model> model(const std::string& head) {
     std::string yaml = ada::testing::golden_meta(g_, "model_config", kRegenerate);
-    yaml += "head: " + head + "\n" + (head == "classification" ? "num_classes: 3\n" : "");
+    if (head == "question_answering")
+      yaml += "head: question_answering\n";
+    else
+      yaml += "head: classification\nnum_classes: 3\n" +
+              std::string(head == "classification_mean" ? "pooling: mean\n" : "");
     return builtin_models().get("bert")(Config::parse(yaml, "golden"), 5);
   }
   // |got - want| <= atol + rtol |want| elementwise.
@@ -194,12 +214,15 @@ TEST_P(BertHfHeads, LogitsLossAndGradientsOfTheTwin) {
   std::vector<std::string> unused;
   const std::vector<std::string> fresh = m->load_present(import_hf_bert(hf_), &unused);
   EXPECT_TRUE(fresh.empty()) << "left at their initial values: " << fresh.front();
-  // The other head's tensors match nothing here (BertForQuestionAnswering has no pooler).
+  // The other heads' tensors match nothing here (BertForQuestionAnswering and mean pooling have
+  // no pooler).
   std::sort(unused.begin(), unused.end());
-  const std::vector<std::string> want_unused =
-      head == "classification" ? std::vector<std::string>{"qa_outputs.bias", "qa_outputs.weight"}
-                               : std::vector<std::string>{"classifier.bias", "classifier.weight",
-                                                          "pooler.bias", "pooler.weight"};
+  std::vector<std::string> want_unused = {"classifier.bias", "classifier.weight", "pooler.bias",
+                                          "pooler.weight"};
+  if (head == "classification")
+    want_unused = {"qa_outputs.bias", "qa_outputs.weight"};
+  else if (head == "classification_mean")
+    want_unused = {"pooler.bias", "pooler.weight", "qa_outputs.bias", "qa_outputs.weight"};
   EXPECT_EQ(unused, want_unused);
   m->train(false);  // dropout off, as the twin
   const ModelOutput out = m->forward(batch_);
@@ -209,13 +232,12 @@ TEST_P(BertHfHeads, LogitsLossAndGradientsOfTheTwin) {
   EXPECT_NEAR(out.loss.value().item(), twin_loss, 1e-5 * std::fabs(twin_loss));
   EXPECT_NEAR(out.metric("loss").sum / out.metric("loss").count, twin_loss,
               1e-5 * std::fabs(twin_loss));
-  if (head == "classification") {
+  if (head != "question_answering") {
+    const Tensor& want = g_.at("twin/" + head + "_logits");
     ASSERT_EQ(out.outputs.at("logits").shape(), (Shape{b, 3}));
-    expect_close(out.outputs.at("logits"), g_.at("twin/classification_logits"), 2e-5, 1e-5,
-                 "logits");
+    expect_close(out.outputs.at("logits"), want, 2e-5, 1e-5, "logits");
     EXPECT_EQ(out.metric("accuracy").count, b);
-    EXPECT_EQ(out.metric("accuracy").sum,
-              count_correct(g_.at("twin/classification_logits"), batch_.at("label")).first);
+    EXPECT_EQ(out.metric("accuracy").sum, count_correct(want, batch_.at("label")).first);
   } else {
     for (const char* k : {"start_logits", "end_logits"}) {
       ASSERT_EQ(out.outputs.at(k).shape(), (Shape{b, s})) << k;
@@ -251,7 +273,8 @@ TEST_P(BertHfHeads, LogitsLossAndGradientsOfTheTwin) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Heads, BertHfHeads,
-                         ::testing::Values("classification", "question_answering"));
+                         ::testing::Values("classification", "classification_mean",
+                                           "question_answering"));
 
 TEST(BertHeads, BadConfigsAndLabelsAreNamed) {
   auto make = [](const std::string& yaml) {
@@ -286,6 +309,22 @@ TEST(BertHeads, BadConfigsAndLabelsAreNamed) {
   EXPECT_EQ(cls->num_classes(), 2);
   TensorMap nolabel{{"input_ids", Tensor::from_vector<int64_t>({2, 7, 9, 3}, {1, 4})}};
   EXPECT_THROW(cls->forward(nolabel), Error);
+  EXPECT_NE(ada::testing::error_of<ConfigError>([&] {
+              make(base + "head: classification\npooling: max\n");
+            }).find("unknown pooling 'max'; known: cls"),
+            std::string::npos);
+  EXPECT_NE(ada::testing::error_of<ConfigError>([&] {
+              make(base + "head: question_answering\npooling: mean\n");
+            }).find("only BERT's head: classification has a pooling; remove it"),
+            std::string::npos);
+  auto mean = make(base + "head: classification\npooling: mean\n");
+  TensorMap unmasked{{"input_ids", Tensor::from_vector<int64_t>({2, 7, 9, 3}, {1, 4})},
+                     {"attention_mask", Tensor::from_vector<int64_t>({0, 0, 0, 0}, {1, 4})},
+                     {"label", Tensor::from_vector<int64_t>({1}, {1})}};
+  EXPECT_NE(ada::testing::error_of<ShapeError>([&] {
+              mean->forward(unmasked);
+            }).find("example 0 attends to no token"),
+            std::string::npos);
 }
 
 }  // namespace
