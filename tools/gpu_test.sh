@@ -30,7 +30,7 @@
 #                          tensors (apps/conv_survey.cc, the evidence for conv.cc's rules;
 #                          ~10 s), not in all: rerun it when cuDNN changes);
 #                          downstream [STEPS]: issue 34's downstream study on the GPU
-#                          (tools/downstream_study.py --device cuda --probe, STEPS pre-training
+#                          (tools/downstream_study.py --device cuda --kinds finetune probe, STEPS pre-training
 #                          steps, default 3000; needs `gpu_bundle.sh --downstream`), not in all;
 #                          study [ONLY;ONLY...]: issue 35's scaling-limit cells still missing
 #                          from the committed cells.json, trained on the GPU (tools/study.py
@@ -346,7 +346,7 @@ if [[ "$what" == downstream ]]; then
   # before the device tool's limit so that they do.
   ds=docs/results/bert_tiny_downstream_gpu
   timeout "${ADA_DOWNSTREAM_S:-530}" python3 tools/downstream_study.py --device cuda \
-    --trainer .gpu/bin/trainer --mpirun .gpu/bin/mpirun --pretrain-steps "${2:-3000}" --probe \
+    --trainer .gpu/bin/trainer --mpirun .gpu/bin/mpirun --pretrain-steps "${2:-3000}" --kinds finetune probe \
     --out "$ds" 2>&1 | tee "$out/downstream.log"
   status=${PIPESTATUS[0]}
   planned_stop downstream "${ADA_DOWNSTREAM_S:-530}"

@@ -989,7 +989,8 @@ class EndToEnd(unittest.TestCase):
 
 class DownstreamReport(unittest.TestCase):
     """tools/downstream_study.py --report-only: the committed cells regenerate the committed
-    report, and --probe adds the probe's table from 'probe' cells."""
+    report, --kinds finetune probe adds the probe's table from 'probe' cells, and --kinds probe
+    gives that table alone."""
 
     def report(self, cells, *extra):
         with tempfile.TemporaryDirectory() as out:
@@ -1010,13 +1011,20 @@ class DownstreamReport(unittest.TestCase):
             if k.startswith("finetune "):
                 acc = 0.75 if "lamb_adasum" in k else 0.70 if "lamb_average" in k else 0.686
                 probe["probe " + k[len("finetune "):]] = dict(v, eval_accuracy=acc)
-        text = self.report(probe, "--probe")
-        section = text[text.index("## Probe (embeddings and encoder frozen, pooler and classifier trained)"):]
+        text = self.report(probe, "--kinds", "finetune", "probe")
+        self.assertIn("## Fine-tuning (every parameter trained)", text)
+        section = text[text.index("## Probe (embeddings and encoder frozen, a classifier on the mean of the "
+                                  "outputs trained)"):]
         self.assertIn("| lamb_adasum | 6.6004 ± 0.0238 | 75.00 ± 0.00 | 9 |", section)
         self.assertIn("| scratch | — | 68.60 ± 0.00 | 3 |", section)
         self.assertIn("Adasum minus averaging, test accuracy: +5.00 points", section)
         self.assertIn("the probe: the same with the embeddings and encoder frozen", text)
-        self.assertIn("--probe` (cells cached", text)
+        self.assertIn("(`model.pooling: mean`)", text)
+        self.assertIn("--kinds finetune probe` (cells cached", text)
+        alone = self.report(probe, "--kinds", "probe")
+        self.assertNotIn("## Fine-tuning", alone)
+        self.assertIn("| lamb_adasum | 6.6004 ± 0.0238 | 75.00 ± 0.00 | 9 |", alone)
+        self.assertIn("--kinds probe` (cells cached", alone)
 
 
 if __name__ == "__main__":
