@@ -37,6 +37,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tools"))
 from study.report import noise_verdict, welch  # noqa: E402  (Welch's t-test: (difference, two-sided p))
 from study.run import gpu_name  # noqa: E402
+DEFAULT_OUT = os.path.join(REPO, "docs", "results", "bert_tiny_downstream")
 KINDS = ("finetune", "probe")  # the whole model trained; the encoder frozen, the head trained
 METHODS = {"lamb_average": "configs/bert_tiny_mlm_lamb.yaml",
            "lamb_adasum": "configs/bert_tiny_mlm_lamb_adasum.yaml"}
@@ -89,7 +90,7 @@ def run_cell(cells, path, key, cmd, out_dir):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=os.path.join(REPO, "docs/results/bert_tiny_downstream"))
+    ap.add_argument("--out", default=DEFAULT_OUT)
     ap.add_argument("--trainer", default=os.path.join(REPO, "build/bin/trainer"))
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--pretrain-steps", type=int, default=300)
@@ -166,6 +167,7 @@ def report(a, cells, rows):
              f"Machine: {', '.join(cpus)}. Trainer commit(s): {', '.join(commits)} "
              "(the trainer's sources are the same in all). Regenerate: `/usr/bin/python3 "
              f"tools/downstream_study.py --ranks {a.ranks} --pretrain-steps {a.pretrain_steps}"
+             + (f" --out {os.path.relpath(a.out, REPO)}" if os.path.abspath(a.out) != DEFAULT_OUT else "")
              + (f" --device {a.device}" if a.device != "cpu" else "")
              + (f" --kinds {' '.join(a.kinds)}" if a.kinds != ["finetune"] else "")
              + "` (cells cached in cells.json; `--report-only` redraws)."]
