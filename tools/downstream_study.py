@@ -208,6 +208,20 @@ def kind_section(kind, rows):
     # test accuracy over its fine-tunings.
     per = {m: [statistics.mean(100 * x for s2, _, _, x in r if s2 == s) for s in sorted({s for s, _, _, _ in r})]
            for m, r in by.items()}
+    # Accuracy against pre-training loss, per checkpoint.
+    points = []
+    for m, r in by.items():
+        mlm = dict((s, l) for s, _, l, _ in r if l is not None)
+        if mlm:
+            seeds = sorted({s for s, _, _, _ in r})
+            pts = [(m, s, mlm[s], a) for s, a in zip(seeds, per[m]) if s in mlm]
+            points += pts
+            lines.append(f"- {m} per checkpoint (held-out MLM loss: mean test accuracy % over its fine-tunings): "
+                         + "; ".join(f"s{s} {l:.4f}: {a:.2f}" for _, s, l, a in pts))
+    if len(points) >= 3 and len({p[2] for p in points}) > 1 and len({p[3] for p in points}) > 1:
+        r = statistics.correlation([p[2] for p in points], [p[3] for p in points])
+        lines.append(f"- Over the {len(points)} checkpoints, Pearson's r between held-out MLM loss and mean "
+                     f"test accuracy: {r:+.2f} (negative: a lower loss goes with a higher accuracy).")
     if "lamb_average" in accs and "lamb_adasum" in accs:
         d, p = welch(accs["lamb_adasum"], accs["lamb_average"])
         w2 = welch(per["lamb_adasum"], per["lamb_average"])
