@@ -141,16 +141,13 @@ def head_twins(sd, b):
     for head, names in GRAD_OF.items():
         W = {k: v.double().requires_grad_(k in names) for k, v in sd.items() if v.dtype == torch.float32}
         x, pooled = encoder(W, sd, b)
-        if head == "classification":
+        if head.startswith("classification"):
+            if head == "classification_mean":
+                m = b["attention_mask"].double()[:, :, None]  # [B, S, 1]
+                pooled = (x * m).sum(1) / m.sum(1)
             logits = pooled @ W["classifier.weight"].t() + W["classifier.bias"]
             loss = F.cross_entropy(logits, b["label"])
-            out += [("twin/classification_logits", logits.detach().float())]
-        elif head == "classification_mean":
-            m = b["attention_mask"].double()[:, :, None]  # [B, S, 1]
-            pooled = (x * m).sum(1) / m.sum(1)
-            logits = pooled @ W["classifier.weight"].t() + W["classifier.bias"]
-            loss = F.cross_entropy(logits, b["label"])
-            out += [("twin/classification_mean_logits", logits.detach().float())]
+            out += [(f"twin/{head}_logits", logits.detach().float())]
         else:
             both = x @ W["qa_outputs.weight"].t() + W["qa_outputs.bias"]  # [B, S, 2]
             start, end = both[..., 0], both[..., 1]

@@ -989,8 +989,8 @@ class EndToEnd(unittest.TestCase):
 
 class DownstreamReport(unittest.TestCase):
     """tools/downstream_study.py --report-only: the committed cells regenerate the committed
-    report (its command naming --out only for a folder other than the default), --kinds finetune probe adds the probe's table from 'probe' cells, and --kinds probe
-    gives that table alone."""
+    report (its command naming --out only for a folder other than the default), --kinds finetune
+    probe adds the probe's table from 'probe' cells, and --kinds probe gives that table alone."""
 
     def report(self, cells, *extra):
         with tempfile.TemporaryDirectory() as out:
