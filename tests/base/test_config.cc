@@ -437,7 +437,7 @@ TEST(Config, InvalidUtf8IsAnErrorNamingLineAndColumn) {
   // A NUL made yaml-cpp decode the rest as UTF-32, into bytes that are not UTF-8 (found by
   // fuzz_config): control characters are refused in files and --set values alike.
   EXPECT_THAT(
-      error_of<ConfigError>([&] { ok.set_override(std::string("x=\x02\0\0\0\x01\0\0\0ab", 14)); }),
+      error_of<ConfigError>([&] { ok.set_override(std::string("x=\x02\0\0\0\x01\0\0\0ab", 12)); }),
       HasSubstr("--set: line 1, column 3: control character 0x02 in the assignment"));
   EXPECT_THAT(
       error_of<ConfigError>([] { Config::parse(std::string("a: 1\n\0b: 2\n", 11), "z.yaml"); }),
