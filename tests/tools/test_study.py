@@ -986,6 +986,29 @@ class EndToEnd(unittest.TestCase):
         self.assertIn("resume_cells must be true or false", self.run_study(text.replace(
             "resume_cells: true", "resume_cells: sometimes"))[1])
 
+    def test_each_finished_cell_is_recorded_before_the_next_runs(self):
+        # A session stopped mid-invocation (here: the runner interrupted as its second cell starts)
+        # keeps the cells finished before it in cells.json and the report, not only in runs/.
+        methods = "  average: {set: {reducer.name: average}}\n"
+        real, calls = study.cli.run_cell, []
+
+        def second_is_interrupted(*a, **k):
+            calls.append(a[0].name)
+            if len(calls) == 2:
+                raise KeyboardInterrupt
+            return real(*a, **k)
+        study.cli.run_cell = second_is_interrupted
+        try:
+            with self.assertRaises(KeyboardInterrupt):
+                self.run_study(study_text(self.base, methods))
+        finally:
+            study.cli.run_cell = real
+        self.assertEqual(calls, ["average-np1-s1", "average-np2-s1"])
+        self.assertEqual(list(self.cells()), ["average-np1-s1"])
+        self.assertEqual(self.cells()["average-np1-s1"]["status"], "ok")
+        with open(os.path.join(self.results, "report.md")) as f:
+            self.assertIn("Cells: 1 of 2 finished", f.read())
+
 
 class DownstreamReport(unittest.TestCase):
     """tools/downstream_study.py --report-only: the committed cells regenerate the committed

@@ -25,7 +25,7 @@ and make the runner exit non-zero after the remaining cells ran.
 
 Output in --results (default docs/results/<study>/): report.md, cells.json (every cell's
 settings, status, final metric, eval curve), curves.png, final_vs_examples.png,
-steps_to_target.png. Needs Debian's python3-yaml and python3-matplotlib (/usr/bin/python3).
+steps_to_target.png, rewritten after every finished cell. Needs Debian's python3-yaml and python3-matplotlib (/usr/bin/python3).
 """
 # The modules: spec (the study file, its grid of cells, settings hashes), run (running a cell,
 # the cache of finished cells), report (statistics, report.md, cells.json), plots (the PNGs)

@@ -233,6 +233,17 @@ def main(argv=None):
     start = time.time()
     eta = Eta()
     failures = 0
+
+    def publish():
+        """Writes report.md and cells.json from every finished cell so far: after each cell, so a
+        session stopped mid-invocation has its finished cells recorded (runs/ may not survive).
+        Returns the records, or None when there are none."""
+        records = [v for k, v in cached.items() if k != "__failed__" and v] + cached.get("__failed__", [])
+        if records:
+            write_report(study, records, results, argv, time.time() - start if todo and not args.report_only
+                         else 0, study.planned())
+        return records or None
+
     remaining = [] if args.report_only else list(todo)
     i = 0
     while remaining:
@@ -276,16 +287,19 @@ def main(argv=None):
                   + ", ".join(c.name for c in more), flush=True)
             todo.extend(more)
             remaining.extend(more)
-    records = [v for k, v in cached.items() if k != "__failed__" and v] + cached.get("__failed__", [])
-    if not records:
-        print("study.py: no finished cells yet: nothing to report")
-        return 1 if failures else 0
+        if remaining:  # the last cell's report is the final one, below
+            try:
+                publish()
+            except StudyError as e:  # the cells go on; the final report says it again
+                print(f"study.py: report not written: {e}", file=sys.stderr, flush=True)
     try:
-        write_report(study, records, results, argv, time.time() - start if todo and not args.report_only else 0,
-                     study.planned())
+        records = publish()
     except StudyError as e:
         print(f"study.py: {e}", file=sys.stderr)
         return 2
+    if not records:
+        print("study.py: no finished cells yet: nothing to report")
+        return 1 if failures else 0
     print(f"study.py: report {os.path.relpath(os.path.join(results, 'report.md'), ROOT)} "
           f"({len([r for r in records if r['status'] != 'failed'])}/{study.planned()} cells)")
     if failures:
