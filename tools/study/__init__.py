@@ -23,9 +23,10 @@ is stale and runs again (--any-trainer keeps it). Diverged runs (NaN/Inf stop, o
 `metric.diverged`) are results, kept and counted; other failures are not cached, are reported,
 and make the runner exit non-zero after the remaining cells ran.
 
-Output in --results (default docs/results/<study>/): report.md, cells.json (every cell's
-settings, status, final metric, eval curve), curves.png, final_vs_examples.png,
-steps_to_target.png, rewritten after every finished cell. Needs Debian's python3-yaml and python3-matplotlib (/usr/bin/python3).
+Output in --results (default docs/results/<study>/), rewritten after every finished cell:
+report.md, cells.json (every cell's settings, status, final metric, eval curve), curves.png,
+final_vs_examples.png, steps_to_target.png. Needs Debian's python3-yaml and python3-matplotlib
+(/usr/bin/python3).
 """
 # The modules: spec (the study file, its grid of cells, settings hashes), run (running a cell,
 # the cache of finished cells), report (statistics, report.md, cells.json), plots (the PNGs)
