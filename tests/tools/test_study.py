@@ -77,6 +77,21 @@ class Pure(unittest.TestCase):
     def load(self, text):
         return study.spec.Study(write(self.tmp, "s.yaml", text))
 
+    def test_machine_names_the_cpu_generation(self):
+        # Two AMD EPYCs that print the same model name and both have AVX-512 (a Zen 4 and a
+        # Zen 5) must not read as one CPU model in a report, which takes the text before ", ".
+        def cpu(name, family, model, flags):
+            return write(self.tmp, name, f"processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: {family}\n"
+                         f"model\t\t: {model}\nmodel name\t: AMD EPYC\nflags\t\t: fpu {flags}\n\n"
+                         f"processor\t: 1\nmodel name\t: AMD EPYC\n")
+        zen4 = study.run.machine(cpu("zen4", 25, 17, "avx2 avx512f avx512_bf16"))
+        zen5 = study.run.machine(cpu("zen5", 26, 2, "avx2 avx512f avx512_bf16"))
+        zen3 = study.run.machine(cpu("zen3", 25, 1, "avx2"))
+        self.assertEqual(zen4.split(", ")[0], "AMD EPYC (AVX-512; family 25 model 17)")
+        self.assertEqual(zen5.split(", ")[0], "AMD EPYC (AVX-512; family 26 model 2)")
+        self.assertEqual(zen3.split(", ")[0], "AMD EPYC (AVX2; family 25 model 1)")
+        self.assertEqual(study.run.machine(os.path.join(self.tmp, "absent")).split(", ")[0], "?")
+
     def error(self, text):
         with self.assertRaises(study.spec.StudyError) as cm:
             self.load(text)

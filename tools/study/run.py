@@ -242,21 +242,31 @@ class Eta:
                    else mean_all for c in cells)
 
 
-def machine():
-    cpu, flags = "?", set()
+def machine(cpuinfo="/proc/cpuinfo"):
+    cpu, flags, ids = "?", set(), {}
     try:
-        with open("/proc/cpuinfo") as f:
+        with open(cpuinfo) as f:
             for line in f:
-                if line.startswith("model name") and cpu == "?":
-                    cpu = line.split(":", 1)[1].strip()
-                elif line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
+                key, _, value = line.partition(":")
+                key, value = key.strip(), value.strip()
+                if key == "model name" and cpu == "?":
+                    cpu = value
+                elif key in ("cpu family", "model"):
+                    ids.setdefault(key, value)
+                elif key == "flags":
+                    flags = set(value.split())
                     break
     except OSError:
         pass
-    # The model name is often just "AMD EPYC": the vector width says which kernels ran.
+    # The model name is often just "AMD EPYC": the vector width says which kernels ran, and
+    # the family and model tell CPU generations apart (AMD family 25 model 1 is a Zen 3, 17 a
+    # Zen 4; both Zen 4 and Zen 5 have AVX-512). "; " inside the brackets: reports take the
+    # CPU as the text before the first ", ".
     isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else ""
-    cpu += f" ({isa})" if isa else ""
+    details = [isa] if isa else []
+    if "cpu family" in ids and "model" in ids:
+        details.append(f"family {ids['cpu family']} model {ids['model']}")
+    cpu += f" ({'; '.join(details)})" if details else ""
     mem = "?"
     try:
         with open("/proc/meminfo") as f:
