@@ -511,7 +511,7 @@ class Pure(unittest.TestCase):
         study.report.write_critical_batch_significance(s, [
             {"method": "average", "per_seed": [(1, 100.0, None), (2, 120.0, None)]},
             {"method": "adasum", "per_seed": [(1, 300.0, None), (2, 320.0, None), (3, 900.0, "outside")]}], lines)
-        self.assertIn("- Adasum: B_crit +200 against average (seeds 2 and 2; p = 0.005, beyond seed noise)", lines)
+        self.assertIn("- Adasum: B_crit +200 against average (2 and 2 seeds; p = 0.005, beyond seed noise)", lines)
         # Each seed's own points fit as S = S_min (1 + B_crit / examples), e.g. seed 1's 10, 6, 4.
         for seed, pts in ((1, (10, 6, 4)), (2, (16, 12, 3)), (3, (16, 12, 4))):
             b_crit = study.report.critical_batch(list(zip((16, 32, 64), pts)))[1]
@@ -681,6 +681,31 @@ class Pure(unittest.TestCase):
         self.assertIn("| average | -20.00 (fewer than 2 seeds on a side: not judged against seed noise) |",
                       report)
         self.assertIn("| average | +2 (fewer than 2 seeds on a side: not judged against seed noise) |", report)
+
+    def test_a_method_is_compared_with_its_own_baseline(self):
+        # AdamW + Adasum against AdamW averaging in a study whose baseline is LAMB averaging: its
+        # rows leave the study baseline's table for its own baseline's.
+        methods = TWO_METHODS + "  adam_adasum: {label: AdamW Adasum, set: {reducer.name: adasum}, baseline: average}\n"
+        s = self.load(study_text(self.base, methods, "baseline: adasum\nseeds: [1, 2]\n")
+                      .replace("seeds: [1]\n", "").replace("ranks: [1, 2]", "ranks: [2]"))
+        self.assertEqual({m: v["baseline"] for m, v in s.methods.items()},
+                         {"adasum": "adasum", "average": "adasum", "adam_adasum": "average"})
+        finals = {"adasum": (0.5, 0.6), "average": (0.3, 0.35), "adam_adasum": (0.8, 0.9)}
+        records = [{"name": c.name, "hash": c.hash, "method": c.method, "ranks": 2, "micro_batches": 1,
+                    "variant": "", "seed": c.seed, "point": c.point, "examples_per_step": 16, "status": "ok",
+                    "reason": "", "final": finals[c.method][c.seed - 1], "wall_s": 3.0,
+                    "evals": [(4, finals[c.method][c.seed - 1])], "eval_wall": [(4, 2.0)]} for c in s.cells()]
+        out = os.path.join(self.tmp, "report")
+        study.report.write_report(s, records, out, [], 0, len(records))
+        with open(os.path.join(out, "report.md")) as f:
+            report = f.read()
+        against_adasum = report.split("## Against Adasum")[1].split("## ")[0]
+        against_average = report.split("## Against average")[1].split("## ")[0]
+        self.assertIn("| average | -22.50 (", against_adasum)
+        self.assertNotIn("AdamW Adasum", against_adasum)
+        self.assertIn("| AdamW Adasum | +52.50 (", against_average)
+        self.assertIn("methods.adam_adasum.baseline: 'lamb' is not one of the methods", self.error(
+            study_text(self.base, methods.replace("baseline: average", "baseline: lamb"))))
 
     def test_provenance_is_never_stamped_and_stale_cells_are_named(self):
         s = self.load(study_text(self.base, "  adasum: {set: {reducer.name: adasum}}\n").replace(

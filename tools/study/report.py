@@ -301,17 +301,17 @@ def write_critical_batch_significance(study, fits, L):
     """Each method's per-seed critical batch sizes against the baseline's (Welch's t-test), where
     both have two or more seeds whose fit placed one."""
     placed = {f["method"]: [b for _, b, why in f["per_seed"] if b is not None and not why] for f in fits}
-    base = study.baseline
     lines = []
     for m, bs in placed.items():
+        base = study.methods[m]["baseline"]
         if m == base or base not in placed or len(bs) < 2 or len(placed[base]) < 2:
             continue
         d, p = welch(bs, placed[base])
         lines.append(f"- {study.methods[m]['label']}: B_crit {d:+,.0f} against {study.methods[base]['label']} "
-                     f"(seeds {len(bs)} and {len(placed[base])}; {fmt_p(p)}, {noise_verdict(p)})")
+                     f"({len(bs)} and {len(placed[base])} seeds; {fmt_p(p)}, {noise_verdict(p)})")
     if lines:
-        L.append("B_crit per seed against the baseline (difference of the means; Welch's t-test over the "
-                 "seeds' own fits):\n")
+        L.append("B_crit per seed against each method's baseline (difference of the means; Welch's t-test "
+                 "over the seeds' own fits):\n")
         L.extend(lines)
         L.append("")
 
@@ -523,10 +523,19 @@ def write_sweep_edges(study, rows, best, L):
          for b, key, value, side, tried in sweep_edges(study, rows, best)])
 
 
-def write_significance(study, best, cols_, L):
-    """A table: each method's chosen point against the baseline's in the same column, the
+def write_significances(study, best, cols_, L):
+    """One table per baseline (the study's, or a method's own), of the methods compared with it."""
+    groups = {}
+    for m, spec in study.methods.items():
+        if spec["baseline"] is not None and spec["baseline"] != m:
+            groups.setdefault(spec["baseline"], []).append(m)
+    for base, members in groups.items():
+        write_significance(study, best, cols_, L, base, members)
+
+
+def write_significance(study, best, cols_, L, base, members):
+    """A table: each of `members`' chosen point against `base`'s in the same column, the
     difference of the final test figure and Welch's two-sided p over the seeds."""
-    base = study.baseline
     head = ["method"] + [study.column_label(*c) for c in cols_]
     unit = "points" if in_percent(study) else ""
     scale = 100.0 if in_percent(study) else 1.0
@@ -538,9 +547,7 @@ def write_significance(study, best, cols_, L):
     def pick(method, c):  # the best point of `method` in column c, or None
         return next((x for x in best if x["method"] == method and column(x) == c), None)
 
-    for m in study.methods:
-        if m == base:
-            continue
+    for m in members:
         cells = []
         for c in cols_:
             r, b = pick(m, c), pick(base, c)
@@ -564,9 +571,7 @@ def write_significance(study, best, cols_, L):
         def steps_of(x):
             return select_steps(study, x) if on_select else steps_to_target(study, x["evals"])
         lines, gaps = [], {c: [] for c in cols_}
-        for m in study.methods:
-            if m == base:
-                continue
+        for m in members:
             cells = []
             for c in cols_:
                 r, b = pick(m, c), pick(base, c)
@@ -785,8 +790,7 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
                      f"models ({'; '.join(cpus)}), so seconds would compare machines, not methods.\n")
     write_unfinished_sweeps(study, rows, best, L)
     write_sweep_edges(study, rows, best, L)
-    if study.baseline:
-        write_significance(study, best, cols_, L)
+    write_significances(study, best, cols_, L)
     if study.choose_by == "steps":
         write_critical_batch(study, rows, fits, L)
     L.append("![final metric](final_vs_examples.png)\n")

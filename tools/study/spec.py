@@ -147,9 +147,10 @@ class Study:
         self.methods = {}
         for mname, m in methods.items():
             mw = f"{where}: methods.{mname}"
-            if not isinstance(m, dict) or not set(m) <= {"set", "sweep", "label", "seeds", "confirm_seeds"}:
+            if not isinstance(m, dict) or not set(m) <= {"set", "sweep", "label", "seeds", "confirm_seeds",
+                                                          "baseline"}:
                 raise StudyError(f"{mw}: must be a mapping with 'set' (overrides), optional 'sweep' "
-                                 f"(key: [values]), 'seeds', 'confirm_seeds' and 'label', got {m!r}")
+                                 f"(key: [values]), 'seeds', 'confirm_seeds', 'baseline' and 'label', got {m!r}")
             seeds = m.get("seeds", self.seeds)
             if not isinstance(seeds, list) or not seeds or not all(isinstance(x, int) and x >= 1 for x in seeds):
                 raise StudyError(f"{mw}.seeds: must be a non-empty list of positive integers, got {seeds!r}")
@@ -169,7 +170,8 @@ class Study:
                 raise StudyError(f"{mw}.confirm_seeds: {sorted(set(confirm) & set(seeds))} already among its "
                                  f"seeds {seeds}; give the chosen point's other seeds")
             self.methods[mname] = {"set": _flat(m.get("set", {})), "sweep": sweep, "seeds": seeds,
-                                   "confirm_seeds": confirm, "label": str(m.get("label", mname))}
+                                   "confirm_seeds": confirm, "label": str(m.get("label", mname)),
+                                   "baseline": m.get("baseline")}
         variants = doc.get("variants", {"": {}})
         if not isinstance(variants, dict) or not variants:
             raise StudyError(f"{where}: variants must be a mapping name -> {{label, set}}, got {variants!r}")
@@ -187,6 +189,14 @@ class Study:
         self.baseline = doc.get("baseline")
         if self.baseline is not None and self.baseline not in self.methods:
             raise StudyError(f"{where}: baseline '{self.baseline}' is not one of the methods")
+        # A method's own baseline (e.g. AdamW + Adasum against AdamW averaging where the study's
+        # is LAMB averaging) replaces the study's for that method's comparisons.
+        for mname, m in self.methods.items():
+            if m["baseline"] is None:
+                m["baseline"] = self.baseline
+            elif m["baseline"] not in self.methods:
+                raise StudyError(f"{where}: methods.{mname}.baseline: '{m['baseline']}' is not one of the "
+                                 f"methods ({', '.join(self.methods)})")
         # Branch and bound over a steps-to-target sweep: a cell stops (train.stop_at.give_up_at_step)
         # once it has run as many steps as the fewest any other point of its method, column and seed
         # needed to reach the target: it can no longer be chosen. Sound only when each point has one
