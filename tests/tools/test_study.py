@@ -777,6 +777,12 @@ class EndToEnd(unittest.TestCase):
             self.assertEqual(c["status"], "ok", c)
             self.assertEqual(c["steps"], 4)
             self.assertEqual([s for s, _ in c["evals"]], [2, 4])
+        # One cell a line, sorted by name (a new cell is a one-line diff), and no temporary file left.
+        with open(os.path.join(self.results, "cells.json")) as f:
+            lines = f.read().splitlines()
+        self.assertEqual([json.loads(x.rstrip(","))["name"] for x in lines[1:-1]], sorted(cells))
+        self.assertEqual(lines[-1], "]}")
+        self.assertFalse(os.path.exists(os.path.join(self.results, "cells.json.tmp")))
         # Each cell records the commit and version its trainer was built from, as the binary names
         # them (summary.json, the same as `trainer --version`).
         built, version = study.run.trainer_identity(TRAINER)

@@ -844,7 +844,17 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
             L.append(f"- `{r['name']}`: {r['reason']}")
     with open(os.path.join(out_dir, "report.md"), "w") as f:
         f.write("\n".join(L) + "\n")
-    with open(os.path.join(out_dir, "cells.json"), "w") as f:
-        json.dump({"study": study.name, "metric": study.metric, "cells": sorted(records, key=lambda r: r["name"])},
-                  f, indent=1)
+    write_cells_json(os.path.join(out_dir, "cells.json"), study, records)
     return rows, best
+
+
+def write_cells_json(path, study, records):
+    """cells.json: one cell a line, sorted by name, so a new or rerun cell is a diff of one line (an
+    indented dump shifted thousands of lines a cell); written to a temporary file and renamed, so a
+    session stopped mid-write keeps the previous file whole."""
+    head = json.dumps({"study": study.name, "metric": study.metric})[:-1]
+    lines = [json.dumps(r) for r in sorted(records, key=lambda r: r["name"])]
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(head + ', "cells": [\n' + ",\n".join(lines) + "\n]}\n")
+    os.replace(tmp, path)
