@@ -528,8 +528,8 @@ class Pure(unittest.TestCase):
         self.assertTrue(s.bracket)
         self.assertIn("bracket: methods.average.sweep.optimizer.lr: [0.1, 0.05, 0.2] must be distinct numbers in order",
                       self.error(text.replace("[0.0125, 0.025, 0.05, 0.1, 0.2]", "[0.1, 0.05, 0.2]")))
-        self.assertIn("bracket: methods.average sweeps 2 keys", self.error(
-            text.replace("sweep: {optimizer.lr:", "sweep: {optimizer.momentum: [0.8, 0.9], optimizer.lr:")))
+        self.assertIn("bracket: methods.average.sweep.optimizer.momentum: [0.9, 0.8, 0.95] must be distinct", self.error(
+            text.replace("sweep: {optimizer.lr:", "sweep: {optimizer.momentum: [0.9, 0.8, 0.95], optimizer.lr:")))
         self.assertIn("bracket must be true or false", self.error(text.replace("bracket: true", "bracket: 1")))
         cells = {c.point.get("optimizer.lr"): c for c in s.cells() if c.method == "average"}
         self.assertEqual(len(cells), 5)
@@ -570,6 +570,51 @@ class Pure(unittest.TestCase):
         # At the list's edge the choice has one neighbour to run.
         self.assertTrue(finished([rec(0.2, 3), rec(0.1, 4)]))
         self.assertFalse(finished([rec(0.2, 3)]))
+
+    def test_bracket_over_two_keys_and_points_that_do_not_fit_the_run(self):
+        # Two swept keys: a point is needed while it is one key one value away from the column's
+        # best; a warm-up as long as the run (4 steps) is left out of the grid, so the choice's
+        # neighbours are the points that fit, and its edge is "the largest that fits the run".
+        methods = TWO_METHODS.replace("sweep: {optimizer.lr: [0.05, 0.1]}",
+                                      "sweep: {optimizer.lr: [0.025, 0.05, 0.1], schedule.warmup_steps: [1, 2, 4]}")
+        s = self.load(study_text(self.base, methods, "bracket: true\n").replace("ranks: [1, 2]", "ranks: [2]")
+                      .replace("chance: 0.1}", "chance: 0.1, select: val_top1}"))
+        cells = {(c.point["optimizer.lr"], c.point["schedule.warmup_steps"]): c for c in s.cells()
+                 if c.method == "average"}
+        self.assertEqual(sorted(cells), [(lr, w) for lr in (0.025, 0.05, 0.1) for w in (1, 2)])
+        unfit = s.unfit_cells()
+        self.assertEqual(sorted(c.point["optimizer.lr"] for c in unfit), [0.025, 0.05, 0.1])
+        self.assertEqual(unfit[0].unfit, "schedule.warmup_steps 4 is not shorter than the run (4 steps)")
+
+        def rec(point, val):
+            c = cells[point]
+            ev = [(4, val)]
+            return {"name": c.name, "hash": c.hash, "method": c.method, "ranks": 2, "micro_batches": 1,
+                    "variant": "", "seed": 1, "point": c.point, "examples_per_step": c.examples_per_step,
+                    "status": "ok", "reason": "", "final": val, "select_final": val, "select_evals": ev,
+                    "wall_s": 3.0, "evals": ev, "eval_wall": [], "gave_up_at": None}
+        done = [rec((0.05, 2), 0.9)]
+        needed = sorted(p for p, c in cells.items() if study.report.bracket_needed(s, c, done))
+        self.assertEqual(needed, [(0.025, 2), (0.05, 1), (0.05, 2), (0.1, 2)])
+
+        def finished(done):
+            rows = study.report.aggregate(s, done)
+            best = [b for b in study.report.best_rows(s, rows) if b["method"] == "average"]
+            return study.report.sweep_finished(s, rows, best[0]), study.report.sweep_edges(s, rows, best)
+        self.assertFalse(finished(done)[0])
+        done += [rec((0.025, 2), 0.8), rec((0.1, 2), 0.85), rec((0.05, 1), 0.7)]
+        ok, edges = finished(done)
+        self.assertTrue(ok)  # (0.05, 4) does not fit: three neighbours, all run
+        self.assertEqual([(key, where) for _, key, _, where, _ in edges],
+                         [("schedule.warmup_steps", "the largest tried, the largest that fits the run")])
+        out = os.path.join(self.tmp, "report2")
+        study.report.write_report(s, done, out, [], 0, s.planned())
+        with open(os.path.join(out, "report.md")) as f:
+            report = f.read()
+        self.assertNotIn("Choices from an unfinished sweep", report)
+        self.assertIn("- Left out of the grid: 3 sweep points that do not fit their column's run, e.g. "
+                      "average-lr0.025-warmup_steps4-np2: schedule.warmup_steps 4 is not shorter than the run "
+                      "(4 steps).", report)
 
     def test_cut_off_stops_points_that_can_no_longer_be_the_fastest(self):
         # cut_off: a cell's deadline is the fewest validation steps to the target of another point

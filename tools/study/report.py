@@ -413,7 +413,8 @@ def write_critical_batch(study, rows, fits, L):
 def sweep_edges(study, rows, best):
     """The chosen points that lie at the edge of what their sweep tried in their column: per
     swept key with two or more values run there, the chosen value is the smallest or the
-    largest of them, so the best may lie beyond. [(row, key, value, 'smallest'|'largest', tried)]"""
+    largest of them, so the best may lie beyond. [(row, key, value, where, tried)], where e.g.
+    'the largest tried' (', the largest that fits the run' added when no further value fits it)"""
     out = []
     for b in best:
         if not b["point"]:
@@ -423,24 +424,32 @@ def sweep_edges(study, rows, best):
             tried = sorted({r["point"][key] for r in peers if key in r["point"]})
             if len(tried) < 2 or value not in (tried[0], tried[-1]):
                 continue
-            out.append((b, key, value, "smallest" if value == tried[0] else "largest", tried))
+            side = "smallest" if value == tried[0] else "largest"
+            where = f"the {side} tried"
+            # No value beyond it fits the column's run (e.g. a warm-up as long as the run): an
+            # edge the sweep cannot be extended past here.
+            fits = [p[key] for p in study.column_points(b["method"], column(b))
+                    if all(p[k] == v for k, v in b["point"].items() if k != key)]
+            if value == (min(fits) if side == "smallest" else max(fits)) and len(fits) < len(
+                    study.methods[b["method"]]["sweep"][key]):
+                where += f", the {side} that fits the run"
+            out.append((b, key, value, where, tried))
     return out
 
 
 def sweep_progress(study, rows, b):
-    """(points run, points planned) of chosen row b's sweep in its column."""
-    planned = 1
-    for values in study.methods[b["method"]]["sweep"].values():
-        planned *= len(values)
+    """(points run, points planned) of chosen row b's sweep in its column (the points that fit
+    the column's run)."""
+    planned = {json.dumps(p, sort_keys=True) for p in study.column_points(b["method"], column(b))}
     run = {json.dumps(r["point"], sort_keys=True) for r in rows
            if r["method"] == b["method"] and column(r) == column(b) and r["seeds"] > 0}
-    return len(run), planned
+    return len(run & planned), len(planned)
 
 
-def bracket_index(study, row):
-    """(the swept key's values, the index of row's value among them) of a bracket study's row."""
-    (key, vals), = study.methods[row["method"]]["sweep"].items()
-    return vals, vals.index(row["point"][key])
+def grid_distance(study, method, p, q):
+    """How many steps along the sweep's lists point p lies from point q (one step: one key one
+    value away)."""
+    return sum(abs(vals.index(p[k]) - vals.index(q[k])) for k, vals in study.methods[method]["sweep"].items())
 
 
 def has_choice(study, b):
@@ -456,11 +465,10 @@ def sweep_finished(study, rows, b):
         return True
     if not study.bracket or not has_choice(study, b):
         return False
-    vals, i = bracket_index(study, b)
     ran = {json.dumps(r["point"], sort_keys=True) for r in rows
            if r["method"] == b["method"] and column(r) == column(b) and r["seeds"] > 0}
-    (key,) = b["point"]
-    return all(json.dumps({key: vals[j]}, sort_keys=True) in ran for j in (i - 1, i + 1) if 0 <= j < len(vals))
+    return all(json.dumps(p, sort_keys=True) in ran for p in study.column_points(b["method"], column(b))
+               if grid_distance(study, b["method"], p, b["point"]) == 1)
 
 
 def bracket_needed(study, cell, records):
@@ -477,8 +485,7 @@ def bracket_needed(study, cell, records):
     b = best_rows(study, aggregate(study, mine))[0]
     if not has_choice(study, b):
         return True
-    vals, i = bracket_index(study, b)
-    return abs(vals.index(cell.point[next(iter(m["sweep"]))]) - i) <= 1
+    return grid_distance(study, cell.method, cell.point, b["point"]) <= 1
 
 
 def unfinished_sweeps(study, rows, best):
@@ -505,7 +512,7 @@ def write_unfinished_sweeps(study, rows, best, L):
     write_list_section(
         L, "Choices from an unfinished sweep",
         "These columns have not run every point of the method's sweep yet"
-        + (" (nor, `bracket`, both neighbours of their best point)" if study.bracket else "")
+        + (" (nor, `bracket`, every neighbour of their best point)" if study.bracket else "")
         + ": the chosen point is the best of those run, and may change when the rest have run.",
         [f"{study.methods[b['method']]['label']}, {study.column_label(*column(b))}: {run} of {planned} sweep "
          "points run" for b, run, planned in unfinished_sweeps(study, rows, best)])
@@ -519,8 +526,8 @@ def write_sweep_edges(study, rows, best, L):
         "best may lie beyond it; until the sweep is extended past it, a comparison with that method "
         "there may understate it.",
         [f"{study.methods[b['method']]['label']}, {study.column_label(*column(b))}: `{key}` {fmt_value(value)}, "
-         f"the {side} tried ({', '.join(fmt_value(t) for t in tried)})"
-         for b, key, value, side, tried in sweep_edges(study, rows, best)])
+         f"{where} ({', '.join(fmt_value(t) for t in tried)})"
+         for b, key, value, where, tried in sweep_edges(study, rows, best)])
 
 
 def write_significances(study, best, cols_, L):
@@ -702,9 +709,9 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
                      f"`metric.select` chooses on held-out training data instead.")
     if study.bracket:
         L.append("- `bracket`: each column's sweep ran outwards from the previous size's choice and only as far as "
-                 "the neighbours of its best point (the figure taken as unimodal along the swept values): a choice "
-                 "stands once both its neighbours have run, so a column may have run fewer points than its sweep "
-                 "lists.")
+                 "the neighbours of its best point (the points one swept key one value away; the figure taken as "
+                 "unimodal along each key's values): a choice stands once all its neighbours have run, so a column "
+                 "may have run fewer points than its sweep lists.")
     if study.cut_off:
         L.append("- `cut_off`: a cell still short of the target when another point of its method, column and seed "
                  "had reached it in fewer steps stopped there (`train.stop_at.give_up_at_step`: it could no longer "
@@ -729,6 +736,10 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
              + "; compute time of the finished runs "
              f"{fmt_time(sum(r['wall_s'] for r in done))}"
              + (f" (this invocation: {fmt_time(total_wall)})" if total_wall else "") + ".")
+    unfit = study.unfit_cells()
+    if unfit:
+        L.append(f"- Left out of the grid: {len(unfit)} sweep point{'s' if len(unfit) != 1 else ''} that do not fit "
+                 f"their column's run, e.g. {unfit[0].name.rsplit('-s', 1)[0]}: {unfit[0].unfit}.")
     L.append("- Ranks run oversubscribed on this machine (`mpirun --oversubscribe --mca "
              "mpi_yield_when_idle 1`): wall times compare methods at one rank count, not machines.\n")
     L.append("Methods:\n")

@@ -221,17 +221,14 @@ class Study:
                                  f"{self.select or self.metric}, below: {self.target}}}")
 
         # A sweep searched as a bracket: each column's points run outwards from the previous size's
-        # choice, and only while they neighbour the best point so far (the figure assumed unimodal
-        # along the sweep's values); a column is finished once its choice's neighbours have run.
+        # choice, and only while they neighbour the best point so far (one swept key one value
+        # away; the figure assumed unimodal along each key's values); a column is finished once its
+        # choice's neighbours have run.
         self.bracket = doc.get("bracket", False)
         if not isinstance(self.bracket, bool):
             raise StudyError(f"{where}: bracket must be true or false, got {self.bracket!r}")
         if self.bracket:
             for mname, m in self.methods.items():
-                if len(m["sweep"]) > 1:
-                    raise StudyError(f"{where}: bracket: methods.{mname} sweeps {len(m['sweep'])} keys "
-                                     f"({', '.join(m['sweep'])}); a bracket searches one key's values: sweep one "
-                                     f"key, or set bracket: false")
                 for k, vals in m["sweep"].items():
                     ordered = all(isinstance(v, (int, float)) for v in vals) and (
                         vals == sorted(vals) or vals == sorted(vals, reverse=True)) and len(set(vals)) == len(vals)
@@ -257,8 +254,27 @@ class Study:
             for values in itertools.product(*(m["sweep"][k] for k in keys)):
                 point = dict(zip(keys, values))
                 for seed in m["seeds"]:
-                    out.append(Cell(self, mname, ranks, mb, seed, point, variant))
+                    cell = Cell(self, mname, ranks, mb, seed, point, variant)
+                    if not cell.unfit:
+                        out.append(cell)
         return out
+
+    def sweep_cells(self, method, col):
+        """One cell (the first seed) per sweep point of `method` in column col = (ranks,
+        micro_batches, variant), unfit ones included."""
+        m = self.methods[method]
+        keys = list(m["sweep"])
+        return [Cell(self, method, col[0], col[1], m["seeds"][0], dict(zip(keys, values)), col[2])
+                for values in itertools.product(*m["sweep"].values())]
+
+    def column_points(self, method, col):
+        """The sweep points of `method` that fit column col: all but those whose run the trainer
+        would refuse (Cell.unfit)."""
+        return [c.point for c in self.sweep_cells(method, col) if not c.unfit]
+
+    def unfit_cells(self):
+        """The grid points left out because they do not fit their column's run (one cell each)."""
+        return [c for col in self.columns() for m in self.methods for c in self.sweep_cells(m, col) if c.unfit]
 
     def columns(self):
         """Every (ranks, micro_batches, variant) the grid runs."""
@@ -298,7 +314,16 @@ class Cell:
     def __init__(self, study, method, ranks, micro_batches, seed, point, variant=""):
         self.study, self.method, self.ranks, self.mb, self.seed, self.point, self.variant = \
             study, method, ranks, micro_batches, seed, point, variant
+        self.total_steps = None  # the run's length in steps, where the budget and train_size give it
         self.overrides = self._resolve()
+        # A point that does not fit this column's run: a warm-up as long as the run leaves no step
+        # at the schedule's LR (and the trainer refuses it for a decaying schedule), e.g. warm-up
+        # 200 where 64 ranks make a 156-step run. Such a cell is left out of the grid (the report
+        # lists it), so a sweep can hold values that fit only its smaller rank counts.
+        warmup = self.overrides.get("schedule.warmup_steps")
+        self.unfit = (f"schedule.warmup_steps {warmup} is not shorter than the run ({self.total_steps} steps)"
+                      if isinstance(warmup, (int, float)) and self.total_steps and warmup >= self.total_steps
+                      else None)
         self.examples_per_step = ranks * micro_batches * study.batch_per_rank(self.overrides)
         settings = {"base": study.base_cfg, "overrides": self.overrides, "ranks": ranks,
                     "trainer_args": study.trainer_args}
@@ -344,6 +369,7 @@ class Cell:
             env["total_steps"] = budget * spe if s.budget_key == "epochs" else budget
         elif s.budget_key == "steps":
             env["total_steps"] = budget
+        self.total_steps = env["total_steps"]
         out = {}
         for k, v in raw.items():
             if isinstance(v, str) and v.startswith("="):
