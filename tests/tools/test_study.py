@@ -256,6 +256,14 @@ class Pure(unittest.TestCase):
         self.assertIn("| Adasum | 4 steps (1/1) |", report)
         self.assertIn("the cells ran on 2 CPU models (AMD EPYC (AVX-512); Intel(R) Xeon(R) Processor", report)
         self.assertFalse(os.path.exists(os.path.join(out, "time_to_target.png")))
+        # A record from before the family and model were recorded may be the same CPU as a later one.
+        records[2]["machine"] = "AMD EPYC (AVX-512; family 25 model 17), 2 cores, 24 GiB, Linux 6"
+        study.report.write_report(s, records, out, [], 0, len(records))
+        with open(os.path.join(out, "report.md")) as f:
+            report = f.read()
+        self.assertIn("the cells ran on 2 to 3 CPU models (AMD EPYC (AVX-512); AMD EPYC (AVX-512; family 25 model "
+                      "17); Intel(R) Xeon(R) Processor (AVX-512); the older records without family and model (AMD "
+                      "EPYC (AVX-512)) may be one of those with them)", report)
         self.assertIn("methods.adasum.seeds: must be", self.error(study_text(self.base, methods.replace(
             "seeds: [2]", "seeds: []"))))
 

@@ -797,8 +797,13 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
               f"{fmt_metric(study, study.target)} (mean over the seeds that reached it; k/n = seeds that did)",
               to_target)
         if not seconds_compare:
-            L.append(f"Wall seconds are left out of this table and its plot: the cells ran on {len(cpus)} CPU "
-                     f"models ({'; '.join(cpus)}), so seconds would compare machines, not methods.\n")
+            # Records from before the CPU family and model were recorded may name one of the later ones.
+            vague = [c for c in cpus if c.endswith(")") and any(d.startswith(c[:-1] + "; ") for d in cpus)]
+            count = f"{len(cpus) - len(vague)} to {len(cpus)}" if vague else f"{len(cpus)}"
+            L.append(f"Wall seconds are left out of this table and its plot: the cells ran on {count} CPU "
+                     f"models ({'; '.join(cpus)}"
+                     + (f"; the older records without family and model ({'; '.join(vague)}) may be one of those "
+                        f"with them" if vague else "") + "), so seconds would compare machines, not methods.\n")
     write_unfinished_sweeps(study, rows, best, L)
     write_sweep_edges(study, rows, best, L)
     write_significances(study, best, cols_, L)
