@@ -36,6 +36,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tools"))
 from study.report import noise_verdict, welch  # noqa: E402  (Welch's t-test: (difference, two-sided p))
+from study.run import stop_on_sigterm  # noqa: E402
 from study.run import gpu_name  # noqa: E402
 DEFAULT_OUT = os.path.join(REPO, "docs", "results", "bert_tiny_downstream")
 KINDS = ("finetune", "probe")  # the whole model trained; the encoder frozen, the head trained
@@ -242,4 +243,9 @@ def kind_section(kind, rows):
 
 
 if __name__ == "__main__":
-    main()
+    stop_on_sigterm()
+    try:
+        main()
+    except KeyboardInterrupt:
+        sys.exit("downstream: interrupted: the run in progress was stopped and is not recorded; rerun the same "
+                 "command to go on (finished cells are kept)")

@@ -4,6 +4,14 @@ or --help). `import study` here finds that package: a package folder wins over a
 import sys
 
 from study.cli import main
+from study.run import stop_on_sigterm
 
 if __name__ == "__main__":
-    sys.exit(main())
+    stop_on_sigterm()
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("study.py: interrupted: the cell in progress was stopped and is not recorded (the finished cells "
+              "are in the report); rerun the same command to go on: that cell starts again, or with "
+              "resume_cells resumes from its newest checkpoint", file=sys.stderr)
+        sys.exit(130)

@@ -15,9 +15,11 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -1107,6 +1109,37 @@ class EndToEnd(unittest.TestCase):
         self.assertEqual(self.cells()["average-np1-s1"]["status"], "ok")
         with open(os.path.join(self.results, "report.md")) as f:
             self.assertIn("Cells: 1 of 2 finished", f.read())
+
+    def test_sigterm_stops_the_cell_in_progress_and_records_nothing_of_it(self):
+        # `kill` of tools/study.py (SIGTERM) mid-cell is Ctrl-C's interruption: the cell's mpirun is
+        # killed and its ranks end with it (none outlives the runner; without the handler the runner
+        # died at once and left them training), it says so, exits 130 and records no failed cell.
+        methods = "  average: {set: {reducer.name: average}}\n"
+        text = study_text(self.base, methods).replace("budget: {steps: 4}", "budget: {steps: 1000000}").replace(
+            "ranks: [1, 2]", "ranks: [2]")
+        path = write(self.tmp, "s.yaml", text)
+        runner = subprocess.Popen([sys.executable, os.path.join(ROOT, "tools", "study.py"), path, "--runs", self.runs,
+                                   "--results", self.results, "--trainer", TRAINER, "--no-build"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.addCleanup(lambda: runner.poll() is None and runner.kill())
+
+        def ranks():  # the trainer processes of this study (their command names its runs folder)
+            pattern = f"^{re.escape(TRAINER)} .*output\\.dir={re.escape(self.runs)}"
+            return subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()
+        deadline = time.time() + 120
+        while len(ranks()) < 2 and time.time() < deadline and runner.poll() is None:
+            time.sleep(0.2)
+        self.assertEqual(len(ranks()), 2, "the cell's two ranks never started")
+        time.sleep(1)
+        runner.send_signal(signal.SIGTERM)
+        out, _ = runner.communicate(timeout=90)
+        self.assertEqual(runner.returncode, 130, out)
+        self.assertIn("study.py: interrupted: the cell in progress was stopped and is not recorded", out)
+        deadline = time.time() + 30
+        while ranks() and time.time() < deadline:
+            time.sleep(0.2)
+        self.assertEqual(ranks(), [], "a rank outlived the runner")
+        self.assertFalse(os.path.exists(os.path.join(self.results, "cells.json")), out)
 
 
 class DownstreamReport(unittest.TestCase):

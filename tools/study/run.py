@@ -11,6 +11,7 @@ import platform
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -151,6 +152,15 @@ def run_cell(cell, args, folder, deadline=None):
         with open(os.path.join(folder, CELL_MARKER), "w") as f:
             json.dump(rec, f)
     return rec
+
+
+def stop_on_sigterm():
+    """`kill` (SIGTERM) interrupts a runner as Ctrl-C does (KeyboardInterrupt): subprocess.call
+    then kills the trainer run in progress, instead of the runner dying alone and leaving its
+    mpirun and ranks training on."""
+    def interrupted(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, interrupted)
 
 
 def attempt_version(folder):
