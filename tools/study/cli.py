@@ -8,7 +8,8 @@ import sys
 import time
 
 from . import __doc__ as RUNNER_DOC
-from .report import aggregate, best_rows, bracket_needed, confirm_choices, fmt_time, select_steps, write_report
+from .report import (aggregate, best_rows, bracket_needed, confirm_choices, fmt_time, grid_distance, select_steps,
+                     write_report)
 from .run import Eta, commit, identity, load_cached, load_published, run_cell, stale, trainer_identity
 from .spec import ROOT, Study, StudyError, column, fmt_metric, point_label
 
@@ -63,9 +64,7 @@ def cut_off_order(study, cells, records):
         below = [(e, p) for e, p in chosen.get(c.method, []) if e < c.examples_per_step]
         if not below:
             return 0
-        ref = max(below, key=lambda ep: ep[0])[1]
-        sweep = study.methods[c.method]["sweep"]
-        return sum(abs(vals.index(c.point[k]) - vals.index(ref[k])) for k, vals in sweep.items() if ref.get(k) in vals)
+        return grid_distance(study, c.method, c.point, max(below, key=lambda ep: ep[0])[1])
 
     group = {}
     for c in cells:

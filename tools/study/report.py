@@ -448,8 +448,10 @@ def sweep_progress(study, rows, b):
 
 def grid_distance(study, method, p, q):
     """How many steps along the sweep's lists point p lies from point q (one step: one key one
-    value away)."""
-    return sum(abs(vals.index(p[k]) - vals.index(q[k])) for k, vals in study.methods[method]["sweep"].items())
+    value away); a key whose value in either is not in the sweep's list (an earlier sweep's
+    point) does not count."""
+    return sum(abs(vals.index(p[k]) - vals.index(q[k])) for k, vals in study.methods[method]["sweep"].items()
+               if p.get(k) in vals and q.get(k) in vals)
 
 
 def has_choice(study, b):

@@ -250,22 +250,23 @@ class Study:
                                                                 self.methods.items()):
             if mb not in self.variants[variant]["micro_batches"]:
                 continue
-            keys = list(m["sweep"])
-            for values in itertools.product(*(m["sweep"][k] for k in keys)):
-                point = dict(zip(keys, values))
+            for point in self.points(mname):
                 for seed in m["seeds"]:
                     cell = Cell(self, mname, ranks, mb, seed, point, variant)
                     if not cell.unfit:
                         out.append(cell)
         return out
 
+    def points(self, method):
+        """Every point of `method`'s sweep ({key: value}; one empty point without a sweep)."""
+        sweep = self.methods[method]["sweep"]
+        return [dict(zip(sweep, values)) for values in itertools.product(*sweep.values())]
+
     def sweep_cells(self, method, col):
         """One cell (the first seed) per sweep point of `method` in column col = (ranks,
         micro_batches, variant), unfit ones included."""
-        m = self.methods[method]
-        keys = list(m["sweep"])
-        return [Cell(self, method, col[0], col[1], m["seeds"][0], dict(zip(keys, values)), col[2])
-                for values in itertools.product(*m["sweep"].values())]
+        seed = self.methods[method]["seeds"][0]
+        return [Cell(self, method, col[0], col[1], seed, point, col[2]) for point in self.points(method)]
 
     def column_points(self, method, col):
         """The sweep points of `method` that fit column col: all but those whose run the trainer
