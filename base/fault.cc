@@ -21,6 +21,7 @@ struct Spec {
   long nth = 1;
   bool kill = false;
   bool hang = false;
+  bool term = false;
 };
 
 std::vector<Spec> parse(const char* env) {
@@ -32,14 +33,14 @@ std::vector<Spec> parse(const char* env) {
     const auto colon = item.find(':');
     if (colon != std::string::npos) {
       const std::string action = item.substr(colon + 1);
-      ADA_CHECK_ARG(action == "kill" || action == "hang", ConfigError)
-          << "ADA_FAULT: '" << item << "': the action must be ':kill' or ':hang'";
-      (action == "kill" ? s.kill : s.hang) = true;
+      ADA_CHECK_ARG(action == "kill" || action == "hang" || action == "term", ConfigError)
+          << "ADA_FAULT: '" << item << "': the action must be ':kill', ':hang' or ':term'";
+      (action == "kill" ? s.kill : action == "hang" ? s.hang : s.term) = true;
       item = item.substr(0, colon);
     }
     const auto at = item.find('@');
     ADA_CHECK_ARG(at != std::string::npos && at > 0, ConfigError)
-        << "ADA_FAULT: '" << item << "' must read <point>@<rank>[#<n>][:kill]";
+        << "ADA_FAULT: '" << item << "' must read <point>@<rank>[#<n>][:kill|:hang|:term]";
     s.point = item.substr(0, at);
     const std::string rest = item.substr(at + 1);
     const auto hash = rest.find('#');
@@ -67,6 +68,10 @@ void fault_point(const char* point) {
   for (const auto& s : specs) {
     if (s.point != point || s.rank != process_rank() || s.nth != n) continue;
     if (s.kill) std::raise(SIGKILL);
+    if (s.term) {  // delivered before raise returns; the run goes on as a signalled one would
+      std::raise(SIGTERM);
+      continue;
+    }
     if (s.hang)  // a rank stuck for good (in a loop, a deadlock): only a watchdog ends this
       for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
     ADA_THROW(Error) << "injected fault at " << point << " on rank " << process_rank()

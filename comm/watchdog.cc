@@ -1,6 +1,7 @@
 // The watchdog thread and the marks of the call in progress (watchdog.h).
 #include "comm/watchdog.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -10,6 +11,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/stop_signal.h"
 
 namespace ada::comm {
 namespace {
@@ -40,14 +42,39 @@ int64_t now_ns() {
   std::_Exit(1);
 }
 
+// A stop signal came and the call in progress has waited kStopWait since: the signal is the
+// launcher's after a rank failed (srun -K, mpirun), or a peer is stuck; no stop can be agreed.
+[[noreturn]] void expire_after_signal(int signo, double waited) {
+  const char* call = g_call.load();
+  const char* file = g_file.load();
+  log_error(
+      "rank {}: {} received, and the communication call {} ({}:{}) has not completed {:.0f} s "
+      "later: a peer rank is gone or stuck (launchers signal the other ranks when one fails), so "
+      "the ranks cannot agree on a step to stop at. Ending this process without a stop "
+      "checkpoint; the newest checkpoint written stays valid (--resume auto)",
+      process_rank(), signal_name(signo), call ? call : "?", file ? detail::base_name(file) : "?",
+      g_line.load(), waited);
+  flush_log();
+  std::_Exit(128 + signo);
+}
+
 void watch() {
+  int64_t signal_seen_ns = 0;  // when this thread first saw the stop signal pending
   for (;;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     const double limit = g_timeout.load();
     const int64_t since = g_since_ns.load();
-    if (limit <= 0 || since == 0) continue;
-    const double waited = static_cast<double>(now_ns() - since) * 1e-9;
-    if (waited > limit && g_since_ns.load() == since) expire(waited, limit);
+    const int signo = StopSignals::received();
+    if (signo == 0) signal_seen_ns = 0;
+    if (since == 0) continue;
+    const int64_t now = now_ns();
+    if (signo != 0) {
+      if (signal_seen_ns == 0) signal_seen_ns = now;
+      const double after = static_cast<double>(now - std::max(since, signal_seen_ns)) * 1e-9;
+      if (after > kStopWaitSeconds && g_since_ns.load() == since) expire_after_signal(signo, after);
+    }
+    const double waited = static_cast<double>(now - since) * 1e-9;
+    if (limit > 0 && waited > limit && g_since_ns.load() == since) expire(waited, limit);
   }
 }
 
@@ -57,10 +84,8 @@ void set_comm_timeout(double seconds) {
   ADA_CHECK_ARG(seconds >= 0, ConfigError)
       << "communication timeout must be >= 0 seconds (0: none), got " << seconds;
   g_timeout.store(seconds);
-  if (seconds > 0) {
-    static std::once_flag started;
-    std::call_once(started, [] { std::thread(watch).detach(); });
-  }
+  static std::once_flag started;  // also without a limit: for the stop-signal rule
+  std::call_once(started, [] { std::thread(watch).detach(); });
 }
 
 double comm_timeout() {

@@ -5,12 +5,18 @@
 // rank and the seconds waited, and ends the process (exit status 1), so that mpirun ends the job.
 // The NCCL communicator applies the same timeout to its waits (nccl_communicator.cc). The
 // trainer sets it from `train.comm_timeout_s` (default 600 s; 0: never).
+// After a stop signal (base/stop_signal.h: SIGTERM, SIGINT, SIGUSR1), while the ranks are still
+// to agree on the step to stop at, a call that has waited kStopWaitSeconds since the signal ends
+// the process at once with exit status 128 + the signal: srun -K and mpirun send SIGTERM to the
+// other ranks when one fails, and a rank that is gone never joins the agreement.
 #pragma once
 
 namespace ada::comm {
 
+inline constexpr double kStopWaitSeconds = 5;
+
 // Seconds a blocking communication call may take (0: no limit). Starts the watchdog thread the
-// first time it is set above 0.
+// first time it is called.
 void set_comm_timeout(double seconds);
 double comm_timeout();
 

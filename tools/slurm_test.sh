@@ -6,10 +6,14 @@
 # checks, and stops every daemon it started (by pid) whatever happens. The checks:
 #   srun    srun --mpi=pmix -n 4 runs the trainer (rank and world from Slurm's PMIx): the run's
 #           metrics.jsonl and eval figures equal those of the same run under mpirun
-#   sbatch  tools/slurm/train.sbatch, requeued once it has written a checkpoint, resumes from it
-#           and finishes; the resumed run's curves equal an unbroken run's
+#   sbatch  tools/slurm/train.sbatch, sent SIGUSR1 (as `--signal=USR1@S` does before the time
+#           limit) once it has written a checkpoint: the ranks stop with a checkpoint and the
+#           script requeues the job; then `scontrol requeue` (SIGTERM): the ranks stop with a
+#           checkpoint again; each time the job resumes from the step it stopped at, and the run
+#           ends with an unbroken run's curves and checkpoint
 #   salloc  salloc -n 4 mpirun: OpenMPI takes the allocation from Slurm
-#   kill    a rank killed under srun stops the whole job within 30 s
+#   kill    a rank killed under srun stops the whole job within 30 s (the SIGTERM srun -K sends
+#           the others: they give up the stop checkpoint 5 s later, naming the gone peer)
 #   tools/slurm_test.sh [BUILD_DIR]     (default build; needs root, or sudo, for apt and daemons)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -104,9 +108,12 @@ echo "slurm_test: Slurm $(sinfo -V | awk '{print $2}') up on $host ($node) in $(
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 cd "$dir"
 # A short LeNet-5 / MNIST Adasum run: 60 steps of 4 ranks x 32, evaluated at steps 30 and 60.
+# Every step logged and one checkpoint kept: a run stopped by a signal (a checkpoint at that step,
+# the losses up to it) and resumed then leaves the same files as an unbroken one.
 run=(--config "$src/configs/mnist_lenet_adasum.yaml" --set data.path="$src/data/mnist"
-     --set train.epochs=0 --set train.steps=60 --set train.eval_every=30 --set train.log_every=10
-     --set schedule.warmup_steps=10 --set checkpoint.every=20 --set checkpoint.overwrite=true)
+     --set train.epochs=0 --set train.steps=60 --set train.eval_every=30 --set train.log_every=1
+     --set schedule.warmup_steps=10 --set checkpoint.every=20 --set checkpoint.keep=1
+     --set checkpoint.overwrite=true)
 same() { /usr/bin/python3 "$src/tools/same_runs.py" "$1" "$2" > same.txt 2>&1 || { cat same.txt; fail "$3"; }; }
 
 # ---- srun: 4 ranks from Slurm's PMIx, the same run as under mpirun --------------------------------
@@ -118,24 +125,39 @@ grep -q "4 ranks" srun.log || { tail -20 srun.log; fail "srun: the trainer did n
 same mpirun srun "srun: not the run mpirun gives"
 echo "slurm_test: srun --mpi=pmix -n 4: 4 ranks; metrics, eval figures and checkpoints equal the mpirun run's ($(grep -o 'final evaluation.*' srun.log | head -1))"
 
-# ---- sbatch: requeued after a checkpoint, resumes and finishes ----------------------------------
+# ---- sbatch: SIGUSR1 (time limit near) and scontrol requeue (SIGTERM), resumed each time -------
+# Rank 0 sleeps 200 ms a step (train.straggler: timing only, no number changes) so that the
+# signals land mid-run: 60 steps take at least 12 s.
+slow=(--set train.straggler.ranks=[0] --set train.straggler.delay_ms=200)
 job=$(sbatch --parsable -n 4 --overcommit -o sbatch-%j.log --export=ALL,ADA_TRAINER="$trainer" \
-      "$src/tools/slurm/train.sbatch" "${run[@]}" --set output.dir=sbatch) || fail "sbatch"
-for _ in $(seq 240); do [[ -e sbatch/checkpoints/ckpt-00000020.json ]] && break; sleep 0.25; done
-[[ -e sbatch/checkpoints/ckpt-00000020.json ]] || fail "sbatch: no checkpoint at step 20"
+      "$src/tools/slurm/train.sbatch" "${run[@]}" "${slow[@]}" --set output.dir=sbatch) || fail "sbatch"
+log=sbatch-$job.log
+wait_for() {  # seconds, what (for the message), test...
+  local s=$1 what=$2; shift 2
+  for _ in $(seq $((s * 4))); do "$@" && return 0; sleep 0.25; done
+  tail -20 "$log"; fail "sbatch: $what not within $s s"
+}
+state_is() { [[ "$(squeue -h -j "$job" -o %T 2>/dev/null)" == "$1" ]]; }
+requeued() {  # the job back in the queue
+  wait_for 30 "job $job pending after $1" state_is PENDING
+  # Slurm holds a requeued job back until its revoked credential expires (cred_expire above).
+  echo "slurm_test: job $job requeued after $1: $(squeue -h -j "$job" -o '%T, reason %r, begins %S')"
+}
+wait_for 60 "a checkpoint at step 20" test -e sbatch/checkpoints/ckpt-00000020.json
+scancel --signal=USR1 "$job" || fail "scancel --signal=USR1 $job"
+wait_for 30 "a stop for SIGUSR1" grep -q "stopped by SIGUSR1 at step" "$log"
+requeued SIGUSR1
+first=$(grep -o "stopped by SIGUSR1 at step [0-9]*" "$log" | grep -o "[0-9]*$")
+wait_for 60 "the resume from step $first" grep -q "resumed from .*ckpt-0*$first.json" "$log"
+wait_for 60 "a checkpoint at step 40" test -e sbatch/checkpoints/ckpt-00000040.json
 scontrol requeue "$job" || fail "scontrol requeue $job"
-# Slurm holds a requeued job back until its revoked credential expires (cred_expire above).
-for _ in $(seq 40); do [[ $(squeue -h -j "$job" -o %T) == PENDING ]] && break; sleep 0.25; done
-echo "slurm_test: requeued job $job: $(squeue -h -j "$job" -o '%T, reason %r, begins %S')"
-for _ in $(seq 240); do
-  state=$(squeue -h -j "$job" -o %T 2>/dev/null)
-  [[ -z "$state" ]] && break
-  sleep 0.5
-done
-[[ -z "$state" ]] || fail "sbatch: job $job still $state after 2 minutes"
-grep -q "resumed from .*ckpt-" sbatch-$job.log || { tail -30 sbatch-$job.log; fail "sbatch: the requeued job did not resume"; }
-same mpirun sbatch "sbatch: the requeued run's curves differ from an unbroken run's"
-echo "slurm_test: sbatch tools/slurm/train.sbatch, requeued after a checkpoint: $(grep -o 'resumed from .*' sbatch-$job.log | head -1); curves equal an unbroken run's"
+wait_for 30 "a stop for SIGTERM" grep -q "stopped by SIGTERM at step" "$log"
+second=$(grep -o "stopped by SIGTERM at step [0-9]*" "$log" | grep -o "[0-9]*$")
+requeued "scontrol requeue"
+wait_for 120 "the end of job $job" state_is ""
+grep -q "resumed from .*ckpt-0*$second.json" "$log" || { tail -30 "$log"; fail "sbatch: not resumed from step $second"; }
+same mpirun sbatch "sbatch: the stopped and resumed run's curves differ from an unbroken run's"
+echo "slurm_test: sbatch tools/slurm/train.sbatch: SIGUSR1 stopped it at step $first (checkpoint written, job requeued by the script), scontrol requeue at step $second; resumed from each; curves and final checkpoint equal an unbroken run's"
 
 # ---- salloc + mpirun ----------------------------------------------------------------------------
 salloc -n 4 --overcommit mpirun --oversubscribe --mca mpi_yield_when_idle 1 --bind-to none \
@@ -162,6 +184,9 @@ sleep 1
 left=$(pgrep -f "output.dir=killed" | while read -r p; do
   [[ $(cat /proc/$p/comm 2>/dev/null) == trainer ]] && echo "$p"; done)
 [[ -z "$left" ]] || fail "kill: ranks still running after srun ended: $left"
+# srun -K sent SIGTERM to the others: they gave up agreeing on a stop step with a rank gone.
+grep -q "SIGTERM received, and the communication call .* has not completed [0-9]* s later: a peer rank is gone" killed.log ||
+  { tail -20 killed.log; fail "kill: the other ranks did not say a peer was gone"; }
 echo "slurm_test: a rank killed (pid $victim): srun and every other rank stopped after $took s"
 
 echo "slurm_test: all checks passed in $(( $(date +%s) - installed )) s after the install ($(( installed - start )) s)"

@@ -35,7 +35,8 @@ else
 fi
 # MPI tests ask for 2 processors each, so ctest never runs two of them at once on 2 cores.
 ctest --test-dir "$build" --output-on-failure -j "$jobs" --timeout 600
-# The trainer under a one-node Slurm started here (srun with PMIx, sbatch with a requeue, salloc
+# The trainer under a one-node Slurm started here (srun with PMIx, sbatch stopped by
+# SIGUSR1 and SIGTERM and requeued, salloc
 # with mpirun, a killed rank): about 70 s after installing Slurm. ADA_NO_SLURM=1 skips it.
 if [[ -z "${ADA_NO_SLURM:-}" && $# -eq 0 ]]; then
   bash tools/slurm_test.sh "$build"

@@ -12,6 +12,7 @@
 #include "base/atomic_file.h"
 #include "base/fault.h"
 #include "base/log.h"
+#include "base/stop_signal.h"
 #include "base/timeline.h"
 #include "comm/agreement.h"
 #include "comm/step_comm.h"
@@ -226,16 +227,26 @@ int Trainer::run() {
   // Replicas identical at the start (unless resumed between a decentralised sync's averages).
   if (strategy_->replicas_identical()) checksum_due_ = true;
   flush_due(schedule_->lr());
-  while (step_ < total_steps_) {
-    train_step();
-    const bool epoch_end = step_ % steps_per_epoch_ == 0;
-    if ((s_.eval_every > 0 && step_ % s_.eval_every == 0) || (s_.eval_every == 0 && epoch_end)) {
-      log_->break_line();  // keep the progress line
-      evaluate_now();
-      if (stop_at_ends_run()) break;
+  int stop_signal = 0;
+  {
+    const StopSignals signals;  // SIGTERM, SIGINT, SIGUSR1: stop at the next agreed step
+    while (step_ < total_steps_) {
+      train_step();
+      const bool epoch_end = step_ % steps_per_epoch_ == 0;
+      if ((s_.eval_every > 0 && step_ % s_.eval_every == 0) || (s_.eval_every == 0 && epoch_end)) {
+        log_->break_line();  // keep the progress line
+        evaluate_now();
+        if (stop_at_ends_run()) break;
+      }
+      if (step_ < total_steps_ && (stop_signal = agreed_stop_signal()) != 0) break;
+      if ((s_.ckpt_every > 0 && step_ % s_.ckpt_every == 0) || (s_.ckpt_every == 0 && epoch_end))
+        save_checkpoint();
     }
-    if ((s_.ckpt_every > 0 && step_ % s_.ckpt_every == 0) || (s_.ckpt_every == 0 && epoch_end))
-      save_checkpoint();
+  }  // (every rank agreed, or the run ended: the watchdog's stop rule is off again)
+  if (stop_signal != 0) {
+    stop_for_signal(stop_signal);
+    if (timeline) timeline->close();
+    return 128 + stop_signal;
   }
   if (!strategy_->replicas_identical()) {  // stopped between synchronisations: one more
     strategy_->finish();
@@ -429,6 +440,32 @@ bool Trainer::stop_at_ends_run() {
         "{}): the run ends at step {}",
         s.metric, s.describe(), s.give_up_at_step, stop_best_, stop_best_step_, step_);
   return true;
+}
+
+// A collective where replicas are in step (as flush_due's): every step for gradient and delta
+// sync, at world synchronisations for local SGD, DiLoCo and WAGMA. The largest signal number any
+// rank received, so that every rank stops at this step with the same exit status.
+int Trainer::agreed_stop_signal() {
+  if (!strategy_->replicas_identical()) return 0;
+  double signo = StopSignals::received();
+  world_->allreduce(&signo, 1, comm::ReduceOp::max);
+  return static_cast<int>(signo);
+}
+
+void Trainer::stop_for_signal(int signo) {
+  strategy_->finish();  // the replicas agree here: the model stays as it is
+  log_due_ = true;      // the losses since the last metrics line, so that none goes unrecorded
+  flush_due(schedule_->lr());
+  save_checkpoint();
+  log_->break_line();
+  log_info(
+      "stopped by {} at step {} of {}: checkpoint at step {} written; to go on, run the same "
+      "command with --resume auto (exit status {})",
+      signal_name(signo), step_, total_steps_, step_, 128 + signo);
+  flush_log();
+  // No rank exits before every rank is done: mpirun and srun -K stop the others at the first
+  // non-zero exit.
+  world_->barrier();
 }
 
 void Trainer::save_checkpoint() {

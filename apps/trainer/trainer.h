@@ -59,6 +59,10 @@ class Trainer {
   // Whether train.stop_at ends the run after the evaluation just made: its bound met, or
   // give_up_after evaluations without a new best (the same answer on every rank).
   bool stop_at_ends_run();
+  // The signal (base/stop_signal.h) every rank has agreed to stop for at this step, 0 if none.
+  int agreed_stop_signal();
+  // Ends a signalled run at this step: its last metrics line and a checkpoint; no summary.
+  void stop_for_signal(int signo);
   void save_checkpoint();  // with the counters a resume continues (stop_at_)
   void write_summary();
   double wall_seconds() const { return resumed_.wall_seconds + clock_.seconds(); }

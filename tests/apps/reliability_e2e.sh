@@ -16,6 +16,10 @@
 #                 (per rank where local) and schedule as an unbroken one: sum/average/adasum, with
 #                 batch-norm (resnet20_mnist) and dropout (bert tiny);
 #   ranks       — every reducer trains at 3, 5 and 6 ranks: the loss falls, replicas agree;
+#   preempt     — SIGTERM on one rank, SIGUSR1 to mpirun: every rank stops at one step (gradient
+#                 sync: that step; local SGD, WAGMA: the next world synchronisation) with a
+#                 checkpoint there and exit 128 + signal; the resumed run ends byte-identical;
+#                 with a peer stuck, a signalled rank gives up 5 s later (exit 143);
 #   sync        — local SGD, DiLoCo and WAGMA (synchronous and wait-avoiding) at 2, 4, 8 and 16
 #                 ranks: the loss falls and replicas agree at every world synchronisation; a
 #                 straggler makes WAGMA ranks late (wait-avoidance at work); a failure on one of
@@ -277,6 +281,76 @@ PY
   $wg --ranks 6 --group 2 --steps 1 > wg.txt 2>&1 && fail "wagma_groups accepted 6 ranks"
   grep -q "power-of-two number of ranks" wg.txt || fail "wagma_groups error message"
   echo "sync: all strategies at 2, 4, 8, 16 ranks; straggler; fault; wagma_groups"
+  ;;
+preempt)
+  # A signal (SIGTERM from Slurm's preemption or scancel, SIGUSR1 ahead of a time limit) on one
+  # rank: every rank stops at the same step, writes a checkpoint there and exits 128 + the
+  # signal; --resume auto goes on from it and ends as an unbroken run does, byte for byte.
+  preempt() {  # tag, rank#step the signal is raised at, the step the run must stop at, extra...
+    local tag=$1 at=$2 stop=$3; shift 3
+    mpi 2 "$trainer" --config tiny.yaml --set output.dir=u_$tag "$@" > u.txt 2>&1 || { cat u.txt; fail "$tag unbroken"; }
+    ADA_FAULT=step@$at:term timeout 120 bash -c "$(declare -f mpi); mpi 2 '$trainer' --config tiny.yaml \
+      --set output.dir=p_$tag $*" > p1.txt 2>&1
+    local rc=$?
+    [ $rc -eq 143 ] || { tail -5 p1.txt; fail "$tag: the signalled run exited $rc, not 143 (128 + SIGTERM; 124: it hung)"; }
+    grep -q "stopped by SIGTERM at step $stop of 40: checkpoint at step $stop written; to go on, run the same command with --resume auto" p1.txt \
+      || { grep -a "stopped\|error" p1.txt; fail "$tag: the run did not say it stopped at step $stop"; }
+    [ -e p_$tag/checkpoints/ckpt-$(printf %08d $stop).json ] || fail "$tag: no checkpoint at step $stop"
+    [ ! -e p_$tag/summary.json ] || fail "$tag: a stopped run wrote summary.json (it is for finished runs)"
+    mpi 2 "$trainer" --config tiny.yaml --set output.dir=p_$tag --resume auto "$@" > p2.txt 2>&1 || { cat p2.txt; fail "$tag resumed"; }
+    grep -q "resumed from p_$tag/checkpoints/ckpt-$(printf %08d $stop).json" p2.txt || { grep resumed p2.txt; fail "$tag: not resumed from step $stop"; }
+    local what="ran to the end (wait-avoiding WAGMA's result depends on which rank is late: not compared)"
+    if [[ $tag != *_wa ]]; then
+      local n=0
+      for f in u_$tag/checkpoints/ckpt-00000040.*safetensors; do
+        cmp -s "$f" "p_$tag/checkpoints/$(basename "$f")" || fail "$tag: $(basename "$f") differs between the unbroken and the stopped-and-resumed run"
+        n=$((n + 1))
+      done
+      # Every step's loss is in metrics.jsonl once (log_every: 1), as in the unbroken run.
+      cmp -s <(grep -o '"loss":[^,]*' u_$tag/metrics.jsonl) <(grep -o '"loss":[^,]*' p_$tag/metrics.jsonl) \
+        || fail "$tag: the losses in metrics.jsonl differ from the unbroken run's"
+      what="$n final checkpoint file(s) byte-identical, losses equal"
+    fi
+    echo "preempt ($tag): SIGTERM on rank ${at%%#*} at step ${at##*#}: both ranks stopped at step $stop with a checkpoint, exit 143; resumed, $what"
+  }
+  # Gradient sync: the very step the signal came in (rank 1 alone was signalled).
+  preempt grad "1#15" 15 --set reducer.name=average
+  # Local SGD and WAGMA stop at their next world synchronisation, where the replicas agree.
+  preempt local "0#13" 16 --set sync.name=local_sgd --set sync.period=4 --set train.eval_every=0
+  wagma=(--set reducer.name=average --set sync.name=wagma --set sync.global_every=3 --set train.eval_every=0)
+  preempt wagma "1#13" 15 "${wagma[@]}" --set sync.wait_avoiding=false
+  preempt wagma_wa "0#13" 15 "${wagma[@]}"
+  # A signal while a peer never joins (rank 1 stuck for good at step 15, as a rank that is gone
+  # when srun -K signals the others): rank 0 gives up the stop 5 s later, naming the call, with
+  # exit 143 (train.comm_timeout_s, 600 s by default, is not what ends it); step 10's checkpoint
+  # stays the newest and valid.
+  start=$(date +%s)
+  ADA_FAULT=step@1#15:hang,step@0#15:term timeout 120 bash -c "$(declare -f mpi); mpi 2 '$trainer' \
+    --config tiny.yaml --set reducer.name=average --set output.dir=gone" > gone.txt 2>&1
+  rc=$? secs=$(( $(date +%s) - start ))
+  [ $rc -eq 143 ] || { tail -5 gone.txt; fail "gone: exit $rc, not 143 (124: it hung)"; }
+  grep -q "rank 0: SIGTERM received, and the communication call MPI_.* has not completed [0-9]* s later: a peer rank is gone or stuck" gone.txt \
+    || { grep -a "error" gone.txt; fail "gone: rank 0 did not say a peer was gone"; }
+  (( secs < 30 )) || fail "gone: took $secs s"
+  mpi 2 "$trainer" --config tiny.yaml --set reducer.name=average --set output.dir=gone --set train.steps=12 --resume auto > gone2.txt 2>&1 \
+    && grep -q "resumed from gone/checkpoints/ckpt-00000010.json" gone2.txt || { tail -5 gone2.txt; fail "gone: no resume from step 10"; }
+  echo "preempt (gone): SIGTERM with a peer stuck: rank 0 ended after $secs s, exit 143; step 10's checkpoint resumes"
+  # SIGUSR1 to mpirun (forwarded to every rank), as `sbatch --signal=USR1@120` sends it.
+  mpi 2 "$trainer" --config tiny.yaml --set output.dir=usr1 --set train.steps=1000000 --set train.log_every=100 \
+    --set train.eval_every=0 --set checkpoint.every=0 > usr1.txt 2>&1 &
+  pid=$!  # the shell running mpi; mpiexec is its child
+  for _ in $(seq 600); do grep -q '"step":200,' usr1/metrics.jsonl 2>/dev/null && break; sleep 0.1; done
+  mpiexec_pid=$(pgrep -P $pid -x mpiexec)
+  [ -n "$mpiexec_pid" ] || { kill $pid; fail "usr1: no mpiexec under the shell $pid"; }
+  kill -USR1 "$mpiexec_pid"
+  for _ in $(seq 600); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+  kill -0 $pid 2>/dev/null && { kill -9 "$mpiexec_pid"; fail "usr1: still running 60 s after SIGUSR1"; }
+  wait $pid
+  rc=$?
+  [ $rc -eq 138 ] || { tail -5 usr1.txt; fail "usr1: exit $rc, not 138 (128 + SIGUSR1)"; }
+  stop=$(grep -o "stopped by SIGUSR1 at step [0-9]*" usr1.txt | grep -o '[0-9]*$')
+  [ -n "$stop" ] && [ -e usr1/checkpoints/ckpt-$(printf %08d "$stop").json ] || { tail -5 usr1.txt; fail "usr1: no stop message or no checkpoint at its step"; }
+  echo "preempt (usr1): SIGUSR1 to mpirun: stopped at step $stop with a checkpoint, exit 138"
   ;;
 *) fail "unknown case $case" ;;
 esac
