@@ -10,7 +10,9 @@ if __name__ == "__main__":
     stop_on_sigterm()
     try:
         sys.exit(main())
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
+        if str(e):
+            print(f"study.py: {e}", file=sys.stderr)
         print("study.py: interrupted: the cell in progress was stopped and is not recorded (the finished cells "
               "are in the report); rerun the same command to go on: that cell starts again, or with "
               "resume_cells resumes from its newest checkpoint", file=sys.stderr)

@@ -1142,6 +1142,31 @@ class EndToEnd(unittest.TestCase):
         self.assertFalse(os.path.exists(os.path.join(self.results, "cells.json")), out)
 
 
+    def test_a_trainer_stopped_by_a_signal_from_outside_stops_the_study_and_its_cell_resumes(self):
+        # The ranks themselves get SIGTERM (a scheduler's preemption; here ADA_FAULT's :term on rank 1
+        # at step 3): the trainer stops there with a checkpoint and exit 143; the runner records no
+        # failed cell, names the cell, the signal and the step, and exits 130. The same command again
+        # resumes the cell from that checkpoint (resume_cells) and finishes it.
+        methods = "  average: {set: {reducer.name: average}}\n"
+        text = study_text(self.base, methods, "resume_cells: true\n").replace("ranks: [1, 2]", "ranks: [2]")
+        path = write(self.tmp, "s.yaml", text)
+        cmd = [sys.executable, os.path.join(ROOT, "tools", "study.py"), path, "--runs", self.runs,
+               "--results", self.results, "--trainer", TRAINER, "--no-build"]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                           env=dict(os.environ, ADA_FAULT="step@1#3:term"))
+        self.assertEqual(r.returncode, 130, r.stdout + r.stderr)
+        self.assertIn("average-np2-s1: its trainer was stopped by SIGTERM from outside the runner (a scheduler's "
+                      "preemption?) at step 3, with a checkpoint there", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.results, "cells.json")), r.stdout)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        rec = self.cells()["average-np2-s1"]
+        self.assertEqual((rec["status"], rec["steps"], rec["resumed"]), ("ok", 4, True))
+        log = next(os.path.join(d, "log.txt") for d, _, files in os.walk(self.runs) if "log.txt" in files)
+        with open(log) as f:
+            self.assertIn("resumed from", f.read())
+
+
 class DownstreamReport(unittest.TestCase):
     """tools/downstream_study.py --report-only: the committed cells regenerate the committed
     report (its command naming --out only for a folder other than the default), --kinds finetune
