@@ -8,10 +8,12 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <vector>
 
+#include "base/stop_signal.h"
 #include "comm/comm_thread.h"
 #include "comm/nccl_library.h"
 #include "comm/shared_gpu.h"
@@ -452,6 +454,7 @@ class NcclCommunicator final : public Communicator {
   // Waits for `e` on the host, polling NCCL for asynchronous errors; aborts on error or timeout.
   void wait(cudaEvent_t e, const char* op) {
     const auto start = std::chrono::steady_clock::now();
+    std::optional<std::chrono::steady_clock::time_point> signalled;  // a stop signal first seen
     for (int spins = 0;; ++spins) {
       const cudaError_t q = cudaEventQuery(e);
       if (q == cudaSuccess) return;
@@ -464,8 +467,17 @@ class NcclCommunicator final : public Communicator {
       lib.ncclCommGetAsyncError(comm_, &async);
       if (async != ncclSuccess && async != ncclInProgress)
         fail(async, (std::string("asynchronous error during ") + op).c_str(), __FILE__, __LINE__);
-      const double waited =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const auto now = std::chrono::steady_clock::now();
+      const double waited = std::chrono::duration<double>(now - start).count();
+      // watchdog.h's rule while a stop signal is pending: a peer that is gone never completes this.
+      if (const int signo = StopSignals::received(); signo != 0) {
+        if (!signalled) signalled = now;
+        const double after = std::chrono::duration<double>(now - *signalled).count();
+        if (after > kStopWaitSeconds) {
+          abort_comm();
+          end_after_stop_signal(signo, op, __FILE__, __LINE__, after);
+        }
+      }
       if (waited > timeout_s_) {
         abort_comm();
         ADA_THROW(CommError) << "NCCL " << op << " on rank " << rank() << " of " << size()

@@ -42,21 +42,23 @@ int64_t now_ns() {
   std::_Exit(1);
 }
 
-// A stop signal came and the call in progress has waited kStopWait since: the signal is the
-// launcher's after a rank failed (srun -K, mpirun), or a peer is stuck; no stop can be agreed.
-[[noreturn]] void expire_after_signal(int signo, double waited) {
-  const char* call = g_call.load();
-  const char* file = g_file.load();
+}  // namespace
+
+// A stop signal came and the call in progress has waited kStopWaitSeconds since: the signal is
+// the launcher's after a rank failed (srun -K, mpirun), or a peer is stuck; no stop can be agreed.
+void end_after_stop_signal(int signo, const char* call, const char* file, int line, double waited) {
   log_error(
       "rank {}: {} received, and the communication call {} ({}:{}) has not completed {:.0f} s "
       "later: a peer rank is gone or stuck (launchers signal the other ranks when one fails), so "
       "the ranks cannot agree on a step to stop at. Ending this process without a stop "
       "checkpoint; the newest checkpoint written stays valid (--resume auto)",
       process_rank(), signal_name(signo), call ? call : "?", file ? detail::base_name(file) : "?",
-      g_line.load(), waited);
+      line, waited);
   flush_log();
   std::_Exit(128 + signo);
 }
+
+namespace {
 
 void watch() {
   int64_t signal_seen_ns = 0;  // when this thread first saw the stop signal pending
@@ -71,7 +73,8 @@ void watch() {
     if (signo != 0) {
       if (signal_seen_ns == 0) signal_seen_ns = now;
       const double after = static_cast<double>(now - std::max(since, signal_seen_ns)) * 1e-9;
-      if (after > kStopWaitSeconds && g_since_ns.load() == since) expire_after_signal(signo, after);
+      if (after > kStopWaitSeconds && g_since_ns.load() == since)
+        end_after_stop_signal(signo, g_call.load(), g_file.load(), g_line.load(), after);
     }
     const double waited = static_cast<double>(now - since) * 1e-9;
     if (limit > 0 && waited > limit && g_since_ns.load() == since) expire(waited, limit);

@@ -15,6 +15,11 @@ namespace ada::comm {
 
 inline constexpr double kStopWaitSeconds = 5;
 
+// Ends the process by that rule: logs that `call` (with its file:line) has not completed `waited`
+// seconds after the signal `signo`, and exits 128 + signo. For waits of their own (NCCL's).
+[[noreturn]] void end_after_stop_signal(int signo, const char* call, const char* file, int line,
+                                        double waited);
+
 // Seconds a blocking communication call may take (0: no limit). Starts the watchdog thread the
 // first time it is called.
 void set_comm_timeout(double seconds);
