@@ -42,24 +42,6 @@ int64_t now_ns() {
   std::_Exit(1);
 }
 
-}  // namespace
-
-// A stop signal came and the call in progress has waited kStopWaitSeconds since: the signal is
-// the launcher's after a rank failed (srun -K, mpirun), or a peer is stuck; no stop can be agreed.
-void end_after_stop_signal(int signo, const char* call, const char* file, int line, double waited) {
-  log_error(
-      "rank {}: {} received, and the communication call {} ({}:{}) has not completed {:.0f} s "
-      "later: a peer rank is gone or stuck (launchers signal the other ranks when one fails), so "
-      "the ranks cannot agree on a step to stop at. Ending this process without a stop "
-      "checkpoint; the newest checkpoint written stays valid (--resume auto)",
-      process_rank(), signal_name(signo), call ? call : "?", file ? detail::base_name(file) : "?",
-      line, waited);
-  flush_log();
-  std::_Exit(128 + signo);
-}
-
-namespace {
-
 void watch() {
   int64_t signal_seen_ns = 0;  // when this thread first saw the stop signal pending
   for (;;) {
@@ -82,6 +64,20 @@ void watch() {
 }
 
 }  // namespace
+
+// A stop signal came and the call in progress has waited kStopWaitSeconds since: the signal is
+// the launcher's after a rank failed (srun -K, mpirun), or a peer is stuck; no stop can be agreed.
+void end_after_stop_signal(int signo, const char* call, const char* file, int line, double waited) {
+  log_error(
+      "rank {}: {} received, and the communication call {} ({}:{}) has not completed {:.0f} s "
+      "later: a peer rank is gone or stuck (launchers signal the other ranks when one fails), so "
+      "the ranks cannot agree on a step to stop at. Ending this process without a stop "
+      "checkpoint; the newest checkpoint written stays valid (--resume auto)",
+      process_rank(), signal_name(signo), call ? call : "?", file ? detail::base_name(file) : "?",
+      line, waited);
+  flush_log();
+  std::_Exit(128 + signo);
+}
 
 void set_comm_timeout(double seconds) {
   ADA_CHECK_ARG(seconds >= 0, ConfigError)

@@ -101,11 +101,8 @@ def run_cell(cell, args, folder, deadline=None):
         log_text = f.read()
     if resumed:  # this attempt's part of the log: an earlier attempt's error is not this one's
         log_text = log_text[log_text.rfind("# study.py: an earlier attempt"):]
-    stopped = re.search(r"stopped by (SIG\w+) at step (\d+)", log_text)
-    if rc in (128 + signal.SIGTERM, 128 + signal.SIGINT, 128 + signal.SIGUSR1) and stopped:
-        raise TrainerStopped(f"{cell.name}: its trainer was stopped by {stopped[1]} from outside the runner (a "
-                             f"scheduler's preemption?) at step {stopped[2]}, with a checkpoint there"
-                             + ("" if study.resume_cells else " (resume_cells is off: a rerun starts the cell again)"))
+    raise_if_stopped_by_signal(cell.name, rc, log_text,
+                               "" if study.resume_cells else " (resume_cells is off: a rerun starts the cell again)")
     evals, losses, walls = read_curve(folder, study.metric)
     sel_evals = read_curve(folder, study.select)[0] if study.select else []
     summary = {}
@@ -163,6 +160,15 @@ class TrainerStopped(KeyboardInterrupt):
     """A cell's trainer stopped for a signal that did not come through the runner (its ranks were
     sent SIGTERM or SIGUSR1: a scheduler preempting them): the study stops as on Ctrl-C, recording
     nothing of the cell, instead of recording it as failed and going on."""
+
+
+def raise_if_stopped_by_signal(name, rc, log_text, note=""):
+    """Raises TrainerStopped when the trainer run `name` exited 128 + SIGTERM / SIGINT / SIGUSR1 after
+    saying it stopped for that signal (its log `log_text`); `note` ends the message."""
+    stopped = re.search(r"stopped by (SIG\w+) at step (\d+)", log_text)
+    if rc in (128 + signal.SIGTERM, 128 + signal.SIGINT, 128 + signal.SIGUSR1) and stopped:
+        raise TrainerStopped(f"{name}: its trainer was stopped by {stopped[1]} from outside the runner (a "
+                             f"scheduler's preemption?) at step {stopped[2]}, with a checkpoint there" + note)
 
 
 def stop_on_sigterm():
