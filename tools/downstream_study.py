@@ -36,7 +36,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tools"))
 from study.report import noise_verdict, welch  # noqa: E402  (Welch's t-test: (difference, two-sided p))
-from study.run import stop_on_sigterm  # noqa: E402
+from study.run import raise_if_stopped_by_signal, stop_on_sigterm  # noqa: E402
 from study.run import gpu_name  # noqa: E402
 DEFAULT_OUT = os.path.join(REPO, "docs", "results", "bert_tiny_downstream")
 KINDS = ("finetune", "probe")  # the whole model trained; the encoder frozen, the head trained
@@ -74,6 +74,8 @@ def run_cell(cells, path, key, cmd, out_dir):
     with open(log, "w") as f:
         rc = subprocess.call(cmd, cwd=REPO, env=ENV, stdout=f, stderr=subprocess.STDOUT)
     if rc != 0:
+        with open(log, errors="replace") as f:  # a signal from outside: stop as on Ctrl-C
+            raise_if_stopped_by_signal(key, rc, f.read(), " (a rerun starts it again)")
         sys.exit(f"downstream: {key} failed (exit {rc}); its log: {log}")
     s = json.load(open(os.path.join(REPO, out_dir, "summary.json")))
     cell = {k: s[k] for k in ("eval_mlm_loss", "eval_accuracy", "eval_loss", "steps", "commit",
@@ -246,6 +248,8 @@ if __name__ == "__main__":
     stop_on_sigterm()
     try:
         main()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
+        if str(e):
+            print(f"downstream: {e}", file=sys.stderr)
         sys.exit("downstream: interrupted: the run in progress was stopped and is not recorded; rerun the same "
                  "command to go on (finished cells are kept)")

@@ -79,6 +79,18 @@ class Pure(unittest.TestCase):
     def load(self, text):
         return study.spec.Study(write(self.tmp, "s.yaml", text))
 
+    def test_a_trainer_stopped_by_a_signal_is_told_from_a_failed_one(self):
+        # Both runners (study.py, downstream_study.py): exit 128 + SIGTERM/SIGINT/SIGUSR1 with the
+        # trainer's "stopped by" line is a stop (TrainerStopped, a KeyboardInterrupt); any other
+        # exit, or such an exit without that line (killed outright), is left to the caller.
+        log = "step 7/40 ...\nstopped by SIGUSR1 at step 7 of 40: checkpoint at step 7 written\n"
+        with self.assertRaises(KeyboardInterrupt) as e:
+            study.run.raise_if_stopped_by_signal("cell-a", 138, log, " (note)")
+        self.assertEqual(str(e.exception), "cell-a: its trainer was stopped by SIGUSR1 from outside the runner "
+                                           "(a scheduler's preemption?) at step 7, with a checkpoint there (note)")
+        study.run.raise_if_stopped_by_signal("cell-a", 1, log)
+        study.run.raise_if_stopped_by_signal("cell-a", 143, "step 7/40 ...\n")
+
     def test_machine_names_the_cpu_generation(self):
         # Two AMD EPYCs that print the same model name and both have AVX-512 (a Zen 4 and a
         # Zen 5) must not read as one CPU model in a report, which takes the text before ", ".
