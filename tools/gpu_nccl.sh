@@ -10,7 +10,8 @@
 #      the unbroken run; WAGMA, DiLoCo and local SGD on the GPU;
 #   3. bench_allreduce --device cuda at 2 and 4 ranks (relative figures: sockets, not NVLink);
 #   4. failures at 2 ranks: a rank throws, a rank is killed, a rank stops (the others' NCCL
-#      watchdog, ADA_NCCL_TIMEOUT_S) — each must end every rank non-zero, naming the cause;
+#      watchdog, ADA_NCCL_TIMEOUT_S) — each must end every rank non-zero, naming the cause; a
+#      SIGTERM stops both ranks at one step with a checkpoint, and with a peer stuck ends in ~5 s;
 #   5. seeds: run-to-run noise of 4 ranks over NCCL against MPI staging (seeds 2-4, averaging and
 #      Adasum), the yardstick for "the same accuracy".
 #   6. paper (not in the default): configs/resnet50_adasum.yaml on an ImageNet-shaped JPEG folder
@@ -152,7 +153,28 @@ fail_case() {
 fail_case thrown ADA_FAULT=adasum@1#100
 fail_case killed ADA_FAULT=backward@1#100:kill
 fail_case stopped ADA_NCCL_TIMEOUT_S=15
+# A stop signal over NCCL (base/stop_signal.h): SIGTERM on rank 1 at step 100 stops both ranks at
+# that step with a checkpoint (exit 143); with rank 1 stuck for good at step 100 and rank 0
+# signalled there, rank 0 gives up 5 s later naming the call (the NCCL wait loop's rule, as the
+# MPI watchdog's in tests/apps/reliability_e2e.sh preempt), exit 143, well before the NCCL timeout.
+stop_case() {  # tag, what the log must say (grep -E), ADA_FAULT
+  local what=$1 says=$2 t0=$SECONDS
+  OMP_NUM_THREADS=2 ADA_NCCL_TIMEOUT_S=120 ADA_FAULT=$3 timeout 180 mpirun -np 2 --oversubscribe \
+    --bind-to none .gpu/bin/trainer --config configs/mnist_lenet_adasum.yaml --set train.device=cuda \
+    --set train.comm=nccl --set train.steps=5000 --set train.epochs=0 --set checkpoint.every=0 \
+    --set output.dir="out/nccl/stop-$what" --set checkpoint.overwrite=true > "out/nccl/stop-$what.log" 2>&1
+  local rc=$?
+  say "-- signal, $what: exit $rc after $((SECONDS - t0)) s"
+  grep -E 'stopped by|gone or stuck|error' "out/nccl/stop-$what.log" | head -4 | tee -a "$log"
+  [[ $rc -eq 143 ]] || { say "   FAILED: exit $rc, not 143 (128 + SIGTERM; 124: it hung)"; status=1; }
+  grep -qE "$says" "out/nccl/stop-$what.log" || { say "   FAILED: the log does not say: $says"; status=1; }
+}
+stop_case term "stopped by SIGTERM at step 100 of [0-9]+: checkpoint at step 100 written" "step@1#100:term"
+[[ -e out/nccl/stop-term/checkpoints/ckpt-00000100.json ]] || { say "   FAILED: no stop checkpoint at step 100"; status=1; }
+stop_case gone "SIGTERM received, and the communication call .* has not completed [0-9]+ s later: a peer rank is gone" \
+  "step@1#100:hang,step@0#100:term"
 pkill -9 -f out/nccl/fail- 2>/dev/null
+pkill -9 -f out/nccl/stop- 2>/dev/null
 fi
 if part seeds; then
   say "== 5. run-to-run noise: 4 ranks, 1 epoch, seeds 2-4, over NCCL and through MPI"
