@@ -13,7 +13,9 @@ what the encoder learnt, without the full fine-tuning relearning it.
 Nothing is chosen in this study (the recipes are fixed before the runs), so each fine-tuning is
 evaluated once, at its end, on the test split (train.eval_every larger than the run: only the
 final evaluation). Cells are cached in OUT/cells.json (written after each cell, keyed by the
-command line), so a stopped study resumes; checkpoints stay under runs/downstream/ (17-53 MB each,
+command line), so a stopped study resumes; a run stopped partway (its ranks sent SIGTERM or
+SIGUSR1 by a scheduler: the trainer's stop checkpoint; or killed after a periodic one) goes on
+from its newest checkpoint when the same command and trainer version run it again; checkpoints stay under runs/downstream/ (17-53 MB each,
 not committed).
 
     /usr/bin/python3 tools/downstream_study.py [--out docs/results/bert_tiny_downstream]
@@ -28,6 +30,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import statistics
 import subprocess
 import sys
@@ -36,8 +39,8 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tools"))
 from study.report import noise_verdict, welch  # noqa: E402  (Welch's t-test: (difference, two-sided p))
-from study.run import raise_if_stopped_by_signal, stop_on_sigterm  # noqa: E402
-from study.run import gpu_name  # noqa: E402
+from study.run import attempt_version, gpu_name, raise_if_stopped_by_signal, stop_on_sigterm  # noqa: E402
+from study.run import trainer_identity  # noqa: E402
 DEFAULT_OUT = os.path.join(REPO, "docs", "results", "bert_tiny_downstream")
 KINDS = ("finetune", "probe")  # the whole model trained; the encoder frozen, the head trained
 METHODS = {"lamb_average": "configs/bert_tiny_mlm_lamb.yaml",
@@ -64,18 +67,44 @@ def cpu_name():
     return platform.processor() or "unknown"
 
 
-def run_cell(cells, path, key, cmd, out_dir):
+def resumable(log, ckpt_dir, cmd_line, version):
+    """Whether an unfinished earlier run can go on from its newest checkpoint (--resume auto)
+    instead of starting again: its log `log` begins with this very command line and last names
+    this trainer version (not None), and it left checkpoints in `ckpt_dir` (a stop checkpoint
+    after a signal, or a periodic one)."""
+    try:
+        with open(log, errors="replace") as f:
+            first = f.readline().rstrip("\n")
+        left = any(n.endswith(".json") for n in os.listdir(ckpt_dir))
+    except OSError:
+        return False
+    return version is not None and left and first == "$ " + cmd_line and attempt_version(log) == version
+
+
+def run_cell(cells, path, key, cmd, out_dir, version):
+    """Runs one trainer command (cached in `cells` under `key`); `version`: the trainer's version,
+    for resuming an earlier attempt it made."""
     if key in cells:
         return cells[key]
-    print(f"downstream: running {key}", flush=True)
     t0 = time.time()
     log = out_dir + ".log"
     os.makedirs(os.path.dirname(log), exist_ok=True)
-    with open(log, "w") as f:
-        rc = subprocess.call(cmd, cwd=REPO, env=ENV, stdout=f, stderr=subprocess.STDOUT)
+    cmd_line = " ".join(shlex.quote(c) for c in cmd)
+    resumed = resumable(log, os.path.join(REPO, out_dir, "checkpoints"), cmd_line, version)
+    print(f"downstream: {'resuming' if resumed else 'running'} {key}", flush=True)
+    with open(log, "a" if resumed else "w") as f:
+        if resumed:
+            f.write("\n# downstream_study.py: an earlier attempt was interrupted; resuming it\n")
+        else:
+            f.write(f"$ {cmd_line}\n")
+        f.flush()
+        rc = subprocess.call(cmd + (["--resume", "auto"] if resumed else []), cwd=REPO, env=ENV,
+                             stdout=f, stderr=subprocess.STDOUT)
     if rc != 0:
         with open(log, errors="replace") as f:  # a signal from outside: stop as on Ctrl-C
-            raise_if_stopped_by_signal(key, rc, f.read(), " (a rerun starts it again)")
+            text = f.read()
+        raise_if_stopped_by_signal(key, rc, text[text.rfind("# downstream_study.py: an earlier"):] if resumed else text,
+                                   " (a rerun of the same command goes on from it)")
         sys.exit(f"downstream: {key} failed (exit {rc}); its log: {log}")
     s = json.load(open(os.path.join(REPO, out_dir, "summary.json")))
     cell = {k: s[k] for k in ("eval_mlm_loss", "eval_accuracy", "eval_loss", "steps", "commit",
@@ -108,6 +137,7 @@ def main():
                          "(cells 'probe ...'; a table of its own)")
     a = ap.parse_args()
     kinds = [k for k in KINDS if k in a.kinds]
+    version = None if a.report_only else trainer_identity(a.trainer)[1]  # for resuming a run it began
     mpi = [a.mpirun] + MPI[1:]
     device = ["--set", f"train.device={a.device}"] if a.device != "cpu" else []
     dev_key = f" device {a.device}" if a.device != "cpu" else ""  # CPU cells keep their keys
@@ -135,7 +165,7 @@ def main():
                                  f"{dev_key}" not in cells for kind in kinds for ft in a.ft_seeds)
                 if ft_missing and not a.report_only and not os.path.isdir(os.path.join(REPO, pre_dir, "checkpoints")):
                     cells.pop(key, None)  # runs/ is gone (a new session): pre-train again (bitwise the same on a CPU)
-                pre = run_cell(cells, path, key, cmd, pre_dir)
+                pre = run_cell(cells, path, key, cmd, pre_dir, version)
             for kind, ft in [(k, f) for k in kinds for f in a.ft_seeds]:
                 ft_dir = f"runs/downstream/{kind}-{method}-s{seed}-f{ft}"
                 cmd = [a.trainer] + ft_common + device + ["--set", f"train.seed={ft}",
@@ -148,7 +178,7 @@ def main():
                        (f" ranks {a.ranks} steps {steps}" if cfg else "") + dev_key)
                 if a.report_only and key not in cells:
                     continue
-                c = run_cell(cells, path, key, cmd, ft_dir)
+                c = run_cell(cells, path, key, cmd, ft_dir, version)
                 rows.append((kind, method, seed, ft, pre["eval_mlm_loss"] if pre else None, c["eval_accuracy"]))
     report(a, cells, rows)
 

@@ -28,6 +28,7 @@ import study.cli  # noqa: E402
 import study.report  # noqa: E402
 import study.run  # noqa: E402
 import study.spec  # noqa: E402
+import downstream_study  # noqa: E402
 
 TRAINER = None  # set from argv
 
@@ -90,6 +91,43 @@ class Pure(unittest.TestCase):
                                            "(a scheduler's preemption?) at step 7, with a checkpoint there (note)")
         study.run.raise_if_stopped_by_signal("cell-a", 1, log)
         study.run.raise_if_stopped_by_signal("cell-a", 143, "step 7/40 ...\n")
+
+    def test_the_downstream_runner_resumes_a_stopped_run_of_the_same_command_and_trainer(self):
+        # A fake trainer: stopped by a signal at step 3 (checkpoint written, exit 143), then
+        # given --resume auto it finishes; the runner must stop on the first and resume on the rerun.
+        fake = write(self.tmp, "trainer", """#!/bin/bash
+for a in "$@"; do [[ $a == output.dir=* ]] && out=${a#output.dir=}; done
+echo "trainer built from commit abc (trainer version v1)"
+echo "args: $*"
+if [[ " $* " == *" --resume auto"* ]]; then
+  echo '{"eval_accuracy": 0.9, "steps": 6}' > "$out/summary.json"; exit 0
+fi
+mkdir -p "$out/checkpoints"; echo {} > "$out/checkpoints/ckpt-00000003.json"
+echo "stopped by SIGTERM at step 3 of 6: checkpoint at step 3 written"; exit 143
+""")
+        os.chmod(fake, 0o755)
+        out = os.path.join(self.tmp, "run")
+        os.makedirs(out)
+        cmd = [fake, "--set", f"output.dir={out}"]
+        cells, path = {}, os.path.join(self.tmp, "cells.json")
+        with self.assertRaises(KeyboardInterrupt) as e:
+            downstream_study.run_cell(cells, path, "pretrain a", cmd, out, "v1")
+        self.assertIn("pretrain a: its trainer was stopped by SIGTERM", str(e.exception))
+        self.assertEqual(cells, {})
+        ckpts = os.path.join(out, "checkpoints")
+        line = " ".join(cmd)
+        self.assertTrue(downstream_study.resumable(out + ".log", ckpts, line, "v1"))
+        self.assertFalse(downstream_study.resumable(out + ".log", ckpts, line, "v2"))  # another trainer
+        self.assertFalse(downstream_study.resumable(out + ".log", ckpts, line, None))
+        self.assertFalse(downstream_study.resumable(out + ".log", ckpts, line + " --set x=1", "v1"))  # another command
+        self.assertFalse(downstream_study.resumable(out + ".log", self.tmp + "/none", line, "v1"))
+        with contextlib.redirect_stdout(io.StringIO()):
+            cell = downstream_study.run_cell(cells, path, "pretrain a", cmd, out, "v1")
+        self.assertEqual(cell["eval_accuracy"], 0.9)
+        self.assertEqual(json.load(open(path))["pretrain a"]["eval_accuracy"], 0.9)
+        log = open(out + ".log").read()
+        self.assertIn("an earlier attempt was interrupted; resuming it", log)
+        self.assertIn(" --resume auto", log.split("resuming it")[1])
 
     def test_machine_names_the_cpu_generation(self):
         # Two AMD EPYCs that print the same model name and both have AVX-512 (a Zen 4 and a

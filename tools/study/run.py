@@ -69,7 +69,7 @@ def run_cell(cell, args, folder, deadline=None):
     # if the same trainer version made it. A finished (stale) cell always starts again.
     resumed = study.resume_cells and os.path.isdir(folder) and \
         not os.path.exists(os.path.join(folder, CELL_MARKER)) and \
-        attempt_version(folder) == getattr(args, "trainer_version", None)
+        attempt_version(os.path.join(folder, "log.txt")) == getattr(args, "trainer_version", None)
     if os.path.isdir(folder) and not resumed:
         shutil.rmtree(folder)
     os.makedirs(folder, exist_ok=True)
@@ -180,10 +180,10 @@ def stop_on_sigterm():
     signal.signal(signal.SIGTERM, interrupted)
 
 
-def attempt_version(folder):
-    """The trainer version an earlier attempt in `folder` logged last (None: none logged)."""
+def attempt_version(log_path):
+    """The trainer version an earlier attempt logged last in its log `log_path` (None: none logged)."""
     try:
-        with open(os.path.join(folder, "log.txt"), errors="replace") as f:
+        with open(log_path, errors="replace") as f:
             found = re.findall(r"\(trainer version (\S+)\)", f.read())
     except OSError:
         return None
