@@ -256,8 +256,10 @@ int Trainer::run() {
     strategy_->finish();
   }
   flush_due(schedule_->lr());
-  evaluate_now();  // the final model's figures (skipped if this step was just evaluated)
+  // The final checkpoint before the final evaluation (which may take long): a run killed or
+  // preempted during that evaluation loses no step, and --resume auto only evaluates again.
   save_checkpoint();
+  evaluate_now();  // the final model's figures (skipped if this step was just evaluated)
   if (timeline) timeline->close();
   write_summary();
   return 0;

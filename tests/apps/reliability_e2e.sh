@@ -19,7 +19,8 @@
 #   preempt     — SIGTERM on one rank, SIGUSR1 to mpirun: every rank stops at one step (gradient
 #                 sync: that step; local SGD, WAGMA: the next world synchronisation) with a
 #                 checkpoint there and exit 128 + signal; the resumed run ends byte-identical;
-#                 with a peer stuck, a signalled rank gives up 5 s later (exit 143);
+#                 with a peer stuck, a signalled rank gives up 5 s later (exit 143); a run
+#                 killed in its final evaluation has its final checkpoint and resumes to the end;
 #   sync        — local SGD, DiLoCo and WAGMA (synchronous and wait-avoiding) at 2, 4, 8 and 16
 #                 ranks: the loss falls and replicas agree at every world synchronisation; a
 #                 straggler makes WAGMA ranks late (wait-avoidance at work); a failure on one of
@@ -335,6 +336,20 @@ preempt)
   mpi 2 "$trainer" --config tiny.yaml --set reducer.name=average --set output.dir=gone --set train.steps=12 --resume auto > gone2.txt 2>&1 \
     && grep -q "resumed from gone/checkpoints/ckpt-00000010.json" gone2.txt || { tail -5 gone2.txt; fail "gone: no resume from step 10"; }
   echo "preempt (gone): SIGTERM with a peer stuck: rank 0 ended after $secs s, exit 143; step 10's checkpoint resumes"
+  # Killed during the final evaluation (signals there keep their default effect): the final
+  # checkpoint comes before that evaluation (checkpoint.every 15: step 40 is not a periodic one),
+  # so --resume auto only evaluates, giving the unbroken run's figures.
+  final=(--set reducer.name=average --set train.eval_every=100 --set checkpoint.every=15 --set output.dir=final)
+  ADA_FAULT=eval@1#1:kill timeout 120 bash -c "$(declare -f mpi); mpi 2 '$trainer' --config tiny.yaml ${final[*]}" > final1.txt 2>&1 \
+    && fail "final: the run killed in its final evaluation exited 0"
+  [ -e final/checkpoints/ckpt-00000040.json ] && [ ! -e final/summary.json ] \
+    || { tail -5 final1.txt; fail "final: no checkpoint at step 40 before the final evaluation"; }
+  mpi 2 "$trainer" --config tiny.yaml "${final[@]}" --resume auto > final2.txt 2>&1 || { tail -5 final2.txt; fail "final: the resumed run failed"; }
+  grep -q "resumed from final/checkpoints/ckpt-00000040.json (step 40" final2.txt || { grep resumed final2.txt; fail "final: not resumed from step 40"; }
+  figures() { grep -E '"(steps|eval_loss|eval_accuracy)"' "$1"; }
+  [ -n "$(figures final/summary.json)" ] && [ "$(figures final/summary.json)" = "$(figures u_grad/summary.json)" ] \
+    || fail "final: the resumed run's summary differs from the unbroken run's: $(figures final/summary.json | tr -d '\n')"
+  echo "preempt (final): killed in the final evaluation: the step-40 checkpoint was written; the resume only evaluated (the unbroken run's figures)"
   # SIGUSR1 to mpirun (forwarded to every rank), as `sbatch --signal=USR1@120` sends it.
   mpi 2 "$trainer" --config tiny.yaml --set output.dir=usr1 --set train.steps=1000000 --set train.log_every=100 \
     --set train.eval_every=0 --set checkpoint.every=0 > usr1.txt 2>&1 &
