@@ -706,6 +706,13 @@ echo "stopped by SIGTERM at step 3 of 6: checkpoint at step 3 written"; exit 143
         self.assertEqual([c.name for c in study.cli.cut_off_order(s, todo, done)],
                          ["adasum-np2-s1", "average-lr0.1-np2-s1", "average-lr0.05-np2-s1",
                           "average-lr0.025-np2-s1"])
+        # The smallest size, with no smaller size chosen, starts from the next size's choice: with
+        # LR 0.1 chosen at 2 ranks, 1 rank runs 0.1, then 0.05, then 0.025.
+        at2 = [rec(cells["average-lr0.05-np2-s1"], [(2, 0.01), (4, 0.06)]),
+               rec(cells["average-lr0.1-np2-s1"], [(2, 0.07)])]
+        self.assertEqual([c.name for c in study.cli.cut_off_order(s, [c for c in s.cells() if c.ranks == 1], at2)],
+                         ["adasum-np1-s1", "average-lr0.1-np1-s1", "average-lr0.05-np1-s1",
+                          "average-lr0.025-np1-s1"])
         # A cut cell in the report: not reached, cut off at its deadline (not "gave up").
         cut = rec(cells["average-lr0.025-np1-s1"], [(2, 0.0)], gave_up_at=2, cut_off={"at": 2, "by": "lr 0.1"})
         out = os.path.join(self.tmp, "report")

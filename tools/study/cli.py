@@ -53,7 +53,8 @@ def cut_off_deadline(study, cell, records):
 
 def cut_off_order(study, cells, records):
     """cut_off: the cells in run order, each method's points of a column starting from the point
-    chosen at the largest smaller size and going outwards through the sweep (nearest first), so
+    chosen at the largest smaller size (at the smallest larger one where no smaller size has a
+    choice: a size added below the grid) and going outwards through the sweep (nearest first), so
     that the deadline is tight early; the order of columns and methods is kept."""
     chosen = {}
     for row in best_rows(study, aggregate(study, records)):
@@ -61,10 +62,14 @@ def cut_off_order(study, cells, records):
             chosen.setdefault(row["method"], []).append((row["examples_per_step"], row["point"]))
 
     def distance(c):
-        below = [(e, p) for e, p in chosen.get(c.method, []) if e < c.examples_per_step]
-        if not below:
-            return 0
-        return grid_distance(study, c.method, c.point, max(below, key=lambda ep: ep[0])[1])
+        mine = chosen.get(c.method, [])
+        below = [(e, p) for e, p in mine if e < c.examples_per_step]
+        above = [(e, p) for e, p in mine if e > c.examples_per_step]
+        if below:
+            return grid_distance(study, c.method, c.point, max(below, key=lambda ep: ep[0])[1])
+        if above:
+            return grid_distance(study, c.method, c.point, min(above, key=lambda ep: ep[0])[1])
+        return 0
 
     group = {}
     for c in cells:

@@ -710,15 +710,15 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
                      f"reports, which flatters the chosen points. Rerunning with `data.validation_size` and "
                      f"`metric.select` chooses on held-out training data instead.")
     if study.bracket:
-        L.append("- `bracket`: each column's sweep ran outwards from the previous size's choice and only as far as "
-                 "the neighbours of its best point (the points one swept key one value away; the figure taken as "
-                 "unimodal along each key's values): a choice stands once all its neighbours have run, so a column "
-                 "may have run fewer points than its sweep lists.")
+        L.append("- `bracket`: each column's sweep ran outwards from the previous size's choice (the next size's "
+                 "for the smallest) and only as far as the neighbours of its best point (the points one swept key "
+                 "one value away; the figure taken as unimodal along each key's values): a choice stands once all "
+                 "its neighbours have run, so a column may have run fewer points than its sweep lists.")
     if study.cut_off:
         L.append("- `cut_off`: a cell still short of the target when another point of its method, column and seed "
                  "had reached it in fewer steps stopped there (`train.stop_at.give_up_at_step`: it could no longer "
                  "be chosen; its row says \"cut off\"), each column's points running from the previous size's "
-                 "choice outwards.")
+                 "choice (the next size's for the smallest) outwards.")
     origins = {}
     for r in records:
         c = r["commit"] + (f" ({r['commit_note']})" if r.get("commit_note") else "")

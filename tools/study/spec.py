@@ -221,9 +221,9 @@ class Study:
                                  f"{self.select or self.metric}, below: {self.target}}}")
 
         # A sweep searched as a bracket: each column's points run outwards from the previous size's
-        # choice, and only while they neighbour the best point so far (one swept key one value
-        # away; the figure assumed unimodal along each key's values); a column is finished once its
-        # choice's neighbours have run.
+        # choice (the next size's for the smallest), and only while they neighbour the best point so
+        # far (one swept key one value away; the figure assumed unimodal along each key's values); a
+        # column is finished once its choice's neighbours have run.
         self.bracket = doc.get("bracket", False)
         if not isinstance(self.bracket, bool):
             raise StudyError(f"{where}: bracket must be true or false, got {self.bracket!r}")
