@@ -39,7 +39,8 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tools"))
 from study.report import noise_verdict, welch  # noqa: E402  (Welch's t-test: (difference, two-sided p))
-from study.run import attempt_version, gpu_name, raise_if_stopped_by_signal, stop_on_sigterm  # noqa: E402
+from study.run import attempt_version, call_stopping_at_a_step, gpu_name, raise_if_stopped_by_signal  # noqa: E402
+from study.run import stop_on_sigterm  # noqa: E402
 from study.run import trainer_identity  # noqa: E402
 DEFAULT_OUT = os.path.join(REPO, "docs", "results", "bert_tiny_downstream")
 KINDS = ("finetune", "probe")  # the whole model trained; the encoder frozen, the head trained
@@ -98,8 +99,8 @@ def run_cell(cells, path, key, cmd, out_dir, version):
         else:
             f.write(f"$ {cmd_line}\n")
         f.flush()
-        rc = subprocess.call(cmd + (["--resume", "auto"] if resumed else []), cwd=REPO, env=ENV,
-                             stdout=f, stderr=subprocess.STDOUT)
+        rc = call_stopping_at_a_step(cmd + (["--resume", "auto"] if resumed else []), cwd=REPO, env=ENV,
+                                     stdout=f, stderr=subprocess.STDOUT)
     if rc != 0:
         with open(log, errors="replace") as f:  # a signal from outside: stop as on Ctrl-C
             text = f.read()
@@ -281,5 +282,6 @@ if __name__ == "__main__":
     except KeyboardInterrupt as e:
         if str(e):
             print(f"downstream: {e}", file=sys.stderr)
-        sys.exit("downstream: interrupted: the run in progress was stopped and is not recorded; rerun the same "
-                 "command to go on (finished cells are kept)")
+        sys.exit("downstream: interrupted: the run in progress was stopped (at a step, with a checkpoint there, "
+                 "when it stopped in time) and is not recorded; rerun the same command to go on from it (finished "
+                 "cells are kept)")

@@ -13,7 +13,8 @@ if __name__ == "__main__":
     except KeyboardInterrupt as e:
         if str(e):
             print(f"study.py: {e}", file=sys.stderr)
-        print("study.py: interrupted: the cell in progress was stopped and is not recorded (the finished cells "
-              "are in the report); rerun the same command to go on: that cell starts again, or with "
-              "resume_cells resumes from its newest checkpoint", file=sys.stderr)
+        print("study.py: interrupted: the cell in progress was stopped (at a step, with a checkpoint there, when "
+              "it stopped in time) and is not recorded (the finished cells are in the report); rerun the same "
+              "command to go on: with resume_cells that cell resumes from its newest checkpoint, else it starts "
+              "again", file=sys.stderr)
         sys.exit(130)

@@ -129,6 +129,62 @@ echo "stopped by SIGTERM at step 3 of 6: checkpoint at step 3 written"; exit 143
         self.assertIn("an earlier attempt was interrupted; resuming it", log)
         self.assertIn(" --resume auto", log.split("resuming it")[1])
 
+    def test_an_interrupted_runner_lets_its_trainer_run_stop_at_a_step(self):
+        # Both runners run mpirun through call_stopping_at_a_step. A fake mpirun that stops on
+        # SIGUSR1 (as the ranks do when mpirun forwards it) and dies on SIGINT or SIGTERM. Ctrl-C
+        # (SIGINT to the runner's process group, as a terminal sends it) and `kill` (SIGTERM to the
+        # runner) must reach the fake as one SIGUSR1 only; a fake that ignores it is killed after
+        # the grace time.
+        def fake(name, on_usr1):
+            path = write(self.tmp, name, f"""#!/bin/bash
+trap '{on_usr1}' USR1
+echo $$ > "$1.tmp"; mv "$1.tmp" "$1"
+while true; do sleep 0.05; done
+""")
+            os.chmod(path, 0o755)
+            return path
+
+        def interrupt(mpirun, grace_s, how):
+            started, log = os.path.join(self.tmp, "started"), os.path.join(self.tmp, "log")
+            for f in (started, log):
+                if os.path.exists(f):
+                    os.remove(f)
+            driver = ("import subprocess, sys; sys.path.insert(0, sys.argv[1]); import study.run as r\n"
+                      "r.stop_on_sigterm()\n"
+                      "try:\n"
+                      "    r.call_stopping_at_a_step(sys.argv[2:4], grace_s=float(sys.argv[5]),\n"
+                      "                              stdout=open(sys.argv[4], 'w'), stderr=subprocess.STDOUT)\n"
+                      "except KeyboardInterrupt:\n"
+                      "    sys.exit(5)\n")
+            p = subprocess.Popen([sys.executable, "-c", driver, os.path.join(ROOT, "tools"), mpirun, started, log,
+                                  str(grace_s)], start_new_session=True, stdout=subprocess.PIPE, text=True)
+            for _ in range(600):
+                if os.path.exists(started) or p.poll() is not None:
+                    break
+                time.sleep(0.05)
+            with open(started) as f:
+                pid = int(f.read())
+            if how == "ctrl-c":
+                os.killpg(p.pid, signal.SIGINT)
+            else:
+                p.send_signal(signal.SIGTERM)
+            out = p.communicate(timeout=60)[0]
+            with self.assertRaises(ProcessLookupError):  # the fake mpirun is gone too
+                os.kill(pid, 0)
+            with open(log) as f:
+                return p.returncode, f.read(), out
+
+        stops = fake("mpirun", 'echo "stopped by SIGUSR1 at step 7"; exit 138')
+        for how in ("ctrl-c", "kill"):
+            rc, log, out = interrupt(stops, 60, how)
+            self.assertEqual((rc, log), (5, "stopped by SIGUSR1 at step 7\n"), how)
+            self.assertIn("stopping the trainer run at its next step, with a checkpoint there", out)
+        t0 = time.time()
+        rc, log, out = interrupt(fake("stuck", ""), 1, "kill")
+        self.assertEqual((rc, log), (5, ""))
+        self.assertIn("the trainer run did not stop in time: killing it", out)
+        self.assertLess(time.time() - t0, 30)
+
     def test_machine_names_the_cpu_generation(self):
         # Two AMD EPYCs that print the same model name and both have AVX-512 (a Zen 4 and a
         # Zen 5) must not read as one CPU model in a report, which takes the text before ", ".
