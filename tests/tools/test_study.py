@@ -1224,9 +1224,10 @@ class EndToEnd(unittest.TestCase):
             self.assertIn("Cells: 1 of 2 finished", f.read())
 
     def test_sigterm_stops_the_cell_in_progress_and_records_nothing_of_it(self):
-        # `kill` of tools/study.py (SIGTERM) mid-cell is Ctrl-C's interruption: the cell's mpirun is
-        # killed and its ranks end with it (none outlives the runner; without the handler the runner
-        # died at once and left them training), it says so, exits 130 and records no failed cell.
+        # `kill` of tools/study.py (SIGTERM) mid-cell is Ctrl-C's interruption: the cell's mpirun gets
+        # SIGUSR1, its ranks stop at one step with a checkpoint there and end (none outlives the
+        # runner; without the handler the runner died at once and left them training), it says so,
+        # exits 130 and records no failed cell.
         methods = "  average: {set: {reducer.name: average}}\n"
         text = study_text(self.base, methods).replace("budget: {steps: 4}", "budget: {steps: 1000000}").replace(
             "ranks: [1, 2]", "ranks: [2]")
@@ -1247,7 +1248,14 @@ class EndToEnd(unittest.TestCase):
         runner.send_signal(signal.SIGTERM)
         out, _ = runner.communicate(timeout=90)
         self.assertEqual(runner.returncode, 130, out)
-        self.assertIn("study.py: interrupted: the cell in progress was stopped and is not recorded", out)
+        self.assertIn("stopping the trainer run at its next step, with a checkpoint there", out)
+        self.assertIn("study.py: interrupted: the cell in progress was stopped (at a step, with a checkpoint "
+                      "there, when it stopped in time) and is not recorded", out)
+        cell = [os.path.join(self.runs, d) for d in os.listdir(self.runs) if d.startswith("average-np2-s1-")]
+        with open(os.path.join(cell[0], "log.txt")) as f:
+            stop = re.search(r"stopped by SIGUSR1 at step (\d+)", f.read())
+        self.assertIsNotNone(stop, out)
+        self.assertTrue(os.path.exists(os.path.join(cell[0], "checkpoints", f"ckpt-{int(stop[1]):08d}.json")))
         deadline = time.time() + 30
         while ranks() and time.time() < deadline:
             time.sleep(0.2)
