@@ -39,9 +39,8 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tools"))
 from study.report import noise_verdict, welch  # noqa: E402  (Welch's t-test: (difference, two-sided p))
-from study.run import attempt_version, call_stopping_at_a_step, gpu_name, raise_if_stopped_by_signal  # noqa: E402
-from study.run import stop_on_sigterm  # noqa: E402
-from study.run import trainer_identity  # noqa: E402
+from study.run import (attempt_version, call_stopping_at_a_step, gpu_name, raise_if_stopped_by_signal,  # noqa: E402
+                       stop_on_sigterm, trainer_identity)
 DEFAULT_OUT = os.path.join(REPO, "docs", "results", "bert_tiny_downstream")
 KINDS = ("finetune", "probe")  # the whole model trained; the encoder frozen, the head trained
 METHODS = {"lamb_average": "configs/bert_tiny_mlm_lamb.yaml",

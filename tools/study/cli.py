@@ -63,13 +63,10 @@ def cut_off_order(study, cells, records):
 
     def distance(c):
         mine = chosen.get(c.method, [])
-        below = [(e, p) for e, p in mine if e < c.examples_per_step]
-        above = [(e, p) for e, p in mine if e > c.examples_per_step]
-        if below:
-            return grid_distance(study, c.method, c.point, max(below, key=lambda ep: ep[0])[1])
-        if above:
-            return grid_distance(study, c.method, c.point, min(above, key=lambda ep: ep[0])[1])
-        return 0
+        below = [ep for ep in mine if ep[0] < c.examples_per_step]
+        above = [ep for ep in mine if ep[0] > c.examples_per_step]
+        start = max(below, key=lambda ep: ep[0]) if below else min(above, key=lambda ep: ep[0]) if above else None
+        return grid_distance(study, c.method, c.point, start[1]) if start else 0
 
     group = {}
     for c in cells:
