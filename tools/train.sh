@@ -30,13 +30,23 @@ prepare() {  # config...
   cmake --build build -j "$(nproc)" --target trainer
 }
 
+resuming() { case " $* " in *" --resume "*) return 0 ;; *) return 1 ;; esac; }
+
+# Ctrl-C or kill stops the run at its next step with a checkpoint there (tools/mpirun_stopping.py:
+# mpirun itself would kill the ranks 1 s after SIGINT or SIGTERM), and then this script (exit 130).
 train() {  # ranks config output-dir [trainer args...]; the output also goes to output-dir/train.log
-  local ranks=$1 config=$2 out=$3
+  local ranks=$1 config=$2 out=$3 rc=0
   shift 3
   mkdir -p "$out"
-  mpirun -np "$ranks" --oversubscribe --mca mpi_yield_when_idle 1 --bind-to none \
-    build/bin/trainer --config "$config" --set output.dir="$out" --set checkpoint.overwrite=true "$@" \
-    2>&1 | tee "$out/train.log"
+  resuming "$@" || : > "$out/train.log"  # a resumed run's output goes on after the run's so far
+  /usr/bin/python3 tools/mpirun_stopping.py "$out/train.log" \
+    mpirun -np "$ranks" --oversubscribe --mca mpi_yield_when_idle 1 --bind-to none \
+    build/bin/trainer --config "$config" --set output.dir="$out" --set checkpoint.overwrite=true "$@" || rc=$?
+  if [ "$rc" -eq 130 ]; then
+    echo "train.sh: interrupted; $out holds the run up to its last checkpoint${go_on:+; to go on: $go_on}" >&2
+    exit 130
+  fi
+  return "$rc"
 }
 
 # Prints a run's final figure, or says it collapsed: stopped on NaN/Inf (exit status != 0 with
@@ -123,6 +133,7 @@ shift $(( $# > 2 ? 2 : $# ))
 [[ "$ranks" =~ ^[1-9][0-9]*$ ]] || { echo "train.sh: RANKS must be a positive integer, got '$ranks'" >&2; exit 2; }
 prepare "$config"
 run=runs/$(basename "$config" .yaml)-np$ranks
+go_on="tools/train.sh $(printf '%q ' "$config" "$ranks" "$@")$(resuming "$@" || echo "--resume auto")"
 status=0
 train "$ranks" "$config" "$run" "$@" || status=$?
 /usr/bin/python3 tools/compare.py "$run" -o "$run/curves.png" >/dev/null || true

@@ -144,7 +144,7 @@ while true; do sleep 0.05; done
             os.chmod(path, 0o755)
             return path
 
-        def interrupt(mpirun, grace_s, how):
+        def interrupt(mpirun, grace_s, how, train_sh=False):
             started, log = os.path.join(self.tmp, "started"), os.path.join(self.tmp, "log")
             for f in (started, log):
                 if os.path.exists(f):
@@ -156,8 +156,10 @@ while true; do sleep 0.05; done
                       "                              stdout=open(sys.argv[4], 'w'), stderr=subprocess.STDOUT)\n"
                       "except KeyboardInterrupt:\n"
                       "    sys.exit(5)\n")
-            p = subprocess.Popen([sys.executable, "-c", driver, os.path.join(ROOT, "tools"), mpirun, started, log,
-                                  str(grace_s)], start_new_session=True, stdout=subprocess.PIPE, text=True)
+            cmd = [sys.executable, "-c", driver, os.path.join(ROOT, "tools"), mpirun, started, log, str(grace_s)]
+            if train_sh:  # tools/train.sh's way, with the default grace: the output also on stdout
+                cmd = [sys.executable, os.path.join(ROOT, "tools", "mpirun_stopping.py"), log, mpirun, started]
+            p = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.PIPE, text=True)
             for _ in range(600):
                 if os.path.exists(started) or p.poll() is not None:
                     break
@@ -178,6 +180,10 @@ while true; do sleep 0.05; done
         for how in ("ctrl-c", "kill"):
             rc, log, out = interrupt(stops, 60, how)
             self.assertEqual((rc, log), (5, "stopped by SIGUSR1 at step 7\n"), how)
+            self.assertIn("stopping the trainer run at its next step, with a checkpoint there", out)
+            rc, log, out = interrupt(stops, None, how, train_sh=True)
+            self.assertEqual((rc, log), (130, "stopped by SIGUSR1 at step 7\n"), how)
+            self.assertIn("stopped by SIGUSR1 at step 7\n", out)
             self.assertIn("stopping the trainer run at its next step, with a checkpoint there", out)
         t0 = time.time()
         rc, log, out = interrupt(fake("stuck", ""), 1, "kill")
