@@ -498,7 +498,8 @@ while true; do sleep 0.05; done
         plain = {c.name: c.hash for c in self.load(text.replace(
             text[text.index("variants:"):text.index("methods:")], "")).cells()}
         self.assertEqual(plain["average-np2-mb2-s1"], cells["average-np2-mb2-s1"].hash)
-        self.assertEqual(s.column_label(2, 2, "half"), "2×2×4, half batch")
+        self.assertEqual(s.column_label(2, 2, "half"), "2×2×4 = 16 a step, half batch")
+        self.assertEqual(s.column_label(2, 1, ""), "2×1×8 = 16 a step, main")  # columns differ in shape
         self.assertIn("variants.half.micro_batches: must be a non-empty list", self.error(
             text.replace("micro_batches: [1, 2]}", "micro_batches: []}")))
         steps = {("", 1): 8, ("", 2): 6, ("", 4): 4, ("half", 1): 12, ("half", 2): 6}  # 16 twice: 8 and 6

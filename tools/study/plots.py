@@ -46,8 +46,7 @@ def write_plots(study, rows, best, out_dir, seconds_compare=True, fits=None):
                             color=colors[r["method"]], alpha=0.15)
         if study.target is not None:
             ax.axhline(scale * study.target, color="grey", lw=0.8, ls="--")
-        eps = next(r["examples_per_step"] for r in best if column(r) == col)
-        ax.set_title(f"{study.column_label(*col)} ({eps} examples/step)", fontsize=10)
+        ax.set_title(study.column_label(*col, size=True), fontsize=10)
         ax.set_xlabel("step")
         ax.set_ylabel(ylab)
         if study.plot_range:
