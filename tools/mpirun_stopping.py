@@ -1,7 +1,8 @@
 #!/usr/bin/python3
-"""Runs an mpirun line with its output on the terminal and appended to LOG; interrupted (Ctrl-C, or SIGTERM
-to this process), the trainer run stops at its next step with a checkpoint there, as under the
-study runners (study.run.call_stopping_at_a_step). tools/train.sh runs every mpirun through it.
+"""Runs an mpirun line with its output on the terminal and appended to LOG; interrupted (Ctrl-C,
+or SIGTERM to this process), the trainer run stops at its next step with a checkpoint there, as
+under the study runners (study.run.call_stopping_at_a_step). tools/train.sh runs every mpirun
+through it.
 
     /usr/bin/python3 tools/mpirun_stopping.py LOG mpirun -np 4 build/bin/trainer --config C ...
 
