@@ -293,14 +293,17 @@ class Study:
                 for (method, ranks, mb, variant), point in chosen.items()
                 for seed in self.methods[method]["confirm_seeds"]]
 
+    def variant_batch(self, variant):
+        """The batch per rank of a variant's cells (the base config's where it sets none)."""
+        return self.batch_per_rank(self.variants[variant]["set"] if variant in self.variants else {})
+
     def column_label(self, ranks, mb, variant, size=False):
         """A report column: ranks, or ranks x micro-batches x batch per rank and the examples a step
         that makes where the columns differ in those (or `size`), and the variant's label when there
         are several."""
-        def batch(v):
-            return self.batch_per_rank(self.variants[v]["set"] if v in self.variants else {})
-        shapes = {(m, batch(v)) for _, m, v in self.columns()}
-        s = (f"{ranks}×{mb}×{batch(variant)} = {ranks * mb * batch(variant):,} a step"
+        batch = self.variant_batch(variant)
+        shapes = {(m, self.variant_batch(v)) for _, m, v in self.columns()}
+        s = (f"{ranks}×{mb}×{batch} = {ranks * mb * batch:,} a step"
              if size or mb > 1 or len(shapes) > 1 else f"{ranks} ranks")
         return s + (f", {self.variants[variant]['label']}" if len(self.variants) > 1 else "")
 
@@ -411,9 +414,8 @@ def column_order(study, col):
     """Report order: by ranks, then examples a step (micro-batches x a variant's batch per rank),
     then the variants' order in the study file."""
     ranks, mb, variant = col
-    known = variant in study.variants
-    batch = study.batch_per_rank(study.variants[variant]["set"] if known else {})
-    return ranks, mb * batch, list(study.variants).index(variant) if known else len(study.variants)
+    order = list(study.variants).index(variant) if variant in study.variants else len(study.variants)
+    return ranks, mb * study.variant_batch(variant), order
 
 
 def columns(study, rows):
