@@ -7,6 +7,8 @@
 #                                     rank count, and averaging with the linear LR rule too; 6
 #                                     epochs each (about three minutes on 2 cores); output in
 #                                     runs/compare-np<RANKS>/, the plot compare.png
+#   tools/train.sh --resume           the same comparison, each run going on from its last
+#                                     checkpoint (a finished run only evaluates again)
 #   tools/train.sh CONFIG [RANKS] [--set key=value ...]
 #                                     one run of CONFIG on RANKS ranks (default 4); output in
 #                                     runs/<config>-np<RANKS>/, the plot curves.png
@@ -69,9 +71,12 @@ else:
 PY
 }
 
-if [ $# -eq 0 ]; then
+if [ $# -eq 0 ] || { [ $# -eq 1 ] && [ "$1" = --resume ]; }; then
   ranks=${ADA_COMPARE_RANKS:-32}
   [[ "$ranks" =~ ^[1-9][0-9]*$ ]] || { echo "train.sh: ADA_COMPARE_RANKS must be a positive integer, got '$ranks'" >&2; exit 2; }
+  again=()
+  [ $# -eq 1 ] && again=(--resume auto)
+  go_on="${ADA_COMPARE_RANKS:+ADA_COMPARE_RANKS=$ranks }tools/train.sh --resume"
   prepare configs/mnist_lenet_adasum.yaml
   dir=runs/compare-np$ranks
   # Each method at the point its study chose on validation accuracy for this rank count
@@ -79,12 +84,14 @@ if [ $# -eq 0 ]; then
   # study's seed-1 cell: the same budget (6 epochs), warm-up, LR and held-out images. Averaging
   # also runs with the textbook linear rule (LR 0.05 x ranks) at the chosen point's warm-up.
   mkdir -p "$dir"
+  # A fresh comparison leaves nothing of an earlier one for a later --resume to go on from.
+  [ ${#again[@]} -gt 0 ] || rm -rf "$dir/adasum" "$dir/average" "$dir/average_linear"
   ada_json=$dir/chosen_adasum.json avg_json=$dir/chosen_average.json
   pick=""
   for s in "mnist_lenet_averaging_stress adasum average" "mnist_lenet_scaling adasum_grad average_swept"; do
     read -r study ada avg <<< "$s"
-    if /usr/bin/python3 tools/study.py studies/$study.yaml --chosen "$ada@$ranks" > "$ada_json" 2>/dev/null &&
-       /usr/bin/python3 tools/study.py studies/$study.yaml --chosen "$avg@$ranks" > "$avg_json" 2>/dev/null; then
+    if /usr/bin/python3 tools/study.py "studies/$study.yaml" --chosen "$ada@$ranks" > "$ada_json" 2>/dev/null &&
+       /usr/bin/python3 tools/study.py "studies/$study.yaml" --chosen "$avg@$ranks" > "$avg_json" 2>/dev/null; then
       pick=$study; break
     fi
   done
@@ -97,21 +104,21 @@ if [ $# -eq 0 ]; then
     echo "train.sh: Adasum:  $(describe "$ada_json")"
     echo "train.sh: average: $(describe "$avg_json")"
     # shellcheck disable=SC2046
-    train "$ranks" configs/mnist_lenet_adasum.yaml "$dir/adasum" $(sets "$ada_json") && rc[adasum]=0 || rc[adasum]=$?
+    train "$ranks" configs/mnist_lenet_adasum.yaml "$dir/adasum" $(sets "$ada_json") "${again[@]}" && rc[adasum]=0 || rc[adasum]=$?
     # shellcheck disable=SC2046
-    train "$ranks" configs/mnist_lenet_adasum.yaml "$dir/average" $(sets "$avg_json") && rc[average]=0 || rc[average]=$?
+    train "$ranks" configs/mnist_lenet_adasum.yaml "$dir/average" $(sets "$avg_json") "${again[@]}" && rc[average]=0 || rc[average]=$?
     echo "train.sh: average with the linear rule, LR 0.05 x $ranks"
     # shellcheck disable=SC2046
     train "$ranks" configs/mnist_lenet_adasum.yaml "$dir/average_linear" $(sets "$avg_json") \
-      --set optimizer.lr=0.05 --set schedule.lr_scaling=linear && rc[average_linear]=0 || rc[average_linear]=$?
+      --set optimizer.lr=0.05 --set schedule.lr_scaling=linear "${again[@]}" && rc[average_linear]=0 || rc[average_linear]=$?
   else
     names=(adasum average_linear)
     echo "train.sh: no committed study chose an LR for $ranks ranks (docs/results/mnist_lenet_averaging_stress,"
     echo "          docs/results/mnist_lenet_scaling): Adasum and averaging with the linear rule, 2 epochs"
     train "$ranks" configs/mnist_lenet_adasum.yaml "$dir/adasum" --set train.epochs=2 --set train.log_every=10 \
-      --set schedule.warmup_steps=20 && rc[adasum]=0 || rc[adasum]=$?
+      --set schedule.warmup_steps=20 "${again[@]}" && rc[adasum]=0 || rc[adasum]=$?
     train "$ranks" configs/mnist_lenet_average.yaml "$dir/average_linear" --set train.epochs=2 --set train.log_every=10 \
-      --set schedule.warmup_steps=20 && rc[average_linear]=0 || rc[average_linear]=$?
+      --set schedule.warmup_steps=20 "${again[@]}" && rc[average_linear]=0 || rc[average_linear]=$?
   fi
   runs=()
   for n in "${names[@]}"; do runs+=("$dir/$n"); done
