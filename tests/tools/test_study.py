@@ -4,12 +4,14 @@ study files, aggregation and divergence, choices on a validation figure with tes
 the chosen points only, Welch's t-test against the baseline, provenance (pure), then tiny real
 studies (LeNet-5 on synthetic data, a few steps, 1 and 2 ranks) for running, caching by
 settings and trainer version, resuming, reruns after a change, divergence, failures and a
-validation split choosing the sweep point; and the downstream study's report
+validation split choosing the sweep point; every committed study report against what its
+committed cells.json regenerates; and the downstream study's report
 (tools/downstream_study.py --report-only, with and without --probe).
 
     /usr/bin/python3 tests/tools/test_study.py TRAINER_BINARY   (CTest runs it)
 """
 import contextlib
+import difflib
 import io
 import json
 import os
@@ -48,6 +50,11 @@ def write(folder, name, text):
     with open(path, "w") as f:
         f.write(text)
     return path
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
 
 
 def study_text(base, methods, extra=""):
@@ -1294,6 +1301,37 @@ class EndToEnd(unittest.TestCase):
         with open(log) as f:
             self.assertIn("resumed from", f.read())
 
+
+class CommittedReports(unittest.TestCase):
+    """Every study with committed cells: its cells.json regenerates its committed report.md, but
+    for the time the report was written, so a change to the report generator (or a hand edit of a
+    report) shows up here instead of in a reader's diff months later."""
+
+    def test_each_committed_report_regenerates_from_its_cells(self):
+        written = re.compile(r"report written \d{4}-\d{2}-\d{2} \d{2}:\d{2}")
+        studies = sorted(f[:-len(".yaml")] for f in os.listdir(os.path.join(ROOT, "studies")) if f.endswith(".yaml"))
+        checked = 0
+        for name in studies:
+            results = os.path.join(ROOT, "docs", "results", name)
+            if not os.path.exists(os.path.join(results, "cells.json")):
+                continue
+            with self.subTest(study=name), tempfile.TemporaryDirectory() as out:
+                shutil.copy(os.path.join(results, "cells.json"), out)
+                subprocess.run([sys.executable, os.path.join(ROOT, "tools", "study.py"),
+                                os.path.join(ROOT, "studies", name + ".yaml"), "--report-only", "--any-trainer",
+                                "--no-fetch", "--runs", os.path.join(out, "runs"), "--results", out],
+                               check=True, capture_output=True, cwd=ROOT)
+                checked += 1
+                fresh = read(os.path.join(out, "report.md")).replace(os.path.relpath(out, ROOT), "OUT")
+                committed = read(os.path.join(results, "report.md"))
+                diff = list(difflib.unified_diff(written.sub("report written", committed).splitlines(),
+                                                 written.sub("report written", fresh).splitlines(),
+                                                 "committed", "regenerated", n=0, lineterm=""))
+                if diff:
+                    self.fail(f"docs/results/{name}/report.md is not what its cells.json gives (regenerate it: "
+                              f"/usr/bin/python3 tools/study.py studies/{name}.yaml --report-only --any-trainer):\n"
+                              + "\n".join(diff[:20]))
+        self.assertGreaterEqual(checked, 8)
 
 class DownstreamReport(unittest.TestCase):
     """tools/downstream_study.py --report-only: the committed cells regenerate the committed
