@@ -198,6 +198,35 @@ while true; do sleep 0.05; done
         self.assertIn("the trainer run did not stop in time: killing it", out)
         self.assertLess(time.time() - t0, 30)
 
+    def test_a_cell_in_progress_says_how_far_it_has_come(self):
+        # Progress (called every PROGRESS_S while a cell trains): a line under the cell's line with
+        # its newest step of its budget, the newest validation figure (metric.select) against the
+        # target and the rate, only when a step was logged since the last line.
+        text = study_text(self.base, TWO_METHODS).replace("chance: 0.1}", "chance: 0.1, select: val_top1}")
+        s, run = self.load(text), os.path.join(self.tmp, "run")
+        os.makedirs(run)
+        out = io.StringIO()
+        p = study.run.Progress(s, run, 40, out=out)
+        p()  # no metrics.jsonl yet
+        write(run, "metrics.jsonl", '{"step": 5, "loss": 2.3, "samples_per_s": 412.6}\n')
+        p()
+        with open(os.path.join(run, "metrics.jsonl"), "a") as f:
+            f.write('{"step": 10, "loss": 2.1, "samples_per_s": 420.2}\n{"step": 10, "val_top1": 0.0312, "eval_top1": 0.9}\n')
+        p()
+        p()  # nothing new
+        lines = out.getvalue().split("\n")
+        self.assertEqual(lines[0], "")  # the first goes under the cell's line, which has no newline yet
+        self.assertRegex(lines[1], r"^    step 5/40, 413 samples/s, \d+s so far$")
+        self.assertRegex(lines[2], r"^    step 10/40: val_top1 3\.12% at step 10 \(target 5\.00%\), 420 samples/s, "
+                                   r"\d+s so far$")
+        self.assertEqual((len(lines), p.lines), (4, 2))
+        # The runner calls it while the trainer runs, and returns the trainer's exit code.
+        calls = []
+        rc = study.run.call_stopping_at_a_step(["sh", "-c", "sleep 1; exit 3"], progress=lambda: calls.append(1),
+                                               progress_s=0.1)
+        self.assertEqual(rc, 3)
+        self.assertGreaterEqual(len(calls), 3)
+
     def test_machine_names_the_cpu_generation(self):
         # Two AMD EPYCs that print the same model name and both have AVX-512 (a Zen 4 and a
         # Zen 5) must not read as one CPU model in a report, which takes the text before ", ".

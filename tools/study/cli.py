@@ -8,10 +8,10 @@ import sys
 import time
 
 from . import __doc__ as RUNNER_DOC
-from .report import (aggregate, best_rows, bracket_needed, confirm_choices, fmt_time, grid_distance, select_steps,
+from .report import (aggregate, best_rows, bracket_needed, confirm_choices, grid_distance, select_steps,
                      write_report)
-from .run import Eta, commit, identity, load_cached, load_published, run_cell, stale, trainer_identity
-from .spec import ROOT, Study, StudyError, column, fmt_metric, point_label
+from .run import Eta, Progress, commit, identity, load_cached, load_published, run_cell, stale, trainer_identity
+from .spec import ROOT, Study, StudyError, column, fmt_metric, fmt_time, point_label
 
 
 ONLY_KEYS = ("method", "ranks", "micro_batches", "variant", "seed", "point")
@@ -266,7 +266,8 @@ def main(argv=None):
                                                    f"the target in {deadline[0]})" if deadline else "") + " ...",
               end="", flush=True)
         i += 1
-        rec = run_cell(c, args, folder[c.name], deadline)
+        progress = Progress(study, folder[c.name], c.total_steps)
+        rec = run_cell(c, args, folder[c.name], deadline, progress)
         eta.add(c.ranks, time.time() - t0)
         if rec["status"] == "failed":
             failures += 1
@@ -274,7 +275,7 @@ def main(argv=None):
             cached[c.name] = rec
             stale_why.pop(c.name, None)
         rem = eta.remaining(remaining)
-        print(f" {rec['status']}, {study.metric} {fmt_metric(study, rec['final'])}, {fmt_time(rec['wall_s'])}"
+        print(("    done:" if progress.lines else "") + f" {rec['status']}, {study.metric} {fmt_metric(study, rec['final'])}, {fmt_time(rec['wall_s'])}"
               f" | elapsed {fmt_time(time.time() - start)}" + (f", ETA {fmt_time(rem)}" if rem is not None else "")
               + (f"\n    {rec['reason']}\n    log: {os.path.join(folder[c.name], 'log.txt')}"
                  if rec["status"] == "failed" else ""), flush=True)

@@ -10,16 +10,7 @@ import math
 import os
 
 from .plots import write_plots
-from .spec import ROOT, column, column_order, columns, fmt_metric, fmt_value, in_percent, point_label
-
-
-def fmt_time(s):
-    s = int(round(s))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+from .spec import ROOT, column, column_order, columns, fmt_metric, fmt_time, fmt_value, in_percent, point_label
 
 
 def mean_std(xs):

@@ -18,7 +18,7 @@ import time
 
 from runlog import read_metrics
 
-from .spec import ROOT
+from .spec import ROOT, fmt_metric, fmt_time
 
 CELL_MARKER = "study_cell.json"
 
@@ -59,10 +59,11 @@ def is_diverged_value(study, value):
     return value <= study.diverged if study.goal == "max" else value >= study.diverged
 
 
-def run_cell(cell, args, folder, deadline=None):
+def run_cell(cell, args, folder, deadline=None, progress=None):
     """Runs one cell; returns its record (also written as study_cell.json unless it failed).
     deadline (cut_off): (steps, label of the point that reached the target in them): the run
-    ends at its first evaluation from that step on if it has not reached the target by then."""
+    ends at its first evaluation from that step on if it has not reached the target by then.
+    progress: called every PROGRESS_S while the cell trains (a Progress)."""
     study = cell.study
     # An unfinished earlier attempt starts again, unless the study resumes cells: then the
     # trainer goes on from the attempt's newest checkpoint (--resume auto; fresh if it has none),
@@ -95,7 +96,7 @@ def run_cell(cell, args, folder, deadline=None):
             log.write("\n# study.py: an earlier attempt of this cell was interrupted; resuming it\n")
         log.write("$ " + " ".join(shlex.quote(c) for c in cmd) + "\n")
         log.flush()
-        rc = call_stopping_at_a_step(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+        rc = call_stopping_at_a_step(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env, progress=progress)
     wall = time.time() - start
     with open(os.path.join(folder, "log.txt"), errors="replace") as f:
         log_text = f.read()
@@ -171,14 +172,46 @@ def raise_if_stopped_by_signal(name, rc, log_text, note=""):
                              f"scheduler's preemption?) at step {stopped[2]}, with a checkpoint there" + note)
 
 
+class Progress:
+    """Called every PROGRESS_S while a cell trains: prints, on a line of its own under the cell's
+    line, its newest logged step (of its budget), the newest value of the figure choices are made on
+    (metric.select, else the metric) and the rate, when the run has logged a step since the last
+    line. `lines`: how many it printed (the cell's result then goes on a line of its own too)."""
+
+    def __init__(self, study, folder, total_steps=None, out=None):
+        self.study, self.folder, self.total_steps, self.out = study, folder, total_steps, out or sys.stdout
+        self.start, self.last_step, self.lines = time.time(), None, 0
+
+    def __call__(self):
+        rows = [r for r in read_metrics(self.folder) or [] if isinstance(r.get("step"), int)]
+        if not rows or rows[-1]["step"] == self.last_step:
+            return
+        self.last_step = step = rows[-1]["step"]
+        name = self.study.select or self.study.metric
+        figure = next(((r["step"], r[name]) for r in reversed(rows) if isinstance(r.get(name), (int, float))), None)
+        rate = next((r["samples_per_s"] for r in reversed(rows) if isinstance(r.get("samples_per_s"), (int, float))),
+                    None)
+        target = f" (target {fmt_metric(self.study, self.study.target)})" if self.study.target is not None else ""
+        text = (f"    step {step}" + (f"/{self.total_steps}" if self.total_steps else "")
+                + (f": {name} {fmt_metric(self.study, figure[1])} at step {figure[0]}{target}" if figure else "")
+                + (f", {rate:.0f} samples/s" if rate else "") + f", {fmt_time(time.time() - self.start)} so far")
+        print(("\n" if self.lines == 0 else "") + text, file=self.out, flush=True)
+        self.lines += 1
+
+
+# How often a cell in progress says how far it has come (Progress).
+PROGRESS_S = 60
+
 # How long an interrupted runner waits for its trainer run to stop at a step with a checkpoint:
 # the rest of one step (about 20 s for 8K sequences of BERT-tiny on 2 cores; local SGD, DiLoCo
 # and WAGMA stop at their next world synchronisation) and one checkpoint write.
 STOP_GRACE_S = 120
 
 
-def call_stopping_at_a_step(cmd, grace_s=STOP_GRACE_S, say=print, **popen_kw):
-    """Runs `cmd`, an mpirun line, and returns its exit code. Interrupted (Ctrl-C, or SIGTERM to
+def call_stopping_at_a_step(cmd, grace_s=STOP_GRACE_S, say=print, progress=None, progress_s=PROGRESS_S,
+                            **popen_kw):
+    """Runs `cmd`, an mpirun line, and returns its exit code; calls `progress()` (if given) every
+    progress_s seconds while it runs. Interrupted (Ctrl-C, or SIGTERM to
     the runner: KeyboardInterrupt), it sends mpirun SIGUSR1 once, which mpirun forwards to every
     rank: they stop at one step, write a checkpoint and exit (138); it waits for that up to grace_s
     (a second interrupt cuts it short), then SIGTERMs mpirun, which kills the ranks, and re-raises.
@@ -187,7 +220,11 @@ def call_stopping_at_a_step(cmd, grace_s=STOP_GRACE_S, say=print, **popen_kw):
     killed mpirun outright, leaving the run to its last periodic checkpoint)."""
     p = subprocess.Popen(cmd, start_new_session=True, **popen_kw)
     try:
-        return p.wait()
+        while True:
+            try:
+                return p.wait(timeout=progress_s if progress else None)
+            except subprocess.TimeoutExpired:
+                progress()
     except KeyboardInterrupt:
         p.send_signal(signal.SIGUSR1)
         say(f"\nstopping the trainer run at its next step, with a checkpoint there (up to {grace_s} s; "

@@ -428,6 +428,15 @@ def in_percent(study):
     return study.metric.endswith(("top1", "accuracy"))
 
 
+def fmt_time(s):
+    s = int(round(s))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
 def fmt_metric(study, v, sd=None):
     if v is None:
         return "–"
