@@ -39,7 +39,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tools"))
 from study.report import noise_verdict, welch  # noqa: E402  (Welch's t-test: (difference, two-sided p))
-from study.run import (attempt_version, call_stopping_at_a_step, gpu_name, raise_if_stopped_by_signal,  # noqa: E402
+from study.run import (Progress, attempt_version, call_stopping_at_a_step, gpu_name, raise_if_stopped_by_signal,  # noqa: E402
                        stop_on_sigterm, trainer_identity)
 DEFAULT_OUT = os.path.join(REPO, "docs", "results", "bert_tiny_downstream")
 KINDS = ("finetune", "probe")  # the whole model trained; the encoder frozen, the head trained
@@ -99,7 +99,8 @@ def run_cell(cells, path, key, cmd, out_dir, version):
             f.write(f"$ {cmd_line}\n")
         f.flush()
         rc = call_stopping_at_a_step(cmd + (["--resume", "auto"] if resumed else []), cwd=REPO, env=ENV,
-                                     stdout=f, stderr=subprocess.STDOUT)
+                                     stdout=f, stderr=subprocess.STDOUT,
+                                     progress=Progress(os.path.join(REPO, out_dir)))
     if rc != 0:
         with open(log, errors="replace") as f:  # a signal from outside: stop as on Ctrl-C
             text = f.read()

@@ -206,7 +206,7 @@ while true; do sleep 0.05; done
         s, run = self.load(text), os.path.join(self.tmp, "run")
         os.makedirs(run)
         out = io.StringIO()
-        p = study.run.Progress(s, run, 40, out=out)
+        p = study.run.Progress.of_cell(s, run, 40, out=out)
         p()  # no metrics.jsonl yet
         write(run, "metrics.jsonl", '{"step": 5, "loss": 2.3, "samples_per_s": 412.6}\n')
         p()
@@ -220,6 +220,10 @@ while true; do sleep 0.05; done
         self.assertRegex(lines[2], r"^    step 10/40: val_top1 3\.12% at step 10 \(target 5\.00%\), 420 samples/s, "
                                    r"\d+s so far$")
         self.assertEqual((len(lines), p.lines), (4, 2))
+        # A run outside a study (the downstream runner's): the training loss, on lines of their own.
+        out = io.StringIO()
+        study.run.Progress(run, out=out)()
+        self.assertRegex(out.getvalue(), r"^    step 10: loss 2\.1000 at step 10, 420 samples/s, \d+s so far\n$")
         # The runner calls it while the trainer runs, and returns the trainer's exit code.
         calls = []
         rc = study.run.call_stopping_at_a_step(["sh", "-c", "sleep 1; exit 3"], progress=lambda: calls.append(1),

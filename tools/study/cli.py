@@ -266,7 +266,7 @@ def main(argv=None):
                                                    f"the target in {deadline[0]})" if deadline else "") + " ...",
               end="", flush=True)
         i += 1
-        progress = Progress(study, folder[c.name], c.total_steps)
+        progress = Progress.of_cell(study, folder[c.name], c.total_steps)
         rec = run_cell(c, args, folder[c.name], deadline, progress)
         eta.add(c.ranks, time.time() - t0)
         if rec["status"] == "failed":

@@ -173,29 +173,39 @@ def raise_if_stopped_by_signal(name, rc, log_text, note=""):
 
 
 class Progress:
-    """Called every PROGRESS_S while a cell trains: prints, on a line of its own under the cell's
-    line, its newest logged step (of its budget), the newest value of the figure choices are made on
-    (metric.select, else the metric) and the rate, when the run has logged a step since the last
-    line. `lines`: how many it printed (the cell's result then goes on a line of its own too)."""
+    """Called every PROGRESS_S while a trainer run goes on (its output folder `folder`): prints a
+    line with its newest logged step (of `total_steps`, where known), the newest value of `figure`
+    (a metrics.jsonl key; else the training loss) against `target`, and the rate, when the run has
+    logged a step since the last line. `show` formats the figure. `open_line`: the first line goes
+    under a line still open (the study's cell line). `lines`: how many it printed."""
 
-    def __init__(self, study, folder, total_steps=None, out=None):
-        self.study, self.folder, self.total_steps, self.out = study, folder, total_steps, out or sys.stdout
+    def __init__(self, folder, total_steps=None, figure=None, show=lambda v: f"{v:.4f}", target=None,
+                 open_line=False, out=None):
+        self.folder, self.total_steps, self.figure, self.show, self.target = folder, total_steps, figure, show, target
+        self.open_line, self.out = open_line, out or sys.stdout
         self.start, self.last_step, self.lines = time.time(), None, 0
+
+    @classmethod
+    def of_cell(cls, study, folder, total_steps, out=None):
+        """For a study's cell: the figure choices are made on (metric.select, else the metric)."""
+        return cls(folder, total_steps, study.select or study.metric, lambda v: fmt_metric(study, v), study.target,
+                   open_line=True, out=out)
 
     def __call__(self):
         rows = [r for r in read_metrics(self.folder) or [] if isinstance(r.get("step"), int)]
         if not rows or rows[-1]["step"] == self.last_step:
             return
         self.last_step = step = rows[-1]["step"]
-        name = self.study.select or self.study.metric
-        figure = next(((r["step"], r[name]) for r in reversed(rows) if isinstance(r.get(name), (int, float))), None)
-        rate = next((r["samples_per_s"] for r in reversed(rows) if isinstance(r.get("samples_per_s"), (int, float))),
-                    None)
-        target = f" (target {fmt_metric(self.study, self.study.target)})" if self.study.target is not None else ""
+
+        def newest(key):
+            return next(((r["step"], r[key]) for r in reversed(rows) if isinstance(r.get(key), (int, float))), None)
+        name = self.figure or "loss"
+        figure, rate = newest(name), newest("samples_per_s")
+        target = f" (target {self.show(self.target)})" if self.target is not None and self.figure else ""
         text = (f"    step {step}" + (f"/{self.total_steps}" if self.total_steps else "")
-                + (f": {name} {fmt_metric(self.study, figure[1])} at step {figure[0]}{target}" if figure else "")
-                + (f", {rate:.0f} samples/s" if rate else "") + f", {fmt_time(time.time() - self.start)} so far")
-        print(("\n" if self.lines == 0 else "") + text, file=self.out, flush=True)
+                + (f": {name} {self.show(figure[1])} at step {figure[0]}{target}" if figure else "")
+                + (f", {rate[1]:.0f} samples/s" if rate else "") + f", {fmt_time(time.time() - self.start)} so far")
+        print(("\n" if self.open_line and self.lines == 0 else "") + text, file=self.out, flush=True)
         self.lines += 1
 
 
