@@ -275,7 +275,8 @@ def main(argv=None):
             cached[c.name] = rec
             stale_why.pop(c.name, None)
         rem = eta.remaining(remaining)
-        print(("    done:" if progress.lines else "") + f" {rec['status']}, {study.metric} {fmt_metric(study, rec['final'])}, {fmt_time(rec['wall_s'])}"
+        print(("    done:" if progress.lines else "")
+              + f" {rec['status']}, {study.metric} {fmt_metric(study, rec['final'])}, {fmt_time(rec['wall_s'])}"
               f" | elapsed {fmt_time(time.time() - start)}" + (f", ETA {fmt_time(rem)}" if rem is not None else "")
               + (f"\n    {rec['reason']}\n    log: {os.path.join(folder[c.name], 'log.txt')}"
                  if rec["status"] == "failed" else ""), flush=True)

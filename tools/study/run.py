@@ -192,7 +192,10 @@ class Progress:
                    open_line=True, out=out)
 
     def __call__(self):
-        rows = [r for r in read_metrics(self.folder) or [] if isinstance(r.get("step"), int)]
+        try:  # a progress line is not worth stopping the run for
+            rows = [r for r in read_metrics(self.folder) or [] if isinstance(r, dict) and isinstance(r.get("step"), int)]
+        except (OSError, ValueError):
+            return
         if not rows or rows[-1]["step"] == self.last_step:
             return
         self.last_step = step = rows[-1]["step"]
