@@ -370,7 +370,7 @@ while true; do sleep 0.05; done
                             "status": "ok", "reason": "", "final": 0.5 if c.variant == "calm" else 0.4,
                             "wall_s": 3.0, "evals": [(2, 0.3), (4, 0.5)], "eval_wall": [(2, 1.0), (4, 2.0)]})
         out = os.path.join(self.tmp, "report")
-        study.report.write_report(s, records, out, [], 0, len(cells))
+        study.report.write_report(s, records, out, [], len(cells))
         with open(os.path.join(out, "report.md")) as f:
             report = f.read()
         self.assertIn("| method | 2 ranks, no straggler | 2 ranks, a straggler |", report)
@@ -393,7 +393,7 @@ while true; do sleep 0.05; done
                     "reason": "", "final": 0.5, "wall_s": 3.0, "evals": [(4, 0.5)], "eval_wall": [(4, 2.0)]}
                    for c in s.cells()]
         out = os.path.join(self.tmp, "report")
-        study.report.write_report(s, records, out, [], 0, len(records))
+        study.report.write_report(s, records, out, [], len(records))
         with open(os.path.join(out, "report.md")) as f:
             report = f.read()
         self.assertIn("- **Adasum** (`adasum`): `reducer.name: adasum`; seed 2 only", report)
@@ -404,7 +404,7 @@ while true; do sleep 0.05; done
         # Cells from two CPU models: seconds would compare machines, so the report leaves them out.
         for r, cpu in zip(records, ["AMD EPYC (AVX-512)", "Intel(R) Xeon(R) Processor (AVX-512)"] * 4):
             r["machine"] = f"{cpu}, 2 cores, 24 GiB, Linux 6"
-        study.report.write_report(s, records, out, [], 0, len(records))
+        study.report.write_report(s, records, out, [], len(records))
         with open(os.path.join(out, "report.md")) as f:
             report = f.read()
         self.assertIn("| Adasum | 4 steps (1/1) |", report)
@@ -412,7 +412,7 @@ while true; do sleep 0.05; done
         self.assertFalse(os.path.exists(os.path.join(out, "time_to_target.png")))
         # A record from before the family and model were recorded may be the same CPU as a later one.
         records[2]["machine"] = "AMD EPYC (AVX-512; family 25 model 17), 2 cores, 24 GiB, Linux 6"
-        study.report.write_report(s, records, out, [], 0, len(records))
+        study.report.write_report(s, records, out, [], len(records))
         with open(os.path.join(out, "report.md")) as f:
             report = f.read()
         self.assertIn("the cells ran on 2 to 3 CPU models (AMD EPYC (AVX-512); AMD EPYC (AVX-512; family 25 model "
@@ -444,7 +444,7 @@ while true; do sleep 0.05; done
         self.assertEqual([(r["method"], r["point"].get("optimizer.lr")) for r in best],
                          [("adasum", None), ("average", 0.05)])
         out = os.path.join(self.tmp, "report")
-        study.report.write_report(s, records, out, [], 0, len(records))
+        study.report.write_report(s, records, out, [], len(records))
         with open(os.path.join(out, "report.md")) as f:
             report = f.read()
         self.assertIn("Choices are made on the validation figure `val_top1`", report)
@@ -460,7 +460,7 @@ while true; do sleep 0.05; done
         self.assertIn("| average | lr 0.05 | 2 | 16 | 1 | 80.00% (1 seed) | ✓ | 40.00% (1 seed) | 0 | 1/1 |", every)
         # Without select, the report says that choices were made on the test figure.
         plain = self.load(study_text(self.base, TWO_METHODS).replace("ranks: [1, 2]", "ranks: [2]"))
-        study.report.write_report(plain, records, out, [], 0, len(records))
+        study.report.write_report(plain, records, out, [], len(records))
         with open(os.path.join(out, "report.md")) as f:
             self.assertIn("**Choices were made on the test figure** `eval_top1`", f.read())
         self.assertIn("metric.select must name the validation figure", self.error(
@@ -488,7 +488,7 @@ while true; do sleep 0.05; done
         self.assertEqual([(r["method"], r["point"].get("optimizer.lr"), r["select_steps"]) for r in best],
                          [("adasum", None, None), ("average", 0.1, 2)])
         out = os.path.join(self.tmp, "report")
-        study.report.write_report(s, records, out, [], 0, len(records))
+        study.report.write_report(s, records, out, [], len(records))
         with open(os.path.join(out, "report.md")) as f:
             report = f.read()
         self.assertIn("reached 5.00% on `val_top1` most often, then in the fewest steps", report)
@@ -507,7 +507,7 @@ while true; do sleep 0.05; done
         # With average's LR 0.1 not run yet, LR 0.05 is chosen from 1 of 2 sweep points: the report
         # says so, and the critical-batch fit leaves that size out.
         partial = [r for r in records if r["point"].get("optimizer.lr") != 0.1]
-        study.report.write_report(s, partial, out, [], 0, len(records))
+        study.report.write_report(s, partial, out, [], len(records))
         with open(os.path.join(out, "report.md")) as f:
             report = f.read()
         self.assertIn("## Choices from an unfinished sweep", report)
@@ -553,7 +553,7 @@ while true; do sleep 0.05; done
                             "select_final": 0.06, "select_evals": ev, "wall_s": 3.0, "evals": ev,
                             "eval_wall": [], "gave_up_at": None})
         out = os.path.join(self.tmp, "report")
-        study.report.write_report(s, records, out, [], 0, len(records))
+        study.report.write_report(s, records, out, [], len(records))
         with open(os.path.join(out, "report.md")) as f:
             report = f.read()
         self.assertIn("| average | **8: 12** (half batch), 16: 8 (main), **16: 6** (half batch), **32: 6** (main), "
@@ -565,7 +565,7 @@ while true; do sleep 0.05; done
         # choice; the fit takes the mean.
         extra = dict(next(r for r in records if r["name"] == "average-half-np2-mb2-s1"), seed=2,
                      name="average-half-np2-mb2-s2", select_evals=[(20, 0.06)], evals=[(20, 0.06)])
-        study.report.write_report(s, records + [extra], out, [], 0, len(records) + 1)
+        study.report.write_report(s, records + [extra], out, [], len(records) + 1)
         with open(os.path.join(out, "report.md")) as f:
             self.assertIn("16: 8 (main), **16: 13** (half batch), **32: 6**", f.read())
 
@@ -623,7 +623,7 @@ while true; do sleep 0.05; done
         self.assertEqual((best[2]["seeds"], best[2]["select_steps"]), (3, 10))
         # The fit takes the three-seed means; per seed only where a seed reached every fitted size.
         out = os.path.join(self.tmp, "report")
-        study.report.write_report(s, records, out, [], 0, s.planned())
+        study.report.write_report(s, records, out, [], s.planned())
         with open(os.path.join(out, "report.md")) as f:
             report = f.read()
         self.assertIn("then runs seeds 2, 3 too", report)
@@ -634,7 +634,7 @@ while true; do sleep 0.05; done
         records.append(rec(cells["average-lr0.05-np2-mb4-s1"], 5))
         self.assertEqual(len(study.report.confirm_choices(s, records)), 3)
         records += [rec(c, n) for c, n in zip(s.confirm_cells({("average", 2, 4, ""): {"optimizer.lr": 0.1}}), (3, 4))]
-        study.report.write_report(s, records, out, [], 0, s.planned())
+        study.report.write_report(s, records, out, [], s.planned())
         with open(os.path.join(out, "report.md")) as f:
             report = f.read()
         row = next(line for line in report.splitlines() if line.startswith("| average | 16: 14, 32: 10, 64: 4"))
@@ -642,7 +642,7 @@ while true; do sleep 0.05; done
         # seeds that reached it would flatter it).
         short = [dict(r, select_evals=[(8, 0.01)], evals=[(8, 0.01)]) if r["name"] == "average-lr0.1-np2-mb2-s3"
                  else r for r in records]
-        study.report.write_report(s, short, out, [], 0, s.planned())
+        study.report.write_report(s, short, out, [], s.planned())
         with open(os.path.join(out, "report.md")) as f:
             self.assertIn("32: 9 (2 of 3 seeds reached: not fitted)", f.read())
         # Steps against the baseline are counted on the validation figure the runs stop on.
@@ -655,7 +655,7 @@ while true; do sleep 0.05; done
         # A seed not run at some size (seed 3 at 64): the two seeds that were keep their three
         # sizes; seed 3 would leave them two, too few to fit.
         no_s3 = [r for r in records if r["name"] != "average-lr0.1-np2-mb4-s3"]
-        study.report.write_report(s, no_s3, out, [], 0, s.planned())
+        study.report.write_report(s, no_s3, out, [], s.planned())
         with open(os.path.join(out, "report.md")) as f:
             row3 = next(line for line in f.read().splitlines() if line.startswith("| average | 16: 14, 32: 10, 64: 4"))
         per_seed3 = row3.rsplit("|", 2)[1]
@@ -725,7 +725,7 @@ while true; do sleep 0.05; done
         (seed2,) = s.confirm_cells(chosen)
         self.assertTrue(study.report.bracket_needed(s, seed2, done))  # a confirm seed always runs
         out = os.path.join(self.tmp, "report")
-        study.report.write_report(s, done, out, [], 0, len(s.cells()))
+        study.report.write_report(s, done, out, [], len(s.cells()))
         with open(os.path.join(out, "report.md")) as f:
             report = f.read()
         self.assertIn("- `bracket`: each column's sweep ran outwards", report)
@@ -771,7 +771,7 @@ while true; do sleep 0.05; done
         self.assertEqual([(key, where) for _, key, _, where, _ in edges],
                          [("schedule.warmup_steps", "the largest tried, the largest that fits the run")])
         out = os.path.join(self.tmp, "report2")
-        study.report.write_report(s, done, out, [], 0, s.planned())
+        study.report.write_report(s, done, out, [], s.planned())
         with open(os.path.join(out, "report.md")) as f:
             report = f.read()
         self.assertNotIn("Choices from an unfinished sweep", report)
@@ -819,7 +819,7 @@ while true; do sleep 0.05; done
         # A cut cell in the report: not reached, cut off at its deadline (not "gave up").
         cut = rec(cells["average-lr0.025-np1-s1"], [(2, 0.0)], gave_up_at=2, cut_off={"at": 2, "by": "lr 0.1"})
         out = os.path.join(self.tmp, "report")
-        study.report.write_report(s, done + [cut], out, [], 0, len(cells))
+        study.report.write_report(s, done + [cut], out, [], len(cells))
         with open(os.path.join(out, "report.md")) as f:
             report = f.read()
         self.assertIn("| average | lr 0.025 | 1 | 8 | 1 | not reached (final 0.00% (1 seed)); cut off at step 2 "
@@ -881,7 +881,7 @@ while true; do sleep 0.05; done
                             "status": "ok", "reason": "", "final": v, "wall_s": 3.0,
                             "evals": [(2, v if steps == 2 else 0.0), (4, v)], "eval_wall": [(2, 1.0), (4, 2.0)]})
         out = os.path.join(self.tmp, "report")
-        study.report.write_report(s, records, out, [], 0, len(records))
+        study.report.write_report(s, records, out, [], len(records))
         with open(os.path.join(out, "report.md")) as f:
             report = f.read()
         self.assertIn("## Against Adasum (difference of the final eval_top1 in points; Welch's t-test", report)
@@ -890,7 +890,7 @@ while true; do sleep 0.05; done
         self.assertIn("counted at evaluations every 2 steps", report)
         # One seed a side: the difference is shown and said not to be judged against seed noise.
         one = [r for r in records if r["seed"] == 1]
-        study.report.write_report(s, one, out, [], 0, len(one))
+        study.report.write_report(s, one, out, [], len(one))
         with open(os.path.join(out, "report.md")) as f:
             report = f.read()
         self.assertIn("| average | -20.00 (fewer than 2 seeds on a side: not judged against seed noise) |",
@@ -911,7 +911,7 @@ while true; do sleep 0.05; done
                     "reason": "", "final": finals[c.method][c.seed - 1], "wall_s": 3.0,
                     "evals": [(4, finals[c.method][c.seed - 1])], "eval_wall": [(4, 2.0)]} for c in s.cells()]
         out = os.path.join(self.tmp, "report")
-        study.report.write_report(s, records, out, [], 0, len(records))
+        study.report.write_report(s, records, out, [], len(records))
         with open(os.path.join(out, "report.md")) as f:
             report = f.read()
         against_adasum = report.split("## Against Adasum")[1].split("## ")[0]
@@ -930,14 +930,14 @@ while true; do sleep 0.05; done
                "seed": 1, "point": {}, "examples_per_step": 16, "status": "ok", "reason": "", "final": 0.5,
                "wall_s": 3.0, "evals": [(4, 0.5)], "eval_wall": [(4, 2.0)]}
         out = os.path.join(self.tmp, "report")
-        study.report.write_report(s, [dict(rec)], out, [], 0, 1)
+        study.report.write_report(s, [dict(rec)], out, [], 1)
         with open(os.path.join(out, "report.md")) as f:
             report = f.read()
         # A cell that recorded neither gets no machine or commit of today's.
         self.assertIn("- Machine: machine not recorded.", report)
         self.assertIn("- Commit: not recorded;", report)
         noted = dict(rec, commit="unknown", commit_note="an older writer stamped its HEAD")
-        study.report.write_report(s, [noted], out, [], 0, 1)
+        study.report.write_report(s, [noted], out, [], 1)
         with open(os.path.join(out, "report.md")) as f:
             self.assertIn("- Commit: unknown (an older writer stamped its HEAD);", f.read())
         self.assertIsNone(study.run.stale(dict(rec, trainer_version="abc1234"), "abc1234"))

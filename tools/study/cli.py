@@ -241,8 +241,7 @@ def main(argv=None):
         Returns the records, or None when there are none."""
         records = [v for k, v in cached.items() if k != "__failed__" and v] + cached.get("__failed__", [])
         if records:
-            write_report(study, records, results, argv, time.time() - start if todo and not args.report_only
-                         else 0, study.planned())
+            write_report(study, records, results, argv, study.planned())
         return records or None
 
     remaining = [] if args.report_only else list(todo)

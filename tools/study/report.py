@@ -641,7 +641,8 @@ def select_figure(study, r):
     return s
 
 
-def write_report(study, records, out_dir, argv, total_wall, planned):
+def write_report(study, records, out_dir, argv, planned):
+    """report.md and the plots: a function of the records alone (and of the argv that regenerates it)."""
     os.makedirs(out_dir, exist_ok=True)
     rows = aggregate(study, records)
     for r in rows:
@@ -727,8 +728,7 @@ def write_report(study, records, out_dir, argv, total_wall, planned):
     L.append(f"- Cells: {len(done)} of {'up to ' if study.bracket else ''}{planned} finished"
              + (" (`bracket` runs only the sweep points a choice needs)" if study.bracket else "")
              + "; compute time of the finished runs "
-             f"{fmt_time(sum(r['wall_s'] for r in done))}"
-             + (f" (this invocation: {fmt_time(total_wall)})" if total_wall else "") + ".")
+             f"{fmt_time(sum(r['wall_s'] for r in done))}.")
     unfit = study.unfit_cells()
     if unfit:
         L.append(f"- Left out of the grid: {len(unfit)} sweep point{'s' if len(unfit) != 1 else ''} that do not fit "
