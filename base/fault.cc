@@ -21,7 +21,7 @@ struct Spec {
   long nth = 1;
   bool kill = false;
   bool hang = false;
-  bool term = false;
+  int signo = 0;  // :term, :usr1: send itself this signal and go on
 };
 
 std::vector<Spec> parse(const char* env) {
@@ -33,14 +33,17 @@ std::vector<Spec> parse(const char* env) {
     const auto colon = item.find(':');
     if (colon != std::string::npos) {
       const std::string action = item.substr(colon + 1);
-      ADA_CHECK_ARG(action == "kill" || action == "hang" || action == "term", ConfigError)
-          << "ADA_FAULT: '" << item << "': the action must be ':kill', ':hang' or ':term'";
-      (action == "kill" ? s.kill : action == "hang" ? s.hang : s.term) = true;
+      ADA_CHECK_ARG(action == "kill" || action == "hang" || action == "term" || action == "usr1",
+                    ConfigError)
+          << "ADA_FAULT: '" << item << "': the action must be ':kill', ':hang', ':term' or ':usr1'";
+      s.kill = action == "kill";
+      s.hang = action == "hang";
+      s.signo = action == "term" ? SIGTERM : action == "usr1" ? SIGUSR1 : 0;
       item = item.substr(0, colon);
     }
     const auto at = item.find('@');
     ADA_CHECK_ARG(at != std::string::npos && at > 0, ConfigError)
-        << "ADA_FAULT: '" << item << "' must read <point>@<rank>[#<n>][:kill|:hang|:term]";
+        << "ADA_FAULT: '" << item << "' must read <point>@<rank>[#<n>][:kill|:hang|:term|:usr1]";
     s.point = item.substr(0, at);
     const std::string rest = item.substr(at + 1);
     const auto hash = rest.find('#');
@@ -68,8 +71,8 @@ void fault_point(const char* point) {
   for (const auto& s : specs) {
     if (s.point != point || s.rank != process_rank() || s.nth != n) continue;
     if (s.kill) std::raise(SIGKILL);
-    if (s.term) {  // delivered before raise returns; the run goes on as a signalled one would
-      std::raise(SIGTERM);
+    if (s.signo != 0) {  // delivered before raise returns; the run goes on as a signalled one would
+      std::raise(s.signo);
       continue;
     }
     if (s.hang)  // a rank stuck for good (in a loop, a deadlock): only a watchdog ends this

@@ -227,9 +227,9 @@ int Trainer::run() {
   // Replicas identical at the start (unless resumed between a decentralised sync's averages).
   if (strategy_->replicas_identical()) checksum_due_ = true;
   flush_due(schedule_->lr());
-  int stop_signal = 0;
   {
     const StopSignals signals;  // SIGTERM, SIGINT, SIGUSR1: stop at the next agreed step
+    int stop_signal = 0;
     while (step_ < total_steps_) {
       train_step();
       const bool epoch_end = step_ % steps_per_epoch_ == 0;
@@ -242,12 +242,14 @@ int Trainer::run() {
       if ((s_.ckpt_every > 0 && step_ % s_.ckpt_every == 0) || (s_.ckpt_every == 0 && epoch_end))
         save_checkpoint();
     }
-  }  // (every rank agreed, or the run ended: the watchdog's stop rule is off again)
-  if (stop_signal != 0) {
-    stop_for_signal(stop_signal);
-    if (timeline) timeline->close();
-    return 128 + stop_signal;
-  }
+    // The handlers stay while the ranks stop: a rank that the launcher signals after the others
+    // agreed would otherwise die of its first signal, without the stop checkpoint.
+    if (stop_signal != 0) {
+      stop_for_signal(stop_signal);
+      if (timeline) timeline->close();
+      return 128 + stop_signal;
+    }
+  }                                        // the run ended: signals have their default effect again
   if (!strategy_->replicas_identical()) {  // stopped between synchronisations: one more
     strategy_->finish();
     last_eval_step_ = -1;  // the model changed: evaluate and save it again
@@ -451,6 +453,7 @@ int Trainer::agreed_stop_signal() {
   if (!strategy_->replicas_identical()) return 0;
   double signo = StopSignals::received();
   world_->allreduce(&signo, 1, comm::ReduceOp::max);
+  if (signo != 0) StopSignals::stop_agreed();  // the watchdog's stop rule is off from here
   return static_cast<int>(signo);
 }
 

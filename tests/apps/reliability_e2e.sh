@@ -19,8 +19,10 @@
 #   preempt     — SIGTERM on one rank, SIGUSR1 to mpirun: every rank stops at one step (gradient
 #                 sync: that step; local SGD, WAGMA: the next world synchronisation) with a
 #                 checkpoint there and exit 128 + signal; the resumed run ends byte-identical;
-#                 with a peer stuck, a signalled rank gives up 5 s later (exit 143); a run
-#                 killed in its final evaluation has its final checkpoint and resumes to the end;
+#                 a rank whose first signal comes while the ranks stop still stops with them; a
+#                 second SIGTERM ends a rank at once; with a peer stuck, a signalled rank gives up
+#                 5 s later (exit 143); a run killed in its final evaluation has its final
+#                 checkpoint and resumes to the end;
 #   sync        — local SGD, DiLoCo and WAGMA (synchronous and wait-avoiding) at 2, 4, 8 and 16
 #                 ranks: the loss falls and replicas agree at every world synchronisation; a
 #                 straggler makes WAGMA ranks late (wait-avoidance at work); a failure on one of
@@ -290,7 +292,7 @@ preempt)
   preempt() {  # tag, rank#step the signal is raised at, the step the run must stop at, extra...
     local tag=$1 at=$2 stop=$3; shift 3
     mpi 2 "$trainer" --config tiny.yaml --set output.dir=u_$tag "$@" > u.txt 2>&1 || { cat u.txt; fail "$tag unbroken"; }
-    ADA_FAULT=step@$at:term timeout 120 bash -c "$(declare -f mpi); mpi 2 '$trainer' --config tiny.yaml \
+    ADA_FAULT=step@$at:term${also:+,$also} timeout 120 bash -c "$(declare -f mpi); mpi 2 '$trainer' --config tiny.yaml \
       --set output.dir=p_$tag $*" > p1.txt 2>&1
     local rc=$?
     [ $rc -eq 143 ] || { tail -5 p1.txt; fail "$tag: the signalled run exited $rc, not 143 (128 + SIGTERM; 124: it hung)"; }
@@ -312,10 +314,25 @@ preempt)
         || fail "$tag: the losses in metrics.jsonl differ from the unbroken run's"
       what="$n final checkpoint file(s) byte-identical, losses equal"
     fi
-    echo "preempt ($tag): SIGTERM on rank ${at%%#*} at step ${at##*#}: both ranks stopped at step $stop with a checkpoint, exit 143; resumed, $what"
+    echo "preempt ($tag): SIGTERM on rank ${at%%#*} at step ${at##*#}${also:+ (and ADA_FAULT $also)}: both ranks stopped at step $stop with a checkpoint, exit 143; resumed, $what"
   }
   # Gradient sync: the very step the signal came in (rank 1 alone was signalled).
   preempt grad "1#15" 15 --set reducer.name=average
+  # A rank whose first signal comes after the ranks agreed to stop (mpirun signals its ranks one at
+  # a time; on a loaded machine the last may get it seconds later): rank 0's SIGUSR1 arrives while
+  # it writes the stop checkpoint (its 2nd checkpoint: step 10's, then step 15's). It goes on
+  # stopping with rank 1 (it used to die of it, leaving no stop checkpoint).
+  also=checkpoint@0#2:usr1 preempt late "1#15" 15 --set reducer.name=average
+  # A second signal of the same kind still ends a rank at once: rank 1's second SIGTERM, while it
+  # writes the stop checkpoint. The job ends (not hung); step 10's checkpoint stays the newest valid.
+  ADA_FAULT=step@1#15:term,checkpoint@1#2:term timeout 120 bash -c "$(declare -f mpi); mpi 2 '$trainer' \
+    --config tiny.yaml --set reducer.name=average --set output.dir=twice" > twice.txt 2>&1
+  rc=$?
+  [ $rc -ne 0 ] && [ $rc -ne 124 ] || { tail -5 twice.txt; fail "twice: exit $rc (0: the second SIGTERM did not end rank 1; 124: it hung)"; }
+  grep -q "rank 1 .*exited on signal 15" twice.txt || { tail -8 twice.txt; fail "twice: mpirun did not report rank 1 ended by signal 15"; }
+  mpi 2 "$trainer" --config tiny.yaml --set reducer.name=average --set output.dir=twice --set train.steps=12 --resume auto > twice2.txt 2>&1 \
+    && grep -q "resumed from twice/checkpoints/ckpt-00000010.json" twice2.txt || { tail -5 twice2.txt; fail "twice: no resume from step 10"; }
+  echo "preempt (twice): a second SIGTERM during the stop checkpoint ended rank 1 (exit $rc); step 10's checkpoint resumes"
   # Local SGD and WAGMA stop at their next world synchronisation, where the replicas agree.
   preempt local "0#13" 16 --set sync.name=local_sgd --set sync.period=4 --set train.eval_every=0
   wagma=(--set reducer.name=average --set sync.name=wagma --set sync.global_every=3 --set train.eval_every=0)
