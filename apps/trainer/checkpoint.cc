@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -103,6 +104,8 @@ void Checkpointer::save(const std::vector<std::pair<std::string, Tensor>>& tenso
             {"epoch", m.epoch},
             {"position", m.position},
             {"world_size", m.world_size},
+            {"examples_per_step", m.examples_per_step},
+            {"base_lr", m.base_lr},
             {"config_hash", std::to_string(m.config_hash)},
             {"rng_seed", m.rng_seed},
             {"rng_offset", m.rng_offset},
@@ -151,6 +154,9 @@ CheckpointMeta Checkpointer::read_meta(const std::string& path) {
     m.epoch = j.at("epoch").get<int64_t>();
     m.position = j.at("position").get<int64_t>();
     m.world_size = j.at("world_size").get<int>();
+    if (j.contains("examples_per_step"))
+      m.examples_per_step = j.at("examples_per_step").get<int64_t>();
+    if (j.contains("base_lr")) m.base_lr = j.at("base_lr").get<double>();
     m.config_hash = std::stoull(j.at("config_hash").get<std::string>());
     m.rng_seed = j.at("rng_seed").get<std::vector<uint64_t>>();
     m.rng_offset = j.at("rng_offset").get<std::vector<uint64_t>>();
@@ -287,6 +293,8 @@ void RunCheckpoints::save(int64_t step, double wall_seconds,
   m.epoch = position.epoch;
   m.position = position.position;
   m.world_size = world_.size();
+  m.examples_per_step = examples_per_step();
+  m.base_lr = state_.schedule.base_lr();
   m.config_hash = config_hash_;
   m.wall_seconds = wall_seconds;
   m.progress = progress;
@@ -392,9 +400,7 @@ ResumePoint RunCheckpoints::resume(const std::string& which) {
     return {};
   }
   const CheckpointMeta m = Checkpointer::read_meta(path);
-  ADA_CHECK_ARG(m.world_size == world_.size(), ConfigError)
-      << path << ": written by a run on " << m.world_size << " ranks, this run has "
-      << world_.size() << "; resume with the same number of ranks";
+  const int64_t position = loader_position(m, path);
   ADA_CHECK_ARG(!m.local_optimizer_state || state_.strategy.optimizer_state_is_local(), ConfigError)
       << path << ": holds each rank's own optimizer state (written with a model-delta or "
       << "decentralised strategy), but this run keeps one shared optimizer state; resume with the "
@@ -418,11 +424,89 @@ ResumePoint RunCheckpoints::resume(const std::string& which) {
   }
   state_.schedule.load_state(optim::take_prefixed(t, "sched."));
   const int r = world_.rank();
-  if (r < static_cast<int>(m.rng_seed.size()))
+  if (r < static_cast<int>(m.rng_seed.size())) {
     state_.model.rng().set_state(m.rng_seed[r], m.rng_offset[r]);
-  state_.loader.restore({m.epoch, m.position});
-  log_info("resumed from {} (step {}, epoch {}, position {})", path, m.step, m.epoch, m.position);
+  } else if (!m.rng_offset.empty()) {  // a rank the writing run did not have: its own stream,
+    // past every draw any rank made (so it repeats none of its dropout masks)
+    state_.model.rng().set_state(state_.model.rng().seed(),
+                                 *std::max_element(m.rng_offset.begin(), m.rng_offset.end()));
+  }
+  state_.loader.restore({m.epoch, position});
+  if (m.world_size == world_.size())
+    log_info("resumed from {} (step {}, epoch {}, position {})", path, m.step, m.epoch, position);
+  else
+    log_info(
+        "resumed from {} (step {}, epoch {}) written on {} ranks, on {}: {} examples per step as "
+        "before; the epoch's first {} examples were read (position {} per rank, was {})",
+        path, m.step, m.epoch, m.world_size, world_.size(), m.examples_per_step,
+        m.position * m.world_size, position, m.position);
   return {m.step, m.epoch, m.wall_seconds, m.progress};
+}
+
+int64_t RunCheckpoints::examples_per_step() const {
+  return world_.size() * state_.batch_per_rank * state_.micro_batches;
+}
+
+// Every rank reads the epoch's permutation interleaved (rank r: its places r, r + world, ...), so
+// the m.position x m.world_size examples of the epoch read when `m` was written are its first
+// ones, whatever the world size: on `world` ranks each has read that / world of them. The steps,
+// the schedule and the epochs go on unchanged when every step takes as many examples as before.
+int64_t RunCheckpoints::loader_position(const CheckpointMeta& m, const std::string& path) const {
+  const int64_t world = world_.size();
+  if (m.world_size == world) return m.position;
+  const std::string wrote = path + ": written by a run on " + std::to_string(m.world_size) +
+                            " ranks, this run has " + std::to_string(world);
+  ADA_CHECK_ARG(!m.local_optimizer_state, ConfigError)
+      << wrote << "; it holds each rank's own optimizer state (a model-delta or decentralised "
+      << "strategy), which cannot be split over another number of ranks: resume it on "
+      << m.world_size << " ranks";
+  ADA_CHECK_ARG(m.examples_per_step > 0 && m.base_lr > 0, ConfigError)
+      << wrote << "; it does not record its examples per step and base LR (an older trainer "
+      << "wrote it): resume it on " << m.world_size << " ranks";
+  ADA_CHECK_ARG(state_.reducer != "sum", ConfigError)
+      << wrote << "; reducer.name: sum hands the optimizer the sum of the ranks' gradients, "
+      << "ranks x their mean, so each step would change " << world << "/" << m.world_size
+      << "-fold: resume on " << m.world_size << " ranks";
+  const int64_t want = m.examples_per_step, per_rank = want / world;
+  const int64_t b = state_.batch_per_rank, micro = state_.micro_batches;
+  if (examples_per_step() != want) {
+    std::string fix;
+    if (want % world != 0)
+      fix = "no setting on " + std::to_string(world) + " ranks gives " + std::to_string(want) +
+            " (it is not a multiple of " + std::to_string(world) + ")";
+    else if (per_rank % b == 0)
+      fix = "set train.micro_batches: " + std::to_string(per_rank / b);
+    else if (per_rank % micro == 0)
+      fix = "set train.batch_per_rank: " + std::to_string(per_rank / micro);
+    else
+      fix = "set train.batch_per_rank x train.micro_batches to " + std::to_string(per_rank);
+    ADA_THROW(ConfigError) << wrote << "; it took " << want << " examples per step, this run takes "
+                           << world << " ranks x train.batch_per_rank " << b
+                           << " x train.micro_batches " << micro << " = " << examples_per_step()
+                           << ". A run resumes on another number of ranks only with the same "
+                           << "examples per step: " << fix << ", or resume on " << m.world_size
+                           << " ranks";
+  }
+  const double lr = state_.schedule.base_lr();
+  if (std::abs(lr - m.base_lr) > 1e-9 * m.base_lr) {
+    const double single = state_.optimizer.lr() * m.base_lr / lr;  // optimizer.lr to set
+    ADA_THROW(ConfigError) << wrote << "; it trained at base LR " << m.base_lr << ", this run's is "
+                           << lr << " (optimizer.lr " << state_.optimizer.lr() << " scaled for "
+                           << world
+                           << " ranks by schedule.lr_scaling, or by schedule.adasum_lr_factor "
+                           << "for adasum): to go on at the same LR set optimizer.lr: " << single
+                           << (state_.reducer == "average"
+                                   ? " (or schedule.lr_scaling: none with optimizer.lr: " +
+                                         fmt::format("{}", m.base_lr) + ")"
+                                   : std::string())
+                           << ", or resume on " << m.world_size << " ranks";
+  }
+  const int64_t read = m.position * m.world_size;  // this epoch's examples read on all ranks
+  ADA_CHECK_ARG(read % world == 0, ConfigError)
+      << wrote << "; it had read " << read << " examples of epoch " << m.epoch << ", which "
+      << world << " ranks cannot share equally: resume on " << m.world_size
+      << " ranks, or from a checkpoint at another step";
+  return read / world;
 }
 
 std::string init_weights_from(comm::Communicator& world, nn::Model& model, const std::string& from,

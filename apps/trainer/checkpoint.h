@@ -43,6 +43,10 @@ struct CheckpointMeta {
   int64_t epoch = 0;     // loader epoch to continue
   int64_t position = 0;  // examples of that epoch already consumed on each rank
   int world_size = 1;
+  // world_size x train.batch_per_rank x train.micro_batches; 0 in checkpoints written before it
+  // was recorded (those resume only on world_size ranks).
+  int64_t examples_per_step = 0;
+  double base_lr = 0;  // the schedule's base LR (after schedule.lr_scaling); 0: not recorded
   uint64_t config_hash = 0;
   std::vector<uint64_t> rng_seed, rng_offset;  // per rank: the model's dropout generator
   double wall_seconds = 0;                     // training time so far
@@ -121,6 +125,8 @@ struct TrainingState {
   optim::Schedule& schedule;
   optim::LossScaler* loss_scale;  // null: no loss scaling
   data::DataLoader& loader;
+  int64_t batch_per_rank = 1, micro_batches = 1;  // train.batch_per_rank, train.micro_batches
+  std::string reducer;                            // reducer.name
 };
 
 // Where a run goes on from: step 0 for a fresh run.
@@ -141,7 +147,10 @@ class RunCheckpoints {
   // removes a crash's leftover temporaries, gives the run its id.
   void start_fresh();
   // --resume auto (the newest valid checkpoint; none yet: a fresh start) or --resume PATH:
-  // restores the model, the step's state, the generators and the loader's position.
+  // restores the model, the step's state, the generators and the loader's position. A
+  // checkpoint written on another number of ranks resumes when its steps go on unchanged: one
+  // shared optimizer state, the same examples per step and base LR, a reducer whose step does
+  // not scale with the ranks (loader_position); else a ConfigError says what to change.
   ResumePoint resume(const std::string& which);
   // Writes the checkpoint of `step` unless it was written already (`wall_seconds`: training
   // time so far; `progress`: CheckpointMeta::progress). The world-average model for a
@@ -153,6 +162,9 @@ class RunCheckpoints {
  private:
   void add_step_state(NamedTensors& st) const;
   void load_step_state(const NamedTensors& st);
+  int64_t examples_per_step() const;
+  // This rank's loader position that continues `m` (its checkpoint file `path`) on this world.
+  int64_t loader_position(const CheckpointMeta& m, const std::string& path) const;
 
   Checkpointer files_;
   bool overwrite_;

@@ -174,7 +174,8 @@ void Trainer::build_step() {
   checkpoints_ = std::make_unique<RunCheckpoints>(
       s_.ckpt_dir, s_.ckpt_keep, s_.ckpt_overwrite, *world_,
       TrainingState{*model_, params_, *optimizer_, *strategy_, *schedule_,
-                    loss_scale_ ? &*loss_scale_ : nullptr, *loader_},
+                    loss_scale_ ? &*loss_scale_ : nullptr, *loader_, s_.batch, s_.micro,
+                    reducer_->name()},
       cfg_->hash());
 
   comm::decide_on_rank0(*world_, [&] {

@@ -248,8 +248,20 @@ def cases(src):
       ["--resume", "good/checkpoints/ckpt-00000004.json"], "ckpt-00000004.safetensors has", "truncated or replaced")
     R("resume_flipped_byte", lambda d: (ckpt_run([])(d), flip(f"{d}/good/checkpoints/ckpt-00000004.safetensors")),
       ["--resume", "good/checkpoints/ckpt-00000004.json"], "fails its CRC-32 check")
-    R("resume_other_world_size", ckpt_run([]), ["--resume", "good/checkpoints/ckpt-00000004.json"],
-      "written by a run on 2 ranks, this run has 3", ranks=3)
+    # Another number of ranks: only with the same examples per step and base LR, gradient sync, not sum.
+    ck4 = ["--resume", "good/checkpoints/ckpt-00000004.json"]
+    R("resume_other_world_size", ckpt_run([]), ck4, "written by a run on 2 ranks, this run has 3",
+      "it took 16 examples per step", "no setting on 3 ranks gives 16", ranks=3)
+    R("resume_other_world_size_batch", ckpt_run([]), ck4, "this run takes 1 ranks x train.batch_per_rank 8 x "
+      "train.micro_batches 1 = 8", "set train.micro_batches: 2, or resume on 2 ranks", ranks=1)
+    R("resume_other_world_size_lr", ckpt_run([]), ck4 + ["--set", "train.micro_batches=2"],
+      "it trained at base LR 0.1, this run's is 0.05", "set optimizer.lr: 0.1", "schedule.lr_scaling: none", ranks=1)
+    R("resume_other_world_size_sum", ckpt_run(["--set", "reducer.name=sum"]),
+      ck4 + ["--set", "train.micro_batches=2", "--set", "reducer.name=sum"], "reducer.name: sum", "resume on 2 ranks",
+      ranks=1)
+    R("resume_other_world_size_local", ckpt_run(["--set", "reducer.name=adasum", "--set", "reducer.target=model_delta"]),
+      ck4 + ["--set", "train.micro_batches=2", "--set", "reducer.name=adasum", "--set", "reducer.target=model_delta"],
+      "holds each rank's own optimizer state", "resume it on 2 ranks", ranks=1)
     R("resume_other_model", ckpt_run([]), ["--resume", "good/checkpoints/ckpt-00000004.json", "--set",
                                            "model.name=resnet20_mnist"], "ckpt-00000004", "model")
     R("resume_auto_all_damaged", lambda d: (ckpt_run([])(d), [flip(f"{d}/good/checkpoints/{f}") for f in

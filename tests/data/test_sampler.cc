@@ -120,6 +120,27 @@ TEST(Sampler, NextAndResume) {
   testing::expect_error<ConfigError>([&] { b.restore({4, 35}); }, {"position 35", "34 examples"});
 }
 
+// What a resume on another number of ranks relies on (apps/trainer/checkpoint.cc,
+// loader_position): after p examples on each of `world` ranks, the ranks together have read the
+// epoch permutation's first p x world places, so on w ranks each continues at p x world / w.
+TEST(Sampler, TheRanksTogetherReadTheEpochsFirstPlacesWhateverTheWorldSize) {
+  constexpr int64_t n = 1003;  // not a multiple of any world below (drop_last cuts differ)
+  const auto perm = DistributedSampler::permutation(n, 7, 2);
+  for (const int world : {1, 2, 3, 4, 6, 8}) {
+    for (const int64_t p : {int64_t{0}, int64_t{5}, int64_t{40}, n / 8}) {  // n / 8 = 125
+      std::multiset<int64_t> read;
+      for (int r = 0; r < world; ++r) {
+        DistributedSampler s(n, {r, world, 7, true, true});
+        s.set_epoch(2);
+        if (p > 0)
+          for (int64_t i : s.next(p)) read.insert(i);
+      }
+      EXPECT_EQ(read, std::multiset<int64_t>(perm.begin(), perm.begin() + p * world))
+          << world << " ranks, " << p << " each";
+    }
+  }
+}
+
 TEST(Sampler, BadArguments) {
   testing::expect_error<ConfigError>([] { DistributedSampler(10, {2, 2}); }, {"rank 2"});
   testing::expect_error<ConfigError>([] { DistributedSampler(10, {0, 0}); }, {"world size 0"});
