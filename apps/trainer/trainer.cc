@@ -250,7 +250,8 @@ int Trainer::run() {
       if (timeline) timeline->close();
       return 128 + stop_signal;
     }
-  }                                        // the run ended: signals have their default effect again
+  }
+  // The run ended: signals have their default effect again.
   if (!strategy_->replicas_identical()) {  // stopped between synchronisations: one more
     strategy_->finish();
     last_eval_step_ = -1;  // the model changed: evaluate and save it again
