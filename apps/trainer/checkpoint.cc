@@ -454,8 +454,8 @@ int64_t RunCheckpoints::examples_per_step() const {
 int64_t RunCheckpoints::loader_position(const CheckpointMeta& m, const std::string& path) const {
   const int64_t world = world_.size();
   if (m.world_size == world) return m.position;
-  const std::string wrote = path + ": written by a run on " + std::to_string(m.world_size) +
-                            " ranks, this run has " + std::to_string(world);
+  const std::string wrote =
+      fmt::format("{}: written by a run on {} ranks, this run has {}", path, m.world_size, world);
   ADA_CHECK_ARG(!m.local_optimizer_state, ConfigError)
       << wrote << "; it holds each rank's own optimizer state (a model-delta or decentralised "
       << "strategy), which cannot be split over another number of ranks: resume it on "
@@ -490,16 +490,16 @@ int64_t RunCheckpoints::loader_position(const CheckpointMeta& m, const std::stri
   const double lr = state_.schedule.base_lr();
   if (std::abs(lr - m.base_lr) > 1e-9 * m.base_lr) {
     const double single = state_.optimizer.lr() * m.base_lr / lr;  // optimizer.lr to set
+    const std::string or_none =
+        state_.reducer == "average"
+            ? fmt::format(" (or schedule.lr_scaling: none with optimizer.lr: {})", m.base_lr)
+            : "";
     ADA_THROW(ConfigError) << wrote << "; it trained at base LR " << m.base_lr << ", this run's is "
                            << lr << " (optimizer.lr " << state_.optimizer.lr() << " scaled for "
-                           << world
-                           << " ranks by schedule.lr_scaling, or by schedule.adasum_lr_factor "
-                           << "for adasum): to go on at the same LR set optimizer.lr: " << single
-                           << (state_.reducer == "average"
-                                   ? " (or schedule.lr_scaling: none with optimizer.lr: " +
-                                         fmt::format("{}", m.base_lr) + ")"
-                                   : std::string())
-                           << ", or resume on " << m.world_size << " ranks";
+                           << world << " ranks by schedule.lr_scaling, or by "
+                           << "schedule.adasum_lr_factor for adasum): to go on at the same LR set "
+                           << "optimizer.lr: " << single << or_none << ", or resume on "
+                           << m.world_size << " ranks";
   }
   const int64_t read = m.position * m.world_size;  // this epoch's examples read on all ranks
   ADA_CHECK_ARG(read % world == 0, ConfigError)
