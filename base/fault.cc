@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/stop_signal.h"
 
 namespace ada {
 namespace {
@@ -21,7 +22,8 @@ struct Spec {
   long nth = 1;
   bool kill = false;
   bool hang = false;
-  int signo = 0;  // :term, :usr1: send itself this signal and go on
+  bool wait = false;  // :wait: until this process has a stop signal, then go on
+  int signo = 0;      // :term, :usr1: send itself this signal and go on
 };
 
 std::vector<Spec> parse(const char* env) {
@@ -33,17 +35,21 @@ std::vector<Spec> parse(const char* env) {
     const auto colon = item.find(':');
     if (colon != std::string::npos) {
       const std::string action = item.substr(colon + 1);
-      ADA_CHECK_ARG(action == "kill" || action == "hang" || action == "term" || action == "usr1",
+      ADA_CHECK_ARG(action == "kill" || action == "hang" || action == "wait" || action == "term" ||
+                        action == "usr1",
                     ConfigError)
-          << "ADA_FAULT: '" << item << "': the action must be ':kill', ':hang', ':term' or ':usr1'";
+          << "ADA_FAULT: '" << item
+          << "': the action must be ':kill', ':hang', ':wait', ':term' or ':usr1'";
       s.kill = action == "kill";
       s.hang = action == "hang";
+      s.wait = action == "wait";
       s.signo = action == "term" ? SIGTERM : action == "usr1" ? SIGUSR1 : 0;
       item = item.substr(0, colon);
     }
     const auto at = item.find('@');
     ADA_CHECK_ARG(at != std::string::npos && at > 0, ConfigError)
-        << "ADA_FAULT: '" << item << "' must read <point>@<rank>[#<n>][:kill|:hang|:term|:usr1]";
+        << "ADA_FAULT: '" << item
+        << "' must read <point>@<rank>[#<n>][:kill|:hang|:wait|:term|:usr1]";
     s.point = item.substr(0, at);
     const std::string rest = item.substr(at + 1);
     const auto hash = rest.find('#');
@@ -73,6 +79,11 @@ void fault_point(const char* point) {
     if (s.kill) std::raise(SIGKILL);
     if (s.signo != 0) {  // delivered before raise returns; the run goes on as a signalled one would
       std::raise(s.signo);
+      continue;
+    }
+    if (s.wait) {  // a run that is still going when its operator interrupts it, however fast it is
+      while (StopSignals::received() == 0)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
       continue;
     }
     if (s.hang)  // a rank stuck for good (in a loop, a deadlock): only a watchdog ends this

@@ -12,9 +12,14 @@
 #   tools/train.sh CONFIG [RANKS] [--set key=value ...]
 #                                     one run of CONFIG on RANKS ranks (default 4); output in
 #                                     runs/<config>-np<RANKS>/, the plot curves.png
+# ADA_TRAINER=PATH (absolute, or from the repository root) runs that trainer, already built (e.g.
+# build-cuda/bin/trainer), instead of building build/bin/trainer; the command printed to go on
+# after Ctrl-C keeps it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+trainer=${ADA_TRAINER:-build/bin/trainer}
+keep_trainer=${ADA_TRAINER:+ADA_TRAINER=$(printf '%q' "$ADA_TRAINER") }
 
 # Everything a run needs: packages, the data the config names (data.name), the trainer.
 prepare() {  # config...
@@ -28,6 +33,10 @@ prepare() {  # config...
       mlm) bash tools/fetch_data.sh mlm-shards ;;
     esac
   done
+  if [ -n "${ADA_TRAINER:-}" ]; then
+    [ -x "$trainer" ] || { echo "train.sh: ADA_TRAINER=$trainer is not an executable trainer (unset ADA_TRAINER to build build/bin/trainer)" >&2; exit 2; }
+    return 0
+  fi
   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build build -j "$(nproc)" --target trainer
 }
@@ -43,7 +52,7 @@ train() {  # ranks config output-dir [trainer args...]; the output also goes to 
   resuming "$@" || : > "$out/train.log"  # a resumed run's output goes on after the run's so far
   /usr/bin/python3 tools/mpirun_stopping.py "$out/train.log" \
     mpirun -np "$ranks" --oversubscribe --mca mpi_yield_when_idle 1 --bind-to none \
-    build/bin/trainer --config "$config" --set output.dir="$out" --set checkpoint.overwrite=true "$@" || rc=$?
+    "$trainer" --config "$config" --set output.dir="$out" --set checkpoint.overwrite=true "$@" || rc=$?
   if [ "$rc" -eq 130 ]; then
     echo "train.sh: interrupted; $out holds the run up to its last checkpoint${go_on:+; to go on: $go_on}" >&2
     exit 130
@@ -60,7 +69,7 @@ run, rc = sys.argv[1], int(sys.argv[2])
 log = open(os.path.join(run, "train.log"), errors="replace").read() if os.path.exists(os.path.join(run, "train.log")) else ""
 s = json.load(open(os.path.join(run, "summary.json"))) if os.path.exists(os.path.join(run, "summary.json")) else {}
 if rc != 0:
-    print("COLLAPSED: stopped on a NaN/Inf loss" if "NaN/Inf" in log or not s else f"FAILED (exit {rc}; see {run})")
+    print("COLLAPSED: stopped on a NaN/Inf loss" if "NaN/Inf" in log else f"FAILED (exit {rc}; see {run}/train.log)")
 elif "eval_top1" in s:
     val = f", validation {100 * s['val_top1']:.2f}%" if "val_top1" in s else ""
     print(("COLLAPSED: " if s["eval_top1"] <= 0.2 else "") + f"test accuracy {100 * s['eval_top1']:.2f}%{val}")
@@ -76,7 +85,7 @@ if [ $# -eq 0 ] || { [ $# -eq 1 ] && [ "$1" = --resume ]; }; then
   [[ "$ranks" =~ ^[1-9][0-9]*$ ]] || { echo "train.sh: ADA_COMPARE_RANKS must be a positive integer, got '$ranks'" >&2; exit 2; }
   again=()
   [ $# -eq 1 ] && again=(--resume auto)
-  go_on="${ADA_COMPARE_RANKS:+ADA_COMPARE_RANKS=$ranks }tools/train.sh --resume"
+  go_on="${ADA_COMPARE_RANKS:+ADA_COMPARE_RANKS=$ranks }${keep_trainer}tools/train.sh --resume"
   prepare configs/mnist_lenet_adasum.yaml
   dir=runs/compare-np$ranks
   # Each method at the point its study chose on validation accuracy for this rank count
@@ -140,7 +149,7 @@ shift $(( $# > 2 ? 2 : $# ))
 [[ "$ranks" =~ ^[1-9][0-9]*$ ]] || { echo "train.sh: RANKS must be a positive integer, got '$ranks'" >&2; exit 2; }
 prepare "$config"
 run=runs/$(basename "$config" .yaml)-np$ranks
-go_on="tools/train.sh $(printf '%q ' "$config" "$ranks" "$@")$(resuming "$@" || echo "--resume auto")"
+go_on="${keep_trainer}tools/train.sh $(printf '%q ' "$config" "$ranks" "$@")$(resuming "$@" || echo "--resume auto")"
 status=0
 train "$ranks" "$config" "$run" "$@" || status=$?
 /usr/bin/python3 tools/compare.py "$run" -o "$run/curves.png" >/dev/null || true

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The main command, tools/train.sh, as a user runs it (run by CTest; not a timing test):
+#   resume — `tools/train.sh CONFIG 2` interrupted by Ctrl-C (SIGINT to its process group, as a
+#            terminal sends it) exits 130 and prints the command that goes on; that command, run
+#            as printed, resumes from the checkpoint the ranks wrote at the step they stopped at
+#            and ends byte-identical to an unbroken tools/train.sh run (final weights, optimizer
+#            state, every step's loss); train.log keeps both parts; both print the final accuracy.
+# tools/train.sh runs TRAINER (ADA_TRAINER: it builds nothing while the suite runs) and writes
+# its run folders under the source tree's runs/ (removed at the end).
+# usage: train_sh_e2e.sh TRAINER SOURCE_DIR WORK_DIR CASE
+# shellcheck source-path=SCRIPTDIR source=e2e_common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/e2e_common.sh"
+export ADA_TRAINER=$trainer
+
+case $case in
+resume)
+  # Two copies of one config: tools/train.sh names a run folder after its config.
+  tag=train_sh_e2e_$$
+  for name in unbroken stopped; do
+    cat > "$PWD/${tag}_$name.yaml" <<'YAML'
+model: {name: lenet5}
+data: {name: mnist, path: data/mnist, workers: 1}
+optimizer: {name: sgd, lr: 0.05, momentum: 0.9}
+schedule: {name: constant}
+reducer: {name: adasum}
+train: {steps: 40, batch_per_rank: 16, log_every: 1, eval_every: 20, seed: 3}
+checkpoint: {every: 10, keep: 2}
+YAML
+  done
+  u=$src/runs/${tag}_unbroken-np2 s=$src/runs/${tag}_stopped-np2
+  trap 'rm -rf "$u" "$s"' EXIT
+  timeout 300 bash "$src/tools/train.sh" "$PWD/${tag}_unbroken.yaml" 2 > unbroken.txt 2>&1 || { tail -20 unbroken.txt; fail "the unbroken run failed"; }
+  # 40 steps of 32 MNIST images: well above chance (train.sh would print COLLAPSED at <= 20%).
+  grep -q "^train.sh: final test accuracy [0-9.]*%" unbroken.txt || { tail -5 unbroken.txt; fail "the unbroken run did not print its final test accuracy"; }
+
+  # Rank 0 waits at the start of step 15 until it is signalled (ADA_FAULT :wait), so the run is
+  # still going when Ctrl-C comes, after step 10's checkpoint. Job control (set -m) starts it in
+  # its own process group, as a terminal does, and without the SIGINT that a script's background
+  # jobs otherwise ignore.
+  set -m
+  ADA_FAULT=step@0#15:wait bash "$src/tools/train.sh" "$PWD/${tag}_stopped.yaml" 2 > stopped.txt 2>&1 < /dev/null &
+  pid=$!
+  set +m
+  for _ in $(seq 600); do
+    [ -e "$s/checkpoints/ckpt-00000010.json" ] || ! kill -0 $pid 2> /dev/null && break
+    sleep 0.1
+  done
+  [ -e "$s/checkpoints/ckpt-00000010.json" ] || { kill -KILL -- -$pid; tail -20 stopped.txt; fail "no checkpoint at step 10 within 60 s"; }
+  kill -INT -- -$pid
+  for _ in $(seq 1200); do kill -0 $pid 2> /dev/null || break; sleep 0.1; done
+  kill -0 $pid 2> /dev/null && { kill -KILL -- -$pid; tail -20 stopped.txt; fail "Ctrl-C: tools/train.sh still running 120 s later"; }
+  wait $pid
+  rc=$?
+  [ $rc -eq 130 ] || { tail -20 stopped.txt; fail "Ctrl-C: tools/train.sh exited $rc, not 130"; }
+  step=$(grep -o "stopped by SIGUSR1 at step [0-9]* of 40: checkpoint at step [0-9]* written" stopped.txt | head -1 | awk '{print $6}')
+  [ -n "$step" ] || { tail -20 stopped.txt; fail "Ctrl-C: the ranks did not say they stopped at a step with a checkpoint"; }
+  go_on=$(grep -o "^train.sh: interrupted; runs/${tag}_stopped-np2 holds the run up to its last checkpoint; to go on: .*" stopped.txt | sed 's/.*; to go on: //')
+  [ "$go_on" = "ADA_TRAINER=$(printf %q "$trainer") tools/train.sh $PWD/${tag}_stopped.yaml 2 --resume auto" ] \
+    || { tail -5 stopped.txt; fail "Ctrl-C: tools/train.sh did not print the command that goes on (got '$go_on')"; }
+
+  (cd "$src" && unset ADA_TRAINER && timeout 300 bash -c "$go_on") > resumed.txt 2>&1 || { tail -20 resumed.txt; fail "the printed command ($go_on) failed"; }
+  grep -q "resumed from runs/${tag}_stopped-np2/checkpoints/ckpt-$(printf %08d "$step").json" resumed.txt \
+    || { grep -i resum resumed.txt; fail "the printed command did not resume from step $step's checkpoint"; }
+  grep -q "^train.sh: final test accuracy [0-9.]*%" resumed.txt || { tail -5 resumed.txt; fail "the resumed run did not print its final test accuracy"; }
+  grep -q "stopped by SIGUSR1 at step $step" "$s/train.log" && grep -q "resumed from" "$s/train.log" \
+    || fail "$s/train.log does not hold both the stopped and the resumed part"
+  n=0
+  for f in "$u"/checkpoints/ckpt-00000040.*safetensors; do
+    cmp -s "$f" "$s/checkpoints/$(basename "$f")" || fail "$(basename "$f") differs between the unbroken and the stopped-and-resumed run"
+    n=$((n + 1))
+  done
+  [ $n -gt 0 ] || fail "the unbroken run has no final checkpoint files"
+  cmp -s <(grep -o '"loss":[^,]*' "$u/metrics.jsonl") <(grep -o '"loss":[^,]*' "$s/metrics.jsonl") \
+    || fail "the losses in metrics.jsonl differ from the unbroken run's"
+  echo "resume: Ctrl-C stopped tools/train.sh at step $step (exit 130); '$go_on' resumed there; $n final checkpoint file(s) byte-identical, losses equal"
+  ;;
+*)
+  fail "unknown case '$case' (resume)"
+  ;;
+esac
