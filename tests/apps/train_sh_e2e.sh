@@ -29,6 +29,10 @@ YAML
   done
   u=$src/runs/${tag}_unbroken-np2 s=$src/runs/${tag}_stopped-np2
   trap 'rm -rf "$u" "$s"' EXIT
+  ADA_TRAINER=$PWD/no_trainer bash "$src/tools/train.sh" "$PWD/${tag}_unbroken.yaml" 2 > bad.txt 2>&1
+  rc=$?
+  [ $rc -eq 2 ] && grep -q "^train.sh: ADA_TRAINER=$PWD/no_trainer is not an executable trainer" bad.txt \
+    || { cat bad.txt; fail "ADA_TRAINER naming no trainer: exit $rc without the message that says so"; }
   timeout 300 bash "$src/tools/train.sh" "$PWD/${tag}_unbroken.yaml" 2 > unbroken.txt 2>&1 || { tail -20 unbroken.txt; fail "the unbroken run failed"; }
   # 40 steps of 32 MNIST images: well above chance (train.sh would print COLLAPSED at <= 20%).
   grep -q "^train.sh: final test accuracy [0-9.]*%" unbroken.txt || { tail -5 unbroken.txt; fail "the unbroken run did not print its final test accuracy"; }
