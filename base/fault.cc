@@ -16,17 +16,23 @@
 namespace ada {
 namespace {
 
+// What a spec does at its call: throw an Error (no action given), or :kill, :hang, :wait, :term,
+// :usr1 (base/fault.h).
+enum class Action { kThrow, kKill, kHang, kWait, kTerm, kUsr1 };
+
 struct Spec {
   std::string point;
   int rank = 0;
   long nth = 1;
-  bool kill = false;
-  bool hang = false;
-  bool wait = false;  // :wait: until this process has a stop signal, then go on
-  int signo = 0;      // :term, :usr1: send itself this signal and go on
+  Action action = Action::kThrow;
 };
 
 std::vector<Spec> parse(const char* env) {
+  static const std::map<std::string, Action> actions = {{"kill", Action::kKill},
+                                                        {"hang", Action::kHang},
+                                                        {"wait", Action::kWait},
+                                                        {"term", Action::kTerm},
+                                                        {"usr1", Action::kUsr1}};
   std::vector<Spec> specs;
   std::stringstream all(env);
   for (std::string item; std::getline(all, item, ',');) {
@@ -34,16 +40,11 @@ std::vector<Spec> parse(const char* env) {
     Spec s;
     const auto colon = item.find(':');
     if (colon != std::string::npos) {
-      const std::string action = item.substr(colon + 1);
-      ADA_CHECK_ARG(action == "kill" || action == "hang" || action == "wait" || action == "term" ||
-                        action == "usr1",
-                    ConfigError)
+      const auto it = actions.find(item.substr(colon + 1));
+      ADA_CHECK_ARG(it != actions.end(), ConfigError)
           << "ADA_FAULT: '" << item
           << "': the action must be ':kill', ':hang', ':wait', ':term' or ':usr1'";
-      s.kill = action == "kill";
-      s.hang = action == "hang";
-      s.wait = action == "wait";
-      s.signo = action == "term" ? SIGTERM : action == "usr1" ? SIGUSR1 : 0;
+      s.action = it->second;
       item = item.substr(0, colon);
     }
     const auto at = item.find('@');
@@ -72,24 +73,35 @@ void fault_point(const char* point) {
   static std::mutex mu;
   static const std::vector<Spec> specs = parse(env);
   static std::map<std::string, long> calls;
-  std::lock_guard<std::mutex> lock(mu);
-  const long n = ++calls[point];
-  for (const auto& s : specs) {
-    if (s.point != point || s.rank != process_rank() || s.nth != n) continue;
-    if (s.kill) std::raise(SIGKILL);
-    if (s.signo != 0) {  // delivered before raise returns; the run goes on as a signalled one would
-      std::raise(s.signo);
-      continue;
+  std::vector<Action> due;  // acted on after the lock: a waiting rank blocks no other thread
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    const long n = ++calls[point];
+    for (const auto& s : specs)
+      if (s.point == point && s.rank == process_rank() && s.nth == n) due.push_back(s.action);
+  }
+  for (const Action a : due) {
+    switch (a) {
+      case Action::kKill:
+        std::raise(SIGKILL);
+        break;
+      // Delivered before raise returns; the run goes on as a signalled one would.
+      case Action::kTerm:
+      case Action::kUsr1:
+        std::raise(a == Action::kTerm ? SIGTERM : SIGUSR1);
+        break;
+      // A run that is still going when its operator interrupts it, however fast it is.
+      case Action::kWait:
+        while (StopSignals::received() == 0)
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        break;
+      // A rank stuck for good (in a loop, a deadlock): only a watchdog ends this.
+      case Action::kHang:
+        for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+      case Action::kThrow:
+        ADA_THROW(Error) << "injected fault at " << point << " on rank " << process_rank()
+                         << " (ADA_FAULT=" << env << ")";
     }
-    if (s.wait) {  // a run that is still going when its operator interrupts it, however fast it is
-      while (StopSignals::received() == 0)
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      continue;
-    }
-    if (s.hang)  // a rank stuck for good (in a loop, a deadlock): only a watchdog ends this
-      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
-    ADA_THROW(Error) << "injected fault at " << point << " on rank " << process_rank()
-                     << " (ADA_FAULT=" << env << ")";
   }
 }
 
