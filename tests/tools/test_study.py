@@ -1270,6 +1270,38 @@ class EndToEnd(unittest.TestCase):
         with open(os.path.join(self.results, "report.md")) as f:
             self.assertIn("Cells: 1 of 2 finished", f.read())
 
+    def test_findings_edited_while_the_cells_run_reach_the_report(self):
+        # A long study's findings are written while its later cells run: each report after the edit
+        # shows the edited findings (only they are re-read; the cells stay as the runner started
+        # them), and a study file left unreadable mid-edit keeps the findings read before.
+        methods = "  average: {set: {reducer.name: average}}\n"
+        path = os.path.join(self.tmp, "s.yaml")
+        real, calls = study.cli.run_cell, []
+
+        def edit_during_each_cell(*a, **k):
+            calls.append(a[0].name)
+            with open(path) as f:
+                text = f.read()
+            if len(calls) == 1:  # during cell 1: new findings (the report after it shows them)
+                text = text.replace("findings: first", "findings: second")
+            else:  # during cell 2: a half-written file
+                text += "\nfindings: [unclosed\n"
+            with open(path, "w") as f:
+                f.write(text)
+            return real(*a, **k)
+        study.cli.run_cell = edit_during_each_cell
+        try:
+            rc, out = self.run_study(study_text(self.base, methods, "findings: first\n"))
+        finally:
+            study.cli.run_cell = real
+        self.assertEqual(rc, 0, out)
+        self.assertEqual(calls, ["average-np1-s1", "average-np2-s1"])
+        self.assertIn("findings not reloaded", out)
+        with open(os.path.join(self.results, "report.md")) as f:
+            report = f.read()
+        self.assertIn("## Findings\n\nsecond\n", report)
+        self.assertNotIn("first", report.split("## Findings")[1].split("##")[0])
+
     def test_sigterm_stops_the_cell_in_progress_and_records_nothing_of_it(self):
         # `kill` of tools/study.py (SIGTERM) mid-cell is Ctrl-C's interruption: the cell's mpirun gets
         # SIGUSR1, its ranks stop at one step with a checkpoint there and end (none outlives the

@@ -237,10 +237,14 @@ def main(argv=None):
 
     def publish():
         """Writes report.md and cells.json from every finished cell so far: after each cell, so a
-        session stopped mid-invocation has its finished cells recorded (runs/ may not survive).
+        session stopped mid-invocation has its finished cells recorded (runs/ may not survive),
+        with the study file's findings as they are now.
         Returns the records, or None when there are none."""
         records = [v for k, v in cached.items() if k != "__failed__" and v] + cached.get("__failed__", [])
         if records:
+            why = study.reload_findings()  # findings edited while the cells ran
+            if why:
+                print(f"study.py: {why}", file=sys.stderr, flush=True)
             write_report(study, records, results, argv, study.planned())
         return records or None
 

@@ -76,7 +76,7 @@ class Study:
         except OSError as e:
             raise StudyError(f"{where}: base config {self.base}: cannot read ({e.strerror})")
         self.question = str(doc.get("question", "")).strip()
-        self.findings = str(doc.get("findings", "")).strip()
+        self.findings = self._findings(doc)
         self.fetch = list(doc.get("fetch", []))
         self.trainer_args = [str(a) for a in doc.get("trainer_args", [])]
         self.resume_cells = doc.get("resume_cells", False)
@@ -236,6 +236,25 @@ class Study:
                         raise StudyError(f"{where}: bracket: methods.{mname}.sweep.{k}: {vals} must be distinct "
                                          f"numbers in order (a value's neighbours in the list are the next ones "
                                          f"tried)")
+
+    @staticmethod
+    def _findings(doc):
+        return str(doc.get("findings", "")).strip()
+
+    def reload_findings(self):
+        """Re-reads the findings from the study file, which may have been edited while the runner
+        ran (each report written after that shows them); the other keys stay as read at the start,
+        since they made the cells. Returns None, or why the file could not be read now (the
+        findings read before are kept)."""
+        try:
+            with open(self.path) as f:
+                doc = yaml.safe_load(f)
+        except (OSError, yaml.YAMLError) as e:
+            return f"study {self.path}: findings not reloaded ({e}); the report keeps those read before"
+        if not isinstance(doc, dict):
+            return f"study {self.path}: findings not reloaded (not a mapping now); the report keeps those read before"
+        self.findings = self._findings(doc)
+        return None
 
     # ---- grid ---------------------------------------------------------------------------------
 
