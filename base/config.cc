@@ -583,6 +583,38 @@ const std::string& Config::source() const {
   return state_->source;
 }
 
+namespace {
+
+// For a config path that does not exist: the YAML files beside it whose names are close to its
+// name ("configs/mnist_lenet.yaml" lists mnist_lenet_adasum.yaml, mnist_lenet_average.yaml, ...),
+// or "" when its folder is missing or holds none that close.
+std::string similar_files(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path p(path);
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  const std::string stem = p.stem().string();
+  std::vector<std::string> close;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path f = it->path();
+    if (f.extension() != ".yaml" && f.extension() != ".yml") continue;
+    const std::string s = f.stem().string();
+    const size_t shorter = std::min(s.size(), stem.size());
+    const bool prefix = shorter >= 3 && s.compare(0, shorter, stem, 0, shorter) == 0;
+    if (prefix || edit_distance(s, stem) <= 2) close.push_back(f.filename().string());
+  }
+  if (close.empty()) return "";
+  std::sort(close.begin(), close.end());
+  const size_t shown = std::min<size_t>(close.size(), 8);
+  std::string out =
+      "; close names in " + (p.has_parent_path() ? dir.string() + "/" : "this folder") + ": ";
+  for (size_t i = 0; i < shown; ++i) out += (i ? ", " : "") + close[i];
+  if (close.size() > shown) out += " and " + std::to_string(close.size() - shown) + " more";
+  return out;
+}
+
+}  // namespace
+
 Config Config::load_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
@@ -593,7 +625,8 @@ Config Config::load_file(const std::string& path) {
       cwd_hint = " (relative to " + std::filesystem::current_path(ec).string() + ")";
     }
     ADA_THROW(IoError) << "cannot open config file '" << path << "'" << cwd_hint << ": "
-                       << std::strerror(err) << "; check the path given to --config";
+                       << std::strerror(err) << "; check the path given to --config"
+                       << (err == ENOENT ? similar_files(path) : "");
   }
   std::error_code ec;
   ADA_CHECK_ARG(!std::filesystem::is_directory(path, ec), IoError)

@@ -157,8 +157,21 @@ RunSettings read_run_settings(const Config& root, const std::string& config_path
   const Config t = root.child("train");
   s.epochs = t.get_or<int64_t>("epochs", 0);
   s.steps = t.get_or<int64_t>("steps", 0);
-  ADA_CHECK_ARG((s.epochs > 0) != (s.steps > 0), ConfigError)
-      << t.where() << ": set exactly one of train.epochs or train.steps to a positive number";
+  if ((s.epochs > 0) == (s.steps > 0)) {
+    // Both given (e.g. a config's epochs and a --set train.steps for a short run), or neither:
+    // name each as written, with where it came from, and the setting that fixes it.
+    const std::string file = "config " + t.source() + ": ";
+    const auto named = [&](const char* key, int64_t v) {
+      std::string w = t.where(key);
+      if (w.rfind(file, 0) == 0) w = w.substr(file.size());
+      return t.has(key) ? fmt::format("{} is {}", w, v) : w;
+    };
+    ADA_THROW(ConfigError) << file << named("epochs", s.epochs) << " and "
+                           << named("steps", s.steps)
+                           << ": set exactly one of train.epochs or train.steps to a positive "
+                           << "number (the other 0 or absent; e.g. a run by steps on a config "
+                           << "with epochs: --set train.epochs=0 --set train.steps=N)";
+  }
   s.batch = t.get_in_or<int64_t>("batch_per_rank", s.batch, Range::above(0));
   s.micro = t.get_in_or<int64_t>("micro_batches", s.micro, Range::above(0));
   s.eval_every = t.get_in_or<int64_t>("eval_every", s.eval_every, Range::at_least(0),
@@ -167,7 +180,7 @@ RunSettings read_run_settings(const Config& root, const std::string& config_path
                                             Range::at_least(0), "0 evaluates the whole set");
   s.log_every =
       t.get_in_or<int64_t>("log_every", s.log_every, Range::at_least(1), "steps per metrics line");
-  s.seed = static_cast<uint64_t>(t.get_or<int64_t>("seed", 1));
+  s.seed = static_cast<uint64_t>(t.get_in_or<int64_t>("seed", 1, Range::at_least(0)));
   s.flush_denormals = t.get_or<bool>("flush_denormals", s.flush_denormals);
   s.threads = t.get_in_or<int>("threads", s.threads, Range::at_least(0),
                                "0 shares the node's cores among its ranks");

@@ -38,7 +38,7 @@ Straggler::Straggler(const Config& c, int world_size) {
       << c.where("distribution") << ": unknown distribution '" << distribution_
       << "'; known: exponential, fixed, lognormal, uniform";
   sigma_ = c.get_in_or<double>("sigma", 1.0, Range::above(0), "lognormal's shape");
-  seed_ = static_cast<uint64_t>(c.get_or<int64_t>("seed", 1));
+  seed_ = static_cast<uint64_t>(c.get_in_or<int64_t>("seed", 1, Range::at_least(0)));
 }
 
 double Straggler::delay_ms(int64_t step, int rank) const {

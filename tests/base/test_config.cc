@@ -486,6 +486,19 @@ TEST_F(ConfigFile, UnreadableAndBrokenFiles) {
               HasSubstr("cannot open config file '" + missing + "': No such file or directory"));
   EXPECT_THAT(error_of<IoError>([&] { Config::load_file("surely/not/here.yaml"); }),
               HasSubstr("(relative to "));
+  // A misspelt or shortened name lists the files beside it with close names (and only those).
+  write("mnist_lenet_adasum.yaml", "a: 1\n");
+  write("mnist_lenet_average.yaml", "a: 1\n");
+  write("resnet50.yml", "a: 1\n");
+  const std::string shortened = (dir_ / "mnist_lenet.yaml").string();
+  const std::string msg = error_of<IoError>([&] { Config::load_file(shortened); });
+  EXPECT_THAT(msg, HasSubstr("; close names in " + dir_.string() +
+                             "/: mnist_lenet_adasum.yaml, mnist_lenet_average.yaml"));
+  EXPECT_THAT(msg, Not(HasSubstr("resnet50")));
+  EXPECT_THAT(error_of<IoError>([&] { Config::load_file((dir_ / "resnet05.yaml").string()); }),
+              HasSubstr(": resnet50.yml"));
+  EXPECT_THAT(error_of<IoError>([&] { Config::load_file((dir_ / "bert.yaml").string()); }),
+              Not(HasSubstr("close names")));
   EXPECT_THAT(error_of<IoError>([&] { Config::load_file(dir_.string()); }),
               HasSubstr("is a folder; pass a .yaml file"));
   const std::string bad = write("bad.yaml", "a: 1\nb: {c: 2\n");

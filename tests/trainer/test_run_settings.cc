@@ -153,12 +153,18 @@ TEST(RunSettings, BadValuesNameTheKeyTheValueAndTheFix) {
     std::vector<std::string> expect;
   } cases[] = {
       {{"train.epochs=2"},
-       {"config configs/run.yaml: train", "exactly one of train.epochs or train.steps"}},
+       {"config configs/run.yaml: train.epochs (set by --set train.epochs=2) is 2 and train.steps "
+        "(",
+        ") is ", "exactly one of train.epochs or train.steps", "--set train.epochs=0"}},
+      {{"train.steps=0"},
+       {"train.epochs (not set) and train.steps (set by --set train.steps=0) is 0",
+        "exactly one of train.epochs or train.steps to a positive number"}},
       {{"reducer.bucket_mb=-25"},
        {"reducer.bucket_mb (set by --set reducer.bucket_mb=-25): must be > 0, got -25"}},
       {{"train.micro_batches=0"}, {"train.micro_batches", "must be > 0, got 0"}},
       {{"train.eval_every=-1"}, {"train.eval_every", "must be >= 0, got -1", "epoch's end"}},
       {{"train.log_every=0"}, {"train.log_every", "must be >= 1, got 0"}},
+      {{"train.seed=-1"}, {"train.seed (set by --set train.seed=-1): must be >= 0, got -1"}},
       {{"train.threads=-2"}, {"train.threads", "must be >= 0, got -2"}},
       {{"train.flush_denormals=maybe"}, {"train.flush_denormals", "maybe"}},
       {{"train.clip_grad_norm=-1"}, {"train.clip_grad_norm", "must be >= 0, got -1"}},
