@@ -599,9 +599,8 @@ std::string similar_files(const std::string& path) {
     const fs::path f = it->path();
     if (f.extension() != ".yaml" && f.extension() != ".yml") continue;
     const std::string s = f.stem().string();
-    const size_t shorter = std::min(s.size(), stem.size());
-    const bool prefix = shorter >= 3 && s.compare(0, shorter, stem, 0, shorter) == 0;
-    if (prefix || edit_distance(s, stem) <= 2) close.push_back(f.filename().string());
+    if (prefix_relatives(s, stem) || edit_distance(s, stem) <= 2)
+      close.push_back(f.filename().string());
   }
   if (close.empty()) return "";
   std::sort(close.begin(), close.end());

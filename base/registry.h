@@ -35,6 +35,13 @@ inline size_t edit_distance(const std::string& a, const std::string& b) {
   return d[n][m];
 }
 
+// Whether one of `a`, `b` starts with the other, the shorter at least 3 characters ("warmup" and
+// "warmup_steps"): such names count as 1 edit apart in suggestions.
+inline bool prefix_relatives(const std::string& a, const std::string& b) {
+  const size_t shorter = std::min(a.size(), b.size());
+  return shorter >= 3 && a.compare(0, shorter, b, 0, shorter) == 0;
+}
+
 // The candidate closest to `name` within `max_distance` edits, or "" if none is that close.
 // A candidate that starts with `name` (or that `name` starts with), both at least 3 characters,
 // counts as 1 edit away: "warmup" suggests "warmup_steps". Ties go to such a prefix relative
@@ -46,8 +53,7 @@ inline std::string closest_name(const std::string& name, const std::vector<std::
   // Smaller is closer: (edits, not a prefix relative, length gap, the candidate itself).
   using Rank = std::tuple<size_t, bool, size_t, std::string>;
   auto rank = [&](const std::string& c) {
-    const size_t shorter = std::min(name.size(), c.size());
-    const bool prefix = shorter >= 3 && name.compare(0, shorter, c, 0, shorter) == 0;
+    const bool prefix = prefix_relatives(name, c);
     const size_t d = prefix ? std::min<size_t>(edit_distance(name, c), 1) : edit_distance(name, c);
     const size_t gap = c.size() > name.size() ? c.size() - name.size() : name.size() - c.size();
     return Rank{d, !prefix, gap, c};
