@@ -471,11 +471,18 @@ int64_t RunCheckpoints::loader_position(const CheckpointMeta& m, const std::stri
   const int64_t b = state_.batch_per_rank, micro = state_.micro_batches;
   if (examples_per_step() != want) {
     std::string fix;
+    const std::string eps = "train.examples_per_step: " + std::to_string(want);
     if (want % world != 0)
       fix = "no setting on " + std::to_string(world) + " ranks gives " + std::to_string(want) +
             " (it is not a multiple of " + std::to_string(world) + ")";
+    else if (state_.by_examples_per_step)
+      fix = "set " + eps +
+            (per_rank % b == 0
+                 ? std::string()
+                 : " with a train.batch_per_rank that divides " + std::to_string(per_rank));
     else if (per_rank % b == 0)
-      fix = "set train.micro_batches: " + std::to_string(per_rank / b);
+      fix = "set train.micro_batches: " + std::to_string(per_rank / b) + " (or " + eps +
+            " in place of train.micro_batches: it derives them on any number of ranks)";
     else if (per_rank % micro == 0)
       fix = "set train.batch_per_rank: " + std::to_string(per_rank / micro);
     else

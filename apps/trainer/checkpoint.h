@@ -126,7 +126,8 @@ struct TrainingState {
   optim::LossScaler* loss_scale;  // null: no loss scaling
   data::DataLoader& loader;
   int64_t batch_per_rank = 1, micro_batches = 1;  // train.batch_per_rank, train.micro_batches
-  std::string reducer;                            // reducer.name
+  bool by_examples_per_step = false;  // micro_batches derived from train.examples_per_step
+  std::string reducer;                // reducer.name
 };
 
 // Where a run goes on from: step 0 for a fresh run.

@@ -141,6 +141,40 @@ Config section_or_empty(const Config& root, const std::string& key) {
   return root.has(key) ? root.child(key) : Config::parse("{}", "defaults");
 }
 
+// train.examples_per_step: N > 0 sets the examples of a step on all ranks together, whatever
+// their number: train.micro_batches becomes N / (world x train.batch_per_rank), which must be a
+// whole number. 0 or absent: micro_batches as given. Returns N (0: not given).
+int64_t read_examples_per_step(const Config& t, int world, int64_t batch) {
+  const int64_t n = t.get_in_or<int64_t>("examples_per_step", 0, Range::at_least(0),
+                                         "0 takes train.micro_batches as given");
+  if (n == 0) return 0;
+  const std::string file = "config " + t.source() + ": ";
+  const auto named = [&](const char* key) {
+    std::string w = t.where(key);
+    return w.rfind(file, 0) == 0 ? w.substr(file.size()) : w;
+  };
+  ADA_CHECK_ARG(!t.has("micro_batches"), ConfigError)
+      << file << named("examples_per_step") << " is " << n << " and " << named("micro_batches")
+      << " is " << t.get<int64_t>("micro_batches") << ": set one of them (examples_per_step "
+      << "derives micro_batches from the number of ranks; e.g. micro-batches by hand on a config "
+      << "with examples_per_step: --set train.examples_per_step=0 --set train.micro_batches=N)";
+  const int64_t unit = world * batch;  // the examples of one micro-batch on every rank
+  if (n % unit == 0) return n;
+  std::string fix = n > unit ? fmt::format("the nearest they can make are {} and {}",
+                                           n / unit * unit, (n / unit + 1) * unit)
+                             : fmt::format("the smallest they can make is {}", unit);
+  if (n % world == 0) {  // a smaller batch_per_rank that divides each rank's share keeps N
+    int64_t b = std::min(batch, n / world);
+    while ((n / world) % b != 0) --b;
+    const int64_t micro = n / world / b;
+    fix += fmt::format("; or keep {} with train.batch_per_rank: {} ({} micro-batch{} a step)", n, b,
+                       micro, micro == 1 ? "" : "es");
+  }
+  ADA_THROW(ConfigError) << file << named("examples_per_step") << " is " << n << ", which " << world
+                         << " ranks x train.batch_per_rank " << batch << " (" << unit
+                         << " examples a micro-batch) cannot make in whole micro-batches: " << fix;
+}
+
 }  // namespace
 
 std::string StopAt::describe() const {
@@ -174,6 +208,8 @@ RunSettings read_run_settings(const Config& root, const std::string& config_path
   }
   s.batch = t.get_in_or<int64_t>("batch_per_rank", s.batch, Range::above(0));
   s.micro = t.get_in_or<int64_t>("micro_batches", s.micro, Range::above(0));
+  s.examples_per_step = read_examples_per_step(t, world, s.batch);
+  if (s.examples_per_step > 0) s.micro = s.examples_per_step / (world * s.batch);
   s.eval_every = t.get_in_or<int64_t>("eval_every", s.eval_every, Range::at_least(0),
                                       "0 evaluates at each epoch's end");
   s.max_eval_batches = t.get_in_or<int64_t>("max_eval_batches", s.max_eval_batches,

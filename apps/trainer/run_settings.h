@@ -39,8 +39,10 @@ struct RunSettings {
   // train: exactly one of epochs or steps is positive.
   int64_t epochs = 0, steps = 0;
   int64_t batch = 32, micro = 1;  // batch_per_rank, micro_batches
-  int64_t eval_every = 0;         // 0: at each epoch's end
-  int64_t max_eval_batches = 0;   // 0: all
+  // train.examples_per_step as given (0: not given); when given, micro is derived from it.
+  int64_t examples_per_step = 0;
+  int64_t eval_every = 0;        // 0: at each epoch's end
+  int64_t max_eval_batches = 0;  // 0: all
   int64_t log_every = 50, checksum_every = 100;
   uint64_t seed = 1;
   int threads = 0;              // 0: the node's cores shared among its ranks

@@ -114,6 +114,9 @@ void Trainer::build_data(const Config& cfg) {
       << "data: " << data_.train->describe() << " gives " << per_rank << " examples per rank on "
       << world_->size()
       << " ranks, fewer than train.batch_per_rank x train.micro_batches = " << s_.batch * s_.micro
+      << (s_.examples_per_step > 0
+              ? " (from train.examples_per_step " + std::to_string(s_.examples_per_step) + ")"
+              : std::string())
       << "; lower them or use fewer ranks";
   total_steps_ = s_.steps > 0 ? s_.steps : s_.epochs * steps_per_epoch_;
 }
@@ -175,7 +178,7 @@ void Trainer::build_step() {
       s_.ckpt_dir, s_.ckpt_keep, s_.ckpt_overwrite, *world_,
       TrainingState{*model_, params_, *optimizer_, *strategy_, *schedule_,
                     loss_scale_ ? &*loss_scale_ : nullptr, *loader_, s_.batch, s_.micro,
-                    reducer_->name()},
+                    s_.examples_per_step > 0, reducer_->name()},
       cfg_->hash());
 
   comm::decide_on_rank0(*world_, [&] {
@@ -191,13 +194,14 @@ void Trainer::build_step() {
   log_info("trainer built from commit {} (trainer version {})", build_commit(), build_version());
   log_info(
       "{} ranks, {} threads each (cpu kernels {}); precision {}{}{}; model {} ({} parameters); "
-      "sync {}; {} steps of {} x {} examples per rank; data: {}",
+      "sync {}; {} steps of {} x {} examples per rank ({} a step{}); data: {}",
       world_->size(), num_threads(), cpu::isa_description(), precision_name(s_.precision),
       s_.activations == DType::f32 ? ""
                                    : std::string(", activations ") + dtype_name(s_.activations),
       loss_scale_ ? ", loss scale " + loss_scale_->describe() : std::string(), model_->type_name(),
       model_->parameter_count(), strategy_->describe(), total_steps_, s_.micro, s_.batch,
-      data_.train->describe());
+      s_.micro * s_.batch * world_->size(),
+      s_.examples_per_step > 0 ? ": train.examples_per_step" : "", data_.train->describe());
   if (data_.validation)
     log_info("validation set (val_* figures): {}", data_.validation->describe());
   if (straggler_) log_info("straggler: {}", straggler_->describe());

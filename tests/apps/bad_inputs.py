@@ -119,6 +119,13 @@ def cases(src):
     T("type_batch_float", {"train": {"batch_per_rank": 8.5}}, "train.batch_per_rank")
     T("value_batch_negative", {"train": {"batch_per_rank": -4}}, "train.batch_per_rank", "-4")
     T("value_micro_zero", {"train": {"micro_batches": 0}}, "train.micro_batches", "must be > 0, got 0")
+    T("value_examples_per_step_negative", {"train": {"examples_per_step": -8}}, "train.examples_per_step",
+      "must be >= 0, got -8")
+    T("examples_per_step_and_micro", {"train": {"examples_per_step": 16, "micro_batches": 2}},
+      "train.examples_per_step (line", "is 16 and train.micro_batches (line", "set one of them",
+      "--set train.examples_per_step=0")
+    T("examples_per_step_indivisible", {"train": {"examples_per_step": 12}}, "train.examples_per_step (line",
+      "is 12, which", "train.batch_per_rank 8", "cannot make in whole micro-batches")
     T("steps_and_epochs", {"train": {"steps": 4, "epochs": 2}}, "set exactly one of train.epochs or train.steps")
     T("neither_steps_nor_epochs", {"train": {"steps": DROP}}, "set exactly one of train.epochs or train.steps")
     T("value_steps_negative", {"train": {"steps": -3}}, "train.steps")
@@ -253,7 +260,11 @@ def cases(src):
     R("resume_other_world_size", ckpt_run([]), ck4, "written by a run on 2 ranks, this run has 3",
       "it took 16 examples per step", "no setting on 3 ranks gives 16", ranks=3)
     R("resume_other_world_size_batch", ckpt_run([]), ck4, "this run takes 1 ranks x train.batch_per_rank 8 x "
-      "train.micro_batches 1 = 8", "set train.micro_batches: 2, or resume on 2 ranks", ranks=1)
+      "train.micro_batches 1 = 8", "set train.micro_batches: 2 (or train.examples_per_step: 16 in place of train.micro_batches",
+      "or resume on 2 ranks", ranks=1)
+    R("resume_other_world_size_examples", ckpt_run([]), ck4 + ["--set", "train.examples_per_step=8"],
+      "it took 16 examples per step, this run takes 1 ranks x train.batch_per_rank 8 x train.micro_batches 1 = 8",
+      "set train.examples_per_step: 16, or resume on 2 ranks", ranks=1)
     R("resume_other_world_size_lr", ckpt_run([]), ck4 + ["--set", "train.micro_batches=2"],
       "it trained at base LR 0.1, this run's is 0.05", "set optimizer.lr: 0.1", "schedule.lr_scaling: none", ranks=1)
     R("resume_other_world_size_sum", ckpt_run(["--set", "reducer.name=sum"]),

@@ -387,7 +387,8 @@ preempt)
   echo "preempt (usr1): SIGUSR1 to mpirun: stopped at step $stop with a checkpoint, exit 138"
   ;;
 elastic)
-  # A run stopped on 4 ranks (8 examples each) goes on on 2 (8 x 2 micro-batches each), stops
+  # A run stopped on 4 ranks (8 examples each) goes on on 2 (8 x 2 micro-batches each, derived
+  # from train.examples_per_step: 32), stops
   # again and ends on 4: the same 32 examples per step at the same base LR (average, no LR scaling),
   # and every rank reads the epoch's permutation interleaved, so each step takes the examples of
   # the unbroken 4-rank run's step. The losses then differ by rounding only (the 32-example mean and
@@ -398,7 +399,7 @@ elastic)
   ADA_FAULT=step@1#13:term timeout 120 bash -c "$(declare -f mpi); mpi 4 '$trainer' ${el[*]} --set output.dir=el" > el1.txt 2>&1
   [ $? -eq 143 ] || { tail -5 el1.txt; fail "elastic: the 4-rank run did not stop for its SIGTERM"; }
   ADA_FAULT=step@0#14:term timeout 120 bash -c "$(declare -f mpi); mpi 2 '$trainer' ${el[*]} --set output.dir=el \
-    --set train.micro_batches=2 --resume auto" > el2.txt 2>&1
+    --set train.examples_per_step=32 --resume auto" > el2.txt 2>&1
   [ $? -eq 143 ] || { tail -5 el2.txt; fail "elastic: the 2-rank leg did not stop for its SIGTERM"; }
   grep -q "resumed from el/checkpoints/ckpt-00000013.json (step 13, epoch 1) written on 4 ranks, on 2: 32 examples per step as before; the epoch's first 160 examples were read (position 80 per rank, was 40)" el2.txt \
     || { grep -a "resumed\|error" el2.txt; fail "elastic: the 2-rank leg did not say how it resumed"; }
@@ -416,7 +417,7 @@ worst = max([abs(e[s] - u[s]) / abs(u[s]) for s in u] + [abs(e_eval - u_eval) / 
 print(f"elastic: every step's loss and the final eval loss within {worst:.1e} relative of the unbroken 4-rank run's")
 sys.exit(0 if worst <= 1e-5 else 1)
 PY
-  echo "elastic: stopped on 4 ranks at step 13, went on on 2 (2 micro-batches) to step 27, ended on 4"
+  echo "elastic: stopped on 4 ranks at step 13, went on on 2 (train.examples_per_step 32: 2 micro-batches) to step 27, ended on 4"
   ;;
 *) fail "unknown case $case" ;;
 esac

@@ -420,7 +420,7 @@ smoke)
   for cfg in "$src"/configs/*.yaml; do
     name=$(basename "$cfg" .yaml)
     extra=(--set data.name=synthetic --set data.size=8 --set data.eval_size=4 --set train.epochs=0
-           --set train.steps=2 --set train.batch_per_rank=2 --set train.micro_batches=1
+           --set train.steps=2 --set train.batch_per_rank=2 --set train.examples_per_step=0 --set train.micro_batches=1
            --set train.eval_every=2 --set train.max_eval_batches=1 --set output.dir=smoke_$name --set data.workers=0
            --set schedule.warmup_steps=1)
     case $name in

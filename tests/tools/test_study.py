@@ -282,6 +282,8 @@ while true; do sleep 0.05; done
             self.base, "  x: {set: {}, sweep: {optimizer.lr: 0.1}}\n")))
         self.assertIn("set.train.seed", self.error(study_text(self.base, TWO_METHODS).replace(
             "train.eval_every: 2", "train.seed: 3")))
+        self.assertIn("set.train.examples_per_step: the runner sets it", self.error(study_text(
+            self.base, TWO_METHODS).replace("train.eval_every: 2", "train.examples_per_step: 64")))
         self.assertIn("cannot read", self.error(study_text(self.tmp + "/missing.yaml", TWO_METHODS)))
         self.assertIn("baseline 'nope'", self.error(study_text(self.base, TWO_METHODS, "baseline: nope\n")))
         # An expression that needs train_size without it, and one that does not evaluate.

@@ -132,6 +132,58 @@ TEST(RunSettings, ReadsEveryKey) {
   EXPECT_EQ(st.loss_scale->init, 128.0);
 }
 
+// train.examples_per_step: the step's examples on all ranks together, whatever their number; the
+// micro-batches follow from it, and a number the ranks cannot make in whole micro-batches is
+// refused with the nearest ones they can.
+TEST(RunSettings, ExamplesPerStepDerivesTheMicroBatchesFromTheRanks) {
+  const std::vector<std::string> sets = {"train.batch_per_rank=8", "train.examples_per_step=64"};
+  for (const auto& [world, micro] : {std::pair{1, 8}, {2, 4}, {4, 2}, {8, 1}}) {
+    const RunSettings s = settings(kMinimal, sets, world);
+    EXPECT_EQ(s.examples_per_step, 64) << world;
+    EXPECT_EQ(s.micro, micro) << world;
+    EXPECT_EQ(s.batch, 8) << world;
+  }
+  EXPECT_EQ(settings(kMinimal, {"train.examples_per_step=0", "train.micro_batches=3"}).micro, 3);
+  EXPECT_EQ(settings(kMinimal, {"train.examples_per_step=0"}).examples_per_step, 0);
+  const auto message = [&](const std::vector<std::string>& sets, int world) {
+    try {
+      settings(kMinimal, sets, world);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_EQ(message(sets, 3),
+            "config configs/run.yaml: train.examples_per_step (set by --set "
+            "train.examples_per_step=64) is 64, which 3 ranks x train.batch_per_rank 8 (24 "
+            "examples a micro-batch) cannot make in whole micro-batches: the nearest they can "
+            "make are 48 and 72");
+  EXPECT_EQ(message({"train.examples_per_step=64"}, 4),
+            "config configs/run.yaml: train.examples_per_step (set by --set "
+            "train.examples_per_step=64) is 64, which 4 ranks x train.batch_per_rank 32 (128 "
+            "examples a micro-batch) cannot make in whole micro-batches: the smallest they can "
+            "make is 128; or keep 64 with train.batch_per_rank: 16 (1 micro-batch a step)");
+  EXPECT_EQ(settings(kMinimal, {"train.batch_per_rank=8", "train.examples_per_step=96"}, 4).micro,
+            3);
+  EXPECT_NE(message({"train.batch_per_rank=8", "train.examples_per_step=100"}, 4)
+                .find("cannot make in whole micro-batches: the nearest they can make are 96 and "
+                      "128; or keep 100 with train.batch_per_rank: 5 (5 micro-batches a step)"),
+            std::string::npos);
+  const std::string both = message({"train.examples_per_step=64", "train.micro_batches=2"}, 4);
+  EXPECT_NE(both.find("train.examples_per_step (set by --set train.examples_per_step=64) is 64 "
+                      "and train.micro_batches (set by --set train.micro_batches=2) is 2: set one "
+                      "of them"),
+            std::string::npos)
+      << both;
+  EXPECT_NE(both.find("--set train.examples_per_step=0 --set train.micro_batches=N"),
+            std::string::npos)
+      << both;
+  EXPECT_NE(message({"train.examples_per_step=-64"}, 4)
+                .find("train.examples_per_step (set by --set train.examples_per_step=-64): must "
+                      "be >= 0, got -64"),
+            std::string::npos);
+}
+
 // train.activations: 16bit takes the 16-bit type of train.precision (bf16 on the CPU, where
 // bf16 needs AVX512_BF16: elsewhere the precision is refused first).
 TEST(RunSettings, SixteenBitActivationsFollowThePrecision) {

@@ -137,7 +137,8 @@ class Study:
         self.micro_batches = int_list("micro_batches", [1])
         self.seeds = int_list("seeds", [1])
         self.common = _flat(doc.get("set", {}))
-        for k in ("train.epochs", "train.steps", "train.seed", "train.micro_batches", "output.dir"):
+        for k in ("train.epochs", "train.steps", "train.seed", "train.micro_batches", "train.examples_per_step",
+                  "output.dir"):
             if k in self.common:
                 raise StudyError(f"{where}: set.{k}: the runner sets it (budget, seeds, micro_batches, --runs)")
 
