@@ -100,8 +100,11 @@ struct LrScaling {
 // Reads lr_scaling (linear | sqrt | none) and adasum_lr_factor (> 0; default 1) from `section`
 // (the trainer's choice; the schedule section is the natural home). The default rule depends on
 // `reducer`: none for sum (sum already hands SGD world x the mean gradient: linear scaling on top
-// would make it world^2), linear otherwise.
-LrScaling read_lr_scaling(const Config& section, const std::string& reducer = "");
+// would make it world^2), linear otherwise. `fixed_examples` (train.examples_per_step given: the
+// step's examples do not change with the ranks): none, and linear or sqrt for average or sum is a
+// ConfigError (they would change the LR with the ranks at the same examples per step).
+LrScaling read_lr_scaling(const Config& section, const std::string& reducer = "",
+                          bool fixed_examples = false);
 // The base LR for `world` ranks from the single-worker LR `lr`:
 //   average, sum: lr·world (linear), lr·√world (sqrt) or lr (none). Note that `sum` hands the
 //     optimizer world × the mean gradient: for plain SGD that already is the linear-scaling

@@ -179,9 +179,10 @@ bool lacks_total_steps(const ScheduleRegistry& registry, const Config& section) 
   return !section.has("total_steps") && registry.get(name, section.where("name")).needs_total_steps;
 }
 
-LrScaling read_lr_scaling(const Config& c, const std::string& reducer) {
+LrScaling read_lr_scaling(const Config& c, const std::string& reducer, bool fixed_examples) {
   LrScaling s;
-  const std::string rule = c.get_or("lr_scaling", reducer == "sum" ? "none" : "linear");
+  const std::string rule =
+      c.get_or("lr_scaling", reducer == "sum" || fixed_examples ? "none" : "linear");
   if (rule == "linear") {
     s.rule = LrScalingRule::linear;
   } else if (rule == "sqrt") {
@@ -192,6 +193,13 @@ LrScaling read_lr_scaling(const Config& c, const std::string& reducer) {
     throw ConfigError(c.where("lr_scaling") + ": unknown lr_scaling '" + rule +
                       "'; known: linear, none, sqrt");
   }
+  ADA_CHECK_ARG(!fixed_examples || rule == "none" || (reducer != "average" && reducer != "sum"),
+                ConfigError)
+      << c.where("lr_scaling") << ": '" << rule << "' scales the LR with the number of ranks, but "
+      << "train.examples_per_step fixes the examples of a step whatever their number, so the LR "
+      << "would change with the ranks at the same examples per step: set lr_scaling: none and "
+      << "optimizer.lr to the LR for train.examples_per_step examples (or set "
+      << "train.micro_batches in place of train.examples_per_step)";
   s.adasum_factor = c.get_in_or<double>("adasum_lr_factor", 1.0, Range::above(0),
                                         "Horovod's guide suggests 2-2.5 for CPU Adasum");
   return s;

@@ -132,8 +132,9 @@ void Trainer::build_optimization(Config& cfg) {
                          std::to_string(total_steps_));
   const Config sc =
       cfg.has("schedule") ? cfg.child("schedule") : Config::parse("{name: constant}", "defaults");
-  const double base_lr = optim::scaled_lr(optimizer_->lr(), reducer_->name(), world_->size(),
-                                          optim::read_lr_scaling(sc, reducer_->name()));
+  const double base_lr =
+      optim::scaled_lr(optimizer_->lr(), reducer_->name(), world_->size(),
+                       optim::read_lr_scaling(sc, reducer_->name(), s_.examples_per_step > 0));
   schedule_ = optim::make_schedule(schedules, sc, base_lr);
   make_strategy_ =
       sync::read_sync(sync::builtin_syncs(), cfg, *reducer_, world_->size(), s_.device);

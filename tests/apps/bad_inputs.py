@@ -124,6 +124,9 @@ def cases(src):
     T("examples_per_step_and_micro", {"train": {"examples_per_step": 16, "micro_batches": 2}},
       "train.examples_per_step (line", "is 16 and train.micro_batches (line", "set one of them",
       "--set train.examples_per_step=0")
+    T("examples_per_step_lr_scaling", {"train": {"examples_per_step": 32}, "schedule": {"lr_scaling": "linear"}},
+      "schedule.lr_scaling (line", "'linear' scales the LR with the number of ranks",
+      "train.examples_per_step fixes the examples of a step", "set lr_scaling: none")
     T("examples_per_step_indivisible", {"train": {"examples_per_step": 12}}, "train.examples_per_step (line",
       "is 12, which", "train.batch_per_rank 8", "cannot make in whole micro-batches")
     T("steps_and_epochs", {"train": {"steps": 4, "epochs": 2}}, "set exactly one of train.epochs or train.steps")

@@ -192,6 +192,26 @@ TEST(LrScaling, ReadsItsKeys) {
   Config dflt = Config::parse("schedule:\n  name: constant\n", "t.yaml");
   EXPECT_EQ(read_lr_scaling(dflt.child("schedule"), "average").rule, LrScalingRule::linear);
   EXPECT_EQ(read_lr_scaling(dflt.child("schedule"), "sum").rule, LrScalingRule::none);
+  // train.examples_per_step (fixed_examples): none by default, linear / sqrt refused for
+  // average and sum, whose LR they would scale with the ranks at the same examples a step.
+  EXPECT_EQ(read_lr_scaling(dflt.child("schedule"), "average", true).rule, LrScalingRule::none);
+  EXPECT_EQ(read_lr_scaling(dflt.child("schedule"), "sum", true).rule, LrScalingRule::none);
+  for (const char* reducer : {"average", "sum"}) {
+    const auto fixed = error_of<ConfigError>([&] {
+      read_lr_scaling(Config::parse("schedule:\n  lr_scaling: sqrt\n", "t.yaml").child("schedule"),
+                      reducer, true);
+    });
+    EXPECT_NE(fixed.find("schedule.lr_scaling (line 2, column 15): 'sqrt' scales the LR with the "
+                         "number of ranks, but train.examples_per_step fixes"),
+              std::string::npos)
+        << fixed;
+    EXPECT_NE(fixed.find("set lr_scaling: none"), std::string::npos) << fixed;
+  }
+  EXPECT_EQ(read_lr_scaling(
+                Config::parse("schedule:\n  lr_scaling: linear\n", "t.yaml").child("schedule"),
+                "adasum", true)
+                .rule,
+            LrScalingRule::linear);  // adasum's LR does not scale with the ranks: nothing to refuse
   Config d = Config::parse("schedule:\n  lr_scaling: linaer\n", "t.yaml");
   const auto msg = error_of<ConfigError>([&] { read_lr_scaling(d.child("schedule")); });
   EXPECT_NE(msg.find("schedule.lr_scaling (line 2"), std::string::npos) << msg;
