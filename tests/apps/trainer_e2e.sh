@@ -440,6 +440,15 @@ smoke)
              --set schedule.warmup_steps=1 --set model.channels_last=true --set output.dir=smoke_channels_last 2>&1) &&
      echo "$out" | grep -q "model.channels_last.*only slows the step"; then echo "ok: channels_last"
   else echo "FAIL: channels_last"; echo "$out" | tail -5; status=1; fi
+  # A BERT-Large LAMB config keeps its train.examples_per_step (here 8 for the small shapes): 2
+  # ranks x 2 examples take it in 2 micro-batches, and the log says so.
+  if out=$(mpi 2 "$trainer" --config "$src/configs/bert_large_lamb_adasum.yaml" --set data.name=synthetic \
+             --set data.size=16 --set data.eval_size=4 --set train.steps=2 --set train.batch_per_rank=2 \
+             --set train.examples_per_step=8 --set data.seq_len=16 --set model.preset=tiny \
+             --set data.workers=0 --set schedule.warmup_steps=1 --set output.dir=smoke_examples 2>&1) &&
+     echo "$out" | grep -q "2 steps of 2 x 2 examples per rank (8 a step: train.examples_per_step)"; then
+    echo "ok: examples_per_step"
+  else echo "FAIL: examples_per_step"; echo "$out" | tail -5; status=1; fi
   exit $status
   ;;
 timeline)
