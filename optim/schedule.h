@@ -89,6 +89,14 @@ std::unique_ptr<Schedule> make_schedule(const ScheduleRegistry& registry, const 
                                         double base_lr);
 // Whether the schedule `section` names decays to total_steps and the section leaves it out.
 bool lacks_total_steps(const ScheduleRegistry& registry, const Config& section);
+// A schedule written in epochs keeps its shape at any number of ranks and examples per step:
+// `warmup_epochs` (a number >= 0) and `milestone_epochs` (increasing numbers > 0) become the
+// `warmup_steps` and `milestones` that the schedules read, at `steps_per_epoch` (each rounded to
+// the nearest step; a warm-up of more than 0 epochs lasts at least one step). Either form of a
+// key may be set, not both (a ConfigError naming the two). Returns what it derived, for the log
+// ("warm-up 5 epochs = 95 steps; milestones at epochs 30, 60, 80 = steps 570, 1140, 1520"), or
+// an empty string when the section sets neither.
+std::string derive_epoch_keys(Config& section, int64_t steps_per_epoch);
 
 // ---- LR scaling with the number of ranks (docs/architecture.md section 5, Horovod's Adasum guide)
 // -----------------

@@ -179,6 +179,70 @@ bool lacks_total_steps(const ScheduleRegistry& registry, const Config& section) 
   return !section.has("total_steps") && registry.get(name, section.where("name")).needs_total_steps;
 }
 
+namespace {
+
+std::string join_numbers(const std::vector<double>& v) {
+  std::ostringstream os;
+  for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+  return os.str();
+}
+
+std::string dotted(const Config& c, const std::string& key) {
+  return c.path().empty() ? key : c.path() + "." + key;
+}
+
+// The key in steps must be left unset where its epoch form is set.
+void check_one_form(const Config& c, const std::string& epochs_key, const std::string& steps_key,
+                    int64_t steps_per_epoch) {
+  ADA_CHECK_ARG(!c.has(steps_key), ConfigError)
+      << c.where(epochs_key) << " and " << c.where(steps_key)
+      << " are both set; keep one: " << epochs_key
+      << " keeps the schedule's shape at any ranks and examples per step (" << steps_per_epoch
+      << " steps per epoch here), " << steps_key << " counts steps: --set " << dotted(c, steps_key)
+      << "=null uses the epochs, --set " << dotted(c, epochs_key) << "=null the steps";
+}
+
+}  // namespace
+
+std::string derive_epoch_keys(Config& c, int64_t steps_per_epoch) {
+  ADA_CHECK(steps_per_epoch > 0) << "derive_epoch_keys: steps_per_epoch " << steps_per_epoch;
+  const auto steps_of = [&](double epochs) {
+    return static_cast<int64_t>(std::llround(epochs * static_cast<double>(steps_per_epoch)));
+  };
+  const std::string per = " x " + std::to_string(steps_per_epoch) + " steps per epoch";
+  std::ostringstream log;
+  if (c.has("warmup_epochs")) {
+    check_one_form(c, "warmup_epochs", "warmup_steps", steps_per_epoch);
+    const double e = c.get_in<double>("warmup_epochs", Range::at_least(0), "0 turns warm-up off");
+    const int64_t w = e > 0 ? std::max<int64_t>(1, steps_of(e)) : 0;
+    c.set_override("warmup_steps=" + std::to_string(w),
+                   "derived from " + dotted(c, "warmup_epochs") + per);
+    log << "warm-up " << e << " epochs = " << w << (w == 1 ? " step" : " steps");
+  }
+  if (c.has("milestone_epochs")) {
+    check_one_form(c, "milestone_epochs", "milestones", steps_per_epoch);
+    const std::vector<double> es = c.get<std::vector<double>>("milestone_epochs");
+    std::vector<int64_t> ms;
+    std::string list;
+    for (double e : es) {
+      ms.push_back(steps_of(e));
+      list += (list.empty() ? "" : ", ") + std::to_string(ms.back());
+    }
+    for (size_t i = 0; i < ms.size(); ++i) {
+      ADA_CHECK_ARG(es[i] > 0 && ms[i] >= 1 && (i == 0 || ms[i] > ms[i - 1]), ConfigError)
+          << c.where("milestone_epochs") << ": epochs [" << join_numbers(es) << "] are steps ["
+          << list << "] at " << steps_per_epoch << " steps per epoch; each must be at least "
+          << "step 1 and later than the one before (position " << i << ", epoch " << es[i]
+          << "): give increasing epochs, further apart than one step";
+    }
+    c.set_override("milestones=[" + list + "]",
+                   "derived from " + dotted(c, "milestone_epochs") + per);
+    log << (log.tellp() > 0 ? "; " : "") << "milestones at epochs " << join_numbers(es)
+        << " = steps " << list;
+  }
+  return log.str();
+}
+
 LrScaling read_lr_scaling(const Config& c, const std::string& reducer, bool fixed_examples) {
   LrScaling s;
   const std::string rule =

@@ -241,6 +241,7 @@ except (OSError, ValueError, KeyError) as e:
 PY
   }
   paper resnet50 resnet50_adasum --set data.path=out/imagenet/train --set data.eval_path=out/imagenet/val \
+    --set schedule.warmup_epochs=null --set schedule.milestone_epochs=null \
     --set schedule.warmup_steps=10 --set "schedule.milestones=[80]" --set data.workers=6
   paper bert_large bert_large_lamb_adasum --set data.path=.gpu/data/mlm-moby --set train.batch_per_rank=8 \
     --set train.micro_batches=1 --set schedule.warmup_steps=10

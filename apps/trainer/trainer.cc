@@ -124,6 +124,11 @@ void Trainer::build_data(const Config& cfg) {
 void Trainer::build_optimization(Config& cfg) {
   optimizer_ = optim::make_optimizer(optim::builtin_optimizers(), cfg.child("optimizer"));
   const optim::ScheduleRegistry& schedules = optim::builtin_schedules();
+  if (cfg.has("schedule")) {  // warmup_epochs, milestone_epochs: in steps of this run
+    Config sc = cfg.child("schedule");
+    const std::string derived = optim::derive_epoch_keys(sc, steps_per_epoch_);
+    if (!derived.empty()) log_info("schedule: {} ({} steps per epoch)", derived, steps_per_epoch_);
+  }
   // A decaying schedule ends at the run's last step unless the config says otherwise.
   if (cfg.has("schedule") && optim::lacks_total_steps(schedules, cfg.child("schedule")))
     cfg.set_override("schedule.total_steps=" + std::to_string(total_steps_),

@@ -129,6 +129,14 @@ def cases(src):
       "train.examples_per_step fixes the examples of a step", "set lr_scaling: none")
     T("examples_per_step_indivisible", {"train": {"examples_per_step": 12}}, "train.examples_per_step (line",
       "is 12, which", "train.batch_per_rank 8", "cannot make in whole micro-batches")
+    # A schedule in epochs and in steps at once; epochs that round to one step at 8 steps an epoch
+    # (64 examples, 2 ranks x 8: 4 steps an epoch).
+    T("schedule_warmup_epochs_and_steps", {"schedule": {"warmup_epochs": 1, "warmup_steps": 2}},
+      "schedule.warmup_epochs (line", "and config", "schedule.warmup_steps (line", "are both set; keep one",
+      "(4 steps per epoch here)", "--set schedule.warmup_steps=null uses the epochs, --set schedule.warmup_epochs=null the steps")
+    T("schedule_milestone_epochs_collide", {"schedule": {"name": "step", "milestone_epochs": [1, 1.1]}},
+      "schedule.milestone_epochs (line", "epochs [1, 1.1] are steps [4, 4] at 4 steps per epoch",
+      "later than the one before")
     T("steps_and_epochs", {"train": {"steps": 4, "epochs": 2}}, "set exactly one of train.epochs or train.steps")
     T("neither_steps_nor_epochs", {"train": {"steps": DROP}}, "set exactly one of train.epochs or train.steps")
     T("value_steps_negative", {"train": {"steps": -3}}, "train.steps")

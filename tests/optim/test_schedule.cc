@@ -53,6 +53,77 @@ TEST(Schedule, StepAtMilestones) {
   EXPECT_LR(d->lr_at(2), kBase * 0.1);
 }
 
+// A schedule in epochs becomes the same schedule in steps at the run's steps per epoch:
+// ResNet-50's 5 warm-up epochs and milestones at 30, 60, 80 at 19 steps per epoch (1.28M images
+// at 64K a step) are what warmup_steps 95 and milestones [570, 1140, 1520] give.
+TEST(Schedule, EpochKeysBecomeSteps) {
+  const auto derived = [](const std::string& body, int64_t steps_per_epoch, std::string* log) {
+    ScheduleRegistry reg("schedule");
+    register_builtin_schedules(reg);
+    Config c = Config::parse(nest("schedule", body), "test.yaml");
+    Config sc = c.child("schedule");
+    *log = derive_epoch_keys(sc, steps_per_epoch);
+    auto s = make_schedule(reg, sc, kBase);
+    c.finish();  // the epoch keys count as read
+    return s;
+  };
+  std::string log;
+  auto e = derived("name: step\nwarmup_epochs: 5\nmilestone_epochs: [30, 60, 80]\n", 19, &log);
+  auto s = build_schedule("name: step\nwarmup_steps: 95\nmilestones: [570, 1140, 1520]\n", kBase);
+  for (int64_t step : {0, 1, 94, 95, 569, 570, 1139, 1140, 1519, 1520, 5000})
+    EXPECT_EQ(e->lr_at(step), s->lr_at(step)) << "step " << step;  // bit for bit
+  EXPECT_EQ(log,
+            "warm-up 5 epochs = 95 steps; milestones at epochs 30, 60, 80 = steps 570, 1140, "
+            "1520");
+  // Fractions round to the nearest step; a warm-up of more than 0 epochs lasts a step at least.
+  auto f = derived("name: constant\nwarmup_epochs: 0.01\n", 19, &log);
+  EXPECT_EQ(log, "warm-up 0.01 epochs = 1 step");
+  EXPECT_LR(f->lr_at(0), 0.0);
+  EXPECT_LR(f->lr_at(1), kBase);
+  derived("name: step\nmilestone_epochs: [0.5, 2.5]\n", 3, &log);
+  EXPECT_EQ(log, "milestones at epochs 0.5, 2.5 = steps 2, 8");
+  // Neither key: nothing derived, the section left as it was.
+  auto n = derived("name: step\nwarmup_steps: 2\nmilestones: [4]\n", 19, &log);
+  EXPECT_EQ(log, "");
+  EXPECT_LR(n->lr_at(4), kBase * 0.1);
+}
+
+TEST(Schedule, EpochKeyErrorsNameTheKeys) {
+  const auto error = [](const std::string& body, int64_t steps_per_epoch) {
+    return error_of<ConfigError>([&] {
+      Config c = Config::parse(nest("schedule", body), "test.yaml");
+      Config sc = c.child("schedule");
+      derive_epoch_keys(sc, steps_per_epoch);
+    });
+  };
+  auto msg = error("name: constant\nwarmup_epochs: 5\nwarmup_steps: 100\n", 19);
+  EXPECT_NE(msg.find("schedule.warmup_epochs (line 3, column 18) and config test.yaml: "
+                     "schedule.warmup_steps (line 4, column 17) are both set; keep one"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("(19 steps per epoch here)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--set schedule.warmup_steps=null"), std::string::npos) << msg;
+  msg = error("name: step\nmilestone_epochs: [30]\nmilestones: [100]\n", 19);
+  EXPECT_NE(msg.find("schedule.milestone_epochs (line 3"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--set schedule.milestones=null uses the epochs, --set "
+                     "schedule.milestone_epochs=null the steps"),
+            std::string::npos)
+      << msg;
+  msg = error("name: constant\nwarmup_epochs: -1\n", 19);
+  EXPECT_NE(msg.find("schedule.warmup_epochs (line 3, column 18): must be >= 0, got -1"),
+            std::string::npos)
+      << msg;
+  // Two epochs that land on one step at this many steps per epoch.
+  msg = error("name: step\nmilestone_epochs: [1, 1.2]\n", 2);
+  EXPECT_NE(msg.find("schedule.milestone_epochs (line 3, column 3): epochs [1, 1.2] are steps "
+                     "[2, 2] at 2 steps per epoch; each must be at least step 1 and later than "
+                     "the one before (position 1, epoch 1.2)"),
+            std::string::npos)
+      << msg;
+  msg = error("name: step\nmilestone_epochs: [0, 3]\n", 2);
+  EXPECT_NE(msg.find("(position 0, epoch 0)"), std::string::npos) << msg;
+}
+
 TEST(Schedule, PolynomialBoundaries) {
   auto s = build_schedule(
       "name: polynomial\nwarmup_steps: 10\ntotal_steps: 110\npower: 2\nend_lr: 0.001\n", kBase);
