@@ -156,8 +156,8 @@ int64_t read_examples_per_step(const Config& t, int world, int64_t batch) {
   ADA_CHECK_ARG(!t.has("micro_batches"), ConfigError)
       << file << named("examples_per_step") << " is " << n << " and " << named("micro_batches")
       << " is " << t.get<int64_t>("micro_batches") << ": set one of them (examples_per_step "
-      << "derives micro_batches from the number of ranks; e.g. micro-batches by hand on a config "
-      << "with examples_per_step: --set train.examples_per_step=0 --set train.micro_batches=N)";
+      << "derives micro_batches from the number of ranks): --set train.micro_batches=null keeps "
+      << "examples_per_step, --set train.examples_per_step=0 keeps micro_batches";
   const int64_t unit = world * batch;  // the examples of one micro-batch on every rank
   if (n % unit == 0) return n;
   std::string fix = n > unit ? fmt::format("the nearest they can make are {} and {}",

@@ -123,7 +123,7 @@ def cases(src):
       "must be >= 0, got -8")
     T("examples_per_step_and_micro", {"train": {"examples_per_step": 16, "micro_batches": 2}},
       "train.examples_per_step (line", "is 16 and train.micro_batches (line", "set one of them",
-      "--set train.examples_per_step=0")
+      "--set train.micro_batches=null keeps examples_per_step", "--set train.examples_per_step=0 keeps micro_batches")
     T("examples_per_step_lr_scaling", {"train": {"examples_per_step": 32}, "schedule": {"lr_scaling": "linear"}},
       "schedule.lr_scaling (line", "'linear' scales the LR with the number of ranks",
       "train.examples_per_step fixes the examples of a step", "set lr_scaling: none")

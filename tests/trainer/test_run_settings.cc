@@ -175,7 +175,8 @@ TEST(RunSettings, ExamplesPerStepDerivesTheMicroBatchesFromTheRanks) {
                       "of them"),
             std::string::npos)
       << both;
-  EXPECT_NE(both.find("--set train.examples_per_step=0 --set train.micro_batches=N"),
+  EXPECT_NE(both.find("--set train.micro_batches=null keeps examples_per_step, --set "
+                      "train.examples_per_step=0 keeps micro_batches"),
             std::string::npos)
       << both;
   EXPECT_NE(message({"train.examples_per_step=-64"}, 4)
