@@ -206,15 +206,19 @@ void check_one_form(const Config& c, const std::string& epochs_key, const std::s
 
 std::string derive_epoch_keys(Config& c, int64_t steps_per_epoch) {
   ADA_CHECK(steps_per_epoch > 0) << "derive_epoch_keys: steps_per_epoch " << steps_per_epoch;
-  const auto steps_of = [&](double epochs) {
-    return static_cast<int64_t>(std::llround(epochs * static_cast<double>(steps_per_epoch)));
+  const auto steps_of = [&](const char* key, double epochs) {
+    const double steps = epochs * static_cast<double>(steps_per_epoch);
+    ADA_CHECK_ARG(std::isfinite(steps) && steps < 1e15, ConfigError)
+        << c.where(key) << ": " << epochs << " epochs at " << steps_per_epoch
+        << " steps per epoch is no step a run reaches; give a number of epochs the run can have";
+    return static_cast<int64_t>(std::llround(steps));
   };
   const std::string per = " x " + std::to_string(steps_per_epoch) + " steps per epoch";
   std::ostringstream log;
   if (c.has("warmup_epochs")) {
     check_one_form(c, "warmup_epochs", "warmup_steps", steps_per_epoch);
     const double e = c.get_in<double>("warmup_epochs", Range::at_least(0), "0 turns warm-up off");
-    const int64_t w = e > 0 ? std::max<int64_t>(1, steps_of(e)) : 0;
+    const int64_t w = e > 0 ? std::max<int64_t>(1, steps_of("warmup_epochs", e)) : 0;
     c.set_override("warmup_steps=" + std::to_string(w),
                    "derived from " + dotted(c, "warmup_epochs") + per);
     log << "warm-up " << e << " epochs = " << w << (w == 1 ? " step" : " steps");
@@ -225,7 +229,7 @@ std::string derive_epoch_keys(Config& c, int64_t steps_per_epoch) {
     std::vector<int64_t> ms;
     std::string list;
     for (double e : es) {
-      ms.push_back(steps_of(e));
+      ms.push_back(steps_of("milestone_epochs", e));
       list += (list.empty() ? "" : ", ") + std::to_string(ms.back());
     }
     for (size_t i = 0; i < ms.size(); ++i) {

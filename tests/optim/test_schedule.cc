@@ -120,6 +120,15 @@ TEST(Schedule, EpochKeyErrorsNameTheKeys) {
                      "the one before (position 1, epoch 1.2)"),
             std::string::npos)
       << msg;
+  msg = error("name: constant\nwarmup_epochs: .inf\n", 19);
+  EXPECT_NE(msg.find("schedule.warmup_epochs (line 3, column 18): inf epochs at 19 steps per "
+                     "epoch is no step a run reaches"),
+            std::string::npos)
+      << msg;
+  msg = error("name: step\nmilestone_epochs: [1, 1e300]\n", 2);
+  EXPECT_NE(msg.find("schedule.milestone_epochs (line 3, column 3): 1e+300 epochs"),
+            std::string::npos)
+      << msg;
   msg = error("name: step\nmilestone_epochs: [0, 3]\n", 2);
   EXPECT_NE(msg.find("(position 0, epoch 0)"), std::string::npos) << msg;
 }
