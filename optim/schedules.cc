@@ -181,7 +181,8 @@ bool lacks_total_steps(const ScheduleRegistry& registry, const Config& section) 
 
 namespace {
 
-std::string join_numbers(const std::vector<double>& v) {
+template <class T>
+std::string join_numbers(const std::vector<T>& v) {
   std::ostringstream os;
   for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
   return os.str();
@@ -227,11 +228,8 @@ std::string derive_epoch_keys(Config& c, int64_t steps_per_epoch) {
     check_one_form(c, "milestone_epochs", "milestones", steps_per_epoch);
     const std::vector<double> es = c.get<std::vector<double>>("milestone_epochs");
     std::vector<int64_t> ms;
-    std::string list;
-    for (double e : es) {
-      ms.push_back(steps_of("milestone_epochs", e));
-      list += (list.empty() ? "" : ", ") + std::to_string(ms.back());
-    }
+    for (double e : es) ms.push_back(steps_of("milestone_epochs", e));
+    const std::string list = join_numbers(ms);
     for (size_t i = 0; i < ms.size(); ++i) {
       ADA_CHECK_ARG(es[i] > 0 && ms[i] >= 1 && (i == 0 || ms[i] > ms[i - 1]), ConfigError)
           << c.where("milestone_epochs") << ": epochs [" << join_numbers(es) << "] are steps ["
