@@ -671,12 +671,39 @@ while true; do sleep 0.05; done
             for e, seeds in ((16, {1: 14, 2: 15, 3: 13}), (32, {1: 10, 2: 9, 3: 11}), (64, {1: 6, 2: 7, 3: 6}),
                              (128, {1: 5, 2: 5}))])
         self.assertEqual(([sd for sd, _, _ in fits4], sizes4), ([1, 2], [16, 32, 64, 128]))
-        # Per-seed critical batch sizes against the baseline's: Welch over the fits that placed one.
+        # Per-seed critical batch sizes against the baseline's: Welch over the fits that placed one,
+        # both methods' seeds fitted over the same sizes. Adasum's seeds 2 and 3 have not run 128,
+        # averaging's have: a fit over 16-128 against one over 16-64 would compare spans, not
+        # methods, so both are fitted over 16-64.
+        def fitted(steps):
+            return {e: {"examples_per_step": e, "records": [
+                {"seed": sd, "select_evals": [(n, 0.06)], "evals": [(n, 0.06)]} for sd, n in seeds.items()]}
+                for e, seeds in steps.items()}
+        # Each seed's steps are S_min (1 + B_crit / B) exactly: averaging's B_crit 16, 16, 24 over
+        # 16-64, Adasum's 48, 32, 32.
+        average = {16: {1: 16, 2: 8, 3: 20}, 32: {1: 12, 2: 6, 3: 14}, 64: {1: 10, 2: 5, 3: 11},
+                   128: {1: 9, 2: 5, 3: 10}}
+        adasum = {16: {1: 16, 2: 12, 3: 24}, 32: {1: 10, 2: 8, 3: 16}, 64: {1: 7, 2: 6, 3: 12}, 128: {1: 5}}
         lines = []
-        study.report.write_critical_batch_significance(s, [
-            {"method": "average", "per_seed": [(1, 100.0, None), (2, 120.0, None)]},
-            {"method": "adasum", "per_seed": [(1, 300.0, None), (2, 320.0, None), (3, 900.0, "outside")]}], lines)
-        self.assertIn("- Adasum: B_crit +200 against average (2 and 2 seeds; p = 0.005, beyond seed noise)", lines)
+        study.report.write_critical_batch_significance(
+            s, [{"method": "average", "fitted": fitted(average)}, {"method": "adasum", "fitted": fitted(adasum)}], lines)
+
+        def seed_b(steps, sd, sizes):
+            return study.report.critical_batch([(e, steps[e][sd]) for e in sizes])[1]
+        over = (16, 32, 64)
+        d, p = study.report.welch([seed_b(adasum, sd, over) for sd in (1, 2, 3)],
+                                  [seed_b(average, sd, over) for sd in (1, 2, 3)])
+        self.assertIn(f"- Adasum: B_crit {d:+,.0f} against average (3 and 3 seeds over 16, 32, 64; "
+                      f"{study.report.fmt_p(p)}, {study.report.noise_verdict(p)})", lines)
+        self.assertEqual(round(d), 19)  # (48 + 32 + 32 - 16 - 16 - 24) / 3
+        # A seed whose fit lands outside the sizes (Adasum's seed 3 at 384) is left out of the test.
+        adasum[64][3] = 5
+        lines = []
+        study.report.write_critical_batch_significance(
+            s, [{"method": "average", "fitted": fitted(average)}, {"method": "adasum", "fitted": fitted(adasum)}], lines)
+        self.assertEqual(round(seed_b(adasum, 3, over)), 384)
+        self.assertTrue(any(line.startswith("- Adasum: B_crit ") and "(2 and 3 seeds over 16, 32, 64;" in line
+                            for line in lines), lines)
         # Each seed's own points fit as S = S_min (1 + B_crit / examples), e.g. seed 1's 10, 6, 4.
         for seed, pts in ((1, (10, 6, 4)), (2, (16, 12, 3)), (3, (16, 12, 4))):
             b_crit = study.report.critical_batch(list(zip((16, 32, 64), pts)))[1]

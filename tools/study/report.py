@@ -290,19 +290,34 @@ def fmt_seed_fits(fits, sizes=()):
 
 def write_critical_batch_significance(study, fits, L):
     """Each method's per-seed critical batch sizes against the baseline's (Welch's t-test), where
-    both have two or more seeds whose fit placed one."""
-    placed = {f["method"]: [b for _, b, why in f["per_seed"] if b is not None and not why] for f in fits}
+    both have two or more seeds whose fit placed one. A fit's B_crit depends on the sizes it spans
+    (a slow smallest size bends it), so both methods' seeds are fitted again over the same sizes:
+    those both fitted and both methods' seeds share (seed_fits on each, narrowed until they agree)."""
+    by_method = {f["method"]: f for f in fits}
     lines = []
-    for m, bs in placed.items():
-        base = study.methods[m]["baseline"]
-        if m == base or base not in placed or len(bs) < 2 or len(placed[base]) < 2:
+    for f in fits:
+        m, base = f["method"], study.methods[f["method"]]["baseline"]
+        if m == base or base not in by_method:
             continue
-        d, p = welch(bs, placed[base])
+        b = by_method[base]
+        sizes = set(f["fitted"]) & set(b["fitted"])
+        while True:
+            (fa, sa), (fb, sb) = (seed_fits(study, [g["fitted"][e] for e in sorted(sizes)]) for g in (f, b))
+            if set(sa) == set(sb) or not sa or not sb:
+                break
+            sizes = set(sa) & set(sb)
+        if set(sa) != set(sb):
+            continue
+        placed, placed_base = ([bc for _, bc, why in x if bc is not None and not why] for x in (fa, fb))
+        if len(placed) < 2 or len(placed_base) < 2:
+            continue
+        d, p = welch(placed, placed_base)
         lines.append(f"- {study.methods[m]['label']}: B_crit {d:+,.0f} against {study.methods[base]['label']} "
-                     f"({len(bs)} and {len(placed[base])} seeds; {fmt_p(p)}, {noise_verdict(p)})")
+                     f"({len(placed)} and {len(placed_base)} seeds over {', '.join(f'{e:,}' for e in sorted(sa))}; "
+                     f"{fmt_p(p)}, {noise_verdict(p)})")
     if lines:
         L.append("B_crit per seed against each method's baseline (difference of the means; Welch's t-test "
-                 "over the seeds' own fits):\n")
+                 "over the seeds' own fits, both methods fitted over the same sizes; a fit outside them is left out):\n")
         L.extend(lines)
         L.append("")
 
