@@ -616,8 +616,8 @@ def write_significance(study, best, cols_, L, base, members):
             L.append(f"Steps to {figure} {fmt_metric(study, study.target)}"
                      + (" (validation: the figure the runs stop on; the seeds beyond the sweep's are fresh)"
                         if on_select else "") + " against the same baseline "
-                     f"(difference of the mean steps; Welch's t-test; – where a seed of either did not reach "
-                     f"it)" + (f", counted at evaluations {every_text}: a smaller difference is not resolved"
+                     "(difference of the mean steps; Welch's t-test; – where a seed of either did not reach "
+                     "it)" + (f", counted at evaluations {every_text}: a smaller difference is not resolved"
                                if every_text else "") + ":\n")
             L.append("| " + " | ".join(head) + " |")
             L.append("|" + "---|" * len(head))
