@@ -21,9 +21,7 @@ import os
 import sys
 import zlib
 
-import numpy as np
 import torch
-
 import torch.nn.functional as F
 
 from golden_io import write_verified

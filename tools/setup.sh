@@ -2,7 +2,8 @@
 # Installs what Adatrain needs from Debian's packages, and only what is missing.
 # Idempotent: a second run installs nothing. Runs `apt-get update` at most once.
 #   tools/setup.sh            build + test dependencies (with python3-yaml and matplotlib for
-#                             the study runner, its test and the plots tools/train.sh draws)
+#                             the study runner, its test and the plots tools/train.sh draws;
+#                             pyflakes for the Python tools' lint test)
 #   tools/setup.sh --bench    also PyTorch (python3-torch) for the benchmark twins and golden files,
 #                             and the tuned twin's runtime: OpenMP OpenBLAS and tcmalloc
 #   tools/setup.sh --train    the same as no option (kept for scripts that pass it)
@@ -14,7 +15,7 @@ set -euo pipefail
 packages=(cmake g++ make ccache clang-format libeigen3-dev libyaml-cpp-dev libspdlog-dev libopenmpi-dev
           openmpi-bin libgtest-dev zlib1g-dev libjpeg62-turbo-dev python3-numpy
           nlohmann-json3-dev libcli11-dev python3-yaml python3-matplotlib libprotobuf-dev
-          protobuf-compiler python3-protobuf)
+          protobuf-compiler python3-protobuf python3-pyflakes)
 for arg in "$@"; do
   case "$arg" in
     --bench) packages+=(python3-torch python3-torchvision python3-numpy libopenblas0-openmp
@@ -22,7 +23,7 @@ for arg in "$@"; do
     --train) ;;
     --fuzz) packages+=(clang libclang-rt-14-dev libomp-dev) ;;
     --twins) packages+=(python3-torch) ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown option '$arg' (known: --bench, --train, --fuzz, --twins)" >&2; exit 2 ;;
   esac
 done
