@@ -42,6 +42,7 @@ from study.report import noise_verdict, welch  # noqa: E402  (Welch's t-test: (d
 from study.run import (Progress, attempt_version, call_stopping_at_a_step, gpu_name, raise_if_stopped_by_signal,  # noqa: E402
                        stop_on_sigterm, trainer_identity)
 DEFAULT_OUT = os.path.join(REPO, "docs", "results", "bert_tiny_downstream")
+DEFAULT_SEEDS = [1, 2, 3]  # pre-training and fine-tuning seeds
 KINDS = ("finetune", "probe")  # the whole model trained; the encoder frozen, the head trained
 METHODS = {"lamb_average": "configs/bert_tiny_mlm_lamb.yaml",
            "lamb_adasum": "configs/bert_tiny_mlm_lamb_adasum.yaml"}
@@ -127,8 +128,8 @@ def main():
     ap.add_argument("--trainer", default=os.path.join(REPO, "build/bin/trainer"))
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--pretrain-steps", type=int, default=300)
-    ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    ap.add_argument("--ft-seeds", type=int, nargs="+", default=[1, 2, 3])
+    ap.add_argument("--seeds", type=int, nargs="+", default=DEFAULT_SEEDS)
+    ap.add_argument("--ft-seeds", type=int, nargs="+", default=DEFAULT_SEEDS)
     ap.add_argument("--report-only", action="store_true")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--mpirun", default="mpirun")
@@ -184,15 +185,23 @@ def main():
     report(a, cells, rows)
 
 
+def seeds_text(ran, planned):
+    """`ran` (the seeds with cells) as a list, naming those of `planned` not run yet."""
+    missing = [x for x in planned if x not in ran]
+    return ", ".join(map(str, ran)) + (f" so far ({', '.join(map(str, missing))} not run yet)" if missing else "")
+
+
 def report(a, cells, rows):
+    pre_seeds = sorted({r[2] for r in rows if r[1] != "scratch"})  # r: kind, method, seed, ft, ...
+    ft_seeds = sorted({r[3] for r in rows})
     cpus = sorted({f"{c.get('cpu', '?')} ({c.get('cores', 2)} cores)" +
                    (f" with one {c['gpu']}" if "gpu" in c else "") for c in cells.values()})
     commits = sorted({c.get("commit", "?") for c in cells.values()})
     lines = ["# Does Adasum keep downstream quality? BERT-tiny, spam vs ham", "",
              f"Pre-training: BERT-tiny MLM on the corpus, {a.ranks} ranks x 32 sequences of 128, "
              f"{a.pretrain_steps} steps (LAMB at the committed configs' LR, warm-up a tenth), "
-             "seeds " + ", ".join(map(str, a.seeds)) + "; fine-tuning: `configs/bert_tiny_spam.yaml`, "
-             "2 epochs, seeds " + ", ".join(map(str, a.ft_seeds)) + ", evaluated once at the end on "
+             "seeds " + seeds_text(pre_seeds, a.seeds) + "; fine-tuning: `configs/bert_tiny_spam.yaml`, "
+             "2 epochs, seeds " + seeds_text(ft_seeds, a.ft_seeds) + ", evaluated once at the end on "
              "the test split (628 e-mails; ham is 70.2 %)"
              + (f"; the probe: the same with the embeddings and encoder frozen (`train.freeze`) and "
                 f"LR {PROBE_LR}, only a classifier trained on the mean of the encoder's outputs "
@@ -201,6 +210,8 @@ def report(a, cells, rows):
              f"Machine: {', '.join(cpus)}. Trainer commit(s): {', '.join(commits)} "
              "(the trainer's sources are the same in all). Regenerate: `/usr/bin/python3 "
              f"tools/downstream_study.py --ranks {a.ranks} --pretrain-steps {a.pretrain_steps}"
+             + (f" --seeds {' '.join(map(str, a.seeds))}" if a.seeds != DEFAULT_SEEDS else "")
+             + (f" --ft-seeds {' '.join(map(str, a.ft_seeds))}" if a.ft_seeds != DEFAULT_SEEDS else "")
              + (f" --out {os.path.relpath(a.out, REPO)}" if os.path.abspath(a.out) != DEFAULT_OUT else "")
              + (f" --device {a.device}" if a.device != "cpu" else "")
              + (f" --kinds {' '.join(a.kinds)}" if a.kinds != ["finetune"] else "")

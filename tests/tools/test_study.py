@@ -5,8 +5,9 @@ the chosen points only, Welch's t-test against the baseline, provenance (pure), 
 studies (LeNet-5 on synthetic data, a few steps, 1 and 2 ranks) for running, caching by
 settings and trainer version, resuming, reruns after a change, divergence, failures and a
 validation split choosing the sweep point; every committed study report against what its
-committed cells.json regenerates; and the downstream study's report
-(tools/downstream_study.py --report-only, with and without --probe).
+committed cells.json regenerates; and the downstream study's reports
+(tools/downstream_study.py --report-only: every committed one with its own command, the probe's
+table, a study partly run).
 
     /usr/bin/python3 tests/tools/test_study.py TRAINER_BINARY   (CTest runs it)
 """
@@ -16,6 +17,7 @@ import io
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -1467,6 +1469,44 @@ class DownstreamReport(unittest.TestCase):
         self.assertNotIn("## Fine-tuning", alone)
         self.assertIn("| lamb_adasum | 6.6004 ± 0.0238 | 75.00 ± 0.00 | 9 |", alone)
         self.assertIn("--pretrain-steps 300 --out OUT --kinds probe` (cells cached", alone)
+
+    def test_a_partial_study_names_the_seeds_not_run_yet(self):
+        cells = json.load(open(os.path.join(downstream_study.DEFAULT_OUT, "cells.json")))
+        part = {k: v for k, v in cells.items() if " seed 1 " in k or k.startswith("finetune scratch ")}
+        text = self.report(part)
+        self.assertIn("seeds 1 so far (2, 3 not run yet); fine-tuning: ", text)
+        self.assertIn("2 epochs, seeds 1, 2, 3, evaluated once", text)
+        self.assertIn("| lamb_average | — |", text)  # one checkpoint: no spread
+        self.assertIn("--pretrain-steps 300 --out OUT` (cells cached", text)
+        text = self.report(part, "--seeds", "1")
+        self.assertIn("seeds 1; fine-tuning: ", text)
+        self.assertIn("--pretrain-steps 300 --seeds 1 --out OUT` (cells cached", text)
+
+    def test_every_committed_downstream_report_is_what_its_cells_and_command_give(self):
+        # Each docs/results folder holding a downstream report (by its title), regenerated from its
+        # cells.json with its own Regenerate command plus --report-only: seeds, step counts, kinds.
+        checked = 0
+        for name in sorted(os.listdir(os.path.join(ROOT, "docs", "results"))):
+            base = os.path.join(ROOT, "docs", "results", name)
+            try:
+                text = open(os.path.join(base, "report.md")).read()
+            except OSError:
+                continue
+            if not text.startswith("# Does Adasum keep downstream quality?"):
+                continue
+            m = re.search(r"Regenerate: `/usr/bin/python3 tools/downstream_study.py ([^`]*)`", text)
+            self.assertIsNotNone(m, f"{name}/report.md names no regenerating command")
+            args = shlex.split(m.group(1))
+            out = f" --out {os.path.relpath(base, ROOT)}" if base != downstream_study.DEFAULT_OUT else ""
+            if out:
+                i = args.index("--out")
+                self.assertEqual(" --out " + args[i + 1], out, name)
+                del args[i:i + 2]
+            got = self.report(json.load(open(os.path.join(base, "cells.json"))), *args).replace(" --out OUT", out)
+            self.assertEqual(got, text, f"{name}: the committed report is not what its cells give; regenerate it "
+                             f"with {m.group(1)} --report-only")
+            checked += 1
+        self.assertGreaterEqual(checked, 2)
 
 
 if __name__ == "__main__":
