@@ -10,17 +10,23 @@ same fine-tuning with the embeddings and encoder frozen (train.freeze) and only 
 classifier trained on the mean of the encoder's outputs (model.pooling: mean), at LR PROBE_LR —
 what the encoder learnt, without the full fine-tuning relearning it.
 
-Nothing is chosen in this study (the recipes are fixed before the runs), so each fine-tuning is
-evaluated once, at its end, on the test split (train.eval_every larger than the run: only the
+Without --choose-lr nothing is chosen (the recipes are fixed before the runs), so each fine-tuning
+is evaluated once, at its end, on the test split (train.eval_every larger than the run: only the
 final evaluation). Cells are cached in OUT/cells.json (written after each cell, keyed by the
 command line), so a stopped study resumes; a run stopped partway (its ranks sent SIGTERM or
 SIGUSR1 by a scheduler: the trainer's stop checkpoint; or killed after a periodic one) goes on
-from its newest checkpoint when the same command and trainer version run it again; checkpoints stay under runs/downstream/ (17-53 MB each,
+from its newest checkpoint when the same command and trainer version run it again; checkpoints stay under runs/downstream/ (--runs; 17-53 MB each,
 not committed).
 
     /usr/bin/python3 tools/downstream_study.py [--out docs/results/bert_tiny_downstream]
         [--ranks 2] [--pretrain-steps 300] [--seeds 1 2 3] [--ft-seeds 1 2 3] [--report-only]
-        [--device cpu|cuda] [--trainer T] [--mpirun M] [--kinds finetune probe]
+        [--device cpu|cuda] [--trainer T] [--mpirun M] [--kinds finetune probe] [--choose-lr]
+        [--runs runs/downstream]
+
+--choose-lr adds a second protocol beside the fixed recipes: each checkpoint's LR for each kind is
+chosen from LR_GRID on the dev split (data/spam/dev.jsonl, cells "dev ..."), by the mean dev
+accuracy over the fine-tuning seeds, and the test split is read only at the chosen LR (a table of
+its own per kind, with the dev accuracies at every LR).
 
 --device cuda runs every pre-training and fine-tuning with train.device cuda (the ranks of a
 pre-training share the one GPU through MPI staging): `bash tools/gpu_test.sh downstream [STEPS]`
@@ -51,8 +57,14 @@ METHODS = {"lamb_average": "configs/bert_tiny_mlm_lamb.yaml",
 # (a pilot on the dev split, 1,500-step checkpoint against a random encoder, seeds 1-3: 77.99 %
 # against 68.71 % with the mean, 72.01 % against 68.60 % with the pooled [CLS]).
 PROBE_LR = 1e-3
-PROBE = ["--set", "train.freeze=[embeddings, encoder]", "--set", "model.pooling=mean",
-         "--set", f"optimizer.lr={PROBE_LR}"]
+PROBE_BASE = ["--set", "train.freeze=[embeddings, encoder]", "--set", "model.pooling=mean"]
+PROBE = PROBE_BASE + ["--set", f"optimizer.lr={PROBE_LR}"]
+# --choose-lr: each checkpoint's fine-tuning and probe LR chosen from these on the dev split (mean
+# dev accuracy over the fine-tuning seeds; ties to the lower dev loss), then the test split read at
+# the chosen LR only. A fixed LR favours checkpoints whose outputs suit it: the step a linear
+# probe takes grows with the square of its features' scale. Each grid holds the fixed recipe's LR.
+FINETUNE_LR = 1e-4  # configs/bert_tiny_spam.yaml's
+LR_GRID = {"finetune": [5e-5, FINETUNE_LR, 2e-4], "probe": [3e-4, PROBE_LR, 3e-3, 1e-2]}
 MPI = ["mpirun", "--oversubscribe", "--bind-to", "none", "--mca", "mpi_yield_when_idle", "1"]
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMP_NUM_THREADS="1")
@@ -130,9 +142,15 @@ def main():
     ap.add_argument("--pretrain-steps", type=int, default=300)
     ap.add_argument("--seeds", type=int, nargs="+", default=DEFAULT_SEEDS)
     ap.add_argument("--ft-seeds", type=int, nargs="+", default=DEFAULT_SEEDS)
+    ap.add_argument("--runs", default="runs/downstream",
+                    help="the run folders (checkpoints), relative to the repository or absolute")
     ap.add_argument("--report-only", action="store_true")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--mpirun", default="mpirun")
+    ap.add_argument("--choose-lr", action="store_true",
+                    help="also choose each checkpoint's LR on the dev split from " +
+                         "; ".join(f"{k} {', '.join(f'{x:g}' for x in g)}" for k, g in LR_GRID.items()) +
+                         " (cells 'dev ...'), then test at the chosen LR (a table of its own)")
     ap.add_argument("--kinds", nargs="+", choices=KINDS, default=["finetune"],
                     help="finetune: every parameter trained; probe: the encoder frozen (train.freeze), "
                          f"a linear classifier on the mean of its outputs trained at LR {PROBE_LR} "
@@ -147,13 +165,59 @@ def main():
     path = os.path.join(a.out, "cells.json")
     cells = json.load(open(path)) if os.path.exists(path) else {}
     steps, warmup = a.pretrain_steps, max(1, a.pretrain_steps // 10)
-    ft_common = ["--config", "configs/bert_tiny_spam.yaml", "--set", "train.epochs=2",
-                 "--set", "schedule.warmup_steps=30", "--set", "train.eval_every=100000",
-                 "--set", "data.eval_path=data/spam/test.jsonl", "--set", "checkpoint.overwrite=true"]
+    def ft_command(kind, method, seed, ft, lr, split, init):
+        """A fine-tuning's (key, command, run folder): `lr` None for the fixed recipe's LR (its
+        cells keep their keys), split "test" or "dev" (keys "dev ...")."""
+        tag = (f" lr {lr:g}" if lr is not None else "")
+        key = (("dev " if split == "dev" else "") + f"{kind} {method} seed {seed}{tag} ft {ft}" +
+               (f" ranks {a.ranks} steps {steps}" if init else "") + dev_key)
+        out = (f"{a.runs}/{kind}-{method}-s{seed}-f{ft}" + (f"-lr{lr:g}" if lr is not None else "") +
+               ("-dev" if split == "dev" else ""))
+        cmd = [a.trainer, "--config", "configs/bert_tiny_spam.yaml", "--set", "train.epochs=2",
+               "--set", "schedule.warmup_steps=30", "--set", "train.eval_every=100000",
+               "--set", f"data.eval_path=data/spam/{split}.jsonl", "--set", "checkpoint.overwrite=true"]
+        cmd += device + ["--set", f"train.seed={ft}", "--set", f"output.dir={out}"]
+        if kind == "probe":
+            cmd += PROBE if lr is None else PROBE_BASE + ["--set", f"optimizer.lr={lr:g}"]
+        elif lr is not None:
+            cmd += ["--set", f"optimizer.lr={lr:g}"]
+        if init:
+            cmd += ["--set", f"train.init_from={init}"]
+        return key, cmd, out
+
+    def lr_arg(kind, lr):  # the fixed recipe's LR runs as the fixed cells (the same run)
+        return None if lr == (PROBE_LR if kind == "probe" else FINETUNE_LR) else lr
+
+    def chosen(kind, method, seed, init):
+        """(the LR chosen on dev, {lr: (mean dev accuracy, mean dev loss)}), or (None, partial
+        means) while dev cells are missing."""
+        means = {}
+        for lr in LR_GRID[kind]:
+            got = [cells.get(ft_command(kind, method, seed, ft, lr, "dev", init)[0]) for ft in a.ft_seeds]
+            if all(got):
+                means[lr] = (statistics.mean(c["eval_accuracy"] for c in got),
+                             statistics.mean(c.get("eval_loss", 0.0) for c in got))
+        if len(means) < len(LR_GRID[kind]):
+            return None, means
+        return max(means, key=lambda x: (means[x][0], -means[x][1])), means
+
+    def needed(kind, method, seed, init):
+        """The keys of the fine-tunings this checkpoint still owes (fixed recipe; with
+        --choose-lr the dev grid and the chosen LR's test runs)."""
+        keys = [ft_command(kind, method, seed, ft, None, "test", init)[0] for ft in a.ft_seeds]
+        if a.choose_lr:
+            keys += [ft_command(kind, method, seed, ft, lr, "dev", init)[0] for lr in LR_GRID[kind] for ft in a.ft_seeds]
+            lr = chosen(kind, method, seed, init)[0]
+            if lr is not None:
+                keys += [ft_command(kind, method, seed, ft, lr_arg(kind, lr), "test", init)[0] for ft in a.ft_seeds]
+        return [k for k in keys if k not in cells]
+
     rows = []
+    a.choices = {}  # (kind, method, seed): (chosen LR, {lr: (dev accuracy, dev loss)}), for the report
     for method, cfg in list(METHODS.items()) + [("scratch", None)]:
         for seed in (a.seeds if cfg else [0]):
-            pre_dir = f"runs/downstream/pretrain-{method}-s{seed}"
+            pre_dir = f"{a.runs}/pretrain-{method}-s{seed}"
+            init = f"{pre_dir}/checkpoints" if cfg else None
             pre = None
             if cfg:
                 cmd = mpi + ["-np", str(a.ranks), a.trainer, "--config", cfg] + device + [
@@ -163,25 +227,35 @@ def main():
                 key = f"pretrain {method} seed {seed} ranks {a.ranks} steps {steps}{dev_key}"
                 if a.report_only and key not in cells:
                     continue
-                ft_missing = any(f"{kind} {method} seed {seed} ft {ft} ranks {a.ranks} steps {steps}"
-                                 f"{dev_key}" not in cells for kind in kinds for ft in a.ft_seeds)
+                ft_missing = any(needed(kind, method, seed, init) for kind in kinds)
                 if ft_missing and not a.report_only and not os.path.isdir(os.path.join(REPO, pre_dir, "checkpoints")):
                     cells.pop(key, None)  # runs/ is gone (a new session): pre-train again (bitwise the same on a CPU)
                 pre = run_cell(cells, path, key, cmd, pre_dir, version)
-            for kind, ft in [(k, f) for k in kinds for f in a.ft_seeds]:
-                ft_dir = f"runs/downstream/{kind}-{method}-s{seed}-f{ft}"
-                cmd = [a.trainer] + ft_common + device + ["--set", f"train.seed={ft}",
-                                                          "--set", f"output.dir={ft_dir}"]
-                if kind == "probe":
-                    cmd += PROBE
-                if cfg:
-                    cmd += ["--set", f"train.init_from={pre_dir}/checkpoints"]
-                key = (f"{kind} {method} seed {seed} ft {ft}" +
-                       (f" ranks {a.ranks} steps {steps}" if cfg else "") + dev_key)
-                if a.report_only and key not in cells:
+            mlm = pre["eval_mlm_loss"] if pre else None
+            for kind in kinds:
+                for ft in a.ft_seeds:
+                    key, cmd, out = ft_command(kind, method, seed, ft, None, "test", init)
+                    if a.report_only and key not in cells:
+                        continue
+                    c = run_cell(cells, path, key, cmd, out, version)
+                    rows.append((kind, method, seed, ft, mlm, c["eval_accuracy"]))
+                if not a.choose_lr:
                     continue
-                c = run_cell(cells, path, key, cmd, ft_dir, version)
-                rows.append((kind, method, seed, ft, pre["eval_mlm_loss"] if pre else None, c["eval_accuracy"]))
+                for lr in LR_GRID[kind]:
+                    for ft in a.ft_seeds:
+                        key, cmd, out = ft_command(kind, method, seed, ft, lr, "dev", init)
+                        if not (a.report_only and key not in cells):
+                            run_cell(cells, path, key, cmd, out, version)
+                lr, means = chosen(kind, method, seed, init)
+                a.choices[(kind, method, seed)] = (lr, means)
+                if lr is None:
+                    continue
+                for ft in a.ft_seeds:
+                    key, cmd, out = ft_command(kind, method, seed, ft, lr_arg(kind, lr), "test", init)
+                    if a.report_only and key not in cells:
+                        continue
+                    c = run_cell(cells, path, key, cmd, out, version)
+                    rows.append(("chosen " + kind, method, seed, ft, mlm, c["eval_accuracy"]))
     report(a, cells, rows)
 
 
@@ -215,28 +289,62 @@ def report(a, cells, rows):
              + (f" --out {os.path.relpath(a.out, REPO)}" if os.path.abspath(a.out) != DEFAULT_OUT else "")
              + (f" --device {a.device}" if a.device != "cpu" else "")
              + (f" --kinds {' '.join(a.kinds)}" if a.kinds != ["finetune"] else "")
+             + (" --choose-lr" if a.choose_lr else "")
              + "` (cells cached in cells.json; `--report-only` redraws)."]
     for kind in KINDS:
         mine = [r[1:] for r in rows if r[0] == kind]
         if mine:
             lines += [""] + kind_section(kind, mine)
-    lines += ["", "No choice was made on these runs (the recipes were fixed before them), so no "
-              "validation split was needed; each fine-tuning read the test split once, at its end."]
+    for kind in KINDS:
+        mine = [r[1:] for r in rows if r[0] == "chosen " + kind]
+        grid = {k[1:]: v for k, v in getattr(a, "choices", {}).items() if k[0] == kind}
+        if grid:
+            lines += [""] + chosen_section(kind, mine, grid)
+    if getattr(a, "choices", None):
+        lines += ["", "The fixed recipes' tables read the test split once per fine-tuning, at its end; the "
+                  "chosen-LR tables' LRs were chosen on the dev split (586 e-mails) alone, and the test "
+                  "split was read only at the chosen LR."]
+    else:
+        lines += ["", "No choice was made on these runs (the recipes were fixed before them), so no "
+                  "validation split was needed; each fine-tuning read the test split once, at its end."]
     open(os.path.join(a.out, "report.md"), "w").write("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
-def kind_section(kind, rows):
+WHAT = {"finetune": "Fine-tuning (every parameter trained)",
+        "probe": "Probe (embeddings and encoder frozen, a classifier on the mean of the outputs trained)"}
+
+
+def chosen_section(kind, rows, grid):
+    """--choose-lr: each checkpoint's mean dev accuracy over the LR grid and the LR chosen
+    (grid: (method, seed): (chosen LR or None, {lr: (dev accuracy, dev loss)})), then the test
+    table at the chosen LRs (rows as kind_section's)."""
+    lrs = LR_GRID[kind]
+    lines = [f"## {WHAT[kind]}, LR chosen on the dev split per checkpoint", "",
+             "Mean dev accuracy % over the fine-tuning seeds at each LR (the chosen one in bold; "
+             "— : not run yet):", "",
+             "| checkpoint | " + " | ".join(f"LR {x:g}" for x in lrs) + " | chosen |",
+             "|---|" + "---|" * (len(lrs) + 1)]
+    for (method, seed), (lr, means) in grid.items():
+        cell = {x: (f"**{100 * means[x][0]:.2f}**" if x == lr else f"{100 * means[x][0]:.2f}") if x in means else "—"
+                for x in lrs}
+        lines.append(f"| {method} s{seed} | " + " | ".join(cell[x] for x in lrs) +
+                     f" | {f'{lr:g}' if lr is not None else '—'} |")
+    if rows:
+        lines += [""] + kind_section(kind, rows, title=None)
+    return lines
+
+
+def kind_section(kind, rows, title=""):
     """The table, cells and comparisons of one kind of fine-tuning (rows: method, pre-training
-    seed, fine-tuning seed, MLM loss, test accuracy)."""
+    seed, fine-tuning seed, MLM loss, test accuracy), under a heading (title "": the kind's;
+    None: none)."""
     by = {}
     for method, seed, ft, mlm, acc in rows:
         by.setdefault(method, []).append((seed, ft, mlm, acc))
-    what = "Fine-tuning (every parameter trained)" if kind == "finetune" else \
-        "Probe (embeddings and encoder frozen, a classifier on the mean of the outputs trained)"
-    lines = [f"## {what}", "",
-             "| pre-training | MLM loss (held out), mean ± sd over seeds | test accuracy %, mean ± sd over all fine-tunings | n |",
-             "|---|---|---|---|"]
+    lines = [] if title is None else [f"## {title or WHAT[kind]}", ""]
+    lines += ["| pre-training | MLM loss (held out), mean ± sd over seeds | test accuracy %, mean ± sd over all fine-tunings | n |",
+              "|---|---|---|---|"]
     accs = {}
     for method, r in by.items():
         mlm = sorted({(s, m) for s, _, m, _ in r if m is not None})

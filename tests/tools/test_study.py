@@ -1470,6 +1470,73 @@ class DownstreamReport(unittest.TestCase):
         self.assertIn("| lamb_adasum | 6.6004 ± 0.0238 | 75.00 ± 0.00 | 9 |", alone)
         self.assertIn("--pretrain-steps 300 --out OUT --kinds probe` (cells cached", alone)
 
+    def test_choose_lr_picks_each_checkpoints_lr_on_dev_and_reads_test_only_there(self):
+        # The whole runner with a fake mpirun and trainer (run folders under a temporary --runs):
+        # dev accuracy peaks at LR 2e-4 for fine-tuning the Adasum checkpoint, at the fixed
+        # recipe's 1e-4 for the others, at 1e-2 for every probe; a run's summary also names its
+        # split, so the test can tell which split each chosen-LR cell read.
+        tmp = tempfile.mkdtemp(prefix="ada_test_downstream_")
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        mpirun = write(tmp, "mpirun", '#!/bin/bash\nwhile [[ $1 != -np ]]; do shift; done\nshift 2\nexec "$@"\n')
+        trainer = write(tmp, "trainer", """#!/usr/bin/python3
+import json, math, os, sys
+if sys.argv[1:] == ["--version"]:
+    sys.exit(print("trainer built from commit abc1234\\ntrainer version v1"))
+sets = dict(x.split("=", 1) for x in sys.argv[1:] if "=" in x and not x.startswith("-"))
+out = sets["output.dir"]
+os.makedirs(os.path.join(out, "checkpoints"), exist_ok=True)
+if "train.steps" in sets:
+    s = {"eval_mlm_loss": 6.0 + int(sets["train.seed"]) / 100}
+else:
+    lr, probe = float(sets.get("optimizer.lr", "1e-4")), "model.pooling" in sets
+    best = 1e-2 if probe else 2e-4 if "adasum" in sets.get("train.init_from", "") else 1e-4
+    split = os.path.basename(sets["data.eval_path"]).split(".")[0]
+    s = {"eval_accuracy": 0.9 - abs(math.log10(lr / best)) / 10 + (0.001 if split == "test" else 0),
+         "eval_loss": 0.3, "split": split}
+json.dump(s, open(os.path.join(out, "summary.json"), "w"))
+""")
+        os.chmod(mpirun, 0o755)
+        os.chmod(trainer, 0o755)
+        out = os.path.join(tmp, "out")
+        args = [sys.executable, os.path.join(ROOT, "tools", "downstream_study.py"), "--trainer", trainer,
+                "--mpirun", mpirun, "--runs", os.path.join(tmp, "runs"), "--out", out, "--seeds", "1",
+                "--ft-seeds", "1", "2", "--pretrain-steps", "10", "--kinds", "finetune", "probe", "--choose-lr"]
+        subprocess.run(args, check=True, capture_output=True)
+        with open(os.path.join(out, "cells.json")) as f:
+            cells = json.load(f)
+        dev = sorted(k for k in cells if k.startswith("dev "))
+        self.assertEqual(len(dev), (3 + 4) * 2 * 3)  # the grids x 2 fine-tuning seeds x 3 checkpoints
+        self.assertIn("dev finetune lamb_adasum seed 1 lr 5e-05 ft 2 ranks 2 steps 10", dev)
+        self.assertIn("dev probe scratch seed 0 lr 0.0003 ft 1", dev)
+        self.assertTrue(all("data/spam/dev.jsonl" in cells[k]["command"] for k in dev))
+        tested = sorted(k for k in cells if " lr " in k and not k.startswith("dev "))
+        self.assertEqual(tested, sorted(f"{kind} {m} seed {s} lr {lr} ft {ft}{tail}"
+                                        for kind, m, s, lr, tail in [
+                                            ("finetune", "lamb_adasum", 1, "0.0002", " ranks 2 steps 10"),
+                                            ("probe", "lamb_adasum", 1, "0.01", " ranks 2 steps 10"),
+                                            ("probe", "lamb_average", 1, "0.01", " ranks 2 steps 10"),
+                                            ("probe", "scratch", 0, "0.01", "")] for ft in (1, 2)))
+        self.assertTrue(all("data/spam/test.jsonl" in cells[k]["command"] for k in tested))
+        with open(os.path.join(out, "report.md")) as f:
+            text = f.read()
+        fixed, chosen = text.split("## Fine-tuning (every parameter trained), LR chosen on the dev split")
+        self.assertIn("| lamb_adasum | — | 87.09 ± 0.00 | 2 |", fixed)  # the fixed 1e-4, on test
+        self.assertIn("| lamb_average s1 | 86.99 | **90.00** | 86.99 | 0.0001 |", chosen)
+        self.assertIn("| lamb_adasum s1 | 83.98 | 86.99 | **90.00** | 0.0002 |", chosen)
+        self.assertIn("| lamb_adasum | — | 90.10 ± 0.00 | 2 |", chosen)  # 2e-4, on test
+        self.assertIn("| scratch s0 | 74.77 | 80.00 | 84.77 | **90.00** | 0.01 |",
+                      chosen[chosen.index("## Probe (embeddings and encoder frozen, a classifier on the mean of the "
+                                          "outputs trained), LR chosen"):])
+        self.assertIn("--out " + os.path.relpath(out, ROOT) + " --kinds finetune probe --choose-lr`", text)
+        self.assertIn("the test split was read only at the chosen LR", text)
+        # A rerun runs nothing new, and --report-only redraws the same report.
+        before = os.stat(os.path.join(out, "cells.json")).st_mtime_ns
+        subprocess.run(args, check=True, capture_output=True)
+        self.assertEqual(os.stat(os.path.join(out, "cells.json")).st_mtime_ns, before)
+        subprocess.run(args + ["--report-only"], check=True, capture_output=True)
+        with open(os.path.join(out, "report.md")) as f:
+            self.assertEqual(f.read(), text)
+
     def test_a_partial_study_names_the_seeds_not_run_yet(self):
         cells = json.load(open(os.path.join(downstream_study.DEFAULT_OUT, "cells.json")))
         part = {k: v for k, v in cells.items() if " seed 1 " in k or k.startswith("finetune scratch ")}
