@@ -61,8 +61,8 @@ PROBE_BASE = ["--set", "train.freeze=[embeddings, encoder]", "--set", "model.poo
 PROBE = PROBE_BASE + ["--set", f"optimizer.lr={PROBE_LR}"]
 # --choose-lr: each checkpoint's fine-tuning and probe LR chosen from these on the dev split (mean
 # dev accuracy over the fine-tuning seeds; ties to the lower dev loss), then the test split read at
-# the chosen LR only. A fixed LR favours checkpoints whose outputs suit it: the step a linear
-# probe takes grows with the square of its features' scale. Each grid holds the fixed recipe's LR.
+# the chosen LR only. A fixed LR favours checkpoints whose outputs suit it: under AdamW a probe's
+# step moves its logits in proportion to its features' scale. Each grid holds the fixed recipe's LR.
 FINETUNE_LR = 1e-4  # configs/bert_tiny_spam.yaml's
 LR_GRID = {"finetune": [5e-5, FINETUNE_LR, 2e-4], "probe": [3e-4, PROBE_LR, 3e-3, 1e-2]}
 MPI = ["mpirun", "--oversubscribe", "--bind-to", "none", "--mca", "mpi_yield_when_idle", "1"]
