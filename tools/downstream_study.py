@@ -24,9 +24,10 @@ not committed).
         [--runs runs/downstream]
 
 --choose-lr adds a second protocol beside the fixed recipes: each checkpoint's LR for each kind is
-chosen from LR_GRID on the dev split (data/spam/dev.jsonl, cells "dev ..."), by the mean dev
-accuracy over the fine-tuning seeds, and the test split is read only at the chosen LR (a table of
-its own per kind, with the dev accuracies at every LR).
+chosen on the dev split (data/spam/dev.jsonl, cells "dev ..."), by the mean dev accuracy over the
+fine-tuning seeds, from a window of LR_LADDER widened until the best is inside it (or at the
+ladder's end), and the test split is read only at the chosen LR (a table of its own per kind,
+with the dev accuracies at every LR tried).
 
 --device cuda runs every pre-training and fine-tuning with train.device cuda (the ranks of a
 pre-training share the one GPU through MPI staging): `bash tools/gpu_test.sh downstream [STEPS]`
@@ -59,12 +60,16 @@ METHODS = {"lamb_average": "configs/bert_tiny_mlm_lamb.yaml",
 PROBE_LR = 1e-3
 PROBE_BASE = ["--set", "train.freeze=[embeddings, encoder]", "--set", "model.pooling=mean"]
 PROBE = PROBE_BASE + ["--set", f"optimizer.lr={PROBE_LR}"]
-# --choose-lr: each checkpoint's fine-tuning and probe LR chosen from these on the dev split (mean
-# dev accuracy over the fine-tuning seeds; ties to the lower dev loss), then the test split read at
-# the chosen LR only. A fixed LR favours checkpoints whose outputs suit it: under AdamW a probe's
-# step moves its logits in proportion to its features' scale. Each grid holds the fixed recipe's LR.
+# --choose-lr: each checkpoint's fine-tuning and probe LR chosen on the dev split (mean dev
+# accuracy over the fine-tuning seeds; ties to the lower dev loss), then the test split read at the
+# chosen LR only. A fixed LR favours checkpoints whose outputs suit it: under AdamW a probe's step
+# moves its logits in proportion to its features' scale. The LRs tried: a window of a ladder,
+# first LR_START (around the fixed recipe's LR), widened one rung at a time while the best is at
+# an edge of the window and the ladder goes on, so that the choice is bracketed.
 FINETUNE_LR = 1e-4  # configs/bert_tiny_spam.yaml's
-LR_GRID = {"finetune": [5e-5, FINETUNE_LR, 2e-4], "probe": [3e-4, PROBE_LR, 3e-3, 1e-2]}
+LR_LADDER = {"finetune": [1.25e-5, 2.5e-5, 5e-5, FINETUNE_LR, 2e-4, 4e-4, 8e-4, 1.6e-3],
+             "probe": [3e-5, 1e-4, 3e-4, PROBE_LR, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1]}
+LR_START = {"finetune": [5e-5, FINETUNE_LR, 2e-4], "probe": [3e-4, PROBE_LR, 3e-3, 1e-2]}
 MPI = ["mpirun", "--oversubscribe", "--bind-to", "none", "--mca", "mpi_yield_when_idle", "1"]
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMP_NUM_THREADS="1")
@@ -148,9 +153,10 @@ def main():
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--mpirun", default="mpirun")
     ap.add_argument("--choose-lr", action="store_true",
-                    help="also choose each checkpoint's LR on the dev split from " +
-                         "; ".join(f"{k} {', '.join(f'{x:g}' for x in g)}" for k, g in LR_GRID.items()) +
-                         " (cells 'dev ...'), then test at the chosen LR (a table of its own)")
+                    help="also choose each checkpoint's LR on the dev split, starting from " +
+                         "; ".join(f"{k} {', '.join(f'{x:g}' for x in g)}" for k, g in LR_START.items()) +
+                         " and widening while the best is at an edge (cells 'dev ...'), then test at the "
+                         "chosen LR (a table of its own)")
     ap.add_argument("--kinds", nargs="+", choices=KINDS, default=["finetune"],
                     help="finetune: every parameter trained; probe: the encoder frozen (train.freeze), "
                          f"a linear classifier on the mean of its outputs trained at LR {PROBE_LR} "
@@ -189,25 +195,35 @@ def main():
         return None if lr == (PROBE_LR if kind == "probe" else FINETUNE_LR) else lr
 
     def chosen(kind, method, seed, init):
-        """(the LR chosen on dev, {lr: (mean dev accuracy, mean dev loss)}), or (None, partial
-        means) while dev cells are missing."""
+        """(the LR chosen on dev or None while dev cells are missing, {lr: (mean dev accuracy,
+        mean dev loss)}, the window of LRs whose dev cells the choice needs so far)."""
+        ladder = LR_LADDER[kind]
+        lo, hi = ladder.index(LR_START[kind][0]), ladder.index(LR_START[kind][-1])
         means = {}
-        for lr in LR_GRID[kind]:
-            got = [cells.get(ft_command(kind, method, seed, ft, lr, "dev", init)[0]) for ft in a.ft_seeds]
-            if all(got):
-                means[lr] = (statistics.mean(c["eval_accuracy"] for c in got),
-                             statistics.mean(c.get("eval_loss", 0.0) for c in got))
-        if len(means) < len(LR_GRID[kind]):
-            return None, means
-        return max(means, key=lambda x: (means[x][0], -means[x][1])), means
+        while True:
+            window = ladder[lo:hi + 1]
+            for lr in window:
+                got = [cells.get(ft_command(kind, method, seed, ft, lr, "dev", init)[0]) for ft in a.ft_seeds]
+                if all(got):
+                    means[lr] = (statistics.mean(c["eval_accuracy"] for c in got),
+                                 statistics.mean(c.get("eval_loss", 0.0) for c in got))
+            if any(lr not in means for lr in window):
+                return None, means, window
+            best = max(window, key=lambda x: (means[x][0], -means[x][1]))
+            if best == ladder[hi] and hi + 1 < len(ladder):
+                hi += 1
+            elif best == ladder[lo] and lo > 0:
+                lo -= 1
+            else:
+                return best, means, window
 
     def needed(kind, method, seed, init):
         """The keys of the fine-tunings this checkpoint still owes (fixed recipe; with
         --choose-lr the dev grid and the chosen LR's test runs)."""
         keys = [ft_command(kind, method, seed, ft, None, "test", init)[0] for ft in a.ft_seeds]
         if a.choose_lr:
-            keys += [ft_command(kind, method, seed, ft, lr, "dev", init)[0] for lr in LR_GRID[kind] for ft in a.ft_seeds]
-            lr = chosen(kind, method, seed, init)[0]
+            lr, _, window = chosen(kind, method, seed, init)
+            keys += [ft_command(kind, method, seed, ft, x, "dev", init)[0] for x in window for ft in a.ft_seeds]
             if lr is not None:
                 keys += [ft_command(kind, method, seed, ft, lr_arg(kind, lr), "test", init)[0] for ft in a.ft_seeds]
         return [k for k in keys if k not in cells]
@@ -241,12 +257,14 @@ def main():
                     rows.append((kind, method, seed, ft, mlm, c["eval_accuracy"]))
                 if not a.choose_lr:
                     continue
-                for lr in LR_GRID[kind]:
-                    for ft in a.ft_seeds:
-                        key, cmd, out = ft_command(kind, method, seed, ft, lr, "dev", init)
-                        if not (a.report_only and key not in cells):
-                            run_cell(cells, path, key, cmd, out, version)
-                lr, means = chosen(kind, method, seed, init)
+                while True:  # the dev cells of the window, widened while the best is at its edge
+                    lr, means, window = chosen(kind, method, seed, init)
+                    todo = [ft_command(kind, method, seed, ft, x, "dev", init) for x in window for ft in a.ft_seeds]
+                    todo = [t for t in todo if t[0] not in cells]
+                    if not todo or a.report_only:
+                        break
+                    for key, cmd, out in todo:
+                        run_cell(cells, path, key, cmd, out, version)
                 a.choices[(kind, method, seed)] = (lr, means)
                 if lr is None:
                     continue
@@ -319,10 +337,10 @@ def chosen_section(kind, rows, grid):
     """--choose-lr: each checkpoint's mean dev accuracy over the LR grid and the LR chosen
     (grid: (method, seed): (chosen LR or None, {lr: (dev accuracy, dev loss)})), then the test
     table at the chosen LRs (rows as kind_section's)."""
-    lrs = LR_GRID[kind]
+    lrs = sorted({x for _, means in grid.values() for x in means})
     lines = [f"## {WHAT[kind]}, LR chosen on the dev split per checkpoint", "",
              "Mean dev accuracy % over the fine-tuning seeds at each LR (the chosen one in bold; "
-             "— : not run yet):", "",
+             "— : not run, the best being inside that checkpoint's LRs, or not yet):", "",
              "| checkpoint | " + " | ".join(f"LR {x:g}" for x in lrs) + " | chosen |",
              "|---|" + "---|" * (len(lrs) + 1)]
     for (method, seed), (lr, means) in grid.items():

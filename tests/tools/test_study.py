@@ -1472,9 +1472,10 @@ class DownstreamReport(unittest.TestCase):
 
     def test_choose_lr_picks_each_checkpoints_lr_on_dev_and_reads_test_only_there(self):
         # The whole runner with a fake mpirun and trainer (run folders under a temporary --runs):
-        # dev accuracy peaks at LR 2e-4 for fine-tuning the Adasum checkpoint, at the fixed
-        # recipe's 1e-4 for the others, at 1e-2 for every probe; a run's summary also names its
-        # split, so the test can tell which split each chosen-LR cell read.
+        # dev accuracy peaks, for fine-tuning, at LR 2e-4 from the Adasum checkpoint (the start
+        # window's top: one rung more, 4e-4, brackets it), 1e-4 from the averaging one (inside),
+        # 2.5e-5 from scratch (two rungs below the window: 1.25e-5 brackets it); for every probe
+        # at 1e-2 (the window's top: 3e-2 brackets it).
         tmp = tempfile.mkdtemp(prefix="ada_test_downstream_")
         self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
         mpirun = write(tmp, "mpirun", '#!/bin/bash\nwhile [[ $1 != -np ]]; do shift; done\nshift 2\nexec "$@"\n')
@@ -1489,10 +1490,11 @@ if "train.steps" in sets:
     s = {"eval_mlm_loss": 6.0 + int(sets["train.seed"]) / 100}
 else:
     lr, probe = float(sets.get("optimizer.lr", "1e-4")), "model.pooling" in sets
-    best = 1e-2 if probe else 2e-4 if "adasum" in sets.get("train.init_from", "") else 1e-4
+    init = sets.get("train.init_from", "")
+    best = 1e-2 if probe else 2e-4 if "adasum" in init else 1e-4 if init else 2.5e-5
     split = os.path.basename(sets["data.eval_path"]).split(".")[0]
     s = {"eval_accuracy": 0.9 - abs(math.log10(lr / best)) / 10 + (0.001 if split == "test" else 0),
-         "eval_loss": 0.3, "split": split}
+         "eval_loss": 0.3}
 json.dump(s, open(os.path.join(out, "summary.json"), "w"))
 """)
         os.chmod(mpirun, 0o755)
@@ -1505,7 +1507,7 @@ json.dump(s, open(os.path.join(out, "summary.json"), "w"))
         with open(os.path.join(out, "cells.json")) as f:
             cells = json.load(f)
         dev = sorted(k for k in cells if k.startswith("dev "))
-        self.assertEqual(len(dev), (3 + 4) * 2 * 3)  # the grids x 2 fine-tuning seeds x 3 checkpoints
+        self.assertEqual(len(dev), (3 + 4 + 5 + 3 * 5) * 2)  # the LRs tried x 2 fine-tuning seeds
         self.assertIn("dev finetune lamb_adasum seed 1 lr 5e-05 ft 2 ranks 2 steps 10", dev)
         self.assertIn("dev probe scratch seed 0 lr 0.0003 ft 1", dev)
         self.assertTrue(all("data/spam/dev.jsonl" in cells[k]["command"] for k in dev))
@@ -1513,6 +1515,7 @@ json.dump(s, open(os.path.join(out, "summary.json"), "w"))
         self.assertEqual(tested, sorted(f"{kind} {m} seed {s} lr {lr} ft {ft}{tail}"
                                         for kind, m, s, lr, tail in [
                                             ("finetune", "lamb_adasum", 1, "0.0002", " ranks 2 steps 10"),
+                                            ("finetune", "scratch", 0, "2.5e-05", ""),
                                             ("probe", "lamb_adasum", 1, "0.01", " ranks 2 steps 10"),
                                             ("probe", "lamb_average", 1, "0.01", " ranks 2 steps 10"),
                                             ("probe", "scratch", 0, "0.01", "")] for ft in (1, 2)))
@@ -1521,10 +1524,13 @@ json.dump(s, open(os.path.join(out, "summary.json"), "w"))
             text = f.read()
         fixed, chosen = text.split("## Fine-tuning (every parameter trained), LR chosen on the dev split")
         self.assertIn("| lamb_adasum | — | 87.09 ± 0.00 | 2 |", fixed)  # the fixed 1e-4, on test
-        self.assertIn("| lamb_average s1 | 86.99 | **90.00** | 86.99 | 0.0001 |", chosen)
-        self.assertIn("| lamb_adasum s1 | 83.98 | 86.99 | **90.00** | 0.0002 |", chosen)
+        self.assertIn("| checkpoint | LR 1.25e-05 | LR 2.5e-05 | LR 5e-05 | LR 0.0001 | LR 0.0002 | LR 0.0004 | chosen |",
+                      chosen)
+        self.assertIn("| lamb_average s1 | — | — | 86.99 | **90.00** | 86.99 | — | 0.0001 |", chosen)
+        self.assertIn("| lamb_adasum s1 | — | — | 83.98 | 86.99 | **90.00** | 86.99 | 0.0002 |", chosen)
+        self.assertIn("| scratch s0 | 86.99 | **90.00** | 86.99 | 83.98 | 80.97 | — | 2.5e-05 |", chosen)
         self.assertIn("| lamb_adasum | — | 90.10 ± 0.00 | 2 |", chosen)  # 2e-4, on test
-        self.assertIn("| scratch s0 | 74.77 | 80.00 | 84.77 | **90.00** | 0.01 |",
+        self.assertIn("| scratch s0 | 74.77 | 80.00 | 84.77 | **90.00** | 85.23 | 0.01 |",
                       chosen[chosen.index("## Probe (embeddings and encoder frozen, a classifier on the mean of the "
                                           "outputs trained), LR chosen"):])
         self.assertIn("--out " + os.path.relpath(out, ROOT) + " --kinds finetune probe --choose-lr`", text)
