@@ -68,7 +68,7 @@ PROBE = PROBE_BASE + ["--set", f"optimizer.lr={PROBE_LR}"]
 # an edge of the window and the ladder goes on, so that the choice is bracketed.
 FINETUNE_LR = 1e-4  # configs/bert_tiny_spam.yaml's
 LR_LADDER = {"finetune": [1.25e-5, 2.5e-5, 5e-5, FINETUNE_LR, 2e-4, 4e-4, 8e-4, 1.6e-3, 3.2e-3, 6.4e-3],
-             "probe": [3e-5, 1e-4, 3e-4, PROBE_LR, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1]}
+             "probe": [3e-5, 1e-4, 3e-4, PROBE_LR, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0, 3.0]}
 LR_START = {"finetune": [5e-5, FINETUNE_LR, 2e-4], "probe": [3e-4, PROBE_LR, 3e-3, 1e-2]}
 MPI = ["mpirun", "--oversubscribe", "--bind-to", "none", "--mca", "mpi_yield_when_idle", "1"]
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
