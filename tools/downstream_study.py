@@ -298,7 +298,9 @@ def report(a, cells, rows):
              + (f"; the probe: the same with the embeddings and encoder frozen (`train.freeze`) and "
                 f"LR {PROBE_LR}, only a classifier trained on the mean of the encoder's outputs "
                 "(`model.pooling: mean`)" if "probe" in a.kinds else "")
-             + ". Nothing was chosen on these runs.", "",
+             + (". The fixed recipes choose nothing; the tables headed \"LR chosen on the dev split\" choose "
+                "each checkpoint's LR on the dev split (586 e-mails) and read the test split at that LR only."
+                if a.choose_lr else ". Nothing was chosen on these runs."), "",
              f"Machine: {', '.join(cpus)}. Trainer commit(s): {', '.join(commits)} "
              "(the trainer's sources are the same in all). Regenerate: `/usr/bin/python3 "
              f"tools/downstream_study.py --ranks {a.ranks} --pretrain-steps {a.pretrain_steps}"
