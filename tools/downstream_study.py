@@ -45,7 +45,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tools"))
-from study.report import noise_verdict, welch  # noqa: E402  (Welch's t-test: (difference, two-sided p))
+from study.report import NOT_JUDGED, noise_verdict, welch  # noqa: E402  (Welch's t-test: (difference, two-sided p))
 from study.run import (Progress, attempt_version, call_stopping_at_a_step, gpu_name, raise_if_stopped_by_signal,  # noqa: E402
                        stop_on_sigterm, trainer_identity)
 DEFAULT_OUT = os.path.join(REPO, "docs", "results", "bert_tiny_downstream")
@@ -402,7 +402,7 @@ def kind_section(kind, rows, title=""):
                   f"fine-tunings {p:.2g} (they share checkpoints: not independent)" + (f"; over the per-checkpoint means (the pre-training seed "
                   f"as the unit, n = {len(per['lamb_adasum'])} a side) {w2[1]:.2g}" if w2 else "") + ". "
                   + (f"With the pre-training seed as the unit: {noise_verdict(w2[1])}." if w2 else
-                     "Too few checkpoints to compare with the pre-training seed as the unit.")]
+                     f"With the pre-training seed as the unit: {NOT_JUDGED} (one checkpoint a method).")]
     if "scratch" in accs:
         for m in ("lamb_average", "lamb_adasum"):
             if m not in by:
@@ -411,6 +411,9 @@ def kind_section(kind, rows, title=""):
             if w:
                 lines.append(f"{m} minus no pre-training: {w[0]:+.2f} points (Welch's p {w[1]:.2g}; "
                              f"per-checkpoint means against the scratch fine-tunings): {noise_verdict(w[1])}.")
+            else:
+                d = statistics.mean(per[m]) - statistics.mean(accs["scratch"])
+                lines.append(f"{m} minus no pre-training: {d:+.2f} points; {NOT_JUDGED} (one checkpoint).")
     return lines
 
 
