@@ -317,10 +317,10 @@ def report(a, cells, rows):
             lines += [""] + kind_section(kind, mine)
     for kind in KINDS:
         mine = [r[1:] for r in rows if r[0] == "chosen " + kind]
-        grid = {k[1:]: v for k, v in getattr(a, "choices", {}).items() if k[0] == kind}
+        grid = {k[1:]: v for k, v in a.choices.items() if k[0] == kind}
         if grid:
             lines += [""] + chosen_section(kind, mine, grid)
-    if getattr(a, "choices", None):
+    if a.choices:
         lines += ["", "The fixed recipes' tables read the test split once per fine-tuning, at its end; the "
                   "chosen-LR tables' LRs were chosen on the dev split (586 e-mails) alone, and the test "
                   "split was read only at the chosen LR."]

@@ -1504,8 +1504,7 @@ json.dump(s, open(os.path.join(out, "summary.json"), "w"))
                 "--mpirun", mpirun, "--runs", os.path.join(tmp, "runs"), "--out", out, "--seeds", "1",
                 "--ft-seeds", "1", "2", "--pretrain-steps", "10", "--kinds", "finetune", "probe", "--choose-lr"]
         subprocess.run(args, check=True, capture_output=True)
-        with open(os.path.join(out, "cells.json")) as f:
-            cells = json.load(f)
+        cells = json.loads(read(os.path.join(out, "cells.json")))
         dev = sorted(k for k in cells if k.startswith("dev "))
         self.assertEqual(len(dev), (3 + 4 + 5 + 3 * 5) * 2)  # the LRs tried x 2 fine-tuning seeds
         self.assertIn("dev finetune lamb_adasum seed 1 lr 5e-05 ft 2 ranks 2 steps 10", dev)
@@ -1520,8 +1519,7 @@ json.dump(s, open(os.path.join(out, "summary.json"), "w"))
                                             ("probe", "lamb_average", 1, "0.01", " ranks 2 steps 10"),
                                             ("probe", "scratch", 0, "0.01", "")] for ft in (1, 2)))
         self.assertTrue(all("data/spam/test.jsonl" in cells[k]["command"] for k in tested))
-        with open(os.path.join(out, "report.md")) as f:
-            text = f.read()
+        text = read(os.path.join(out, "report.md"))
         fixed, chosen = text.split("## Fine-tuning (every parameter trained), LR chosen on the dev split")
         self.assertIn("| lamb_adasum | — | 87.09 ± 0.00 | 2 |", fixed)  # the fixed 1e-4, on test
         self.assertIn("| checkpoint | LR 1.25e-05 | LR 2.5e-05 | LR 5e-05 | LR 0.0001 | LR 0.0002 | LR 0.0004 | chosen |",
@@ -1540,11 +1538,10 @@ json.dump(s, open(os.path.join(out, "summary.json"), "w"))
         subprocess.run(args, check=True, capture_output=True)
         self.assertEqual(os.stat(os.path.join(out, "cells.json")).st_mtime_ns, before)
         subprocess.run(args + ["--report-only"], check=True, capture_output=True)
-        with open(os.path.join(out, "report.md")) as f:
-            self.assertEqual(f.read(), text)
+        self.assertEqual(read(os.path.join(out, "report.md")), text)
 
     def test_a_partial_study_names_the_seeds_not_run_yet(self):
-        cells = json.load(open(os.path.join(downstream_study.DEFAULT_OUT, "cells.json")))
+        cells = json.loads(read(os.path.join(downstream_study.DEFAULT_OUT, "cells.json")))
         part = {k: v for k, v in cells.items() if " seed 1 " in k or k.startswith("finetune scratch ")}
         text = self.report(part)
         self.assertIn("seeds 1 so far (2, 3 not run yet); fine-tuning: ", text)
@@ -1562,7 +1559,7 @@ json.dump(s, open(os.path.join(out, "summary.json"), "w"))
         for name in sorted(os.listdir(os.path.join(ROOT, "docs", "results"))):
             base = os.path.join(ROOT, "docs", "results", name)
             try:
-                text = open(os.path.join(base, "report.md")).read()
+                text = read(os.path.join(base, "report.md"))
             except OSError:
                 continue
             if not text.startswith("# Does Adasum keep downstream quality?"):
@@ -1575,7 +1572,7 @@ json.dump(s, open(os.path.join(out, "summary.json"), "w"))
                 i = args.index("--out")
                 self.assertEqual(" --out " + args[i + 1], out, name)
                 del args[i:i + 2]
-            got = self.report(json.load(open(os.path.join(base, "cells.json"))), *args).replace(" --out OUT", out)
+            got = self.report(json.loads(read(os.path.join(base, "cells.json"))), *args).replace(" --out OUT", out)
             self.assertEqual(got, text, f"{name}: the committed report is not what its cells give; regenerate it "
                              f"with {m.group(1)} --report-only")
             checked += 1
