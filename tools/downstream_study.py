@@ -36,7 +36,6 @@ on a lent GPU machine, after `tools/gpu_bundle.sh --downstream` here.
 import argparse
 import json
 import os
-import platform
 import shlex
 import statistics
 import subprocess
@@ -46,7 +45,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tools"))
 from study.report import NOT_JUDGED, noise_verdict, welch  # noqa: E402  (Welch's t-test: (difference, two-sided p))
-from study.run import (Progress, attempt_version, call_stopping_at_a_step, gpu_name, raise_if_stopped_by_signal,  # noqa: E402
+from study.run import (Progress, attempt_version, call_stopping_at_a_step, gpu_name, machine, raise_if_stopped_by_signal,  # noqa: E402
                        stop_on_sigterm, trainer_identity)
 DEFAULT_OUT = os.path.join(REPO, "docs", "results", "bert_tiny_downstream")
 DEFAULT_SEEDS = [1, 2, 3]  # pre-training and fine-tuning seeds
@@ -73,16 +72,6 @@ LR_START = {"finetune": [5e-5, FINETUNE_LR, 2e-4], "probe": [3e-4, PROBE_LR, 3e-
 MPI = ["mpirun", "--oversubscribe", "--bind-to", "none", "--mca", "mpi_yield_when_idle", "1"]
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMP_NUM_THREADS="1")
-
-
-def cpu_name():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def resumable(log, ckpt_dir, cmd_line, version):
@@ -128,7 +117,7 @@ def run_cell(cells, path, key, cmd, out_dir, version):
     s = json.load(open(os.path.join(REPO, out_dir, "summary.json")))
     cell = {k: s[k] for k in ("eval_mlm_loss", "eval_accuracy", "eval_loss", "steps", "commit",
                               "trainer_version") if k in s}
-    cell.update(wall_s=round(time.time() - t0, 1), cpu=cpu_name(), cores=os.cpu_count(),
+    cell.update(wall_s=round(time.time() - t0, 1), cpu=machine().split(", ")[0], cores=os.cpu_count(),
                 command=" ".join(cmd))
     if "train.device=cuda" in cmd:
         cell["gpu"] = gpu_name()
