@@ -23,15 +23,17 @@
 #                          session: what a lent GPU's first call should run, about 7 minutes:
 #                          tests, precision, ours at its best against each case's fastest twin
 #                          (ResNet-50 b256, BERT-Large s128 b64 and s512 b16; s512 again
-#                          with model.recompute, ours only), profile, bn);
+#                          with model.recompute and with fused attention, ours only),
+#                          profile, bn);
 #                          bn: ResNet-50's batch-norm + ReLU kernels against eager PyTorch's
 #                          (bench_ops --bn, NCHW and channels-last, f32 and bf16; in session);
 #                          convsurvey: each cuDNN convolution algorithm's error with 16-bit
 #                          tensors (apps/conv_survey.cc, the evidence for conv.cc's rules;
 #                          ~10 s), not in all: rerun it when cuDNN changes);
 #                          downstream [STEPS]: issue 34's downstream study on the GPU
-#                          (tools/downstream_study.py --device cuda --kinds finetune probe, STEPS pre-training
-#                          steps, default 3000; needs `gpu_bundle.sh --downstream`), not in all;
+#                          (tools/downstream_study.py --device cuda --kinds finetune probe
+#                          --choose-lr, STEPS pre-training steps, default 3000; needs
+#                          `gpu_bundle.sh --downstream`), not in all;
 #                          study [ONLY;ONLY...]: issue 35's scaling-limit cells still missing
 #                          from the committed cells.json, trained on the GPU (tools/study.py
 #                          --device cuda, the 16 ranks sharing it through MPI staging; the
@@ -347,7 +349,7 @@ if [[ "$what" == downstream ]]; then
   ds=docs/results/bert_tiny_downstream_gpu
   timeout "${ADA_DOWNSTREAM_S:-530}" python3 tools/downstream_study.py --device cuda \
     --trainer .gpu/bin/trainer --mpirun .gpu/bin/mpirun --pretrain-steps "${2:-3000}" --kinds finetune probe \
-    --out "$ds" 2>&1 | tee "$out/downstream.log"
+    --choose-lr --out "$ds" 2>&1 | tee "$out/downstream.log"
   status=${PIPESTATUS[0]}
   planned_stop downstream "${ADA_DOWNSTREAM_S:-530}"
   mkdir -p "$out/bert_tiny_downstream_gpu" && cp -r "$ds"/. "$out/bert_tiny_downstream_gpu/"
@@ -383,7 +385,8 @@ if [[ "$what" == session ]]; then
   step_cases "resnet50 --batch 256 --precision bf16 --activations 16bit --channels-last --twins compile" \
     "bert_large --batch 64 --seq 128 --precision bf16 --activations 16bit --attention composed --twins hf_sdpa" \
     "bert_large --batch 16 --seq 512 --precision bf16 --activations 16bit --attention composed --twins hf_sdpa" \
-    "bert_large --batch 16 --seq 512 --precision bf16 --activations 16bit --attention composed --recompute attention_dropout,gelu --no-torch" |
+    "bert_large --batch 16 --seq 512 --precision bf16 --activations 16bit --attention composed --recompute attention_dropout,gelu --no-torch" \
+    "bert_large --batch 16 --seq 512 --precision bf16 --activations 16bit --attention fused --no-torch" |
     tee "$out/session_step.log"
 fi
 if [[ "$what" == profile || "$what" == session ]]; then

@@ -2,11 +2,13 @@
 // reference of the composition (tests/util/attention_ref.h, the bound of sum_bound.h): every head
 // size it takes, query and key counts across and inside its 64-row tiles (odd key counts take the
 // element-wise dropout path), the padding bias, dropout with the CPU's masks; the same bits on a
-// second run; head sizes it does not take refused by name; 16-bit tensors on the tensor-core
-// kernels bit for bit the f32 path rounded.
+// second run and from inputs that are not 16-byte aligned (tiles loaded an element at a time); head
+// sizes it does not take refused by name; 16-bit tensors on the tensor-core kernels bit for bit the
+// f32 path rounded.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <sstream>
 #include <string>
@@ -35,6 +37,15 @@ struct Case {
 
 std::vector<float> host(const Tensor& t) {
   return t.to(Device::cpu()).to_vector<float>();
+}
+
+// t's values (on the GPU) one element into a device buffer of its dtype: data that is not 16-byte
+// aligned, which the kernels load an element at a time instead of 16 bytes at a time.
+Tensor misaligned(const Tensor& t) {
+  Tensor view =
+      Tensor::zeros({t.numel() + 1}, t.dtype(), t.device()).narrow(1, t.numel()).reshape(t.shape());
+  view.copy_from(t);
+  return view;
 }
 
 // "b2 heads 3 q5 k7 d32 bias dropout 0.25", for traces.
@@ -96,6 +107,17 @@ void check_case(const Case& c, double factor) {
   EXPECT_EQ(host(g2.dq), host(g.dq));
   EXPECT_EQ(host(g2.dk), host(g.dk));
   EXPECT_EQ(host(g2.dv), host(g.dv));
+  // Inputs that are not 16-byte aligned: the element-wise tile loads, the same bits.
+  const Tensor mq = misaligned(gq), mk = misaligned(gk), mv = misaligned(gv);
+  ASSERT_NE(reinterpret_cast<uintptr_t>(mq.raw_data()) % 16, 0u);
+  Tensor lse3;
+  const Tensor out3 = ops::fused_attention(mq, mk, mv, gbias, a, lse3);
+  const auto g3 =
+      ops::fused_attention_backward(misaligned(gdout), mq, mk, mv, out3, lse3, gbias, a);
+  EXPECT_EQ(host(out3), host(out));
+  EXPECT_EQ(host(g3.dq), host(g.dq));
+  EXPECT_EQ(host(g3.dk), host(g.dk));
+  EXPECT_EQ(host(g3.dv), host(g.dv));
 }
 
 const Case kCases[] = {
@@ -191,6 +213,11 @@ TEST(CudaAttention, SixteenBitTensorsOnTensorCoresAreTheF32PathRounded) {
       const auto g32 = ops::fused_attention_backward(wide(dout), wide(q), wide(k), wide(v),
                                                      wide(out), lse32, bias, a);
       EXPECT_EQ(bits(out), bits(ops::to_dtype(out32, act)));
+      // 16-bit inputs that are not 16-byte aligned: the element-wise tile loads, the same bits.
+      Tensor lse_m;
+      EXPECT_EQ(
+          bits(ops::fused_attention(misaligned(q), misaligned(k), misaligned(v), bias, a, lse_m)),
+          bits(out));
       EXPECT_EQ(bits(lse16), bits(lse32));
       for (const auto& [name, got, want] :
            {std::tuple{"dq", g.dq, g32.dq}, std::tuple{"dk", g.dk, g32.dk},

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/backend/cuda/cuda_common.h"
+#include "core/backend/cuda/kernel_util.cuh"
 #include "core/backend/op_shapes.h"
 #include "core/ops.h"
 #include "core/philox.h"
@@ -84,10 +85,55 @@ __device__ __forceinline__ int64_t head_base(const P& p, int64_t bh, int64_t s, 
   return (bh / p.heads) * s * p.e + (bh % p.heads) * hd;
 }
 
+// Rows [r0, r0 + 64) of an [n, HD] matrix whose rows lie `stride` elements apart, read by the
+// whole block 16 bytes a load where the rows allow it (src 16-byte aligned, stride a multiple of
+// a 16-byte vector; false otherwise, nothing read): each thread issues its loads together, up to
+// 4 at once, before it hands any on, put(r, c, v) for the vector v of row r, columns [c, c + V),
+// zeros past row n. An element loop (in the PTX: a 2-byte or 4-byte load, a branch and a store
+// to shared memory an iteration, not unrolled) waits a round trip to memory per element, 32 a
+// thread for a [64, 64] tile of 128 threads.
+template <int HD, class In, class Put>
+__device__ __forceinline__ bool load_tile_vectors(const In* __restrict__ src, int64_t stride,
+                                                  int64_t n, int64_t r0, Put&& put) {
+  constexpr int V = kernel::kVec16<In>;  // elements a load
+  constexpr int kRowVecs = HD / V;
+  constexpr int kPer = kTile * kRowVecs / kBlockThreads;  // a thread's loads: 2..8, fp32 4..16
+  constexpr int kBatch = kPer < 4 ? kPer : 4;             // in flight at once (16 registers)
+  static_assert(kTile * kRowVecs % kBlockThreads == 0 && kPer % kBatch == 0);
+  using Vec = kernel::Pack<In, V>;
+  if (reinterpret_cast<uintptr_t>(src) % 16 != 0 || stride % V != 0) return false;
+#pragma unroll
+  for (int b = 0; b < kPer; b += kBatch) {
+    Vec v[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int idx = threadIdx.x + (b + u) * kBlockThreads, r = idx / kRowVecs;
+      if (r0 + r < n) {
+        v[u] = *reinterpret_cast<const Vec*>(src + (r0 + r) * stride + idx % kRowVecs * V);
+      } else {
+#pragma unroll
+        for (int e = 0; e < V; ++e) v[u].v[e] = In(0.f);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int idx = threadIdx.x + (b + u) * kBlockThreads;
+      put(idx / kRowVecs, idx % kRowVecs * V, v[u]);
+    }
+  }
+  return true;
+}
+
 // Rows [r0, r0 + 64) of an [n, HD] matrix whose rows lie `stride` floats apart into shared
 // memory (leading dim HD + 1, zeros past row n), by the whole block.
 template <int HD>
-__device__ void load_tile(const float* src, int64_t stride, int64_t n, int64_t r0, float* dst) {
+__device__ void load_tile(const float* __restrict__ src, int64_t stride, int64_t n, int64_t r0,
+                          float* __restrict__ dst) {
+  if (load_tile_vectors<HD>(src, stride, n, r0, [&](int r, int c, const auto& v) {
+#pragma unroll
+        for (int e = 0; e < kernel::kVec16<float>; ++e) dst[r * (HD + 1) + c + e] = v.v[e];
+      }))
+    return;
   for (int idx = threadIdx.x; idx < kTile * HD; idx += blockDim.x) {
     const int r = idx / HD, c = idx % HD;
     dst[r * (HD + 1) + c] = r0 + r < n ? src[(r0 + r) * stride + c] : 0.f;

@@ -61,10 +61,46 @@ struct Carve {
   }
 };
 
+// A softmax row's lanes: lanes l and l + 16 of a warp take row w0 + l % 16 of the warp's 16, 32
+// columns each, moved 16 bytes (fp32) or 8 bytes (16-bit) at a time: a quarter warp's 128-bit
+// accesses then touch 8 rows kLs (or HD + 4) floats apart, in distinct banks (two neighbouring
+// lanes a row, element by element, met 4 to a bank).
+__device__ __forceinline__ int softmax_row(int lane) {
+  return lane & 15;
+}
+__device__ __forceinline__ int softmax_half(int lane) {
+  return lane >> 4;
+}
+constexpr int kOtherHalf = 16;  // __shfl_xor_sync offset of the row's other lane
+// Four consecutive values of a row in shared memory as one access (p aligned to 4 values).
+template <class U>
+__device__ __forceinline__ kernel::Pack<U, 4> ld4(const U* p) {
+  return *reinterpret_cast<const kernel::Pack<U, 4>*>(p);
+}
+template <class U>
+__device__ __forceinline__ void st4(U* p, const kernel::Pack<U, 4>& v) {
+  *reinterpret_cast<kernel::Pack<U, 4>*>(p) = v;
+}
+
 // Rows [r0, r0 + 64) of an [n, HD] matrix whose rows lie `stride` elements apart into a 16-bit
-// tile, zeros past n: fp32 rows rounded, rows of the tile's own type copied as they are.
+// tile, zeros past n: fp32 rows rounded, rows of the tile's own type copied as they are; 16 bytes
+// a load where the rows allow it (load_tile_vectors), an element at a time otherwise.
 template <int HD, class T, class In>
-__device__ void load_tile16(const In* src, int64_t stride, int64_t n, int64_t r0, T* dst) {
+__device__ void load_tile16(const In* __restrict__ src, int64_t stride, int64_t n, int64_t r0,
+                            T* __restrict__ dst) {
+  constexpr int V = kernel::kVec16<In>;
+  if (load_tile_vectors<HD>(src, stride, n, r0, [&](int r, int c, const auto& v) {
+        T* d = dst + r * ld16<HD>() + c;
+        if constexpr (std::is_same_v<In, T>) {
+          *reinterpret_cast<kernel::Pack<T, V>*>(d) = v;
+        } else {  // fp32 rounded: 4 16-bit values, 8 bytes
+          kernel::Pack<T, V> o;
+#pragma unroll
+          for (int e = 0; e < V; ++e) o.v[e] = to16<T>(v.v[e]);
+          *reinterpret_cast<kernel::Pack<T, V>*>(d) = o;
+        }
+      }))
+    return;
   for (int idx = threadIdx.x; idx < kTile * HD; idx += blockDim.x) {
     const int r = idx / HD, c = idx % HD;
     if constexpr (std::is_same_v<In, T>)
@@ -176,7 +212,7 @@ __global__ void __launch_bounds__(kBlockThreads)
         *sb = c.take<float>(kTile);
   const auto [h, i0] = block_tile(prm.sq);
   const int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16;
-  const int row = w0 + (lane >> 1), half = lane & 1;  // this lane's softmax row and columns
+  const int row = w0 + softmax_row(lane), half = softmax_half(lane);
   const float* bias = bias_row(prm, h);
   const int64_t qb = head_base(prm, h, prm.sq, HD), kb = head_base(prm, h, prm.sk, HD);
   load_tile16<HD>(prm.q + qb, prm.e, prm.sq, i0, qs);
@@ -193,36 +229,55 @@ __global__ void __launch_bounds__(kBlockThreads)
     __syncthreads();
     mm_abt<T, HD>(qs + w0 * l16, l16, ks, l16, ss + w0 * kLs);
     __syncwarp();
-    float* srow = ss + row * kLs + half * 32;
+    // The lane's 32 scores, read once and kept in registers through the softmax.
+    const float* srow = ss + row * kLs + half * 32;
+    float t[32];
     float mx = -INFINITY;
-    for (int cc = 0; cc < 32; ++cc) {
-      const int jj = half * 32 + cc;
-      // scale, then the bias: the composition's two roundings
-      const float t = j0 + jj < prm.sk ? srow[cc] * prm.scale + (bias ? sb[jj] : 0.f) : -INFINITY;
-      srow[cc] = t;
-      mx = fmaxf(mx, t);
+#pragma unroll
+    for (int cc = 0; cc < 32; cc += 4) {
+      const kernel::Pack<float, 4> s4 = ld4(srow + cc);
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int jj = half * 32 + cc + u;
+        // scale, then the bias: the composition's two roundings
+        t[cc + u] = j0 + jj < prm.sk ? s4.v[u] * prm.scale + (bias ? sb[jj] : 0.f) : -INFINITY;
+        mx = fmaxf(mx, t[cc + u]);
+      }
     }
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));  // finite: every tile has a key
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, kOtherHalf));  // finite: every tile has a key
     const float old_max = row_max[row], new_max = fmaxf(old_max, mx);
     const float alpha = expf(old_max - new_max);
     float rs = 0.f;
-    for (int cc = 0; cc < 32; ++cc) rs += (srow[cc] = expf(srow[cc] - new_max));
-    rs += __shfl_xor_sync(0xffffffffu, rs, 1);
-    __syncwarp();  // both lanes of the row have read its max
-    if (half == 0) {
-      row_max[row] = new_max;
-      row_sum[row] = row_sum[row] * alpha + rs;
-    }
     T* prow = ps + row * kLh + half * 32;
+#pragma unroll
     for (int cc = 0; cc < 32; cc += 4) {
       float mk[4] = {1.f, 1.f, 1.f, 1.f};
       if (prm.p > 0.f)
         keep4(prm, static_cast<uint64_t>((h * prm.sq + i0 + row) * prm.sk + j0 + half * 32 + cc),
               mk);
-      for (int u = 0; u < 4; ++u) prow[cc + u] = to16<T>(srow[cc + u] * mk[u]);
+      kernel::Pack<T, 4> p4;
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const float e = expf(t[cc + u] - new_max);
+        rs += e;
+        p4.v[u] = to16<T>(e * mk[u]);
+      }
+      st4(prow + cc, p4);
+    }
+    rs += __shfl_xor_sync(0xffffffffu, rs, kOtherHalf);
+    __syncwarp();  // both lanes of the row have read its max
+    if (half == 0) {
+      row_max[row] = new_max;
+      row_sum[row] = row_sum[row] * alpha + rs;
     }
     float* orow = os + row * l32 + half * (HD / 2);
-    for (int d = 0; d < HD / 2; ++d) orow[d] *= alpha;
+#pragma unroll
+    for (int d = 0; d < HD / 2; d += 4) {
+      kernel::Pack<float, 4> o4 = ld4(orow + d);
+#pragma unroll
+      for (int u = 0; u < 4; ++u) o4.v[u] *= alpha;
+      st4(orow + d, o4);
+    }
     __syncwarp();
     mm_ab_acc<T, HD>(ps + w0 * kLh, kLh, vs, l16, os + w0 * l32, l32);
   }
@@ -232,7 +287,12 @@ __global__ void __launch_bounds__(kBlockThreads)
     const float inv = 1.f / row_sum[row];
     const float* orow = os + row * l32 + half * (HD / 2);
     In* dst = out + qb + i * prm.e + half * (HD / 2);
-    for (int d = 0; d < HD / 2; ++d) kernel::st(dst, d, orow[d] * inv);
+#pragma unroll
+    for (int d = 0; d < HD / 2; d += 4) {
+      const kernel::Pack<float, 4> o4 = ld4(orow + d);
+#pragma unroll
+      for (int u = 0; u < 4; ++u) kernel::st(dst, d + u, o4.v[u] * inv);
+    }
     if (half == 0) lse[h * prm.sq + i] = row_max[row] + logf(row_sum[row]);
   }
 }
@@ -254,7 +314,7 @@ __global__ void __launch_bounds__(kBlockThreads)
         *sb = c.take<float>(kTile);
   const auto [h, i0] = block_tile(prm.sq);
   const int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16;
-  const int row = w0 + (lane >> 1), half = lane & 1;
+  const int row = w0 + softmax_row(lane), half = softmax_half(lane);
   const float* bias = bias_row(prm, h);
   const int64_t qb = head_base(prm, h, prm.sq, HD), kb = head_base(prm, h, prm.sk, HD);
   load_tile16<HD>(prm.q + qb, prm.e, prm.sq, i0, qs);
@@ -275,18 +335,23 @@ __global__ void __launch_bounds__(kBlockThreads)
     const float* srow = ss + row * kLs + half * 32;
     const float* zrow = zs + row * kLs + half * 32;
     T* drow = ds16 + row * kLh + half * 32;
+    const float lse_r = row_lse[row], dot_r = row_dot[row];
+#pragma unroll
     for (int cc = 0; cc < 32; cc += 4) {
       float mk[4] = {1.f, 1.f, 1.f, 1.f};
       if (prm.p > 0.f)
         keep4(prm, static_cast<uint64_t>((h * prm.sq + i0 + row) * prm.sk + j0 + half * 32 + cc),
               mk);
+      const kernel::Pack<float, 4> s4 = ld4(srow + cc), z4 = ld4(zrow + cc);
+      kernel::Pack<T, 4> d4;
+#pragma unroll
       for (int u = 0; u < 4; ++u) {
         const int jj = half * 32 + cc + u;
         const float prob =
-            j0 + jj < prm.sk ? expf(srow[cc + u] * prm.scale + (bias ? sb[jj] : 0.f) - row_lse[row])
-                             : 0.f;
-        drow[cc + u] = to16<T>(prob * (zrow[cc + u] * mk[u] - row_dot[row]));
+            j0 + jj < prm.sk ? expf(s4.v[u] * prm.scale + (bias ? sb[jj] : 0.f) - lse_r) : 0.f;
+        d4.v[u] = to16<T>(prob * (z4.v[u] * mk[u] - dot_r));
       }
+      st4(drow + cc, d4);
     }
     __syncwarp();
     mm_ab_frag<T, HD>(ds16 + w0 * kLh, kLh, ks, l16, acc);  // dq += ds k
@@ -298,7 +363,12 @@ __global__ void __launch_bounds__(kBlockThreads)
   if (i < prm.sq) {
     const float* arow = scores + row * l32 + half * (HD / 2);
     In* dst = dq + qb + i * prm.e + half * (HD / 2);
-    for (int d = 0; d < HD / 2; ++d) kernel::st(dst, d, arow[d] * prm.scale);
+#pragma unroll
+    for (int d = 0; d < HD / 2; d += 4) {
+      const kernel::Pack<float, 4> a4 = ld4(arow + d);
+#pragma unroll
+      for (int u = 0; u < 4; ++u) kernel::st(dst, d + u, a4.v[u] * prm.scale);
+    }
   }
 }
 
@@ -345,12 +415,14 @@ __global__ void __launch_bounds__(kBlockThreads)
     for (int qh = 0; qh < 2; ++qh) {
       const int ii = lane + 32 * qh;
       const int64_t i = i0 + ii;
-      float mk[16];
+      float mk[16];  // in registers: both loops unrolled
+#pragma unroll
       for (int a = 0; a < 16; a += 4) {
         mk[a] = mk[a + 1] = mk[a + 2] = mk[a + 3] = 1.f;
         if (prm.p > 0.f)
           keep4(prm, static_cast<uint64_t>((h * prm.sq + i) * prm.sk + j0 + w0 + a), mk + a);
       }
+#pragma unroll
       for (int a = 0; a < 16; ++a) {
         const int r = w0 + a;
         const bool valid = i < prm.sq && j0 + r < prm.sk;
