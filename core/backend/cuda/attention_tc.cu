@@ -110,20 +110,31 @@ __device__ void load_tile16(const In* __restrict__ src, int64_t stride, int64_t 
   }
 }
 
-// One warp: out[16, 64] (fp32, leading dim kLs) = A[16, K] B[64, K]^T, A and B 16-bit row-major.
+// Fragment loads from shared memory bound these products: a 16x16x16 product reads 1 KB of
+// operands (8 cycles of an SM's shared-memory bandwidth) for 4 cycles of its tensor cores. So an
+// A fragment is loaded once and used for every column block (the products and their order are
+// the same as loading it for each).
+
+// One warp: out[16, 64] (fp32, leading dim kLs) = A[16, K] B[64, K]^T, A and B 16-bit row-major;
+// A's fragments held for the four column blocks up to K = 64 (K = 128 would spill).
 template <class T, int K>
 __device__ void mm_abt(const T* a, int lda, const T* b, int ldb, float* out) {
+  constexpr int kHeld = K <= 64 ? K / 16 : 1;
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa[kHeld];
+  if constexpr (kHeld > 1) {
+#pragma unroll
+    for (int k = 0; k < K; k += 16) wmma::load_matrix_sync(fa[k / 16], a + k, lda);
+  }
 #pragma unroll
   for (int n = 0; n < 4; ++n) {
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
     wmma::fill_fragment(acc, 0.f);
 #pragma unroll
     for (int k = 0; k < K; k += 16) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
+      if constexpr (kHeld == 1) wmma::load_matrix_sync(fa[0], a + k, lda);
       wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> fb;  // (k, n) at b[n*ldb + k]
-      wmma::load_matrix_sync(fa, a + k, lda);
       wmma::load_matrix_sync(fb, b + n * 16 * ldb + k, ldb);
-      wmma::mma_sync(acc, fa, fb, acc);
+      wmma::mma_sync(acc, fa[kHeld > 1 ? k / 16 : 0], fb, acc);
     }
     wmma::store_matrix_sync(out + n * 16, acc, kLs, wmma::mem_row_major);
   }
@@ -134,16 +145,17 @@ template <int N>
 using AccRow = wmma::fragment<wmma::accumulator, 16, 16, 16, float>[N / 16];
 
 // One warp: C[16, N] += A[16, 64] B[64, N] into register fragments held across a kernel's loop
-// (the backward's dq, dk and dv), A and B 16-bit row-major.
+// (the backward's dq, dk and dv), A and B 16-bit row-major. Each A fragment is loaded once for
+// all N / 16 column blocks; every block still sums over k in increasing order.
 template <class T, int N>
 __device__ void mm_ab_frag(const T* a, int lda, const T* b, int ldb, AccRow<N>& acc) {
 #pragma unroll
-  for (int n = 0; n < N; n += 16) {
+  for (int k = 0; k < kTile; k += 16) {
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
+    wmma::load_matrix_sync(fa, a + k, lda);
 #pragma unroll
-    for (int k = 0; k < kTile; k += 16) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
+    for (int n = 0; n < N; n += 16) {
       wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;  // (k, n) at b[k*ldb + n]
-      wmma::load_matrix_sync(fa, a + k, lda);
       wmma::load_matrix_sync(fb, b + k * ldb + n, ldb);
       wmma::mma_sync(acc[n / 16], fa, fb, acc[n / 16]);
     }
