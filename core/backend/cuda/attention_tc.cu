@@ -111,7 +111,7 @@ __device__ void load_tile16(const In* __restrict__ src, int64_t stride, int64_t 
 }
 
 // Fragment loads from shared memory bound these products: a 16x16x16 product reads 1 KB of
-// operands (8 cycles of an SM's shared-memory bandwidth) for 4 cycles of its tensor cores. So an
+// operands (8 cycles of an SM's 128 bytes a cycle) for 2-4 cycles of its tensor cores. So an
 // A fragment is loaded once and used for every column block (the products and their order are
 // the same as loading it for each).
 
