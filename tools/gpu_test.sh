@@ -174,6 +174,7 @@ if [[ "$what" == train || "$what" == interop || "$what" == all ]]; then
   # BertForQuestionAnswering give the twin's numbers that tests/nn/test_bert_hf.cc holds ours to.
   echo "-- Hugging Face: transformers on tests/golden/bert_hf{,_heads}.safetensors" | tee -a "$out/train.log"
   python3 tools/hf_compare.py 2>&1 | tee -a "$out/train.log"
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || { echo "gpu_test: transformers and the twin differ (above)" | tee -a "$out/train.log"; status=1; }
   # train.tensorboard read by TensorBoard's own event reader (this machine has tensorboard; the
   # suite checks the files with an independent reader: tests/tools/tensorboard_reader.py).
   echo "-- train.tensorboard read by TensorBoard's EventAccumulator" | tee -a "$out/train.log"

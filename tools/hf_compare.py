@@ -3,8 +3,8 @@
 machine that has transformers; Debian has none): BertForPreTraining on tests/golden/bert_hf gives
 the twin's MLM and NSP losses, and BertForSequenceClassification (3 labels) and
 BertForQuestionAnswering on tests/golden/bert_hf_heads give the twin's logits — the twin's
-numbers tests/nn/test_bert_hf.cc holds our BERT to. Prints one line a model; exits 0 (and says so)
-without transformers.
+numbers tests/nn/test_bert_hf.cc holds our BERT to. Prints one line a model; exits 1 when any
+differs, 0 (and says so) without transformers.
 
     python3 tools/hf_compare.py        (from the repository root)
 """
@@ -34,7 +34,8 @@ def main():
                                   BertForSequenceClassification)
     except ImportError as e:
         print(f"hf: transformers not installed here ({e})")
-        return
+        return 0
+    different = 0
     cfg = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                      intermediate_size=64, max_position_embeddings=16, type_vocab_size=2,
                      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, layer_norm_eps=1e-12,
@@ -49,6 +50,7 @@ def main():
     nsp = float(ce(o.seq_relationship_logits, t["batch/nsp_label"]))
     twin = (float(t["twin/mlm_loss"]), float(t["twin/nsp_loss"]))
     ok = abs(mlm - twin[0]) < 1e-5 * twin[0] and abs(nsp - twin[1]) < 1e-5 * twin[1]
+    different += not ok
     print(f"hf: BertForPreTraining mlm {mlm:.7f} nsp {nsp:.7f}, twin {twin[0]:.7f} {twin[1]:.7f}: "
           f"{'equal' if ok else 'DIFFERENT'} (missing {missing}, unexpected {unexpected})")
 
@@ -60,10 +62,14 @@ def main():
         missing, unexpected = m.load_state_dict(state, strict=False)
         o = m(**args)
         worst = max(float((getattr(o, k) - t[v].double()).abs().max()) for k, v in outs.items())
+        different += not worst < 1e-5
         print(f"hf: {cls.__name__} logits within {worst:.2e} of the twin's: "
               f"{'equal' if worst < 1e-5 else 'DIFFERENT'} (missing {missing}, "
               f"unexpected {len(unexpected)} tensors of the other head)")
+    if different:
+        print(f"hf: {different} of 3 models differ from the twin")
+    return 1 if different else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
