@@ -160,14 +160,18 @@ for path in sys.argv[1:]:
     try:
         s = json.load(open(path))
     except OSError:
-        print(f"mixed precision: {path} missing (that run failed)"); sys.exit(0)
+        print(f"mixed precision: {path} missing (that run failed)"); sys.exit(1)
     acc[s["precision"]] = s.get("eval_top1", 0.0)
     extra = f", loss scale {s['loss_scale']:g} after {s['loss_scale_overflows']} overflows" if "loss_scale" in s else ""
     print(f"mixed precision: {s['precision']} eval_top1 {100 * acc[s['precision']]:.2f}%{extra}")
+bad = 0
 for p in ("bf16", "fp16"):
     gap = 100 * (acc["fp32"] - acc[p])
+    bad += gap > 0.5
     print(f"mixed precision: {p} {'within' if gap <= 0.5 else 'MORE THAN'} 0.5 points of fp32 ({gap:+.2f})")
+sys.exit(1 if bad else 0)
 PY
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 fi
 if [[ "$what" == train || "$what" == interop || "$what" == all ]]; then
   # Hugging Face interop: transformers' own BertForPreTraining, BertForSequenceClassification and
@@ -312,16 +316,20 @@ def val(name):
         return None
 f1, f2 = val("fp32-composed-s1"), val("fp32-composed-s2")
 if f1 is None or f2 is None:
-    print("bert-tiny precision: an fp32 run failed"); raise SystemExit
+    print("bert-tiny precision: an fp32 run failed"); raise SystemExit(1)
 noise = abs(f1 - f2)
 print(f"bert-tiny precision: fp32 val_mlm_loss {f1:.4f} (seed 2: {f2:.4f}, seed noise {noise:.4f})")
+bad = 0
 for name in ("bf16-composed-s1", "bf16-fused-s1", "fp16-fused-s1", "bf16-fused-s1-act16"):
     v = val(name)
     if v is None:
-        print(f"bert-tiny precision: {name} FAILED"); continue
+        print(f"bert-tiny precision: {name} FAILED"); bad += 1; continue
     verdict = "within" if abs(v - f1) <= max(2 * noise, 0.01) else "BEYOND"
+    bad += verdict == "BEYOND"
     print(f"bert-tiny precision: {name} {v:.4f} ({v - f1:+.4f}), {verdict} twice the fp32 seed noise")
+raise SystemExit(1 if bad else 0)
 PY
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 fi
 if [[ "$what" == step ]]; then
   IFS=';' read -ra cases <<< "$filter"
