@@ -387,9 +387,11 @@ def kind_section(kind, rows, title=""):
     if "lamb_average" in accs and "lamb_adasum" in accs:
         d, p = welch(accs["lamb_adasum"], accs["lamb_average"])
         w2 = welch(per["lamb_adasum"], per["lamb_average"])
+        na, nd = len(per["lamb_average"]), len(per["lamb_adasum"])
+        n_txt = f"n = {nd} a side" if na == nd else f"n = {na} averaging, {nd} Adasum"
         lines += ["", f"Adasum minus averaging, test accuracy: {d:+.2f} points; Welch's p over all "
                   f"fine-tunings {p:.2g} (they share checkpoints: not independent)" + (f"; over the per-checkpoint means (the pre-training seed "
-                  f"as the unit, n = {len(per['lamb_adasum'])} a side) {w2[1]:.2g}" if w2 else "") + ". "
+                  f"as the unit, {n_txt}) {w2[1]:.2g}" if w2 else "") + ". "
                   + (f"With the pre-training seed as the unit: {noise_verdict(w2[1])}." if w2 else
                      f"With the pre-training seed as the unit: {NOT_JUDGED} (one checkpoint a method).")]
     if "scratch" in accs:

@@ -1551,6 +1551,11 @@ json.dump(s, open(os.path.join(out, "summary.json"), "w"))
         text = self.report(part, "--seeds", "1")
         self.assertIn("seeds 1; fine-tuning: ", text)
         self.assertIn("--pretrain-steps 300 --seeds 1 --out OUT` (cells cached", text)
+        # Unequal pre-training seeds a method: the per-checkpoint test names both counts.
+        self.assertIn("(the pre-training seed as the unit, n = 3 a side)", self.report(cells))
+        uneven = {k: v for k, v in cells.items()
+                  if not k.startswith(("finetune lamb_adasum seed 3 ", "pretrain lamb_adasum seed 3 "))}
+        self.assertIn("(the pre-training seed as the unit, n = 3 averaging, 2 Adasum)", self.report(uneven))
 
     def test_every_committed_downstream_report_is_what_its_cells_and_command_give(self):
         # Each docs/results folder holding a downstream report (by its title), regenerated from its
