@@ -27,7 +27,8 @@
 // gets --tf32 (fp32-vs-fp32 or tf32-vs-tf32, never mixed). The twin runs once there, as
 // installed (the tuned runtime is a CPU matter; torch_run "default" in --json).
 // --bn (cuda only): also ResNet's batch-norm + ReLU, forward and backward, NCHW and channels-last,
-// f32 and bf16, in GB/s against eager PyTorch's (see bench_bn).
+// f32 and bf16, in GB/s against eager PyTorch's (see bench_bn); under ADA_CUDA_BN_CUDNN=1 the
+// channels-last cases time cuDNN's batch norm (ops::cudnn_batch_norm_*) in place of ours.
 // --precision bf16 (cpu only): our GEMMs and convolutions in the bf16 mode (core/precision.h;
 // the header names the bf16 kernel), the twin's under torch.autocast("cpu", torch.bfloat16);
 // refused with the reason on a CPU without AVX512_BF16.
@@ -210,6 +211,11 @@ constexpr double kBnFwdPasses = 3, kBnBwdPasses = 7;  // tensor-sized reads and 
 struct BnTimes {
   double fwd, bwd;
 };
+// Whether a case runs on cuDNN's batch norm (ops::cudnn_batch_norm_*): channels-last cases under
+// ADA_CUDA_BN_CUDNN=1, as the trainer then does.
+bool cudnn_bn(const BnCase& bc) {
+  return bc.channels_last && ops::cudnn_batch_norm_on();
+}
 BnTimes bench_bn(const ConvShape& cs, const BnCase& bc, int64_t batch, int repeats) {
   Generator g(3);
   const int64_t o = out_size(cs), c = cs.k;
@@ -221,6 +227,18 @@ BnTimes bench_bn(const ConvShape& cs, const BnCase& bc, int64_t batch, int repea
   const Tensor gamma = Tensor::ones({c}).to(g_device), beta = Tensor::zeros({c}).to(g_device);
   Tensor rm = Tensor::zeros({c}).to(g_device), rv = Tensor::ones({c}).to(g_device), mean, invstd;
   BnTimes t{};
+  if (cudnn_bn(bc)) {  // ADA_CUDA_BN_CUDNN=1: cuDNN's NHWC batch norm + ReLU instead of ours
+    t.fwd = median_seconds(repeats, [&] {
+      ops::CudnnBatchNorm f =
+          ops::cudnn_batch_norm_train(x, gamma, beta, rm, rv, 0.1f, 1e-5f, true);
+    });
+    const ops::CudnnBatchNorm f =
+        ops::cudnn_batch_norm_train(x, gamma, beta, rm, rv, 0.1f, 1e-5f, true);
+    t.bwd = median_seconds(repeats, [&] {
+      ops::CudnnBatchNormGrads gr = ops::cudnn_batch_norm_backward(dy, x, gamma, beta, f, 1e-5f);
+    });
+    return t;
+  }
   t.fwd = median_seconds(repeats, [&] {
     Tensor y = ops::batch_norm_relu_train(x, gamma, beta, rm, rv, 0.1f, 1e-5f, mean, invstd);
   });
@@ -350,7 +368,8 @@ std::vector<Result> run_cuda(const std::string& python, bool torch, bool verbose
       }
       results.push_back({g_conv_set + " bn+relu " + (pass ? "bwd " : "fwd ") +
                              (bc.channels_last ? "nhwc " : "nchw ") +
-                             (bc.dtype == DType::f32 ? "f32" : "bf16") + b + " (GB/s)",
+                             (bc.dtype == DType::f32 ? "f32" : "bf16") +
+                             (cudnn_bn(bc) ? " cuDNN" : "") + b + " (GB/s)",
                          1, bytes / to / 1e9, have ? bytes / tt / 1e9 : -1});
     }
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <atomic>
+#include <memory>
 
 #include "core/backend/op_shapes.h"
 #include "core/precision.h"
@@ -259,11 +260,39 @@ Variable global_avg_pool(const Variable& x) {
                      [in](const Tensor& g) { return G{ops::global_avg_pool_backward(g, in)}; });
 }
 
+namespace {
+
+// Training-mode batch norm (+ ReLU, + residual) on cuDNN's kernels (ops::cudnn_batch_norm_*),
+// when ADA_CUDA_BN_CUDNN=1 and x is a view cuDNN takes; an undefined Variable otherwise.
+Variable cudnn_batch_norm(const Variable& x, const Variable& gamma, const Variable& beta,
+                          Tensor& running_mean, Tensor& running_var, float momentum, float eps,
+                          bool relu, const Variable& residual) {
+  const Tensor xv = x.value(), rv = residual.defined() ? residual.value() : Tensor();
+  if (!ops::cudnn_batch_norm_on() || !ops::cudnn_batch_norm_fits(xv, eps, rv)) return Variable();
+  const Tensor gv = gamma.value(), bv = beta.value();
+  auto fwd = std::make_shared<const ops::CudnnBatchNorm>(
+      ops::cudnn_batch_norm_train(xv, gv, bv, running_mean, running_var, momentum, eps, relu, rv));
+  auto grads = [xv, gv, bv, fwd, eps](const Tensor& g) {
+    const Tensor dy = g.dtype() == xv.dtype() ? g : ops::to_dtype(g, xv.dtype());
+    auto r = ops::cudnn_batch_norm_backward(dy, xv, gv, bv, *fwd, eps);
+    return fwd->residual ? G{r.dx, r.dgamma, r.dbeta, r.dresidual} : G{r.dx, r.dgamma, r.dbeta};
+  };
+  if (!residual.defined())
+    return make_result(fwd->y, relu ? "batch_norm_relu" : "batch_norm", {x, gamma, beta}, grads);
+  return make_result(fwd->y, "batch_norm_add_relu", {x, gamma, beta, residual}, grads);
+}
+
+}  // namespace
+
 Variable batch_norm(const Variable& x, const Variable& gamma, const Variable& beta,
                     Tensor& running_mean, Tensor& running_var, bool training, float momentum,
                     float eps) {
   Tensor xv = x.value(), gv = gamma.value();
   if (training) {
+    if (Variable y = cudnn_batch_norm(x, gamma, beta, running_mean, running_var, momentum, eps,
+                                      false, Variable());
+        y.defined())
+      return y;
     Tensor mean, invstd;
     Tensor y = ops::batch_norm_train(xv, gv, beta.value(), running_mean, running_var, momentum, eps,
                                      mean, invstd);
@@ -288,6 +317,10 @@ Variable batch_norm_relu(const Variable& x, const Variable& gamma, const Variabl
     Variable y = batch_norm(x, gamma, beta, running_mean, running_var, false, momentum, eps);
     return residual.defined() ? add_relu(y, residual) : relu(y);
   }
+  if (Variable y = cudnn_batch_norm(x, gamma, beta, running_mean, running_var, momentum, eps, true,
+                                    residual);
+      y.defined())
+    return y;
   Tensor xv = x.value(), gv = gamma.value(), mean, invstd;
   Tensor y =
       ops::batch_norm_relu_train(xv, gv, beta.value(), running_mean, running_var, momentum, eps,

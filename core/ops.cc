@@ -480,6 +480,47 @@ BatchNormGrads batch_norm_eval_backward(const Tensor& dy, const Tensor& x, const
   ADA_DISPATCH(batch_norm_eval_backward, (dy, x, gamma, running_mean, running_var, eps), dy, x,
                gamma, running_mean, running_var);
 }
+bool cudnn_batch_norm_on() {
+#ifdef ADA_WITH_CUDA
+  return ::ada::cuda::cudnn_batch_norm_on();
+#else
+  return false;
+#endif
+}
+bool cudnn_batch_norm_fits(const Tensor& x, float eps, const Tensor& residual) {
+#ifdef ADA_WITH_CUDA
+  if (any_cuda(x)) return ::ada::cuda::cudnn_batch_norm_fits(x, eps, residual);
+#endif
+  return false;
+}
+CudnnBatchNorm cudnn_batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                      Tensor& running_mean, Tensor& running_var, float momentum,
+                                      float eps, bool relu, const Tensor& residual) {
+#ifdef ADA_WITH_CUDA
+  if (any_cuda(x)) {
+    ::ada::cuda::OpTimer timer(relu ? "cudnn_batch_norm_relu_train" : "cudnn_batch_norm_train");
+    return ::ada::cuda::cudnn_batch_norm_train(x, gamma, beta, running_mean, running_var, momentum,
+                                               eps, relu, residual);
+  }
+#endif
+  ADA_THROW(DeviceError) << "cudnn_batch_norm_train: cuDNN's batch norm takes CUDA tensors, got "
+                         << x.str() << "; use batch_norm_train";
+  return {};
+}
+CudnnBatchNormGrads cudnn_batch_norm_backward(const Tensor& dy, const Tensor& x,
+                                              const Tensor& gamma, const Tensor& beta,
+                                              const CudnnBatchNorm& forward, float eps) {
+#ifdef ADA_WITH_CUDA
+  if (any_cuda(dy, x)) {
+    ::ada::cuda::OpTimer timer(forward.relu ? "cudnn_batch_norm_relu_backward"
+                                            : "cudnn_batch_norm_backward");
+    return ::ada::cuda::cudnn_batch_norm_backward(dy, x, gamma, beta, forward, eps);
+  }
+#endif
+  ADA_THROW(DeviceError) << "cudnn_batch_norm_backward: cuDNN's batch norm takes CUDA tensors, got "
+                         << dy.str() << "; use batch_norm_backward";
+  return {};
+}
 Tensor layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                           Tensor& save_mean, Tensor& save_rstd) {
   if (any16(x) && !cuda_native(x))

@@ -160,6 +160,35 @@ Tensor batch_norm_relu_train(const Tensor& x, const Tensor& gamma, const Tensor&
 BatchNormGrads batch_norm_relu_backward(const Tensor& dy, const Tensor& y, const Tensor& x,
                                         const Tensor& gamma, const Tensor& save_mean,
                                         const Tensor& save_invstd);
+// cuDNN's batch norm, an A/B of the ops above on the GPU (ADA_CUDA_BN_CUDNN=1: fn::batch_norm
+// and fn::batch_norm_relu then train on these wherever cudnn_batch_norm_fits). Training mode on a
+// channels-last [M, C] view (described to cuDNN as NHWC), cudnnBatchNormalizationForwardTrainingEx
+// / BackwardEx in persistent mode, with the ReLU and the residual add fused when cuDNN takes them
+// for x's dtype (else its plain batch norm and our ReLU ops). Same statistics and conventions as
+// batch_norm_train (running variance unbiased); cuDNN's own sums, so close to ours but not the
+// same bits. The backward needs the forward's record: the saved statistics and cuDNN's reserve
+// space. CPU builds and tensors: cudnn_batch_norm_on() is false and the two ops throw.
+struct CudnnBatchNorm {
+  Tensor y, save_mean, save_invstd;
+  Tensor reserve;  // cuDNN's reserve space (i32 elements covering reserve_bytes)
+  size_t reserve_bytes = 0;
+  bool relu = false, residual = false;  // what the forward computed
+  bool fused = false;                   // its ReLU (and residual add) ran inside cuDNN
+};
+bool cudnn_batch_norm_on();  // ADA_CUDA_BN_CUDNN=1 in a CUDA build
+// x (and the residual, when defined) a CUDA [M, C] tensor cuDNN's NHWC batch norm can take.
+bool cudnn_batch_norm_fits(const Tensor& x, float eps, const Tensor& residual = Tensor());
+CudnnBatchNorm cudnn_batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                      Tensor& running_mean, Tensor& running_var, float momentum,
+                                      float eps, bool relu, const Tensor& residual = Tensor());
+// The gradient of the forward's y (relu and residual as it ran); dresidual defined when it had
+// a residual.
+struct CudnnBatchNormGrads {
+  Tensor dx, dgamma, dbeta, dresidual;
+};
+CudnnBatchNormGrads cudnn_batch_norm_backward(const Tensor& dy, const Tensor& x,
+                                              const Tensor& gamma, const Tensor& beta,
+                                              const CudnnBatchNorm& forward, float eps);
 // Eval-mode backward (statistics are constants).
 BatchNormGrads batch_norm_eval_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                         const Tensor& running_mean, const Tensor& running_var,

@@ -26,7 +26,9 @@
 #                          with model.recompute and with fused attention, ours only),
 #                          profile, bn);
 #                          bn: ResNet-50's batch-norm + ReLU kernels against eager PyTorch's
-#                          (bench_ops --bn, NCHW and channels-last, f32 and bf16; in session);
+#                          (bench_ops --bn, NCHW and channels-last, f32 and bf16), and the
+#                          channels-last kernels and b256 step on cuDNN's batch norm
+#                          (ADA_CUDA_BN_CUDNN=1); in session;
 #                          convsurvey: each cuDNN convolution algorithm's error with 16-bit
 #                          tensors (apps/conv_survey.cc, the evidence for conv.cc's rules;
 #                          ~10 s), not in all: rerun it when cuDNN changes);
@@ -424,5 +426,16 @@ if [[ "$what" == bn || "$what" == session ]]; then
   echo "== the same, ours only, ADA_CUDA_BN_ROWS_APPLY=0 (channels-last normalising passes as flat kernels)"
   ADA_CUDA_BN_ROWS_APPLY=0 timeout 100 .gpu/bin/bench_ops --device cuda --bn --no-torch --batch 256 \
     --repeats 3 --gemm 1024 2>&1 | tee -a "$out/bn.log"
+  # A/B: cuDNN's NHWC batch norm (ReLU and residual add fused in it) under the channels-last
+  # ResNet-50 (ADA_CUDA_BN_CUDNN=1; tests: CudaOps.CudnnBatchNormMatchesADoubleReference): its
+  # kernels alone, then the whole b256 step, ours only (our kernels' step is in session_step.log
+  # and the profile above).
+  echo "== the same, ours only, ADA_CUDA_BN_CUDNN=1 (channels-last cases on cuDNN's batch norm)"
+  ADA_CUDA_BN_CUDNN=1 timeout 100 .gpu/bin/bench_ops --device cuda --bn --no-torch --batch 256 \
+    --repeats 3 --gemm 1024 2>&1 | tee -a "$out/bn.log"
+  m="resnet50 --batch 256 --precision bf16 --activations 16bit --channels-last"
+  echo "-- ADA_CUDA_BN_CUDNN=1 bench_step --model $m --device cuda --no-torch" | tee -a "$out/bn.log"
+  ADA_CUDA_BN_CUDNN=1 timeout 150 .gpu/bin/bench_step --model $m --device cuda --steps 10 --no-torch \
+    2>&1 | tee -a "$out/bn.log"
 fi
 exit "$status"

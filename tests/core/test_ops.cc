@@ -885,6 +885,23 @@ TEST(Ops, EmbeddingGatherAndScatter) {
   }
 }
 
+// cuDNN's batch norm (the ADA_CUDA_BN_CUDNN=1 A/B, tests/cuda for its values) takes CUDA tensors
+// only: on CPU tensors it does not fit, and asked anyway it says which op to use.
+TEST(Ops, CudnnBatchNormRefusesCpuTensors) {
+  const Tensor x = Tensor::ones({8, 4}), g = Tensor::ones({4}), b = Tensor::zeros({4});
+  Tensor rm = Tensor::zeros({4}), rv = Tensor::ones({4});
+  EXPECT_FALSE(ops::cudnn_batch_norm_fits(x, 1e-5f));
+  EXPECT_NE(error_of<DeviceError>(
+                [&] { ops::cudnn_batch_norm_train(x, g, b, rm, rv, 0.1f, 1e-5f, true); })
+                .find("cudnn_batch_norm_train: cuDNN's batch norm takes CUDA tensors, got f32[8,4] "
+                      "cpu; use batch_norm_train"),
+            std::string::npos);
+  EXPECT_NE(error_of<DeviceError>([&] {
+              ops::cudnn_batch_norm_backward(x, x, g, b, ops::CudnnBatchNorm{}, 1e-5f);
+            }).find("use batch_norm_backward"),
+            std::string::npos);
+}
+
 TEST(Ops, BadArgumentsGiveClearErrors) {
   Tensor a = Tensor::zeros({2, 3}), b = Tensor::zeros({3, 2});
   EXPECT_NE(error_of<Error>([&] { ops::add(a, b); }).find("add: shapes differ: [2,3] vs [3,2]"),

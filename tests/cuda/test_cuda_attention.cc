@@ -225,6 +225,12 @@ TEST(CudaAttention, SixteenBitTensorsOnTensorCoresAreTheF32PathRounded) {
         ASSERT_EQ(got.dtype(), act) << name;
         EXPECT_EQ(bits(got), bits(ops::to_dtype(want, act))) << name;
       }
+      // The backward on misaligned 16-bit inputs (its 16-bit tile loads' element-wise path).
+      const auto gm = ops::fused_attention_backward(misaligned(dout), misaligned(q), misaligned(k),
+                                                    misaligned(v), misaligned(out), lse16, bias, a);
+      EXPECT_EQ(bits(gm.dq), bits(g.dq)) << "dq, misaligned inputs";
+      EXPECT_EQ(bits(gm.dk), bits(g.dk)) << "dk, misaligned inputs";
+      EXPECT_EQ(bits(gm.dv), bits(g.dv)) << "dv, misaligned inputs";
     }
   }
 }

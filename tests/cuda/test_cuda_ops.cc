@@ -1171,11 +1171,14 @@ TEST(CudaOps, BatchNormTrainEvalAndBackward) {
     float offset;  // added to x: a large mean tests a numerically stable variance
   };
   // [rows, C] (inner 1) is also channels-last batch norm's view of NHWC activations, which has
-  // kernels of its own (lanes on channels): C below, at and above a warp's 32, many chunks.
-  const Case cases[] = {{{33, 7}, 0.f},           {{4, 5, 17}, 3.f},   {{3, 6, 9, 11}, -5.f},
-                        {{8, 64, 14, 14}, 100.f}, {{2, 3, 1, 1}, 0.f}, {{1, 4, 33}, 1.f},
-                        {{64, 1}, 0.5f},          {{12544, 64}, 2.f},  {{1000, 130}, -3.f},
-                        {{50, 2048}, 0.f},        {{100000, 3}, 100.f}};
+  // kernels of its own (lanes on channels, 4 f32 channels a lane when C allows: C / 4 groups):
+  // C below, at and above a warp's 32, many chunks; 1, 2, 4 and 33 groups (C 4, 8, 16: several
+  // rows a warp; C 132: a column block with one lane's group and 31 idle lanes).
+  const Case cases[] = {{{33, 7}, 0.f},           {{4, 5, 17}, 3.f},    {{3, 6, 9, 11}, -5.f},
+                        {{8, 64, 14, 14}, 100.f}, {{2, 3, 1, 1}, 0.f},  {{1, 4, 33}, 1.f},
+                        {{64, 1}, 0.5f},          {{12544, 64}, 2.f},   {{1000, 130}, -3.f},
+                        {{50, 2048}, 0.f},        {{100000, 3}, 100.f}, {{3000, 4}, 1.f},
+                        {{2000, 8}, 0.f},         {{1500, 16}, -2.f},   {{300, 132}, 0.5f}};
   const float momentum = 0.1f, eps = 1e-5f;
   for (const Case& c : cases) {
     const std::string what = cat("x ", shape_str(c.x), " + ", c.offset);
@@ -1276,6 +1279,180 @@ TEST(CudaOps, BatchNormTrainEvalAndBackward) {
     EXPECT_TRUE(near("batch_norm_eval_backward dbeta " + what, ge.dbeta, e.dbeta, kRedRtol,
                      1e-6 * sqrt_count(count)));
   }
+}
+
+// cuDNN's batch norm (ops::cudnn_batch_norm_*, what ADA_CUDA_BN_CUDNN=1 trains on) against a
+// double-precision reference on the same inputs, f32 and 16-bit, plain, + ReLU and + residual +
+// ReLU. cuDNN does not say how it sums, so the bounds assume only that each per-channel sum of M
+// terms is formed in fp32 from partial sums of at most 256 terms combined in a tree: within
+// K u32 of the sum of the terms' magnitudes, K = 256 + log2(M) (u32 = 2^-24), and they allow a
+// one-pass variance (E[x^2] - mean^2, whose error scales with E[x^2], not with the variance).
+// The normalising pass adds a few fp32 roundings of its terms' magnitudes (8 u32 allowed), a
+// 16-bit output one rounding of itself (u16 = 2^-8 bf16, 2^-11 fp16). Far below what a wrong
+// convention gives: a biased running variance (1/(M-1): 3% at M = 33), a missing ReLU or
+// residual, an unmasked gradient. The backward is checked against the reference formed from
+// cuDNN's own saved mean and 1/std (what it is given), its ReLU mask from its own y; dresidual must
+// be exactly the masked dy. Two runs must give the same bits (the trainer's steps are
+// reproducible).
+TEST(CudaOps, CudnnBatchNormMatchesADoubleReference) {
+  ADA_REQUIRE_GPU();
+  struct Case {
+    Shape x;
+    float offset;
+  };
+  const Case cases[] = {{{33, 8}, 0.f},    {{1000, 64}, 3.f},   {{12544, 64}, 2.f},
+                        {{50, 2048}, 0.f}, {{4096, 256}, -1.f}, {{3000, 24}, 0.5f}};
+  const double u32 = 0x1p-24;
+  const float momentum = 0.1f, eps = 1e-5f;
+  for (const Case& c : cases)
+    for (DType t : {DType::f32, DType::bf16, DType::f16})
+      for (int kind = 0; kind < 3; ++kind) {  // plain, + ReLU, + residual + ReLU
+        const bool relu = kind > 0, residual = kind == 2;
+        const std::string what = cat("x ", shape_str(c.x), " + ", c.offset, " ", dtype_name(t),
+                                     relu ? (residual ? " + residual + relu" : " + relu") : "");
+        SCOPED_TRACE(what);
+        const int64_t m = c.x[0], ch = c.x[1];
+        const double u_out = t == DType::f32 ? 0 : t == DType::bf16 ? 0x1p-8 : 0x1p-11;
+        const double K = 256 + std::ceil(std::log2(static_cast<double>(m)));
+        // Inputs as the GPU sees them (rounded to t), read back as f32 for the reference.
+        auto input = [&](uint64_t seed, float scale, float offset) {
+          return ops::to_dtype(
+              map_host(rand_cpu(c.x, seed, scale), [&](float v) { return v + offset; }), t);
+        };
+        const Tensor x = input(161, 2.f, c.offset), res = input(162, 1.f, 0.f),
+                     dy = input(163, 1.f, 0.f);
+        const Tensor gamma = rand_cpu({ch}, 164), beta = rand_cpu({ch}, 165);
+        Generator gen(166);
+        const Tensor rm0 = rand_cpu({ch}, 167), rv0 = Tensor::uniform({ch}, gen, 0.5f, 2.f);
+        const std::vector<float> xv = ops::to_dtype(x, DType::f32).to_vector<float>(),
+                                 rv = ops::to_dtype(res, DType::f32).to_vector<float>(),
+                                 dyv = ops::to_dtype(dy, DType::f32).to_vector<float>(),
+                                 gv = gamma.to_vector<float>(), bv = beta.to_vector<float>(),
+                                 rm0v = rm0.to_vector<float>(), rv0v = rv0.to_vector<float>();
+        const Tensor gx = on_gpu(x), gres = residual ? on_gpu(res) : Tensor(), gdy = on_gpu(dy),
+                     ggamma = on_gpu(gamma), gbeta = on_gpu(beta);
+        ASSERT_TRUE(ops::cudnn_batch_norm_fits(gx, eps, gres));
+        auto run = [&](Tensor& rm, Tensor& rvar) {
+          const ops::CudnnBatchNorm f =
+              ops::cudnn_batch_norm_train(gx, ggamma, gbeta, rm, rvar, momentum, eps, relu, gres);
+          return std::make_pair(f, ops::cudnn_batch_norm_backward(gdy, gx, ggamma, gbeta, f, eps));
+        };
+        Tensor grm = on_gpu(rm0), grv = on_gpu(rv0);
+        const auto [f, b] = run(grm, grv);
+        SCOPED_TRACE(f.fused ? "ReLU fused in cuDNN" : "cuDNN's plain batch norm");
+        ASSERT_EQ(f.y.dtype(), t);
+        ASSERT_EQ(b.dx.dtype(), t);
+
+        // Forward: statistics, then y, element by element.
+        std::vector<double> mu(ch, 0), var(ch, 0), ex2(ch, 0), sabs(ch, 0), s(ch), dmu(ch),
+            dvar(ch), ds(ch);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < ch; ++j) {
+            const double v = xv[i * ch + j];
+            mu[j] += v;
+            sabs[j] += std::fabs(v);
+            ex2[j] += v * v;
+          }
+        for (int64_t j = 0; j < ch; ++j) {
+          mu[j] /= m;
+          ex2[j] /= m;
+        }
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < ch; ++j) {
+            const double d = xv[i * ch + j] - mu[j];
+            var[j] += d * d / m;
+          }
+        for (int64_t j = 0; j < ch; ++j) {
+          s[j] = 1 / std::sqrt(var[j] + eps);
+          dmu[j] = K * u32 * sabs[j] / m + u32 * std::fabs(mu[j]);
+          dvar[j] = 2 * K * u32 * ex2[j] + 2 * std::fabs(mu[j]) * dmu[j];
+          ds[j] = 0.5 * s[j] * s[j] * s[j] * dvar[j] + 2 * u32 * s[j];
+        }
+        std::vector<double> y(m * ch), yb(m * ch);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < ch; ++j) {
+            const int64_t k = i * ch + j;
+            const double d = xv[k] - mu[j], r = residual ? rv[k] : 0.0;
+            double z = gv[j] * d * s[j] + bv[j] + r;
+            const double e =
+                std::fabs(gv[j]) * (dmu[j] * s[j] + std::fabs(d) * ds[j]) +
+                8 * u32 * (std::fabs(gv[j] * d * s[j]) + std::fabs(bv[j]) + std::fabs(r));
+            if (relu) z = std::max(z, 0.0);
+            y[k] = z;
+            yb[k] = e + u_out * (std::fabs(z) + e);
+          }
+        EXPECT_TRUE(within("y", f.y, y, yb));
+        EXPECT_TRUE(within("save_mean", f.save_mean, mu, dmu));
+        EXPECT_TRUE(within("save_invstd", f.save_invstd, s, ds));
+        std::vector<double> rmw(ch), rmb(ch), rvw(ch), rvb(ch);
+        for (int64_t j = 0; j < ch; ++j) {
+          const double unbiased = var[j] * m / (m - 1);
+          rmw[j] = (1 - momentum) * rm0v[j] + momentum * mu[j];
+          rmb[j] = momentum * dmu[j] + 4 * u32 * (std::fabs(rm0v[j]) + std::fabs(mu[j]));
+          rvw[j] = (1 - momentum) * rv0v[j] + momentum * unbiased;
+          rvb[j] = momentum * dvar[j] * m / (m - 1) + 4 * u32 * (rv0v[j] + unbiased);
+        }
+        EXPECT_TRUE(within("running_mean (updated in place)", grm, rmw, rmb));
+        EXPECT_TRUE(within("running_var (unbiased, updated in place)", grv, rvw, rvb));
+
+        // Backward from cuDNN's saved statistics and its own y's mask.
+        const std::vector<float>
+            yg = ops::to_dtype(f.y, DType::f32).to(Device::cpu()).to_vector<float>(),
+            mg = f.save_mean.to(Device::cpu()).to_vector<float>(),
+            sg = f.save_invstd.to(Device::cpu()).to_vector<float>();
+        std::vector<double> g(m * ch), db(ch, 0), dg(ch, 0), dbb(ch, 0), dgb(ch, 0);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < ch; ++j) {
+            const int64_t k = i * ch + j;
+            g[k] = relu && !(yg[k] > 0) ? 0.0 : dyv[k];
+            const double xh = (xv[k] - mg[j]) * sg[j];
+            db[j] += g[k];
+            dg[j] += g[k] * xh;
+            dbb[j] += std::fabs(g[k]);
+            dgb[j] += std::fabs(g[k] * xh);
+          }
+        for (int64_t j = 0; j < ch; ++j) {
+          dbb[j] *= K * u32;
+          dgb[j] *= K * u32;
+        }
+        std::vector<double> dx(m * ch), dxb(m * ch);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < ch; ++j) {
+            const int64_t k = i * ch + j;
+            const double xh = (xv[k] - mg[j]) * sg[j], a = std::fabs(gv[j] * sg[j]);
+            const double v = gv[j] * sg[j] * (g[k] - db[j] / m - xh * dg[j] / m);
+            const double e =
+                a * (dbb[j] / m + std::fabs(xh) * dgb[j] / m) +
+                8 * u32 * a * (std::fabs(g[k]) + std::fabs(db[j]) / m + std::fabs(xh * dg[j]) / m);
+            dx[k] = v;
+            dxb[k] = e + u_out * (std::fabs(v) + e);
+          }
+        EXPECT_TRUE(within("dx", b.dx, dx, dxb));
+        EXPECT_TRUE(within("dgamma", b.dgamma, dg, dgb));
+        EXPECT_TRUE(within("dbeta", b.dbeta, db, dbb));
+        if (residual) {
+          const Tensor masked = ops::relu_backward(gdy, f.y);
+          EXPECT_TRUE(same<float>("dresidual = dy masked by y > 0",
+                                  ops::to_dtype(b.dresidual, DType::f32),
+                                  ops::to_dtype(masked, DType::f32).to(Device::cpu())));
+        } else {
+          EXPECT_FALSE(b.dresidual.defined());
+        }
+
+        // The same bits again.
+        Tensor grm2 = on_gpu(rm0), grv2 = on_gpu(rv0);
+        const auto [f2, b2] = run(grm2, grv2);
+        auto bits = [](const Tensor& a) { return ops::to_dtype(a, DType::f32); };
+        EXPECT_TRUE(same_f("y, second run", bits(f2.y), bits(f.y).to(Device::cpu())));
+        EXPECT_TRUE(same_f("dx, second run", bits(b2.dx), bits(b.dx).to(Device::cpu())));
+        EXPECT_TRUE(same_f("dgamma, second run", b2.dgamma, b.dgamma.to(Device::cpu())));
+        EXPECT_TRUE(same_f("dbeta, second run", b2.dbeta, b.dbeta.to(Device::cpu())));
+        EXPECT_TRUE(same_f("running_var, second run", grv2, grv.to(Device::cpu())));
+      }
+  // What the switch refuses: a CPU tensor, NCHW, eps below cuDNN's minimum.
+  EXPECT_FALSE(ops::cudnn_batch_norm_fits(rand_cpu({8, 4}, 1), 1e-5f));
+  EXPECT_FALSE(ops::cudnn_batch_norm_fits(on_gpu(rand_cpu({2, 4, 3, 3}, 1)), 1e-5f));
+  EXPECT_FALSE(ops::cudnn_batch_norm_fits(on_gpu(rand_cpu({8, 4}, 1)), 1e-7f));
 }
 
 TEST(CudaOps, LayerNormForwardAndBackward) {

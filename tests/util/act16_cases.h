@@ -182,10 +182,12 @@ inline std::vector<Act16Case> act16_cases() {
   // on kernels of its own: lanes on channels, C past a warp's 32, several chunks of rows). The
   // GPU's element-wise passes take 8 16-bit values a step within one channel (planes of 32) or
   // across 8 channels of a row (C 40, 64, 256), else one (planes of 25, C 12); its channels-last
-  // statistics 8 channels a lane when C / 8 is 32 or more or divides 32 (C 64: 4 rows a warp;
-  // C 256), else one (C 40, 12).
-  for (const Shape& x : {Shape{4, 3, 5, 5}, Shape{2, 3, 4, 8}, Shape{1000, 40}, Shape{300, 12},
-                         Shape{500, 64}, Shape{64, 256}})
+  // statistics 8 channels a lane when C / 8 is 32 or more or divides 32 (C 8, 16, 32: 32, 16
+  // and 8 rows a warp; C 64: 4; C 256; C 264: 33 groups, a second column block with one lane's
+  // group), else one (C 40, 12).
+  for (const Shape& x :
+       {Shape{4, 3, 5, 5}, Shape{2, 3, 4, 8}, Shape{1000, 40}, Shape{300, 12}, Shape{500, 64},
+        Shape{64, 256}, Shape{700, 8}, Shape{400, 16}, Shape{300, 32}, Shape{100, 264}})
     for (bool residual : {false, true}) {
       const int64_t ch = x[1];
       std::vector<std::pair<Kind, Shape>> args{

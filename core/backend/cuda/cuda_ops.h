@@ -14,6 +14,8 @@ namespace ada::cuda {
 using ops::AdamArgs;
 using ops::BatchNormGrads;
 using ops::Conv2dParams;
+using ops::CudnnBatchNorm;
+using ops::CudnnBatchNormGrads;
 using ops::LayerNormGrads;
 using ops::Pool2dParams;
 
@@ -98,6 +100,15 @@ Tensor batch_norm_relu_train(const Tensor& x, const Tensor& gamma, const Tensor&
 BatchNormGrads batch_norm_relu_backward(const Tensor& dy, const Tensor& y, const Tensor& x,
                                         const Tensor& gamma, const Tensor& save_mean,
                                         const Tensor& save_invstd);
+// cuDNN's NHWC batch norm (cudnn_norm.cc): core/ops.h's cudnn_batch_norm_*.
+bool cudnn_batch_norm_on();
+bool cudnn_batch_norm_fits(const Tensor& x, float eps, const Tensor& residual);
+CudnnBatchNorm cudnn_batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                      Tensor& running_mean, Tensor& running_var, float momentum,
+                                      float eps, bool relu, const Tensor& residual);
+CudnnBatchNormGrads cudnn_batch_norm_backward(const Tensor& dy, const Tensor& x,
+                                              const Tensor& gamma, const Tensor& beta,
+                                              const CudnnBatchNorm& forward, float eps);
 Tensor add_relu(const Tensor& a, const Tensor& b);
 BatchNormGrads batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                    const Tensor& save_mean, const Tensor& save_invstd);
