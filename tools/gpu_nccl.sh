@@ -24,7 +24,7 @@
 # The runs' own logs are packed into $OUT/nccl_runs.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-[[ -d .gpu/bin || ! -f .gpu/pack.tar.gz ]] || tar -C .gpu -xzf .gpu/pack.tar.gz  # gpu_bundle.sh's
+bash tools/gpu_unpack.sh  # gpu_bundle.sh's pack, once
 out=${OUT:-out/gpu}
 log=$out/nccl.log
 mkdir -p "$out"

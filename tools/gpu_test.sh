@@ -56,7 +56,7 @@ filter=${2:-*}
 out=${OUT:-out/gpu}
 mkdir -p "$out"
 # gpu_bundle.sh packs the binaries and libraries: unpack them once.
-[[ -d .gpu/bin || ! -f .gpu/pack.tar.gz ]] || tar -C .gpu -xzf .gpu/pack.tar.gz
+bash tools/gpu_unpack.sh
 [[ -d .gpu/bin ]] || { echo "gpu_test: .gpu/ missing: run tools/gpu_bundle.sh here and carry .gpu" >&2; exit 2; }
 
 # The binaries have the bundling checkout's absolute paths compiled in: make them point here.

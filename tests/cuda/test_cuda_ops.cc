@@ -1283,14 +1283,14 @@ TEST(CudaOps, BatchNormTrainEvalAndBackward) {
 
 // cuDNN's batch norm (ops::cudnn_batch_norm_*, what ADA_CUDA_BN_CUDNN=1 trains on) against a
 // double-precision reference on the same inputs, f32 and 16-bit, plain, + ReLU and + residual +
-// ReLU. cuDNN does not say how it sums, so the bounds assume only that each per-channel sum of M
-// terms is formed in fp32 from partial sums of at most 256 terms combined in a tree: within
-// K u32 of the sum of the terms' magnitudes, K = 256 + log2(M) (u32 = 2^-24), and they allow a
-// one-pass variance (E[x^2] - mean^2, whose error scales with E[x^2], not with the variance).
-// The normalising pass adds a few fp32 roundings of its terms' magnitudes (8 u32 allowed), a
-// 16-bit output one rounding of itself (u16 = 2^-8 bf16, 2^-11 fp16). Far below what a wrong
-// convention gives: a biased running variance (1/(M-1): 3% at M = 33), a missing ReLU or
-// residual, an unmasked gradient. The backward is checked against the reference formed from
+// ReLU. cuDNN does not say how it sums, so the bounds hold for any order: a per-channel sum of
+// M terms in fp32 is within K u32 of the sum of the terms' magnitudes, K = M + 2 (u32 = 2^-24),
+// and they allow a one-pass variance (E[x^2] - mean^2, whose error scales with E[x^2], not with
+// the variance). The normalising pass adds a few fp32 roundings of its terms' magnitudes (8 u32
+// allowed), a 16-bit output one rounding of itself (u16 = 2^-8 bf16, 2^-11 fp16). Loose for a
+// kernel (up to ~1e-3 relative at M = 12,544) and still far below what a wrong convention gives:
+// a biased running variance (1/(M-1): 3% at M = 33), a missing ReLU or residual, an unmasked
+// gradient (all of order one). The backward is checked against the reference formed from
 // cuDNN's own saved mean and 1/std (what it is given), its ReLU mask from its own y; dresidual must
 // be exactly the masked dy. Two runs must give the same bits (the trainer's steps are
 // reproducible).
@@ -1313,7 +1313,7 @@ TEST(CudaOps, CudnnBatchNormMatchesADoubleReference) {
         SCOPED_TRACE(what);
         const int64_t m = c.x[0], ch = c.x[1];
         const double u_out = t == DType::f32 ? 0 : t == DType::bf16 ? 0x1p-8 : 0x1p-11;
-        const double K = 256 + std::ceil(std::log2(static_cast<double>(m)));
+        const double K = static_cast<double>(m) + 2;
         // Inputs as the GPU sees them (rounded to t), read back as f32 for the reference.
         auto input = [&](uint64_t seed, float scale, float offset) {
           return ops::to_dtype(
