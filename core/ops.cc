@@ -487,6 +487,11 @@ bool cudnn_batch_norm_on() {
   return false;
 #endif
 }
+void set_cudnn_batch_norm([[maybe_unused]] bool on) {
+#ifdef ADA_WITH_CUDA
+  ::ada::cuda::set_cudnn_batch_norm(on);
+#endif
+}
 bool cudnn_batch_norm_fits(const Tensor& x, float eps, const Tensor& residual) {
 #ifdef ADA_WITH_CUDA
   if (any_cuda(x)) return ::ada::cuda::cudnn_batch_norm_fits(x, eps, residual);

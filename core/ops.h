@@ -175,7 +175,10 @@ struct CudnnBatchNorm {
   bool relu = false, residual = false;  // what the forward computed
   bool fused = false;                   // its ReLU (and residual add) ran inside cuDNN
 };
-bool cudnn_batch_norm_on();  // ADA_CUDA_BN_CUDNN=1 in a CUDA build
+bool cudnn_batch_norm_on();  // ADA_CUDA_BN_CUDNN=1 in a CUDA build, or as last set below
+// Overrides ADA_CUDA_BN_CUDNN for this process (tests: both paths in one run); no effect in CPU
+// builds.
+void set_cudnn_batch_norm(bool on);
 // x (and the residual, when defined) a CUDA [M, C] tensor cuDNN's NHWC batch norm can take.
 bool cudnn_batch_norm_fits(const Tensor& x, float eps, const Tensor& residual = Tensor());
 CudnnBatchNorm cudnn_batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,

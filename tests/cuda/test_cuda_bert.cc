@@ -218,7 +218,9 @@ TEST(CudaBert, RecomputeOnTheGpuIsTheSameStepBitForBit) {
 
 // ResNet-20 (convolutions, batch norm with its ReLU, residual adds, global average pooling) with
 // 16-bit activations, the GPU against the CPU as above, NCHW and channels-last on the GPU
-// (cuDNN's NHWC convolutions, batch norm on the [N*H*W, C] view) against NCHW on the CPU. The
+// (cuDNN's NHWC convolutions, batch norm on the [N*H*W, C] view; channels-last again with
+// cuDNN's batch norm, ADA_CUDA_BN_CUDNN's path, whose residual gradient comes from cuDNN)
+// against NCHW on the CPU. The
 // only f32 copies the GPU step makes are channels-last's global average's (a mean over H and W,
 // forward and backward, on copies): the filter gradients are formed from the 16-bit tensors
 // (the stem's from its f32 image and a 16-bit dy: on f32 copies, one).
@@ -232,10 +234,16 @@ TEST(CudaModels, SixteenBitResNet20OnTheGpuMatchesTheCpu) {
   batch["label"] = labels;
   for (DType act : {DType::bf16, DType::f16}) {
     const Grads cpu = run_model("{name: resnet20_mnist}", batch, Device::cpu(), act);
-    for (bool channels_last : {false, true}) {
+    for (int variant = 0; variant < 3; ++variant) {  // NCHW, channels-last, + cuDNN's batch norm
+      const bool channels_last = variant > 0, cudnn_bn = variant == 2;
       const std::string what = std::string(dtype_name(act)) + " activations, ResNet-20" +
-                               (channels_last ? " channels-last" : "");
+                               (channels_last ? " channels-last" : "") +
+                               (cudnn_bn ? ", cuDNN's batch norm" : "");
       SCOPED_TRACE(what);
+      struct Restore {
+        ~Restore() { ops::set_cudnn_batch_norm(false); }
+      } restore;
+      ops::set_cudnn_batch_norm(cudnn_bn);
       int64_t copies = 0;
       const Grads gpu = run_model(
           channels_last ? "{name: resnet20_mnist, channels_last: true}" : "{name: resnet20_mnist}",

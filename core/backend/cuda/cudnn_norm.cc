@@ -99,11 +99,22 @@ void check_channel_tensor(const char* op, const Tensor& t, int64_t c, int device
 
 }  // namespace
 
+namespace {
+// -1: as ADA_CUDA_BN_CUDNN says; 0 or 1: as set_cudnn_batch_norm said.
+std::atomic<int> g_cudnn_bn_override{-1};
+}  // namespace
+
 bool cudnn_batch_norm_on() {
+  const int o = g_cudnn_bn_override.load(std::memory_order_relaxed);
+  if (o >= 0) return o == 1;
   static const bool on = env_switch(
       "ADA_CUDA_BN_CUDNN", false,
       "0 (Adatrain's batch-norm kernels, the default) or 1 (cuDNN's for channels-last training)");
   return on;
+}
+
+void set_cudnn_batch_norm(bool on) {
+  g_cudnn_bn_override.store(on ? 1 : 0, std::memory_order_relaxed);
 }
 
 bool cudnn_batch_norm_fits(const Tensor& x, float eps, const Tensor& residual) {
