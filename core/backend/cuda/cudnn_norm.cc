@@ -5,9 +5,9 @@
 // cudnnBatchNormalizationForwardTrainingEx / BackwardEx in CUDNN_BATCHNORM_SPATIAL_PERSISTENT mode,
 // the mode PyTorch's eager channels-last training uses, with the ReLU (CUDNN_BATCHNORM_OPS_BN_
 // ACTIVATION) and the residual add before it (BN_ADD_ACTIVATION) inside cuDNN's kernels. cuDNN
-// takes those fused forms only for some dtypes: when it answers CUDNN_STATUS_NOT_SUPPORTED the op
-// runs cuDNN's plain batch norm and our ReLU kernels instead, says so once in the log and does not
-// ask again for that dtype and form.
+// takes those fused forms only for some dtypes (and perhaps shapes): when it answers
+// CUDNN_STATUS_NOT_SUPPORTED the op runs cuDNN's plain batch norm and our ReLU kernels instead and
+// says so once in the log.
 #include <array>
 #include <atomic>
 #include <climits>
@@ -69,7 +69,9 @@ struct Descs {
   }
 };
 
-// The cuDNN form a call asks for, and which (dtype, form) pairs cuDNN has refused.
+// The cuDNN form a call asks for, and which (dtype, form) pairs cuDNN has refused (said once in
+// the log; each call asks again, as the answer may depend on the shape: a refused query costs
+// microseconds of host time).
 cudnnBatchNormOps_t form(bool relu, bool residual) {
   return !relu      ? CUDNN_BATCHNORM_OPS_BN
          : residual ? CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION
@@ -157,7 +159,6 @@ CudnnBatchNorm cudnn_batch_norm_train(const Tensor& x, const Tensor& gamma, cons
   cudnnHandle_t h = cudnn(dev);
   const float one = 1.f, zero = 0.f;
   cudnnBatchNormOps_t f = form(relu, residual.defined());
-  if (refused(x.dtype(), f)) f = CUDNN_BATCHNORM_OPS_BN;
   // One attempt in form f: CUDNN_STATUS_NOT_SUPPORTED from any of its three calls is returned,
   // every other failure thrown.
   auto attempt = [&](cudnnBatchNormOps_t fm) -> cudnnStatus_t {
