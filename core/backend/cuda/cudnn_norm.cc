@@ -11,7 +11,11 @@
 #include <array>
 #include <atomic>
 #include <climits>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <tuple>
 
 #include "base/env.h"
 #include "base/log.h"
@@ -68,6 +72,19 @@ struct Descs {
     if (x) cudnnDestroyTensorDescriptor(x);
   }
 };
+
+// One Descs a (m, c, dtype), built on first use and kept for the process (immutable once built:
+// concurrent calls share it), so that a step creates no descriptors. Descriptors belong to no
+// device.
+const Descs& descs(int64_t m, int64_t c, DType t) {
+  using Key = std::tuple<int64_t, int64_t, int>;
+  static auto* mu = new std::mutex;
+  static auto* cache = new std::map<Key, std::unique_ptr<Descs>>;
+  std::lock_guard<std::mutex> lock(*mu);
+  std::unique_ptr<Descs>& d = (*cache)[Key{m, c, static_cast<int>(t)}];
+  if (!d) d = std::make_unique<Descs>(m, c, t);
+  return *d;
+}
 
 // The cuDNN form a call asks for, and which (dtype, form) pairs cuDNN has refused (said once in
 // the log; each call asks again, as the answer may depend on the shape: a refused query costs
@@ -149,7 +166,7 @@ CudnnBatchNorm cudnn_batch_norm_train(const Tensor& x, const Tensor& gamma, cons
     check_channel_tensor(op, running_mean, c, dev, "running_mean");
     check_channel_tensor(op, running_var, c, dev, "running_var");
   }
-  const Descs d(m, c, x.dtype());
+  const Descs& d = descs(m, c, x.dtype());
   CudnnBatchNorm r;
   r.relu = relu;
   r.residual = residual.defined();
@@ -225,7 +242,7 @@ CudnnBatchNormGrads cudnn_batch_norm_backward(const Tensor& dy, const Tensor& x,
                 ShapeError)
       << op << ": the forward record has no reserve space of " << forward.reserve_bytes
       << " bytes: pass cudnn_batch_norm_train's result as it is";
-  const Descs d(m, c, x.dtype());
+  const Descs& d = descs(m, c, x.dtype());
   const bool relu = forward.relu, residual = forward.residual;
   const cudnnBatchNormOps_t f = forward.fused ? form(relu, residual) : CUDNN_BATCHNORM_OPS_BN;
   const bool act = f != CUDNN_BATCHNORM_OPS_BN, add = f == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
