@@ -116,6 +116,9 @@ export PATH="$PWD/.gpu/bin:$PATH" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROO
 cat "$out/env.log"
 
 status=0
+# Each section's end, in seconds since the start, also in $out/timing.log: where a lent GPU's
+# minutes go (plan the next call from it).
+took() { echo "gpu_test: $1 done at ${SECONDS} s" | tee -a "$out/timing.log"; }
 if [[ "$what" == tests || "$what" == all || "$what" == session ]]; then
   echo "== cuda tests"
   OMP_NUM_THREADS=8 timeout 420 .gpu/bin/test_cuda --gtest_filter="$filter" 2>&1 | tee "$out/test_cuda.log"
@@ -124,6 +127,7 @@ if [[ "$what" == tests || "$what" == all || "$what" == session ]]; then
   # and which algorithm each cuDNN convolution plan of the conv tests uses.
   grep -E '^\[ (linear|conv)' "$out/test_cuda.log"
   grep -E '^\[  (PASSED|FAILED)|tests? ran|FAILED TEST' "$out/test_cuda.log" | tail -30
+  took tests
 fi
 if [[ "$what" == nccl || "$what" == all ]]; then
   OUT=$out bash tools/gpu_nccl.sh ${2:+"$2"}
@@ -183,6 +187,7 @@ if [[ "$what" == train || "$what" == interop || "$what" == all || "$what" == ses
   echo "-- Hugging Face: transformers on tests/golden/bert_hf{,_heads}.safetensors" | tee -a "$out/train.log"
   python3 tools/hf_compare.py 2>&1 | tee -a "$out/train.log"
   [[ ${PIPESTATUS[0]} -eq 0 ]] || { echo "gpu_test: transformers and the twin differ (above)" | tee -a "$out/train.log"; status=1; }
+  took "Hugging Face check"
 fi
 if [[ "$what" == train || "$what" == interop || "$what" == all ]]; then
   # train.tensorboard read by TensorBoard's own event reader (this machine has tensorboard; the
@@ -336,6 +341,7 @@ for name in ("bf16-composed-s1", "bf16-fused-s1", "fp16-fused-s1", "bf16-fused-s
 raise SystemExit(1 if bad else 0)
 PY
   [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+  took "BERT-tiny precision runs"
 fi
 if [[ "$what" == step ]]; then
   IFS=';' read -ra cases <<< "$filter"
@@ -403,6 +409,7 @@ if [[ "$what" == session ]]; then
     "bert_large --batch 16 --seq 512 --precision bf16 --activations 16bit --attention composed --recompute attention_dropout,gelu --no-torch" \
     "bert_large --batch 16 --seq 512 --precision bf16 --activations 16bit --attention fused --no-torch" |
     tee "$out/session_step.log"
+  took "step cases"
 fi
 if [[ "$what" == profile || "$what" == session ]]; then
   echo "== per-op GPU time (bench_step --profile)"
@@ -418,6 +425,7 @@ if [[ "$what" == profile || "$what" == session ]]; then
     echo "-- $m"
     timeout 300 .gpu/bin/bench_step --model $m --device cuda --steps 5 --no-torch --profile 2>&1 | head -110
   done | tee "$out/profile.log"
+  took profile
 fi
 if [[ "$what" == bn || "$what" == session ]]; then
   # ResNet-50's batch-norm + ReLU kernels alone at b256, NCHW and channels-last, f32 and bf16,
@@ -441,5 +449,6 @@ if [[ "$what" == bn || "$what" == session ]]; then
   echo "-- ADA_CUDA_BN_CUDNN=1 bench_step --model $m --device cuda --no-torch" | tee -a "$out/bn.log"
   ADA_CUDA_BN_CUDNN=1 timeout 150 .gpu/bin/bench_step --model $m --device cuda --steps 10 --no-torch \
     2>&1 | tee -a "$out/bn.log"
+  took "batch-norm A/B"
 fi
 exit "$status"
