@@ -15,7 +15,7 @@ set -euo pipefail
 packages=(cmake g++ make ccache clang-format libeigen3-dev libyaml-cpp-dev libspdlog-dev libopenmpi-dev
           openmpi-bin libgtest-dev zlib1g-dev libjpeg62-turbo-dev python3-numpy
           nlohmann-json3-dev libcli11-dev python3-yaml python3-matplotlib libprotobuf-dev
-          protobuf-compiler python3-protobuf python3-pyflakes)
+          protobuf-compiler python3-protobuf python3-pyflakes xz-utils)
 for arg in "$@"; do
   case "$arg" in
     --bench) packages+=(python3-torch python3-torchvision python3-numpy libopenblas0-openmp
