@@ -20,7 +20,9 @@
 #                          activations and channels-last, ours only, then BERT-tiny trained in
 #                          fp32/bf16/fp16 and bf16 with 16-bit activations, about 5 minutes,
 #                          not in all; precision: only the BERT-tiny training part of it;
-#                          session: what a lent GPU's first call should run, about 8 minutes:
+#                          session: what a lent GPU's first call should run, about 8 minutes
+#                          (profile and bn are left for a second call, said so, when they would
+#                          end past the call's 600 s):
 #                          tests, precision, transformers against our BERT's twin (hf_compare.py),
 #                          ours at its best against each case's fastest twin
 #                          (ResNet-50 b256, BERT-Large s128 b64 and s512 b16; s512 again
@@ -119,6 +121,16 @@ status=0
 # Each section's end, in seconds since the start, also in $out/timing.log: where a lent GPU's
 # minutes go (plan the next call from it).
 took() { echo "gpu_test: $1 done at ${SECONDS} s" | tee -a "$out/timing.log"; }
+# In `session`, a section that would likely end past the device tool's limit on a call (600 s;
+# ADA_CALL_S) is left for a second call, said so: a call cut off mid-section loses that section.
+# $2: the section's expected length in seconds (generous).
+fits() {
+  [[ "$what" != session ]] && return 0
+  (( SECONDS + $2 <= ${ADA_CALL_S:-590} )) && return 0
+  echo "gpu_test: $1 left out at ${SECONDS} s (it would end past the call's limit): run" \
+       "\`bash tools/gpu_test.sh $1\` in a second call" | tee -a "$out/timing.log"
+  return 1
+}
 if [[ "$what" == tests || "$what" == all || "$what" == session ]]; then
   echo "== cuda tests"
   OMP_NUM_THREADS=8 timeout 420 .gpu/bin/test_cuda --gtest_filter="$filter" 2>&1 | tee "$out/test_cuda.log"
@@ -411,7 +423,7 @@ if [[ "$what" == session ]]; then
     tee "$out/session_step.log"
   took "step cases"
 fi
-if [[ "$what" == profile || "$what" == session ]]; then
+if [[ "$what" == profile || "$what" == session ]] && fits profile 180; then
   echo "== per-op GPU time (bench_step --profile)"
   # The mixed-precision steps issue 33 is about (the fp32 profile is in docs/results/gpu_h200):
   # where a bf16 step with 16-bit activations spends its time. A filter names other cases.
@@ -427,7 +439,7 @@ if [[ "$what" == profile || "$what" == session ]]; then
   done | tee "$out/profile.log"
   took profile
 fi
-if [[ "$what" == bn || "$what" == session ]]; then
+if [[ "$what" == bn || "$what" == session ]] && fits bn 120; then
   # ResNet-50's batch-norm + ReLU kernels alone at b256, NCHW and channels-last, f32 and bf16,
   # against eager PyTorch's in the same layout (GB/s of the least traffic; the convolutions and a
   # small GEMM come with bench_ops): is channels-last's backward slow per byte, or the step around it?
