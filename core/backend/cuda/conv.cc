@@ -83,13 +83,6 @@ struct Plan {
 // with the fp32 inputs rounded to fp16 (CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION).
 enum class ConvMath { fma, tf32, fp16 };
 
-// cuDNN's type for a conv's tensors: float, or the 16-bit type of 16-bit activations.
-cudnnDataType_t data_type(DType t) {
-  return t == DType::bf16  ? CUDNN_DATA_BFLOAT16
-         : t == DType::f16 ? CUDNN_DATA_HALF
-                           : CUDNN_DATA_FLOAT;
-}
-
 ConvMath current_math() {
   if (cuda_matmul_precision() == Precision::fp16) return ConvMath::fp16;
   return allow_tf32() || cuda_matmul_precision() == Precision::bf16 ? ConvMath::tf32
@@ -319,7 +312,7 @@ const Plan& get_plan(int dev, Dir dir, const ConvGeom& g, DType t = DType::f32) 
   std::lock_guard<std::mutex> lock(*mu);
   auto it = cache->find(key);
   if (it != cache->end()) return *it->second;
-  std::unique_ptr<Plan> plan = make_plan(dev, dir, g, math, data_type(t));
+  std::unique_ptr<Plan> plan = make_plan(dev, dir, g, math, cudnn_data_type(t));
   const Plan& ref = *plan;
   cache->emplace(key, std::move(plan));
   return ref;

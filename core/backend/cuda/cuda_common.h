@@ -34,6 +34,13 @@ cudaStream_t stream(int device);
 cublasHandle_t cublas(int device);
 cudnnHandle_t cudnn(int device);
 
+// cuDNN's type for a tensor of f32, or of the 16-bit type of 16-bit activations.
+inline cudnnDataType_t cudnn_data_type(DType t) {
+  return t == DType::bf16  ? CUDNN_DATA_BFLOAT16
+         : t == DType::f16 ? CUDNN_DATA_HALF
+                           : CUDNN_DATA_FLOAT;
+}
+
 // Makes `device` current for the calling thread (cheap when it already is).
 void set_device(int device);
 

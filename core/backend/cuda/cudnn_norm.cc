@@ -35,12 +35,6 @@ constexpr cudnnBatchNormMode_t kMode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
 // around); our split keeps n below it.
 constexpr int64_t kMaxN = 880801;
 
-cudnnDataType_t bn_data_type(DType t) {
-  return t == DType::bf16  ? CUDNN_DATA_BFLOAT16
-         : t == DType::f16 ? CUDNN_DATA_HALF
-                           : CUDNN_DATA_FLOAT;
-}
-
 // M = n * h with h the largest power of two dividing M, at most 4,096.
 std::array<int, 2> split_rows(int64_t m) {
   int64_t h = 1;
@@ -56,7 +50,7 @@ struct Descs {
   Descs(int64_t m, int64_t c, DType t) {
     const auto [n, h] = split_rows(m);
     ADA_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x));
-    ADA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NHWC, bn_data_type(t), n,
+    ADA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NHWC, cudnn_data_type(t), n,
                                                static_cast<int>(c), h, 1));
     ADA_CUDNN_CHECK(cudnnCreateTensorDescriptor(&stat));
     ADA_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(stat, x, kMode));
@@ -106,9 +100,6 @@ void note_refused(DType t, cudnnBatchNormOps_t f) {
         f == CUDNN_BATCHNORM_OPS_BN_ACTIVATION ? "ReLU" : "residual add and ReLU", dtype_name(t));
 }
 
-const char* kOpTrain = "cudnn_batch_norm_train";
-const char* kOpBackward = "cudnn_batch_norm_backward";
-
 // A per-channel f32 [c] tensor on `device` (gamma, beta, statistics).
 void check_channel_tensor(const char* op, const Tensor& t, int64_t c, int device, const char* arg) {
   require_on(op, device, {&t});
@@ -116,11 +107,9 @@ void check_channel_tensor(const char* op, const Tensor& t, int64_t c, int device
       << op << ": " << arg << " " << t.str() << " should be f32 [" << c << "]";
 }
 
-}  // namespace
-
-namespace {
 // -1: as ADA_CUDA_BN_CUDNN says; 0 or 1: as set_cudnn_batch_norm said.
 std::atomic<int> g_cudnn_bn_override{-1};
+
 }  // namespace
 
 bool cudnn_batch_norm_on() {
@@ -150,7 +139,7 @@ bool cudnn_batch_norm_fits(const Tensor& x, float eps, const Tensor& residual) {
 CudnnBatchNorm cudnn_batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                       Tensor& running_mean, Tensor& running_var, float momentum,
                                       float eps, bool relu, const Tensor& residual) {
-  const char* op = kOpTrain;
+  const char* op = "cudnn_batch_norm_train";
   ADA_CHECK_ARG(cudnn_batch_norm_fits(x, eps, residual), ShapeError)
       << op << ": x " << x.str() << (residual.defined() ? ", residual " + residual.str() : "")
       << ", eps " << eps << ": needs a CUDA [M > 1, C] tensor of f32/bf16/f16 under 2^31 elements, "
@@ -221,7 +210,7 @@ CudnnBatchNorm cudnn_batch_norm_train(const Tensor& x, const Tensor& gamma, cons
 CudnnBatchNormGrads cudnn_batch_norm_backward(const Tensor& dy, const Tensor& x,
                                               const Tensor& gamma, const Tensor& beta,
                                               const CudnnBatchNorm& forward, float eps) {
-  const char* op = kOpBackward;
+  const char* op = "cudnn_batch_norm_backward";
   ADA_CHECK_ARG(cudnn_batch_norm_fits(x, eps, Tensor()), ShapeError)
       << op << ": x " << x.str() << " is not a tensor cudnn_batch_norm_train takes";
   const int dev = x.device().index;
