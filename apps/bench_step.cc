@@ -6,7 +6,7 @@
 //              [--python /usr/bin/python3] [--no-torch] [--profile] [--precision fp32|bf16|fp16]
 //              [--twins eager,channels_last,...] [--attention composed|fused]
 //              [--recompute attention_dropout,gelu]
-//              [--activations fp32|16bit] [--channels-last]
+//              [--activations fp32|16bit] [--channels-last] [--graphs]
 // Optimizers: Momentum-SGD for the CNNs, AdamW for bert_large and bert_base, LAMB for bert_mini
 // (PyTorch has no LAMB: its twin runs AdamW). Synthetic inputs; images 224x224 (28x28 for the
 // MNIST models). The median step time gives samples/s.
@@ -41,6 +41,11 @@
 // torch.autocast(device, torch.bfloat16 or torch.float16), PyTorch's mixed precision. Neither
 // side scales the loss here. --activations 16bit (with --precision bf16|fp16): the mixed step
 // also stores activations in that 16-bit type (train.activations: 16bit).
+// --graphs (cuda): after the warm-up the step is timed eagerly, then captured once as a CUDA
+// graph (cuda::Graph) and the reported step is its replay, the ratio replay/eager printed. Only a
+// step whose host values do not change can be captured (Momentum-SGD at bench_step's constant
+// LR: the CNNs); BERT's dropout and AdamW/LAMB refuse, with the reason, and the run fails. Peak
+// memory then adds the graph pool's peak to the device pool's (an upper bound of the peak).
 // The twin runs under --python (default /usr/bin/python3; e.g. --python python3 for a pip torch).
 // On cuda PyTorch's best is several twins, one process each (bench_step_torch.py --variant):
 // CNNs eager (NCHW, as installed), channels_last (+ fused SGD) and compile (channels_last under
@@ -54,6 +59,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -147,7 +153,7 @@ int main(int argc, char** argv) {
   std::string model = "resnet20_mnist";
   int64_t batch = 0, steps = 5, seq = 128;
   int threads = 1;
-  bool torch = true, profile = false, channels_last = false;
+  bool torch = true, profile = false, channels_last = false, graphs = false;
   std::string device = "cpu", python = "/usr/bin/python3", precision = "fp32", twins_arg, attention,
               recompute;
   std::string activations = "fp32";
@@ -188,6 +194,8 @@ int main(int argc, char** argv) {
         activations = value();
       else if (a == "--channels-last")
         channels_last = true;
+      else if (a == "--graphs")
+        graphs = true;
       else
         ADA_THROW(ConfigError)
             << "unknown option '" << a
@@ -195,11 +203,16 @@ int main(int argc, char** argv) {
                "[--seq L] [--device cpu|cuda] [--python PATH] [--no-torch] [--profile] "
                "[--precision fp32|bf16|fp16] [--twins LIST] [--attention composed|fused] "
                "[--recompute attention_dropout,gelu] [--activations fp32|16bit] "
-               "[--channels-last]";
+               "[--channels-last] [--graphs]";
     }
     ADA_CHECK_ARG(device == "cpu" || device == "cuda", ConfigError)
         << "--device must be cpu or cuda, not '" << device << "'";
     ADA_CHECK_ARG(steps >= 1, ConfigError) << "--steps must be at least 1";
+    ADA_CHECK_ARG(!graphs || device == "cuda", ConfigError)
+        << "--graphs needs --device cuda (CUDA graphs)";
+    ADA_CHECK_ARG(!graphs || !profile, ConfigError)
+        << "--graphs and --profile exclude each other (a replayed graph has no per-op events); "
+           "profile the eager step without --graphs";
     ADA_CHECK_ARG(precision == "fp32" || precision == "bf16" || precision == "fp16", ConfigError)
         << "--precision must be fp32, bf16 or fp16, not '" << precision << "'";
     const bool mixed = precision != "fp32";
@@ -286,12 +299,12 @@ int main(int argc, char** argv) {
     };
     const int warmup = on_cuda ? 3 : 1;           // the twin uses the same counts
     for (int w = 0; w < warmup; ++w) one_step();  // warm-up (allocations, first-touch, cuDNN plans)
-    auto median_step = [&] {
+    auto median_step = [&](const std::function<void()>& step) {
       std::vector<double> t;
       for (int64_t s = 0; s < steps; ++s) {
         if (on_cuda) cuda::synchronize(0);
         auto a = std::chrono::steady_clock::now();
-        one_step();
+        step();
         if (on_cuda) cuda::synchronize(0);
         t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
       }
@@ -300,7 +313,7 @@ int main(int argc, char** argv) {
     };
     double fp32_step_s = 0;
     if (mixed) {  // our fp32 step first, then bf16/fp16 from a warm-up step on
-      fp32_step_s = median_step();
+      fp32_step_s = median_step(one_step);
       if (on_cuda)
         set_cuda_matmul_precision(mixed_precision);
       else
@@ -313,12 +326,37 @@ int main(int argc, char** argv) {
         host::reset_peak();
       one_step();
     }
+    // --graphs: the eager step timed (and its 16-bit copies counted: a replay runs no host code),
+    // then the same step captured and replayed.
     const int64_t copies_before = ops::sixteen_bit_copies();
-    const double step_s = median_step(), ours_sps = batch / step_s;
+    int64_t copies_after = -1;
+    double eager_step_s = 0;
+    cuda::Graph graph;
+    if (graphs) {
+      eager_step_s = median_step(one_step);
+      copies_after = ops::sixteen_bit_copies();
+      cuda::synchronize(0);
+      cuda::empty_cache(0);  // the eager steps' cached blocks: the graph's pool holds its own
+      cuda::reset_peak(0);
+      graph.capture(0, one_step);  // DeviceError names what refused
+      std::printf("graph: %lld nodes captured, its pool %.0f MB\n",
+                  static_cast<long long>(graph.nodes()),
+                  static_cast<double>(graph.pool_bytes()) / (1024.0 * 1024.0));
+      graph.replay();  // the first replay uploads the graph
+      cuda::synchronize(0);
+    }
+    auto run_step = [&] {
+      if (graphs)
+        graph.replay();
+      else
+        one_step();
+    };
+    const double step_s = median_step(run_step), ours_sps = batch / step_s;
+    if (copies_after < 0) copies_after = ops::sixteen_bit_copies();
     // f32 copies of 16-bit inputs per step (ops without a 16-bit kernel; 0 without 16-bit
     // activations).
     const double copies_per_step =
-        static_cast<double>(ops::sixteen_bit_copies() - copies_before) / static_cast<double>(steps);
+        static_cast<double>(copies_after - copies_before) / static_cast<double>(steps);
     if (profile && on_cuda) {  // after the timed steps, so the events do not disturb them
       cuda::set_profiling(true);
       for (int64_t s = 0; s < steps; ++s) one_step();
@@ -435,6 +473,9 @@ int main(int argc, char** argv) {
         std::printf(" | %s/fp32 x%.2f (our fp32 %.2f samples/s)", mode.c_str(),
                     fp32_step_s / step_s, batch / fp32_step_s);
       if (activations == "16bit") std::printf(" | %.0f 16-bit copies/step", copies_per_step);
+      if (graphs)
+        std::printf(" | CUDA graph replay/eager x%.2f (eager %.2f samples/s)",
+                    eager_step_s / step_s, batch / eager_step_s);
       if (best < twins.size())
         std::printf(" | vs the fastest PyTorch twin (%s): throughput x%.2f, memory (alloc) x%.2f\n",
                     twins[best].c_str(), ours_sps / runs[best].sps, ours_mb / runs[best].mb);

@@ -147,6 +147,11 @@ void BlockCache::release_all() {
   }
 }
 
+bool BlockCache::owns(const void* block) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return live_.count(const_cast<void*>(block)) > 0;
+}
+
 void BlockCache::release_cached() {
   std::lock_guard<std::mutex> lock(mu_);
   release_all();

@@ -53,6 +53,10 @@ class BlockCache {
   void free(void* block, size_t bytes) noexcept;
   // Gives every cached block back to the system allocator.
   void release_cached();
+  // Whether `block` is a live block this cache handed out (bypassed small blocks excepted): how
+  // the CUDA allocator finds which of its pools a freed block belongs to (a CUDA graph's or the
+  // device's).
+  bool owns(const void* block) const;
   MemoryStats stats() const;
   void reset_peak();
   // The size a request of `bytes` is rounded to.

@@ -492,6 +492,11 @@ void set_cudnn_batch_norm([[maybe_unused]] bool on) {
   ::ada::cuda::set_cudnn_batch_norm(on);
 #endif
 }
+void set_deterministic_convolutions([[maybe_unused]] bool on) {
+#ifdef ADA_WITH_CUDA
+  ::ada::cuda::set_deterministic_convolutions(on);
+#endif
+}
 bool cudnn_batch_norm_fits(const Tensor& x, float eps, const Tensor& residual) {
 #ifdef ADA_WITH_CUDA
   if (any_cuda(x)) return ::ada::cuda::cudnn_batch_norm_fits(x, eps, residual);

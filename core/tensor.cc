@@ -8,6 +8,7 @@
 
 #include "core/backend/cuda_runtime.h"
 #include "core/host_memory.h"
+#include "core/ops.h"
 #include "core/parallel.h"
 #include "core/random.h"
 
@@ -120,6 +121,11 @@ void fill_typed(Tensor& t, T v) {
 }  // namespace
 
 Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {
+  if (!device.is_cpu() && dtype == DType::f32) {  // filled on the device: no copy from the host
+    Tensor t = empty(shape, dtype, device);
+    ops::fill_(t, static_cast<float>(value));
+    return t;
+  }
   Tensor t = empty(shape, dtype, Device::cpu());
   switch (dtype) {
     case DType::f32:

@@ -6,7 +6,7 @@
 # MPI; the Hugging Face and TensorBoard checks; then the GPU benchmarks against PyTorch on the same
 # GPU. Logs go to $OUT (or out/gpu when OUT is unset).
 #   bash tools/gpu_test.sh [tests|nccl|train|interop|bench|peers|attention|precision|profile|session|
-#                           bn|convsurvey|downstream|study|all]
+#                           bn|graphs|convsurvey|downstream|study|all]
 #                         [filter]
 #                         (default: all; interop: Hugging Face and TensorBoard, also in train;
 #                          peers: issue 33's table, ours against every PyTorch twin incl.
@@ -27,7 +27,10 @@
 #                          ours at its best against each case's fastest twin
 #                          (ResNet-50 b256, BERT-Large s128 b64 and s512 b16; s512 again
 #                          with model.recompute and with fused attention, ours only),
-#                          profile, bn);
+#                          profile, bn, graphs);
+#                          graphs: the CNN steps captured as CUDA graphs and replayed against
+#                          the same step run eagerly (bench_step --graphs: ResNet-20 b256 fp32,
+#                          ResNet-50 b64 and b256 bf16 channels-last), ours only, about a minute;
 #                          bn: ResNet-50's batch-norm + ReLU kernels against eager PyTorch's
 #                          (bench_ops --bn, NCHW and channels-last, f32 and bf16), and the
 #                          channels-last kernels and b256 step on cuDNN's batch norm
@@ -462,5 +465,16 @@ if [[ "$what" == bn || "$what" == session ]] && fits bn 120; then
   ADA_CUDA_BN_CUDNN=1 timeout 150 .gpu/bin/bench_step --model $m --device cuda --steps 10 --no-torch \
     2>&1 | tee -a "$out/bn.log"
   took "batch-norm A/B"
+fi
+if [[ "$what" == graphs || "$what" == session ]] && fits graphs 90; then
+  # Issue 33 item 5: what launching the step as one CUDA graph saves (cuda::Graph; the CUDA tests'
+  # CudaGraph.* hold replays to the eager steps' bits). A refused capture prints its reason.
+  echo "== CUDA graphs: the step replayed against the same step run eagerly (bench_step --graphs)"
+  a16="--precision bf16 --activations 16bit --channels-last"
+  for m in "resnet20_mnist --batch 256" "resnet50 --batch 64 $a16" "resnet50 --batch 256 $a16"; do
+    echo "-- bench_step --model $m --device cuda --no-torch --graphs"
+    timeout 120 .gpu/bin/bench_step --model $m --device cuda --steps 20 --no-torch --graphs 2>&1
+  done | tee "$out/graphs.log"
+  took graphs
 fi
 exit "$status"

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -79,6 +80,49 @@ class BatchUploader {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// CUDA graphs (bench_step --graphs): the work one call of `work` queues on the compute stream of
+// cuda:`device`, captured once (nothing runs) and then run by replay() as one launch. A replay
+// repeats exactly what was captured: the same kernels, on the same addresses, with the same
+// arguments. Hence:
+//  - Memory: what the work allocates while it is captured comes from a pool of the graph's own,
+//    kept while the graph lives (it is every replay's working memory; tensors the work leaves
+//    behind, such as gradients, live there and are rewritten by each replay); blocks of the
+//    device's pool that the work frees are kept out of reuse until the graph is destroyed (its
+//    kernels still touch them). Tensors made before the capture that the work reads or writes
+//    (parameters, optimizer state, the input batch) must stay alive, unmoved, while it is
+//    replayed: write new inputs into them (copy_from), never replace them.
+//  - Values: host values handed to ops are the capture's (an SGD step's LR). Ops whose host
+//    values change from step to step refuse to be captured, with a DeviceError naming the op:
+//    dropout (its Philox offset), Adam and LAMB (bias corrections), SGD's first update of a
+//    parameter; so does anything that waits for the device or reads device memory on the host (a
+//    loss read, a finite check, a copy to the host) or copies host memory to the device. Each
+//    such refusal is a step towards graphs in the trainer (device-side step scalars, a loss read
+//    after the step).
+// A refused capture is abandoned: the error propagates, no kernel of the work ran, this Graph
+// stays empty and the device goes on working eagerly; host-side effects of the work up to the
+// refusal remain (gradients pointing at unwritten memory: zero_grad before the next step). Run
+// the work eagerly at least once first, so that plans, workspaces and optimizer state exist. The
+// capturing thread must be the only one queuing work on the device until capture() returns.
+// Without CUDA (or a GPU) capture() throws DeviceError.
+class Graph {
+ public:
+  Graph();
+  ~Graph();  // waits for its replays, then gives its memory back
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  void capture(int device, const std::function<void()>& work);
+  void replay();               // queues one run of the captured work; DeviceError when none
+  bool captured() const;       // a capture() succeeded
+  int64_t nodes() const;       // the captured graph's nodes (kernels, copies, memsets)
+  int64_t pool_bytes() const;  // device memory held by the graph's pool (live and cached)
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+// Whether the compute stream of cuda:`device` is being captured (false without CUDA).
+bool capturing(int device);
 
 // Per-op GPU time (bench_step --profile): while enabled, every op that the dispatch sends to the
 // CUDA backend is bracketed by two events on its stream; profile_report() waits for them and

@@ -74,6 +74,27 @@ BatchUploader::~BatchUploader() = default;
 std::map<std::string, Tensor> BatchUploader::upload(const std::map<std::string, Tensor>&) {
   no_cuda("copying batches to a CUDA device");
 }
+struct Graph::Impl {};
+Graph::Graph() = default;
+Graph::~Graph() = default;
+void Graph::capture(int, const std::function<void()>&) {
+  no_cuda("capturing a CUDA graph");
+}
+void Graph::replay() {
+  no_cuda("replaying a CUDA graph");
+}
+bool Graph::captured() const {
+  return false;
+}
+int64_t Graph::nodes() const {
+  return 0;
+}
+int64_t Graph::pool_bytes() const {
+  return 0;
+}
+bool capturing(int) {
+  return false;
+}
 }  // namespace ada::cuda
 
 namespace ada {

@@ -82,6 +82,28 @@ TEST_F(BlockCacheTest, ReusesAFreedBlockOfTheSameBin) {
   EXPECT_EQ(c.stats().system_frees, 2);
 }
 
+// owns(): live blocks of this cache only (the CUDA allocator routes a freed block to the pool,
+// a CUDA graph's or the device's, that handed it out).
+TEST_F(BlockCacheTest, OwnsItsLiveBlocksOnly) {
+  BlockCache c(policy(), fake_alloc, fake_free, 7), other(policy(), fake_alloc, fake_free, 7);
+  void* a = c.alloc(3000);
+  void* b = other.alloc(3000);
+  EXPECT_TRUE(c.owns(a));
+  EXPECT_FALSE(c.owns(b));
+  EXPECT_TRUE(other.owns(b));
+  int on_stack = 0;
+  EXPECT_FALSE(c.owns(&on_stack));
+  c.free(a, 3000);
+  EXPECT_FALSE(c.owns(a));  // cached, no longer live
+  void* again = c.alloc(3000);
+  EXPECT_EQ(again, a);
+  EXPECT_TRUE(c.owns(again));
+  c.free(again, 3000);
+  other.free(b, 3000);
+  c.release_cached();
+  other.release_cached();
+}
+
 TEST_F(BlockCacheTest, LargeBlocksAreReusedUpToAQuarterBigger) {
   BlockCache c(policy(), fake_alloc, fake_free, 7);
   void* big = c.alloc(100 * 4096);

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "core/backend/cuda_runtime.h"
 #include "core/parallel.h"
 #include "core/random.h"
 #include "core/tensor.h"
@@ -82,6 +83,22 @@ TEST(Tensor, CudaWithoutCudaSaysHowToEnableIt) {
   } catch (const DeviceError& e) {
     EXPECT_NE(std::string(e.what()).find("-DADA_WITH_CUDA=ON"), std::string::npos) << e.what();
   }
+}
+
+TEST(Tensor, CudaGraphWithoutCudaSaysHowToEnableIt) {
+  cuda::Graph g;
+  bool ran = false;
+  try {
+    g.capture(0, [&] { ran = true; });
+    FAIL() << "expected DeviceError";
+  } catch (const DeviceError& e) {
+    EXPECT_NE(std::string(e.what()).find("capturing a CUDA graph"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("-DADA_WITH_CUDA=ON"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(ran);
+  EXPECT_FALSE(g.captured());
+  EXPECT_FALSE(cuda::capturing(0));
+  EXPECT_THROW(g.replay(), DeviceError);
 }
 #endif
 

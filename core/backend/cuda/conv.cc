@@ -10,7 +10,9 @@
 // cuDNN's heuristics (see choose_*), cached for the life of the process.
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <climits>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -100,8 +102,21 @@ ConvMath current_math() {
 //     on the other five shapes: used only when nothing else qualifies;
 //   - every forward algorithm, and FFT and Winograd in all three directions, stayed within.
 enum class Fit { ok, last_resort, never };
+
+// -1: as ADA_CUDA_DETERMINISTIC says; 0 or 1: as set_deterministic_convolutions said.
+std::atomic<int> g_deterministic{-1};
+bool deterministic_convolutions() {
+  const int set = g_deterministic.load();
+  if (set >= 0) return set == 1;
+  static const bool env = [] {
+    const char* v = std::getenv("ADA_CUDA_DETERMINISTIC");
+    return v && std::string(v) == "1";
+  }();
+  return env;
+}
 struct Tensors {
   bool sixteen_bit = false, fp16_nchw = false;
+  bool deterministic = false;  // set_deterministic_convolutions: no atomic algorithms
 };
 Fit fit(cudnnConvolutionFwdAlgo_t, Tensors) {
   return Fit::ok;
@@ -120,13 +135,15 @@ Fit fit(cudnnConvolutionBwdFilterAlgo_t a, Tensors t) {
 // fp32; tf32: anything but the fp16 down-conversion) and suits the tensors (fit), a last resort
 // only when no other does. The heuristics' order is kept otherwise: non-deterministic (atomic)
 // backward algorithms are not avoided for f32, so backward results may differ between runs by
-// fp32 rounding.
+// fp32 rounding, unless set_deterministic_convolutions(true) (or ADA_CUDA_DETERMINISTIC=1) rules
+// them out.
 template <class Perf>
 bool pick(const std::vector<Perf>& perfs, int got, ConvMath math, Tensors t, Perf& out) {
   for (Fit allowed : {Fit::ok, Fit::last_resort})
     for (int i = 0; i < got && i < static_cast<int>(perfs.size()); ++i) {
       const Perf& p = perfs[static_cast<size_t>(i)];
       if (p.status != CUDNN_STATUS_SUCCESS || p.memory > kMaxWorkspace) continue;
+      if (t.deterministic && p.determinism != CUDNN_DETERMINISTIC) continue;
       const Fit f = fit(p.algo, t);
       if (f == Fit::never || (f == Fit::last_resort && allowed == Fit::ok)) continue;
       if (math == ConvMath::fma && p.mathType != CUDNN_FMA_MATH) continue;
@@ -174,8 +191,9 @@ void choose_backward_data(cudnnHandle_t h, Plan& pl, ConvMath allowed, cudnnMath
   int got = 0;
   ADA_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
       h, pl.w, pl.y, pl.conv, pl.x, static_cast<int>(perfs.size()), &got, perfs.data()));
-  cudnnConvolutionBwdDataAlgo_t algo =
-      t.sixteen_bit ? CUDNN_CONVOLUTION_BWD_DATA_ALGO_1 : CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
+  cudnnConvolutionBwdDataAlgo_t algo = t.sixteen_bit || t.deterministic
+                                           ? CUDNN_CONVOLUTION_BWD_DATA_ALGO_1
+                                           : CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
   cudnnConvolutionBwdDataAlgoPerf_t best{};
   pl.offered = pick(perfs, got, allowed, t, best);
   if (pl.offered) {
@@ -196,8 +214,9 @@ void choose_backward_filter(cudnnHandle_t h, Plan& pl, ConvMath allowed, cudnnMa
   int got = 0;
   ADA_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
       h, pl.x, pl.y, pl.conv, pl.w, static_cast<int>(perfs.size()), &got, perfs.data()));
-  cudnnConvolutionBwdFilterAlgo_t algo =
-      t.sixteen_bit ? CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1 : CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0;
+  cudnnConvolutionBwdFilterAlgo_t algo = t.sixteen_bit || t.deterministic
+                                             ? CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1
+                                             : CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0;
   cudnnConvolutionBwdFilterAlgoPerf_t best{};
   pl.offered = pick(perfs, got, allowed, t, best);
   if (pl.offered) {
@@ -249,7 +268,8 @@ std::unique_ptr<Plan> make_plan(int dev, Dir dir, const ConvGeom& g, ConvMath al
       << g.n << "," << g.k << "," << g.p << "," << g.q << "]";
   ADA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(pl->y, fmt, data, i(g.n), i(g.k), i(g.p), i(g.q)));
   cudnnHandle_t h = cudnn(dev);
-  const Tensors t{data != CUDNN_DATA_FLOAT, data == CUDNN_DATA_HALF && !p.channels_last};
+  const Tensors t{data != CUDNN_DATA_FLOAT, data == CUDNN_DATA_HALF && !p.channels_last,
+                  deterministic_convolutions()};
   switch (dir) {
     case Dir::forward:
       choose_forward(h, *pl, allowed, math, t);
@@ -286,7 +306,7 @@ std::unique_ptr<Plan> make_plan(int dev, Dir dir, const ConvGeom& g, ConvMath al
 // never evicted or destroyed (the cache outlives static destruction on purpose), so the
 // reference stays valid.
 const Plan& get_plan(int dev, Dir dir, const ConvGeom& g, DType t = DType::f32) {
-  using Key = std::array<int64_t, 18>;
+  using Key = std::array<int64_t, 19>;
   static std::mutex* mu = new std::mutex;
   static auto* cache = new std::map<Key, std::unique_ptr<Plan>>;
   const ConvMath math = t == DType::f32 ? current_math() : ConvMath::tf32;
@@ -308,7 +328,8 @@ const Plan& get_plan(int dev, Dir dir, const ConvGeom& g, DType t = DType::f32) 
                 p.dil_w,
                 static_cast<int64_t>(math),
                 static_cast<int64_t>(t),
-                p.channels_last ? 1 : 0};
+                p.channels_last ? 1 : 0,
+                deterministic_convolutions() ? 1 : 0};
   std::lock_guard<std::mutex> lock(*mu);
   auto it = cache->find(key);
   if (it != cache->end()) return *it->second;
@@ -428,6 +449,10 @@ Tensor conv2d_backward_filter(const Tensor& dy, const Tensor& x, const Shape& w_
   }
   if (!prm.channels_last) return dw;
   return g.r == 1 && g.s == 1 ? dw.reshape(w_shape) : permute(dw, {0, 3, 1, 2});
+}
+
+void set_deterministic_convolutions(bool on) {
+  g_deterministic.store(on ? 1 : 0);
 }
 
 std::string conv_plans_report() {

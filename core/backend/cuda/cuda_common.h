@@ -105,6 +105,15 @@ void raise_device_fault(int device);
 // Waits for the device's compute stream, then raises a recorded fault.
 void wait_for(int device);
 
+// CUDA graphs (cuda_runtime.h, Graph): throws DeviceError "`op` cannot be captured in a CUDA graph:
+// `why`" while the compute stream of `device` is being captured; nothing otherwise. Ops call it
+// before doing what a replay could not repeat (a wait for the device, a copy from or to host
+// memory, a host value that changes every step).
+void refuse_in_capture(int device, const char* op, const char* why);
+// Pinned host memory (cudaHostAlloc) that a captured copy reads: kept, and freed with
+// cudaFreeHost, when the graph being captured on `device` is destroyed. Only while capturing.
+void keep_for_graph(int device, void* pinned);
+
 // Grid-stride launch geometry for n elements.
 constexpr int kThreads = 256;
 inline unsigned blocks_for(int64_t n, int threads = kThreads) {

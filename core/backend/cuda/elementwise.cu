@@ -474,6 +474,8 @@ double reduce_double(int64_t n, F f, int dev) {
   final_sum_kernel<<<1, kThreads, 0, s>>>(partials, result);
   ADA_CUDA_LAUNCH_CHECK();
   double host = 0.0;
+  refuse_in_capture(dev, "a sum or norm read on the host (sum_all, norm2_sq)",
+                    "the host would read a result no kernel has written yet");
   ADA_CUDA_CHECK(cudaMemcpyAsync(&host, result, sizeof(double), cudaMemcpyDeviceToHost, s));
   wait_for(dev);
   return host;
@@ -761,6 +763,8 @@ bool all_finite(const Tensor& x) {
   nonfinite_kernel<<<blocks_for(n), kThreads, 0, s>>>(x.data<float>(), n, flag.as<int>());
   ADA_CUDA_LAUNCH_CHECK();
   int host = 0;
+  refuse_in_capture(dev, "all_finite (a finite check read on the host)",
+                    "the host would read a flag no kernel has written yet");
   ADA_CUDA_CHECK(cudaMemcpyAsync(&host, flag.get(), sizeof(int), cudaMemcpyDeviceToHost, s));
   wait_for(dev);
   return host == 0;
@@ -820,6 +824,8 @@ bool all_finite(const std::vector<Tensor>& tensors) {
                                                                       flag.as<int>());
   ADA_CUDA_LAUNCH_CHECK();
   int host = 0;
+  refuse_in_capture(dev, "all_finite (a finite check read on the host)",
+                    "the host would read a flag no kernel has written yet");
   ADA_CUDA_CHECK(cudaMemcpyAsync(&host, flag.get(), sizeof(int), cudaMemcpyDeviceToHost, s));
   wait_for(dev);
   return host == 0;

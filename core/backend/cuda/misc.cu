@@ -137,6 +137,10 @@ Tensor dropout_impl(const char* op, const Tensor& x, float p, uint64_t seed, uin
   const int dev = require_f32(op, {&x}, activation_type(x));
   ADA_CHECK_ARG(p >= 0.f && p < 1.f, ShapeError)
       << "dropout: probability must be in [0, 1), got " << p;
+  if (p > 0.f)
+    refuse_in_capture(dev, "dropout",
+                      "its Philox offset is a host value that moves every step; a replay would "
+                      "repeat the capture's mask");
   const int64_t n = x.numel();
   Tensor y = Tensor::empty(x.shape(), t, x.device());
   if (mask) *mask = Tensor::empty(x.shape(), DType::f32, x.device());

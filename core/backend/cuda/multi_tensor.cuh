@@ -51,8 +51,18 @@ inline unsigned grid_of(const std::vector<Chunk>& chunks) {
 constexpr int kStagingSlots = 8;
 class TableStaging {
  public:
-  // Copies `bytes` of `host` to `dst` on `stream` through the next slot.
-  void copy(void* dst, const void* host, size_t bytes, cudaStream_t stream) {
+  // Copies `bytes` of `host` to `dst` on `stream` (cuda:`device`'s) through the next slot. While
+  // the device is captured into a CUDA graph the copy reads a pinned buffer of its own instead,
+  // kept as long as the graph (keep_for_graph): every replay copies the table again from it.
+  void copy(void* dst, const void* host, size_t bytes, cudaStream_t stream, int device) {
+    if (capturing(device)) {
+      void* pinned = nullptr;
+      ADA_CUDA_CHECK(cudaHostAlloc(&pinned, bytes, cudaHostAllocDefault));
+      keep_for_graph(device, pinned);
+      std::memcpy(pinned, host, bytes);
+      ADA_CUDA_CHECK(cudaMemcpyAsync(dst, pinned, bytes, cudaMemcpyHostToDevice, stream));
+      return;
+    }
     std::lock_guard<std::mutex> lock(mu_);
     Slot& s = slots_[next_];
     next_ = (next_ + 1) % kStagingSlots;
@@ -106,7 +116,7 @@ class DeviceTable {
     if (!descs.empty()) std::memcpy(host.data(), descs.data(), descs.size() * sizeof(Desc));
     if (!chunks.empty())
       std::memcpy(host.data() + chunks_off_, chunks.data(), chunks.size() * sizeof(Chunk));
-    if (!host.empty()) staging(dev).copy(buf_.get(), host.data(), host.size(), stream(dev));
+    if (!host.empty()) staging(dev).copy(buf_.get(), host.data(), host.size(), stream(dev), dev);
   }
   const Desc* descs() const { return buf_.as<Desc>(); }
   const Chunk* chunks() const {

@@ -78,6 +78,9 @@ __global__ void adam_direction_kernel(float* u, const float* w, const float* g, 
 void adam_update_(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamArgs& a, double lr,
                   double decoupled_decay) {
   const int dev = check_adam("adam_update_", w, g, m, v, a);
+  refuse_in_capture(dev, "an Adam update",
+                    "its bias corrections are host values that change every step; a replay would "
+                    "repeat the capture's");
   const AdamConsts c = adam_consts(a);
   const float neg_step = static_cast<float>(-(lr / c.bias1));
   const float w_scale = static_cast<float>(1.0 - lr * decoupled_decay);
@@ -94,6 +97,9 @@ void adam_direction_(Tensor& u, const Tensor& w, const Tensor& g, Tensor& m, Ten
                      const AdamArgs& a, double decay) {
   check_adam("adam_direction_", w, g, m, v, a);
   const int dev = require_f32("adam_direction_", {&u, &w});
+  refuse_in_capture(dev, "a LAMB/Adam direction",
+                    "its bias corrections are host values that change every step; a replay would "
+                    "repeat the capture's");
   check_same_shape(w, u, "adam_direction_");
   for (const Tensor* t : std::initializer_list<const Tensor*>{&w, &g, &m, &v})
     ADA_CHECK_ARG(!u.shares_storage_with(*t), InternalError)
@@ -327,6 +333,11 @@ void sgd_step_(const std::vector<ops::SgdEntry>& entries, float lr, float moment
                      keep, e.first ? 0.f : momentum});
     sizes.push_back(e.w.numel());
   }
+  for (const ops::SgdEntry& e : entries)
+    if (e.first && momentum != 0.f)
+      refuse_in_capture(dev, "an SGD step with a parameter's first update",
+                        "the first update starts the momentum, later ones add to it; a replay "
+                        "would start it again (step eagerly once before capturing)");
   const std::vector<Chunk> chunks = chunks_of(sizes, nullptr);
   if (chunks.empty()) return;
   DeviceTable<SgdDesc> table(descs, chunks, dev);
@@ -348,6 +359,9 @@ void adam_step_(const std::vector<ops::AdamEntry>& entries, double lr) {
                      static_cast<float>(1.0 - lr * e.decoupled_decay), e.args.l2 != 0.0 ? 1 : 0});
     sizes.push_back(e.w.numel());
   }
+  refuse_in_capture(dev, "an Adam step",
+                    "its bias corrections are host values that change every step; a replay would "
+                    "repeat the capture's");
   const std::vector<Chunk> chunks = chunks_of(sizes, nullptr);
   if (chunks.empty()) return;
   DeviceTable<AdamDesc> table(descs, chunks, dev);
@@ -382,6 +396,9 @@ void lamb_step_(const std::vector<ops::LambEntry>& entries, float lr, Tensor& ra
                      e.args.l2 != 0.0 ? 1 : 0, e.adapt ? 1 : 0, first[i], last - first[i],
                      e.ratio_slot});
   }
+  refuse_in_capture(dev, "a LAMB step",
+                    "its bias corrections are host values that change every step; a replay would "
+                    "repeat the capture's");
   if (chunks.empty()) return;
   DeviceTable<LambDesc> table(descs, chunks, dev);
   Scratch partials(2 * chunks.size() * sizeof(double), dev);

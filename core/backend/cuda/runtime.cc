@@ -6,8 +6,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <sstream>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -19,6 +21,7 @@ namespace ada::cuda {
 namespace {
 
 constexpr int kMaxDevices = 16;
+std::atomic<bool> g_profiling{false};  // set_profiling
 
 // The system allocator under the cache: nullptr when the device is out of memory.
 void* device_malloc(size_t bytes, int device) {
@@ -37,12 +40,32 @@ void device_free(void* p, int) {
   cudaFree(p);
 }
 
+// The memory of one CUDA graph (Graph): its own cache, which the capture allocates from; the
+// device pool's blocks freed during the capture (the graph's kernels still use them, so they
+// stay out of reuse until the graph is destroyed); the pinned host tables its copies read.
+struct GraphPool {
+  explicit GraphPool(int device)
+      : blocks(BlockCache::Policy{}, device_malloc, device_free, device) {}
+  BlockCache blocks;
+  std::vector<std::pair<void*, size_t>> adopted;
+  std::vector<void*> pinned;
+  bool retired = false;  // its graph is gone: blocks still live go back to the driver when freed
+};
+
 // One device's state. Created on first use and never destroyed: tensors freed during static
 // destruction must still find it (their blocks are then simply left to the driver).
 struct DeviceState {
   explicit DeviceState(int device)
       : blocks(BlockCache::Policy{}, device_malloc, device_free, device) {}
   BlockCache blocks;  // up to 1 MiB: 512-byte bins, exact reuse; larger: 2 MiB bins, up to 1.25x
+  // Graphs' pools that exist or still hold live blocks; `capture` is the one being captured
+  // (set before `capturing`, read only by the capturing thread).
+  std::mutex pools_mu;
+  std::vector<std::shared_ptr<GraphPool>> pools;
+  std::atomic<int> npools{0};
+  std::atomic<bool> capturing{false};
+  GraphPool* capture = nullptr;
+  std::thread::id capture_thread;
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
   cudnnHandle_t cudnn = nullptr;
@@ -151,15 +174,63 @@ cudnnHandle_t cudnn(int device) {
   return st.cudnn;
 }
 
+namespace {
+bool capturing_here(const DeviceState& st) {
+  return st.capturing.load(std::memory_order_acquire) &&
+         st.capture_thread == std::this_thread::get_id();
+}
+
+// Frees `ptr` into the graph pool that handed it out; false when none did. A retired pool gives
+// its blocks straight back to the driver and is forgotten once empty.
+bool free_in_graph_pool(DeviceState& st, void* ptr, size_t bytes) {
+  std::lock_guard<std::mutex> lock(st.pools_mu);
+  for (auto it = st.pools.begin(); it != st.pools.end(); ++it) {
+    GraphPool& pool = **it;
+    if (!pool.blocks.owns(ptr)) continue;
+    pool.blocks.free(ptr, bytes);
+    if (pool.retired) {
+      pool.blocks.release_cached();
+      if (pool.blocks.stats().allocated == 0) {
+        st.pools.erase(it);
+        st.npools.fetch_sub(1, std::memory_order_release);
+      }
+    }
+    return true;
+  }
+  return false;
+}
+
+// The graph is gone (or its capture failed): the device pool's blocks it adopted go back to the
+// device pool (stream order keeps them from being reused before the graph's last kernels), its
+// own cached blocks to the driver; blocks still live follow when freed.
+void retire(DeviceState& st, const std::shared_ptr<GraphPool>& pool) {
+  std::lock_guard<std::mutex> lock(st.pools_mu);
+  for (const auto& [ptr, bytes] : pool->adopted) st.blocks.free(ptr, bytes);
+  pool->adopted.clear();
+  for (void* h : pool->pinned) cudaFreeHost(h);
+  pool->pinned.clear();
+  pool->retired = true;
+  pool->blocks.release_cached();
+  if (pool->blocks.stats().allocated == 0) {
+    auto it = std::find(st.pools.begin(), st.pools.end(), pool);
+    if (it != st.pools.end()) {
+      st.pools.erase(it);
+      st.npools.fetch_sub(1, std::memory_order_release);
+    }
+  }
+}
+}  // namespace
+
 void* alloc(size_t bytes, int device) {
   DeviceState& st = state(device);
-  void* p = st.blocks.alloc(bytes);
+  BlockCache& blocks = capturing_here(st) ? st.capture->blocks : st.blocks;
+  void* p = blocks.alloc(bytes);
   if (!p) {
     size_t free_b = 0, total_b = 0;
     cudaMemGetInfo(&free_b, &total_b);
     ADA_THROW(DeviceError) << "out of memory on cuda:" << device << " allocating "
-                           << bytes_str(static_cast<int64_t>(st.blocks.round(bytes)))
-                           << " (live tensors " << bytes_str(st.blocks.stats().allocated)
+                           << bytes_str(static_cast<int64_t>(blocks.round(bytes)))
+                           << " (live tensors " << bytes_str(memory_stats(device).allocated)
                            << ", device free " << bytes_str(static_cast<int64_t>(free_b)) << " of "
                            << bytes_str(static_cast<int64_t>(total_b))
                            << "); lower the batch size (data.batch_size) or sequence length";
@@ -168,20 +239,178 @@ void* alloc(size_t bytes, int device) {
 }
 
 void free(void* ptr, size_t bytes, int device) noexcept {
-  state(device).blocks.free(ptr, bytes);
+  if (!ptr) return;
+  DeviceState& st = state(device);
+  if (st.npools.load(std::memory_order_acquire) > 0 && free_in_graph_pool(st, ptr, bytes)) return;
+  if (capturing_here(st) && st.blocks.owns(ptr)) {  // the captured kernels still use it
+    std::lock_guard<std::mutex> lock(st.pools_mu);
+    st.capture->adopted.emplace_back(ptr, bytes);
+    return;
+  }
+  st.blocks.free(ptr, bytes);
 }
 
 void empty_cache(int device) {
+  refuse_in_capture(device, "empty_cache", "it waits for the device");
   set_device(device);
   ADA_CUDA_CHECK(cudaStreamSynchronize(stream(device)));
   state(device).blocks.release_cached();
 }
 
+// The device pool's figures plus every graph pool's. With graphs the peaks are each pool's own
+// peak added up: an upper bound of the peak of the sum.
 MemoryStats memory_stats(int device) {
-  return state(device).blocks.stats();
+  DeviceState& st = state(device);
+  MemoryStats m = st.blocks.stats();
+  std::lock_guard<std::mutex> lock(st.pools_mu);
+  for (const auto& pool : st.pools) {
+    const MemoryStats g = pool->blocks.stats();
+    m.allocated += g.allocated;
+    m.peak_allocated += g.peak_allocated;
+    m.reserved += g.reserved;
+    m.peak_reserved += g.peak_reserved;
+    m.system_allocs += g.system_allocs;
+    m.system_frees += g.system_frees;
+  }
+  return m;
 }
 void reset_peak(int device) {
-  state(device).blocks.reset_peak();
+  DeviceState& st = state(device);
+  st.blocks.reset_peak();
+  std::lock_guard<std::mutex> lock(st.pools_mu);
+  for (const auto& pool : st.pools) pool->blocks.reset_peak();
+}
+
+bool capturing(int device) {
+  return state(device).capturing.load(std::memory_order_acquire);
+}
+
+void refuse_in_capture(int device, const char* op, const char* why) {
+  if (!capturing(device)) return;
+  ADA_THROW(DeviceError) << op << " cannot be captured in a CUDA graph on cuda:" << device << ": "
+                         << why << " (the capture was abandoned; run this step without graphs)";
+}
+
+void keep_for_graph(int device, void* pinned) {
+  DeviceState& st = state(device);
+  ADA_CHECK(capturing_here(st)) << "keep_for_graph: cuda:" << device
+                                << " is not being captured by this thread";
+  std::lock_guard<std::mutex> lock(st.pools_mu);
+  st.capture->pinned.push_back(pinned);
+}
+
+struct Graph::Impl {
+  int device = -1;
+  cudaGraphExec_t exec = nullptr;
+  int64_t nodes = 0;
+  std::shared_ptr<GraphPool> pool;
+};
+
+Graph::Graph() = default;
+
+Graph::~Graph() {
+  if (!impl_) return;
+  set_device(impl_->device);
+  cudaStreamSynchronize(stream(impl_->device));  // its replays are done with the memory
+  cudaGraphExecDestroy(impl_->exec);
+  cudaGetLastError();
+  retire(state(impl_->device), impl_->pool);
+}
+
+void Graph::capture(int device, const std::function<void()>& work) {
+  ADA_CHECK_ARG(!impl_, DeviceError)
+      << "Graph::capture: this graph holds a capture already; make another Graph";
+  ADA_CHECK_ARG(!g_profiling.load() && !kernel_trace::active(), DeviceError)
+      << "Graph::capture: per-op profiling or kernel tracing is on (its events and host "
+         "timings cannot be replayed); turn them off to capture";
+  require_device(device);
+  set_device(device);
+  DeviceState& st = state(device);
+  cudaStream_t s = stream(device);
+  auto pool = std::make_shared<GraphPool>(device);
+  {
+    std::lock_guard<std::mutex> lock(st.pools_mu);
+    ADA_CHECK_ARG(!st.capturing.load(), DeviceError)
+        << "Graph::capture: cuda:" << device << " is being captured already";
+    st.pools.push_back(pool);
+    st.npools.fetch_add(1, std::memory_order_release);
+    st.capture = pool.get();
+    st.capture_thread = std::this_thread::get_id();
+  }
+  // Relaxed: the caching allocator may call cudaMalloc for the graph's pool while capturing.
+  cudaError_t began = cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed);
+  if (began == cudaSuccess) st.capturing.store(true, std::memory_order_release);
+  cudaGraph_t graph = nullptr;
+  auto end_capture = [&]() {
+    st.capturing.store(false, std::memory_order_release);
+    {
+      std::lock_guard<std::mutex> lock(st.pools_mu);
+      st.capture = nullptr;
+    }
+    const cudaError_t e = cudaStreamEndCapture(s, &graph);
+    cudaGetLastError();  // an invalidated capture leaves no sticky error for eager work
+    return e;
+  };
+  auto abandon = [&]() {
+    if (graph) cudaGraphDestroy(graph);
+    retire(st, pool);
+  };
+  if (began != cudaSuccess) {
+    end_capture();
+    abandon();
+    ADA_THROW(DeviceError) << "Graph::capture: cudaStreamBeginCapture on cuda:" << device
+                           << " failed: " << cudaGetErrorString(began);
+  }
+  try {
+    work();
+  } catch (...) {
+    end_capture();
+    abandon();
+    throw;
+  }
+  const cudaError_t ended = end_capture();
+  if (ended != cudaSuccess || !graph) {
+    abandon();
+    ADA_THROW(DeviceError) << "Graph::capture on cuda:" << device
+                           << ": the capture was invalidated (" << cudaGetErrorString(ended)
+                           << "): an op did what a graph cannot hold without saying so (a wait "
+                              "for the device, a copy from pageable host memory, another "
+                              "stream); run the step without graphs";
+  }
+  size_t n = 0;
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t got = cudaGraphGetNodes(graph, nullptr, &n);
+  const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  graph = nullptr;
+  if (got != cudaSuccess || made != cudaSuccess) {
+    cudaGetLastError();
+    abandon();
+    ADA_THROW(DeviceError) << "Graph::capture on cuda:" << device << ": cannot instantiate the "
+                           << "captured graph: "
+                           << cudaGetErrorString(made != cudaSuccess ? made : got);
+  }
+  impl_ = std::make_unique<Impl>();
+  impl_->device = device;
+  impl_->exec = exec;
+  impl_->nodes = static_cast<int64_t>(n);
+  impl_->pool = std::move(pool);
+}
+
+void Graph::replay() {
+  ADA_CHECK_ARG(impl_, DeviceError) << "Graph::replay: nothing was captured";
+  set_device(impl_->device);
+  ADA_CUDA_CHECK(cudaGraphLaunch(impl_->exec, stream(impl_->device)));
+}
+
+bool Graph::captured() const {
+  return impl_ != nullptr;
+}
+int64_t Graph::nodes() const {
+  return impl_ ? impl_->nodes : 0;
+}
+int64_t Graph::pool_bytes() const {
+  return impl_ ? impl_->pool->blocks.stats().reserved : 0;
 }
 
 void copy(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t bytes,
@@ -192,6 +421,13 @@ void copy(void* dst, bool dst_on_device, const void* src, bool src_on_device, si
   cudaMemcpyKind kind = dst_on_device
                             ? (src_on_device ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
                             : (src_on_device ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+  if (!dst_on_device)
+    refuse_in_capture(device, "a copy to the host (Tensor::to, a loss or metric read)",
+                      "the host would read memory that no kernel has written yet");
+  else if (!src_on_device)
+    refuse_in_capture(device, "a copy from host memory to the device",
+                      "a replay would copy the capture's host bytes again, or fail on pageable "
+                      "memory; keep the step's inputs on the device");
   ADA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, s));
   // Device to host: the host reads dst next, so wait. Host to device: an async copy from
   // pageable memory returns once the source is staged (CUDA's documented behaviour), so the
@@ -248,6 +484,8 @@ void raise_device_fault(int device) {
 }
 
 void wait_for(int device) {
+  refuse_in_capture(device, "a wait for the device (a result read on the host)",
+                    "nothing runs while a graph is captured");
   set_device(device);
   ADA_CUDA_CHECK(cudaStreamSynchronize(stream(device)));
   raise_device_fault(device);
@@ -300,7 +538,6 @@ void require_index(const char* op, const Tensor& t, const char* arg, int device)
 }
 
 namespace {
-std::atomic<bool> g_profiling{false};
 struct ProfileRecord {
   const char* op;
   cudaEvent_t start, end;

@@ -62,6 +62,9 @@ BatchUploader::~BatchUploader() = default;
 
 std::map<std::string, Tensor> BatchUploader::upload(const std::map<std::string, Tensor>& host) {
   Impl& im = *impl_;
+  refuse_in_capture(im.device, "a batch upload",
+                    "it waits for its copy stream and alternates buffers between steps; copy the "
+                    "batch into the captured step's input tensors before each replay instead");
   set_device(im.device);
   cudaStream_t compute = stream(im.device);
   Impl::Slot& slot = im.slots[im.next];
