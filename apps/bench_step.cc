@@ -41,11 +41,12 @@
 // torch.autocast(device, torch.bfloat16 or torch.float16), PyTorch's mixed precision. Neither
 // side scales the loss here. --activations 16bit (with --precision bf16|fp16): the mixed step
 // also stores activations in that 16-bit type (train.activations: 16bit).
-// --graphs (cuda): after the warm-up the step is timed eagerly, then captured once as a CUDA
-// graph (cuda::Graph) and the reported step is its replay, the ratio replay/eager printed. Only a
-// step whose host values do not change can be captured (Momentum-SGD at bench_step's constant
-// LR: the CNNs); BERT's dropout and AdamW/LAMB refuse, with the reason, and the run fails. Peak
-// memory then adds the graph pool's peak to the device pool's (an upper bound of the peak).
+// --graphs (cuda): after the warm-up the step is timed eagerly, then its forward and backward
+// passes are captured once as a CUDA graph (cuda::Graph, dropout drawing from the model's
+// generator) and the reported step is a replay plus the optimizer's step run eagerly (a few
+// multi-tensor launches; Adam's and LAMB's bias corrections change every step), the ratio
+// against the eager step printed. Peak memory then adds the graph pool's peak to the device
+// pool's (an upper bound of the peak).
 // The twin runs under --python (default /usr/bin/python3; e.g. --python python3 for a pip torch).
 // On cuda PyTorch's best is several twins, one process each (bench_step_torch.py --variant):
 // CNNs eager (NCHW, as installed), channels_last (+ fused SGD) and compile (channels_last under
@@ -288,13 +289,17 @@ int main(int argc, char** argv) {
     auto opt = optim::make_optimizer(optim::builtin_optimizers(),
                                      Config::parse(c.optimizer_yaml, "bench"));
     auto batch_map = make_batch(c, batch, seq);
+    net->prepare_batch(batch_map);  // as the trainer: BERT's masked positions made on the host
     if (on_cuda)
       for (auto& kv : batch_map) kv.second = kv.second.to(Device::cuda(0));
     auto params = net->parameters();
-    auto one_step = [&] {
+    auto forward_backward = [&] {
       net->zero_grad();
       auto out = net->forward(batch_map);
       backward(out.loss);
+    };
+    auto one_step = [&] {
+      forward_backward();
       opt->step(params, 1e-4f);
     };
     const int warmup = on_cuda ? 3 : 1;           // the twin uses the same counts
@@ -338,18 +343,18 @@ int main(int argc, char** argv) {
       cuda::synchronize(0);
       cuda::empty_cache(0);  // the eager steps' cached blocks: the graph's pool holds its own
       cuda::reset_peak(0);
-      graph.capture(0, one_step);  // DeviceError names what refused
+      graph.capture(0, forward_backward, &net->rng());  // DeviceError names what refused
       std::printf("graph: %lld nodes captured, its pool %.0f MB\n",
                   static_cast<long long>(graph.nodes()),
                   static_cast<double>(graph.pool_bytes()) / (1024.0 * 1024.0));
       graph.replay();  // the first replay uploads the graph
+      opt->step(params, 1e-4f);
       cuda::synchronize(0);
     }
     auto run_step = [&] {
-      if (graphs)
-        graph.replay();
-      else
-        one_step();
+      if (!graphs) return one_step();
+      graph.replay();
+      opt->step(params, 1e-4f);
     };
     const double step_s = median_step(run_step), ours_sps = batch / step_s;
     if (copies_after < 0) copies_after = ops::sixteen_bit_copies();

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <memory>
 
+#include "core/backend/cuda_runtime.h"
 #include "core/backend/op_shapes.h"
 #include "core/precision.h"
 
@@ -35,6 +36,12 @@ std::vector<int> inverse_perm(const std::vector<int>& perm) {
   std::vector<int> inv(perm.size());
   for (size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int>(i);
   return inv;
+}
+// The first of n counters drawn from `gen` for work on `on`'s device (a CUDA graph being captured
+// accepts draws only from its own generator: cuda::note_draw).
+uint64_t draw(Generator& gen, uint64_t n, const Tensor& on) {
+  if (!on.device().is_cpu()) cuda::note_draw(on.device().index, gen);
+  return gen.take(n);
 }
 }  // namespace
 
@@ -391,7 +398,8 @@ Variable fused_attention(const Variable& q, const Variable& k, const Variable& v
   if (training && p > 0.f) {  // fn::dropout's rule: no draw in eval or at p = 0
     a.dropout = p;
     a.seed = gen.seed();
-    a.first = gen.take(static_cast<uint64_t>(q.shape()[0] * heads * q.shape()[1] * k.shape()[1]));
+    a.first = draw(gen, static_cast<uint64_t>(q.shape()[0] * heads * q.shape()[1] * k.shape()[1]),
+                   q.value());
   }
   Tensor qv = q.value(), kv = k.value(), vv = v.value(), lse;
   Tensor out = ops::fused_attention(qv, kv, vv, key_bias, a, lse);
@@ -425,7 +433,8 @@ Variable cross_entropy(const Variable& logits, const Tensor& targets, float labe
 // input's size kept between forward and backward; the same products as with a stored mask).
 Variable dropout(const Variable& x, float p, bool training, Generator& gen) {
   if (!training || p == 0.f) return x;
-  const uint64_t seed = gen.seed(), first = gen.take(static_cast<uint64_t>(x.value().numel()));
+  const uint64_t seed = gen.seed(),
+                 first = draw(gen, static_cast<uint64_t>(x.value().numel()), x.value());
   Tensor y = ops::dropout_apply(x.value(), p, seed, first);
   return make_result(y, "dropout", {x}, [p, seed, first](const Tensor& g) {
     return G{ops::dropout_apply(g, p, seed, first)};
@@ -434,7 +443,8 @@ Variable dropout(const Variable& x, float p, bool training, Generator& gen) {
 
 Variable dropout_bmm(const Variable& a, const Variable& b, float p, bool training, Generator& gen) {
   if (!training || p == 0.f) return bmm(a, b);
-  const uint64_t seed = gen.seed(), first = gen.take(static_cast<uint64_t>(a.value().numel()));
+  const uint64_t seed = gen.seed(),
+                 first = draw(gen, static_cast<uint64_t>(a.value().numel()), a.value());
   Tensor keep = a.value(), bv = ops::matmul_operand(b.value());
   const bool ga = a.requires_grad(), gb = b.requires_grad();
   const DType da_t = grad_dtype(keep), db_t = grad_dtype(b.value());

@@ -668,6 +668,9 @@ Tensor embedding_forward(const Tensor& weight, const Tensor& ids, DType out) {
   ::ada::cpu::OpTimer timer("embedding_forward");
   return ::ada::cpu::embedding_forward(weight, ids);
 }
+Tensor attention_key_bias(const Tensor& mask) {
+  ADA_DISPATCH(attention_key_bias, (mask), mask);
+}
 void embedding_backward(const Tensor& dy, const Tensor& ids, Tensor& dweight) {
   if (any16(dy) && !cuda_native(dy)) return embedding_backward(W(dy), ids, dweight);
   ADA_DISPATCH(embedding_backward, (dy, ids, dweight), dy, ids, dweight);

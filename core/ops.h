@@ -296,6 +296,10 @@ Tensor dropout_apply(const Tensor& x, float p, uint64_t seed, uint64_t first);
 Tensor embedding_forward(const Tensor& weight, const Tensor& ids, DType out = DType::f32);
 // Scatter-adds dy [ids..., D] into dweight [V, D] (which must be allocated).
 void embedding_backward(const Tensor& dy, const Tensor& ids, Tensor& dweight);
+// Attention's additive key bias from a padding mask (f32, i64 or i32, any shape): f32 of its
+// shape, 0 where the mask is non-zero (attended) and -10000 where it is 0; on the mask's device,
+// so a GPU step need not read the mask on the host.
+Tensor attention_key_bias(const Tensor& mask);
 
 // ---- optimizer updates (one fused pass each; all operands f32 and of one shape) ----------------
 // The Adam family's element-wise work, fused so that the bandwidth-bound update reads and writes

@@ -1,10 +1,10 @@
 // Model: a Module that turns a batch of named tensors into a loss and metric sums.
 // Image classifiers read "image" [N,C,H,W] f32 and "label" [N] i64; BERT reads "input_ids",
 // "segment_ids", optional "attention_mask" [B,S], "labels" [B,S] (-100 = not masked) and
-// optional "nsp_label" [B]. Each reports its evaluation figures as named (sum, count) pairs over
-// the batch, added across batches and ranks before dividing.
-// To add a model: one file with a class deriving from Model and a factory, plus one line in
-// register_builtin_models() (models/registry.cc).
+// optional "nsp_label" [B], and the "mlm_positions" / "mlm_labels" its prepare_batch adds. Each
+// reports its evaluation figures as named (sum, count) pairs over the batch, added across batches
+// and ranks before dividing. To add a model: one file with a class deriving from Model and a
+// factory, plus one line in register_builtin_models() (models/registry.cc).
 #pragma once
 
 #include <functional>
@@ -47,6 +47,11 @@ class Model : public Module {
   virtual ModelOutput forward(const TensorMap& batch) = 0;
   // The classes of a classifier's output; 0 for models without classes.
   virtual int64_t num_classes() const { return 0; }
+  // Adds to a batch still on the host the fields forward() would otherwise derive by reading
+  // device tensors on the host (BERT: the masked tokens' positions and labels), so that a GPU
+  // step reads nothing back before its loss (and can be captured as a CUDA graph). The same
+  // bits with or without it. The trainer calls it on every batch before the copy to the device.
+  virtual void prepare_batch(TensorMap& /*batch*/) const {}
   // The generator behind dropout (checkpointed with the model); models without one return
   // their unused default.
   Generator& rng() { return rng_; }

@@ -28,9 +28,11 @@
 #                          (ResNet-50 b256, BERT-Large s128 b64 and s512 b16; s512 again
 #                          with model.recompute and with fused attention, ours only),
 #                          profile, bn, graphs);
-#                          graphs: the CNN steps captured as CUDA graphs and replayed against
-#                          the same step run eagerly (bench_step --graphs: ResNet-20 b256 fp32,
-#                          ResNet-50 b64 and b256 bf16 channels-last), ours only, about a minute;
+#                          graphs: forward and backward captured as a CUDA graph and replayed
+#                          (the optimizer eager) against the same step run eagerly (bench_step
+#                          --graphs: ResNet-20 b256 fp32, ResNet-50 b64 and b256 bf16
+#                          channels-last, BERT-Large s128 b16 and b64 bf16), ours only, about
+#                          two minutes;
 #                          bn: ResNet-50's batch-norm + ReLU kernels against eager PyTorch's
 #                          (bench_ops --bn, NCHW and channels-last, f32 and bf16), and the
 #                          channels-last kernels and b256 step on cuDNN's batch norm
@@ -466,12 +468,14 @@ if [[ "$what" == bn || "$what" == session ]] && fits bn 120; then
     2>&1 | tee -a "$out/bn.log"
   took "batch-norm A/B"
 fi
-if [[ "$what" == graphs || "$what" == session ]] && fits graphs 90; then
+if [[ "$what" == graphs || "$what" == session ]] && fits graphs 150; then
   # Issue 33 item 5: what launching the step as one CUDA graph saves (cuda::Graph; the CUDA tests'
   # CudaGraph.* hold replays to the eager steps' bits). A refused capture prints its reason.
   echo "== CUDA graphs: the step replayed against the same step run eagerly (bench_step --graphs)"
   a16="--precision bf16 --activations 16bit --channels-last"
-  for m in "resnet20_mnist --batch 256" "resnet50 --batch 64 $a16" "resnet50 --batch 256 $a16"; do
+  b16="--precision bf16 --activations 16bit --attention composed"
+  for m in "resnet20_mnist --batch 256" "resnet50 --batch 64 $a16" "resnet50 --batch 256 $a16" \
+           "bert_large --batch 16 --seq 128 $b16" "bert_large --batch 64 --seq 128 $b16"; do
     echo "-- bench_step --model $m --device cuda --no-torch --graphs"
     timeout 120 .gpu/bin/bench_step --model $m --device cuda --steps 20 --no-torch --graphs 2>&1
   done | tee "$out/graphs.log"

@@ -34,8 +34,9 @@ nn::Metrics evaluate(nn::Model& model, const std::shared_ptr<const data::Dataset
     const int64_t keep = std::min<int64_t>(batch->size(), mine - seen);
     if (keep <= 0) break;
     nn::TensorMap fields;
-    for (auto& [k, v] : batch->fields)
-      fields[k] = (keep < batch->size() ? v.narrow(0, keep) : v).to(options.device);
+    for (auto& [k, v] : batch->fields) fields[k] = keep < batch->size() ? v.narrow(0, keep) : v;
+    model.prepare_batch(fields);  // on the host, before the copy to the device
+    for (auto& [k, v] : fields) v = v.to(options.device);
     seen += keep;
     fault_point("eval");
     const nn::ModelOutput out = model.forward(fields);

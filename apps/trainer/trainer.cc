@@ -302,6 +302,8 @@ void Trainer::train_step() {
         ADA_CHECK_ARG(batch.has_value(), Error) << "data: an epoch produced no batch";
       }
     }
+    // Fields the model would otherwise read back from the device (BERT's masked positions).
+    model_->prepare_batch(batch->fields);
     if (uploader_) {
       TraceSpan span("copy batch to device", "data");
       batch->fields = uploader_->upload(batch->fields);

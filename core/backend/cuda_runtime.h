@@ -14,8 +14,9 @@
 #include "core/block_cache.h"
 
 namespace ada {
+class Generator;
 class Tensor;
-}
+}  // namespace ada
 
 namespace ada::cuda {
 
@@ -94,11 +95,17 @@ class BatchUploader {
 //    replayed: write new inputs into them (copy_from), never replace them.
 //  - Values: host values handed to ops are the capture's (an SGD step's LR). Ops whose host
 //    values change from step to step refuse to be captured, with a DeviceError naming the op:
-//    dropout (its Philox offset), Adam and LAMB (bias corrections), SGD's first update of a
-//    parameter; so does anything that waits for the device or reads device memory on the host (a
-//    loss read, a finite check, a copy to the host) or copies host memory to the device. Each
-//    such refusal is a step towards graphs in the trainer (device-side step scalars, a loss read
-//    after the step).
+//    Adam and LAMB (bias corrections: run the optimizer eagerly after each replay), SGD's first
+//    update of a parameter; so does anything that waits for the device or reads device memory on
+//    the host (a loss read, a finite check, a copy to the host) or copies host memory to the
+//    device. Each such refusal is a step towards graphs in the trainer (device-side step scalars,
+//    a loss read after the step).
+//  - Dropout: give capture() the generator the work's dropout draws from (a model's rng()); a
+//    draw from any other refuses. The capture reserves that step's counters on it (as an eager
+//    step would) and the first replay uses them; each later replay takes the next step's from
+//    the generator on the host and shifts the captured counters on the device by the
+//    difference (the kernels add a per-device Philox shift, 0 outside replays), so replays draw
+//    the masks eager steps would.
 // A refused capture is abandoned: the error propagates, no kernel of the work ran, this Graph
 // stays empty and the device goes on working eagerly; host-side effects of the work up to the
 // refusal remain (gradients pointing at unwritten memory: zero_grad before the next step). Run
@@ -111,7 +118,7 @@ class Graph {
   ~Graph();  // waits for its replays, then gives its memory back
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
-  void capture(int device, const std::function<void()>& work);
+  void capture(int device, const std::function<void()>& work, Generator* generator = nullptr);
   void replay();               // queues one run of the captured work; DeviceError when none
   bool captured() const;       // a capture() succeeded
   int64_t nodes() const;       // the captured graph's nodes (kernels, copies, memsets)
@@ -123,6 +130,10 @@ class Graph {
 };
 // Whether the compute stream of cuda:`device` is being captured (false without CUDA).
 bool capturing(int device);
+// Called by every op that draws counters from `gen` for work on cuda:`device`, before the draw:
+// while this thread captures that device, a generator other than the capture's refuses
+// (DeviceError); nothing otherwise.
+void note_draw(int device, const Generator& gen);
 
 // Per-op GPU time (bench_step --profile): while enabled, every op that the dispatch sends to the
 // CUDA backend is bracketed by two events on its stream; profile_report() waits for them and

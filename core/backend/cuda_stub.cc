@@ -77,7 +77,7 @@ std::map<std::string, Tensor> BatchUploader::upload(const std::map<std::string, 
 struct Graph::Impl {};
 Graph::Graph() = default;
 Graph::~Graph() = default;
-void Graph::capture(int, const std::function<void()>&) {
+void Graph::capture(int, const std::function<void()>&, Generator*) {
   no_cuda("capturing a CUDA graph");
 }
 void Graph::replay() {
@@ -95,6 +95,7 @@ int64_t Graph::pool_bytes() const {
 bool capturing(int) {
   return false;
 }
+void note_draw(int, const Generator&) {}
 }  // namespace ada::cuda
 
 namespace ada {

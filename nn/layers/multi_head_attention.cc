@@ -30,16 +30,8 @@ Tensor MultiHeadAttention::key_bias(const Tensor& mask, Device device) {
   if (!mask.defined()) return {};
   ADA_CHECK_ARG(mask.dim() == 2, ShapeError)
       << "attention: mask " << mask.str() << " should be [batch, seq]";
-  const Tensor m = mask.to(Device::cpu());  // built on the host, moved once
-  Tensor bias = Tensor::empty(m.shape());
-  float* bp = bias.data<float>();
-  for (int64_t i = 0; i < m.numel(); ++i) {
-    const bool keep = m.dtype() == DType::f32   ? m.data<float>()[i] != 0.f
-                      : m.dtype() == DType::i64 ? m.data<int64_t>()[i] != 0
-                                                : m.data<int32_t>()[i] != 0;
-    bp[i] = keep ? 0.f : -10000.f;
-  }
-  return bias.to(device);
+  // Made where it is used (on a GPU without reading the mask on the host).
+  return ops::attention_key_bias(mask.to(device));
 }
 
 Variable MultiHeadAttention::forward(const Variable& x, const Tensor& key_bias, Generator& gen) {

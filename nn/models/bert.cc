@@ -145,10 +145,25 @@ class Bert : public Model {
     if (c_.head == "question_answering") return answer_spans(batch, encode(batch, ids));
     // The masked positions are read from the labels before the encoder is queued: on a GPU,
     // reading them after it would make the host wait for the whole encoder.
-    const MaskedPositions masked = masked_positions(batch, ids);
-    return pretraining_heads(batch, ids, masked, encode(batch, ids));
+    const auto [where, target] = masked_positions(batch, ids);
+    return pretraining_heads(batch, ids, where, target, encode(batch, ids));
   }
   std::string type_name() const override { return "Bert"; }
+
+  // Pre-training batches on the host get "mlm_positions" and "mlm_labels" [m] (i64): the flat
+  // positions of the labels other than -100 and those labels, which forward() then reads instead
+  // of the labels themselves (on a GPU that read waits for the device).
+  void prepare_batch(TensorMap& batch) const override {
+    if (c_.head != "pretraining") return;
+    auto it = batch.find("labels");
+    if (it == batch.end() || !it->second.device().is_cpu() || batch.count("mlm_positions") ||
+        batch.count("mlm_labels"))
+      return;
+    const MaskedPositions p = labels_at(it->second);
+    const int64_t m = static_cast<int64_t>(p.where.size());
+    batch["mlm_positions"] = Tensor::from_vector<int64_t>(p.where, {m});
+    batch["mlm_labels"] = Tensor::from_vector<int64_t>(p.target, {m});
+  }
 
  private:
   // The encoder's output [B, S, H] for input_ids [B, S] (segment ids and mask from the batch).
@@ -179,12 +194,18 @@ class Bert : public Model {
   }
 
   // The [CLS] rows [B, H] of the encoder's output.
-  Variable cls_rows(const Variable& x) const {
+  // Their flat row indices [B] are made on the host once per shape and device (as positions_).
+  Variable cls_rows(const Variable& x) {
     const int64_t b = x.value().size(0), s = x.value().size(1);
-    std::vector<int64_t> firsts(b);
-    for (int64_t i = 0; i < b; ++i) firsts[i] = i * s;
-    return fn::embedding(fn::reshape(x, {b * s, c_.hidden}),
-                         Tensor::from_vector<int64_t>(firsts, {b}).to(x.value().device()));
+    const Device dev = x.value().device();
+    if (!cls_firsts_.defined() || cls_firsts_.size(0) != b || cls_stride_ != s ||
+        cls_firsts_.device() != dev) {
+      std::vector<int64_t> firsts(b);
+      for (int64_t i = 0; i < b; ++i) firsts[i] = i * s;
+      cls_firsts_ = Tensor::from_vector<int64_t>(firsts, {b}).to(dev);
+      cls_stride_ = s;
+    }
+    return fn::embedding(fn::reshape(x, {b * s, c_.hidden}), cls_firsts_);
   }
 
   // The mean [B, H] of each row's encoder outputs over its attended tokens (attention_mask 1; all
@@ -282,11 +303,7 @@ class Bert : public Model {
   struct MaskedPositions {
     std::vector<int64_t> where, target;
   };
-  MaskedPositions masked_positions(const TensorMap& batch, const Tensor& ids) const {
-    const Tensor& labels = field(batch, "labels");
-    ADA_CHECK_ARG(labels.shape() == ids.shape(), ShapeError)
-        << "bert: input_ids " << ids.str() << " and labels " << labels.str()
-        << " must both be [batch, seq]";
+  static MaskedPositions labels_at(const Tensor& labels) {
     MaskedPositions p;
     const Tensor host_labels = labels.to(Device::cpu());
     for (int64_t i = 0; i < labels.numel(); ++i) {
@@ -299,25 +316,49 @@ class Bert : public Model {
     }
     return p;
   }
+  // The masked tokens' flat positions and labels [m] on the batch's device: prepare_batch's
+  // fields when the batch has them, else read from the labels.
+  std::pair<Tensor, Tensor> masked_positions(const TensorMap& batch, const Tensor& ids) const {
+    const Tensor& labels = field(batch, "labels");
+    ADA_CHECK_ARG(labels.shape() == ids.shape(), ShapeError)
+        << "bert: input_ids " << ids.str() << " and labels " << labels.str()
+        << " must both be [batch, seq]";
+    const Device dev = ids.device();
+    auto pos = batch.find("mlm_positions"), lab = batch.find("mlm_labels");
+    if (pos == batch.end() && lab == batch.end()) {
+      const MaskedPositions p = labels_at(labels);
+      const int64_t m = static_cast<int64_t>(p.where.size());
+      return {Tensor::from_vector<int64_t>(p.where, {m}).to(dev),
+              Tensor::from_vector<int64_t>(p.target, {m}).to(dev)};
+    }
+    ADA_CHECK_ARG(pos != batch.end() && lab != batch.end(), ShapeError)
+        << "bert: the batch has " << (pos != batch.end() ? "mlm_positions" : "mlm_labels")
+        << " without " << (pos != batch.end() ? "mlm_labels" : "mlm_positions")
+        << "; give both (Model::prepare_batch makes them from the labels) or neither";
+    const Tensor &p = pos->second, &l = lab->second;
+    ADA_CHECK_ARG(p.dim() == 1 && l.shape() == p.shape() &&
+                      (p.dtype() == DType::i64 || p.dtype() == DType::i32) &&
+                      (l.dtype() == DType::i64 || l.dtype() == DType::i32),
+                  ShapeError)
+        << "bert: mlm_positions " << p.str() << " and mlm_labels " << l.str()
+        << " must be integer vectors of one length (the masked tokens')";
+    return {p.to(dev), l.to(dev)};
+  }
 
   // MLM head at the masked positions only, and NSP when configured.
-  ModelOutput pretraining_heads(const TensorMap& batch, const Tensor& ids,
-                                const MaskedPositions& masked_at, const Variable& x) {
+  // where, target: the masked tokens' flat positions and labels [m], on the batch's device.
+  ModelOutput pretraining_heads(const TensorMap& batch, const Tensor& ids, const Tensor& where,
+                                const Tensor& t, const Variable& x) {
     const int64_t b = ids.size(0), s = ids.size(1);
-    const Device dev = ids.device();
-    const std::vector<int64_t>& where = masked_at.where;
-    const std::vector<int64_t>& target = masked_at.target;
-    const int64_t m = static_cast<int64_t>(where.size());
+    const int64_t m = where.numel();
     Variable flat = fn::reshape(x, {b * s, c_.hidden});
     ModelOutput out;
     Variable loss;
     double mlm_correct = 0;
     if (m > 0) {
-      Variable h =
-          fn::embedding(flat, Tensor::from_vector<int64_t>(where, {m}).to(dev));  // row gather
+      Variable h = fn::embedding(flat, where);  // row gather
       h = transform_norm_->forward(fn::gelu(transform_->forward(h)));
       Variable logits = fn::linear(h, word_->weight(), decoder_bias_);  // the tied decoder
-      Tensor t = Tensor::from_vector<int64_t>(target, {m}).to(dev);
       loss = mlm_loss(logits, t);
       if (metrics_wanted())
         mlm_correct = static_cast<double>(count_correct(logits.value(), t).first);
@@ -343,7 +384,9 @@ class Bert : public Model {
   }
 
   BertConfig c_;
-  Tensor positions_;  // encode()'s position ids for the last batch shape
+  Tensor positions_;   // encode()'s position ids for the last batch shape
+  Tensor cls_firsts_;  // cls_rows()'s row indices for the last batch shape
+  int64_t cls_stride_ = 0;
   std::shared_ptr<Embedding> word_, pos_, type_;
   std::shared_ptr<LayerNorm> emb_norm_, transform_norm_;
   std::shared_ptr<Dropout> dropout_;

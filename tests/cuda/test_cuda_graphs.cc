@@ -4,7 +4,10 @@
 // the graph's memory is kept from eager reuse while it lives and given back after.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -156,13 +159,26 @@ TEST(CudaGraph, WhatAGraphCannotHoldIsRefusedByName) {
                  "a copy from host memory to the device");
   expect_refused([&] { (void)ops::norm2_sq(x); }, "read on the host");
   expect_refused([&] { cuda::synchronize(0); }, "a wait for the device");
+  // Dropout from a generator the capture was not given (its counters would not move).
   Generator gen(1);
   expect_refused(
       [&] {
         Tensor mask;
         (void)ops::dropout_forward(x, 0.1f, gen, mask);
       },
-      "dropout");
+      "the capture was not given");
+  Generator other(2);
+  {
+    cuda::Graph graph;
+    EXPECT_THROW(graph.capture(
+                     0,
+                     [&] {
+                       Tensor mask;
+                       (void)ops::dropout_forward(x, 0.1f, gen, mask);
+                     },
+                     &other),
+                 DeviceError);
+  }
   // Adam: its bias corrections move every step.
   Trainee t = make_trainee("{name: lenet5}");
   auto adam = optim::make_optimizer(optim::builtin_optimizers(),
@@ -181,6 +197,76 @@ TEST(CudaGraph, WhatAGraphCannotHoldIsRefusedByName) {
   // SGD's first update of a parameter starts its momentum.
   Trainee fresh = make_trainee("{name: lenet5}");
   expect_refused([&] { fresh.step(batch); }, "first update");
+}
+
+// BERT-tiny with dropout (hidden and attention, composed and fused attention), forward and
+// backward captured with the model's generator, against the same passes run eagerly on an
+// identical model (the parameters fixed: no optimizer): every replay draws the masks its eager
+// step draws, so the loss path is the same and so is every gradient, bit for bit, except the
+// embedding tables' (their backward adds with atomics in no fixed order: within 1e-4 of the
+// tensor's largest gradient; a wrong mask moves them by its order). The batch carries
+// prepare_batch's fields and the mask is made on the device: nothing is read back.
+TEST(CudaGraph, BertReplaysDrawTheMasksOfTheEagerSteps) {
+  ADA_REQUIRE_GPU();
+  const int64_t b = 2, s = 64;
+  Tensor ids = Tensor::empty({b, s}, DType::i64), labels = Tensor::empty({b, s}, DType::i64),
+         mask = Tensor::ones({b, s}, DType::i64);
+  for (int64_t i = 0; i < b * s; ++i) {
+    ids.data<int64_t>()[i] = 5 + (i * 37) % 90;
+    labels.data<int64_t>()[i] = i % 6 == 2 ? ids.data<int64_t>()[i] : -100;
+  }
+  for (int64_t j = 50; j < s; ++j) mask.data<int64_t>()[s + j] = 0;  // padding
+  for (const char* attention : {"composed", "fused"}) {
+    SCOPED_TRACE(attention);
+    const Config mc = Config::parse(
+        std::string("{name: bert, preset: tiny, vocab_size: 97, max_positions: 64, nsp: true, "
+                    "dropout: 0.1, attention_dropout: 0.3, attention: ") +
+            attention + "}",
+        "test");
+    auto make = [&] {
+      auto net = nn::builtin_models().get("bert")(mc, 3);
+      net->set_training_metrics(false);
+      net->to(testing::gpu());
+      return net;
+    };
+    auto eager = make(), graphed = make();
+    nn::TensorMap batch{{"input_ids", ids},
+                        {"labels", labels},
+                        {"segment_ids", Tensor::zeros({b, s}, DType::i64)},
+                        {"attention_mask", mask},
+                        {"nsp_label", Tensor::from_vector<int64_t>({0, 1}, {b})}};
+    eager->prepare_batch(batch);
+    for (auto& [name, t] : batch) t = t.to(testing::gpu());
+    auto pass = [&](nn::Model& m) {
+      m.zero_grad();
+      backward(m.forward(batch).loss);
+    };
+    pass(*eager);  // the first pass of each makes the gradients and the plans
+    pass(*graphed);
+    cuda::Graph graph;
+    graph.capture(
+        0, [&] { pass(*graphed); }, &graphed->rng());
+    for (int step = 0; step < 3; ++step) {
+      pass(*eager);
+      graph.replay();
+      const auto pe = eager->parameters(), pg = graphed->parameters();
+      ASSERT_EQ(pe.size(), pg.size());
+      for (size_t i = 0; i < pe.size(); ++i) {
+        const std::vector<float> e = pe[i].var.grad().to(Device::cpu()).to_vector<float>(),
+                                 g = pg[i].var.grad().to(Device::cpu()).to_vector<float>();
+        if (pe[i].name.find("embeddings") == std::string::npos) {
+          ASSERT_EQ(e, g) << pe[i].name << " after replay " << step + 1;
+          continue;
+        }
+        float largest = 0;
+        for (float v : e) largest = std::max(largest, std::fabs(v));
+        for (size_t k = 0; k < e.size(); ++k)
+          ASSERT_LE(std::fabs(e[k] - g[k]), 1e-4f * largest)
+              << pe[i].name << "[" << k << "] after replay " << step + 1;
+      }
+    }
+    EXPECT_EQ(graphed->rng().offset(), eager->rng().offset());
+  }
 }
 
 TEST(CudaGraph, ItsMemoryIsKeptFromEagerReuseWhileItLivesAndGivenBackAfter) {

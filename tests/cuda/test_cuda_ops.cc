@@ -1791,6 +1791,27 @@ TEST(CudaOps, DropoutMaskEqualsCpuMaskBitForBit) {
     }
 }
 
+// Attention's key bias from a padding mask made on the GPU (no host read of the mask): the CPU's
+// values exactly (0 or -10000), for i64, i32 and f32 masks, including an empty one.
+TEST(CudaOps, AttentionKeyBiasIsTheCpus) {
+  ADA_REQUIRE_GPU();
+  std::vector<int64_t> m(3 * 700);
+  for (size_t i = 0; i < m.size(); ++i) m[i] = (i * 7) % 5 == 0 ? 0 : static_cast<int64_t>(i % 3);
+  const Tensor i64 = Tensor::from_vector<int64_t>(m, {3, 700});
+  std::vector<int32_t> m32(m.begin(), m.end());
+  std::vector<float> mf(m.begin(), m.end());
+  for (const Tensor& mask :
+       {i64, Tensor::from_vector<int32_t>(m32, {3, 700}), Tensor::from_vector<float>(mf, {3, 700}),
+        Tensor::empty({0, 4}, DType::i64)}) {
+    SCOPED_TRACE(mask.str());
+    const Tensor cpu = ops::attention_key_bias(mask);
+    const Tensor gpu = ops::attention_key_bias(mask.to(testing::gpu()));
+    ASSERT_EQ(gpu.dtype(), DType::f32);
+    ASSERT_EQ(gpu.shape(), mask.shape());
+    EXPECT_EQ(gpu.to(Device::cpu()).to_vector<float>(), cpu.to_vector<float>());
+  }
+}
+
 TEST(CudaOps, EmbeddingGatherAndScatterAdd) {
   ADA_REQUIRE_GPU();
   struct Case {

@@ -255,6 +255,57 @@ TEST(Models, BertRunsWithPaddingAndNsp) {
   }
 }
 
+// prepare_batch adds the masked tokens' positions and labels on the host (the trainer calls it
+// before the copy to a GPU, whose forward then reads nothing back): the same loss and gradients,
+// bit for bit, as a forward that reads the labels itself; the fields come in pairs; other models
+// add nothing.
+TEST(Models, BertPreparedBatchGivesTheSameBits) {
+  const int64_t b = 3, s = 16;
+  std::vector<int64_t> ids(b * s), labels(b * s, -100);
+  for (int64_t i = 0; i < b * s; ++i) {
+    ids[i] = (i * 11 + 1) % 50;
+    if (i % 4 == 2) labels[i] = (i * 5) % 50;
+  }
+  const TensorMap raw{{"input_ids", Tensor::from_vector<int64_t>(ids, {b, s})},
+                      {"segment_ids", Tensor::zeros({b, s}, DType::i64)},
+                      {"labels", Tensor::from_vector<int64_t>(labels, {b, s})},
+                      {"nsp_label", Tensor::from_vector<int64_t>({0, 1, 1}, {b})}};
+  const std::string yaml =
+      "{name: bert, preset: tiny, vocab_size: 50, max_positions: 16, nsp: true, dropout: 0.1}";
+  TensorMap prepared = raw;
+  build(yaml)->prepare_batch(prepared);
+  ASSERT_EQ(prepared.count("mlm_positions"), 1u);
+  const std::vector<int64_t> where = prepared.at("mlm_positions").to_vector<int64_t>();
+  ASSERT_EQ(where.size(), 12u);
+  for (size_t k = 0; k < where.size(); ++k) {
+    EXPECT_EQ(where[k], static_cast<int64_t>(4 * k + 2));
+    EXPECT_EQ(prepared.at("mlm_labels").to_vector<int64_t>()[k], labels[where[k]]);
+  }
+  auto a = build(yaml), p = build(yaml);
+  const Variable la = a->forward(raw).loss, lp = p->forward(prepared).loss;
+  EXPECT_EQ(la.value().item(), lp.value().item());
+  backward(la);
+  backward(lp);
+  const auto pa = a->parameters(), pp = p->parameters();
+  ASSERT_EQ(pa.size(), pp.size());
+  for (size_t i = 0; i < pa.size(); ++i)
+    EXPECT_EQ(pa[i].var.grad().to_vector<float>(), pp[i].var.grad().to_vector<float>())
+        << pa[i].name;
+  TensorMap half = raw;
+  half["mlm_positions"] = prepared.at("mlm_positions");
+  try {
+    a->forward(half);
+    ADD_FAILURE() << "a batch with mlm_positions alone was taken";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("mlm_positions without mlm_labels"), std::string::npos)
+        << e.what();
+  }
+  TensorMap images{{"image", Tensor::zeros({2, 1, 28, 28})},
+                   {"label", Tensor::zeros({2}, DType::i64)}};
+  build("{name: lenet5}")->prepare_batch(images);
+  EXPECT_EQ(images.size(), 2u);
+}
+
 TEST(Modules, StateRoundTripAndErrors) {
   auto a = build("name: resnet20_mnist", 1), b = build("name: resnet20_mnist", 2);
   ada::testing::TempDir tmp("ada_modules");

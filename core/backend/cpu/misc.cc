@@ -66,6 +66,23 @@ Tensor dropout_apply(const Tensor& x, float p, uint64_t seed, uint64_t first) {
   return dropout_impl<false>("dropout_apply", x, p, seed, first, nullptr);
 }
 
+Tensor attention_key_bias(const Tensor& mask) {
+  ADA_CHECK_ARG(mask.defined() && mask.device().is_cpu(), DeviceError)
+      << "attention_key_bias: the mask must be a CPU tensor here";
+  const DType t = mask.dtype();
+  ADA_CHECK_ARG(t == DType::f32 || t == DType::i64 || t == DType::i32, DTypeError)
+      << "attention_key_bias: the mask must be f32, i64 or i32, got " << mask.str();
+  Tensor bias = Tensor::empty(mask.shape());
+  float* bp = bias.data<float>();
+  for (int64_t i = 0; i < mask.numel(); ++i) {
+    const bool keep = t == DType::f32   ? mask.data<float>()[i] != 0.f
+                      : t == DType::i64 ? mask.data<int64_t>()[i] != 0
+                                        : mask.data<int32_t>()[i] != 0;
+    bp[i] = keep ? 0.f : -10000.f;
+  }
+  return bias;
+}
+
 Tensor embedding_forward(const Tensor& weight, const Tensor& ids) {
   require_cpu_f32("embedding_forward", {&weight});
   require_index("embedding_forward", ids, "ids");

@@ -326,10 +326,6 @@ void backward(const Params& prm, int64_t bh, const float* dout, const float* lse
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_bias,
                        const ops::AttentionArgs& a, Tensor& lse) {
   const int dev = check("fused_attention", q, k, v, key_bias, a);
-  if (a.dropout > 0.f)
-    refuse_in_capture(dev, "fused attention with dropout",
-                      "its Philox offset is a host value that moves every step; a replay would "
-                      "repeat the capture's mask");
   const int64_t bh = q.size(0) * a.heads, hd = q.size(2) / a.heads;
   if (q.size(0) == 0 || q.size(1) == 0 || k.size(1) == 0) {
     lse = Tensor::zeros({bh, q.size(1)}, DType::f32, q.device());

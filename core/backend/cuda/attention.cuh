@@ -29,13 +29,21 @@ struct ParamsOf {
   int64_t heads, e;
   float scale, p, keep;  // dropout probability and 1/(1-p)
   uint64_t seed, first;
+  const uint64_t* shift;  // the device's Philox shift (cuda_common.h), added to first
 };
 using Params = ParamsOf<float>;
+
+// The first counter of the dropout stream: the host's plus the device's Philox shift, read where
+// it is used (volatile: kept out of registers across the kernel's loops, which it spilled).
+template <class P>
+__device__ __forceinline__ uint64_t dropout_first(const P& prm) {
+  return prm.first + *static_cast<const volatile uint64_t*>(prm.shift);
+}
 
 // Dropout multiplier of probability element e (dropout_forward's stream).
 template <class P>
 __device__ __forceinline__ float keep1(const P& prm, uint64_t e) {
-  const Uniform4 u = philox_uniform4_at(prm.seed, prm.first, e >> 2);
+  const Uniform4 u = philox_uniform4_at(prm.seed, dropout_first(prm), e >> 2);
   const unsigned w = static_cast<unsigned>(e & 3);
   const float x = w == 0 ? u.u0 : w == 1 ? u.u1 : w == 2 ? u.u2 : u.u3;
   return x >= prm.p ? prm.keep : 0.f;
@@ -44,7 +52,7 @@ __device__ __forceinline__ float keep1(const P& prm, uint64_t e) {
 template <class P>
 __device__ __forceinline__ void keep4(const P& prm, uint64_t e0, float m[4]) {
   if ((e0 & 3) == 0) {
-    const Uniform4 u = philox_uniform4_at(prm.seed, prm.first, e0 >> 2);
+    const Uniform4 u = philox_uniform4_at(prm.seed, dropout_first(prm), e0 >> 2);
     m[0] = u.u0 >= prm.p ? prm.keep : 0.f;
     m[1] = u.u1 >= prm.p ? prm.keep : 0.f;
     m[2] = u.u2 >= prm.p ? prm.keep : 0.f;
@@ -168,7 +176,8 @@ ParamsOf<In> params(const Tensor& q, const Tensor& k, const Tensor& v, const Ten
           a.dropout,
           a.dropout > 0.f ? 1.f / (1.f - a.dropout) : 1.f,
           a.seed,
-          a.first};
+          a.first,
+          philox_shift(q.device().index)};
 }
 
 // q, k and v f32, or all three in the 16-bit type of the tensor cores' precision (the only

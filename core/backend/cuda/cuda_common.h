@@ -113,6 +113,9 @@ void refuse_in_capture(int device, const char* op, const char* why);
 // Pinned host memory (cudaHostAlloc) that a captured copy reads: kept, and freed with
 // cudaFreeHost, when the graph being captured on `device` is destroyed. Only while capturing.
 void keep_for_graph(int device, void* pinned);
+// The device's Philox shift (one uint64, 0 except while a CUDA graph's replay runs, see
+// cuda_runtime.h, Graph): kernels that draw dropout masks add it to their first counter.
+const uint64_t* philox_shift(int device);
 
 // Grid-stride launch geometry for n elements.
 constexpr int kThreads = 256;

@@ -144,6 +144,7 @@ Tensor dropout_forward(const Tensor& x, float p, Generator& gen, Tensor& mask);
 Tensor dropout_apply(const Tensor& x, float p, uint64_t seed, uint64_t first);
 Tensor embedding_forward(const Tensor& weight, const Tensor& ids, DType out);
 void embedding_backward(const Tensor& dy, const Tensor& ids, Tensor& dweight);
+Tensor attention_key_bias(const Tensor& mask);
 // ---- optimizer updates (one fused pass each; all operands f32 and of one shape) ----------------
 void adam_update_(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamArgs& a, double lr,
                   double decoupled_decay);

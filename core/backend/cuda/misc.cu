@@ -21,14 +21,17 @@ __device__ __forceinline__ int64_t load_index(const void* p, bool is64, int64_t 
               : static_cast<int64_t>(static_cast<const int32_t*>(p)[i]);
 }
 
-// Element i kept iff word i % 4 of philox_uniform4_at(seed, first, i / 4) >= p (the CPU op's
-// stream); one thread per block of four elements, moved as one access (8 or 16 bytes) when the
+// Element i kept iff word i % 4 of philox_uniform4_at(seed, first + *shift, i / 4) >= p (the CPU
+// op's stream; *shift is the device's Philox shift, 0 outside a CUDA graph's replays); one thread
+// per block of four elements, moved as one access (8 or 16 bytes) when the
 // pointers allow (vec) and the block is whole. The mask is written where `mask` is given.
 template <class T>
 __global__ void dropout_kernel(const T* x, T* y, float* mask, int64_t n, uint64_t seed,
-                               uint64_t first, float p, float keep_scale, bool vec) {
+                               uint64_t first, const uint64_t* shift, float p, float keep_scale,
+                               bool vec) {
   using P = Pack<T, 4>;
   const int64_t blocks = (n + 3) / 4;
+  first += *shift;
   for (int64_t j = global_tid(); j < blocks; j += global_stride()) {
     const Uniform4 w = philox_uniform4_at(seed, first, static_cast<uint64_t>(j));
     const float u[4] = {w.u0, w.u1, w.u2, w.u3};
@@ -137,10 +140,6 @@ Tensor dropout_impl(const char* op, const Tensor& x, float p, uint64_t seed, uin
   const int dev = require_f32(op, {&x}, activation_type(x));
   ADA_CHECK_ARG(p >= 0.f && p < 1.f, ShapeError)
       << "dropout: probability must be in [0, 1), got " << p;
-  if (p > 0.f)
-    refuse_in_capture(dev, "dropout",
-                      "its Philox offset is a host value that moves every step; a replay would "
-                      "repeat the capture's mask");
   const int64_t n = x.numel();
   Tensor y = Tensor::empty(x.shape(), t, x.device());
   if (mask) *mask = Tensor::empty(x.shape(), DType::f32, x.device());
@@ -150,15 +149,47 @@ Tensor dropout_impl(const char* op, const Tensor& x, float p, uint64_t seed, uin
     const bool vec = aligned_to({x.raw_data(), y.raw_data()}, 4 * sizeof(T)) &&
                      aligned16({mask ? mask->raw_data() : nullptr});
     dropout_kernel<<<blocks_for((n + 3) / 4), kThreads, 0, stream(dev)>>>(
-        data_as<T>(x), data_as<T>(y), mask ? mask->data<float>() : nullptr, n, seed, first, p,
-        1.f / (1.f - p), vec);
+        data_as<T>(x), data_as<T>(y), mask ? mask->data<float>() : nullptr, n, seed, first,
+        philox_shift(dev), p, 1.f / (1.f - p), vec);
   });
   ADA_CUDA_LAUNCH_CHECK();
   return y;
 }
 }  // namespace
 
+namespace {
+template <class M>
+__global__ void key_bias_kernel(const M* mask, float* bias, int64_t n) {
+  for (int64_t i = global_tid(); i < n; i += global_stride())
+    bias[i] = mask[i] != M(0) ? 0.f : -10000.f;
+}
+}  // namespace
+
+Tensor attention_key_bias(const Tensor& mask) {
+  ADA_CHECK_ARG(mask.defined() && !mask.device().is_cpu(), DeviceError)
+      << "attention_key_bias: the mask must be a CUDA tensor here";
+  const DType t = mask.dtype();
+  ADA_CHECK_ARG(t == DType::f32 || t == DType::i64 || t == DType::i32, DTypeError)
+      << "attention_key_bias: the mask must be f32, i64 or i32, got " << mask.str();
+  const int dev = mask.device().index;
+  set_device(dev);
+  Tensor bias = Tensor::empty(mask.shape(), DType::f32, mask.device());
+  const int64_t n = mask.numel();
+  if (n == 0) return bias;
+  float* b = bias.data<float>();
+  const unsigned blocks = blocks_for(n);
+  if (t == DType::f32)
+    key_bias_kernel<<<blocks, kThreads, 0, stream(dev)>>>(mask.data<float>(), b, n);
+  else if (t == DType::i64)
+    key_bias_kernel<<<blocks, kThreads, 0, stream(dev)>>>(mask.data<int64_t>(), b, n);
+  else
+    key_bias_kernel<<<blocks, kThreads, 0, stream(dev)>>>(mask.data<int32_t>(), b, n);
+  ADA_CUDA_LAUNCH_CHECK();
+  return bias;
+}
+
 Tensor dropout_forward(const Tensor& x, float p, Generator& gen, Tensor& mask) {
+  if (!x.device().is_cpu()) note_draw(x.device().index, gen);
   const uint64_t seed = gen.seed(), first = gen.take(static_cast<uint64_t>(x.numel()));
   return dropout_impl("dropout_forward", x, p, seed, first, &mask);
 }

@@ -16,6 +16,7 @@
 #include "core/backend/cuda/cuda_common.h"
 #include "core/backend/cuda/kernel_trace.h"
 #include "core/block_cache.h"
+#include "core/random.h"
 
 namespace ada::cuda {
 namespace {
@@ -65,7 +66,10 @@ struct DeviceState {
   std::atomic<int> npools{0};
   std::atomic<bool> capturing{false};
   GraphPool* capture = nullptr;
+  const Generator* capture_gen = nullptr;  // the capture's dropout generator
   std::thread::id capture_thread;
+  std::once_flag shift_once;
+  uint64_t* shift = nullptr;  // philox_shift(): device memory, never freed
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
   cudnnHandle_t cudnn = nullptr;
@@ -291,6 +295,37 @@ void refuse_in_capture(int device, const char* op, const char* why) {
                          << why << " (the capture was abandoned; run this step without graphs)";
 }
 
+void note_draw(int device, const Generator& gen) {
+  DeviceState& st = state(device);
+  if (!capturing_here(st) || &gen == st.capture_gen) return;
+  refuse_in_capture(device, "dropout",
+                    st.capture_gen ? "it draws from a generator other than the one the capture "
+                                     "was given (Graph::capture's generator)"
+                                   : "it draws from a generator the capture was not given (pass "
+                                     "the model's rng() to Graph::capture)");
+}
+
+const uint64_t* philox_shift(int device) {
+  DeviceState& st = state(device);
+  std::call_once(st.shift_once, [&] {
+    set_device(device);
+    void* p = nullptr;
+    ADA_CUDA_CHECK(cudaMalloc(&p, sizeof(uint64_t)));
+    ADA_CUDA_CHECK(cudaMemset(p, 0, sizeof(uint64_t)));  // synchronous: done before any reader
+    st.shift = static_cast<uint64_t*>(p);
+  });
+  return st.shift;
+}
+
+namespace {
+// Queues the write of `shift` into the device's Philox shift (a copy from pageable memory: staged
+// before it returns, so `shift` may go at once).
+void set_philox_shift(int device, uint64_t shift) {
+  uint64_t* p = const_cast<uint64_t*>(philox_shift(device));
+  ADA_CUDA_CHECK(cudaMemcpyAsync(p, &shift, sizeof shift, cudaMemcpyHostToDevice, stream(device)));
+}
+}  // namespace
+
 void keep_for_graph(int device, void* pinned) {
   DeviceState& st = state(device);
   ADA_CHECK(capturing_here(st)) << "keep_for_graph: cuda:" << device
@@ -304,6 +339,9 @@ struct Graph::Impl {
   cudaGraphExec_t exec = nullptr;
   int64_t nodes = 0;
   std::shared_ptr<GraphPool> pool;
+  Generator* gen = nullptr;
+  uint64_t first = 0, per_step = 0;  // the capture's counters on gen: [first, first + per_step)
+  int64_t replays = 0;
 };
 
 Graph::Graph() = default;
@@ -317,7 +355,7 @@ Graph::~Graph() {
   retire(state(impl_->device), impl_->pool);
 }
 
-void Graph::capture(int device, const std::function<void()>& work) {
+void Graph::capture(int device, const std::function<void()>& work, Generator* generator) {
   ADA_CHECK_ARG(!impl_, DeviceError)
       << "Graph::capture: this graph holds a capture already; make another Graph";
   ADA_CHECK_ARG(!g_profiling.load() && !kernel_trace::active(), DeviceError)
@@ -327,7 +365,9 @@ void Graph::capture(int device, const std::function<void()>& work) {
   set_device(device);
   DeviceState& st = state(device);
   cudaStream_t s = stream(device);
+  philox_shift(device);  // made (and zeroed) now, not while capturing
   auto pool = std::make_shared<GraphPool>(device);
+  const uint64_t gen_first = generator ? generator->offset() : 0;
   {
     std::lock_guard<std::mutex> lock(st.pools_mu);
     ADA_CHECK_ARG(!st.capturing.load(), DeviceError)
@@ -335,6 +375,7 @@ void Graph::capture(int device, const std::function<void()>& work) {
     st.pools.push_back(pool);
     st.npools.fetch_add(1, std::memory_order_release);
     st.capture = pool.get();
+    st.capture_gen = generator;
     st.capture_thread = std::this_thread::get_id();
   }
   // Relaxed: the caching allocator may call cudaMalloc for the graph's pool while capturing.
@@ -346,6 +387,7 @@ void Graph::capture(int device, const std::function<void()>& work) {
     {
       std::lock_guard<std::mutex> lock(st.pools_mu);
       st.capture = nullptr;
+      st.capture_gen = nullptr;
     }
     const cudaError_t e = cudaStreamEndCapture(s, &graph);
     cudaGetLastError();  // an invalidated capture leaves no sticky error for eager work
@@ -395,12 +437,22 @@ void Graph::capture(int device, const std::function<void()>& work) {
   impl_->exec = exec;
   impl_->nodes = static_cast<int64_t>(n);
   impl_->pool = std::move(pool);
+  impl_->gen = generator;
+  impl_->first = gen_first;
+  impl_->per_step = generator ? generator->offset() - gen_first : 0;
 }
 
 void Graph::replay() {
   ADA_CHECK_ARG(impl_, DeviceError) << "Graph::replay: nothing was captured";
-  set_device(impl_->device);
-  ADA_CUDA_CHECK(cudaGraphLaunch(impl_->exec, stream(impl_->device)));
+  Impl& g = *impl_;
+  set_device(g.device);
+  // The first replay draws the counters the capture reserved; each later one the next step's.
+  const uint64_t shift =
+      g.per_step > 0 && g.replays > 0 ? g.gen->take(g.per_step) - g.first : uint64_t{0};
+  ++g.replays;
+  if (shift != 0) set_philox_shift(g.device, shift);
+  ADA_CUDA_CHECK(cudaGraphLaunch(g.exec, stream(g.device)));
+  if (shift != 0) set_philox_shift(g.device, 0);  // eager kernels after it draw unshifted
 }
 
 bool Graph::captured() const {
