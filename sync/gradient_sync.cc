@@ -13,6 +13,7 @@ GradientSync::GradientSync(const StrategyContext& context, const StrategyOptions
       bucketer_(variables_of(context.params), context.world, context.reducer, options.buckets) {
   description_ = "gradients/" + ctx_.reducer.name();
   overlaps_backward_ = true;
+  hooks_optional_ = true;  // finish() reduces the buckets backward did not start
 }
 
 void GradientSync::begin_step(int64_t step, float lr) {

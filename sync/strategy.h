@@ -86,6 +86,9 @@ class Strategy {
   // For logs and summaries, e.g. "gradients/adasum".
   const std::string& describe() const { return description_; }
   bool overlaps_backward() const { return overlaps_backward_; }
+  // Whether end_step gives the same result when on_grad_ready was never called (the hooks only
+  // start work early): a step captured as a CUDA graph calls none (train.cuda_graphs).
+  bool hooks_optional() const { return !overlaps_backward_ || hooks_optional_; }
   // True when optimizer state differs between ranks (each rank's own must be checkpointed).
   bool optimizer_state_is_local() const { return local_optimizer_state_; }
 
@@ -105,6 +108,7 @@ class Strategy {
  protected:
   std::string description_;
   bool overlaps_backward_ = false;
+  bool hooks_optional_ = false;
   bool local_optimizer_state_ = false;
 };
 

@@ -31,8 +31,9 @@
 #                          graphs: forward and backward captured as a CUDA graph and replayed
 #                          (the optimizer eager) against the same step run eagerly (bench_step
 #                          --graphs: ResNet-20 b256 fp32, ResNet-50 b64 and b256 bf16
-#                          channels-last, BERT-Large s128 b16 and b64 bf16), ours only, about
-#                          two minutes;
+#                          channels-last, BERT-Large s128 b16 and b64 bf16), ours only, then
+#                          the trainer's train.cuda_graphs against eager steps (LeNet-5 MNIST,
+#                          one epoch each: the same losses), about three minutes;
 #                          bn: ResNet-50's batch-norm + ReLU kernels against eager PyTorch's
 #                          (bench_ops --bn, NCHW and channels-last, f32 and bf16), and the
 #                          channels-last kernels and b256 step on cuDNN's batch norm
@@ -468,7 +469,7 @@ if [[ "$what" == bn || "$what" == session ]] && fits bn 120; then
     2>&1 | tee -a "$out/bn.log"
   took "batch-norm A/B"
 fi
-if [[ "$what" == graphs || "$what" == session ]] && fits graphs 150; then
+if [[ "$what" == graphs || "$what" == session ]] && fits graphs 200; then
   # Issue 33 item 5: what launching the step as one CUDA graph saves (cuda::Graph; the CUDA tests'
   # CudaGraph.* hold replays to the eager steps' bits). A refused capture prints its reason.
   echo "== CUDA graphs: the step replayed against the same step run eagerly (bench_step --graphs)"
@@ -479,6 +480,25 @@ if [[ "$what" == graphs || "$what" == session ]] && fits graphs 150; then
     echo "-- bench_step --model $m --device cuda --no-torch --graphs"
     timeout 120 .gpu/bin/bench_step --model $m --device cuda --steps 20 --no-torch --graphs 2>&1
   done | tee "$out/graphs.log"
+  # train.cuda_graphs in the trainer: LeNet-5 on MNIST, one epoch, eager and with graphs, cuDNN on
+  # deterministic algorithms (ADA_CUDA_DETERMINISTIC=1; its 2x2 max-pools do not overlap, so their
+  # backward's atomics add one value each): the same losses and accuracy to the last digit, and
+  # each run's time.
+  for g in false true; do
+    echo "-- trainer LeNet-5 MNIST, train.cuda_graphs=$g"
+    ADA_CUDA_DETERMINISTIC=1 OMP_NUM_THREADS=8 timeout 150 .gpu/bin/trainer \
+      --config configs/mnist_lenet_adasum.yaml --set train.device=cuda --set train.epochs=1 \
+      --set train.cuda_graphs=$g --set output.dir=out/gpu-graphs-$g --set checkpoint.overwrite=true \
+      2>&1 | grep -E 'CUDA graph|cuda_graphs|eval at|done|error' | tail -6
+    python3 -c "import json; s = json.load(open('out/gpu-graphs-$g/summary.json')); print({k: s.get(k) for k in ('wall_seconds', 'compute_seconds', 'eval_top1', 'eval_loss', 'cuda_graph_replays', 'cuda_graph_eager_steps')})"
+  done 2>&1 | tee -a "$out/graphs.log"
+  if cmp -s <(grep -o '"loss":[^,]*' out/gpu-graphs-false/metrics.jsonl) \
+            <(grep -o '"loss":[^,]*' out/gpu-graphs-true/metrics.jsonl); then
+    echo "train.cuda_graphs: the same losses as eager steps" | tee -a "$out/graphs.log"
+  else
+    echo "train.cuda_graphs: losses DIFFER from eager steps" | tee -a "$out/graphs.log"
+    status=1
+  fi
   took graphs
 fi
 exit "$status"

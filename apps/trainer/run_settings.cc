@@ -231,6 +231,14 @@ RunSettings read_run_settings(const Config& root, const std::string& config_path
   s.precision = read_precision(t, s.device);
   s.loss_scale = read_loss_scale(t, s.precision);
   s.activations = read_activations(t, s.precision);
+  s.cuda_graphs = t.get_or<bool>("cuda_graphs", false);
+  ADA_CHECK_ARG(!s.cuda_graphs || !s.device.is_cpu(), ConfigError)
+      << t.where("cuda_graphs") << ": CUDA graphs need train.device: cuda; set cuda_graphs: false "
+      << "on the CPU";
+  ADA_CHECK_ARG(!s.cuda_graphs || s.micro == 1, ConfigError)
+      << t.where("cuda_graphs") << ": a graph holds one forward and backward pass, but a step has "
+      << s.micro << " micro-batches here (train.micro_batches or train.examples_per_step); set "
+      << "cuda_graphs: false, or one micro-batch a step";
   s.comm = t.get_or<std::string>("comm", s.comm);
   comm::check_step_comm_choice(s.comm, s.device, t.where("comm"));
   s.comm_timeout = t.get_in_or<double>("comm_timeout_s", s.comm_timeout, Range::at_least(0),

@@ -56,6 +56,7 @@ struct RunSettings {
   Precision precision = Precision::fp32;              // train.precision (core/precision.h)
   DType activations = DType::f32;                     // train.activations
   std::optional<optim::LossScaleOptions> loss_scale;  // train.loss_scale; absent: off
+  bool cuda_graphs = false;                           // train.cuda_graphs (step_graph.h)
   std::string comm = "auto";                          // train.comm
   double comm_timeout = 600;                          // train.comm_timeout_s; 0: no limit
   std::optional<StopAt> stop_at;                      // train.stop_at; absent: the whole budget

@@ -169,6 +169,13 @@ void Trainer::build_step() {
                            s_.buckets};
   comm::Communicator& step_comm = device_comm_ ? *device_comm_ : *world_;
   strategy_ = make_strategy_({params_, *optimizer_, step_comm, *reducer_}, so);
+  if (s_.cuda_graphs) {
+    ADA_CHECK_ARG(strategy_->hooks_optional(), ConfigError)
+        << cfg_->where("train.cuda_graphs") << ": the strategy (" << strategy_->describe()
+        << ") steps parameters during backward, on the host, which a CUDA graph cannot replay; "
+        << "set cuda_graphs: false, or a strategy that works after backward (gradient sync does)";
+    graph_ = std::make_unique<StepGraph>(*model_, s_.device.index);
+  }
 
   data::SamplerOptions sampler{world_->rank(), world_->size(), s_.seed, true, true};
   data::LoaderOptions lo;
@@ -282,7 +289,7 @@ int Trainer::run() {
 void Trainer::train_step() {
   fault_point("step");
   const Stopwatch step_time;
-  model_->zero_grad();
+  if (!graph_) model_->zero_grad();  // (a graph's step zeroes them itself)
   double loss_sum = 0;
   micro_losses_.clear();
   const double lr = schedule_->lr();
@@ -307,6 +314,11 @@ void Trainer::train_step() {
     if (uploader_) {
       TraceSpan span("copy batch to device", "data");
       batch->fields = uploader_->upload(batch->fields);
+    }
+    if (graph_) {  // one micro-batch, no backward hooks (checked when built)
+      TraceSpan span("forward and backward (train.cuda_graphs)", "compute");
+      micro_losses_.push_back(graph_->run(batch->fields, loss_scale_ ? loss_scale_->scale() : 1.0));
+      continue;
     }
     nn::ModelOutput out;
     {
@@ -532,6 +544,11 @@ void Trainer::write_summary() {
   if (loss_scale_) {  // rank 0's (each rank's own where strategies decide alone)
     sum["loss_scale"] = loss_scale_->scale();
     sum["loss_scale_overflows"] = loss_scale_->overflows();
+  }
+  if (graph_) {  // rank 0's
+    sum["cuda_graph_replays"] = graph_->replays();
+    sum["cuda_graph_eager_steps"] = graph_->eager_steps();
+    log_info("train.cuda_graphs: {}", graph_->describe());
   }
   add_figures(sum, last_val_, "val_");
   add_figures(sum, last_eval_);

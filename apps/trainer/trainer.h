@@ -16,6 +16,7 @@
 #include "apps/trainer/checkpoint.h"
 #include "apps/trainer/run_log.h"
 #include "apps/trainer/run_settings.h"
+#include "apps/trainer/step_graph.h"
 #include "apps/trainer/straggler.h"
 #include "base/config.h"
 #include "comm/mpi_communicator.h"
@@ -78,6 +79,7 @@ class Trainer {
   data::DataSets data_;
   std::unique_ptr<data::DataLoader> loader_;
   std::unique_ptr<cuda::BatchUploader> uploader_;  // train.device cuda: batches via pinned memory
+  std::unique_ptr<StepGraph> graph_;               // train.cuda_graphs
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::Schedule> schedule_;
   sync::StrategyMaker make_strategy_;  // the sync's settings, read before anything is built

@@ -187,6 +187,7 @@ def cases(src):
              cfg={"train": {"precision": "bf16"}}, env={"ADA_CPU_ISA": "avx2"}))
     T("activations_unknown", {"train": {"activations": "bf16"}}, "train.activations", "unknown value 'bf16'", "known: fp32, 16bit")
     T("activations_16bit_fp32", {"train": {"activations": "16bit"}}, "train.activations", "but train.precision is fp32", "set precision: bf16")
+    T("cuda_graphs_cpu", {"train": {"cuda_graphs": True}}, "train.cuda_graphs", "CUDA graphs need train.device: cuda", "cuda_graphs: false")
     add(Case("cpu_isa_env_unknown", ["ADA_CPU_ISA=avx9", "use generic, avx2, avx512 or amx"], env={"ADA_CPU_ISA": "avx9"}))
     add(Case("cpu_caches_env_bad", ["ADA_CPU_CACHES=32K,1M", "expected three positive sizes", "unset it"],
              env={"ADA_CPU_CACHES": "32K,1M"}))

@@ -232,6 +232,10 @@ TEST(RunSettings, BadValuesNameTheKeyTheValueAndTheFix) {
       {{"train.activations=16bit"},
        {"train.activations", "but train.precision is fp32", "set precision: bf16"}},
       {{"train.device=gpu"}, {"train.device", "unknown device 'gpu'"}},
+      {{"train.cuda_graphs=true"},
+       {"train.cuda_graphs (set by --set train.cuda_graphs=true): CUDA graphs need train.device: "
+        "cuda"}},
+      {{"train.cuda_graphs=maybe"}, {"train.cuda_graphs", "maybe"}},
       {{"train.comm=gloo"}, {"train.comm", "unknown communicator 'gloo'"}},
       {{"train.comm=nccl"}, {"train.comm", "nccl reduces CUDA device buffers"}},
       {{"train.loss_scale=huge"},
