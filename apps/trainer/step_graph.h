@@ -7,8 +7,8 @@
 //     the graph shifts on the device so that replays draw the masks eager steps would.
 //   - A replay reads its batch from tensors of its own, into which each step's batch is copied; a
 //     batch whose fields differ in names, shapes or dtypes from the captured one runs eagerly
-//     (counted; BERT's masked positions change length with the batch, so masked-LM batches rarely
-//     replay). Parameters, gradients or buffers that moved since the capture (a strategy that
+//     (counted; a masked-LM batch has round(mask_prob x content tokens) masked positions a
+//     sequence: one shape for full-length sequences, another for each mix of padded ones). Parameters, gradients or buffers that moved since the capture (a strategy that
 //     replaced a tensor) drop the graph; it is captured again after kWarmup eager steps.
 //   - Loss scaling: backward's seed is a tensor of the graph's, filled with the step's scale
 //     before each replay.
