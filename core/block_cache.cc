@@ -64,7 +64,7 @@ void* BlockCache::alloc(size_t bytes) {
   void* p = b ? b->ptr : nullptr;
   if (!p) {
     p = sys_alloc_(size, context_);
-    if (!p && !cached_.empty()) {
+    if (!p && !cached_.empty() && policy_.release_on_failure) {
       release_all();
       p = sys_alloc_(size, context_);
     }

@@ -35,6 +35,9 @@ class BlockCache {
     size_t large_bin = size_t{2} << 20;  // above: bins of large_bin, reused up to 1.25x
     bool cap_at_peak = false;
     bool split = false;  // large blocks may be split and merged back (see above)
+    // When the system allocator fails, release the cached blocks and try once more. A CUDA
+    // graph's pool says no: its cached blocks are memory its replays still use.
+    bool release_on_failure = true;
   };
   // The system allocator: returns nullptr when out of memory (other failures may throw), and its
   // inverse. `context` is passed through (the device index).

@@ -497,6 +497,13 @@ void set_deterministic_convolutions([[maybe_unused]] bool on) {
   ::ada::cuda::set_deterministic_convolutions(on);
 #endif
 }
+bool deterministic_convolutions() {
+#ifdef ADA_WITH_CUDA
+  return ::ada::cuda::deterministic_convolutions();
+#else
+  return true;
+#endif
+}
 bool cudnn_batch_norm_fits(const Tensor& x, float eps, const Tensor& residual) {
 #ifdef ADA_WITH_CUDA
   if (any_cuda(x)) return ::ada::cuda::cudnn_batch_norm_fits(x, eps, residual);

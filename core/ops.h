@@ -183,6 +183,7 @@ void set_cudnn_batch_norm(bool on);
 // some speed), for plans made from now on; overrides ADA_CUDA_DETERMINISTIC=1 for this process.
 // No effect in CPU builds, whose convolutions are deterministic.
 void set_deterministic_convolutions(bool on);
+bool deterministic_convolutions();  // as last set, else ADA_CUDA_DETERMINISTIC; CPU builds: true
 // x (and the residual, when defined) a CUDA [M, C] tensor cuDNN's NHWC batch norm can take.
 bool cudnn_batch_norm_fits(const Tensor& x, float eps, const Tensor& residual = Tensor());
 CudnnBatchNorm cudnn_batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,

@@ -13,7 +13,11 @@ StepGraph::StepGraph(nn::Model& model, int device) : model_(model), device_(devi
 
 Tensor StepGraph::eager(const nn::TensorMap& batch, double seed) {
   ++eager_;
-  ++since_warm_;
+  // Warm-up counts eager steps in a row with one batch shape: the capture's batch has the
+  // shape those steps made the model's caches for (BERT's position ids: made on the host).
+  const std::vector<std::string> sig = signature(batch);
+  since_warm_ = sig == warm_sig_ ? since_warm_ + 1 : 1;
+  warm_sig_ = sig;
   model_.zero_grad();
   const Variable loss = model_.forward(batch).loss;
   if (seed == 1.0)
@@ -21,6 +25,12 @@ Tensor StepGraph::eager(const nn::TensorMap& batch, double seed) {
   else
     backward(loss, Tensor::full(loss.value().shape(), seed, DType::f32, loss.value().device()));
   return loss.value();
+}
+
+std::vector<std::string> StepGraph::signature(const nn::TensorMap& batch) {
+  std::vector<std::string> sig;
+  for (const auto& [name, t] : batch) sig.push_back(name + t.str());  // its dtype and shape
+  return sig;
 }
 
 bool StepGraph::fits(const nn::TensorMap& batch) const {
@@ -45,9 +55,13 @@ std::vector<const void*> StepGraph::addresses() const {
 }
 
 void StepGraph::capture(const nn::TensorMap& batch, double seed) {
+  loss_ = Tensor();  // a dropped graph's, freed before the capture rather than during it
   inputs_.clear();
   for (const auto& [name, t] : batch) inputs_[name] = t.clone();
   seed_ = Tensor::full({}, seed, DType::f32, Device::cuda(device_));
+  // The eager steps' cached blocks go back to the driver: the graph's pool holds a working set
+  // of its own, and two would not fit where one nearly does.
+  cuda::empty_cache(device_);
   auto graph = std::make_unique<cuda::Graph>();
   try {
     graph->capture(
@@ -84,7 +98,7 @@ Tensor StepGraph::run(const nn::TensorMap& batch, double seed) {
     since_warm_ = 0;
   }
   if (!graph_) {
-    if (since_warm_ < kWarmup) return eager(batch, seed);
+    if (since_warm_ < kWarmup || signature(batch) != warm_sig_) return eager(batch, seed);
     capture(batch, seed);
   } else if (!fits(batch)) {
     ++unlike_;

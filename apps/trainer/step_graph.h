@@ -3,13 +3,15 @@
 // one graph instead of every kernel; the strategy (reduction, clipping, the optimizer at the
 // step's LR) runs eagerly after it, as without graphs.
 //   - The first `kWarmup` steps of the process run eagerly (plans, workspaces, gradients made);
-//     the next is captured and replayed at once. The model's dropout draws from its rng(), which
-//     the graph shifts on the device so that replays draw the masks eager steps would.
+//     the next with the same batch shape is captured and replayed at once. The model's dropout
+//     draws from its rng(), which the graph shifts on the device so that replays draw the masks
+//     eager steps would.
 //   - A replay reads its batch from tensors of its own, into which each step's batch is copied; a
 //     batch whose fields differ in names, shapes or dtypes from the captured one runs eagerly
 //     (counted; a masked-LM batch has round(mask_prob x content tokens) masked positions a
-//     sequence: one shape for full-length sequences, another for each mix of padded ones). Parameters, gradients or buffers that moved since the capture (a strategy that
-//     replaced a tensor) drop the graph; it is captured again after kWarmup eager steps.
+//     sequence: one shape for full-length sequences, another for each mix of padded ones).
+//     Parameters, gradients or buffers that moved since the capture (a strategy that replaced a
+//     tensor) drop the graph; it is captured again after kWarmup eager steps.
 //   - Loss scaling: backward's seed is a tensor of the graph's, filled with the step's scale
 //     before each replay.
 //   - What a graph cannot hold (an op that reads the device on the host in forward or backward)
@@ -46,7 +48,8 @@ class StepGraph {
   Tensor eager(const nn::TensorMap& batch, double seed);
   void capture(const nn::TensorMap& batch, double seed);
   bool fits(const nn::TensorMap& batch) const;  // same field names, shapes and dtypes
-  std::vector<const void*> addresses() const;   // parameters, gradients and buffers
+  static std::vector<std::string> signature(const nn::TensorMap& batch);
+  std::vector<const void*> addresses() const;  // parameters, gradients and buffers
 
   nn::Model& model_;
   int device_;
@@ -54,7 +57,9 @@ class StepGraph {
   nn::TensorMap inputs_;  // the captured step's batch, rewritten before each replay
   Tensor seed_, loss_;    // backward's seed and the loss, the graph's
   std::vector<const void*> captured_at_;
-  int64_t since_warm_ = 0;  // eager steps since the process began or the graph was dropped
+  // Eager steps in a row with the batch signature warm_sig_, since the start or a dropped graph.
+  int64_t since_warm_ = 0;
+  std::vector<std::string> warm_sig_;
   int64_t replays_ = 0, eager_ = 0, captures_ = 0, unlike_ = 0;
 };
 

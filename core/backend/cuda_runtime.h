@@ -108,9 +108,14 @@ class BatchUploader {
 //    the masks eager steps would.
 // A refused capture is abandoned: the error propagates, no kernel of the work ran, this Graph
 // stays empty and the device goes on working eagerly; host-side effects of the work up to the
-// refusal remain (gradients pointing at unwritten memory: zero_grad before the next step). Run
-// the work eagerly at least once first, so that plans, workspaces and optimizer state exist. The
-// capturing thread must be the only one queuing work on the device until capture() returns.
+// refusal remain, over memory no kernel wrote (gradients first made in the capture, optimizer
+// state an optimizer made in it and its update counts): zero_grad before the next step, and do
+// not go on with an optimizer that first stepped inside a refused capture. Run the work eagerly
+// at least once first, so that plans, workspaces and optimizer state exist. The capturing thread
+// must be the only one queuing work on the device until capture() returns (an op another thread
+// queues meanwhile lands in the graph, or fails). While a capture runs no memory goes back to the
+// driver (a graph's pool keeps its cached blocks even when the driver has no more: that
+// allocation fails instead).
 // Without CUDA (or a GPU) capture() throws DeviceError.
 class Graph {
  public:

@@ -14,6 +14,9 @@
 // Presets (layers, hidden, heads, FFN): tiny 2/128/2/512, mini 4/256/4/1024,
 // base 12/768/12/3072 (110,106,428 parameters with NSP), large 24/1024/16/4096 (336,226,108).
 // Init: truncated normal (std 0.02) for weights and embeddings, zeros for biases, LayerNorm 1/0.
+#include <map>
+#include <tuple>
+
 #include "nn/layers/dropout.h"
 #include "nn/layers/embedding.h"
 #include "nn/layers/layer_norm.h"
@@ -178,12 +181,8 @@ class Bert : public Model {
     auto mask_it = batch.find("attention_mask");
     Tensor mask = mask_it != batch.end() ? mask_it->second : Tensor();
     // Position ids [B, S] (0..S-1 per row), made on the host once per shape and device.
-    if (!positions_.defined() || positions_.shape() != Shape{b, s} || positions_.device() != dev) {
-      Tensor p = Tensor::empty({b, s}, DType::i64);
-      for (int64_t i = 0; i < b * s; ++i) p.data<int64_t>()[i] = i % s;
-      positions_ = p.to(dev);
-    }
-    const Tensor& positions = positions_;
+    const Tensor& positions =
+        index_cache(positions_, {b, s}, s, dev, [&](int64_t i) { return i % s; });
 
     Variable x =
         fn::add(fn::add(word_->forward(ids), pos_->forward(positions)), type_->forward(segments));
@@ -194,18 +193,28 @@ class Bert : public Model {
   }
 
   // The [CLS] rows [B, H] of the encoder's output.
-  // Their flat row indices [B] are made on the host once per shape and device (as positions_).
+  // Their flat row indices [B] are made on the host once per shape and device (as positions).
   Variable cls_rows(const Variable& x) {
     const int64_t b = x.value().size(0), s = x.value().size(1);
-    const Device dev = x.value().device();
-    if (!cls_firsts_.defined() || cls_firsts_.size(0) != b || cls_stride_ != s ||
-        cls_firsts_.device() != dev) {
-      std::vector<int64_t> firsts(b);
-      for (int64_t i = 0; i < b; ++i) firsts[i] = i * s;
-      cls_firsts_ = Tensor::from_vector<int64_t>(firsts, {b}).to(dev);
-      cls_stride_ = s;
-    }
-    return fn::embedding(fn::reshape(x, {b * s, c_.hidden}), cls_firsts_);
+    const Tensor& firsts =
+        index_cache(cls_firsts_, {b}, s, x.value().device(), [&](int64_t i) { return i * s; });
+    return fn::embedding(fn::reshape(x, {b * s, c_.hidden}), firsts);
+  }
+
+  // An i64 index tensor of `shape` (element i: value(i)) for batches of sequence length `s` on
+  // `dev`, made on the host once and kept for the model's life (a CUDA graph captured with it
+  // keeps reading it, whatever shapes come between; a few per run): positions' [B, S] and
+  // cls_rows' [B].
+  using IndexCache = std::map<std::tuple<Shape, int64_t, int, int>, Tensor>;
+  template <class F>
+  static const Tensor& index_cache(IndexCache& cache, const Shape& shape, int64_t s,
+                                   const Device& dev, F value) {
+    auto key = std::make_tuple(shape, s, static_cast<int>(dev.type), dev.index);
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+    Tensor t = Tensor::empty(shape, DType::i64);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<int64_t>()[i] = value(i);
+    return cache.emplace(key, t.to(dev)).first->second;
   }
 
   // The mean [B, H] of each row's encoder outputs over its attended tokens (attention_mask 1; all
@@ -384,9 +393,7 @@ class Bert : public Model {
   }
 
   BertConfig c_;
-  Tensor positions_;   // encode()'s position ids for the last batch shape
-  Tensor cls_firsts_;  // cls_rows()'s row indices for the last batch shape
-  int64_t cls_stride_ = 0;
+  IndexCache positions_, cls_firsts_;  // index_cache()'s
   std::shared_ptr<Embedding> word_, pos_, type_;
   std::shared_ptr<LayerNorm> emb_norm_, transform_norm_;
   std::shared_ptr<Dropout> dropout_;

@@ -2,6 +2,7 @@
 // and host memory in steady state: a repeated autograd step takes nothing new from malloc.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <vector>
@@ -146,6 +147,25 @@ TEST_F(BlockCacheTest, OutOfMemoryReleasesTheCacheAndRetries) {
   EXPECT_EQ(c.alloc(200 * 4096), nullptr);  // more than the system has  // genuinely out of memory
   EXPECT_EQ(c.stats().allocated, 30 * 4096);
   c.free(p, 30 * 4096);
+  c.release_cached();
+}
+
+// A CUDA graph's pool (release_on_failure false): its cached blocks are memory the graph's
+// replays use, so an allocation the system cannot serve fails and the cache stays whole.
+TEST_F(BlockCacheTest, WithoutReleaseOnFailureTheCacheIsKept) {
+  BlockCache::Policy keep = policy();
+  keep.release_on_failure = false;
+  BlockCache c(keep, fake_alloc, fake_free, 7);
+  g_sys.budget = 10 * 4096 * 4;
+  std::vector<void*> held;
+  for (int i = 0; i < 4; ++i) held.push_back(c.alloc(10 * 4096));
+  for (void* p : held) c.free(p, 10 * 4096);
+  EXPECT_EQ(c.alloc(30 * 4096), nullptr);  // would fit after a release; none is made
+  EXPECT_EQ(c.stats().reserved, 4 * 10 * 4096);
+  EXPECT_EQ(c.stats().system_frees, 0);
+  void* again = c.alloc(10 * 4096);  // the cached blocks still serve their own size
+  EXPECT_NE(std::find(held.begin(), held.end(), again), held.end());
+  c.free(again, 10 * 4096);
   c.release_cached();
 }
 

@@ -72,7 +72,7 @@ Trainee make_trainee(const std::string& model_yaml) {
 // The precision of a case, and deterministic convolutions (cuDNN's atomic backward algorithms
 // would make even two eager runs differ), restored at the end.
 struct PrecisionScope {
-  PrecisionScope(Precision p, DType act) {
+  PrecisionScope(Precision p, DType act) : deterministic_(ops::deterministic_convolutions()) {
     set_cuda_matmul_precision(p);
     set_activation_dtype(act);
     ops::set_deterministic_convolutions(true);
@@ -80,8 +80,9 @@ struct PrecisionScope {
   ~PrecisionScope() {
     set_cuda_matmul_precision(Precision::fp32);
     set_activation_dtype(DType::f32);
-    ops::set_deterministic_convolutions(false);
+    ops::set_deterministic_convolutions(deterministic_);
   }
+  const bool deterministic_;
 };
 
 TEST(CudaGraph, ReplayedSgdStepsAreTheEagerStepsBitForBit) {

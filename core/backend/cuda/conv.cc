@@ -105,15 +105,6 @@ enum class Fit { ok, last_resort, never };
 
 // -1: as ADA_CUDA_DETERMINISTIC says; 0 or 1: as set_deterministic_convolutions said.
 std::atomic<int> g_deterministic{-1};
-bool deterministic_convolutions() {
-  const int set = g_deterministic.load();
-  if (set >= 0) return set == 1;
-  static const bool env = [] {
-    const char* v = std::getenv("ADA_CUDA_DETERMINISTIC");
-    return v && std::string(v) == "1";
-  }();
-  return env;
-}
 struct Tensors {
   bool sixteen_bit = false, fp16_nchw = false;
   bool deterministic = false;  // set_deterministic_convolutions: no atomic algorithms
@@ -453,6 +444,16 @@ Tensor conv2d_backward_filter(const Tensor& dy, const Tensor& x, const Shape& w_
 
 void set_deterministic_convolutions(bool on) {
   g_deterministic.store(on ? 1 : 0);
+}
+
+bool deterministic_convolutions() {
+  const int set = g_deterministic.load();
+  if (set >= 0) return set == 1;
+  static const bool env = [] {
+    const char* v = std::getenv("ADA_CUDA_DETERMINISTIC");
+    return v && std::string(v) == "1";
+  }();
+  return env;
 }
 
 std::string conv_plans_report() {

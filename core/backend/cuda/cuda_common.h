@@ -116,6 +116,9 @@ void keep_for_graph(int device, void* pinned);
 // The device's Philox shift (one uint64, 0 except while a CUDA graph's replay runs, see
 // cuda_runtime.h, Graph): kernels that draw dropout masks add it to their first counter.
 const uint64_t* philox_shift(int device);
+// Queues *p = v on `s` (one thread; misc.cu): a device word set in stream order without a copy
+// from host memory.
+void write_u64(uint64_t* p, uint64_t v, cudaStream_t s);
 
 // Grid-stride launch geometry for n elements.
 constexpr int kThreads = 256;

@@ -158,6 +158,17 @@ Tensor dropout_impl(const char* op, const Tensor& x, float p, uint64_t seed, uin
 }  // namespace
 
 namespace {
+__global__ void write_u64_kernel(uint64_t* p, uint64_t v) {
+  *p = v;
+}
+}  // namespace
+
+void write_u64(uint64_t* p, uint64_t v, cudaStream_t s) {
+  write_u64_kernel<<<1, 1, 0, s>>>(p, v);
+  ADA_CUDA_LAUNCH_CHECK();
+}
+
+namespace {
 template <class M>
 __global__ void key_bias_kernel(const M* mask, float* bias, int64_t n) {
   for (int64_t i = global_tid(); i < n; i += global_stride())

@@ -45,8 +45,12 @@ void device_free(void* p, int) {
 // device pool's blocks freed during the capture (the graph's kernels still use them, so they
 // stay out of reuse until the graph is destroyed); the pinned host tables its copies read.
 struct GraphPool {
-  explicit GraphPool(int device)
-      : blocks(BlockCache::Policy{}, device_malloc, device_free, device) {}
+  static BlockCache::Policy policy() {
+    BlockCache::Policy p;
+    p.release_on_failure = false;  // its cached blocks are the replays' memory
+    return p;
+  }
+  explicit GraphPool(int device) : blocks(policy(), device_malloc, device_free, device) {}
   BlockCache blocks;
   std::vector<std::pair<void*, size_t>> adopted;
   std::vector<void*> pinned;
@@ -184,21 +188,31 @@ bool capturing_here(const DeviceState& st) {
          st.capture_thread == std::this_thread::get_id();
 }
 
+// Gives retired pools' cached blocks back to the driver and forgets the empty ones; not while a
+// capture runs (cudaFree waits for the device, which a capture forbids): then the next sweep
+// (the capture's end, a graph's destruction) does it. pools_mu held.
+void sweep_retired(DeviceState& st) {
+  if (st.capturing.load(std::memory_order_acquire)) return;
+  for (auto it = st.pools.begin(); it != st.pools.end();) {
+    GraphPool& pool = **it;
+    if (pool.retired) pool.blocks.release_cached();
+    if (pool.retired && pool.blocks.stats().allocated == 0) {
+      it = st.pools.erase(it);
+      st.npools.fetch_sub(1, std::memory_order_release);
+    } else {
+      ++it;
+    }
+  }
+}
+
 // Frees `ptr` into the graph pool that handed it out; false when none did. A retired pool gives
-// its blocks straight back to the driver and is forgotten once empty.
+// its blocks back to the driver (sweep_retired) and is forgotten once empty.
 bool free_in_graph_pool(DeviceState& st, void* ptr, size_t bytes) {
   std::lock_guard<std::mutex> lock(st.pools_mu);
-  for (auto it = st.pools.begin(); it != st.pools.end(); ++it) {
-    GraphPool& pool = **it;
-    if (!pool.blocks.owns(ptr)) continue;
-    pool.blocks.free(ptr, bytes);
-    if (pool.retired) {
-      pool.blocks.release_cached();
-      if (pool.blocks.stats().allocated == 0) {
-        st.pools.erase(it);
-        st.npools.fetch_sub(1, std::memory_order_release);
-      }
-    }
+  for (const auto& pool : st.pools) {
+    if (!pool->blocks.owns(ptr)) continue;
+    pool->blocks.free(ptr, bytes);
+    if (pool->retired) sweep_retired(st);
     return true;
   }
   return false;
@@ -214,14 +228,7 @@ void retire(DeviceState& st, const std::shared_ptr<GraphPool>& pool) {
   for (void* h : pool->pinned) cudaFreeHost(h);
   pool->pinned.clear();
   pool->retired = true;
-  pool->blocks.release_cached();
-  if (pool->blocks.stats().allocated == 0) {
-    auto it = std::find(st.pools.begin(), st.pools.end(), pool);
-    if (it != st.pools.end()) {
-      st.pools.erase(it);
-      st.npools.fetch_sub(1, std::memory_order_release);
-    }
-  }
+  sweep_retired(st);
 }
 }  // namespace
 
@@ -311,20 +318,13 @@ const uint64_t* philox_shift(int device) {
     set_device(device);
     void* p = nullptr;
     ADA_CUDA_CHECK(cudaMalloc(&p, sizeof(uint64_t)));
-    ADA_CUDA_CHECK(cudaMemset(p, 0, sizeof(uint64_t)));  // synchronous: done before any reader
+    // On the compute stream: ordered before every kernel that reads it (never made while a
+    // capture runs: Graph::capture makes it first).
+    ADA_CUDA_CHECK(cudaMemsetAsync(p, 0, sizeof(uint64_t), stream(device)));
     st.shift = static_cast<uint64_t*>(p);
   });
   return st.shift;
 }
-
-namespace {
-// Queues the write of `shift` into the device's Philox shift (a copy from pageable memory: staged
-// before it returns, so `shift` may go at once).
-void set_philox_shift(int device, uint64_t shift) {
-  uint64_t* p = const_cast<uint64_t*>(philox_shift(device));
-  ADA_CUDA_CHECK(cudaMemcpyAsync(p, &shift, sizeof shift, cudaMemcpyHostToDevice, stream(device)));
-}
-}  // namespace
 
 void keep_for_graph(int device, void* pinned) {
   DeviceState& st = state(device);
@@ -348,11 +348,14 @@ Graph::Graph() = default;
 
 Graph::~Graph() {
   if (!impl_) return;
-  set_device(impl_->device);
-  cudaStreamSynchronize(stream(impl_->device));  // its replays are done with the memory
-  cudaGraphExecDestroy(impl_->exec);
-  cudaGetLastError();
-  retire(state(impl_->device), impl_->pool);
+  try {
+    set_device(impl_->device);
+    cudaStreamSynchronize(stream(impl_->device));  // its replays are done with the memory
+    cudaGraphExecDestroy(impl_->exec);
+    cudaGetLastError();
+    retire(state(impl_->device), impl_->pool);
+  } catch (...) {  // a destructor must not throw; the memory is then left to the process's end
+  }
 }
 
 void Graph::capture(int device, const std::function<void()>& work, Generator* generator) {
@@ -411,6 +414,10 @@ void Graph::capture(int device, const std::function<void()>& work, Generator* ge
     throw;
   }
   const cudaError_t ended = end_capture();
+  {
+    std::lock_guard<std::mutex> lock(st.pools_mu);
+    sweep_retired(st);  // what frees during the capture left to do
+  }
   if (ended != cudaSuccess || !graph) {
     abandon();
     ADA_THROW(DeviceError) << "Graph::capture on cuda:" << device
@@ -450,9 +457,12 @@ void Graph::replay() {
   const uint64_t shift =
       g.per_step > 0 && g.replays > 0 ? g.gen->take(g.per_step) - g.first : uint64_t{0};
   ++g.replays;
-  if (shift != 0) set_philox_shift(g.device, shift);
-  ADA_CUDA_CHECK(cudaGraphLaunch(g.exec, stream(g.device)));
-  if (shift != 0) set_philox_shift(g.device, 0);  // eager kernels after it draw unshifted
+  cudaStream_t s = stream(g.device);
+  uint64_t* slot = const_cast<uint64_t*>(philox_shift(g.device));
+  if (shift != 0) write_u64(slot, shift, s);
+  const cudaError_t launched = cudaGraphLaunch(g.exec, s);
+  if (shift != 0) write_u64(slot, 0, s);  // eager kernels after it draw unshifted
+  ADA_CUDA_CHECK(launched);
 }
 
 bool Graph::captured() const {
