@@ -33,16 +33,6 @@ std::vector<std::string> StepGraph::signature(const nn::TensorMap& batch) {
   return sig;
 }
 
-bool StepGraph::fits(const nn::TensorMap& batch) const {
-  if (batch.size() != inputs_.size()) return false;
-  for (const auto& [name, t] : batch) {
-    auto it = inputs_.find(name);
-    if (it == inputs_.end() || it->second.shape() != t.shape() || it->second.dtype() != t.dtype())
-      return false;
-  }
-  return true;
-}
-
 std::vector<const void*> StepGraph::addresses() const {
   std::vector<const void*> out;
   for (const auto& p : model_.parameters()) {
@@ -100,7 +90,7 @@ Tensor StepGraph::run(const nn::TensorMap& batch, double seed) {
   if (!graph_) {
     if (since_warm_ < kWarmup || signature(batch) != warm_sig_) return eager(batch, seed);
     capture(batch, seed);
-  } else if (!fits(batch)) {
+  } else if (signature(batch) != signature(inputs_)) {
     ++unlike_;
     return eager(batch, seed);
   }

@@ -47,7 +47,7 @@ class StepGraph {
  private:
   Tensor eager(const nn::TensorMap& batch, double seed);
   void capture(const nn::TensorMap& batch, double seed);
-  bool fits(const nn::TensorMap& batch) const;  // same field names, shapes and dtypes
+  // Each field's name, dtype, shape and device: batches of one signature replay one graph.
   static std::vector<std::string> signature(const nn::TensorMap& batch);
   std::vector<const void*> addresses() const;  // parameters, gradients and buffers
 
