@@ -337,6 +337,11 @@ int main(int argc, char** argv) {
     int64_t copies_after = -1;
     double eager_step_s = 0;
     cuda::Graph graph;
+    auto run_step = [&] {
+      if (!graphs) return one_step();
+      graph.replay();
+      opt->step(params, 1e-4f);
+    };
     if (graphs) {
       eager_step_s = median_step(one_step);
       copies_after = ops::sixteen_bit_copies();
@@ -347,15 +352,9 @@ int main(int argc, char** argv) {
       std::printf("graph: %lld nodes captured, its pool %.0f MB\n",
                   static_cast<long long>(graph.nodes()),
                   static_cast<double>(graph.pool_bytes()) / (1024.0 * 1024.0));
-      graph.replay();  // the first replay uploads the graph
-      opt->step(params, 1e-4f);
+      run_step();  // the first replay uploads the graph
       cuda::synchronize(0);
     }
-    auto run_step = [&] {
-      if (!graphs) return one_step();
-      graph.replay();
-      opt->step(params, 1e-4f);
-    };
     const double step_s = median_step(run_step), ours_sps = batch / step_s;
     if (copies_after < 0) copies_after = ops::sixteen_bit_copies();
     // f32 copies of 16-bit inputs per step (ops without a 16-bit kernel; 0 without 16-bit

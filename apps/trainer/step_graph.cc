@@ -9,7 +9,8 @@
 
 namespace ada::trainer {
 
-StepGraph::StepGraph(nn::Model& model, int device) : model_(model), device_(device) {}
+StepGraph::StepGraph(nn::Model& model, int device)
+    : model_(model), device_(device), params_(model.parameters()) {}
 
 Tensor StepGraph::eager(const nn::TensorMap& batch, double seed) {
   ++eager_;
@@ -35,7 +36,7 @@ std::vector<std::string> StepGraph::signature(const nn::TensorMap& batch) {
 
 std::vector<const void*> StepGraph::addresses() const {
   std::vector<const void*> out;
-  for (const auto& p : model_.parameters()) {
+  for (const auto& p : params_) {
     out.push_back(p.var.value().raw_data());
     const Tensor& g = p.var.grad();  // (no zero-fill here: no zero_grad since the last backward)
     out.push_back(g.defined() ? g.raw_data() : nullptr);
@@ -70,6 +71,7 @@ void StepGraph::capture(const nn::TensorMap& batch, double seed) {
                            << e.what() << "; set train.cuda_graphs: false";
   }
   graph_ = std::move(graph);
+  graph_sig_ = signature(inputs_);
   captured_at_ = addresses();
   ++captures_;
   log_info(
@@ -90,7 +92,7 @@ Tensor StepGraph::run(const nn::TensorMap& batch, double seed) {
   if (!graph_) {
     if (since_warm_ < kWarmup || signature(batch) != warm_sig_) return eager(batch, seed);
     capture(batch, seed);
-  } else if (signature(batch) != signature(inputs_)) {
+  } else if (signature(batch) != graph_sig_) {
     ++unlike_;
     return eager(batch, seed);
   }

@@ -54,8 +54,10 @@ class StepGraph {
   nn::Model& model_;
   int device_;
   std::unique_ptr<cuda::Graph> graph_;
-  nn::TensorMap inputs_;  // the captured step's batch, rewritten before each replay
-  Tensor seed_, loss_;    // backward's seed and the loss, the graph's
+  std::vector<Param> params_;           // the model's (shared handles: they see a replaced tensor)
+  nn::TensorMap inputs_;                // the captured step's batch, rewritten before each replay
+  std::vector<std::string> graph_sig_;  // signature(inputs_)
+  Tensor seed_, loss_;                  // backward's seed and the loss, the graph's
   std::vector<const void*> captured_at_;
   // Eager steps in a row with the batch signature warm_sig_, since the start or a dropped graph.
   int64_t since_warm_ = 0;

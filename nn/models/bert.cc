@@ -162,10 +162,7 @@ class Bert : public Model {
     if (it == batch.end() || !it->second.device().is_cpu() || batch.count("mlm_positions") ||
         batch.count("mlm_labels"))
       return;
-    const MaskedPositions p = labels_at(it->second);
-    const int64_t m = static_cast<int64_t>(p.where.size());
-    batch["mlm_positions"] = Tensor::from_vector<int64_t>(p.where, {m});
-    batch["mlm_labels"] = Tensor::from_vector<int64_t>(p.target, {m});
+    std::tie(batch["mlm_positions"], batch["mlm_labels"]) = labels_at(it->second);
   }
 
  private:
@@ -308,22 +305,21 @@ class Bert : public Model {
     return out;
   }
 
-  // The flat positions of the masked tokens (labels != -100) and their labels.
-  struct MaskedPositions {
+  // The flat positions of the masked tokens (labels != -100) and their labels, [m] i64 each, on
+  // the host.
+  static std::pair<Tensor, Tensor> labels_at(const Tensor& labels) {
     std::vector<int64_t> where, target;
-  };
-  static MaskedPositions labels_at(const Tensor& labels) {
-    MaskedPositions p;
     const Tensor host_labels = labels.to(Device::cpu());
     for (int64_t i = 0; i < labels.numel(); ++i) {
       const int64_t l = host_labels.dtype() == DType::i64 ? host_labels.data<int64_t>()[i]
                                                           : host_labels.data<int32_t>()[i];
       if (l != -100) {
-        p.where.push_back(i);
-        p.target.push_back(l);
+        where.push_back(i);
+        target.push_back(l);
       }
     }
-    return p;
+    const int64_t m = static_cast<int64_t>(where.size());
+    return {Tensor::from_vector<int64_t>(where, {m}), Tensor::from_vector<int64_t>(target, {m})};
   }
   // The masked tokens' flat positions and labels [m] on the batch's device: prepare_batch's
   // fields when the batch has them, else read from the labels.
@@ -335,10 +331,8 @@ class Bert : public Model {
     const Device dev = ids.device();
     auto pos = batch.find("mlm_positions"), lab = batch.find("mlm_labels");
     if (pos == batch.end() && lab == batch.end()) {
-      const MaskedPositions p = labels_at(labels);
-      const int64_t m = static_cast<int64_t>(p.where.size());
-      return {Tensor::from_vector<int64_t>(p.where, {m}).to(dev),
-              Tensor::from_vector<int64_t>(p.target, {m}).to(dev)};
+      const auto [where, target] = labels_at(labels);
+      return {where.to(dev), target.to(dev)};
     }
     ADA_CHECK_ARG(pos != batch.end() && lab != batch.end(), ShapeError)
         << "bert: the batch has " << (pos != batch.end() ? "mlm_positions" : "mlm_labels")
