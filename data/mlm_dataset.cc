@@ -285,11 +285,7 @@ Example MlmDataset::get(int64_t index, int64_t epoch) const {
   // Choose round(mask_prob * n) of the n content positions (at least one), by a partial
   // Fisher-Yates shuffle, then replace each: [MASK] / random id / kept.
   const auto n = static_cast<int64_t>(candidates.size());
-  int64_t k =
-      n == 0 ? 0 : std::max<int64_t>(1, std::llround(opt_.mask_prob * static_cast<double>(n)));
-  if (opt_.mask_prob == 0.0) k = 0;
-  k = std::min(k, n);
-  if (opt_.max_predictions > 0) k = std::min(k, opt_.max_predictions);
+  const int64_t k = chosen_count(n);
   for (int64_t j = 0; j < k; ++j) {
     const int64_t pick = j + static_cast<int64_t>(rng.below(static_cast<uint64_t>(n - j)));
     std::swap(candidates[static_cast<size_t>(j)], candidates[static_cast<size_t>(pick)]);
@@ -302,13 +298,42 @@ Example MlmDataset::get(int64_t index, int64_t epoch) const {
       ids[p] = static_cast<int64_t>(rng.below(static_cast<uint64_t>(vocab_size_)));
   }
 
+  // The chosen positions in ascending order (the order prepare_batch reads them from the
+  // labels in), padded to the count every example has.
+  const int64_t P = predictions_per_example();
+  ADA_CHECK(k <= P) << "MlmDataset: example " << index << " chose " << k << " tokens, more than "
+                    << P;
+  std::sort(candidates.begin(), candidates.begin() + k);
+  Tensor positions = Tensor::zeros({P}, DType::i64);
+  Tensor chosen_labels = Tensor::full({P}, static_cast<double>(kIgnore), DType::i64);
+  for (int64_t j = 0; j < k; ++j) {
+    const int64_t p = candidates[static_cast<size_t>(j)];
+    positions.data<int64_t>()[j] = p;
+    chosen_labels.data<int64_t>()[j] = lab[p];
+  }
+
   Example ex;
   ex.set("input_ids", std::move(input_ids));
   ex.set("segment_ids", std::move(segment_ids));
   ex.set("attention_mask", std::move(attention));
   ex.set("labels", std::move(labels));
   if (opt_.nsp) ex.set("nsp_label", Tensor::full({}, seq.nsp_label, DType::i64));
+  ex.set("mlm_positions", std::move(positions));
+  ex.set("mlm_labels", std::move(chosen_labels));
   return ex;
+}
+
+int64_t MlmDataset::chosen_count(int64_t n) const {
+  if (n == 0 || opt_.mask_prob == 0.0) return 0;
+  int64_t k = std::max<int64_t>(1, std::llround(opt_.mask_prob * static_cast<double>(n)));
+  k = std::min(k, n);
+  return opt_.max_predictions > 0 ? std::min(k, opt_.max_predictions) : k;
+}
+
+int64_t MlmDataset::predictions_per_example() const {
+  // chosen_count never decreases with n, and n is at most the sequence less its [CLS] and
+  // [SEP] tokens.
+  return chosen_count(opt_.seq_len - (opt_.nsp ? 3 : 2));
 }
 
 namespace {

@@ -30,7 +30,11 @@ struct MlmOptions {
 //   input_ids [L]; segment_ids [L]: 0 for [CLS] A [SEP], 1 for B [SEP], 0 on padding;
 //   attention_mask [L]: 1 on tokens, 0 on padding; labels [L]: the original id where a token was
 //   chosen, -100 (cross-entropy's ignore_index) elsewhere; with NSP, nsp_label []: 0 when B
-//   follows A in its document, 1 when B is a random segment of another document (p = 1/2).
+//   follows A in its document, 1 when B is a random segment of another document (p = 1/2);
+//   mlm_positions [P] and mlm_labels [P]: the chosen positions in ascending order and their
+//   labels, then position 0 with label -100 up to P = predictions_per_example() (every
+//   example's count is at most P, so every batch has one shape: CUDA graphs replay it;
+//   Model::prepare_batch makes them flat positions of the batch).
 // Chosen: round(mask_prob * n) of the n content positions (at least 1; at most max_predictions
 // when set), never [CLS], [SEP] or padding. A random replacement is uniform over the whole
 // vocabulary, as in BERT. Pairs (where A is split from B, whether B is random) also change with
@@ -51,6 +55,10 @@ class MlmDataset : public Dataset {
   // of one document holding at most seq_len - 3 tokens (a longer segment is a chunk alone).
   int64_t size() const override;
   Example get(int64_t index, int64_t epoch) const override;
+  // The most tokens any example has chosen: round(mask_prob * n) for the most content tokens
+  // n a sequence can hold (seq_len - 2 packed, seq_len - 3 with NSP), at least 1, at most
+  // max_predictions when set (0 when mask_prob is 0).
+  int64_t predictions_per_example() const;
   std::string describe() const override;
 
   // The sequence of example `index` before masking (masking never changes its layout).
@@ -89,6 +97,8 @@ class MlmDataset : public Dataset {
     uint64_t below(uint64_t n);  // [0, n), n > 0
   };
   Sequence build(int64_t index, Stream& rng) const;
+  // How many of n content tokens an example chooses.
+  int64_t chosen_count(int64_t n) const;
   void fill_packed(int64_t index, Sequence& seq) const;
   void fill_nsp(int64_t index, Stream& rng, Sequence& seq) const;
   // Appends up to `max` tokens of global segment s, starting at token `from`.

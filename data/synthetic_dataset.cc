@@ -1,6 +1,10 @@
 #include "data/synthetic_dataset.h"
 
+#include <algorithm>
+#include <cmath>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "base/error.h"
 #include "core/random.h"
@@ -98,7 +102,7 @@ Example SyntheticDataset::get(int64_t index, int64_t /*epoch*/) const {
 
 namespace {
 
-// Synthetic BERT batches: random ids, and labels at ~15% of the positions (-100 elsewhere).
+// Synthetic BERT batches: random ids, and labels at round(15%) of the positions (-100 elsewhere).
 class SyntheticMlm : public Dataset {
  public:
   SyntheticMlm(int64_t size, int64_t seq, int64_t vocab, bool nsp, uint64_t seed)
@@ -107,12 +111,20 @@ class SyntheticMlm : public Dataset {
   Example get(int64_t index, int64_t epoch) const override {
     Generator g = example_generator(seed_, epoch, index);
     const uint64_t first = g.take(static_cast<uint64_t>(2 * seq_));
-    Tensor ids = Tensor::empty({seq_}, DType::i64), labels = Tensor::empty({seq_}, DType::i64);
+    Tensor ids = Tensor::empty({seq_}, DType::i64), labels = Tensor::full({seq_}, -100, DType::i64);
+    std::vector<std::pair<float, int64_t>> draws(static_cast<size_t>(seq_));
     for (int64_t i = 0; i < seq_; ++i) {
       ids.data<int64_t>()[i] =
           static_cast<int64_t>(Generator::uniform_at(g.seed(), first, i) * vocab_) % vocab_;
-      const bool chosen = Generator::uniform_at(g.seed(), first, seq_ + i) < 0.15f;
-      labels.data<int64_t>()[i] = chosen ? ids.data<int64_t>()[i] : -100;
+      draws[static_cast<size_t>(i)] = {Generator::uniform_at(g.seed(), first, seq_ + i), i};
+    }
+    // The same count in every sequence (every batch one shape: CUDA graphs replay it): the
+    // positions of the smallest draws.
+    const auto chosen = static_cast<ptrdiff_t>(std::max<int64_t>(1, std::llround(0.15 * seq_)));
+    std::partial_sort(draws.begin(), draws.begin() + chosen, draws.end());
+    for (ptrdiff_t j = 0; j < chosen; ++j) {
+      const int64_t i = draws[static_cast<size_t>(j)].second;
+      labels.data<int64_t>()[i] = ids.data<int64_t>()[i];
     }
     Example e;
     e.set("input_ids", ids);

@@ -1,10 +1,11 @@
 // Model: a Module that turns a batch of named tensors into a loss and metric sums.
 // Image classifiers read "image" [N,C,H,W] f32 and "label" [N] i64; BERT reads "input_ids",
 // "segment_ids", optional "attention_mask" [B,S], "labels" [B,S] (-100 = not masked) and
-// optional "nsp_label" [B], and the "mlm_positions" / "mlm_labels" its prepare_batch adds. Each
-// reports its evaluation figures as named (sum, count) pairs over the batch, added across batches
-// and ranks before dividing. To add a model: one file with a class deriving from Model and a
-// factory, plus one line in register_builtin_models() (models/registry.cc).
+// optional "nsp_label" [B], and "mlm_positions" / "mlm_labels": the masked tokens' flat positions
+// and labels [m] that its prepare_batch adds (from MlmDataset's per-sequence [B, P], or from the
+// labels). Each reports its evaluation figures as named (sum, count) pairs over the batch, added
+// across batches and ranks before dividing. To add a model: one file with a class deriving from
+// Model and a factory, plus one line in register_builtin_models() (models/registry.cc).
 #pragma once
 
 #include <functional>

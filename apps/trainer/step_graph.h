@@ -8,8 +8,8 @@
 //     eager steps would.
 //   - A replay reads its batch from tensors of its own, into which each step's batch is copied; a
 //     batch whose fields differ in names, shapes or dtypes from the captured one runs eagerly
-//     (counted; a masked-LM batch has round(mask_prob x content tokens) masked positions a
-//     sequence: one shape for full-length sequences, another for each mix of padded ones).
+//     (counted; masked-LM batches keep one shape: MlmDataset pads each sequence's masked
+//     positions to one count, and synthetic sequences choose one count each).
 //     Parameters, gradients or buffers that moved since the capture (a strategy that replaced a
 //     tensor) drop the graph; it is captured again after kWarmup eager steps.
 //   - Loss scaling: backward's seed is a tensor of the graph's, filled with the step's scale

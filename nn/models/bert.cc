@@ -155,14 +155,20 @@ class Bert : public Model {
 
   // Pre-training batches on the host get "mlm_positions" and "mlm_labels" [m] (i64): the flat
   // positions of the labels other than -100 and those labels, which forward() then reads instead
-  // of the labels themselves (on a GPU that read waits for the device).
+  // of the labels themselves (on a GPU that read waits for the device). A batch that has them
+  // per sequence, [B, P] (MlmDataset's: the same count for every batch, padded with label
+  // -100), gets them flattened to [B * P].
   void prepare_batch(TensorMap& batch) const override {
     if (c_.head != "pretraining") return;
     auto it = batch.find("labels");
-    if (it == batch.end() || !it->second.device().is_cpu() || batch.count("mlm_positions") ||
-        batch.count("mlm_labels"))
-      return;
-    std::tie(batch["mlm_positions"], batch["mlm_labels"]) = labels_at(it->second);
+    if (it == batch.end() || !it->second.device().is_cpu()) return;
+    auto pos = batch.find("mlm_positions"), lab = batch.find("mlm_labels");
+    if (pos == batch.end() && lab == batch.end()) {
+      std::tie(batch["mlm_positions"], batch["mlm_labels"]) = labels_at(it->second);
+    } else if (pos != batch.end() && lab != batch.end() && pos->second.dim() == 2 &&
+               pos->second.device().is_cpu() && lab->second.device().is_cpu()) {
+      std::tie(pos->second, lab->second) = flat_positions(pos->second, lab->second, it->second);
+    }
   }
 
  private:
@@ -309,20 +315,53 @@ class Bert : public Model {
   // the host.
   static std::pair<Tensor, Tensor> labels_at(const Tensor& labels) {
     std::vector<int64_t> where, target;
-    const Tensor host_labels = labels.to(Device::cpu());
-    for (int64_t i = 0; i < labels.numel(); ++i) {
-      const int64_t l = host_labels.dtype() == DType::i64 ? host_labels.data<int64_t>()[i]
-                                                          : host_labels.data<int32_t>()[i];
-      if (l != -100) {
-        where.push_back(i);
-        target.push_back(l);
+    const std::vector<int64_t> values = index_values(labels);
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (values[i] != -100) {
+        where.push_back(static_cast<int64_t>(i));
+        target.push_back(values[i]);
       }
     }
     const int64_t m = static_cast<int64_t>(where.size());
     return {Tensor::from_vector<int64_t>(where, {m}), Tensor::from_vector<int64_t>(target, {m})};
   }
+  // Positions within each sequence and their labels, [B, P] each, as flat positions of the batch
+  // and labels [B * P] on the host (slots labelled -100 are padding; cross-entropy skips them).
+  static std::pair<Tensor, Tensor> flat_positions(const Tensor& positions, const Tensor& labels,
+                                                  const Tensor& token_labels) {
+    const int64_t b = token_labels.size(0), s = token_labels.size(1);
+    ADA_CHECK_ARG(positions.dim() == 2 && positions.size(0) == b &&
+                      labels.shape() == positions.shape() && is_index(positions) &&
+                      is_index(labels),
+                  ShapeError)
+        << "bert: mlm_positions " << positions.str() << " and mlm_labels " << labels.str()
+        << " per sequence must be integer [batch, predictions] tensors of one shape, batch "
+        << b;
+    const std::vector<int64_t> p = index_values(positions), l = index_values(labels);
+    const int64_t per = positions.size(1);
+    std::vector<int64_t> flat(p.size());
+    for (size_t i = 0; i < p.size(); ++i) {
+      ADA_CHECK_ARG(p[i] >= 0 && p[i] < s, ShapeError)
+          << "bert: mlm_positions [" << static_cast<int64_t>(i) / per << ", "
+          << static_cast<int64_t>(i) % per << "] is " << p[i] << ", outside a sequence of " << s
+          << " tokens";
+      flat[i] = static_cast<int64_t>(i) / per * s + p[i];
+    }
+    const int64_t m = static_cast<int64_t>(flat.size());
+    return {Tensor::from_vector<int64_t>(flat, {m}), Tensor::from_vector<int64_t>(l, {m})};
+  }
+  static bool is_index(const Tensor& t) {
+    return t.dtype() == DType::i64 || t.dtype() == DType::i32;
+  }
+  // An i64 or i32 tensor's values, read on the host.
+  static std::vector<int64_t> index_values(const Tensor& t) {
+    if (t.dtype() == DType::i64) return t.to_vector<int64_t>();
+    const std::vector<int32_t> v = t.to_vector<int32_t>();
+    return {v.begin(), v.end()};
+  }
   // The masked tokens' flat positions and labels [m] on the batch's device: prepare_batch's
-  // fields when the batch has them, else read from the labels.
+  // fields when the batch has them (flattened here when they are still per sequence), else read
+  // from the labels.
   std::pair<Tensor, Tensor> masked_positions(const TensorMap& batch, const Tensor& ids) const {
     const Tensor& labels = field(batch, "labels");
     ADA_CHECK_ARG(labels.shape() == ids.shape(), ShapeError)
@@ -339,9 +378,12 @@ class Bert : public Model {
         << " without " << (pos != batch.end() ? "mlm_labels" : "mlm_positions")
         << "; give both (Model::prepare_batch makes them from the labels) or neither";
     const Tensor &p = pos->second, &l = lab->second;
+    if (p.dim() == 2) {
+      const auto [flat, flat_labels] = flat_positions(p, l, labels);
+      return {flat.to(dev), flat_labels.to(dev)};
+    }
     ADA_CHECK_ARG(p.dim() == 1 && l.shape() == p.shape() &&
-                      (p.dtype() == DType::i64 || p.dtype() == DType::i32) &&
-                      (l.dtype() == DType::i64 || l.dtype() == DType::i32),
+                      is_index(p) && is_index(l),
                   ShapeError)
         << "bert: mlm_positions " << p.str() << " and mlm_labels " << l.str()
         << " must be integer vectors of one length (the masked tokens')";
@@ -349,7 +391,8 @@ class Bert : public Model {
   }
 
   // MLM head at the masked positions only, and NSP when configured.
-  // where, target: the masked tokens' flat positions and labels [m], on the batch's device.
+  // where, target: the masked tokens' flat positions and labels [m], on the batch's device
+  // (padding slots labelled -100: the loss and the figures skip them).
   ModelOutput pretraining_heads(const TensorMap& batch, const Tensor& ids, const Tensor& where,
                                 const Tensor& t, const Variable& x) {
     const int64_t b = ids.size(0), s = ids.size(1);
@@ -357,18 +400,20 @@ class Bert : public Model {
     Variable flat = fn::reshape(x, {b * s, c_.hidden});
     ModelOutput out;
     Variable loss;
-    double mlm_correct = 0;
+    double mlm_correct = 0, masked = 0;
     if (m > 0) {
       Variable h = fn::embedding(flat, where);  // row gather
       h = transform_norm_->forward(fn::gelu(transform_->forward(h)));
       Variable logits = fn::linear(h, word_->weight(), decoder_bias_);  // the tied decoder
       loss = mlm_loss(logits, t);
-      if (metrics_wanted())
-        mlm_correct = static_cast<double>(count_correct(logits.value(), t).first);
+      if (metrics_wanted()) {
+        const auto [correct, count] = count_correct(logits.value(), t);
+        mlm_correct = static_cast<double>(correct);
+        masked = static_cast<double>(count);
+      }
     } else {
       loss = fn::scale(fn::sum(flat, {0, 1}), 0.f);  // no masked token: zero loss, graph intact
     }
-    const double masked = static_cast<double>(m);
     if (metrics_wanted())
       out.metrics = {{"mlm_loss", {static_cast<double>(loss.value().item()) * masked, masked}},
                      {"mlm_accuracy", {mlm_correct, masked}}};

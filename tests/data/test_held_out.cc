@@ -146,6 +146,23 @@ TEST(HeldOut, SyntheticSplitsTheSameWayOnEveryRead) {
             nullptr);
 }
 
+// Synthetic MLM sequences choose round(15%) of their positions each (every batch one shape, as
+// CUDA graphs need), at positions that differ between sequences.
+TEST(HeldOut, SyntheticMlmChoosesOneCountASequence) {
+  const DataSets d =
+      read("{data: {name: synthetic, size: 40, seq_len: 40}, model: {name: bert}}", 0);
+  std::set<std::vector<int64_t>> patterns;
+  for (int64_t i = 0; i < 40; ++i) {
+    const std::vector<int64_t> labels = d.train->get(i, 0).at("labels").to_vector<int64_t>();
+    std::vector<int64_t> where;
+    for (size_t k = 0; k < labels.size(); ++k)
+      if (labels[k] != -100) where.push_back(static_cast<int64_t>(k));
+    EXPECT_EQ(where.size(), 6u) << "sequence " << i;  // 0.15 x 40
+    patterns.insert(where);
+  }
+  EXPECT_GE(patterns.size(), 39u);
+}
+
 TEST(HeldOut, BadValuesNameTheKeyAsWritten) {
   auto bad = [](const std::string& v, std::initializer_list<std::string> parts) {
     expect_error<ConfigError>(

@@ -360,7 +360,24 @@ void check_masking(const MlmDataset& ds, int64_t index, int64_t epoch, MaskStats
     EXPECT_GE(ids[k], 0);
     EXPECT_LT(ids[k], 60000);
   }
-  EXPECT_EQ(chosen, content == 0 ? 0 : std::max<int64_t>(1, std::llround(0.15 * content)));
+  int64_t want = content == 0 ? 0 : std::max<int64_t>(1, std::llround(0.15 * content));
+  if (ds.options().max_predictions > 0) want = std::min(want, ds.options().max_predictions);
+  EXPECT_EQ(chosen, want);
+  // mlm_positions / mlm_labels: the chosen positions in ascending order with their labels, then
+  // position 0 labelled -100 up to the dataset's one count.
+  const auto positions = field(ex, "mlm_positions"), chosen_labels = field(ex, "mlm_labels");
+  std::vector<int64_t> want_positions, want_labels;
+  for (size_t k = 0; k < labels.size(); ++k)
+    if (labels[k] != -100) {
+      want_positions.push_back(static_cast<int64_t>(k));
+      want_labels.push_back(labels[k]);
+    }
+  const auto per = static_cast<size_t>(ds.predictions_per_example());
+  ASSERT_LE(want_positions.size(), per);
+  want_positions.resize(per, 0);
+  want_labels.resize(per, -100);
+  EXPECT_EQ(positions, want_positions);
+  EXPECT_EQ(chosen_labels, want_labels);
   st.content += content;
   st.chosen += chosen;
 }
@@ -373,6 +390,7 @@ TEST(MlmDataset, MaskingRatiosLabelsAndDeterminism) {
   opt.seed = 7;
   auto ds = MlmDataset::open({dir / "c.mlm"}, opt);
   ASSERT_GT(ds->size(), 100);
+  EXPECT_EQ(ds->predictions_per_example(), 9);  // round(0.15 x 62 content tokens at most)
   MaskStats st;
   for (int64_t epoch = 0; epoch < 3; ++epoch)
     for (int64_t i = 0; i < ds->size(); ++i) check_masking(*ds, i, epoch, st);
@@ -406,15 +424,19 @@ TEST(MlmDataset, MaskingRatiosLabelsAndDeterminism) {
   MlmOptions capped = opt;
   capped.max_predictions = 2;
   auto cap = MlmDataset::open({dir / "c.mlm"}, capped);
+  EXPECT_EQ(cap->predictions_per_example(), 2);
+  MaskStats unused;
   for (int64_t i = 0; i < 20; ++i) {
+    check_masking(*cap, i, 0, unused);
     int n = 0;
     for (int64_t l : field(cap->get(i, 0), "labels")) n += l != -100;
     EXPECT_EQ(n, 2);
   }
   MlmOptions none = opt;
   none.mask_prob = 0;
-  for (int64_t l : field(MlmDataset::open({dir / "c.mlm"}, none)->get(0, 0), "labels"))
-    EXPECT_EQ(l, -100);
+  const Example unmasked = MlmDataset::open({dir / "c.mlm"}, none)->get(0, 0);
+  for (int64_t l : field(unmasked, "labels")) EXPECT_EQ(l, -100);
+  EXPECT_EQ(unmasked.at("mlm_positions").shape(), Shape({0}));
 }
 
 TEST(MlmDataset, NspPairs) {
@@ -427,6 +449,7 @@ TEST(MlmDataset, NspPairs) {
   opt.seed = 3;
   auto ds = MlmDataset::open({dir / "c.mlm"}, opt);
   ASSERT_GT(ds->size(), 100);
+  EXPECT_EQ(ds->predictions_per_example(), 7);  // round(0.15 x 45): [CLS] and two [SEP]s
   int64_t random = 0, total = 0;
   MaskStats st;
   for (int64_t epoch = 0; epoch < 4; ++epoch) {
@@ -473,6 +496,8 @@ TEST(MlmDataset, NspPairs) {
   const Batch b = stack_examples(exs, {0, 1, 2});
   EXPECT_EQ(b.at("input_ids").shape(), Shape({3, 48}));
   EXPECT_EQ(b.at("nsp_label").shape(), Shape({3}));
+  EXPECT_EQ(b.at("mlm_positions").shape(), Shape({3, 7}));
+  EXPECT_EQ(b.at("mlm_labels").shape(), Shape({3, 7}));
 }
 
 TEST(MlmDataset, OneDocumentCorpusAndBadOptions) {

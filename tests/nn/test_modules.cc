@@ -306,6 +306,76 @@ TEST(Models, BertPreparedBatchGivesTheSameBits) {
   EXPECT_EQ(images.size(), 2u);
 }
 
+// MlmDataset's batches carry the masked positions per sequence, [B, P], padded with label -100 to
+// one count (every batch one shape, which CUDA graphs need): prepare_batch makes them flat
+// positions of the batch, and the padding slots reach neither the loss nor any gradient nor the
+// figures: the model given the labels alone (11 masked tokens) has the same loss and gradients up
+// to summation order (a padding slot reaching the loss would move it by about 1/11, and the MLM
+// head's gradients as much) and the same counts. A position outside its sequence is refused.
+TEST(Models, BertPaddedMaskedPositionsAreTheUnpaddedModel) {
+  const int64_t b = 3, s = 16, per = 6;
+  std::vector<int64_t> ids(b * s), labels(b * s, -100), positions(b * per, 0),
+      chosen(b * per, -100), flat_want;
+  const std::vector<std::vector<int64_t>> picked = {{1, 4, 9, 15}, {3, 7}, {0, 2, 5, 11, 13}};
+  for (int64_t i = 0; i < b * s; ++i) ids[i] = (i * 11 + 1) % 50;
+  for (int64_t r = 0; r < b; ++r)
+    for (size_t k = 0; k < picked[r].size(); ++k) {
+      const int64_t at = r * s + picked[r][k];
+      labels[at] = (at * 7) % 50;
+      positions[r * per + k] = picked[r][k];
+      chosen[r * per + k] = labels[at];
+    }
+  for (int64_t r = 0; r < b; ++r)
+    for (int64_t k = 0; k < per; ++k) flat_want.push_back(r * s + positions[r * per + k]);
+  const TensorMap raw{{"input_ids", Tensor::from_vector<int64_t>(ids, {b, s})},
+                      {"segment_ids", Tensor::zeros({b, s}, DType::i64)},
+                      {"labels", Tensor::from_vector<int64_t>(labels, {b, s})},
+                      {"nsp_label", Tensor::from_vector<int64_t>({0, 1, 1}, {b})}};
+  TensorMap padded = raw;
+  padded["mlm_positions"] = Tensor::from_vector<int64_t>(positions, {b, per});
+  padded["mlm_labels"] = Tensor::from_vector<int64_t>(chosen, {b, per});
+  const std::string yaml =
+      "{name: bert, preset: tiny, vocab_size: 50, max_positions: 16, nsp: true, dropout: 0.1}";
+  TensorMap prepared = padded;
+  build(yaml)->prepare_batch(prepared);
+  EXPECT_EQ(prepared.at("mlm_positions").to_vector<int64_t>(), flat_want);
+  EXPECT_EQ(prepared.at("mlm_labels").to_vector<int64_t>(), chosen);
+
+  auto a = build(yaml), p = build(yaml), u = build(yaml);
+  const auto oa = a->forward(raw), op = p->forward(prepared);
+  EXPECT_EQ(op.metric("mlm_loss").count, 11.0);
+  EXPECT_EQ(op.metric("mlm_accuracy").count, 11.0);
+  EXPECT_EQ(op.metric("mlm_accuracy").sum, oa.metric("mlm_accuracy").sum);
+  const double la = oa.loss.value().item(), lp = op.loss.value().item();
+  EXPECT_NEAR(lp, la, 1e-5 * std::abs(la));
+  // Unflattened (a forward without prepare_batch) gives the prepared batch's bits.
+  EXPECT_EQ(u->forward(padded).loss.value().item(), lp);
+  backward(oa.loss);
+  backward(op.loss);
+  const auto pa = a->parameters(), pp = p->parameters();
+  ASSERT_EQ(pa.size(), pp.size());
+  for (size_t i = 0; i < pa.size(); ++i) {
+    const auto ga = pa[i].var.grad().to_vector<float>(), gp = pp[i].var.grad().to_vector<float>();
+    double diff = 0, norm = 0;
+    for (size_t j = 0; j < ga.size(); ++j) {
+      diff += (double(gp[j]) - ga[j]) * (double(gp[j]) - ga[j]);
+      norm += double(ga[j]) * ga[j];
+    }
+    EXPECT_LE(std::sqrt(diff), 1e-5 * std::sqrt(norm) + 1e-9) << pa[i].name;
+  }
+  TensorMap outside = padded;
+  positions[per + 1] = s;
+  outside["mlm_positions"] = Tensor::from_vector<int64_t>(positions, {b, per});
+  try {
+    build(yaml)->prepare_batch(outside);
+    ADD_FAILURE() << "a position outside its sequence was taken";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("mlm_positions [1, 1] is 16, outside a sequence of 16"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Modules, StateRoundTripAndErrors) {
   auto a = build("name: resnet20_mnist", 1), b = build("name: resnet20_mnist", 2);
   ada::testing::TempDir tmp("ada_modules");
