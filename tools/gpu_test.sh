@@ -23,8 +23,10 @@
 #                          session: what a lent GPU's first call should run, in the order of
 #                          what issue 33 needs most: tests, transformers against our BERT's
 #                          twin (hf_compare.py), ours at its best against each case's fastest
-#                          twin (ResNet-50 b256, BERT-Large s128 b64 and s512 b16; s512 again
-#                          with model.recompute and with fused attention, ours only), profile,
+#                          twin (ResNet-50 b256 and b64, BERT-Large s128 b64 and s512 b16 in
+#                          bf16; ResNet-50 b64 and BERT-Large s128 b16 in fp32 against eager;
+#                          s512 again with model.recompute and with fused attention, ours
+#                          only), profile,
 #                          bn, graphs, precision, graphs_train; a section that would end past
 #                          the call's 600 s is left out, and the last line names the second
 #                          call's commands (the 15 minutes of device time leave it about 3);
@@ -437,12 +439,18 @@ if [[ "$what" == study ]]; then
   echo "gpu_test: $(ls "$out/study" 2>/dev/null | wc -l) finished cell(s) in $out/study"
 fi
 if [[ "$what" == session ]]; then
-  # Issue 33's figures in one call: ours at its best against each case's fastest twin (as found
-  # on 2026-11-27; `peers` runs every twin).
-  step_cases "resnet50 --batch 256 --precision bf16 --activations 16bit --channels-last --twins compile" \
-    "bert_large --batch 64 --seq 128 --precision bf16 --activations 16bit --attention composed --twins hf_sdpa" \
-    "bert_large --batch 16 --seq 512 --precision bf16 --activations 16bit --attention composed --twins hf_sdpa" \
-    "bert_large --batch 16 --seq 512 --precision bf16 --activations 16bit --attention composed --recompute attention_dropout,gelu --no-torch" \
+  # Issue 33's figures in one call, every target of its table: ours at its best against each
+  # case's fastest twin (as found on 2026-11-26/27; `peers` runs every twin), the fp32 steps
+  # against eager PyTorch (TF32 off on both sides), then s512 with model.recompute and with fused
+  # attention (ours only: the memory target).
+  a16="--precision bf16 --activations 16bit --channels-last"
+  b16="--precision bf16 --activations 16bit --attention composed"
+  step_cases "resnet50 --batch 256 $a16 --twins compile" \
+    "bert_large --batch 64 --seq 128 $b16 --twins hf_sdpa" \
+    "bert_large --batch 16 --seq 512 $b16 --twins hf_sdpa" \
+    "resnet50 --batch 64 $a16 --twins compile" \
+    "resnet50 --batch 64" "bert_large --batch 16 --seq 128" \
+    "bert_large --batch 16 --seq 512 $b16 --recompute attention_dropout,gelu --no-torch" \
     "bert_large --batch 16 --seq 512 --precision bf16 --activations 16bit --attention fused --no-torch" |
     tee "$out/session_step.log"
   took "step cases"
