@@ -335,8 +335,7 @@ class Bert : public Model {
                       is_index(labels),
                   ShapeError)
         << "bert: mlm_positions " << positions.str() << " and mlm_labels " << labels.str()
-        << " per sequence must be integer [batch, predictions] tensors of one shape, batch "
-        << b;
+        << " per sequence must be integer [batch, predictions] tensors of one shape, batch " << b;
     const std::vector<int64_t> p = index_values(positions), l = index_values(labels);
     const int64_t per = positions.size(1);
     std::vector<int64_t> flat(p.size());
@@ -382,9 +381,7 @@ class Bert : public Model {
       const auto [flat, flat_labels] = flat_positions(p, l, labels);
       return {flat.to(dev), flat_labels.to(dev)};
     }
-    ADA_CHECK_ARG(p.dim() == 1 && l.shape() == p.shape() &&
-                      is_index(p) && is_index(l),
-                  ShapeError)
+    ADA_CHECK_ARG(p.dim() == 1 && l.shape() == p.shape() && is_index(p) && is_index(l), ShapeError)
         << "bert: mlm_positions " << p.str() << " and mlm_labels " << l.str()
         << " must be integer vectors of one length (the masked tokens')";
     return {p.to(dev), l.to(dev)};
