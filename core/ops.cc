@@ -492,14 +492,14 @@ void set_cudnn_batch_norm([[maybe_unused]] bool on) {
   ::ada::cuda::set_cudnn_batch_norm(on);
 #endif
 }
-void set_deterministic_convolutions([[maybe_unused]] bool on) {
+void set_deterministic_algorithms([[maybe_unused]] bool on) {
 #ifdef ADA_WITH_CUDA
-  ::ada::cuda::set_deterministic_convolutions(on);
+  ::ada::cuda::set_deterministic_algorithms(on);
 #endif
 }
-bool deterministic_convolutions() {
+bool deterministic_algorithms() {
 #ifdef ADA_WITH_CUDA
-  return ::ada::cuda::deterministic_convolutions();
+  return ::ada::cuda::deterministic_algorithms();
 #else
   return true;
 #endif

@@ -179,11 +179,13 @@ bool cudnn_batch_norm_on();  // ADA_CUDA_BN_CUDNN=1 in a CUDA build, or as last 
 // Overrides ADA_CUDA_BN_CUDNN for this process (tests: both paths in one run); no effect in CPU
 // builds.
 void set_cudnn_batch_norm(bool on);
-// cuDNN convolutions on deterministic algorithms only (no atomics: the same bits every run, at
-// some speed), for plans made from now on; overrides ADA_CUDA_DETERMINISTIC=1 for this process.
-// No effect in CPU builds, whose convolutions are deterministic.
-void set_deterministic_convolutions(bool on);
-bool deterministic_convolutions();  // as last set, else ADA_CUDA_DETERMINISTIC; CPU builds: true
+// CUDA ops on deterministic algorithms only (no atomics: the same bits every run, at some
+// speed): cuDNN convolutions (for plans made from now on), embedding backward (ids sorted, each
+// row's gradients added in order) and max-pool backward (each plane's outputs in order), the
+// last two then the CPU's bits; overrides ADA_CUDA_DETERMINISTIC=1 for this process. No effect
+// in CPU builds, whose ops are deterministic.
+void set_deterministic_algorithms(bool on);
+bool deterministic_algorithms();  // as last set, else ADA_CUDA_DETERMINISTIC; CPU builds: true
 // x (and the residual, when defined) a CUDA [M, C] tensor cuDNN's NHWC batch norm can take.
 bool cudnn_batch_norm_fits(const Tensor& x, float eps, const Tensor& residual = Tensor());
 CudnnBatchNorm cudnn_batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,

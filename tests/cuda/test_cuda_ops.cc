@@ -1059,6 +1059,17 @@ struct PoolCase {
   Shape x;
   ops::Pool2dParams p;
 };
+// Deterministic algorithms (ops::set_deterministic_algorithms) for a scope; the setting found is
+// restored after.
+class DeterministicScope {
+ public:
+  DeterministicScope() { ops::set_deterministic_algorithms(true); }
+  ~DeterministicScope() { ops::set_deterministic_algorithms(was_); }
+
+ private:
+  bool was_ = ops::deterministic_algorithms();
+};
+
 const std::vector<PoolCase>& pool_cases() {
   static const std::vector<PoolCase> c = {
       {{2, 3, 8, 8}, {2, 2, 2, 2, 0, 0, true}},
@@ -1106,6 +1117,15 @@ TEST(CudaOps, MaxPool) {
       EXPECT_TRUE(near("max_pool2d_nhwc_backward " + what,
                        ops::max_pool2d_nhwc_backward(on_gpu(dy_cl), on_gpu(idx_cl), x_cl.shape()),
                        ops::max_pool2d_nhwc_backward(dy_cl, idx_cl, x_cl.shape()), kEltRtol, 1e-6));
+      // Deterministic algorithms: one thread a plane adds its outputs in the CPU's order, so
+      // overlapping windows give the CPU's bits in both layouts.
+      const DeterministicScope deterministic;
+      EXPECT_TRUE(same_f("max_pool2d_backward, deterministic " + what,
+                         ops::max_pool2d_backward(on_gpu(dy), on_gpu(idx), c.x),
+                         ops::max_pool2d_backward(dy, idx, c.x)));
+      EXPECT_TRUE(same_f("max_pool2d_nhwc_backward, deterministic " + what,
+                         ops::max_pool2d_nhwc_backward(on_gpu(dy_cl), on_gpu(idx_cl), x_cl.shape()),
+                         ops::max_pool2d_nhwc_backward(dy_cl, idx_cl, x_cl.shape())));
     }
 }
 
@@ -1850,6 +1870,18 @@ TEST(CudaOps, EmbeddingGatherAndScatterAdd) {
       ops::embedding_backward(on_gpu(dy), gids, gdw);
       EXPECT_TRUE(near(cat("embedding_backward (ids repeat up to ", max_rep, " times) ", what), gdw,
                        dw, kRedRtol, 1e-6 * static_cast<double>(max_rep + 1)));
+      // Deterministic algorithms: the ids sorted stably, each row's gradients added in order
+      // onto its start value, as the CPU: its bits (bf16 gradients too, widened as the CPU does).
+      const DeterministicScope deterministic;
+      Tensor ddw = on_gpu(dw0);
+      ops::embedding_backward(on_gpu(dy), gids, ddw);
+      EXPECT_TRUE(same_f("embedding_backward, deterministic " + what, ddw, dw));
+      const Tensor dy16 = ops::to_dtype(dy, DType::bf16);
+      Tensor dw16 = dw0.clone(), gdw16 = on_gpu(dw0);
+      ops::embedding_backward(dy16, ids, dw16);
+      ops::embedding_backward(on_gpu(dy16), gids, gdw16);
+      EXPECT_TRUE(
+          same_f("embedding_backward of bf16 gradients, deterministic " + what, gdw16, dw16));
     }
 }
 

@@ -103,11 +103,13 @@ ConvMath current_math() {
 //   - every forward algorithm, and FFT and Winograd in all three directions, stayed within.
 enum class Fit { ok, last_resort, never };
 
-// -1: as ADA_CUDA_DETERMINISTIC says; 0 or 1: as set_deterministic_convolutions said.
+// -1: as ADA_CUDA_DETERMINISTIC says; 0 or 1: as set_deterministic_algorithms said (read here
+// for the convolutions' plans and by embedding_backward (misc.cu) and max-pool backward
+// (pool.cu) for their ordered kernels).
 std::atomic<int> g_deterministic{-1};
 struct Tensors {
   bool sixteen_bit = false, fp16_nchw = false;
-  bool deterministic = false;  // set_deterministic_convolutions: no atomic algorithms
+  bool deterministic = false;  // set_deterministic_algorithms: no atomic algorithms
 };
 Fit fit(cudnnConvolutionFwdAlgo_t, Tensors) {
   return Fit::ok;
@@ -126,7 +128,7 @@ Fit fit(cudnnConvolutionBwdFilterAlgo_t a, Tensors t) {
 // fp32; tf32: anything but the fp16 down-conversion) and suits the tensors (fit), a last resort
 // only when no other does. The heuristics' order is kept otherwise: non-deterministic (atomic)
 // backward algorithms are not avoided for f32, so backward results may differ between runs by
-// fp32 rounding, unless set_deterministic_convolutions(true) (or ADA_CUDA_DETERMINISTIC=1) rules
+// fp32 rounding, unless set_deterministic_algorithms(true) (or ADA_CUDA_DETERMINISTIC=1) rules
 // them out.
 template <class Perf>
 bool pick(const std::vector<Perf>& perfs, int got, ConvMath math, Tensors t, Perf& out) {
@@ -260,7 +262,7 @@ std::unique_ptr<Plan> make_plan(int dev, Dir dir, const ConvGeom& g, ConvMath al
   ADA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(pl->y, fmt, data, i(g.n), i(g.k), i(g.p), i(g.q)));
   cudnnHandle_t h = cudnn(dev);
   const Tensors t{data != CUDNN_DATA_FLOAT, data == CUDNN_DATA_HALF && !p.channels_last,
-                  deterministic_convolutions()};
+                  deterministic_algorithms()};
   switch (dir) {
     case Dir::forward:
       choose_forward(h, *pl, allowed, math, t);
@@ -320,7 +322,7 @@ const Plan& get_plan(int dev, Dir dir, const ConvGeom& g, DType t = DType::f32) 
                 static_cast<int64_t>(math),
                 static_cast<int64_t>(t),
                 p.channels_last ? 1 : 0,
-                deterministic_convolutions() ? 1 : 0};
+                deterministic_algorithms() ? 1 : 0};
   std::lock_guard<std::mutex> lock(*mu);
   auto it = cache->find(key);
   if (it != cache->end()) return *it->second;
@@ -442,11 +444,11 @@ Tensor conv2d_backward_filter(const Tensor& dy, const Tensor& x, const Shape& w_
   return g.r == 1 && g.s == 1 ? dw.reshape(w_shape) : permute(dw, {0, 3, 1, 2});
 }
 
-void set_deterministic_convolutions(bool on) {
+void set_deterministic_algorithms(bool on) {
   g_deterministic.store(on ? 1 : 0);
 }
 
-bool deterministic_convolutions() {
+bool deterministic_algorithms() {
   const int set = g_deterministic.load();
   if (set >= 0) return set == 1;
   static const bool env = [] {

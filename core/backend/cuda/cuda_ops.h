@@ -103,8 +103,8 @@ BatchNormGrads batch_norm_relu_backward(const Tensor& dy, const Tensor& y, const
 // cuDNN's NHWC batch norm (cudnn_norm.cc): core/ops.h's cudnn_batch_norm_*.
 bool cudnn_batch_norm_on();
 void set_cudnn_batch_norm(bool on);
-void set_deterministic_convolutions(bool on);  // ops::set_deterministic_convolutions
-bool deterministic_convolutions();
+void set_deterministic_algorithms(bool on);  // ops::set_deterministic_algorithms
+bool deterministic_algorithms();
 bool cudnn_batch_norm_fits(const Tensor& x, float eps, const Tensor& residual);
 CudnnBatchNorm cudnn_batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                       Tensor& running_mean, Tensor& running_var, float momentum,

@@ -3,9 +3,14 @@
 // An out-of-range id is reported as the CPU does, as a deferred device error (cuda_common.h:
 // raised at the host's next wait for the device, no wait per op). embedding_backward adds with
 // atomics: repeated ids sum in no fixed order, so its result is not bit-deterministic (it is exact
-// when every id occurs once).
+// when every id occurs once), except under deterministic algorithms
+// (ops::set_deterministic_algorithms, ADA_CUDA_DETERMINISTIC=1): the ids are then sorted (CUB's
+// stable radix sort) and each row's gradients added in their order, as the CPU: the same bits.
 #include <algorithm>
+#include <climits>
 #include <cstdint>
+
+#include <cub/device/device_radix_sort.cuh>
 
 #include "core/backend/cuda/cuda_common.h"
 #include "core/backend/cuda/cuda_ops.h"
@@ -90,6 +95,60 @@ __global__ void embedding_scatter_kernel(const T* dy, const void* ids, bool i64,
     const int64_t id = load_index(ids, i64, i);
     if (id >= 0 && id < v) atomicAdd(dw + id * d + j, ld(dy, e));
   }
+}
+
+// The ordered embedding backward's sort input: key[i] = ids[i] when in [0, v), else v (sorted
+// last, skipped); val[i] = i.
+__global__ void embedding_sort_keys_kernel(const void* ids, bool i64, int64_t n, int64_t v,
+                                           uint32_t* key, uint32_t* val) {
+  for (int64_t i = global_tid(); i < n; i += global_stride()) {
+    const int64_t id = load_index(ids, i64, i);
+    key[i] = static_cast<uint32_t>(id >= 0 && id < v ? id : v);
+    val[i] = static_cast<uint32_t>(i);
+  }
+}
+
+// embedding_scatter_kernel's sums without atomics, over the ids sorted stably (key, val as
+// embedding_sort_keys_kernel's, sorted by key): block x is sorted position k, block y a tile of
+// columns; the block at the first of a run of equal ids adds their rows of dy to dw's row in
+// order, as the CPU's loop (the same bits).
+template <class T>
+__global__ void embedding_ordered_kernel(const T* dy, const uint32_t* key, const uint32_t* val,
+                                         int64_t n, int64_t v, int64_t d, float* dw) {
+  const int64_t k = blockIdx.x;
+  const uint32_t id = key[k];
+  if (id >= v || (k > 0 && key[k - 1] == id)) return;
+  const int64_t j = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
+  if (j >= d) return;
+  float* const at = dw + static_cast<int64_t>(id) * d + j;
+  float acc = *at;
+  for (int64_t r = k; r < n && key[r] == id; ++r)
+    acc += ld(dy, static_cast<int64_t>(val[r]) * d + j);
+  *at = acc;
+}
+
+// dw[ids[i], :] += dy[i, :] in the CPU's order (embedding_ordered_kernel), on stream s.
+template <class T>
+void embedding_backward_ordered(const T* dy, const void* ids, bool i64, int64_t n, int64_t v,
+                                int64_t d, float* dw, int dev, cudaStream_t s) {
+  ADA_CHECK_ARG(n <= INT_MAX && v < static_cast<int64_t>(UINT32_MAX), ShapeError)
+      << "embedding_backward: " << n << " ids into " << v
+      << " rows exceed the deterministic path's 32-bit sort (ADA_CUDA_DETERMINISTIC)";
+  Scratch buf(4 * static_cast<size_t>(n) * sizeof(uint32_t), dev);
+  uint32_t *key_in = buf.as<uint32_t>(), *val_in = key_in + n, *key = val_in + n, *val = key + n;
+  embedding_sort_keys_kernel<<<blocks_for(n), kThreads, 0, s>>>(ids, i64, n, v, key_in, val_in);
+  ADA_CUDA_LAUNCH_CHECK();
+  int bits = 0;  // enough for every key, v itself (skipped) included
+  while (bits < 32 && (static_cast<uint64_t>(v) >> bits) != 0) ++bits;
+  size_t temp_bytes = 0;
+  ADA_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, key_in, key, val_in, val,
+                                                 static_cast<int>(n), 0, bits, s));
+  Scratch temp(temp_bytes, dev);
+  ADA_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.get(), temp_bytes, key_in, key, val_in, val,
+                                                 static_cast<int>(n), 0, bits, s));
+  const dim3 grid(static_cast<unsigned>(n), static_cast<unsigned>((d + kThreads - 1) / kThreads));
+  embedding_ordered_kernel<T><<<grid, kThreads, 0, s>>>(dy, key, val, n, v, d, dw);
+  ADA_CUDA_LAUNCH_CHECK();
 }
 
 // A device word for check_ids_kernel, set to "none found" on the stream.
@@ -258,10 +317,16 @@ void embedding_backward(const Tensor& dy, const Tensor& ids, Tensor& dweight) {
   check_ids_kernel<<<blocks_for(n), kThreads, 0, s>>>(ids.raw_data(), i64, n, v, bad);
   ADA_CUDA_LAUNCH_CHECK();
   with_float_type(dy.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if (deterministic_algorithms()) {
+      embedding_backward_ordered(data_as<T>(dy), ids.raw_data(), i64, n, v, d,
+                                 dweight.data<float>(), dev, s);
+      return;
+    }
     embedding_scatter_kernel<<<blocks_for(n * d), kThreads, 0, s>>>(
-        data_as<decltype(tag)>(dy), ids.raw_data(), i64, n, v, d, dweight.data<float>());
+        data_as<T>(dy), ids.raw_data(), i64, n, v, d, dweight.data<float>());
+    ADA_CUDA_LAUNCH_CHECK();
   });
-  ADA_CUDA_LAUNCH_CHECK();
   record_bad_index(bad, ids, kFaultEmbeddingBackwardId, v, 0, dev);  // raised at the next wait
 }
 

@@ -3,7 +3,9 @@
 // windows, padding, divisors, argmax tie-breaking and checks as core/backend/cpu/pool.cc.
 // One thread per output (forward) or input (avg backward, a gather in the CPU's summation
 // order); max-pool backward scatters through the saved argmax with atomics, so overlapping
-// windows (stride < kernel) add in no fixed order. Every kernel also takes 16-bit activations (T:
+// windows (stride < kernel) add in no fixed order, except under deterministic algorithms
+// (ops::set_deterministic_algorithms, ADA_CUDA_DETERMINISTIC=1): one thread a plane then adds its
+// outputs in order, as the CPU, the same bits. Every kernel also takes 16-bit activations (T:
 // float, __nv_bfloat16 or __half; read as f32, summed in f32 or double as for f32, the result
 // rounded once; max-pool backward scatters into f32 and rounds the sums).
 #include <algorithm>
@@ -98,6 +100,23 @@ __global__ void max_pool_nhwc_backward_kernel(const T* dy, const int32_t* idx, f
   for (int64_t o = global_tid(); o < total; o += global_stride()) {
     const int64_t k = idx[o];
     if (k >= 0 && k < hw) atomicAdd(dx + ((o / (pq * c)) * hw + k) * c + o % c, ld(dy, o));
+  }
+}
+
+// max_pool_backward_kernel's and max_pool_nhwc_backward_kernel's sums without atomics: one
+// thread a plane (n, ch) adds its outputs' gradients in order, as the CPU's loop (the same bits).
+// Output t of a plane is dy[plane * pq + t] in NCHW (c = 1), dy[(n * pq + t) * c + ch] in NHWC;
+// its input element k is dx[plane * hw + k], or dx[(n * hw + k) * c + ch].
+template <class T>
+__global__ void max_pool_backward_ordered_kernel(const T* dy, const int32_t* idx, float* dx,
+                                                 int64_t planes, int64_t c, int64_t pq,
+                                                 int64_t hw) {
+  for (int64_t plane = global_tid(); plane < planes; plane += global_stride()) {
+    const int64_t n = plane / c, ch = plane % c;
+    for (int64_t t = 0; t < pq; ++t) {
+      const int64_t o = (n * pq + t) * c + ch, k = idx[o];
+      if (k >= 0 && k < hw) dx[(n * hw + k) * c + ch] += ld(dy, o);
+    }
   }
 }
 
@@ -219,7 +238,11 @@ Tensor max_pool_backward(const char* op, const Tensor& dy, const Tensor& indices
   Tensor dx = Tensor::zeros(x_shape, DType::f32, dy.device());  // the sums; rounded below if 16-bit
   with_float_type(dy.dtype(), [&](auto t) {
     using T = decltype(t);
-    if (nhwc)
+    if (deterministic_algorithms()) {
+      const int64_t c = nhwc ? x_shape[3] : 1, planes = x_shape[0] * x_shape[cd];
+      max_pool_backward_ordered_kernel<T><<<blocks_for(planes), kThreads, 0, stream(dev)>>>(
+          data_as<T>(dy), indices.data<int32_t>(), dx.data<float>(), planes, c, pq, hw);
+    } else if (nhwc)
       max_pool_nhwc_backward_kernel<T><<<blocks_for(total), kThreads, 0, stream(dev)>>>(
           data_as<T>(dy), indices.data<int32_t>(), dx.data<float>(), total, x_shape[3], pq, hw);
     else
