@@ -329,6 +329,8 @@ class Bert : public Model {
   // and labels [B * P] on the host (slots labelled -100 are padding; cross-entropy skips them).
   static std::pair<Tensor, Tensor> flat_positions(const Tensor& positions, const Tensor& labels,
                                                   const Tensor& token_labels) {
+    ADA_CHECK_ARG(token_labels.dim() == 2, ShapeError)
+        << "bert: labels " << token_labels.str() << " must be [batch, seq]";
     const int64_t b = token_labels.size(0), s = token_labels.size(1);
     ADA_CHECK_ARG(positions.dim() == 2 && positions.size(0) == b &&
                       labels.shape() == positions.shape() && is_index(positions) &&

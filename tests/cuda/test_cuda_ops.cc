@@ -1841,7 +1841,8 @@ TEST(CudaOps, EmbeddingGatherAndScatterAdd) {
   };
   const Case cases[] = {{50, 33, {7}, 50},           {50, 33, {3, 5}, 50},        {50, 33, {0}, 50},
                         {50, 33, {2, 3, 4}, 50},     {50, 33, {200}, 5},          {1, 8, {17}, 1},
-                        {1000, 128, {8, 128}, 1000}, {30522, 16, {4, 64}, 30522}, {64, 1, {65}, 3}};
+                        {1000, 128, {8, 128}, 1000}, {30522, 16, {4, 64}, 30522}, {64, 1, {65}, 3},
+                        {40, 300, {2, 50}, 7}};  // 300 columns: two column tiles of 256 threads
   for (const Case& c : cases)
     for (DType dt : {DType::i32, DType::i64}) {
       const std::string what = cat("weight [", c.v, ",", c.d, "] ids ", shape_str(c.ids), " ",
@@ -2451,6 +2452,16 @@ TEST(CudaOps, BadArgumentsThrowLikeTheCpu) {
             "embedding_backward with " + what, [&] { ops::embedding_backward(dy, ids, dw); },
             [&] {
               ops::embedding_backward(on_gpu(dy), gids, gdw);
+              cuda::synchronize(0);
+            });
+        // The ordered (deterministic) path sorts the bad id last, skips it and reports it alike.
+        const DeterministicScope deterministic;
+        Tensor ddw = on_gpu(Tensor::zeros({10, 4}));
+        expect_same_error<ShapeError>(
+            "embedding_backward (deterministic) with " + what,
+            [&] { ops::embedding_backward(dy, ids, dw); },
+            [&] {
+              ops::embedding_backward(on_gpu(dy), gids, ddw);
               cuda::synchronize(0);
             });
       }

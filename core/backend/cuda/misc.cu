@@ -113,8 +113,9 @@ __global__ void embedding_sort_keys_kernel(const void* ids, bool i64, int64_t n,
 // columns; the block at the first of a run of equal ids adds their rows of dy to dw's row in
 // order, as the CPU's loop (the same bits).
 template <class T>
-__global__ void embedding_ordered_kernel(const T* dy, const uint32_t* key, const uint32_t* val,
-                                         int64_t n, int64_t v, int64_t d, float* dw) {
+__global__ void embedding_ordered_kernel(const T* __restrict__ dy, const uint32_t* __restrict__ key,
+                                         const uint32_t* __restrict__ val, int64_t n, int64_t v,
+                                         int64_t d, float* __restrict__ dw) {
   const int64_t k = blockIdx.x;
   const uint32_t id = key[k];
   if (id >= v || (k > 0 && key[k - 1] == id)) return;

@@ -108,9 +108,10 @@ __global__ void max_pool_nhwc_backward_kernel(const T* dy, const int32_t* idx, f
 // Output t of a plane is dy[plane * pq + t] in NCHW (c = 1), dy[(n * pq + t) * c + ch] in NHWC;
 // its input element k is dx[plane * hw + k], or dx[(n * hw + k) * c + ch].
 template <class T>
-__global__ void max_pool_backward_ordered_kernel(const T* dy, const int32_t* idx, float* dx,
-                                                 int64_t planes, int64_t c, int64_t pq,
-                                                 int64_t hw) {
+__global__ void max_pool_backward_ordered_kernel(const T* __restrict__ dy,
+                                                 const int32_t* __restrict__ idx,
+                                                 float* __restrict__ dx, int64_t planes, int64_t c,
+                                                 int64_t pq, int64_t hw) {
   for (int64_t plane = global_tid(); plane < planes; plane += global_stride()) {
     const int64_t n = plane / c, ch = plane % c;
     for (int64_t t = 0; t < pq; ++t) {
