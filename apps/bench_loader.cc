@@ -126,6 +126,24 @@ void make_mlm_shard(const std::string& path) {
   sw.finish();
 }
 
+// How many of an MlmDataset's masked-position slots (predictions_per_example() a sequence, the
+// same for every batch so that CUDA graphs replay them) are padding, over its first 2,000
+// examples: the MLM head's rows that carry no token.
+std::string mlm_padding(const MlmDataset& ds) {
+  const int64_t n = std::min<int64_t>(ds.size(), 2000), per = ds.predictions_per_example();
+  int64_t chosen = 0;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t l : ds.get(i, 0).at("mlm_labels").to_vector<int64_t>()) chosen += l != -100;
+  std::ostringstream os;
+  os.setf(std::ios::fixed);
+  os.precision(2);
+  os << per << " masked-position slots a sequence, " << static_cast<double>(chosen) / n
+     << " masked on average over " << n << " sequences (padding "
+     << (per ? 100.0 * (1.0 - static_cast<double>(chosen) / static_cast<double>(n * per)) : 0.0)
+     << "% of the MLM head's rows)";
+  return os.str();
+}
+
 std::vector<Workload> workloads(const Options& opt, const fs::path& scratch) {
   std::vector<Workload> w;
   // jpeg224: the ImageNet training transform. jpeg224-full: the same without DCT downscaling or
@@ -175,6 +193,7 @@ std::vector<Workload> workloads(const Options& opt, const fs::path& scratch) {
                  return MnistDataset::open(dir, "train");
                }});
   // mlm128 / mlm128-nsp: BERT pre-training examples of 128 tokens (what bert_* configs train on).
+  // The note adds the masked-position padding (mlm_padding).
   // Real shards when there are some (prepare_mlm), else a generated corpus of the same shape:
   // the loader's cost (copy, pair, mask, stack) does not depend on which words the ids are.
   for (bool nsp : {false, true}) {
@@ -188,9 +207,10 @@ std::vector<Workload> workloads(const Options& opt, const fs::path& scratch) {
                    m.seq_len = 128;
                    m.nsp = nsp;
                    auto ds = MlmDataset::open({path}, m);
-                   *note = ds->describe() + (path == opt.mlm_shards
-                                                 ? ""
-                                                 : " (generated; prepare_mlm makes real shards)");
+                   *note = ds->describe() +
+                           (path == opt.mlm_shards ? ""
+                                                   : " (generated; prepare_mlm makes real shards)") +
+                           "; " + mlm_padding(*ds);
                    return ds;
                  }});
   }
