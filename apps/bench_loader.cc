@@ -197,22 +197,22 @@ std::vector<Workload> workloads(const Options& opt, const fs::path& scratch) {
   // Real shards when there are some (prepare_mlm), else a generated corpus of the same shape:
   // the loader's cost (copy, pair, mask, stack) does not depend on which words the ids are.
   for (bool nsp : {false, true}) {
-    w.push_back({nsp ? "mlm128-nsp" : "mlm128", 32, [&opt, scratch, nsp](std::string* note) {
-                   std::string path = opt.mlm_shards;
-                   if (!fs::exists(path)) {
-                     path = (scratch / "mlm.mlm").string();
-                     if (!fs::exists(path)) make_mlm_shard(path);
-                   }
-                   MlmOptions m;
-                   m.seq_len = 128;
-                   m.nsp = nsp;
-                   auto ds = MlmDataset::open({path}, m);
-                   *note = ds->describe() +
-                           (path == opt.mlm_shards ? ""
-                                                   : " (generated; prepare_mlm makes real shards)") +
-                           "; " + mlm_padding(*ds);
-                   return ds;
-                 }});
+    w.push_back(
+        {nsp ? "mlm128-nsp" : "mlm128", 32, [&opt, scratch, nsp](std::string* note) {
+           std::string path = opt.mlm_shards;
+           if (!fs::exists(path)) {
+             path = (scratch / "mlm.mlm").string();
+             if (!fs::exists(path)) make_mlm_shard(path);
+           }
+           MlmOptions m;
+           m.seq_len = 128;
+           m.nsp = nsp;
+           auto ds = MlmDataset::open({path}, m);
+           *note = ds->describe() +
+                   (path == opt.mlm_shards ? "" : " (generated; prepare_mlm makes real shards)") +
+                   "; " + mlm_padding(*ds);
+           return ds;
+         }});
   }
   return w;
 }
