@@ -116,6 +116,23 @@ TEST(Models, ForwardBackwardShapesAndModes) {
 // gradient is the composed model's up to summation order (another dropout mask or a wrong
 // backward moves the attention projections' by far more than 1e-5 of their norm); a bad value
 // is refused.
+// Every parameter gradient of `other` is `model`'s up to summation order: their difference within
+// 1e-5 of the gradient's norm (+1e-9 for a gradient that is 0, e.g. the key projection's bias,
+// softmax ignoring a constant).
+void expect_gradients_up_to_summation_order(const Model& model, const Model& other) {
+  const auto pa = model.parameters(), pb = other.parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) {
+    const auto ga = pa[i].var.grad().to_vector<float>(), gb = pb[i].var.grad().to_vector<float>();
+    double diff = 0, norm = 0;
+    for (size_t j = 0; j < ga.size(); ++j) {
+      diff += (double(gb[j]) - ga[j]) * (double(gb[j]) - ga[j]);
+      norm += double(ga[j]) * ga[j];
+    }
+    EXPECT_LE(std::sqrt(diff), 1e-5 * std::sqrt(norm) + 1e-9) << pa[i].name;
+  }
+}
+
 TEST(Models, BertFusedAttentionIsTheComposedModel) {
   std::vector<int64_t> ids = {2, 5, 9, 3, 0, 0, 2, 7, 7, 8, 3, 1};
   std::vector<int64_t> labels = {-100, 6, 4, -100, -100, -100, 9, -100, 11, 2, -100, -100};
@@ -136,18 +153,7 @@ TEST(Models, BertFusedAttentionIsTheComposedModel) {
   backward(lc);
   backward(lf);
   // Every parameter's gradient (the attention projections' carry the masks) agrees.
-  const auto pc = composed->parameters(), pf = fused->parameters();
-  ASSERT_EQ(pc.size(), pf.size());
-  for (size_t i = 0; i < pc.size(); ++i) {
-    const auto gc = pc[i].var.grad().to_vector<float>(), gf = pf[i].var.grad().to_vector<float>();
-    double diff = 0, norm = 0;
-    for (size_t j = 0; j < gc.size(); ++j) {
-      diff += (double(gf[j]) - gc[j]) * (double(gf[j]) - gc[j]);
-      norm += double(gc[j]) * gc[j];
-    }
-    // (+1e-9: the key projection's bias gets a zero gradient, softmax ignoring a constant.)
-    EXPECT_LE(std::sqrt(diff), 1e-5 * std::sqrt(norm) + 1e-9) << pc[i].name;
-  }
+  expect_gradients_up_to_summation_order(*composed, *fused);
   try {
     build("{name: bert, preset: tiny, attention: flash}");
     FAIL();
@@ -352,17 +358,7 @@ TEST(Models, BertPaddedMaskedPositionsAreTheUnpaddedModel) {
   EXPECT_EQ(u->forward(padded).loss.value().item(), lp);
   backward(oa.loss);
   backward(op.loss);
-  const auto pa = a->parameters(), pp = p->parameters();
-  ASSERT_EQ(pa.size(), pp.size());
-  for (size_t i = 0; i < pa.size(); ++i) {
-    const auto ga = pa[i].var.grad().to_vector<float>(), gp = pp[i].var.grad().to_vector<float>();
-    double diff = 0, norm = 0;
-    for (size_t j = 0; j < ga.size(); ++j) {
-      diff += (double(gp[j]) - ga[j]) * (double(gp[j]) - ga[j]);
-      norm += double(ga[j]) * ga[j];
-    }
-    EXPECT_LE(std::sqrt(diff), 1e-5 * std::sqrt(norm) + 1e-9) << pa[i].name;
-  }
+  expect_gradients_up_to_summation_order(*a, *p);
   TensorMap outside = padded;
   positions[per + 1] = s;
   outside["mlm_positions"] = Tensor::from_vector<int64_t>(positions, {b, per});
