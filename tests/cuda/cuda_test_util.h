@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/backend/cuda_runtime.h"
+#include "core/ops.h"
 #include "core/random.h"
 #include "core/tensor.h"
 
@@ -28,6 +29,19 @@ namespace ada::testing {
 inline Device gpu() {
   return Device::cuda(0);
 }
+
+// Deterministic algorithms (ops::set_deterministic_algorithms) for a scope; the setting found is
+// restored after.
+class DeterministicScope {
+ public:
+  DeterministicScope() { ops::set_deterministic_algorithms(true); }
+  ~DeterministicScope() { ops::set_deterministic_algorithms(was_); }
+  DeterministicScope(const DeterministicScope&) = delete;
+  DeterministicScope& operator=(const DeterministicScope&) = delete;
+
+ private:
+  bool was_ = ops::deterministic_algorithms();
+};
 
 // Normal(0, 1) values on the CPU from a fixed seed (the same inputs on every run).
 inline Tensor rand_cpu(const Shape& s, uint64_t seed, float scale = 1.f) {

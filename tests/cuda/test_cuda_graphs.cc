@@ -71,17 +71,15 @@ Trainee make_trainee(const std::string& model_yaml) {
 // embedding and max-pool backward's atomics would make even two eager runs differ), restored at
 // the end.
 struct PrecisionScope {
-  PrecisionScope(Precision p, DType act) : deterministic_(ops::deterministic_algorithms()) {
+  PrecisionScope(Precision p, DType act) {
     set_cuda_matmul_precision(p);
     set_activation_dtype(act);
-    ops::set_deterministic_algorithms(true);
   }
   ~PrecisionScope() {
     set_cuda_matmul_precision(Precision::fp32);
     set_activation_dtype(DType::f32);
-    ops::set_deterministic_algorithms(deterministic_);
   }
-  const bool deterministic_;
+  const testing::DeterministicScope deterministic_;
 };
 
 TEST(CudaGraph, ReplayedSgdStepsAreTheEagerStepsBitForBit) {

@@ -1059,17 +1059,6 @@ struct PoolCase {
   Shape x;
   ops::Pool2dParams p;
 };
-// Deterministic algorithms (ops::set_deterministic_algorithms) for a scope; the setting found is
-// restored after.
-class DeterministicScope {
- public:
-  DeterministicScope() { ops::set_deterministic_algorithms(true); }
-  ~DeterministicScope() { ops::set_deterministic_algorithms(was_); }
-
- private:
-  bool was_ = ops::deterministic_algorithms();
-};
-
 const std::vector<PoolCase>& pool_cases() {
   static const std::vector<PoolCase> c = {
       {{2, 3, 8, 8}, {2, 2, 2, 2, 0, 0, true}},
@@ -1119,7 +1108,7 @@ TEST(CudaOps, MaxPool) {
                        ops::max_pool2d_nhwc_backward(dy_cl, idx_cl, x_cl.shape()), kEltRtol, 1e-6));
       // Deterministic algorithms: one thread a plane adds its outputs in the CPU's order, so
       // overlapping windows give the CPU's bits in both layouts.
-      const DeterministicScope deterministic;
+      const testing::DeterministicScope deterministic;
       EXPECT_TRUE(same_f("max_pool2d_backward, deterministic " + what,
                          ops::max_pool2d_backward(on_gpu(dy), on_gpu(idx), c.x),
                          ops::max_pool2d_backward(dy, idx, c.x)));
@@ -1873,7 +1862,7 @@ TEST(CudaOps, EmbeddingGatherAndScatterAdd) {
                        dw, kRedRtol, 1e-6 * static_cast<double>(max_rep + 1)));
       // Deterministic algorithms: the ids sorted stably, each row's gradients added in order
       // onto its start value, as the CPU: its bits (bf16 gradients too, widened as the CPU does).
-      const DeterministicScope deterministic;
+      const testing::DeterministicScope deterministic;
       Tensor ddw = on_gpu(dw0);
       ops::embedding_backward(on_gpu(dy), gids, ddw);
       EXPECT_TRUE(same_f("embedding_backward, deterministic " + what, ddw, dw));
@@ -2455,7 +2444,7 @@ TEST(CudaOps, BadArgumentsThrowLikeTheCpu) {
               cuda::synchronize(0);
             });
         // The ordered (deterministic) path sorts the bad id last, skips it and reports it alike.
-        const DeterministicScope deterministic;
+        const testing::DeterministicScope deterministic;
         Tensor ddw = on_gpu(Tensor::zeros({10, 4}));
         expect_same_error<ShapeError>(
             "embedding_backward (deterministic) with " + what,
