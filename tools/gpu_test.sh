@@ -135,9 +135,10 @@ took() { echo "gpu_test: $1 done at ${SECONDS} s" | tee -a "$out/timing.log"; }
 # ADA_CALL_S) is left for a second call, said so: a call cut off mid-section loses that section.
 # $2: the section's expected length in seconds (generous).
 left_out=""
+ends_in_call() { (( SECONDS + $1 <= ${ADA_CALL_S:-590} )); }
 fits() {
   [[ "$what" != session ]] && return 0
-  (( SECONDS + $2 <= ${ADA_CALL_S:-590} )) && return 0
+  ends_in_call "$2" && return 0
   echo "gpu_test: $1 left out at ${SECONDS} s (it would end past the call's limit)" | tee -a "$out/timing.log"
   left_out="$left_out; bash tools/gpu_test.sh $1"
   return 1
@@ -457,7 +458,7 @@ if [[ "$what" == session ]]; then
   : > "$out/session_step.log"
   rest=()
   for m in "${cases[@]}"; do
-    if (( ${#rest[@]} == 0 && SECONDS + 150 <= ${ADA_CALL_S:-590} )); then
+    if (( ${#rest[@]} == 0 )) && ends_in_call 150; then
       step_cases "$m" | tee -a "$out/session_step.log"
     else
       rest+=("$m")
