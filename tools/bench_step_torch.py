@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """PyTorch twin of build/bin/bench_step: one model's training step (forward + backward +
 optimizer) on a fixed synthetic batch; prints JSON (samples/s, peak RSS). Debian's python3-torch
-and python3-torchvision (tools/setup.sh --bench). LAMB does not exist in PyTorch: bert_mini's
-twin uses AdamW, as the issue specifies.
+and python3-torchvision (tools/setup.sh --bench). LAMB does not exist in PyTorch: the twins of
+bert_mini and bert_tiny (LAMB in bench_step) use AdamW, as the issue specifies.
 
   bench_step_torch.py --model NAME --batch B [--threads T] [--steps N] [--seq L]
                       [--device cpu|cuda] [--tf32] [--tuned] [--precision fp32|bf16|fp16]
@@ -251,9 +251,16 @@ def compiled(net):
     return torch.compile(net)
 
 
+# bench_step's models (apps/bench_step.cc, case_for): the CNNs, and BERT's presets as
+# (layers, hidden, heads, FFN), nn/models/bert.cc's.
+CNN_MODELS = ("resnet50", "resnet20_mnist", "lenet5")
+BERT_PRESETS = {"bert_large": (24, 1024, 16, 4096), "bert_base": (12, 768, 12, 3072),
+                "bert_mini": (4, 256, 4, 1024), "bert_tiny": (2, 128, 2, 512)}
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", required=True)
+    ap.add_argument("--model", required=True, choices=CNN_MODELS + tuple(BERT_PRESETS))
     ap.add_argument("--batch", type=int, required=True)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--steps", type=int, default=5)
@@ -270,7 +277,7 @@ def main():
     a = ap.parse_args()
     if a.tuned and a.device != "cpu":
         raise SystemExit("bench_step_torch.py: --tuned is for --device cpu")
-    cnn = a.model in ("resnet50", "resnet20_mnist", "lenet5")
+    cnn = a.model in CNN_MODELS
     known = CNN_VARIANTS if cnn else BERT_VARIANTS
     if a.variant not in known:
         raise SystemExit(f"bench_step_torch.py: --variant {a.variant} is not one of {', '.join(known)} "
@@ -309,8 +316,7 @@ def main():
         run = compiled(net) if a.variant == "compile" else net
         loss_fn = lambda: F.cross_entropy(run(x), y)
     else:
-        cfg = {"bert_large": (24, 1024, 16, 4096), "bert_base": (12, 768, 12, 3072),
-               "bert_mini": (4, 256, 4, 1024)}[a.model]
+        cfg = BERT_PRESETS[a.model]
         if a.variant in ("sdpa", "sdpa_compile") and not hasattr(F, "scaled_dot_product_attention"):
             unavailable(f"torch {torch.__version__} has no F.scaled_dot_product_attention")
         net = (Bert if a.variant == "eager" else HfBert if a.variant == "hf_sdpa" else SdpaBert)(*cfg)

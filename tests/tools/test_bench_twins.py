@@ -2,11 +2,14 @@
 """The PyTorch twins of bench_step --device cuda compute what the eager twin computes: the SDPA
 BERT layer (tools/bench_step_torch.py SdpaLayer) equals nn.TransformerEncoderLayer with the same
 weights (forward and the input's gradient, dropout off), and SdpaBert has the eager Bert's
-parameters. Debian's torch 1.13 has no F.scaled_dot_product_attention: the test gives the module
+parameters; every model bench_step accepts has a twin of its size. Debian's torch 1.13 has no F.scaled_dot_product_attention: the test gives the module
 the textbook softmax(QK^T / sqrt(d)) V in its place (a newer torch's own is used where present),
 so the layer's reshapes, projections and residual order are what is checked. Runs on the CPU."""
+import json
 import math
 import os
+import re
+import subprocess
 import sys
 import types
 import unittest
@@ -60,6 +63,43 @@ class SdpaTwin(unittest.TestCase):
         labels = torch.where(ids % 7 == 3, ids, torch.full_like(ids, -100))
         sdpa.eval()
         self.assertTrue(torch.isfinite(sdpa(ids, labels)))
+
+
+class ModelsOfBenchStep(unittest.TestCase):
+    """bench_step's --model list against the twin's: a model the twin lacks makes bench_step print
+    "the twin failed" instead of a ratio. The binaries are named by ADA_BENCH_STEP and
+    ADA_DESCRIBE_MODEL (CTest sets both)."""
+
+    @staticmethod
+    def binary(var):
+        exe = os.environ.get(var)
+        if not exe:
+            raise AssertionError(f"{var} is not set: name the binary in build/bin (CTest sets it)")
+        return exe
+
+    def test_the_twin_knows_every_model_of_bench_step(self):
+        out = subprocess.run([self.binary("ADA_BENCH_STEP"), "--model", "no-such-model"], capture_output=True, text=True)
+        m = re.search(r"known: ([a-z0-9_, ]+)", out.stdout + out.stderr)
+        self.assertIsNotNone(m, f"bench_step did not list its models: {out.stdout}{out.stderr}")
+        ours = {name.strip() for name in m.group(1).split(",")}
+        self.assertEqual(ours, set(twin.CNN_MODELS) | set(twin.BERT_PRESETS))
+
+    def test_bert_twins_have_our_presets_parameter_counts(self):
+        describe = self.binary("ADA_DESCRIBE_MODEL")
+        for model in ("bert_tiny", "bert_mini"):
+            out = subprocess.run([describe, "bert", "preset=" + model[len("bert_"):]], capture_output=True,
+                                 text=True, check=True).stdout
+            ours = int(re.search(r"total parameters: (\d+)", out).group(1))
+            self.assertEqual(sum(p.numel() for p in twin.Bert(*twin.BERT_PRESETS[model]).parameters()), ours,
+                             model)
+
+    def test_the_small_models_twins_train_a_step(self):
+        script = os.path.join(os.path.dirname(os.path.abspath(twin.__file__)), "bench_step_torch.py")
+        for model in ("lenet5", "resnet20_mnist", "bert_tiny"):
+            out = subprocess.run([sys.executable, script, "--model", model, "--batch", "2", "--steps", "1",
+                                  "--seq", "8"], capture_output=True, text=True)
+            self.assertEqual(out.returncode, 0, f"{model}: {out.stderr}")
+            self.assertGreater(json.loads(out.stdout.strip().splitlines()[-1])["samples_per_s"], 0, model)
 
 
 class BatchNormTwin(unittest.TestCase):
