@@ -31,10 +31,13 @@ Tensor rowwise(const char* op, const Tensor& x, F f) {
 using ArrayMap = Eigen::Map<Eigen::ArrayXf>;
 using ConstArrayMap = Eigen::Map<const Eigen::ArrayXf>;
 
+// The largest value, NaNs passed over (as std::max(mx, x[j]) would, which GCC 12 does not
+// vectorise: a scalar loop, as slow as the exponentials of the row). `x > mx ? x : mx` is one
+// maxps a vector; the maximum is exact, so the order of the lanes changes nothing.
 float row_max(const float* x, int64_t d) {
   float mx = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : mx)
-  for (int64_t j = 0; j < d; ++j) mx = std::max(mx, x[j]);
+  for (int64_t j = 0; j < d; ++j) mx = x[j] > mx ? x[j] : mx;
   return mx;
 }
 
