@@ -315,6 +315,20 @@ while true; do sleep 0.05; done
                 self.load(text.replace('"=max(2, 512 // examples_per_step)"', bad)).cells()
             self.assertIn(why, str(cm.exception))
 
+    def test_a_budget_unsets_the_base_configs_other_length(self):
+        # The trainer takes a run's length in epochs or in steps, not both: a steps budget on a
+        # base trained by epochs sets train.epochs to 0, and the other way round; a base that
+        # gives neither gets nothing more (its cells keep their names and hashes).
+        cells = self.load(study_text(self.base, TWO_METHODS)).cells()
+        self.assertNotIn("train.epochs", cells[0].overrides)
+        by_epochs = write(self.tmp, "by_epochs.yaml", BASE.replace("train: {", "train: {epochs: 6, "))
+        o = self.load(study_text(by_epochs, TWO_METHODS)).cells()[0].overrides
+        self.assertEqual((o["train.steps"], o["train.epochs"]), (4, 0))
+        by_steps = write(self.tmp, "by_steps.yaml", BASE.replace("train: {", "train: {steps: 100, "))
+        o = self.load(study_text(by_steps, TWO_METHODS).replace("budget: {steps: 4}", "budget: {epochs: 1}")
+                      ).cells()[0].overrides
+        self.assertEqual((o["train.epochs"], o["train.steps"]), (1, 0))
+
     def test_aggregation_divergence_and_best_sweep_point(self):
         s = self.load(study_text(self.base, TWO_METHODS))
 
@@ -927,6 +941,14 @@ while true; do sleep 0.05; done
         self.assertIn("| average | -20.00 (fewer than 2 seeds on a side: not judged against seed noise) |",
                       report)
         self.assertIn("| average | +2 (fewer than 2 seeds on a side: not judged against seed noise) |", report)
+        # The baseline's cells all failed: nothing to compare with (the report was a
+        # ZeroDivisionError, which stopped the runner before its other cells).
+        failed = [dict(r, status="failed", final=None, evals=[], eval_wall=[]) if r["method"] == "adasum" else r
+                  for r in records]
+        study.report.write_report(s, failed, out, [], len(failed))
+        with open(os.path.join(out, "report.md")) as f:
+            report = f.read()
+        self.assertEqual(report.count("| average | – |"), 1, report)  # (no steps table: nothing to compare)
 
     def test_a_method_is_compared_with_its_own_baseline(self):
         # AdamW + Adasum against AdamW averaging in a study whose baseline is LAMB averaging: its

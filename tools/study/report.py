@@ -558,8 +558,8 @@ def write_significance(study, best, cols_, L, base, members):
     L.append("| " + " | ".join(head) + " |")
     L.append("|" + "---|" * len(head))
 
-    def pick(method, c):  # the best point of `method` in column c, or None
-        return next((x for x in best if x["method"] == method and column(x) == c), None)
+    def pick(method, c):  # the best point of `method` in column c, or None (also where every cell failed)
+        return next((x for x in best if x["method"] == method and column(x) == c and x["seeds"]), None)
 
     for m in members:
         cells = []

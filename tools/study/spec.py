@@ -371,6 +371,11 @@ class Cell:
         raw.update(s.methods[self.method]["set"])
         raw.update(self.point)
         raw[f"train.{s.budget_key}"] = s.budget  # its place in the order; an expression's value below
+        # A run is either epochs or steps long (the trainer takes one): a base config giving the
+        # other length gets it set to 0 (unset), e.g. {steps: N} on a config trained by epochs.
+        other = "train.steps" if s.budget_key == "epochs" else "train.epochs"
+        if _get(s.base_cfg, other):
+            raw[other] = 0
         raw["train.seed"] = self.seed
         raw["train.micro_batches"] = self.mb
         batch = s.batch_per_rank(raw)
