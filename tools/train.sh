@@ -143,8 +143,9 @@ if [ $# -eq 0 ] || { [ $# -eq 1 ] && [ "$1" = --resume ]; }; then
 fi
 
 config=$1
-ranks=${2:-4}
-shift $(( $# > 2 ? 2 : $# ))
+shift
+ranks=4  # RANKS may be left out, also before --set ...
+if [ $# -gt 0 ] && [[ "$1" != -* ]]; then ranks=$1; shift; fi
 [ -f "$config" ] || { echo "train.sh: config '$config' not found (see configs/)" >&2; exit 2; }
 [[ "$ranks" =~ ^[1-9][0-9]*$ ]] || { echo "train.sh: RANKS must be a positive integer, got '$ranks'" >&2; exit 2; }
 prepare "$config"
@@ -155,8 +156,13 @@ train "$ranks" "$config" "$run" "$@" || status=$?
 /usr/bin/python3 tools/compare.py "$run" -o "$run/curves.png" >/dev/null || true
 echo
 echo "train.sh: run folder      $run"
-echo "train.sh: metrics         $run/metrics.jsonl (summary: $run/summary.json)"
-echo "train.sh: plot            $run/curves.png"
-echo "train.sh: compare reducers: /usr/bin/python3 tools/compare.py runs/* -o compare.png"
+if [ -f "$run/metrics.jsonl" ]; then
+  echo "train.sh: metrics         $run/metrics.jsonl (summary: $run/summary.json)"
+  [ -f "$run/curves.png" ] && echo "train.sh: plot            $run/curves.png"
+  # The trainer's run folders under runs/ (not the comparison's or the studies' folders of runs).
+  others=()
+  for d in runs/*/; do [ -f "$d/metrics.jsonl" ] && others+=("${d%/}"); done
+  (( ${#others[@]} > 1 )) && echo "train.sh: compare runs:  /usr/bin/python3 tools/compare.py ${others[*]} -o compare.png"
+fi
 echo "train.sh: final $(result "$run" "$status")"
 exit "$status"

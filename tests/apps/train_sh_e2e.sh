@@ -27,8 +27,8 @@ train: {steps: 40, batch_per_rank: 16, log_every: 1, eval_every: 20, seed: 3}
 checkpoint: {every: 10, keep: 2}
 YAML
   done
-  u=$src/runs/${tag}_unbroken-np2 s=$src/runs/${tag}_stopped-np2
-  trap 'rm -rf "$u" "$s"' EXIT
+  u=$src/runs/${tag}_unbroken-np2 s=$src/runs/${tag}_stopped-np2 d=$src/runs/${tag}_unbroken-np4
+  trap 'rm -rf "$u" "$s" "$d"' EXIT
   ADA_TRAINER=$PWD/no_trainer bash "$src/tools/train.sh" "$PWD/${tag}_unbroken.yaml" 2 > bad.txt 2>&1
   rc=$?
   [ $rc -eq 2 ] && grep -q "^train.sh: ADA_TRAINER=$PWD/no_trainer is not an executable trainer" bad.txt \
@@ -76,6 +76,19 @@ YAML
   [ $n -gt 0 ] || fail "the unbroken run has no final checkpoint files"
   cmp -s <(grep -o '"loss":[^,]*' "$u/metrics.jsonl") <(grep -o '"loss":[^,]*' "$s/metrics.jsonl") \
     || fail "the losses in metrics.jsonl differ from the unbroken run's"
+  # The command to compare runs names the trainer's run folders under runs/ (both of these), not
+  # folders of runs such as runs/studies, and works as printed.
+  cmp_cmd=$(grep -o "^train.sh: compare runs:  .*" resumed.txt | sed 's/^train.sh: compare runs:  //')
+  [[ " $cmp_cmd " == *" runs/${tag}_unbroken-np2 "* && " $cmp_cmd " == *" runs/${tag}_stopped-np2 "* ]] \
+    || { tail -5 resumed.txt; fail "the compare command does not name both runs (got '$cmp_cmd')"; }
+  png=$PWD/compare.png
+  (cd "$src" && eval "${cmp_cmd/-o compare.png/-o $png}") > /dev/null 2>&1 && [ -s "$png" ] \
+    || fail "the printed compare command failed: $cmp_cmd"
+  # RANKS may be left out before --set (4 ranks).
+  timeout 300 bash "$src/tools/train.sh" "$PWD/${tag}_unbroken.yaml" --set train.steps=2 --set train.eval_every=0 \
+    > default_ranks.txt 2>&1 || { tail -20 default_ranks.txt; fail "tools/train.sh CONFIG --set ... failed"; }
+  grep -q "^train.sh: run folder      runs/${tag}_unbroken-np4$" default_ranks.txt \
+    || { tail -5 default_ranks.txt; fail "tools/train.sh CONFIG --set ... did not run on 4 ranks"; }
   echo "resume: Ctrl-C stopped tools/train.sh at step $step (exit 130); '$go_on' resumed there; $n final checkpoint file(s) byte-identical, losses equal"
   ;;
 *)
