@@ -160,7 +160,13 @@ NamedTensors export_hf_bert(const NamedTensors& ours) {
   NamedTensors out;
   out.source = ours.source;
   out.metadata["format"] = "pt";  // what transformers' from_pretrained expects of safetensors
-  for (const auto& [name, t] : ours.tensors) out.tensors.emplace_back(hf_name_from_bert(name), t);
+  for (const auto& [name, t] : ours.tensors) {
+    // A checkpoint of another model (LeNet's conv1.weight, ...) has tensors BERT has not.
+    ADA_CHECK_ARG(translate(name, 1).has_value(), IoError)
+        << ours.source << ": tensor '" << name << "' is not one of BERT's: this is not a BERT "
+        << "checkpoint (model.name: bert), and only BERT has Hugging Face names to export";
+    out.tensors.emplace_back(hf_name_from_bert(name), t);
+  }
   return out;
 }
 
