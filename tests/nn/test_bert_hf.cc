@@ -139,11 +139,11 @@ TEST(BertHfExport, ACheckpointOfAnotherModelIsRefusedByName) {
   NamedTensors lenet;
   lenet.source = "runs/lenet/checkpoints/ckpt-00000010.safetensors";
   lenet.tensors.emplace_back("conv1.weight", Tensor::zeros({6, 1, 5, 5}));
-  EXPECT_NE(ada::testing::error_of<IoError>([&] {
-              export_hf_bert(lenet);
-            }).find("ckpt-00000010.safetensors: tensor 'conv1.weight' is not one of BERT's: this is "
-                    "not a BERT checkpoint"),
-            std::string::npos);
+  EXPECT_NE(
+      ada::testing::error_of<IoError>([&] { export_hf_bert(lenet); })
+          .find("ckpt-00000010.safetensors: tensor 'conv1.weight' is not one of BERT's: this is "
+                "not a BERT checkpoint"),
+      std::string::npos);
 }
 
 TEST_F(BertHfGolden, BertModelWithoutHeadsLoadsTheEncoder) {
