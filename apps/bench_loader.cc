@@ -53,8 +53,10 @@ struct Options {
   std::vector<std::string> only;
   std::string jpeg_dir;
   int jpeg_count = 64;
+  // The defaults, where missing data is generated; a path given on the command line must exist.
   std::string mnist_dir = std::string(ADA_SOURCE_DIR) + "/data/mnist";
   std::string mlm_shards = std::string(ADA_SOURCE_DIR) + "/data/mlm";
+  bool mnist_dir_given = false, mlm_shards_given = false;
   std::map<std::string, double> train_rate;
 };
 
@@ -274,7 +276,7 @@ std::vector<std::string> split(const std::string& s, char sep) {
 Options parse(int argc, char** argv) {
   Options o;
   auto value = [&](int& i) -> std::string {
-    if (i + 1 >= argc) ADA_THROW(ConfigError) << "bench_loader: " << argv[i] << " needs a value";
+    if (i + 1 >= argc) ADA_THROW(ConfigError) << "" << argv[i] << " needs a value";
     return argv[++i];
   };
   for (int i = 1; i < argc; ++i) {
@@ -295,14 +297,16 @@ Options parse(int argc, char** argv) {
         o.jpeg_count = std::max(2, std::stoi(value(i)));
       } else if (a == "--mnist-dir") {
         o.mnist_dir = value(i);
+        o.mnist_dir_given = true;
       } else if (a == "--mlm-shards") {
         o.mlm_shards = value(i);
+        o.mlm_shards_given = true;
       } else if (a == "--train-rate") {
         std::string v = value(i);
         auto eq = v.find('=');
         if (eq == std::string::npos)
           ADA_THROW(ConfigError)
-              << "bench_loader: --train-rate wants NAME=SAMPLES_PER_S (e.g. jpeg224=4.8), got '"
+              << "--train-rate wants NAME=SAMPLES_PER_S (e.g. jpeg224=4.8), got '"
               << v << "'";
         o.train_rate[v.substr(0, eq)] = std::stod(v.substr(eq + 1));
       } else if (a == "-h" || a == "--help") {
@@ -314,12 +318,21 @@ Options parse(int argc, char** argv) {
                      "                    [--train-rate NAME=SAMPLES_PER_S ...]\n";
         std::exit(0);
       } else {
-        ADA_THROW(ConfigError) << "bench_loader: unknown option '" << a << "' (see --help)";
+        ADA_THROW(ConfigError) << "unknown option '" << a << "' (see --help)";
       }
     } catch (const std::invalid_argument&) {
-      ADA_THROW(ConfigError) << "bench_loader: " << a << ": not a number";
+      ADA_THROW(ConfigError) << "" << a << ": not a number";
     }
   }
+  const fs::path mnist(o.mnist_dir);
+  ADA_CHECK_ARG(!o.mnist_dir_given || fs::exists(mnist / "train-images-idx3-ubyte") ||
+                    fs::exists(mnist / "train-images-idx3-ubyte.gz"),
+                ConfigError)
+      << "--mnist-dir " << o.mnist_dir << ": no train-images-idx3-ubyte(.gz) there; run "
+      << "tools/fetch_data.sh mnist, or leave --mnist-dir out (data/mnist, or generated files)";
+  ADA_CHECK_ARG(!o.mlm_shards_given || fs::exists(o.mlm_shards), ConfigError)
+      << "--mlm-shards " << o.mlm_shards << ": no such file or folder; prepare_mlm makes shards, "
+      << "or leave --mlm-shards out (data/mlm, or a generated shard)";
   return o;
 }
 
@@ -336,14 +349,14 @@ int main(int argc, char** argv) {
       if (!known) {
         std::string names;
         for (auto& w : all) names += (names.empty() ? "" : ", ") + w.name;
-        ADA_THROW(ConfigError) << "bench_loader: unknown workload '" << name
+        ADA_THROW(ConfigError) << "unknown workload '" << name
                                << "'; known: " << names;
       }
     }
     for (const auto& entry : opt.train_rate) {
       const std::string& name = entry.first;  // a plain reference: lambdas may capture it (C++17)
       if (std::none_of(all.begin(), all.end(), [&](const Workload& w) { return w.name == name; }))
-        ADA_THROW(ConfigError) << "bench_loader: --train-rate for unknown workload '" << name
+        ADA_THROW(ConfigError) << "--train-rate for unknown workload '" << name
                                << "'";
     }
     std::printf("# loader throughput: median of %d runs of >= %.1f s; %u hardware threads\n",

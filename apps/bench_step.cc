@@ -119,7 +119,7 @@ Case case_for(const std::string& name) {
   if (name == "bert_mini")
     return {"{name: bert, preset: mini}", "{name: lamb, lr: 1.0e-3, weight_decay: 0.01}", true};
   ADA_THROW(ConfigError)
-      << "bench_step: unknown --model '" << name
+      << "unknown --model '" << name
       << "'; known: bert_base, bert_large, bert_mini, bert_tiny, lenet5, resnet20_mnist, resnet50";
   return {};
 }
