@@ -1008,6 +1008,11 @@ while true; do sleep 0.05; done
         self.assertEqual([c.name for c in s.cells() if study.cli.selected(c, only)], ["average-lr0.1-np2-s1"])
         with self.assertRaises(study.spec.StudyError):
             study.cli.parse_only(["rank=2"])
+        # A value no cell has is a typo, not a choice of no cells.
+        with self.assertRaises(study.spec.StudyError) as cm:
+            study.cli.check_only(study.cli.parse_only(["ranks=2,7", "method=average"]), s.cells())
+        self.assertEqual(str(cm.exception), "--only ranks=7: no cell of the study has this value; known: 1, 2")
+        study.cli.check_only(study.cli.parse_only(["method=adasum,average", "point=lr0.1"]), s.cells())
 
 
 class EndToEnd(unittest.TestCase):

@@ -30,10 +30,26 @@ def parse_only(only):
     return out
 
 
-def selected(cell, only):
-    vals = {"method": cell.method, "ranks": str(cell.ranks), "micro_batches": str(cell.mb), "variant": cell.variant,
+def only_values(cell):
+    """What --only's keys see of a cell."""
+    return {"method": cell.method, "ranks": str(cell.ranks), "micro_batches": str(cell.mb), "variant": cell.variant,
             "seed": str(cell.seed), "point": cell.point_tag}
+
+
+def selected(cell, only):
+    vals = only_values(cell)
     return all(vals[k] in v for k, v in only.items())
+
+
+def check_only(only, cells):
+    """A value of --only that no cell of the study has is a typo, not a choice of no cells."""
+    for k, want in only.items():
+        known = {only_values(c)[k] for c in cells}
+        missing = sorted(want - known)
+        if missing:
+            raise StudyError(f"--only {k}={','.join(missing)}: no cell of the study has "
+                             f"{'this value' if len(missing) == 1 else 'these values'}; known: "
+                             f"{', '.join(sorted(known, key=lambda v: (len(v), v)))}")
 
 
 def cut_off_deadline(study, cell, records):
@@ -205,6 +221,11 @@ def main(argv=None):
     if stale_why:
         print(f"study.py: {len(stale_why)} finished cell(s) are stale (another trainer version; e.g. "
               f"{next(iter(stale_why.values()))}): they run again when selected; --any-trainer keeps them")
+    try:
+        check_only(only, cells)  # (after confirm_new: seeds of confirm_seeds are values too)
+    except StudyError as e:
+        print(f"study.py: {e}", file=sys.stderr)
+        return 2
     todo = [c for c in cells if (cached[c.name] is None or c.name in stale_why) and selected(c, only)]
     unneeded = set()
     if study.bracket:  # the points a choice cannot need even now are not counted (nor run)
