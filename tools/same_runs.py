@@ -70,9 +70,20 @@ def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
     a, b = sys.argv[1:]
-    runs = [""] if os.path.isfile(os.path.join(a, "metrics.jsonl")) else sorted(
-        d for d in os.listdir(a) if os.path.isdir(os.path.join(a, d)))
     bad = 0
+    if os.path.isfile(os.path.join(a, "metrics.jsonl")):
+        runs = [""]
+    else:  # folders of runs: the same run folders on both sides, and at least one
+        def subdirs(x):
+            return {d for d in os.listdir(x) if os.path.isdir(os.path.join(x, d))} if os.path.isdir(x) else set()
+        runs = sorted(subdirs(a))
+        for side, only in ((b, subdirs(b) - subdirs(a)), (a, subdirs(a) - subdirs(b))):
+            for run in sorted(only):
+                print(f"{run}: only in {side}")
+                bad += 1
+        if not runs and not bad:
+            sys.exit(f"same_runs.py: {a} holds neither metrics.jsonl nor run folders")
+        runs = [r for r in runs if os.path.isdir(os.path.join(b, r))]
     for run in runs:
         diff = differences(os.path.join(a, run), os.path.join(b, run))
         print(f"{run or a}: {'same' if not diff else 'DIFFERENT'}")

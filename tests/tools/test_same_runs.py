@@ -1,0 +1,69 @@
+#!/usr/bin/python3
+"""tools/same_runs.py on real trainer runs (tiny LeNet runs on synthetic data, one process): two
+runs of one config are the same but for timings; another learning rate is DIFFERENT; folders of
+runs compare run by run, and a run on one side only, or an OLD folder holding no run, is not
+"the same"."""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TRAINER = None  # set from argv
+CONFIG = """\
+model: {name: lenet5}
+data: {name: synthetic, size: 32, eval_size: 8, workers: 0}
+optimizer: {name: sgd, lr: 0.05, momentum: 0.9}
+schedule: {name: constant}
+reducer: {name: average}
+train: {steps: 3, batch_per_rank: 8, log_every: 1, eval_every: 3, seed: 1}
+checkpoint: {every: 3}
+"""
+
+
+class SameRuns(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="ada_test_same_runs_")
+        config = os.path.join(cls.tmp, "tiny.yaml")
+        with open(config, "w") as f:
+            f.write(CONFIG)
+        for side, lr in (("A", "0.05"), ("B", "0.05"), ("C", "0.1")):
+            subprocess.run([TRAINER, "--config", config, "--set", f"optimizer.lr={lr}", "--set",
+                            f"output.dir={cls.tmp}/{side}/run1"], check=True, capture_output=True,
+                           env=dict(os.environ, OMP_NUM_THREADS="1"))
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def same_runs(self, a, b):
+        p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "same_runs.py"), a, b],
+                           capture_output=True, text=True)
+        return p.returncode, p.stdout + p.stderr
+
+    def test_runs_and_folders_of_runs(self):
+        t = self.tmp
+        self.assertEqual(self.same_runs(f"{t}/A/run1", f"{t}/B/run1"), (0, f"{t}/A/run1: same\n"))
+        rc, out = self.same_runs(f"{t}/A/run1", f"{t}/C/run1")
+        self.assertEqual(rc, 1)
+        self.assertIn("DIFFERENT", out)
+        self.assertEqual(self.same_runs(f"{t}/A", f"{t}/B"), (0, "run1: same\n"))
+        # A run on one side only: not the same (it was left out when only NEW had it).
+        shutil.copytree(f"{t}/C/run1", f"{t}/extra/B/run2")
+        shutil.copytree(f"{t}/B/run1", f"{t}/extra/B/run1")
+        rc, out = self.same_runs(f"{t}/A", f"{t}/extra/B")
+        self.assertEqual((rc, out), (1, f"run2: only in {t}/extra/B\nrun1: same\n"))
+        rc, out = self.same_runs(f"{t}/extra/B", f"{t}/A")
+        self.assertEqual((rc, out), (1, f"run2: only in {t}/extra/B\nrun1: same\n"))
+        os.makedirs(f"{t}/empty")
+        rc, out = self.same_runs(f"{t}/empty", f"{t}/empty")
+        self.assertEqual(rc, 1)
+        self.assertIn("holds neither metrics.jsonl nor run folders", out)
+
+
+if __name__ == "__main__":
+    TRAINER = sys.argv.pop(1)
+    unittest.main()
