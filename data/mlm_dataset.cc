@@ -350,7 +350,7 @@ std::vector<std::string> paths_of(const Config& c, const std::string& key) {
 DataSets read_mlm(const DatasetRequest& request) {
   const Config &d = request.section, &model = request.model;
   MlmOptions o;
-  o.seq_len = d.get_or<int64_t>("seq_len", 128);
+  o.seq_len = d.get_in_or<int64_t>("seq_len", 128, Range::at_least(8));  // MlmDataset's least
   o.nsp = model.get_or<bool>("nsp", false);
   o.max_predictions = d.get_or<int64_t>("max_predictions", 0);
   o.seed = request.seed;

@@ -248,6 +248,9 @@ def cases(src):
     add(Case("mlm_missing_shards", ["shards"], cfg={"model": {"name": "bert", "preset": "tiny"},
                                                     "data": {"name": "mlm", "path": "shards", "size": DROP,
                                                              "eval_size": DROP, "seq_len": 16}}))
+    add(Case("mlm_seq_len_too_short", ["data.seq_len (line", "must be >= 8, got 4"],
+             cfg={"model": {"name": "bert", "preset": "tiny"},
+                  "data": {"name": "mlm", "path": "shards", "size": DROP, "eval_size": DROP, "seq_len": 4}}))
     add(Case("mlm_garbage_shard", ["s.bin"], cfg={"model": {"name": "bert", "preset": "tiny"},
                                                   "data": {"name": "mlm", "path": "s.bin", "size": DROP,
                                                            "eval_size": DROP, "seq_len": 16}},
