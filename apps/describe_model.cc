@@ -1,6 +1,6 @@
 // describe_model: prints a model's modules and parameter counts without training it.
 //   describe_model NAME [key=value ...]      e.g. describe_model bert preset=large nsp=true
-// The keys are those of the config's model section (see configs/README.md once it exists).
+// The keys are those of the config's model section (configs/README.md lists them).
 // Weights are not initialised (shapes only), so paper-scale models describe instantly.
 #include <iostream>
 #include <string>

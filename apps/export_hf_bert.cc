@@ -20,6 +20,9 @@ int main(int argc, char** argv) {
     if (!ada::cli::parse_command_line(app, argc, argv, "export_hf_bert CHECKPOINT OUT.safetensors"))
       return 0;
     std::string path = from;
+    ADA_CHECK_ARG(std::filesystem::exists(path), IoError)
+        << path << ": no such checkpoint file or folder (a run's checkpoints/ folder, or one "
+        << "ckpt-*.json or .safetensors in it)";
     if (std::filesystem::is_directory(path)) {
       const auto choice = ada::trainer::Checkpointer(path, 1).choose();
       ADA_CHECK_ARG(choice.path.has_value(), IoError) << "no valid checkpoint in " << path;

@@ -41,7 +41,7 @@ def load_run(path):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     ap.add_argument("runs", nargs="+", help="trainer output folders")
     ap.add_argument("-o", "--output", default="compare.png", help="PNG to write (default compare.png)")
     args = ap.parse_args()
