@@ -306,8 +306,7 @@ Options parse(int argc, char** argv) {
         auto eq = v.find('=');
         if (eq == std::string::npos)
           ADA_THROW(ConfigError)
-              << "--train-rate wants NAME=SAMPLES_PER_S (e.g. jpeg224=4.8), got '"
-              << v << "'";
+              << "--train-rate wants NAME=SAMPLES_PER_S (e.g. jpeg224=4.8), got '" << v << "'";
         o.train_rate[v.substr(0, eq)] = std::stod(v.substr(eq + 1));
       } else if (a == "-h" || a == "--help") {
         std::cout << "usage: bench_loader [--workers 1,2] [--seconds 2] [--repeats 3]\n"
@@ -349,15 +348,13 @@ int main(int argc, char** argv) {
       if (!known) {
         std::string names;
         for (auto& w : all) names += (names.empty() ? "" : ", ") + w.name;
-        ADA_THROW(ConfigError) << "unknown workload '" << name
-                               << "'; known: " << names;
+        ADA_THROW(ConfigError) << "unknown workload '" << name << "'; known: " << names;
       }
     }
     for (const auto& entry : opt.train_rate) {
       const std::string& name = entry.first;  // a plain reference: lambdas may capture it (C++17)
       if (std::none_of(all.begin(), all.end(), [&](const Workload& w) { return w.name == name; }))
-        ADA_THROW(ConfigError) << "--train-rate for unknown workload '" << name
-                               << "'";
+        ADA_THROW(ConfigError) << "--train-rate for unknown workload '" << name << "'";
     }
     std::printf("# loader throughput: median of %d runs of >= %.1f s; %u hardware threads\n",
                 opt.repeats, opt.seconds, std::thread::hardware_concurrency());

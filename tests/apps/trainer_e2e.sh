@@ -534,11 +534,11 @@ PY
   # Bad values stop the run naming the key as written.
   out=$(mpi 1 "$trainer" --config tiny.yaml --set data.validation_size=64 --set output.dir=bad 2>&1) && fail "validation_size 64 of 64 was accepted"
   echo "$out" | grep -q "data.validation_size (set by --set data.validation_size=64): must be in \[0, 64), got 64" ||
-    { echo "$out" | tail -5; fail "validation_size 64: message"; }
+    { echo "$out"; fail "validation_size 64: message"; }
   sed 's/eval_size: 16,/eval_size: 16, validation_size: -3,/' tiny.yaml > neg.yaml
   out=$(mpi 1 "$trainer" --config neg.yaml --set output.dir=bad 2>&1) && fail "validation_size -3 was accepted"
   echo "$out" | grep -q "data.validation_size (line 2, column [0-9]*): must be in \[0, 64), got -3" ||
-    { echo "$out" | tail -5; fail "validation_size -3: message"; }
+    { echo "$out"; fail "validation_size -3: message"; }
   echo "validation: bad values refused naming the key"
   # train.stop_at: the run ends at the first evaluation meeting the bound (step 10 of 20), with
   # its final evaluation, checkpoint and summary; a bound never met runs the whole budget.
