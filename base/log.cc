@@ -3,10 +3,15 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cstdio>
 #include <memory>
+#include <thread>
 
 #include "base/error.h"
 
@@ -106,6 +111,25 @@ bool log_enabled(LogLevel level) {
 
 void flush_log() {
   logger().flush();
+}
+
+void drain_output(std::chrono::milliseconds cap) {
+  flush_log();
+  std::fflush(stdout);
+  std::fflush(stderr);
+  using Clock = std::chrono::steady_clock;
+  const auto until = Clock::now() + cap;
+  bool piped = false;
+  for (int fd : {1, 2}) {
+    struct stat st {};
+    if (fstat(fd, &st) != 0 || !S_ISFIFO(st.st_mode)) continue;
+    piped = true;
+    int unread = 0;  // FIONREAD on a pipe's write end: the bytes its reader has not read yet
+    while (ioctl(fd, FIONREAD, &unread) == 0 && unread > 0 && Clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  // mpirun writes out what it has read on a later turn of its event loop.
+  if (piped) std::this_thread::sleep_for(std::chrono::milliseconds(20));
 }
 
 void log_debug(const std::string& msg) {

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+
 #include <string>
 #include <utility>
 
@@ -26,6 +28,13 @@ void reset_logging();
 LogLevel log_level();
 bool log_enabled(LogLevel level);
 void flush_log();
+// For an error exit, after the message is logged: flushes, then waits (at most `cap`) until
+// whoever reads this process's stdout and stderr pipes has read them, plus a moment for it to
+// write them out. OpenMPI 4.1's mpirun may end a job as soon as it sees a rank exit with an
+// error, before it has read that rank's last lines, and the error message was lost (seen under
+// load: a bad config's message missing from mpirun's output, only its "exit code 1" notice).
+// Returns at once on a terminal or a file.
+void drain_output(std::chrono::milliseconds cap = std::chrono::milliseconds(2000));
 
 void log_debug(const std::string& msg);
 void log_info(const std::string& msg);

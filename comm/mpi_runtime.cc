@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "base/log.h"
 #include "comm/comm_thread.h"
 #include "comm/mpi_check.h"
 
@@ -32,6 +33,7 @@ MpiRuntime::~MpiRuntime() {
 }
 
 void MpiRuntime::abort(int code) {
+  drain_output();  // the error message reaches mpirun's output before the job ends
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);

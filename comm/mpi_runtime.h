@@ -14,7 +14,8 @@ class MpiRuntime {
   MpiRuntime& operator=(const MpiRuntime&) = delete;
   int rank() const { return rank_; }
   int size() const { return size_; }
-  // Aborts every rank (only main() should call this, after logging the error).
+  // Aborts every rank (only main() should call this, after logging the error, which
+  // ada::drain_output lets the launcher read first).
   [[noreturn]] static void abort(int code);
 
  private:

@@ -54,8 +54,10 @@ int main(int argc, char** argv) {
     return rc;
   } catch (const std::exception& e) {
     ada::log_error(std::string("trainer: ") + e.what());
-    ada::flush_log();
-    if (mpi.size() == 1) return 1;
+    if (mpi.size() == 1) {
+      ada::drain_output();
+      return 1;
+    }
     ada::comm::MpiRuntime::abort(1);
   }
 }

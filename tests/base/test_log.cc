@@ -1,8 +1,15 @@
-// Logging: rank prefix, per-rank levels, fmt formatting, and the state before init_logging.
+// Logging: rank prefix, per-rank levels, fmt formatting, the state before init_logging, and
+// drain_output on an error exit.
 #include "base/log.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
 
 #include "base/error.h"
 
@@ -130,6 +137,36 @@ TEST_F(Log, ResetRestoresTheInitialState) {
 TEST_F(Log, BadRankIsABug) {
   EXPECT_THROW(init_logging(4, 4), InternalError);
   EXPECT_THROW(init_logging(-1, 4), InternalError);
+}
+
+// An error exit waits for the reader of its stderr pipe (mpirun) to read the message: a child
+// writes to a pipe nobody reads yet and calls drain_output; it must still be there until the
+// parent reads (it has 30 s). Under load the child may not have written yet when the parent
+// looks: then the check is vacuous, never wrong.
+TEST(LogDrain, WaitsUntilThePipesReaderHasReadIt) {
+  int p[2];
+  ASSERT_EQ(pipe(p), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(p[0]);
+    dup2(p[1], 2);
+    std::fputs("the last words\n", stderr);
+    drain_output(std::chrono::seconds(30));
+    _exit(0);
+  }
+  close(p[1]);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  int status = 0;
+  EXPECT_EQ(waitpid(child, &status, WNOHANG), 0)
+      << "drain_output returned before its pipe was read";
+  std::string got;
+  char buf[64];
+  for (ssize_t n; (n = read(p[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<size_t>(n));
+  close(p[0]);
+  EXPECT_EQ(got, "the last words\n");
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 }  // namespace
