@@ -346,9 +346,12 @@ int main(int argc, char** argv) {
     ada::set_num_threads(
         std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / world->local_size()));
     // A reducer from its options; options nobody reads are errors, as in the trainer.
-    auto make = [&](const std::string& name, const std::string& yaml, bool adasum) {
+    auto make = [&](const std::string& name, const std::string& yaml, bool adasum,
+                    int local_size = -1) {
       Config c = Config::parse(yaml, "bench_allreduce");
       c.set_override("precision=" + precision, "--precision");
+      if (local_size >= 0)  // a refusal names --hierarchical, not this program's own YAML
+        c.set_override("local_size=" + std::to_string(local_size), "--hierarchical");
       if (adasum)
         for (const auto& o : adasum_options) c.set_override(o);
       auto r = builtin_reducers().get(name, "--reducers")(c);
@@ -358,10 +361,8 @@ int main(int argc, char** argv) {
     std::vector<Column> columns;
     for (const auto& n : names) columns.push_back({n, make(n, "{}", n == "adasum")});
     if (hierarchical >= 0)
-      columns.push_back(
-          {"adasum-h" + std::to_string(hierarchical),
-           make("adasum", "{hierarchical: true, local_size: " + std::to_string(hierarchical) + "}",
-                true)});
+      columns.push_back({"adasum-h" + std::to_string(hierarchical),
+                         make("adasum", "{hierarchical: true}", true, hierarchical)});
     int sum_col = -1;
     for (size_t k = 0; k < columns.size(); ++k)
       if (columns[k].label == "sum") sum_col = static_cast<int>(k);
