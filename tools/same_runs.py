@@ -7,7 +7,8 @@ change no behaviour, run the same configs with the old and the new trainer and c
 Compares metrics.jsonl line by line (keys in order, values exactly), summary.json as JSON, and
 every checkpoint: the tensors of each safetensors file byte for byte, and the JSON. Left out:
 timings, the commit, the run id, file sizes and CRCs (safetensors metadata may differ in order),
-and the config hash (it covers output.dir). Exits 1 and names what differs."""
+and the config hash (it covers output.dir). Folders of runs compare run folder by run folder; a
+run on one side only differs. Exits 1 and names what differs."""
 import json
 import os
 import struct
