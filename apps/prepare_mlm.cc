@@ -164,7 +164,7 @@ int run(int argc, char** argv) {
       });
   app.add_option("--ext", ext, "only files whose names end in SUFFIX (e.g. .txt)");
   app.add_option("--eval-out", eval_out,
-                 "also write a held-out evaluation set to DIR (not inside --out)");
+                 "also write a held-out evaluation set to DIR (not the --out folder itself)");
   app.add_option("--eval-fraction", eval_fraction,
                  "share of the documents (0 < F < 1) that go to --eval-out, every (1/F)-th in "
                  "input order (e.g. 0.02)")
