@@ -276,7 +276,7 @@ std::vector<std::string> split(const std::string& s, char sep) {
 Options parse(int argc, char** argv) {
   Options o;
   auto value = [&](int& i) -> std::string {
-    if (i + 1 >= argc) ADA_THROW(ConfigError) << "" << argv[i] << " needs a value";
+    if (i + 1 >= argc) ADA_THROW(ConfigError) << argv[i] << " needs a value";
     return argv[++i];
   };
   for (int i = 1; i < argc; ++i) {
@@ -320,7 +320,7 @@ Options parse(int argc, char** argv) {
         ADA_THROW(ConfigError) << "unknown option '" << a << "' (see --help)";
       }
     } catch (const std::invalid_argument&) {
-      ADA_THROW(ConfigError) << "" << a << ": not a number";
+      ADA_THROW(ConfigError) << a << ": not a number";
     }
   }
   const fs::path mnist(o.mnist_dir);

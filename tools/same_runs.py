@@ -77,14 +77,14 @@ def main():
     else:  # folders of runs: the same run folders on both sides, and at least one
         def subdirs(x):
             return {d for d in os.listdir(x) if os.path.isdir(os.path.join(x, d))} if os.path.isdir(x) else set()
-        runs = sorted(subdirs(a))
-        for side, only in ((b, subdirs(b) - subdirs(a)), (a, subdirs(a) - subdirs(b))):
+        in_a, in_b = subdirs(a), subdirs(b)
+        if not in_a | in_b:
+            sys.exit(f"same_runs.py: {a} holds neither metrics.jsonl nor run folders")
+        for side, only in ((b, in_b - in_a), (a, in_a - in_b)):
             for run in sorted(only):
                 print(f"{run}: only in {side}")
                 bad += 1
-        if not runs and not bad:
-            sys.exit(f"same_runs.py: {a} holds neither metrics.jsonl nor run folders")
-        runs = [r for r in runs if os.path.isdir(os.path.join(b, r))]
+        runs = sorted(in_a & in_b)
     for run in runs:
         diff = differences(os.path.join(a, run), os.path.join(b, run))
         print(f"{run or a}: {'same' if not diff else 'DIFFERENT'}")
