@@ -111,11 +111,6 @@ TEST(Models, ForwardBackwardShapesAndModes) {
                ShapeError);
 }
 
-// model.attention: fused routes every encoder layer through ops::fused_attention (the op's own
-// accuracy is tests/core/test_fused_attention.cc's): in training mode, with dropout, every
-// gradient is the composed model's up to summation order (another dropout mask or a wrong
-// backward moves the attention projections' by far more than 1e-5 of their norm); a bad value
-// is refused.
 // Every parameter gradient of `other` is `model`'s up to summation order: their difference within
 // 1e-5 of the gradient's norm (+1e-9 for a gradient that is 0, e.g. the key projection's bias,
 // softmax ignoring a constant).
@@ -133,6 +128,11 @@ void expect_gradients_up_to_summation_order(const Model& model, const Model& oth
   }
 }
 
+// model.attention: fused routes every encoder layer through ops::fused_attention (the op's own
+// accuracy is tests/core/test_fused_attention.cc's): in training mode, with dropout, every
+// gradient is the composed model's up to summation order (another dropout mask or a wrong
+// backward moves the attention projections' by far more than 1e-5 of their norm); a bad value
+// is refused.
 TEST(Models, BertFusedAttentionIsTheComposedModel) {
   std::vector<int64_t> ids = {2, 5, 9, 3, 0, 0, 2, 7, 7, 8, 3, 1};
   std::vector<int64_t> labels = {-100, 6, 4, -100, -100, -100, 9, -100, 11, 2, -100, -100};

@@ -2,9 +2,10 @@
 """The PyTorch twins of bench_step --device cuda compute what the eager twin computes: the SDPA
 BERT layer (tools/bench_step_torch.py SdpaLayer) equals nn.TransformerEncoderLayer with the same
 weights (forward and the input's gradient, dropout off), and SdpaBert has the eager Bert's
-parameters; every model bench_step accepts has a twin of its size. Debian's torch 1.13 has no F.scaled_dot_product_attention: the test gives the module
-the textbook softmax(QK^T / sqrt(d)) V in its place (a newer torch's own is used where present),
-so the layer's reshapes, projections and residual order are what is checked. Runs on the CPU."""
+parameters; every model bench_step accepts has a twin of its size. Debian's torch 1.13 has no
+F.scaled_dot_product_attention: the test gives the module the textbook softmax(QK^T / sqrt(d)) V
+in its place (a newer torch's own is used where present), so the layer's reshapes, projections
+and residual order are what is checked. Runs on the CPU."""
 import json
 import math
 import os
@@ -78,7 +79,8 @@ class ModelsOfBenchStep(unittest.TestCase):
         return exe
 
     def test_the_twin_knows_every_model_of_bench_step(self):
-        out = subprocess.run([self.binary("ADA_BENCH_STEP"), "--model", "no-such-model"], capture_output=True, text=True)
+        out = subprocess.run([self.binary("ADA_BENCH_STEP"), "--model", "no-such-model"], capture_output=True,
+                             text=True)
         m = re.search(r"known: ([a-z0-9_, ]+)", out.stdout + out.stderr)
         self.assertIsNotNone(m, f"bench_step did not list its models: {out.stdout}{out.stderr}")
         ours = {name.strip() for name in m.group(1).split(",")}
