@@ -22,24 +22,29 @@ constexpr int64_t kKC = 512, kMC = 192, kNC = 4096;
 // op(A)[i0 : i0+mc, p0 : p0+kc] into MR-row micro-panels of ceil(kc/2) pair steps.
 void pack_a(const Problem& g, int64_t i0, int64_t mc, int64_t p0, int64_t kc, uint32_t* dst) {
   const int64_t ks = (kc + 1) / 2;
-  for (int64_t ir = 0; ir < mc; ir += kMR) {
-    const int64_t mr = imin(kMR, mc - ir);
-    uint32_t* d = dst + ir * ks;
-    if (!g.ta) {
-      // Rows of A are contiguous in k.
-      pack_lines_along_k(g.a + (i0 + ir) * g.lda + p0, g.lda, mr, kc, d, kMR);
-    } else {
-      // A^T: a k step is a contiguous run of MR rows; pair two k steps lane by lane.
-      const __mmask8 m = static_cast<__mmask8>(mr >= 8 ? 0xFF : (1u << mr) - 1);
-      const float* s = g.a + p0 * g.lda + i0 + ir;
-      for (int64_t q = 0; q < ks; ++q) {
-        const __m256 lo = _mm256_maskz_loadu_ps(m, s + 2 * q * g.lda);
-        const __m256 hi = 2 * q + 1 < kc ? _mm256_maskz_loadu_ps(m, s + (2 * q + 1) * g.lda)
-                                         : _mm256_setzero_ps();
-        _mm256_store_si256(reinterpret_cast<__m256i*>(d + q * kMR), pair_lanes8(lo, hi));
+  if (g.ta) {
+    // A^T: a k value is a contiguous run of the block's rows, two of them one pair step of
+    // every panel: a step at a time, all panels, so each run's lines are read together (as the
+    // fp32 kernel's pack_a: panel by panel, each step touched a line of another page).
+    for (int64_t q = 0; q < ks; ++q) {
+      const float* lo_row = g.a + (p0 + 2 * q) * g.lda + i0;
+      const bool has_hi = 2 * q + 1 < kc;
+      for (int64_t ir = 0; ir < mc; ir += kMR) {
+        const int64_t mr = imin(kMR, mc - ir);
+        const __mmask8 m = static_cast<__mmask8>(mr >= 8 ? 0xFF : (1u << mr) - 1);
+        const __m256 lo = _mm256_maskz_loadu_ps(m, lo_row + ir);
+        const __m256 hi =
+            has_hi ? _mm256_maskz_loadu_ps(m, lo_row + g.lda + ir) : _mm256_setzero_ps();
+        _mm256_store_si256(reinterpret_cast<__m256i*>(dst + ir * ks + q * kMR),
+                           pair_lanes8(lo, hi));
       }
     }
+    return;
   }
+  // Rows of A are contiguous in k.
+  for (int64_t ir = 0; ir < mc; ir += kMR)
+    pack_lines_along_k(g.a + (i0 + ir) * g.lda + p0, g.lda, imin(kMR, mc - ir), kc, dst + ir * ks,
+                       kMR);
 }
 
 // c[MR x NR] = alpha * a b + beta * c over ks pair steps (beta == 0 does not read c).
