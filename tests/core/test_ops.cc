@@ -10,11 +10,13 @@
 #include <string>
 
 #include "core/backend/cpu/conv_cpu.h"
+#include "core/backend/cpu/dropout_blocks.h"
 #include "core/cpu_isa.h"
 #include "core/functional.h"
 #include "core/half.h"
 #include "core/ops.h"
 #include "core/parallel.h"
+#include "core/philox.h"
 #include "core/precision.h"
 #include "util/error_of.h"
 #include "util/sum_bound.h"
@@ -846,6 +848,62 @@ TEST(Ops, DropoutApplyIsTheStoredMasksProduct) {
   EXPECT_EQ(fgen.offset(), gen.offset());
   backward(vy, dy);
   EXPECT_EQ(vx.grad().to_vector<float>(), want);
+}
+
+// Every dropout multiplier is the Philox stream's (core/philox.h: element i takes word i % 4 of
+// block first + i / 4), bit for bit, on every ISA level this CPU runs (the AVX-512 kernel takes
+// 16 blocks a vector and carries the counter's low word into its high word itself): counters that
+// cross 2^32 and 2^64 inside a vector, starts and lengths off the vector, each of dropout_blocks'
+// modes (y and mask, y alone, mask alone: the fused attention's), and x with -1, infinities and
+// NaN (y is x * m as written, so -1 * 0 is -0 and NaN stays NaN).
+TEST(Ops, DropoutMultipliersAreThePhiloxStreamOnEveryIsa) {
+  const cpu::Isa saved = cpu::isa();
+  const float p = 0.3f, scale = 1.f / (1.f - p);
+  auto bits = [](float v) {
+    uint32_t b;
+    std::memcpy(&b, &v, 4);
+    return b;
+  };
+  const uint64_t firsts[] = {0, 77, (uint64_t(1) << 32) - 21, ~uint64_t(0) - 40};
+  const uint64_t seeds[] = {21, 0xFEDCBA9876543210ull};
+  const int64_t blocks_list[] = {1, 15, 16, 17, 40, 263};
+  for (cpu::Isa level : {cpu::Isa::generic, cpu::Isa::avx2, cpu::Isa::avx512}) {
+    if (level > cpu::detected_isa()) continue;
+    cpu::set_isa(level);
+    for (uint64_t first : firsts)
+      for (uint64_t seed : seeds)
+        for (uint64_t j0 : {uint64_t(0), uint64_t(5)})
+          for (int64_t blocks : blocks_list) {
+            const int64_t n = 4 * blocks;
+            std::vector<float> x(n), want_m(n), want_y(n);
+            for (int64_t i = 0; i < n; ++i) {
+              const float specials[] = {-1.f, std::numeric_limits<float>::infinity(),
+                                        std::numeric_limits<float>::quiet_NaN()};
+              x[i] = i % 7 < 3 ? specials[i % 7] : 0.25f * float(i % 13) - 1.f;
+              const uint64_t j = j0 + uint64_t(i / 4);
+              const Uniform4 u = philox_uniform4_at(seed, first, j);
+              const float w[4] = {u.u0, u.u1, u.u2, u.u3};
+              want_m[i] = w[i % 4] >= p ? scale : 0.f;
+              want_y[i] = x[i] * want_m[i];
+            }
+            std::vector<float> y(n, 7.f), m(n, 7.f), y2(n, 7.f), m2(n, 7.f);
+            cpu::dropout_blocks(seed, first, j0, blocks, p, scale, x.data(), y.data(), m.data());
+            cpu::dropout_blocks(seed, first, j0, blocks, p, scale, x.data(), y2.data(), nullptr);
+            cpu::dropout_blocks(seed, first, j0, blocks, p, scale, nullptr, nullptr, m2.data());
+            int bad = 0;
+            for (int64_t i = 0; i < n && bad < 3; ++i) {
+              const bool ok = bits(y[i]) == bits(want_y[i]) && bits(m[i]) == bits(want_m[i]) &&
+                              bits(y2[i]) == bits(want_y[i]) && bits(m2[i]) == bits(want_m[i]);
+              if (!ok)
+                ADD_FAILURE() << cpu::isa_name(level) << " first " << first << " seed " << seed
+                              << " j0 " << j0 << " blocks " << blocks << " element " << i << ": y "
+                              << y[i] << " / " << y2[i] << " mask " << m[i] << " / " << m2[i]
+                              << ", want " << want_y[i] << " and " << want_m[i];
+              bad += !ok;
+            }
+          }
+  }
+  cpu::set_isa(saved);
 }
 
 TEST(Ops, DropoutIsSeededAndThreadIndependent) {

@@ -12,6 +12,7 @@
 
 #include "core/backend/cpu/cpu_common.h"
 #include "core/backend/cpu/cpu_ops.h"
+#include "core/backend/cpu/dropout_blocks.h"
 #include "core/backend/cpu/eigen_map.h"
 #include "core/backend/cpu/sgemm.h"
 #include "core/backend/op_shapes.h"
@@ -50,7 +51,7 @@ Problem problem(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
 }
 
 // Dropout multipliers of probability elements e0 .. e0+n-1 (dropout_forward's stream): whole
-// Philox blocks in a loop that vectorises (as dropout_forward's), single words at the ends.
+// Philox blocks by dropout_blocks, single words at the ends.
 void dropout_row(const ops::AttentionArgs& a, uint64_t e0, int64_t n, float* out) {
   const float keep = 1.f / (1.f - a.dropout), p = a.dropout;
   const uint64_t seed = a.seed, first = a.first;
@@ -62,16 +63,7 @@ void dropout_row(const ops::AttentionArgs& a, uint64_t e0, int64_t n, float* out
   int64_t j = 0;
   for (; j < n && (e0 + j) % 4 != 0; ++j) out[j] = one(e0 + j);
   const int64_t blocks = (n - j) / 4;
-  const uint64_t b0 = (e0 + j) / 4;
-  float* o = out + j;
-#pragma omp simd
-  for (int64_t t = 0; t < blocks; ++t) {
-    const Uniform4 u = philox_uniform4_at(seed, first, b0 + static_cast<uint64_t>(t));
-    o[4 * t] = u.u0 >= p ? keep : 0.f;
-    o[4 * t + 1] = u.u1 >= p ? keep : 0.f;
-    o[4 * t + 2] = u.u2 >= p ? keep : 0.f;
-    o[4 * t + 3] = u.u3 >= p ? keep : 0.f;
-  }
+  dropout_blocks(seed, first, (e0 + j) / 4, blocks, p, keep, nullptr, nullptr, out + j);
   for (j += 4 * blocks; j < n; ++j) out[j] = one(e0 + j);
 }
 

@@ -4,10 +4,52 @@
 
 #include "core/backend/cpu/cpu_common.h"
 #include "core/backend/cpu/cpu_ops.h"
+#include "core/backend/cpu/dropout_blocks.h"
+#include "core/cpu_isa.h"
 #include "core/ops.h"
 #include "core/philox.h"
 
 namespace ada::cpu {
+
+namespace {
+// dropout_blocks for the baseline ISA: the Philox stream inlined (core/philox.h), so the loop
+// over blocks vectorises; kX: y = x * m, kMask: mask = m.
+template <bool kX, bool kMask>
+void blocks_baseline(uint64_t seed, uint64_t first, uint64_t j0, int64_t blocks, float p,
+                     float scale, const float* x, float* y, float* mask) {
+  auto keep = [](int64_t i, float u, float p, float scale, const float* x, float* y, float* mask) {
+    const float m = u >= p ? scale : 0.f;
+    if constexpr (kMask) mask[i] = m;
+    if constexpr (kX) y[i] = x[i] * m;
+  };
+#pragma omp simd
+  for (int64_t t = 0; t < blocks; ++t) {
+    const Uniform4 u = philox_uniform4_at(seed, first, j0 + static_cast<uint64_t>(t));
+    keep(4 * t, u.u0, p, scale, x, y, mask);
+    keep(4 * t + 1, u.u1, p, scale, x, y, mask);
+    keep(4 * t + 2, u.u2, p, scale, x, y, mask);
+    keep(4 * t + 3, u.u3, p, scale, x, y, mask);
+  }
+}
+}  // namespace
+
+void dropout_blocks(uint64_t seed, uint64_t first, uint64_t j0, int64_t blocks, float p,
+                    float scale, const float* x, float* y, float* mask) {
+  if (isa() >= Isa::avx512 && blocks >= 16) {
+    const int64_t wide = blocks / 16 * 16;
+    dropout_detail::blocks_avx512(seed, first, j0, wide, p, scale, x, y, mask);
+    j0 += static_cast<uint64_t>(wide);
+    blocks -= wide;
+    if (x) x += 4 * wide, y += 4 * wide;
+    if (mask) mask += 4 * wide;
+  }
+  if (x && mask)
+    blocks_baseline<true, true>(seed, first, j0, blocks, p, scale, x, y, mask);
+  else if (x)
+    blocks_baseline<true, false>(seed, first, j0, blocks, p, scale, x, y, mask);
+  else if (mask)
+    blocks_baseline<false, true>(seed, first, j0, blocks, p, scale, x, y, mask);
+}
 
 namespace {
 // y = x * mask for the stream at (seed, first); the mask also written when kMask.
@@ -24,34 +66,19 @@ Tensor dropout_impl(const char* op, const Tensor& x, float p, uint64_t seed, uin
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
   float* mp = kMask ? mask_out->data<float>() : nullptr;
-  // The Philox stream inlined (core/philox.h, the same function the CUDA kernel calls, so a seed
-  // gives the same masks on both backends), so the loop over blocks of four vectorises.
   const int64_t blocks = n / 4;
-  // Element i from its uniform u.
-  auto keep = [](int64_t i, float u, float p, float scale, const float* x, float* mask, float* y) {
-    const float m = u >= p ? scale : 0.f;
-    if constexpr (kMask) mask[i] = m;
-    y[i] = x[i] * m;
-  };
   parallel_for(0, blocks, kGrain / 4, [&](int64_t b, int64_t e) {
-    const uint64_t s = seed, f = first;  // locals: the vectoriser does not hoist closure loads
-    const float pp = p, scale = keep_scale;
-    const float* x = xp;
-    float* mask = mp;
-    float* y = yp;
-#pragma omp simd
-    for (int64_t j = b; j < e; ++j) {
-      const Uniform4 u = philox_uniform4_at(s, f, static_cast<uint64_t>(j));
-      keep(4 * j, u.u0, pp, scale, x, mask, y);
-      keep(4 * j + 1, u.u1, pp, scale, x, mask, y);
-      keep(4 * j + 2, u.u2, pp, scale, x, mask, y);
-      keep(4 * j + 3, u.u3, pp, scale, x, mask, y);
-    }
+    dropout_blocks(seed, first, static_cast<uint64_t>(b), e - b, p, keep_scale, xp + 4 * b,
+                   yp + 4 * b, mp ? mp + 4 * b : nullptr);
   });
   if (n % 4) {  // the last, partial block
     const Uniform4 u = philox_uniform4_at(seed, first, static_cast<uint64_t>(blocks));
     const float us[4] = {u.u0, u.u1, u.u2, u.u3};
-    for (int64_t i = 4 * blocks; i < n; ++i) keep(i, us[i - 4 * blocks], p, keep_scale, xp, mp, yp);
+    for (int64_t i = 4 * blocks; i < n; ++i) {
+      const float m = us[i - 4 * blocks] >= p ? keep_scale : 0.f;
+      if (mp) mp[i] = m;
+      yp[i] = xp[i] * m;
+    }
   }
   return y;
 }
