@@ -286,7 +286,10 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, DType out) {
     if (y.defined()) return y;
   }
 #endif
-  return add_bias(matmul(x, w, false, true, out), b);
+  if (any_cuda(x, w, b) || any16(x, w, b) || out != DType::f32)
+    return add_bias(matmul(x, w, false, true, out), b);
+  ::ada::cpu::OpTimer timer("linear");
+  return ::ada::cpu::linear(x, w, b);
 }
 void linear_weight_grad(const Tensor& dy, const Tensor& x, DType dw_type, Tensor& dw, Tensor& db) {
 #ifdef ADA_WITH_CUDA

@@ -88,7 +88,8 @@ void gemm_batched(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a = fa
 Tensor bmm(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false,
            DType out = DType::f32);
 // A linear layer's product with its bias: y = x w^T + b, x [M, K], w [N, K], b [N] (f32), y in
-// `out` as matmul's. The CPU composes matmul and add_bias (their bits); the CUDA backend adds the
+// `out` as matmul's. The CPU adds the bias in its GEMM, strip by strip (f32; the bits of matmul
+// then add_bias, which 16-bit operands still run as); the CUDA backend adds the
 // bias in the GEMM's epilogue (cuBLASLt) where cuBLASLt offers one for the case, so its 16-bit
 // y is rounded once from the f32 sums plus the bias.
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, DType out = DType::f32);

@@ -3,6 +3,7 @@
 // plus the errors bad arguments must raise.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -828,6 +829,34 @@ TEST(Ops, PermuteMatchesIndexing) {
     for (int j = 0; j < 3; ++j)
       for (int k = 0; k < 4; ++k)
         EXPECT_EQ(y.data<float>()[(k * 2 + i) * 3 + j], x.data<float>()[(i * 3 + j) * 4 + k]);
+}
+
+// ops::linear on the CPU (the bias added inside the GEMM) gives the bits of matmul then add_bias,
+// on every ISA level and in the bf16 matrix-product mode where the CPU has it; a bias that does
+// not match the weight is refused.
+TEST(Ops, LinearHasTheBitsOfMatmulThenAddBias) {
+  const cpu::Isa saved = cpu::isa();
+  Generator g(3);
+  for (cpu::Isa level : {cpu::Isa::generic, cpu::Isa::avx2, cpu::Isa::avx512}) {
+    if (level > cpu::detected_isa()) continue;
+    cpu::set_isa(level);
+    for (Precision prec : {Precision::fp32, Precision::bf16}) {
+      if (prec == Precision::bf16 && !cpu::bf16_available()) continue;
+      set_cpu_matmul_precision(prec);
+      for (auto [m, n, k] : {std::array<int64_t, 3>{1, 1, 1}, {37, 30, 129}, {640, 300, 128}}) {
+        const Tensor x = Tensor::randn({m, k}, g), w = Tensor::randn({n, k}, g),
+                     b = Tensor::randn({n}, g);
+        EXPECT_EQ(ops::linear(x, w, b).to_vector<float>(),
+                  ops::add_bias(ops::matmul(x, w, false, true), b).to_vector<float>())
+            << cpu::isa_name(level) << " " << precision_name(prec) << " " << m << "x" << n << "x"
+            << k;
+      }
+      set_cpu_matmul_precision(Precision::fp32);
+    }
+  }
+  cpu::set_isa(saved);
+  EXPECT_THROW(ops::linear(Tensor::ones({2, 3}), Tensor::ones({4, 3}), Tensor::ones({3})),
+               ShapeError);
 }
 
 // dropout_apply is dropout_forward's output without the mask kept, and on a gradient its

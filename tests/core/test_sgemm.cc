@@ -125,7 +125,7 @@ int check_once(const Operands& o, float alpha, float beta, uint32_t seed) {
       c[i * o.ldc + j] = beta == 0.f ? nan : c0[i * o.ldc + j];
     }
   (g_variant.bf16 ? cpu::sbgemm : cpu::sgemm)(o.ta, o.tb, o.m, o.n, o.k, alpha, o.a.data(), o.lda,
-                                              o.b.data(), o.ldb, beta, c.data(), o.ldc);
+                                              o.b.data(), o.ldb, beta, c.data(), o.ldc, nullptr);
   const std::string what = variant_name(g_variant) + " ta=" + std::to_string(o.ta) +
                            " tb=" + std::to_string(o.tb) + " m=" + std::to_string(o.m) +
                            " n=" + std::to_string(o.n) + " k=" + std::to_string(o.k) +
@@ -216,6 +216,51 @@ TEST_P(Sgemm, LargeShapesCrossBlockBoundaries) {
           EXPECT_EQ(check_once(o, 1.f, 0.f, seed), 0);
         }
       }
+}
+
+// The bias argument (a linear layer's, added strip by strip inside the loop nest) gives the bits
+// of the product followed by a separate c[i,j] += bias[j], for every transpose, alpha and beta,
+// the edge sizes (k = 0 and alpha = 0 take the path without a kernel), shapes crossing the KC, MC
+// and NC blocks, and 1-2 threads; the padding of C stays untouched.
+TEST_P(Sgemm, BiasAddedInTheLoopHasTheBitsOfASeparatePass) {
+  ThreadsGuard guard;
+  struct Shape3 {
+    int64_t m, n, k;
+  };
+  const Shape3 shapes[] = {{1, 1, 1},      {7, 33, 0},    {9, 17, 31},
+                           {70, 45, 1025}, {13, 8300, 9}, {300, 500, 700}};
+  const AlphaBeta alpha_betas[] = {{1.f, 0.f}, {2.f, 0.5f}, {0.f, 1.f}};
+  auto product = g_variant.bf16 ? cpu::sbgemm : cpu::sgemm;
+  uint32_t seed = 500;
+  int bad = 0;
+  for (const auto& s : shapes)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        const Operands o = make_operands(ta, tb, s.m, s.n, s.k, seed++);
+        std::mt19937 gen(seed);
+        std::uniform_real_distribution<float> u(-1.f, 1.f);
+        std::vector<float> bias(static_cast<size_t>(o.n)), c0(static_cast<size_t>(o.m * o.ldc));
+        for (auto& v : bias) v = u(gen);
+        for (int64_t i = 0; i < o.m * o.ldc; ++i) c0[i] = i % o.ldc < o.n ? u(gen) : kPad;
+        for (int threads : {1, 2})
+          for (const auto& ab : alpha_betas) {
+            set_num_threads(threads);
+            std::vector<float> fused = c0, want = c0;
+            product(ta, tb, o.m, o.n, o.k, ab.alpha, o.a.data(), o.lda, o.b.data(), o.ldb, ab.beta,
+                    fused.data(), o.ldc, bias.data());
+            product(ta, tb, o.m, o.n, o.k, ab.alpha, o.a.data(), o.lda, o.b.data(), o.ldb, ab.beta,
+                    want.data(), o.ldc, nullptr);
+            for (int64_t i = 0; i < o.m; ++i)
+              for (int64_t j = 0; j < o.n; ++j) want[i * o.ldc + j] += bias[j];
+            if (std::memcmp(fused.data(), want.data(), fused.size() * sizeof(float)) != 0 &&
+                ++bad <= 3)
+              ADD_FAILURE() << variant_name(g_variant) << " ta=" << ta << " tb=" << tb
+                            << " m=" << o.m << " n=" << o.n << " k=" << o.k << " alpha=" << ab.alpha
+                            << " beta=" << ab.beta << " threads=" << threads
+                            << ": the bias in the GEMM differs from adding it after";
+          }
+      }
+  EXPECT_EQ(bad, 0);
 }
 
 TEST_P(Sgemm, InsideParallelRegionRunsSingleThreadedAndCorrect) {

@@ -14,8 +14,8 @@ using backend::GemmDims;
 
 // c[m,n] = alpha * op(a) op(b) + beta * c on raw, densely packed row-major pointers.
 void gemm_raw(const float* a, const float* b, float* c, const GemmDims& d, bool ta, bool tb,
-              float alpha, float beta) {
-  gemm(ta, tb, d.m, d.n, d.k, alpha, a, ta ? d.m : d.k, b, tb ? d.k : d.n, beta, c, d.n);
+              float alpha, float beta, const float* bias = nullptr) {
+  gemm(ta, tb, d.m, d.n, d.k, alpha, a, ta ? d.m : d.k, b, tb ? d.k : d.n, beta, c, d.n, bias);
 }
 
 }  // namespace
@@ -32,6 +32,18 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   Tensor c = Tensor::empty({d.m, d.n});
   gemm_raw(a.data<float>(), b.data<float>(), c.data<float>(), d, ta, tb, 1.f, 0.f);
   return c;
+}
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  require_cpu_f32("linear", {&x, &w, &b});
+  const GemmDims d = backend::checked_gemm("linear", x, w, nullptr, false, true);
+  ADA_CHECK_ARG(b.dim() == 1 && b.size(0) == d.n, ShapeError)
+      << "linear: bias " << b.str() << " does not match the " << d.n << " outputs of weight "
+      << w.str();
+  Tensor y = Tensor::empty({d.m, d.n});
+  gemm_raw(x.data<float>(), w.data<float>(), y.data<float>(), d, false, true, 1.f, 0.f,
+           b.data<float>());
+  return y;
 }
 
 void gemm_batched(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, float alpha,

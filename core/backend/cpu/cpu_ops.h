@@ -56,6 +56,8 @@ void cast_out(const Tensor& src, Tensor& dst);
 void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b, float alpha,
           float beta);
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b);
+// x w^T + b with the bias added in the GEMM (sgemm's bias): the bits of matmul then add_bias.
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);
 void gemm_batched(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b,
                   float alpha, float beta);
 Tensor bmm(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b);

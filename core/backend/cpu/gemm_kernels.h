@@ -22,6 +22,9 @@ struct Problem {
   float beta;
   float* c;
   int64_t ldc;
+  // When set, c[i][j] += bias[j] once the product is complete (a linear layer's bias), strip by
+  // strip while the strip is in cache: the additions a separate pass makes, in the same rounding.
+  const float* bias = nullptr;
 };
 
 // Cache-block steps the driver picked for one thread's rectangle (multiples of mr / nr).

@@ -32,6 +32,15 @@ inline void merge_tile(const float* t, int64_t ldt, float* c, int64_t ldc, int64
   }
 }
 
+// c[i0 : i0+mc, j0 : j0+nr] += bias[j0 : j0+nr]: a strip the micro-kernels have just finished.
+inline void add_bias_strip(const Problem& g, int64_t i0, int64_t mc, int64_t j0, int64_t nr) {
+  const float* b = g.bias + j0;
+  for (int64_t i = 0; i < mc; ++i) {
+    float* ci = g.c + (i0 + i) * g.ldc + j0;
+    for (int64_t j = 0; j < nr; ++j) ci[j] += b[j];
+  }
+}
+
 template <class K>
 void gemm_block(const Problem& g, int64_t m0, int64_t m1, int64_t n0, int64_t n1, const Steps& s,
                 float* pa_raw, float* pb_raw) {
@@ -59,6 +68,7 @@ void gemm_block(const Problem& g, int64_t m0, int64_t m1, int64_t n0, int64_t n1
             else
               K::edge(ks, pa + ir * ks, bp, ct, g.ldc, mr, nr, g.alpha, beta);
           }
+          if (g.bias && pc + kc == g.k) add_bias_strip(g, ic, mc, jc + jr, nr);
         }
       }
     }

@@ -41,6 +41,13 @@ void scale_c(float* c, int64_t m, int64_t n, int64_t ldc, float beta) {
   }
 }
 
+// c[i,j] += bias[j] (nothing when bias is null): for the products no kernel runs.
+void add_bias_after(float* c, int64_t m, int64_t n, int64_t ldc, const float* bias) {
+  if (!bias) return;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] += bias[j];
+}
+
 // Empty products and alpha = 0 leave only c = beta c: done here, true when nothing is left.
 bool trivial_product(int64_t m, int64_t n, int64_t k, float alpha, float beta, float* c,
                      int64_t ldc) {
@@ -204,32 +211,37 @@ const char* sbgemm_kernel_name() {
 }
 
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (trivial_product(m, n, k, alpha, beta, c, ldc)) return;
-  if (const Kernel* kern = f32_kernel())
-    run(*kern, Problem{trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc});
-  else
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+           const float* bias) {
+  if (trivial_product(m, n, k, alpha, beta, c, ldc)) return add_bias_after(c, m, n, ldc, bias);
+  if (const Kernel* kern = f32_kernel()) {
+    run(*kern, Problem{trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias});
+  } else {
     eigen_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    add_bias_after(c, m, n, ldc, bias);
+  }
 }
 
 void sbgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
             const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-            int64_t ldc) {
+            int64_t ldc, const float* bias) {
   if (!bf16_available()) {  // the reason is built only when refusing
     std::string why;
     bf16_available(&why);
     ADA_THROW(DeviceError) << "bf16 matrix products: " << why;
   }
-  if (trivial_product(m, n, k, alpha, beta, c, ldc)) return;
-  run(*bf16_kernel(), Problem{trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc});
+  if (trivial_product(m, n, k, alpha, beta, c, ldc)) return add_bias_after(c, m, n, ldc, bias);
+  run(*bf16_kernel(),
+      Problem{trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias});
 }
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+          const float* bias) {
   if (g_precision.load(std::memory_order_relaxed) == Precision::bf16)
-    sbgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    sbgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
   else
-    sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
 }
 
 }  // namespace cpu
