@@ -298,8 +298,13 @@ void linear_weight_grad(const Tensor& dy, const Tensor& x, DType dw_type, Tensor
     if (::ada::cuda::linear_weight_grad_lt(dy, x, dw, db)) return;
   }
 #endif
-  dw = matmul(dy, x, true, false, dw_type);
-  db = bias_grad(dy);
+  if (any_cuda(dy, x) || any16(dy, x) || dw_type != DType::f32) {
+    dw = matmul(dy, x, true, false, dw_type);
+    db = bias_grad(dy);
+    return;
+  }
+  ::ada::cpu::OpTimer timer("linear_weight_grad");
+  ::ada::cpu::linear_weight_grad(dy, x, dw, db);
 }
 void gemm_batched(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b,
                   float alpha, float beta) {

@@ -95,7 +95,7 @@ Tensor bmm(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, DType out = DType::f32);
 // Its weight and bias gradients from dy [M, N] and x [M, K]: dw = dy^T x in `dw_type`, db = the
 // column sums of dy (f32), as matmul and bias_grad give them; on a GPU, with an f32 dw, both from
-// one cuBLASLt GEMM where one is offered.
+// one cuBLASLt GEMM where one is offered; on the CPU (f32) db is summed as the GEMM packs dy.
 void linear_weight_grad(const Tensor& dy, const Tensor& x, DType dw_type, Tensor& dw, Tensor& db);
 
 // ---- convolution and pooling (NCHW) ----------------------------------------------------------

@@ -859,6 +859,39 @@ TEST(Ops, LinearHasTheBitsOfMatmulThenAddBias) {
                ShapeError);
 }
 
+// ops::linear_weight_grad on the CPU (the bias gradient summed as the weight gradient's GEMM packs
+// dy) gives the bits of matmul and bias_grad, on every ISA level, fp32 and bf16 products, 1-2
+// threads.
+TEST(Ops, LinearWeightGradHasTheBitsOfMatmulAndBiasGrad) {
+  const cpu::Isa saved = cpu::isa();
+  const int saved_threads = num_threads();
+  Generator g(4);
+  for (cpu::Isa level : {cpu::Isa::generic, cpu::Isa::avx2, cpu::Isa::avx512}) {
+    if (level > cpu::detected_isa()) continue;
+    cpu::set_isa(level);
+    for (Precision prec : {Precision::fp32, Precision::bf16}) {
+      if (prec == Precision::bf16 && !cpu::bf16_available()) continue;
+      set_cpu_matmul_precision(prec);
+      for (int threads : {1, 2})
+        for (auto [m, n, k] : {std::array<int64_t, 3>{1, 1, 1}, {37, 30, 129}, {640, 300, 128}}) {
+          set_num_threads(threads);
+          const Tensor dy = Tensor::randn({m, n}, g), x = Tensor::randn({m, k}, g);
+          Tensor dw, db;
+          ops::linear_weight_grad(dy, x, DType::f32, dw, db);
+          const std::string what = std::string(cpu::isa_name(level)) + " " + precision_name(prec) +
+                                   " threads " + std::to_string(threads);
+          EXPECT_EQ(dw.shape(), (Shape{n, k})) << what;
+          EXPECT_EQ(dw.to_vector<float>(), ops::matmul(dy, x, true, false).to_vector<float>())
+              << what;
+          EXPECT_EQ(db.to_vector<float>(), ops::bias_grad(dy).to_vector<float>()) << what;
+        }
+      set_cpu_matmul_precision(Precision::fp32);
+    }
+  }
+  set_num_threads(saved_threads);
+  cpu::set_isa(saved);
+}
+
 // dropout_apply is dropout_forward's output without the mask kept, and on a gradient its
 // backward, bit for bit; fn::dropout's backward regenerates that mask.
 TEST(Ops, DropoutApplyIsTheStoredMasksProduct) {

@@ -125,7 +125,8 @@ int check_once(const Operands& o, float alpha, float beta, uint32_t seed) {
       c[i * o.ldc + j] = beta == 0.f ? nan : c0[i * o.ldc + j];
     }
   (g_variant.bf16 ? cpu::sbgemm : cpu::sgemm)(o.ta, o.tb, o.m, o.n, o.k, alpha, o.a.data(), o.lda,
-                                              o.b.data(), o.ldb, beta, c.data(), o.ldc, nullptr);
+                                              o.b.data(), o.ldb, beta, c.data(), o.ldc, nullptr,
+                                              nullptr);
   const std::string what = variant_name(g_variant) + " ta=" + std::to_string(o.ta) +
                            " tb=" + std::to_string(o.tb) + " m=" + std::to_string(o.m) +
                            " n=" + std::to_string(o.n) + " k=" + std::to_string(o.k) +
@@ -247,9 +248,9 @@ TEST_P(Sgemm, BiasAddedInTheLoopHasTheBitsOfASeparatePass) {
             set_num_threads(threads);
             std::vector<float> fused = c0, want = c0;
             product(ta, tb, o.m, o.n, o.k, ab.alpha, o.a.data(), o.lda, o.b.data(), o.ldb, ab.beta,
-                    fused.data(), o.ldc, bias.data());
+                    fused.data(), o.ldc, bias.data(), nullptr);
             product(ta, tb, o.m, o.n, o.k, ab.alpha, o.a.data(), o.lda, o.b.data(), o.ldb, ab.beta,
-                    want.data(), o.ldc, nullptr);
+                    want.data(), o.ldc, nullptr, nullptr);
             for (int64_t i = 0; i < o.m; ++i)
               for (int64_t j = 0; j < o.n; ++j) want[i * o.ldc + j] += bias[j];
             if (std::memcmp(fused.data(), want.data(), fused.size() * sizeof(float)) != 0 &&
@@ -261,6 +262,51 @@ TEST_P(Sgemm, BiasAddedInTheLoopHasTheBitsOfASeparatePass) {
           }
       }
   EXPECT_EQ(bad, 0);
+}
+
+// row_sums (a linear layer's bias gradient, summed as the loop nest packs a transposed A) are the
+// double sums over p of op(a)[i, p] in the order of p, to the bit, whatever the blocking and the
+// threads' grid (shapes whose N is split between threads, k crossing KC, m crossing MC, k = 0
+// and alpha = 0 without a kernel); the product is unchanged; an untransposed A is refused.
+TEST_P(Sgemm, RowSumsOfATransposedAHaveTheBitsOfSequentialDoubleSums) {
+  ThreadsGuard guard;
+  struct Shape3 {
+    int64_t m, n, k;
+  };
+  const Shape3 shapes[] = {{1, 1, 1}, {7, 33, 0}, {9, 600, 31}, {500, 45, 1025}, {13, 8300, 9}};
+  auto product = g_variant.bf16 ? cpu::sbgemm : cpu::sgemm;
+  uint32_t seed = 700;
+  for (const auto& s : shapes)
+    for (bool tb : {false, true}) {
+      const Operands o = make_operands(true, tb, s.m, s.n, s.k, seed++);
+      std::vector<float> want(static_cast<size_t>(o.m));
+      for (int64_t i = 0; i < o.m; ++i) {
+        double acc = 0;
+        for (int64_t p = 0; p < o.k; ++p) acc += o.a[p * o.lda + i];
+        want[i] = static_cast<float>(acc);
+      }
+      for (int threads : {1, 2, 3})
+        for (float alpha : {1.f, 0.f}) {
+          set_num_threads(threads);
+          std::vector<float> c(static_cast<size_t>(o.m * o.ldc), 0.f), plain = c;
+          std::vector<float> sums(static_cast<size_t>(o.m), -1.f);
+          product(true, tb, o.m, o.n, o.k, alpha, o.a.data(), o.lda, o.b.data(), o.ldb, 0.f,
+                  c.data(), o.ldc, nullptr, sums.data());
+          product(true, tb, o.m, o.n, o.k, alpha, o.a.data(), o.lda, o.b.data(), o.ldb, 0.f,
+                  plain.data(), o.ldc, nullptr, nullptr);
+          const std::string what = variant_name(g_variant) + " m=" + std::to_string(o.m) +
+                                   " n=" + std::to_string(o.n) + " k=" + std::to_string(o.k) +
+                                   " tb=" + std::to_string(tb) + " alpha=" + std::to_string(alpha) +
+                                   " threads=" + std::to_string(threads);
+          EXPECT_EQ(sums, want) << what;
+          EXPECT_EQ(c, plain) << what;
+        }
+    }
+  std::vector<float> c(4), sums(2);
+  const std::vector<float> a(4, 1.f);
+  EXPECT_THROW(cpu::sgemm(false, false, 2, 2, 2, 1.f, a.data(), 2, a.data(), 2, 0.f, c.data(), 2,
+                          nullptr, sums.data()),
+               ShapeError);
 }
 
 TEST_P(Sgemm, InsideParallelRegionRunsSingleThreadedAndCorrect) {

@@ -14,8 +14,9 @@ using backend::GemmDims;
 
 // c[m,n] = alpha * op(a) op(b) + beta * c on raw, densely packed row-major pointers.
 void gemm_raw(const float* a, const float* b, float* c, const GemmDims& d, bool ta, bool tb,
-              float alpha, float beta, const float* bias = nullptr) {
-  gemm(ta, tb, d.m, d.n, d.k, alpha, a, ta ? d.m : d.k, b, tb ? d.k : d.n, beta, c, d.n, bias);
+              float alpha, float beta, const float* bias = nullptr, float* row_sums = nullptr) {
+  gemm(ta, tb, d.m, d.n, d.k, alpha, a, ta ? d.m : d.k, b, tb ? d.k : d.n, beta, c, d.n, bias,
+       row_sums);
 }
 
 }  // namespace
@@ -44,6 +45,15 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   gemm_raw(x.data<float>(), w.data<float>(), y.data<float>(), d, false, true, 1.f, 0.f,
            b.data<float>());
   return y;
+}
+
+void linear_weight_grad(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& db) {
+  require_cpu_f32("linear_weight_grad", {&dy, &x});
+  const GemmDims d = backend::checked_gemm("linear_weight_grad", dy, x, nullptr, true, false);
+  dw = Tensor::empty({d.m, d.n});
+  db = Tensor::empty({d.m});
+  gemm_raw(dy.data<float>(), x.data<float>(), dw.data<float>(), d, true, false, 1.f, 0.f, nullptr,
+           db.data<float>());
 }
 
 void gemm_batched(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, float alpha,

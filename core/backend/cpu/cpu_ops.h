@@ -58,6 +58,9 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b);
 // x w^T + b with the bias added in the GEMM (sgemm's bias): the bits of matmul then add_bias.
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);
+// dw = dy^T x and db = the column sums of dy from one GEMM (sgemm's row_sums): the bits of matmul
+// and bias_grad.
+void linear_weight_grad(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& db);
 void gemm_batched(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b,
                   float alpha, float beta);
 Tensor bmm(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b);

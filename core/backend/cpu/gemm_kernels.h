@@ -25,6 +25,10 @@ struct Problem {
   // When set, c[i][j] += bias[j] once the product is complete (a linear layer's bias), strip by
   // strip while the strip is in cache: the additions a separate pass makes, in the same rounding.
   const float* bias = nullptr;
+  // When set (trans_a only), row_sums[i] += op(a)[i, p] for every p, in the order of p, in
+  // double, as the blocks of op(a) are packed: a linear layer's bias gradient (the column sums of
+  // dy) from the reads its weight gradient makes anyway. The caller zeroes the m sums.
+  double* row_sums = nullptr;
 };
 
 // Cache-block steps the driver picked for one thread's rectangle (multiples of mr / nr).

@@ -41,6 +41,16 @@ inline void add_bias_strip(const Problem& g, int64_t i0, int64_t mc, int64_t j0,
   }
 }
 
+// row_sums[i0 + i] += op(a)[i0 + i, p0 + p] for the block just packed (op(a) = a^T: k step p is the
+// contiguous run a[p0 + p][i0 : i0 + mc], still in cache), p in order.
+inline void add_row_sums(const Problem& g, int64_t i0, int64_t mc, int64_t p0, int64_t kc) {
+  double* s = g.row_sums + i0;
+  for (int64_t p = 0; p < kc; ++p) {
+    const float* run = g.a + (p0 + p) * g.lda + i0;
+    for (int64_t i = 0; i < mc; ++i) s[i] += run[i];
+  }
+}
+
 template <class K>
 void gemm_block(const Problem& g, int64_t m0, int64_t m1, int64_t n0, int64_t n1, const Steps& s,
                 float* pa_raw, float* pb_raw) {
@@ -57,6 +67,8 @@ void gemm_block(const Problem& g, int64_t m0, int64_t m1, int64_t n0, int64_t n1
       for (int64_t ic = m0; ic < m1; ic += s.mc) {
         const int64_t mc = imin(s.mc, m1 - ic);
         K::pack_a(g, ic, mc, pc, kc, pa);
+        // Once per element: the threads whose rectangles start at column 0, in their first block.
+        if (g.row_sums && jc == 0) add_row_sums(g, ic, mc, pc, kc);
         for (int64_t jr = 0; jr < nc; jr += K::kNR) {
           const int64_t nr = imin(K::kNR, nc - jr);
           const P* bp = pb + jr * ks;

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <new>
 #include <string>
+#include <vector>
 
 #include <Eigen/Core>
 
@@ -47,6 +48,36 @@ void add_bias_after(float* c, int64_t m, int64_t n, int64_t ldc, const float* bi
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) c[i * ldc + j] += bias[j];
 }
+
+// The row sums of op(a) a caller asked for (sgemm's row_sums): double accumulators the loop nest
+// adds to as it packs (acc()), or direct() where no kernel runs; written out as floats when done.
+class RowSums {
+ public:
+  RowSums(bool trans_a, int64_t m, int64_t k, const float* a, int64_t lda, float* out)
+      : m_(m), k_(k), a_(a), lda_(lda), out_(out) {
+    if (!out_) return;
+    ADA_CHECK_ARG(trans_a, ShapeError) << "sgemm: row sums of op(a) are summed only for a "
+                                          "transposed a (a linear layer's dy^T)";
+    acc_.assign(static_cast<size_t>(std::max<int64_t>(m, 0)), 0.0);
+  }
+  ~RowSums() {
+    for (int64_t i = 0; i < (out_ ? m_ : 0); ++i) out_[i] = static_cast<float>(acc_[i]);
+  }
+  double* acc() { return out_ ? acc_.data() : nullptr; }
+  // The same additions, in the same order, without a kernel.
+  void direct() {
+    if (!out_) return;
+    for (int64_t p = 0; p < k_; ++p)
+      for (int64_t i = 0; i < m_; ++i) acc_[i] += a_[p * lda_ + i];
+  }
+
+ private:
+  int64_t m_, k_;
+  const float* a_;
+  int64_t lda_;
+  float* out_;
+  std::vector<double> acc_;
+};
 
 // Empty products and alpha = 0 leave only c = beta c: done here, true when nothing is left.
 bool trivial_product(int64_t m, int64_t n, int64_t k, float alpha, float beta, float* c,
@@ -212,36 +243,46 @@ const char* sbgemm_kernel_name() {
 
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
-           const float* bias) {
-  if (trivial_product(m, n, k, alpha, beta, c, ldc)) return add_bias_after(c, m, n, ldc, bias);
+           const float* bias, float* row_sums) {
+  RowSums sums(trans_a, m, k, a, lda, row_sums);
+  if (trivial_product(m, n, k, alpha, beta, c, ldc)) {
+    sums.direct();
+    return add_bias_after(c, m, n, ldc, bias);
+  }
   if (const Kernel* kern = f32_kernel()) {
-    run(*kern, Problem{trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias});
+    run(*kern,
+        Problem{trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias, sums.acc()});
   } else {
     eigen_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     add_bias_after(c, m, n, ldc, bias);
+    sums.direct();
   }
 }
 
 void sbgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
             const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-            int64_t ldc, const float* bias) {
+            int64_t ldc, const float* bias, float* row_sums) {
   if (!bf16_available()) {  // the reason is built only when refusing
     std::string why;
     bf16_available(&why);
     ADA_THROW(DeviceError) << "bf16 matrix products: " << why;
   }
-  if (trivial_product(m, n, k, alpha, beta, c, ldc)) return add_bias_after(c, m, n, ldc, bias);
+  RowSums sums(trans_a, m, k, a, lda, row_sums);
+  if (trivial_product(m, n, k, alpha, beta, c, ldc)) {
+    sums.direct();
+    return add_bias_after(c, m, n, ldc, bias);
+  }
   run(*bf16_kernel(),
-      Problem{trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias});
+      Problem{trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias, sums.acc()});
 }
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
-          const float* bias) {
+          const float* bias, float* row_sums) {
   if (g_precision.load(std::memory_order_relaxed) == Precision::bf16)
-    sbgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
+    sbgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias, row_sums);
   else
-    sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
+    sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias, row_sums);
 }
 
 }  // namespace cpu

@@ -18,20 +18,23 @@ namespace ada::cpu {
 // region (omp_in_parallel()). c must not alias a or b.
 // bias (n floats, optional): then c[i,j] += bias[j] after the product, as a separate pass would
 // add it (the same bits), but while each strip of c is still in cache.
+// row_sums (m floats, optional; trans_a only, else ShapeError): row_sums[i] = the sum over p of
+// op(a)[i,p] (= a[p,i]), summed in double in the order of p, as a is read for packing: a linear
+// layer's bias gradient from its weight gradient's product, the bits of cpu::bias_grad.
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
-           const float* bias = nullptr);
+           const float* bias = nullptr, float* row_sums = nullptr);
 
 // The same product with a and b rounded to bfloat16 (round to nearest even) and the products
 // summed in fp32. DeviceError when cpu::bf16_available() is false.
 void sbgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
             const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-            int64_t ldc, const float* bias = nullptr);
+            int64_t ldc, const float* bias = nullptr, float* row_sums = nullptr);
 
 // What the ops call: sgemm, or sbgemm when cpu_matmul_precision() is bf16 (core/precision.h).
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
-          const float* bias = nullptr);
+          const float* bias = nullptr, float* row_sums = nullptr);
 
 // The fp32 kernel in use, e.g. "avx512f 8x32"; for logs and benchmarks.
 const char* sgemm_kernel_name();
