@@ -1111,8 +1111,14 @@ class EndToEnd(unittest.TestCase):
         rc, out = self.run_study(study_text(self.base, changed))
         self.assertEqual(rc, 0, out)
         self.assertIn("4 finished cell(s) taken from", out)
+        self.assertNotIn("more there are not cells of this run", out)
         self.assertIn("(4 cached, 0 to run)", out)
         self.assertEqual(len(self.cells()), 4)
+        # A method the study no longer has: its published cells are counted apart, not taken.
+        rc, out = self.run_study(study_text(self.base, changed.splitlines(True)[1]), "--dry-run")
+        self.assertEqual(rc, 0, out)
+        self.assertIn("2 finished cell(s) taken from", out)
+        self.assertIn("(2 more there are not cells of this run", out)
         with open(os.path.join(self.results, "report.md")) as f:
             self.assertIn("Commit:", f.read())
 

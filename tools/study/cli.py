@@ -217,7 +217,11 @@ def main(argv=None):
     if confirm_new():
         stale_why = find_stale()
     if from_report:
-        print(f"study.py: {from_report} finished cell(s) taken from {os.path.relpath(results, ROOT)}/cells.json")
+        left = len(published) - from_report
+        print(f"study.py: {from_report} finished cell(s) taken from {os.path.relpath(results, ROOT)}/cells.json"
+              + (f" ({left} more there are not cells of this run: seeds of points not chosen yet here (stale cells "
+                 f"choose nothing until they rerun; --any-trainer keeps them), or settings the study no longer has)"
+                 if left > 0 else ""))
     if stale_why:
         print(f"study.py: {len(stale_why)} finished cell(s) are stale (another trainer version; e.g. "
               f"{next(iter(stale_why.values()))}): they run again when selected; --any-trainer keeps them")
