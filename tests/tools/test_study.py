@@ -1114,6 +1114,12 @@ class EndToEnd(unittest.TestCase):
         self.assertNotIn("more there are not cells of this run", out)
         self.assertIn("(4 cached, 0 to run)", out)
         self.assertEqual(len(self.cells()), 4)
+        # --report-only with --results naming a folder without cells.json (and no runs): said so, exit 1.
+        empty = os.path.join(self.tmp, "empty_results")
+        os.makedirs(empty)
+        rc, out = self.run_study(study_text(self.base, changed), "--report-only", "--results", empty)
+        self.assertEqual(rc, 1, out)
+        self.assertIn(f"no {empty}/cells.json: nothing to report", out)
         # A method the study no longer has: its published cells are counted apart, not taken.
         rc, out = self.run_study(study_text(self.base, changed.splitlines(True)[1]), "--dry-run")
         self.assertEqual(rc, 0, out)

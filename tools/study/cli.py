@@ -17,6 +17,12 @@ from .spec import ROOT, Study, StudyError, column, fmt_metric, fmt_time, point_l
 ONLY_KEYS = ("method", "ranks", "micro_batches", "variant", "seed", "point")
 
 
+def shown(path):
+    """A path as messages name it: relative to the repository inside it, else as it is."""
+    path = os.path.abspath(path)
+    return os.path.relpath(path, ROOT) if path.startswith(ROOT + os.sep) else path
+
+
 def parse_only(only):
     """--only method=a,b --only ranks=4 -> {'method': {'a','b'}, 'ranks': {'4'}}"""
     out = {}
@@ -102,7 +108,7 @@ def chosen(study, results, spec):
     records = [r for r in load_published(path).values()
                if r["method"] == method and r["ranks"] == int(ranks) and r["status"] in ("ok", "diverged")]
     if not records:
-        raise StudyError(f"--chosen {spec}: {os.path.relpath(path, ROOT)} has no finished cell of method "
+        raise StudyError(f"--chosen {spec}: {shown(path)} has no finished cell of method "
                          f"{method} at {ranks} ranks (ranks studied: {', '.join(map(str, study.ranks))})")
     row = best_rows(study, aggregate(study, records))[0]
     # The trainer overrides of the chosen point's first-seed cell, resolved as the study ran it
@@ -218,7 +224,7 @@ def main(argv=None):
         stale_why = find_stale()
     if from_report:
         left = len(published) - from_report
-        print(f"study.py: {from_report} finished cell(s) taken from {os.path.relpath(results, ROOT)}/cells.json"
+        print(f"study.py: {from_report} finished cell(s) taken from {shown(results)}/cells.json"
               + (f" ({left} more there are not cells of this run: seeds of points not chosen yet here (stale cells "
                  f"choose nothing until they rerun; --any-trainer keeps them), or settings the study no longer has)"
                  if left > 0 else ""))
@@ -238,7 +244,7 @@ def main(argv=None):
     n_cached = len(cells) - sum(v is None for v in cached.values()) - len(stale_why)
     print(f"study.py: {study.name}: {study.planned()} cells ({n_cached} cached"
           + (f", {len(stale_why)} stale" if stale_why else "") + f", {len(todo) if not args.report_only else 0} "
-          f"to run); runs in {os.path.relpath(runs, ROOT)}")
+          f"to run); runs in {shown(runs)}")
     if args.dry_run:
         for c in cells:
             state = ("stale" if c.name in stale_why else "cached") if cached[c.name] else \
@@ -329,9 +335,15 @@ def main(argv=None):
         print(f"study.py: {e}", file=sys.stderr)
         return 2
     if not records:
+        if args.report_only:  # a report is redrawn from cells.json and the run folders
+            print(f"study.py: --report-only: no finished cells in {shown(runs)} and no "
+                  f"{shown(os.path.join(results, 'cells.json'))}: nothing to report (--results "
+                  f"names the folder the report is read from and written to: to redraw a published report "
+                  f"elsewhere, copy its cells.json there first)", file=sys.stderr)
+            return 1
         print("study.py: no finished cells yet: nothing to report")
         return 1 if failures else 0
-    print(f"study.py: report {os.path.relpath(os.path.join(results, 'report.md'), ROOT)} "
+    print(f"study.py: report {shown(os.path.join(results, 'report.md'))} "
           f"({len([r for r in records if r['status'] != 'failed'])}/{study.planned()} cells)")
     if failures:
         print(f"study.py: {failures} cell(s) failed; see the report's 'Failed cells' and their logs", file=sys.stderr)
