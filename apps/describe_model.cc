@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
     if (!ada::cli::parse_command_line(app, argc, argv, "describe_model NAME [key=value ...]"))
       return 0;
     ada::Config cfg = ada::Config::parse("name: " + name, "command line");
-    for (const auto& o : overrides) cfg.set_override(o);
+    for (const auto& o : overrides) cfg.set_override(o, "given as " + o);
     const auto& factory = ada::nn::builtin_models().get(cfg.get<std::string>("name"), "model name");
     ada::nn::init::ShapesOnly shapes_only;
     auto model = factory(cfg, 0);
