@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <cerrno>
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <regex>
@@ -101,7 +103,14 @@ std::vector<std::string> remove_stale_temporaries(const std::string& dir) {
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) return removed;
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    if (!e.is_regular_file(ec) || !is_atomic_temporary(e.path().filename().string())) continue;
+    const std::string name = e.path().filename().string();
+    if (!e.is_regular_file(ec) || !is_atomic_temporary(name)) continue;
+    // ".<name>.tmp.<pid>.<n>": a writer still running (kill(pid, 0) succeeds, or is refused by
+    // permission) keeps its temporary.
+    const size_t last = name.rfind('.'), before = name.rfind('.', last - 1);
+    const long pid = std::strtol(name.c_str() + before + 1, nullptr, 10);
+    if (pid > 0 && pid != ::getpid() && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM))
+      continue;
     if (std::filesystem::remove(e.path(), ec)) removed.push_back(e.path().string());
   }
   return removed;

@@ -21,8 +21,10 @@ void write_file_atomically(const std::string& path, const std::string& text);
 
 // True for a name write_file_atomically uses for its temporaries.
 bool is_atomic_temporary(const std::string& file_name);
-// Removes such temporaries from `dir` (not recursive); returns their paths. Call only when no
-// other process writes into `dir`.
+// Removes such temporaries from `dir` (not recursive) whose writer (the PID in the name) is no
+// longer running on this machine; returns their paths. A live writer's are left alone, but the
+// PID says nothing about other machines: call only when no other process writes into `dir` (the
+// trainer holds a DirLock on its folders first).
 std::vector<std::string> remove_stale_temporaries(const std::string& dir);
 
 }  // namespace ada

@@ -194,15 +194,6 @@ void Trainer::build_step() {
                     s_.examples_per_step > 0, reducer_->name()},
       cfg_->hash());
 
-  comm::decide_on_rank0(*world_, [&] {
-    std::error_code ec;
-    std::filesystem::create_directories(s_.out_dir, ec);
-    ADA_CHECK_ARG(!ec, IoError) << cfg_->where("output.dir") << ": cannot create the run folder "
-                                << s_.out_dir << " (" << ec.message()
-                                << "); choose a writable output.dir";
-    write_file_atomically(s_.out_dir + "/config.yaml", cfg_->dump());
-    return std::string();
-  });
   log_ = std::make_unique<RunLog>(s_.out_dir, world_->rank() == 0, s_.log_every, s_.tensorboard);
   log_info("trainer built from commit {} (trainer version {})", build_commit(), build_version());
   log_info(
@@ -225,10 +216,37 @@ void Trainer::build_step() {
 int Trainer::run() {
   build();
   if (args_.describe) return 0;
+  // One run at a time in a folder (rank 0 holds the locks until it ends; a second run writing
+  // there would remove the first's temporaries and mix their metrics and checkpoints). The
+  // checkpoint folder is made here too, so that an unusable checkpoint.dir stops the run before
+  // its first step, not at its first checkpoint.
+  comm::decide_on_rank0(*world_, [&] {
+    const auto inside = [](const std::string& dir, const std::string& parent) {
+      const auto d = std::filesystem::weakly_canonical(dir).string(),
+                 p = std::filesystem::weakly_canonical(parent).string();
+      return d == p || d.rfind(p + "/", 0) == 0;
+    };
+    folder_locks_.emplace_back(s_.out_dir, cfg_->where("output.dir"));
+    if (!inside(s_.ckpt_dir, s_.out_dir))
+      folder_locks_.emplace_back(s_.ckpt_dir, cfg_->where("checkpoint.dir"));
+    std::error_code ec;
+    std::filesystem::create_directories(s_.ckpt_dir, ec);
+    ADA_CHECK_ARG(!ec, IoError) << cfg_->where("checkpoint.dir") << ": cannot create the "
+                                << "checkpoint folder " << s_.ckpt_dir << " (" << ec.message()
+                                << "); choose a writable checkpoint.dir (default: output.dir"
+                                << "/checkpoints)";
+    return std::string();
+  });
   if (!args_.resume.empty())
     resumed_ = checkpoints_->resume(args_.resume);
   else
     checkpoints_->start_fresh();
+  // The settings of this run, once it is known to run here (a refused resume leaves the earlier
+  // run's config.yaml as it was).
+  comm::decide_on_rank0(*world_, [&] {
+    write_file_atomically(s_.out_dir + "/config.yaml", cfg_->dump());
+    return std::string();
+  });
   step_ = resumed_.step;
   epoch_ = resumed_.epoch;
   if (const auto& p = resumed_.progress; p.contains("stop_at_best_step")) {

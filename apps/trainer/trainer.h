@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,6 +20,7 @@
 #include "apps/trainer/step_graph.h"
 #include "apps/trainer/straggler.h"
 #include "base/config.h"
+#include "base/dir_lock.h"
 #include "comm/mpi_communicator.h"
 #include "comm/reducer.h"
 #include "core/backend/cuda_runtime.h"
@@ -87,6 +89,7 @@ class Trainer {
   std::optional<Straggler> straggler_;           // train.straggler: injected delays
   std::optional<optim::LossScaler> loss_scale_;  // train.loss_scale
   std::unique_ptr<RunCheckpoints> checkpoints_;
+  std::list<DirLock> folder_locks_;  // rank 0: output.dir (and checkpoint.dir outside it)
   std::unique_ptr<RunLog> log_;
   StepMeter meter_;
   Stopwatch clock_;  // since this process started training

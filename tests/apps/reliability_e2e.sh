@@ -93,11 +93,32 @@ checkpoints)
   ls a/checkpoints/ckpt-00000020.json a/checkpoints/ckpt-00000030.json >/dev/null || fail "keep: 2 should leave steps 20 and 30"
   [ ! -e a/checkpoints/ckpt-00000010.json ] || fail "step 10 should have been pruned"
   # A fresh run into the same folder refuses, naming the way out; nothing was deleted.
-  run --set output.dir=a > a2.txt 2>&1 && fail "a fresh run into a used checkpoint folder must refuse"
+  run --set output.dir=a --set train.seed=9 > a2.txt 2>&1 && fail "a fresh run into a used checkpoint folder must refuse"
   grep -q "already holds 2 checkpoint(s) of an earlier run.*--resume auto.*checkpoint.overwrite: true" a2.txt || { cat a2.txt; fail "refusal message"; }
   [ -e a/checkpoints/ckpt-00000030.json ] || fail "the refused run deleted a checkpoint"
+  grep -q "seed: 3" a/config.yaml || { cat a/config.yaml; fail "the refused run rewrote config.yaml"; }
+  # One run at a time in a folder: a second run (fresh or resuming) is refused while the first
+  # runs, naming its process; the first goes on undisturbed. (Before any checkpoint too.)
+  run --set output.dir=busy --set train.steps=100000 --set checkpoint.every=0 > busy1.txt 2>&1 &
+  first=$!
+  for _ in $(seq 100); do [ -s busy/metrics.jsonl ] && break; sleep 0.2; done
+  [ -s busy/metrics.jsonl ] || { cat busy1.txt; fail "the long run did not start"; }
+  for extra in "" "--resume auto"; do
+    # shellcheck disable=SC2086
+    run --set output.dir=busy --set train.seed=9 $extra > busy2.txt 2>&1 && fail "a second run into a busy folder must refuse ($extra)"
+    grep -q "output.dir (set by --set output.dir=busy): busy is in use by another run (process [0-9]* on .*busy/.lock); wait for it to end" busy2.txt \
+      || { cat busy2.txt; fail "busy-folder message ($extra)"; }
+  done
+  kill -0 $first 2>/dev/null || { cat busy1.txt; fail "the first run stopped when the second was refused"; }
+  grep -q "seed: 3" busy/config.yaml || fail "the refused run rewrote the busy folder's config.yaml"
+  # SIGTERM to mpiexec (the background shell's child): the ranks stop at a step and the job ends.
+  mpiexec_pid=$(pgrep -P $first -x mpiexec || echo $first)
+  kill -TERM "$mpiexec_pid"
+  for _ in $(seq 300); do kill -0 $first 2>/dev/null || break; sleep 0.1; done
+  kill -0 $first 2>/dev/null && { kill -9 "$mpiexec_pid"; fail "busy: the long run still runs 30 s after SIGTERM"; }
+  wait $first
   # A crash's leftover temporary is removed on the next start.
-  touch a/checkpoints/.ckpt-00000040.safetensors.tmp.12345.0
+  touch a/checkpoints/.ckpt-00000040.safetensors.tmp.2147483646.0
   # Damage the newest checkpoint: resume must skip it (saying why) and take step 20; with
   # keep: 1 the valid one survives the next save's pruning.
   # (Only rank 1's optimizer state is damaged: every file of a checkpoint is checked.)
@@ -106,7 +127,7 @@ checkpoints)
   grep -q "resumed from a/checkpoints/ckpt-00000020.json" a3.txt || { cat a3.txt; fail "did not resume from step 20"; }
   grep -q "rejected a/checkpoints/ckpt-00000030.json: a/checkpoints/ckpt-00000030.optim-rank1.safetensors fails its CRC-32" a3.txt \
     || { cat a3.txt; fail "did not say why step 30 was rejected"; }
-  grep -q "removed a/checkpoints/.ckpt-00000040.safetensors.tmp.12345.0" a3.txt || { cat a3.txt; fail "stale temporary not removed"; }
+  grep -q "removed a/checkpoints/.ckpt-00000040.safetensors.tmp.2147483646.0" a3.txt || { cat a3.txt; fail "stale temporary not removed"; }
   [ -e a/checkpoints/ckpt-00000022.json ] || fail "step 22 missing"
   [ ! -e a/checkpoints/ckpt-00000021.json ] || fail "keep: 1 should have pruned step 21"
   # metrics.jsonl: the lines up to step 20 of the first run, then 21 and 22.
