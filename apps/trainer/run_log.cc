@@ -2,13 +2,17 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <vector>
 
+#include "base/atomic_file.h"
+#include "base/error.h"
 #include "base/log.h"
+#include "base/unique_fd.h"
 
 namespace ada::trainer {
 
@@ -67,6 +71,9 @@ void RunLog::open(int64_t resumed_step) {
   }
   metrics_.open(path, std::ios::trunc);
   for (const auto& l : kept) metrics_ << l << "\n";
+  metrics_.flush();
+  ADA_CHECK_ARG(metrics_.good(), IoError)
+      << "cannot write " << path << " (" << errno_text(errno) << "); the run's metrics go there";
   if (!tensorboard_.empty()) {
     std::filesystem::path out = std::filesystem::path(dir_).lexically_normal();
     if (out.filename().empty()) out = out.parent_path();  // "runs/x/"
@@ -80,6 +87,11 @@ void RunLog::write(const Json& record) {
   if (!writer_) return;
   metrics_ << record.dump() << "\n";
   metrics_.flush();
+  // A metrics line that cannot be written (a full disk) stops the run, as a checkpoint does:
+  // training on without its record would end in a run whose curves are missing.
+  ADA_CHECK_ARG(metrics_.good(), IoError)
+      << "cannot write " << dir_ << "/metrics.jsonl (" << errno_text(errno)
+      << "); the run stops here: free space (or fix the folder) and resume with --resume auto";
   if (!events_) return;
   ScalarEvent e{
       record.value("step", int64_t{0}),
@@ -124,7 +136,7 @@ void RunLog::break_line() {
 }
 
 void RunLog::write_summary(const Json& summary) {
-  if (writer_) std::ofstream(dir_ + "/summary.json") << summary.dump(2) << "\n";
+  if (writer_) write_file_atomically(dir_ + "/summary.json", summary.dump(2) + "\n");
 }
 
 }  // namespace ada::trainer

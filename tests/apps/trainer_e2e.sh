@@ -413,6 +413,15 @@ YAML
     --config tiny.yaml --set 'train.freeze=[conv1, conv2, fc1, fc2, fc3]'
   check "train.freeze (set by --set train.freeze=conv1): expected a list of strings such as [a, b], got 'conv1'" \
     --config tiny.yaml --set train.freeze=conv1
+  # Output that cannot be written stops the run, naming the file or key (a folder where
+  # metrics.jsonl goes; a checkpoint.dir under a file, before the first step).
+  mkdir -p mdir/metrics.jsonl && touch plainfile
+  check "cannot write mdir/metrics.jsonl (Is a directory)" --config tiny.yaml --set output.dir=mdir
+  mkdir -p full && ln -sf /dev/full full/metrics.jsonl  # every write: no space left
+  check "cannot write full/metrics.jsonl (No space left on device); the run stops here" --config tiny.yaml --set output.dir=full
+  check "checkpoint.dir (set by --set checkpoint.dir=plainfile/ck): cannot create the folder plainfile/ck (Not a directory)" \
+    --config tiny.yaml --set output.dir=ckdir --set checkpoint.dir=plainfile/ck
+  [ ! -e ckdir/metrics.jsonl ] || { echo "FAIL: a run with an unusable checkpoint.dir started training"; status=1; }
   exit $status
   ;;
 smoke)
