@@ -107,6 +107,13 @@ std::vector<std::pair<double, double>> AdasumReducer::take_stats() {
   return out;
 }
 
+void AdasumReducer::add_stats(const std::vector<std::pair<double, double>>& stats) {
+  if (stats.empty()) return;
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  cos_sum_ += stats[0].first;
+  cos_count_ += stats[0].second;
+}
+
 Tensor AdasumReducer::scratch(int64_t n, Device device) {
   if (!scratch_.defined() || scratch_.numel() < n || scratch_.device() != device) {
     scratch_ = Tensor();  // free the old one first: peak memory stays one scratch buffer

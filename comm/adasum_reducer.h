@@ -42,6 +42,7 @@ class AdasumReducer : public Reducer {
   const AdasumOptions& options() const { return options_; }
   std::vector<std::string> stat_names() const override { return {"adasum_pair_cos"}; }
   std::vector<std::pair<double, double>> take_stats() override;
+  void add_stats(const std::vector<std::pair<double, double>>& stats) override;
 
  private:
   // Who does what for one communicator: created collectively on the first reduce() over it and

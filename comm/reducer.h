@@ -46,6 +46,9 @@ class Reducer {
   // another thread than reduce(), but not while a reduce() of this step is still to come.
   virtual std::vector<std::string> stat_names() const { return {}; }
   virtual std::vector<std::pair<double, double>> take_stats() { return {}; }
+  // Adds (sum, count) pairs, one per stat_names() entry, to what take_stats() will return: what
+  // an earlier take_stats() gave back (a checkpoint carries the open window to a resumed run).
+  virtual void add_stats(const std::vector<std::pair<double, double>>& stats) { (void)stats; }
 };
 
 // reducer.precision: what travels between ranks. fp32 (default), or bf16 / fp16: each bucket is

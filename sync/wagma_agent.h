@@ -42,6 +42,11 @@ class WagmaAgent {
   const WagmaSchedule& schedule() const { return schedule_; }
   int64_t late_steps() const { return late_; }
   int64_t group_steps() const { return group_steps_; }
+  // A resumed run's counters so far (from its checkpoint). On the compute thread, before any step.
+  void restore_counters(int64_t late_steps, int64_t group_steps) {
+    late_ = late_steps;
+    group_steps_ = group_steps;
+  }
 
  private:
   struct Result {

@@ -87,12 +87,21 @@ StepResult WagmaSync::end_step(double local_loss) {
 NamedTensors WagmaSync::state() const {
   NamedTensors s;
   s.tensors.emplace_back("synced", Tensor::from_vector<int64_t>({synced_ ? 1 : 0}, {}));
+  // The summary's counters go on from here in a resumed run.
+  s.tensors.emplace_back("group_steps", Tensor::from_vector<int64_t>({agent_->group_steps()}, {}));
+  s.tensors.emplace_back("late_group_steps",
+                         Tensor::from_vector<int64_t>({agent_->late_steps()}, {}));
   return s;
 }
 
 void WagmaSync::load_state(const NamedTensors& state) {
-  for (const auto& [name, t] : state.tensors)
+  int64_t group_steps = 0, late = 0;  // (0 from checkpoints written before they were kept)
+  for (const auto& [name, t] : state.tensors) {
     if (name == "synced") synced_ = t.to_vector<int64_t>()[0] != 0;
+    if (name == "group_steps") group_steps = t.to_vector<int64_t>()[0];
+    if (name == "late_group_steps") late = t.to_vector<int64_t>()[0];
+  }
+  agent_->restore_counters(late, group_steps);
 }
 
 void WagmaSync::with_average_model(const std::function<void()>& fn) {

@@ -20,7 +20,7 @@ from runlog import read_metrics  # noqa: E402
 TIMINGS = {"samples_per_s", "compute_s", "comm_s", "exposed_comm_s", "wall_s", "wall_seconds",
            "compute_seconds", "comm_seconds", "exposed_comm_seconds", "peak_rss_mb_max_rank",
            "gpu_peak_allocated_mb", "commit", "trainer_version"}
-CHECKPOINT_VARYING = {"wall_seconds", "run_id", "files", "config_hash"}
+CHECKPOINT_VARYING = {"wall_seconds", "run_id", "files", "config_hash", "log_window_seconds"}
 
 
 def tensors(path):

@@ -113,6 +113,8 @@ void Checkpointer::save(const std::vector<std::pair<std::string, Tensor>>& tenso
             {"run_id", run_id_},
             {"local_optimizer_state", m.local_optimizer_state},
             {"progress", m.progress},
+            {"log_window", m.log_window},
+            {"log_window_seconds", m.log_window_seconds},
             {"tensors", fs::path(stem).filename().string() + ".safetensors"},
             {"files", files}};
   write_file_atomically(stem + ".json", j.dump(1) + "\n");  // last: now the checkpoint counts
@@ -164,6 +166,10 @@ CheckpointMeta Checkpointer::read_meta(const std::string& path) {
     m.run_id = j.at("run_id").get<std::string>();
     m.local_optimizer_state = j.at("local_optimizer_state").get<bool>();
     if (j.contains("progress")) m.progress = j.at("progress").get<std::map<std::string, double>>();
+    if (j.contains("log_window") && j.contains("log_window_seconds")) {
+      m.log_window = j.at("log_window").get<std::vector<std::vector<double>>>();
+      m.log_window_seconds = j.at("log_window_seconds").get<std::vector<std::vector<double>>>();
+    }
     for (const auto& f : j.at("files"))
       m.files.push_back({f.at("name").get<std::string>(), f.at("bytes").get<uint64_t>(),
                          f.at("crc32").get<uint32_t>()});
@@ -281,7 +287,8 @@ void RunCheckpoints::load_step_state(const NamedTensors& st) {
 }
 
 void RunCheckpoints::save(int64_t step, double wall_seconds,
-                          const std::map<std::string, double>& progress) {
+                          const std::map<std::string, double>& progress,
+                          const LogWindow& log_window) {
   if (last_saved_ == step) return;  // already written at this step
   TraceSpan span("checkpoint", "checkpoint");
   last_saved_ = step;
@@ -306,6 +313,17 @@ void RunCheckpoints::save(int64_t step, double wall_seconds,
   for (int r = 0; r < world_.size(); ++r) {
     m.rng_seed.push_back(static_cast<uint64_t>(seeds[r]));
     m.rng_offset.push_back(static_cast<uint64_t>(offsets[r]));
+  }
+  const auto gather = [&](const std::vector<double>& mine, std::vector<std::vector<double>>& out) {
+    const auto n = static_cast<int64_t>(mine.size());
+    std::vector<double> all(static_cast<size_t>(n * world_.size()));
+    world_.allgather(mine.data(), n, all.data());
+    for (int r = 0; r < world_.size(); ++r)
+      out.emplace_back(all.begin() + r * n, all.begin() + (r + 1) * n);
+  };
+  if (!log_window.values.empty()) {
+    gather(log_window.values, m.log_window);
+    gather(log_window.seconds, m.log_window_seconds);
   }
   // Where optimizer state is local (model-delta, local SGD, DiLoCo, WAGMA) each rank writes its
   // own file before rank 0 completes the checkpoint with the JSON: its optimizer state, the
@@ -440,7 +458,11 @@ ResumePoint RunCheckpoints::resume(const std::string& which) {
         "before; the epoch's first {} examples were read (position {} per rank, was {})",
         path, m.step, m.epoch, m.world_size, world_.size(), m.examples_per_step,
         m.position * m.world_size, position, m.position);
-  return {m.step, m.epoch, m.wall_seconds, m.progress};
+  LogWindow window;  // (on other rank counts the lines go on from a fresh window)
+  if (static_cast<int>(m.log_window.size()) == world_.size() &&
+      m.log_window_seconds.size() == m.log_window.size())
+    window = {m.log_window[r], m.log_window_seconds[r]};
+  return {m.step, m.epoch, m.wall_seconds, m.progress, window};
 }
 
 int64_t RunCheckpoints::examples_per_step() const {

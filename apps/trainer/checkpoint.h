@@ -38,6 +38,13 @@ struct FileRecord {
   uint32_t crc32 = 0;
 };
 
+// A rank's metrics window still open at a checkpoint (what the next metrics line averages, see
+// Trainer::save_checkpoint): `values` the step count, the loss sum and the reducer's (sum, count)
+// pairs; `seconds` the step, communication and exposed-communication seconds (timings).
+struct LogWindow {
+  std::vector<double> values, seconds;
+};
+
 struct CheckpointMeta {
   int64_t step = 0;      // optimizer steps done
   int64_t epoch = 0;     // loader epoch to continue
@@ -56,6 +63,9 @@ struct CheckpointMeta {
   // The trainer's counters a resume continues (train.stop_at's best figure); finite numbers the
   // same on every rank. Empty in checkpoints written before it existed.
   std::map<std::string, double> progress;
+  // Per rank, the metrics window open at this step (LogWindow's values and seconds), so that a
+  // resumed run's lines equal an unbroken run's. Empty in checkpoints written before it existed.
+  std::vector<std::vector<double>> log_window, log_window_seconds;
 };
 
 // A checkpoint that was looked at and not chosen, and why.
@@ -135,6 +145,7 @@ struct ResumePoint {
   int64_t step = 0, epoch = 0;
   double wall_seconds = 0;                 // training time before this process
   std::map<std::string, double> progress;  // CheckpointMeta::progress
+  LogWindow log_window;                    // this rank's (resumed on as many ranks), or empty
 };
 
 // A run's checkpoint policy. Every method is collective: rank 0 decides and writes the shared
@@ -154,9 +165,10 @@ class RunCheckpoints {
   // not scale with the ranks (loader_position); else a ConfigError says what to change.
   ResumePoint resume(const std::string& which);
   // Writes the checkpoint of `step` unless it was written already (`wall_seconds`: training
-  // time so far; `progress`: CheckpointMeta::progress). The world-average model for a
-  // decentralised sync between synchronisations.
-  void save(int64_t step, double wall_seconds, const std::map<std::string, double>& progress = {});
+  // time so far; `progress`: CheckpointMeta::progress; `log_window`: this rank's, as long on
+  // every rank). The world-average model for a decentralised sync between synchronisations.
+  void save(int64_t step, double wall_seconds, const std::map<std::string, double>& progress = {},
+            const LogWindow& log_window = {});
   // The model changed after the last save at this step (a final synchronisation).
   void model_changed() { last_saved_ = -1; }
 

@@ -56,7 +56,14 @@ RunLog::RunLog(std::string out_dir, bool writer, int64_t log_every, std::string 
       tty_(writer && isatty(STDERR_FILENO)),
       log_every_(log_every) {}
 
-void RunLog::open(int64_t resumed_step) {
+namespace {
+// An evaluation line: one the training windows' records (which all have an "lr") are not.
+bool is_evaluation(const Json& rec) {
+  return !rec.contains("lr");
+}
+}  // namespace
+
+void RunLog::open(int64_t resumed_step, bool evaluates_again) {
   if (!writer_) return;
   const std::string path = dir_ + "/metrics.jsonl";
   std::vector<std::string> kept;
@@ -64,8 +71,9 @@ void RunLog::open(int64_t resumed_step) {
     std::ifstream in(path);
     for (std::string line; std::getline(in, line);) {
       const auto rec = Json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (rec.is_object() && rec.contains("step") && rec["step"].is_number_integer() &&
-          rec["step"].get<int64_t>() <= resumed_step)
+      if (!rec.is_object() || !rec.contains("step") || !rec["step"].is_number_integer()) continue;
+      const int64_t step = rec["step"].get<int64_t>();
+      if (step < resumed_step || (step == resumed_step && !(evaluates_again && is_evaluation(rec))))
         kept.push_back(line);
     }
   }
@@ -79,7 +87,7 @@ void RunLog::open(int64_t resumed_step) {
     if (out.filename().empty()) out = out.parent_path();  // "runs/x/"
     const std::string run = out.filename().empty() ? "run" : out.filename().string();
     events_ = std::make_unique<TensorBoardWriter>(
-        (std::filesystem::path(tensorboard_) / run).string(), resumed_step);
+        (std::filesystem::path(tensorboard_) / run).string(), resumed_step, evaluates_again);
   }
 }
 

@@ -31,6 +31,7 @@ class StepMeter {
   const Totals& run() const { return run_; }
   const Totals& window() const { return window_; }
   void reset_window() { window_ = {}; }
+  void set_window(const Totals& w) { window_ = w; }
 
  private:
   Totals run_, window_;
@@ -51,7 +52,9 @@ class RunLog {
 
   // Opens OUT/metrics.jsonl: keeps the lines up to `resumed_step` (0: a fresh run; a line cut
   // short by a crash is dropped) and appends after them; the event files likewise.
-  void open(int64_t resumed_step);
+  // `evaluates_again`: the run evaluates at `resumed_step` again (resumed at its end), so that
+  // step's evaluation line (the one without an "lr") is not kept.
+  void open(int64_t resumed_step, bool evaluates_again = false);
   // A metrics line; to TensorBoard every number in it but step, epoch and wall_s, at its step.
   void write(const Json& record);
   // One progress line; `force` draws it whatever the pacing (and ends it on a terminal).

@@ -131,15 +131,20 @@ std::vector<ScalarEvent> read_scalar_events(const std::string& folder) {
   return out;
 }
 
-TensorBoardWriter::TensorBoardWriter(const std::string& folder, int64_t resumed_step) {
+TensorBoardWriter::TensorBoardWriter(const std::string& folder, int64_t resumed_step,
+                                     bool evaluates_again) {
   std::error_code ec;
   fs::create_directories(folder, ec);
   ADA_CHECK_ARG(!ec, IoError) << "cannot create the TensorBoard folder " << folder << " ("
                               << ec.message() << ")";
   std::string start = version_frame();
   if (resumed_step > 0)  // the curves so far, up to the resumed step
-    for (const auto& e : read_scalar_events(folder))
-      if (e.step <= resumed_step) start += frame(to_proto(e));
+    for (const auto& e : read_scalar_events(folder)) {
+      const bool evaluation = std::none_of(e.values.begin(), e.values.end(),
+                                           [](const auto& v) { return v.first == "lr"; });
+      if (e.step < resumed_step || (e.step == resumed_step && !(evaluates_again && evaluation)))
+        start += frame(to_proto(e));
+    }
   const auto old = our_files(folder);
   path_ = new_file_name(folder);
   write_file_atomically(path_, start);

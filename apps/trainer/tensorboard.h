@@ -26,7 +26,9 @@ class TensorBoardWriter {
   // Opens `folder` (created if absent). A resumed run (`resumed_step` > 0) keeps the scalars of
   // the folder's event files up to that step, rewritten into a new file that replaces them, so
   // its curves continue without duplicates; a fresh run starts the folder's files afresh.
-  TensorBoardWriter(const std::string& folder, int64_t resumed_step);
+  // `evaluates_again`: the events of `resumed_step` without an "lr" (its evaluation, which the
+  // resumed run repeats) are not kept.
+  TensorBoardWriter(const std::string& folder, int64_t resumed_step, bool evaluates_again = false);
   // Appends one event (flushed: TensorBoard shows it while the run goes on).
   void write(const ScalarEvent& event);
   const std::string& path() const { return path_; }

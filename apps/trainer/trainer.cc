@@ -254,7 +254,10 @@ int Trainer::run() {
     stop_best_step_ = static_cast<int64_t>(p.at("stop_at_best_step"));
     stop_since_best_ = static_cast<int64_t>(p.at("stop_at_since_best"));
   }
-  log_->open(step_);
+  resume_log_window(resumed_.log_window);
+  // A run resumed at its end (finished, or stopped in its final evaluation) evaluates again: the
+  // kept evaluation line of that step goes, so that it is not there twice.
+  log_->open(step_, /*evaluates_again=*/step_ > 0 && step_ >= total_steps_);
   if (step_ == 0) loader_->start_epoch(0);
   std::optional<RunTimeline> timeline;
   if (!s_.timeline.empty()) timeline.emplace(*world_, s_.timeline, cfg_->where("train.timeline"));
@@ -503,8 +506,9 @@ int Trainer::agreed_stop_signal() {
 
 void Trainer::stop_for_signal(int signo) {
   strategy_->finish();  // the replicas agree here: the model stays as it is
-  log_due_ = true;      // the losses since the last metrics line, so that none goes unrecorded
   flush_due(schedule_->lr());
+  // The steps since the last metrics line are not logged here: the checkpoint carries them, and
+  // the resumed run's next line covers them as an unbroken run's would.
   save_checkpoint();
   log_->break_line();
   log_info(
@@ -523,7 +527,26 @@ void Trainer::save_checkpoint() {
     progress = {{"stop_at_best", stop_best_},
                 {"stop_at_best_step", static_cast<double>(stop_best_step_)},
                 {"stop_at_since_best", static_cast<double>(stop_since_best_)}};
-  checkpoints_->save(step_, wall_seconds(), progress);
+  // The metrics window still open (steps since the last line: this rank's sums and the
+  // reducer's diagnostics, given back to it at once), for a resumed run to finish that line as
+  // this run would have (resume_log_window).
+  const StepMeter::Totals& w = meter_.window();
+  LogWindow window{{static_cast<double>(w.steps), w.loss}, {w.seconds, w.comm, w.exposed}};
+  const auto stats = reducer_->take_stats();
+  reducer_->add_stats(stats);
+  for (const auto& [sum, count] : stats) window.values.insert(window.values.end(), {sum, count});
+  checkpoints_->save(step_, wall_seconds(), progress, window);
+}
+
+void Trainer::resume_log_window(const LogWindow& window) {
+  const size_t stats = reducer_->stat_names().size();
+  const auto& v = window.values;
+  if (v.size() != 2 + 2 * stats || window.seconds.size() != 3) return;  // none, or other stats
+  meter_.set_window(
+      {static_cast<int64_t>(v[0]), v[1], window.seconds[0], window.seconds[1], window.seconds[2]});
+  std::vector<std::pair<double, double>> pairs;
+  for (size_t i = 0; i < stats; ++i) pairs.emplace_back(v[2 + 2 * i], v[3 + 2 * i]);
+  reducer_->add_stats(pairs);
 }
 
 void Trainer::write_summary() {

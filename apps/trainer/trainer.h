@@ -66,7 +66,10 @@ class Trainer {
   int agreed_stop_signal();
   // Ends a signalled run at this step: its last metrics line and a checkpoint; no summary.
   void stop_for_signal(int signo);
-  void save_checkpoint();  // with the counters a resume continues (stop_at_)
+  void save_checkpoint();
+  // Restores this rank's metrics window from a checkpoint (CheckpointMeta::log_window).
+  void resume_log_window(const LogWindow& window);
+  // with the counters a resume continues (stop_at_)
   void write_summary();
   double wall_seconds() const { return resumed_.wall_seconds + clock_.seconds(); }
 

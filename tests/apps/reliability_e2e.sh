@@ -14,7 +14,9 @@
 #                 auto continues from a checkpoint at least as new as the last one reported written;
 #   bitwise     — a run killed after step 10 and resumed ends with byte-identical weights, optimizer state
 #                 (per rank where local) and schedule as an unbroken one: sum/average/adasum, with
-#                 batch-norm (resnet20_mnist) and dropout (bert tiny);
+#                 batch-norm (resnet20_mnist) and dropout (bert tiny); its metrics.jsonl and summary
+#                 are the unbroken run's too (the checkpoint carries the open metrics window and
+#                 WAGMA's counters); a finished run resumed keeps one final evaluation line;
 #   ranks       — every reducer trains at 3, 5 and 6 ranks: the loss falls, replicas agree;
 #   preempt     — SIGTERM on one rank, SIGUSR1 to mpirun: every rank stops at one step (gradient
 #                 sync: that step; local SGD, WAGMA: the next world synchronisation) with a
@@ -195,7 +197,7 @@ data: {name: synthetic, size: 64, eval_size: 0, seq_len: 16, workers: 1}
 optimizer: {name: adamw, lr: 0.001}
 schedule: {name: linear, warmup_steps: 4}
 reducer: {name: average}
-train: {steps: 20, batch_per_rank: 4, log_every: 5, seed: 5}
+train: {steps: 20, batch_per_rank: 4, log_every: 3, seed: 5}
 checkpoint: {every: 10, keep: 5}
 YAML
   compare() {  # cfg, reducer, extra...
@@ -214,11 +216,15 @@ YAML
       n=$((n + 1))
     done
     (( n >= 1 )) || fail "$tag: no final checkpoint"
-    echo "bitwise ($tag): $n final checkpoint file(s) byte-identical"
+    # metrics.jsonl too: the checkpoint at step 10 carries the metrics window open there (lines
+    # every 3 steps), so the resumed run's line at step 12 averages steps 10-12 as the unbroken's.
+    python3 "$src/tools/same_runs.py" u_$tag r_$tag > same.txt || { cat same.txt; fail "$tag: the resumed run's metrics or checkpoints differ"; }
+    echo "bitwise ($tag): $n final checkpoint file(s) byte-identical, metrics.jsonl the same"
   }
   for red in sum average adasum; do
     extra=(); [ $red = adasum ] && extra=(--set reducer.target=model_delta)  # each rank's own optimizer state
-    compare tiny.yaml $red --set model.name=resnet20_mnist --set train.steps=20 --set checkpoint.every=10 --set train.eval_every=0 "${extra[@]}"
+    compare tiny.yaml $red --set model.name=resnet20_mnist --set train.steps=20 --set checkpoint.every=10 --set train.eval_every=0 \
+      --set train.log_every=3 "${extra[@]}"
   done
   for red in sum average adasum; do compare bert.yaml $red; done  # sum: no LR scaling (its default)
   # Decentralised syncs, stopped and resumed mid-period (step 10 of periods of 4): each rank's own
@@ -227,6 +233,13 @@ YAML
   compare tiny.yaml adasum --set sync.name=diloco --set sync.period=4 --set train.steps=20 --set train.eval_every=0
   compare tiny.yaml average --set sync.name=wagma --set sync.wait_avoiding=false --set sync.global_every=3 \
     --set train.steps=20 --set train.eval_every=0
+  # A finished run resumed (or one killed in its final evaluation) evaluates again: its
+  # metrics.jsonl keeps one evaluation line of the last step, not two.
+  mpi 2 "$trainer" --config tiny.yaml --set output.dir=fin --set train.log_every=3 > f1.txt 2>&1 || { cat f1.txt; fail "fin"; }
+  cp -r fin fin_again
+  mpi 2 "$trainer" --config tiny.yaml --set output.dir=fin_again --set train.log_every=3 --resume auto > f2.txt 2>&1 || { cat f2.txt; fail "fin resumed"; }
+  python3 "$src/tools/same_runs.py" fin fin_again > same.txt || { cat same.txt; fail "a finished run resumed changed its metrics"; }
+  echo "bitwise (finished run resumed): the same metrics.jsonl, one final evaluation line"
   ;;
 
 ranks)
