@@ -61,6 +61,38 @@ namespace {
 bool is_evaluation(const Json& rec) {
   return !rec.contains("lr");
 }
+
+// The folder under `root` (train.tensorboard) that the run of `out_dir` writes its events to: the
+// output folder's last name, unless a run of another output folder writes there (each folder's
+// .output_dir names its run's), then its last two names joined by '_', then that with _2, _3, ...
+// So runs whose folders share a last name (sweeps of a/seed1, b/seed1) sit side by side, and a
+// resumed run finds its own folder again.
+std::string tensorboard_run_folder(const std::string& root, const std::string& out_dir) {
+  namespace fs = std::filesystem;
+  fs::path out = fs::path(out_dir).lexically_normal();
+  if (out.filename().empty()) out = out.parent_path();  // "runs/x/"
+  const std::string mine = fs::weakly_canonical(out).string();
+  const std::string last = out.filename().empty() ? "run" : out.filename().string();
+  const fs::path parent = fs::weakly_canonical(out).parent_path();
+  const std::string two =
+      parent.filename().empty() ? last : parent.filename().string() + "_" + last;
+  for (int i = 0;; ++i) {
+    const std::string name = i == 0 ? last : i == 1 ? two : two + "_" + std::to_string(i);
+    const fs::path folder = fs::path(root) / name, marker = folder / ".output_dir";
+    std::ifstream in(marker);
+    std::string owner;
+    if (in && std::getline(in, owner) && owner != mine) continue;  // another run's
+    std::error_code ec;
+    fs::create_directories(folder, ec);
+    ADA_CHECK_ARG(!ec, IoError) << "train.tensorboard: cannot create " << folder.string() << " ("
+                                << ec.message() << ")";
+    if (owner.empty()) write_file_atomically(marker.string(), mine + "\n");
+    if (i > 0)
+      log_info("train.tensorboard: {}/{} holds another run's curves; this run's go to {}", root,
+               last, folder.string());
+    return folder.string();
+  }
+}
 }  // namespace
 
 void RunLog::open(int64_t resumed_step, bool evaluates_again) {
@@ -82,13 +114,9 @@ void RunLog::open(int64_t resumed_step, bool evaluates_again) {
   metrics_.flush();
   ADA_CHECK_ARG(metrics_.good(), IoError)
       << "cannot write " << path << " (" << errno_text(errno) << "); the run's metrics go there";
-  if (!tensorboard_.empty()) {
-    std::filesystem::path out = std::filesystem::path(dir_).lexically_normal();
-    if (out.filename().empty()) out = out.parent_path();  // "runs/x/"
-    const std::string run = out.filename().empty() ? "run" : out.filename().string();
-    events_ = std::make_unique<TensorBoardWriter>(
-        (std::filesystem::path(tensorboard_) / run).string(), resumed_step, evaluates_again);
-  }
+  if (!tensorboard_.empty())
+    events_ = std::make_unique<TensorBoardWriter>(tensorboard_run_folder(tensorboard_, dir_),
+                                                  resumed_step, evaluates_again);
 }
 
 void RunLog::write(const Json& record) {

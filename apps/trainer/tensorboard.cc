@@ -11,6 +11,7 @@
 
 #include "base/atomic_file.h"
 #include "base/error.h"
+#include "base/log.h"
 #include "tensorboard.pb.h"
 
 namespace ada::trainer {
@@ -102,32 +103,37 @@ uint32_t masked_crc32c(const void* data, size_t n) {
   return ((c >> 15) | (c << 17)) + 0xa282ead8u;
 }
 
-std::vector<ScalarEvent> read_scalar_events(const std::string& folder) {
+std::vector<ScalarEvent> read_scalar_events(const std::string& folder, std::string* damage) {
   std::vector<ScalarEvent> out;
-  for (const auto& path : our_files(folder)) {
-    std::ifstream in(path, std::ios::binary);
-    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    size_t at = 0;
-    while (at + 12 <= bytes.size()) {
-      const uint64_t len = get_le(bytes.data() + at, 8);
-      ADA_CHECK_ARG(get_le(bytes.data() + at + 8, 4) == masked_crc32c(bytes.data() + at, 8),
-                    IoError)
-          << path.string() << ": the frame at byte " << at << " has a damaged length";
-      if (at + 12 + len + 4 > bytes.size()) break;  // cut short by a crash: the rest is lost
-      const char* data = bytes.data() + at + 12;
-      ADA_CHECK_ARG(get_le(data + len, 4) == masked_crc32c(data, len), IoError)
-          << path.string() << ": the event at byte " << at << " fails its CRC-32C";
-      tensorboard::Event ev;
-      ADA_CHECK_ARG(ev.ParseFromArray(data, static_cast<int>(len)), IoError)
-          << path.string() << ": the event at byte " << at << " is not an Event message";
-      if (ev.has_summary()) {
-        ScalarEvent e{ev.step(), ev.wall_time(), {}};
-        for (const auto& v : ev.summary().value()) e.values.push_back({v.tag(), v.simple_value()});
-        out.push_back(std::move(e));
+  for (const auto& path : our_files(folder)) try {
+      std::ifstream in(path, std::ios::binary);
+      const std::string bytes((std::istreambuf_iterator<char>(in)),
+                              std::istreambuf_iterator<char>());
+      size_t at = 0;
+      while (at + 12 <= bytes.size()) {
+        const uint64_t len = get_le(bytes.data() + at, 8);
+        ADA_CHECK_ARG(get_le(bytes.data() + at + 8, 4) == masked_crc32c(bytes.data() + at, 8),
+                      IoError)
+            << path.string() << ": the frame at byte " << at << " has a damaged length";
+        if (at + 12 + len + 4 > bytes.size()) break;  // cut short by a crash: the rest is lost
+        const char* data = bytes.data() + at + 12;
+        ADA_CHECK_ARG(get_le(data + len, 4) == masked_crc32c(data, len), IoError)
+            << path.string() << ": the event at byte " << at << " fails its CRC-32C";
+        tensorboard::Event ev;
+        ADA_CHECK_ARG(ev.ParseFromArray(data, static_cast<int>(len)), IoError)
+            << path.string() << ": the event at byte " << at << " is not an Event message";
+        if (ev.has_summary()) {
+          ScalarEvent e{ev.step(), ev.wall_time(), {}};
+          for (const auto& v : ev.summary().value())
+            e.values.push_back({v.tag(), v.simple_value()});
+          out.push_back(std::move(e));
+        }
+        at += 12 + len + 4;
       }
-      at += 12 + len + 4;
+    } catch (const IoError& e) {
+      if (!damage) throw;
+      *damage = e.what();  // the events before the damage are kept; this file's rest is not read
     }
-  }
   return out;
 }
 
@@ -138,13 +144,19 @@ TensorBoardWriter::TensorBoardWriter(const std::string& folder, int64_t resumed_
   ADA_CHECK_ARG(!ec, IoError) << "cannot create the TensorBoard folder " << folder << " ("
                               << ec.message() << ")";
   std::string start = version_frame();
+  std::string damage;
   if (resumed_step > 0)  // the curves so far, up to the resumed step
-    for (const auto& e : read_scalar_events(folder)) {
+    for (const auto& e : read_scalar_events(folder, &damage)) {
       const bool evaluation = std::none_of(e.values.begin(), e.values.end(),
                                            [](const auto& v) { return v.first == "lr"; });
       if (e.step < resumed_step || (e.step == resumed_step && !(evaluates_again && evaluation)))
         start += frame(to_proto(e));
     }
+  if (!damage.empty())
+    log_warn(
+        "train.tensorboard: {}; the curves up to there are kept, the rest of that file is not "
+        "(training goes on)",
+        damage);
   const auto old = our_files(folder);
   path_ = new_file_name(folder);
   write_file_atomically(path_, start);

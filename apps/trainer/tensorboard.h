@@ -39,7 +39,9 @@ class TensorBoardWriter {
 };
 
 // Every scalar event of the event files in `folder` (ours), in file order; IoError naming the file
-// and offset for a damaged frame or message, except a last frame cut short (a crash).
-std::vector<ScalarEvent> read_scalar_events(const std::string& folder);
+// and offset for a damaged frame or message, except a last frame cut short (a crash). With
+// `damage`: no error; the events before a damage, which *damage describes (else left as it is).
+std::vector<ScalarEvent> read_scalar_events(const std::string& folder,
+                                            std::string* damage = nullptr);
 
 }  // namespace ada::trainer

@@ -229,6 +229,22 @@ tensorboard)
     { cat resumed.txt; fail "the resumed run"; }
   grep -q "resumed from .*step 10" resumed.txt || { cat resumed.txt; fail "did not resume at step 10"; }
   /usr/bin/python3 "$src/tests/tools/tensorboard_reader.py" . tb/run run || fail "the events after the resume"
+  # A run resumed at its end evaluates again: one evaluation event and line of its last step.
+  mpi 2 "$trainer" --config tiny.yaml "${tb[@]}" --set output.dir=run --resume auto > again.txt 2>&1 ||
+    { cat again.txt; fail "the finished run resumed"; }
+  /usr/bin/python3 "$src/tests/tools/tensorboard_reader.py" . tb/run run || fail "the events after resuming the finished run"
+  # Another output folder of the same last name (b/run) writes beside it, to tb/b_run.
+  mpi 2 "$trainer" --config tiny.yaml "${tb[@]}" --set output.dir=b/run > b.txt 2>&1 || { cat b.txt; fail "b/run"; }
+  grep -q "tb/run holds another run's curves; this run's go to tb/b_run" b.txt || { cat b.txt; fail "b/run's folder not named"; }
+  /usr/bin/python3 "$src/tests/tools/tensorboard_reader.py" . tb/b_run b/run || fail "b/run's events"
+  /usr/bin/python3 "$src/tests/tools/tensorboard_reader.py" . tb/run run || fail "run's events after b/run's beside them"
+  # A damaged event file does not stop a resume: the curves before the damage are kept, with a warning.
+  f=$(ls tb/b_run/events.out.tfevents.*)
+  printf '\x7f' | dd of="$f" bs=1 seek=$(( $(stat -c %s "$f") / 2 )) conv=notrunc 2>/dev/null
+  rm b/run/checkpoints/ckpt-00000020.*
+  mpi 2 "$trainer" --config tiny.yaml "${tb[@]}" --set output.dir=b/run --resume auto > b2.txt 2>&1 ||
+    { cat b2.txt; fail "a damaged event file stopped the resume"; }
+  grep -q "fails its CRC-32C; the curves up to there are kept" b2.txt || { cat b2.txt; fail "no warning about the damaged event file"; }
   ;;
 reducers)
   # sum, average, adasum; then average and adasum with their buckets on a 16-bit wire (reducer.precision).

@@ -72,6 +72,11 @@ TEST(TensorBoard, WritesReadsResumes) {
   } catch (const IoError& e) {
     EXPECT_NE(std::string(e.what()).find(f.string()), std::string::npos) << e.what();
   }
+  // Asked for the damage instead: the events before it, and what it is.
+  std::string damage;
+  // (byte 40 is the length of the frame after the file-version event: no scalar event before it)
+  EXPECT_TRUE(read_scalar_events(folder, &damage).empty());
+  EXPECT_EQ(damage, f.string() + ": the frame at byte 40 has a damaged length");
   // A fresh run starts afresh; another writer's file stays.
   std::ofstream(fs::path(folder) / "events.out.tfevents.1.other") << "not ours";
   { TensorBoardWriter w(folder, 0); }
