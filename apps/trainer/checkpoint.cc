@@ -1,5 +1,6 @@
 #include "apps/trainer/checkpoint.h"
 
+#include <yaml-cpp/yaml.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 
 #include "base/atomic_file.h"
 #include "base/error.h"
@@ -107,6 +109,7 @@ void Checkpointer::save(const std::vector<std::pair<std::string, Tensor>>& tenso
             {"examples_per_step", m.examples_per_step},
             {"base_lr", m.base_lr},
             {"config_hash", std::to_string(m.config_hash)},
+            {"config", m.config},
             {"rng_seed", m.rng_seed},
             {"rng_offset", m.rng_offset},
             {"wall_seconds", m.wall_seconds},
@@ -160,6 +163,7 @@ CheckpointMeta Checkpointer::read_meta(const std::string& path) {
       m.examples_per_step = j.at("examples_per_step").get<int64_t>();
     if (j.contains("base_lr")) m.base_lr = j.at("base_lr").get<double>();
     m.config_hash = std::stoull(j.at("config_hash").get<std::string>());
+    if (j.contains("config")) m.config = j.at("config").get<std::string>();
     m.rng_seed = j.at("rng_seed").get<std::vector<uint64_t>>();
     m.rng_offset = j.at("rng_offset").get<std::vector<uint64_t>>();
     m.wall_seconds = j.at("wall_seconds").get<double>();
@@ -265,12 +269,13 @@ void broadcast_model_state(comm::Communicator& world, nn::Model& model, bool buf
 }
 
 RunCheckpoints::RunCheckpoints(std::string dir, int keep, bool overwrite, comm::Communicator& world,
-                               TrainingState state, uint64_t config_hash)
+                               TrainingState state, uint64_t config_hash, std::string config_yaml)
     : files_(std::move(dir), keep),
       overwrite_(overwrite),
       world_(world),
       state_(state),
-      config_hash_(config_hash) {}
+      config_hash_(config_hash),
+      config_yaml_(std::move(config_yaml)) {}
 
 // The optimizer's, the strategy's and the loss scaler's state (each rank's own where optimizer
 // state is local).
@@ -303,6 +308,7 @@ void RunCheckpoints::save(int64_t step, double wall_seconds,
   m.examples_per_step = examples_per_step();
   m.base_lr = state_.schedule.base_lr();
   m.config_hash = config_hash_;
+  m.config = config_yaml_;
   m.wall_seconds = wall_seconds;
   m.progress = progress;
   std::vector<double> seeds(world_.size()), offsets(world_.size());
@@ -363,6 +369,49 @@ void RunCheckpoints::save(int64_t step, double wall_seconds,
 }
 
 namespace {
+// Every scalar or sequence of a YAML document by its dotted key ("reducer.name" -> "adasum").
+void flatten(const YAML::Node& node, const std::string& prefix,
+             std::map<std::string, std::string>& out) {
+  if (node.IsMap()) {
+    for (const auto& kv : node)
+      flatten(
+          kv.second,
+          prefix.empty() ? kv.first.as<std::string>() : prefix + "." + kv.first.as<std::string>(),
+          out);
+    return;
+  }
+  YAML::Emitter e;
+  e << YAML::Flow << node;
+  out[prefix] = e.c_str();
+}
+
+// "reducer.name adasum -> average, optimizer.lr 0.05 -> 0.5" for the keys whose values differ
+// between two resolved configs ("(not set)" for a key one lacks); "" when either is unknown.
+std::string config_changes(const std::string& before, const std::string& after) {
+  if (before.empty() || after.empty()) return "";
+  std::map<std::string, std::string> a, b;
+  try {
+    flatten(YAML::Load(before), "", a);
+    flatten(YAML::Load(after), "", b);
+  } catch (const YAML::Exception&) {
+    return "";
+  }
+  std::vector<std::string> changes;
+  auto value = [](const std::map<std::string, std::string>& m, const std::string& k) {
+    const auto it = m.find(k);
+    return it == m.end() ? std::string("(not set)") : it->second;
+  };
+  std::set<std::string> keys;
+  for (const auto& [k, v] : a) keys.insert(k);
+  for (const auto& [k, v] : b) keys.insert(k);
+  for (const auto& k : keys)
+    if (value(a, k) != value(b, k)) changes.push_back(k + " " + value(a, k) + " -> " + value(b, k));
+  std::string out;
+  for (size_t i = 0; i < changes.size() && i < 12; ++i) out += (i ? ", " : "") + changes[i];
+  if (changes.size() > 12) out += " and " + std::to_string(changes.size() - 12) + " more";
+  return out;
+}
+
 // "\n  rejected PATH: REASON" for each rejected checkpoint.
 std::string rejections(const Checkpointer::Choice& choice) {
   std::string why;
@@ -423,11 +472,13 @@ ResumePoint RunCheckpoints::resume(const std::string& which) {
       << path << ": holds each rank's own optimizer state (written with a model-delta or "
       << "decentralised strategy), but this run keeps one shared optimizer state; resume with the "
          "same reducer.target";
-  if (m.config_hash != config_hash_)
+  if (m.config_hash != config_hash_) {
+    const std::string changed = config_changes(m.config, config_yaml_);
     log_warn(
-        "{}: the config differs from the one that wrote this checkpoint; continuing with the "
-        "new one",
-        path);
+        "{}: the config differs from the one that wrote this checkpoint{}; continuing with "
+        "the new one",
+        path, changed.empty() ? "" : ": " + changed);
+  }
   files_.set_run_id(m.run_id);
   NamedTensors t = Checkpointer::read_tensors(path);
   state_.model.load_state(optim::take_prefixed(t, "model."));

@@ -55,6 +55,7 @@ struct CheckpointMeta {
   int64_t examples_per_step = 0;
   double base_lr = 0;  // the schedule's base LR (after schedule.lr_scaling); 0: not recorded
   uint64_t config_hash = 0;
+  std::string config;  // the writing run's resolved config (YAML); empty before it was kept
   std::vector<uint64_t> rng_seed, rng_offset;  // per rank: the model's dropout generator
   double wall_seconds = 0;                     // training time so far
   std::string run_id;                          // the run that wrote it
@@ -152,8 +153,10 @@ struct ResumePoint {
 // files, and a failure stops every rank together.
 class RunCheckpoints {
  public:
+  // `config_yaml`: the run's resolved config (Config::dump), kept in each checkpoint so that a
+  // resume with another config can say which keys changed.
   RunCheckpoints(std::string dir, int keep, bool overwrite, comm::Communicator& world,
-                 TrainingState state, uint64_t config_hash);
+                 TrainingState state, uint64_t config_hash, std::string config_yaml = "");
 
   // A fresh run: refuses a folder holding another run's checkpoints (unless `overwrite`),
   // removes a crash's leftover temporaries, gives the run its id.
@@ -184,6 +187,7 @@ class RunCheckpoints {
   comm::Communicator& world_;
   TrainingState state_;
   uint64_t config_hash_;
+  std::string config_yaml_;
   int64_t last_saved_ = -1;
 };
 

@@ -192,7 +192,7 @@ void Trainer::build_step() {
       TrainingState{*model_, params_, *optimizer_, *strategy_, *schedule_,
                     loss_scale_ ? &*loss_scale_ : nullptr, *loader_, s_.batch, s_.micro,
                     s_.examples_per_step > 0, reducer_->name()},
-      cfg_->hash());
+      cfg_->hash(), cfg_->dump());
 
   log_ = std::make_unique<RunLog>(s_.out_dir, world_->rank() == 0, s_.log_every, s_.tensorboard);
   log_info("trainer built from commit {} (trainer version {})", build_commit(), build_version());

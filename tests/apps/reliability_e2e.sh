@@ -130,6 +130,9 @@ checkpoints)
   grep -q "rejected a/checkpoints/ckpt-00000030.json: a/checkpoints/ckpt-00000030.optim-rank1.safetensors fails its CRC-32" a3.txt \
     || { cat a3.txt; fail "did not say why step 30 was rejected"; }
   grep -q "removed a/checkpoints/.ckpt-00000040.safetensors.tmp.2147483646.0" a3.txt || { cat a3.txt; fail "stale temporary not removed"; }
+  # The settings the resume changed are named, old -> new (a warning: a resume may change them).
+  grep -q "the config differs from the one that wrote this checkpoint: checkpoint.every 10 -> 1, checkpoint.keep 2 -> 1, .*train.steps 30 -> 22; continuing with the new one" a3.txt \
+    || { cat a3.txt; fail "the changed settings were not named"; }
   [ -e a/checkpoints/ckpt-00000022.json ] || fail "step 22 missing"
   [ ! -e a/checkpoints/ckpt-00000021.json ] || fail "keep: 1 should have pruned step 21"
   # metrics.jsonl: the lines up to step 20 of the first run, then 21 and 22.
