@@ -7,7 +7,7 @@ change no behaviour, run the same configs with the old and the new trainer and c
 Compares metrics.jsonl line by line (keys in order, values exactly), summary.json as JSON, and
 every checkpoint: the tensors of each safetensors file byte for byte, and the JSON. Left out:
 timings, the commit, the run id, file sizes and CRCs (safetensors metadata may differ in order),
-and the config hash (it covers output.dir). Folders of runs compare run folder by run folder; a
+and the config and its hash (they cover output.dir). Folders of runs compare run folder by run folder; a
 run on one side only differs. Exits 1 and names what differs."""
 import json
 import os
@@ -15,12 +15,12 @@ import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from runlog import read_metrics  # noqa: E402
+from runlog import BadLine, read_metrics  # noqa: E402
 
 TIMINGS = {"samples_per_s", "compute_s", "comm_s", "exposed_comm_s", "wall_s", "wall_seconds",
            "compute_seconds", "comm_seconds", "exposed_comm_seconds", "peak_rss_mb_max_rank",
            "gpu_peak_allocated_mb", "commit", "trainer_version"}
-CHECKPOINT_VARYING = {"wall_seconds", "run_id", "files", "config_hash", "log_window_seconds"}
+CHECKPOINT_VARYING = {"wall_seconds", "run_id", "files", "config_hash", "config", "log_window_seconds"}
 
 
 def tensors(path):
@@ -35,7 +35,10 @@ def tensors(path):
 
 def differences(a, b):
     out = []
-    ma, mb = read_metrics(a, strict=True) or [], read_metrics(b, strict=True) or []
+    try:
+        ma, mb = read_metrics(a, strict=True) or [], read_metrics(b, strict=True) or []
+    except BadLine as e:  # a damaged line inside: the runs cannot be the same
+        return [str(e)]
     if len(ma) != len(mb):
         out.append(f"metrics.jsonl: {len(ma)} lines against {len(mb)}")
     for i, (x, y) in enumerate(zip(ma, mb)):

@@ -2,7 +2,7 @@
 """tools/same_runs.py on real trainer runs (tiny LeNet runs on synthetic data, one process): two
 runs of one config are the same but for timings; another learning rate is DIFFERENT; folders of
 runs compare run by run, and a run on one side only, or an OLD folder holding no run, is not
-"the same"."""
+"the same"; a metrics.jsonl cut short at its end or damaged inside is said so."""
 import os
 import shutil
 import subprocess
@@ -62,6 +62,27 @@ class SameRuns(unittest.TestCase):
         rc, out = self.same_runs(f"{t}/empty", f"{t}/empty")
         self.assertEqual(rc, 1)
         self.assertIn("holds neither metrics.jsonl nor run folders", out)
+
+    def test_damaged_metrics_lines(self):
+        t = self.tmp
+        with open(f"{t}/A/run1/metrics.jsonl") as f:
+            lines = f.read().splitlines(True)
+        # The last line cut short (a crash): left out with a note; then one line fewer than B's.
+        shutil.copytree(f"{t}/A/run1", f"{t}/cut/run1")
+        with open(f"{t}/cut/run1/metrics.jsonl", "w") as f:
+            f.write("".join(lines[:-1]) + lines[-1][:10])
+        rc, out = self.same_runs(f"{t}/B/run1", f"{t}/cut/run1")
+        self.assertEqual(rc, 1)
+        self.assertIn(f"metrics.jsonl:{len(lines)}: the last line is cut short (a crash?): left out", out)
+        self.assertIn(f"metrics.jsonl: {len(lines)} lines against {len(lines) - 1}", out)
+        # A damaged line inside: named, DIFFERENT (it stopped the tool with a traceback).
+        shutil.copytree(f"{t}/A/run1", f"{t}/mid/run1")
+        with open(f"{t}/mid/run1/metrics.jsonl", "w") as f:
+            f.write(lines[0] + "{broken\n" + "".join(lines[1:]))
+        rc, out = self.same_runs(f"{t}/B/run1", f"{t}/mid/run1")
+        self.assertEqual(rc, 1)
+        self.assertIn(f"{t}/mid/run1/metrics.jsonl:2: not JSON", out)
+        self.assertNotIn("Traceback", out)
 
 
 if __name__ == "__main__":
