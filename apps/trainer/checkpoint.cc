@@ -446,6 +446,14 @@ ResumePoint RunCheckpoints::resume(const std::string& which) {
     for (const auto& t : remove_stale_temporaries(files_.dir()))
       log_info("removed {} (left by a crash)", t);
     if (which != "auto") {
+      if (fs::is_directory(which)) {
+        const auto here = Checkpointer(which, 1).list();
+        ADA_THROW(ConfigError) << "--resume " << which << ": a folder; --resume takes a "
+                               << "checkpoint's .json file"
+                               << (here.empty() ? "" : " (newest here: " + here.front() + ")")
+                               << ", or auto for the newest valid one in checkpoint.dir ("
+                               << files_.dir() << ")";
+      }
       Checkpointer::validate(which);
       return which;
     }

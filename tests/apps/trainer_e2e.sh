@@ -433,6 +433,8 @@ YAML
   # metrics.jsonl goes; a checkpoint.dir under a file, before the first step).
   mkdir -p mdir/metrics.jsonl && touch plainfile
   check "cannot write mdir/metrics.jsonl (Is a directory)" --config tiny.yaml --set output.dir=mdir
+  mkdir -p rdir
+  check "--resume rdir: a folder; --resume takes a checkpoint's .json file, or auto" --config tiny.yaml --set output.dir=rr --resume rdir
   mkdir -p full && ln -sf /dev/full full/metrics.jsonl  # every write: no space left
   check "cannot write full/metrics.jsonl (No space left on device); the run stops here" --config tiny.yaml --set output.dir=full
   check "checkpoint.dir (set by --set checkpoint.dir=plainfile/ck): cannot create the folder plainfile/ck (Not a directory)" \
