@@ -831,30 +831,38 @@ TEST(Ops, PermuteMatchesIndexing) {
         EXPECT_EQ(y.data<float>()[(k * 2 + i) * 3 + j], x.data<float>()[(i * 3 + j) * 4 + k]);
 }
 
-// ops::linear on the CPU (the bias added inside the GEMM) gives the bits of matmul then add_bias,
-// on every ISA level and in the bf16 matrix-product mode where the CPU has it; a bias that does
-// not match the weight is refused.
-TEST(Ops, LinearHasTheBitsOfMatmulThenAddBias) {
+// Calls f(level, precision) with the CPU kernels at every ISA level this CPU runs and in each
+// matrix-product precision it has (bf16 where AVX512_BF16 is), restoring both after.
+template <class F>
+void for_each_cpu_gemm_mode(F f) {
   const cpu::Isa saved = cpu::isa();
-  Generator g(3);
   for (cpu::Isa level : {cpu::Isa::generic, cpu::Isa::avx2, cpu::Isa::avx512}) {
     if (level > cpu::detected_isa()) continue;
     cpu::set_isa(level);
     for (Precision prec : {Precision::fp32, Precision::bf16}) {
       if (prec == Precision::bf16 && !cpu::bf16_available()) continue;
       set_cpu_matmul_precision(prec);
-      for (auto [m, n, k] : {std::array<int64_t, 3>{1, 1, 1}, {37, 30, 129}, {640, 300, 128}}) {
-        const Tensor x = Tensor::randn({m, k}, g), w = Tensor::randn({n, k}, g),
-                     b = Tensor::randn({n}, g);
-        EXPECT_EQ(ops::linear(x, w, b).to_vector<float>(),
-                  ops::add_bias(ops::matmul(x, w, false, true), b).to_vector<float>())
-            << cpu::isa_name(level) << " " << precision_name(prec) << " " << m << "x" << n << "x"
-            << k;
-      }
+      f(std::string(cpu::isa_name(level)) + " " + precision_name(prec));
       set_cpu_matmul_precision(Precision::fp32);
     }
   }
   cpu::set_isa(saved);
+}
+
+// ops::linear on the CPU (the bias added inside the GEMM) gives the bits of matmul then add_bias,
+// on every ISA level and in the bf16 matrix-product mode where the CPU has it; a bias that does
+// not match the weight is refused.
+TEST(Ops, LinearHasTheBitsOfMatmulThenAddBias) {
+  Generator g(3);
+  for_each_cpu_gemm_mode([&](const std::string& mode) {
+    for (auto [m, n, k] : {std::array<int64_t, 3>{1, 1, 1}, {37, 30, 129}, {640, 300, 128}}) {
+      const Tensor x = Tensor::randn({m, k}, g), w = Tensor::randn({n, k}, g),
+                   b = Tensor::randn({n}, g);
+      EXPECT_EQ(ops::linear(x, w, b).to_vector<float>(),
+                ops::add_bias(ops::matmul(x, w, false, true), b).to_vector<float>())
+          << mode << " " << m << "x" << n << "x" << k;
+    }
+  });
   EXPECT_THROW(ops::linear(Tensor::ones({2, 3}), Tensor::ones({4, 3}), Tensor::ones({3})),
                ShapeError);
 }
@@ -863,33 +871,23 @@ TEST(Ops, LinearHasTheBitsOfMatmulThenAddBias) {
 // dy) gives the bits of matmul and bias_grad, on every ISA level, fp32 and bf16 products, 1-2
 // threads.
 TEST(Ops, LinearWeightGradHasTheBitsOfMatmulAndBiasGrad) {
-  const cpu::Isa saved = cpu::isa();
   const int saved_threads = num_threads();
   Generator g(4);
-  for (cpu::Isa level : {cpu::Isa::generic, cpu::Isa::avx2, cpu::Isa::avx512}) {
-    if (level > cpu::detected_isa()) continue;
-    cpu::set_isa(level);
-    for (Precision prec : {Precision::fp32, Precision::bf16}) {
-      if (prec == Precision::bf16 && !cpu::bf16_available()) continue;
-      set_cpu_matmul_precision(prec);
-      for (int threads : {1, 2})
-        for (auto [m, n, k] : {std::array<int64_t, 3>{1, 1, 1}, {37, 30, 129}, {640, 300, 128}}) {
-          set_num_threads(threads);
-          const Tensor dy = Tensor::randn({m, n}, g), x = Tensor::randn({m, k}, g);
-          Tensor dw, db;
-          ops::linear_weight_grad(dy, x, DType::f32, dw, db);
-          const std::string what = std::string(cpu::isa_name(level)) + " " + precision_name(prec) +
-                                   " threads " + std::to_string(threads);
-          EXPECT_EQ(dw.shape(), (Shape{n, k})) << what;
-          EXPECT_EQ(dw.to_vector<float>(), ops::matmul(dy, x, true, false).to_vector<float>())
-              << what;
-          EXPECT_EQ(db.to_vector<float>(), ops::bias_grad(dy).to_vector<float>()) << what;
-        }
-      set_cpu_matmul_precision(Precision::fp32);
-    }
-  }
+  for_each_cpu_gemm_mode([&](const std::string& mode) {
+    for (int threads : {1, 2})
+      for (auto [m, n, k] : {std::array<int64_t, 3>{1, 1, 1}, {37, 30, 129}, {640, 300, 128}}) {
+        set_num_threads(threads);
+        const Tensor dy = Tensor::randn({m, n}, g), x = Tensor::randn({m, k}, g);
+        Tensor dw, db;
+        ops::linear_weight_grad(dy, x, DType::f32, dw, db);
+        const std::string what = mode + " threads " + std::to_string(threads);
+        EXPECT_EQ(dw.shape(), (Shape{n, k})) << what;
+        EXPECT_EQ(dw.to_vector<float>(), ops::matmul(dy, x, true, false).to_vector<float>())
+            << what;
+        EXPECT_EQ(db.to_vector<float>(), ops::bias_grad(dy).to_vector<float>()) << what;
+      }
+  });
   set_num_threads(saved_threads);
-  cpu::set_isa(saved);
 }
 
 // dropout_apply is dropout_forward's output without the mask kept, and on a gradient its
