@@ -57,11 +57,6 @@ RunLog::RunLog(std::string out_dir, bool writer, int64_t log_every, std::string 
       log_every_(log_every) {}
 
 namespace {
-// An evaluation line: one the training windows' records (which all have an "lr") are not.
-bool is_evaluation(const Json& rec) {
-  return !rec.contains("lr");
-}
-
 // The folder under `root` (train.tensorboard) that the run of `out_dir` writes its events to: the
 // output folder's last name, unless a run of another output folder writes there (each folder's
 // .output_dir names its run's), then its last two names joined by '_', then that with _2, _3, ...
@@ -105,7 +100,7 @@ void RunLog::open(int64_t resumed_step, bool evaluates_again) {
       const auto rec = Json::parse(line, nullptr, /*allow_exceptions=*/false);
       if (!rec.is_object() || !rec.contains("step") || !rec["step"].is_number_integer()) continue;
       const int64_t step = rec["step"].get<int64_t>();
-      if (step < resumed_step || (step == resumed_step && !(evaluates_again && is_evaluation(rec))))
+      if (kept_on_resume(step, !rec.contains("lr"), resumed_step, evaluates_again))
         kept.push_back(line);
     }
   }

@@ -103,37 +103,43 @@ uint32_t masked_crc32c(const void* data, size_t n) {
   return ((c >> 15) | (c << 17)) + 0xa282ead8u;
 }
 
+namespace {
+// The scalar events of one event file, appended to `out`; IoError at a damaged frame or message.
+void read_file_events(const fs::path& path, std::vector<ScalarEvent>& out) {
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t at = 0;
+  while (at + 12 <= bytes.size()) {
+    const uint64_t len = get_le(bytes.data() + at, 8);
+    ADA_CHECK_ARG(get_le(bytes.data() + at + 8, 4) == masked_crc32c(bytes.data() + at, 8), IoError)
+        << path.string() << ": the frame at byte " << at << " has a damaged length";
+    if (at + 12 + len + 4 > bytes.size()) break;  // cut short by a crash: the rest is lost
+    const char* data = bytes.data() + at + 12;
+    ADA_CHECK_ARG(get_le(data + len, 4) == masked_crc32c(data, len), IoError)
+        << path.string() << ": the event at byte " << at << " fails its CRC-32C";
+    tensorboard::Event ev;
+    ADA_CHECK_ARG(ev.ParseFromArray(data, static_cast<int>(len)), IoError)
+        << path.string() << ": the event at byte " << at << " is not an Event message";
+    if (ev.has_summary()) {
+      ScalarEvent e{ev.step(), ev.wall_time(), {}};
+      for (const auto& v : ev.summary().value()) e.values.push_back({v.tag(), v.simple_value()});
+      out.push_back(std::move(e));
+    }
+    at += 12 + len + 4;
+  }
+}
+}  // namespace
+
 std::vector<ScalarEvent> read_scalar_events(const std::string& folder, std::string* damage) {
   std::vector<ScalarEvent> out;
-  for (const auto& path : our_files(folder)) try {
-      std::ifstream in(path, std::ios::binary);
-      const std::string bytes((std::istreambuf_iterator<char>(in)),
-                              std::istreambuf_iterator<char>());
-      size_t at = 0;
-      while (at + 12 <= bytes.size()) {
-        const uint64_t len = get_le(bytes.data() + at, 8);
-        ADA_CHECK_ARG(get_le(bytes.data() + at + 8, 4) == masked_crc32c(bytes.data() + at, 8),
-                      IoError)
-            << path.string() << ": the frame at byte " << at << " has a damaged length";
-        if (at + 12 + len + 4 > bytes.size()) break;  // cut short by a crash: the rest is lost
-        const char* data = bytes.data() + at + 12;
-        ADA_CHECK_ARG(get_le(data + len, 4) == masked_crc32c(data, len), IoError)
-            << path.string() << ": the event at byte " << at << " fails its CRC-32C";
-        tensorboard::Event ev;
-        ADA_CHECK_ARG(ev.ParseFromArray(data, static_cast<int>(len)), IoError)
-            << path.string() << ": the event at byte " << at << " is not an Event message";
-        if (ev.has_summary()) {
-          ScalarEvent e{ev.step(), ev.wall_time(), {}};
-          for (const auto& v : ev.summary().value())
-            e.values.push_back({v.tag(), v.simple_value()});
-          out.push_back(std::move(e));
-        }
-        at += 12 + len + 4;
-      }
+  for (const auto& path : our_files(folder)) {
+    try {
+      read_file_events(path, out);
     } catch (const IoError& e) {
       if (!damage) throw;
       *damage = e.what();  // the events before the damage are kept; this file's rest is not read
     }
+  }
   return out;
 }
 
@@ -149,7 +155,7 @@ TensorBoardWriter::TensorBoardWriter(const std::string& folder, int64_t resumed_
     for (const auto& e : read_scalar_events(folder, &damage)) {
       const bool evaluation = std::none_of(e.values.begin(), e.values.end(),
                                            [](const auto& v) { return v.first == "lr"; });
-      if (e.step < resumed_step || (e.step == resumed_step && !(evaluates_again && evaluation)))
+      if (kept_on_resume(e.step, evaluation, resumed_step, evaluates_again))
         start += frame(to_proto(e));
     }
   if (!damage.empty())

@@ -15,6 +15,15 @@ namespace ada::trainer {
 // TFRecord's masked CRC-32C (Castagnoli): rotate right by 15, add 0xa282ead8.
 uint32_t masked_crc32c(const void* data, size_t n);
 
+// Whether a metrics record (a line, an event) of `step` is kept when a run resumes at
+// `resumed_step`: those before it, and those of it unless the run evaluates that step again
+// (`evaluates_again`: resumed at its end) and the record is that evaluation (one without an "lr",
+// which every training window's record has).
+inline bool kept_on_resume(int64_t step, bool evaluation, int64_t resumed_step,
+                           bool evaluates_again) {
+  return step < resumed_step || (step == resumed_step && !(evaluates_again && evaluation));
+}
+
 struct ScalarEvent {
   int64_t step = 0;
   double wall_time = 0;  // seconds since the Unix epoch

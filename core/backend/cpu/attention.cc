@@ -17,7 +17,6 @@
 #include "core/backend/cpu/sgemm.h"
 #include "core/backend/op_shapes.h"
 #include "core/parallel.h"
-#include "core/philox.h"
 
 namespace ada::cpu {
 namespace {
@@ -54,16 +53,15 @@ Problem problem(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
 // Philox blocks by dropout_blocks, single words at the ends.
 void dropout_row(const ops::AttentionArgs& a, uint64_t e0, int64_t n, float* out) {
   const float keep = 1.f / (1.f - a.dropout), p = a.dropout;
-  const uint64_t seed = a.seed, first = a.first;
-  auto one = [&](uint64_t e) {
-    const Uniform4 u = philox_uniform4_at(seed, first, e / 4);
-    const float w[4] = {u.u0, u.u1, u.u2, u.u3};
-    return w[e % 4] >= p ? keep : 0.f;
+  auto one = [&](uint64_t e) {  // a single element: its block's four, one kept
+    float m[4];
+    dropout_blocks(a.seed, a.first, e / 4, 1, p, keep, nullptr, nullptr, m);
+    return m[e % 4];
   };
   int64_t j = 0;
   for (; j < n && (e0 + j) % 4 != 0; ++j) out[j] = one(e0 + j);
   const int64_t blocks = (n - j) / 4;
-  dropout_blocks(seed, first, (e0 + j) / 4, blocks, p, keep, nullptr, nullptr, out + j);
+  dropout_blocks(a.seed, a.first, (e0 + j) / 4, blocks, p, keep, nullptr, nullptr, out + j);
   for (j += 4 * blocks; j < n; ++j) out[j] = one(e0 + j);
 }
 

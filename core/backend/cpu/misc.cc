@@ -72,12 +72,12 @@ Tensor dropout_impl(const char* op, const Tensor& x, float p, uint64_t seed, uin
                    yp + 4 * b, mp ? mp + 4 * b : nullptr);
   });
   if (n % 4) {  // the last, partial block
-    const Uniform4 u = philox_uniform4_at(seed, first, static_cast<uint64_t>(blocks));
-    const float us[4] = {u.u0, u.u1, u.u2, u.u3};
+    float m[4];
+    dropout_blocks(seed, first, static_cast<uint64_t>(blocks), 1, p, keep_scale, nullptr, nullptr,
+                   m);
     for (int64_t i = 4 * blocks; i < n; ++i) {
-      const float m = us[i - 4 * blocks] >= p ? keep_scale : 0.f;
-      if (mp) mp[i] = m;
-      yp[i] = xp[i] * m;
+      if (mp) mp[i] = m[i - 4 * blocks];
+      yp[i] = xp[i] * m[i - 4 * blocks];
     }
   }
   return y;

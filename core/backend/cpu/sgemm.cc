@@ -241,22 +241,28 @@ const char* sbgemm_kernel_name() {
   return bf16_available() ? bf16_kernel()->name : "none";
 }
 
+namespace {
+// The product g on `kern` (nullptr: Eigen's GEMM) with sgemm's bias and row_sums.
+void product(const Kernel* kern, Problem g, float* row_sums) {
+  RowSums sums(g.ta, g.m, g.k, g.a, g.lda, row_sums);
+  const bool trivial = trivial_product(g.m, g.n, g.k, g.alpha, g.beta, g.c, g.ldc);
+  if (!trivial && kern) {  // the bias and the row sums inside the loop nest
+    g.row_sums = sums.acc();
+    run(*kern, g);
+    return;
+  }
+  if (!trivial)
+    eigen_gemm(g.ta, g.tb, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc);
+  add_bias_after(g.c, g.m, g.n, g.ldc, g.bias);
+  sums.direct();
+}
+}  // namespace
+
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
            const float* bias, float* row_sums) {
-  RowSums sums(trans_a, m, k, a, lda, row_sums);
-  if (trivial_product(m, n, k, alpha, beta, c, ldc)) {
-    sums.direct();
-    return add_bias_after(c, m, n, ldc, bias);
-  }
-  if (const Kernel* kern = f32_kernel()) {
-    run(*kern,
-        Problem{trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias, sums.acc()});
-  } else {
-    eigen_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    add_bias_after(c, m, n, ldc, bias);
-    sums.direct();
-  }
+  product(f32_kernel(),
+          Problem{trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias}, row_sums);
 }
 
 void sbgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
@@ -267,13 +273,8 @@ void sbgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float a
     bf16_available(&why);
     ADA_THROW(DeviceError) << "bf16 matrix products: " << why;
   }
-  RowSums sums(trans_a, m, k, a, lda, row_sums);
-  if (trivial_product(m, n, k, alpha, beta, c, ldc)) {
-    sums.direct();
-    return add_bias_after(c, m, n, ldc, bias);
-  }
-  run(*bf16_kernel(),
-      Problem{trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias, sums.acc()});
+  product(bf16_kernel(),
+          Problem{trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias}, row_sums);
 }
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
