@@ -34,6 +34,7 @@ pre-training share the one GPU through MPI staging): `bash tools/gpu_test.sh dow
 on a lent GPU machine, after `tools/gpu_bundle.sh --downstream` here.
 """
 import argparse
+import collections
 import json
 import os
 import shlex
@@ -272,12 +273,24 @@ def seeds_text(ran, planned):
     return ", ".join(map(str, ran)) + (f" so far ({', '.join(map(str, missing))} not run yet)" if missing else "")
 
 
+def versions_text(versions):
+    """What the cells' `trainer --version`s say about the trainers' sources."""
+    if len(versions) == 1:
+        v = next(iter(versions))
+        return (f"trainer version {v} in every cell (the trainer's sources are the same in all"
+                + ("; built with uncommitted changes to them" if "+changes" in v else "") + ").")
+    parts = [f"{v} ({n} cells" + (", uncommitted changes to the trainer's sources" if "+changes" in v
+                                   else "") + ")" for v, n in sorted(versions.items())]
+    return "trainer versions " + ", ".join(parts) + ": the cells ran more than one trainer."
+
+
 def report(a, cells, rows):
     pre_seeds = sorted({r[2] for r in rows if r[1] != "scratch"})  # r: kind, method, seed, ft, ...
     ft_seeds = sorted({r[3] for r in rows})
     cpus = sorted({f"{c.get('cpu', '?')} ({c.get('cores', 2)} cores)" +
                    (f" with one {c['gpu']}" if "gpu" in c else "") for c in cells.values()})
     commits = sorted({c.get("commit", "?") for c in cells.values()})
+    versions = collections.Counter(c.get("trainer_version", "?") for c in cells.values())
     lines = ["# Does Adasum keep downstream quality? BERT-tiny, spam vs ham", "",
              f"Pre-training: BERT-tiny MLM on the corpus, {a.ranks} ranks x 32 sequences of 128, "
              f"{a.pretrain_steps} steps (LAMB at the committed configs' LR, warm-up a tenth), "
@@ -290,8 +303,8 @@ def report(a, cells, rows):
              + (". The fixed recipes choose nothing; the tables headed \"LR chosen on the dev split\" choose "
                 "each checkpoint's LR on the dev split (586 e-mails) and read the test split at that LR only."
                 if a.choose_lr else ". Nothing was chosen on these runs."), "",
-             f"Machine: {', '.join(cpus)}. Trainer commit(s): {', '.join(commits)} "
-             "(the trainer's sources are the same in all). Regenerate: `/usr/bin/python3 "
+             f"Machine: {', '.join(cpus)}. Trainer commit(s): {', '.join(commits)}; "
+             + versions_text(versions) + " Regenerate: `/usr/bin/python3 "
              f"tools/downstream_study.py --ranks {a.ranks} --pretrain-steps {a.pretrain_steps}"
              + (f" --seeds {' '.join(map(str, a.seeds))}" if a.seeds != DEFAULT_SEEDS else "")
              + (f" --ft-seeds {' '.join(map(str, a.ft_seeds))}" if a.ft_seeds != DEFAULT_SEEDS else "")
