@@ -210,6 +210,7 @@ constexpr double kBnFwdPasses = 3, kBnBwdPasses = 7;  // tensor-sized reads and 
 
 struct BnTimes {
   double fwd, bwd;
+  bool cudnn;  // timed on cuDNN's batch norm
 };
 // Whether a case runs on cuDNN's batch norm (ops::cudnn_batch_norm_*): channels-last cases under
 // ADA_CUDA_BN_CUDNN=1, as the trainer then does.
@@ -227,7 +228,9 @@ BnTimes bench_bn(const ConvShape& cs, const BnCase& bc, int64_t batch, int repea
   const Tensor gamma = Tensor::ones({c}).to(g_device), beta = Tensor::zeros({c}).to(g_device);
   Tensor rm = Tensor::zeros({c}).to(g_device), rv = Tensor::ones({c}).to(g_device), mean, invstd;
   BnTimes t{};
-  if (cudnn_bn(bc)) {  // ADA_CUDA_BN_CUDNN=1: cuDNN's NHWC batch norm + ReLU instead of ours
+  // ADA_CUDA_BN_CUDNN=1: cuDNN's NHWC batch norm + ReLU instead of ours, where cuDNN takes x
+  t.cudnn = cudnn_bn(bc) && ops::cudnn_batch_norm_fits(x, 1e-5f);
+  if (t.cudnn) {
     t.fwd = median_seconds(repeats, [&] {
       ops::CudnnBatchNorm f =
           ops::cudnn_batch_norm_train(x, gamma, beta, rm, rv, 0.1f, 1e-5f, true);
@@ -366,11 +369,11 @@ std::vector<Result> run_cuda(const std::string& python, bool torch, bool verbose
         to += (pass ? bn_per[k][i].bwd : bn_per[k][i].fwd) * convs[i].count;
         if (have) tt += tr["bn_seconds"][key][i].as<double>() * convs[i].count;
       }
-      results.push_back({g_conv_set + " bn+relu " + (pass ? "bwd " : "fwd ") +
-                             (bc.channels_last ? "nhwc " : "nchw ") +
-                             (bc.dtype == DType::f32 ? "f32" : "bf16") +
-                             (cudnn_bn(bc) ? " cuDNN" : "") + b + " (GB/s)",
-                         1, bytes / to / 1e9, have ? bytes / tt / 1e9 : -1});
+      results.push_back(
+          {g_conv_set + " bn+relu " + (pass ? "bwd " : "fwd ") +
+               (bc.channels_last ? "nhwc " : "nchw ") + (bc.dtype == DType::f32 ? "f32" : "bf16") +
+               (!bn_per[k].empty() && bn_per[k][0].cudnn ? " cuDNN" : "") + b + " (GB/s)",
+           1, bytes / to / 1e9, have ? bytes / tt / 1e9 : -1});
     }
   }
   if (verbose) {

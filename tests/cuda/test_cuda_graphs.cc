@@ -294,5 +294,33 @@ TEST(CudaGraph, ItsMemoryIsKeptFromEagerReuseWhileItLivesAndGivenBackAfter) {
       << "the graph's pool was not given back";
 }
 
+// A block of graph A's pool that graph B's capture reads and lets go stays B's until B is gone:
+// freed into A's pool at once, A's end would give it to the driver under B's kernels.
+TEST(CudaGraph, AnotherGraphsBlockFreedInACaptureIsKeptUntilThatGraphIsGone) {
+  ADA_REQUIRE_GPU();
+  const Tensor x = Tensor::full({1 << 20}, 2.0, DType::f32, testing::gpu());
+  cuda::synchronize(0);
+  const int64_t reserved_before = cuda::memory_stats(0).reserved;
+  Tensor from_a, y;
+  auto a = std::make_unique<cuda::Graph>();
+  a->capture(0, [&] { from_a = ops::add(x, x); });  // from_a: A's pool, 4 after a replay
+  a->replay();
+  {
+    cuda::Graph b;
+    b.capture(0, [&] {
+      Tensor t = ops::mul(from_a, x);  // reads A's block, then lets it go
+      from_a = Tensor();
+      y = ops::add(t, t);
+    });
+    a.reset();
+    EXPECT_GE(cuda::memory_stats(0).reserved, reserved_before + b.pool_bytes() + (4 << 20))
+        << "the block B's kernels read went back to the driver with A";
+    b.replay();
+    for (float v : y.to(Device::cpu()).to_vector<float>()) ASSERT_EQ(v, 16.f);
+  }
+  y = Tensor();
+  EXPECT_EQ(cuda::memory_stats(0).reserved, reserved_before) << "a graph's pool was not given back";
+}
+
 }  // namespace
 }  // namespace ada

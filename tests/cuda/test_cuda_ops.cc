@@ -1341,7 +1341,15 @@ TEST(CudaOps, CudnnBatchNormMatchesADoubleReference) {
                                  rm0v = rm0.to_vector<float>(), rv0v = rv0.to_vector<float>();
         const Tensor gx = on_gpu(x), gres = residual ? on_gpu(res) : Tensor(), gdy = on_gpu(dy),
                      ggamma = on_gpu(gamma), gbeta = on_gpu(beta);
-        ASSERT_TRUE(ops::cudnn_batch_norm_fits(gx, eps, gres));
+        if (!ops::cudnn_batch_norm_fits(gx, eps, gres)) {
+          // cuDNN may refuse 16-bit batch norm (PyTorch keeps bf16 off it); fn::batch_norm then
+          // runs our kernels, which CudaModels.SixteenBitResNet20OnTheGpuMatchesTheCpu checks.
+          ASSERT_NE(t, DType::f32) << "cuDNN refused f32 batch norm";
+          if (c.x == cases[0].x && kind == 0)
+            std::printf("cuDNN does not take batch norm of %s tensors here: not compared\n",
+                        dtype_name(t));
+          continue;
+        }
         auto run = [&](Tensor& rm, Tensor& rvar) {
           const ops::CudnnBatchNorm f =
               ops::cudnn_batch_norm_train(gx, ggamma, gbeta, rm, rvar, momentum, eps, relu, gres);

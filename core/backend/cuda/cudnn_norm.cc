@@ -7,7 +7,9 @@
 // ACTIVATION) and the residual add before it (BN_ADD_ACTIVATION) inside cuDNN's kernels. cuDNN
 // takes those fused forms only for some dtypes (and perhaps shapes): when it answers
 // CUDNN_STATUS_NOT_SUPPORTED the op runs cuDNN's plain batch norm and our ReLU kernels instead and
-// says so once in the log.
+// says so once in the log. A dtype whose plain batch norm cuDNN's size queries refuse (PyTorch
+// keeps bf16 off cuDNN's batch norm: cuDNN may not take it) is not `fits`: fn::batch_norm then
+// runs our kernels for it, said once in the log.
 #include <array>
 #include <atomic>
 #include <climits>
@@ -110,6 +112,34 @@ void check_channel_tensor(const char* op, const Tensor& t, int64_t c, int device
 // -1: as ADA_CUDA_BN_CUDNN says; 0 or 1: as set_cudnn_batch_norm said.
 std::atomic<int> g_cudnn_bn_override{-1};
 
+// Whether cuDNN's size queries take the plain batch norm of dtype t, asked once per dtype (with
+// the first call's shape) on `dev`: -1 not asked yet, 0 refused (said once in the log), 1 taken.
+std::atomic<int> g_takes[3] = {-1, -1, -1};
+bool takes_dtype(int64_t m, int64_t c, DType t, int dev) {
+  std::atomic<int>& known = g_takes[static_cast<int>(t)];
+  const int k = known.load(std::memory_order_relaxed);
+  if (k >= 0) return k == 1;
+  set_device(dev);
+  const Descs& d = descs(m, c, t);
+  cudnnHandle_t h = cudnn(dev);
+  size_t ws = 0, rs = 0;
+  cudnnStatus_t s = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
+      h, kMode, CUDNN_BATCHNORM_OPS_BN, d.x, nullptr, d.x, d.stat, nullptr, &ws);
+  if (s == CUDNN_STATUS_SUCCESS)
+    s = cudnnGetBatchNormalizationTrainingExReserveSpaceSize(h, kMode, CUDNN_BATCHNORM_OPS_BN,
+                                                             nullptr, d.x, &rs);
+  if (s == CUDNN_STATUS_SUCCESS)
+    s = cudnnGetBatchNormalizationBackwardExWorkspaceSize(
+        h, kMode, CUDNN_BATCHNORM_OPS_BN, d.x, nullptr, d.x, nullptr, d.x, d.stat, nullptr, &ws);
+  const int answer = s == CUDNN_STATUS_SUCCESS ? 1 : 0;
+  if (known.exchange(answer) < 0 && !answer)
+    log_warn(
+        "cuDNN batch norm (ADA_CUDA_BN_CUDNN=1): cuDNN does not take batch norm of {} tensors "
+        "({}); Adatrain's batch-norm kernels run for them",
+        dtype_name(t), cudnnGetErrorString(s));
+  return answer == 1;
+}
+
 }  // namespace
 
 bool cudnn_batch_norm_on() {
@@ -133,7 +163,7 @@ bool cudnn_batch_norm_fits(const Tensor& x, float eps, const Tensor& residual) {
     return false;
   const int64_t m = x.size(0), c = x.size(1);
   return m > 1 && c > 0 && x.numel() <= INT_MAX && split_rows(m)[0] <= kMaxN &&
-         eps >= CUDNN_BN_MIN_EPSILON;
+         eps >= CUDNN_BN_MIN_EPSILON && takes_dtype(m, c, x.dtype(), x.device().index);
 }
 
 CudnnBatchNorm cudnn_batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -52,7 +53,10 @@ struct GraphPool {
   }
   explicit GraphPool(int device) : blocks(policy(), device_malloc, device_free, device) {}
   BlockCache blocks;
+  // Blocks freed during this pool's capture that its kernels still read: the device pool's, and
+  // other graphs' pools' (with their pool, kept alive by them: their blocks are still allocated).
   std::vector<std::pair<void*, size_t>> adopted;
+  std::vector<std::tuple<std::shared_ptr<GraphPool>, void*, size_t>> adopted_from_graphs;
   std::vector<void*> pinned;
   bool retired = false;  // its graph is gone: blocks still live go back to the driver when freed
 };
@@ -206,11 +210,17 @@ void sweep_retired(DeviceState& st) {
 }
 
 // Frees `ptr` into the graph pool that handed it out; false when none did. A retired pool gives
-// its blocks back to the driver (sweep_retired) and is forgotten once empty.
+// its blocks back to the driver (sweep_retired) and is forgotten once empty. Freed by the thread
+// capturing another graph, the block is that graph's until it is retired (its kernels may read
+// it; freed into its own pool now, a sweep could give it to the driver under them).
 bool free_in_graph_pool(DeviceState& st, void* ptr, size_t bytes) {
   std::lock_guard<std::mutex> lock(st.pools_mu);
   for (const auto& pool : st.pools) {
     if (!pool->blocks.owns(ptr)) continue;
+    if (capturing_here(st) && pool.get() != st.capture) {
+      st.capture->adopted_from_graphs.emplace_back(pool, ptr, bytes);
+      return true;
+    }
     pool->blocks.free(ptr, bytes);
     if (pool->retired) sweep_retired(st);
     return true;
@@ -225,6 +235,8 @@ void retire(DeviceState& st, const std::shared_ptr<GraphPool>& pool) {
   std::lock_guard<std::mutex> lock(st.pools_mu);
   for (const auto& [ptr, bytes] : pool->adopted) st.blocks.free(ptr, bytes);
   pool->adopted.clear();
+  for (const auto& [owner, ptr, bytes] : pool->adopted_from_graphs) owner->blocks.free(ptr, bytes);
+  pool->adopted_from_graphs.clear();
   for (void* h : pool->pinned) cudaFreeHost(h);
   pool->pinned.clear();
   pool->retired = true;
