@@ -122,5 +122,10 @@ LrScaling read_lr_scaling(const Config& section, const std::string& reducer = ""
 //     1 reproduces its examples); at world 1 Adasum is the identity and the LR is lr.
 // ConfigError for an unknown reducer; world must be >= 1.
 double scaled_lr(double lr, const std::string& reducer, int world, const LrScaling& scaling);
+// scaled_lr's value and how it was made, in the config's keys, for the run's log: which key the
+// reducer reads (a config may set both, for runs that switch reducer.name), and that Adasum's
+// factor is not applied at one rank.
+std::string describe_scaled_lr(double lr, const std::string& reducer, int world,
+                               const LrScaling& scaling);
 
 }  // namespace ada::optim

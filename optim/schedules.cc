@@ -288,6 +288,29 @@ double scaled_lr(double lr, const std::string& reducer, int world, const LrScali
                     "'; known: adasum, average, sum (add the new reducer's rule to scaled_lr)");
 }
 
+std::string describe_scaled_lr(double lr, const std::string& reducer, int world,
+                               const LrScaling& s) {
+  std::ostringstream o;
+  o << "base LR " << scaled_lr(lr, reducer, world, s) << " = optimizer.lr " << lr;
+  if (reducer == "adasum") {
+    if (world > 1)
+      o << " x schedule.adasum_lr_factor " << s.adasum_factor;
+    else if (s.adasum_factor != 1.0)
+      o << " (Adasum at one rank combines nothing: schedule.adasum_lr_factor " << s.adasum_factor
+        << " applies from two ranks)";
+    o << "; schedule.lr_scaling is for sum and average";
+    return o.str();
+  }
+  const char* rule = s.rule == LrScalingRule::linear ? "linear"
+                     : s.rule == LrScalingRule::sqrt ? "sqrt"
+                                                     : "none";
+  if (s.rule == LrScalingRule::linear) o << " x " << world << " ranks";
+  if (s.rule == LrScalingRule::sqrt) o << " x sqrt(" << world << " ranks)";
+  o << " (schedule.lr_scaling: " << rule << ")";
+  if (s.adasum_factor != 1.0) o << "; schedule.adasum_lr_factor is for adasum";
+  return o.str();
+}
+
 const ScheduleRegistry& builtin_schedules() {
   return builtin_registry<ScheduleRegistry>("schedule", register_builtin_schedules);
 }

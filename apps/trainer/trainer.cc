@@ -137,9 +137,12 @@ void Trainer::build_optimization(Config& cfg) {
                          std::to_string(total_steps_));
   const Config sc =
       cfg.has("schedule") ? cfg.child("schedule") : Config::parse("{name: constant}", "defaults");
+  const optim::LrScaling scaling =
+      optim::read_lr_scaling(sc, reducer_->name(), s_.examples_per_step > 0);
   const double base_lr =
-      optim::scaled_lr(optimizer_->lr(), reducer_->name(), world_->size(),
-                       optim::read_lr_scaling(sc, reducer_->name(), s_.examples_per_step > 0));
+      optim::scaled_lr(optimizer_->lr(), reducer_->name(), world_->size(), scaling);
+  lr_description_ =
+      optim::describe_scaled_lr(optimizer_->lr(), reducer_->name(), world_->size(), scaling);
   schedule_ = optim::make_schedule(schedules, sc, base_lr);
   make_strategy_ =
       sync::read_sync(sync::builtin_syncs(), cfg, *reducer_, world_->size(), s_.device);
@@ -206,6 +209,7 @@ void Trainer::build_step() {
       model_->parameter_count(), strategy_->describe(), total_steps_, s_.micro, s_.batch,
       s_.micro * s_.batch * world_->size(),
       s_.examples_per_step > 0 ? ": train.examples_per_step" : "", data_.train->describe());
+  log_info("{}", lr_description_);
   if (data_.validation)
     log_info("validation set (val_* figures): {}", data_.validation->describe());
   if (straggler_) log_info("straggler: {}", straggler_->describe());

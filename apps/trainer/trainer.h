@@ -87,6 +87,7 @@ class Trainer {
   std::unique_ptr<StepGraph> graph_;               // train.cuda_graphs
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::Schedule> schedule_;
+  std::string lr_description_;         // the base LR and the keys that made it, for the log
   sync::StrategyMaker make_strategy_;  // the sync's settings, read before anything is built
   std::unique_ptr<sync::Strategy> strategy_;
   std::optional<Straggler> straggler_;           // train.straggler: injected delays

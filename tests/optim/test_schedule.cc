@@ -262,6 +262,26 @@ TEST(LrScaling, FollowsTheReducer) {
   EXPECT_NE(msg.find("'adasumm'; known: adasum, average, sum"), std::string::npos) << msg;
 }
 
+// The log line says the LR and which key made it, so that a key the reducer does not read (a
+// config may set both, to switch reducer.name) is visible as not applied.
+TEST(LrScaling, DescribesTheBaseLrInTheConfigsKeys) {
+  const LrScaling lin{LrScalingRule::linear, 2.0}, sq{LrScalingRule::sqrt, 1.0};
+  EXPECT_EQ(describe_scaled_lr(0.1, "average", 8, lin),
+            "base LR 0.8 = optimizer.lr 0.1 x 8 ranks (schedule.lr_scaling: linear); "
+            "schedule.adasum_lr_factor is for adasum");
+  EXPECT_EQ(describe_scaled_lr(0.1, "average", 16, sq),
+            "base LR 0.4 = optimizer.lr 0.1 x sqrt(16 ranks) (schedule.lr_scaling: sqrt)");
+  EXPECT_EQ(describe_scaled_lr(0.1, "sum", 4, LrScaling{LrScalingRule::none, 1.0}),
+            "base LR 0.1 = optimizer.lr 0.1 (schedule.lr_scaling: none)");
+  EXPECT_EQ(describe_scaled_lr(0.1, "adasum", 4, lin),
+            "base LR 0.2 = optimizer.lr 0.1 x schedule.adasum_lr_factor 2; schedule.lr_scaling "
+            "is for sum and average");
+  EXPECT_EQ(describe_scaled_lr(0.1, "adasum", 1, lin),
+            "base LR 0.1 = optimizer.lr 0.1 (Adasum at one rank combines nothing: "
+            "schedule.adasum_lr_factor 2 applies from two ranks); schedule.lr_scaling is for sum "
+            "and average");
+}
+
 TEST(LrScaling, ReadsItsKeys) {
   Config c = Config::parse("schedule:\n  lr_scaling: sqrt\n  adasum_lr_factor: 2\n", "t.yaml");
   const LrScaling s = read_lr_scaling(c.child("schedule"));
