@@ -259,6 +259,8 @@ int Trainer::run() {
     stop_since_best_ = static_cast<int64_t>(p.at("stop_at_since_best"));
   }
   resume_log_window(resumed_.log_window);
+  log_due_ = resumed_.progress.contains("log_due");
+  checksum_due_ = resumed_.progress.contains("checksum_due");
   // A run resumed at its end (finished, or stopped in its final evaluation) evaluates again: the
   // kept evaluation line of that step goes, so that it is not there twice.
   log_->open(step_, /*evaluates_again=*/step_ > 0 && step_ >= total_steps_);
@@ -531,6 +533,10 @@ void Trainer::save_checkpoint() {
     progress = {{"stop_at_best", stop_best_},
                 {"stop_at_best_step", static_cast<double>(stop_best_step_)},
                 {"stop_at_since_best", static_cast<double>(stop_since_best_)}};
+  // A metrics line or checksum that fell due after the last synchronisation of a decentralised
+  // sync waits for the next one, in the resumed run too.
+  if (log_due_) progress["log_due"] = 1;
+  if (checksum_due_) progress["checksum_due"] = 1;
   // The metrics window still open (steps since the last line: this rank's sums and the
   // reducer's diagnostics, given back to it at once), for a resumed run to finish that line as
   // this run would have (resume_log_window).

@@ -231,11 +231,14 @@ YAML
   done
   for red in sum average adasum; do compare bert.yaml $red; done  # sum: no LR scaling (its default)
   # Decentralised syncs, stopped and resumed mid-period (step 10 of periods of 4): each rank's own
-  # weights, optimizer and the anchor / outer momentum come back.
-  compare tiny.yaml average --set sync.name=local_sgd --set sync.period=4 --set train.steps=20 --set train.eval_every=0
-  compare tiny.yaml adasum --set sync.name=diloco --set sync.period=4 --set train.steps=20 --set train.eval_every=0
+  # weights, optimizer and the anchor / outer momentum come back. Lines every 5 steps: the one due
+  # at step 10 waits for the synchronisation at 12, in the resumed run too.
+  compare tiny.yaml average --set sync.name=local_sgd --set sync.period=4 --set train.steps=20 --set train.eval_every=0 \
+    --set train.log_every=5
+  compare tiny.yaml adasum --set sync.name=diloco --set sync.period=4 --set train.steps=20 --set train.eval_every=0 \
+    --set train.log_every=5
   compare tiny.yaml average --set sync.name=wagma --set sync.wait_avoiding=false --set sync.global_every=3 \
-    --set train.steps=20 --set train.eval_every=0
+    --set train.steps=20 --set train.eval_every=0 --set train.log_every=5
   # A finished run resumed (or one killed in its final evaluation) evaluates again: its
   # metrics.jsonl keeps one evaluation line of the last step, not two.
   mpi 2 "$trainer" --config tiny.yaml --set output.dir=fin --set train.log_every=3 > f1.txt 2>&1 || { cat f1.txt; fail "fin"; }
