@@ -2,8 +2,8 @@
 // views) and a complete bucket is reduced on the communication thread while backward goes on;
 // after backward the optimizer takes one step with the reduced gradients, identically on every
 // rank (so optimizer state stays identical too). The DDP/Horovod-allreduce scheme.
-// Parameters on a GPU at one rank (the only GPU layout until the NCCL communicator lands) have
-// nothing to reduce: their gradients stay on the device where backward left them.
+// At one rank the reducers return at once; on GPUs the buckets live on the device and several
+// ranks reduce them over NCCL or through MPI staging.
 #pragma once
 
 #include "sync/strategy.h"

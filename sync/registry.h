@@ -46,7 +46,7 @@ StrategyMaker read_sync(const SyncRegistry& registry, const Config& root,
                         const comm::Reducer& reducer, int world_size, const Device& device);
 
 // Checks shared by the model-averaging syncs: reducer.target is not set (they choose what
-// they reduce), the reducer is one of `reducers`, the parameters live on the CPU.
+// they reduce) and the reducer is one of `reducers`.
 void check_averaging_sync(const SyncRequest& request, const std::string& name,
                           const std::vector<std::string>& reducers, const std::string& why);
 

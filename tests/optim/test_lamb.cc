@@ -1,4 +1,4 @@
-// LAMB against its formula (docs/architecture.md, and optim/lamb.h) computed in double in the test:
+// LAMB against its formula (optim/lamb.h) computed in double in the test:
 // per-tensor trust ratios, zero norms (w = 0 and u = 0 give ratio 1), parameters excluded from
 // decay (and, unless always_adapt, from the trust ratio), several steps.
 #include <gtest/gtest.h>
