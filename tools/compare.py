@@ -8,32 +8,38 @@ config.yaml); curves are labelled by run folder, reducer and world size.
 Needs Debian's python3-matplotlib (use /usr/bin/python3: the python3 first on PATH lacks it).
 """
 import argparse
-import json
 import os
 import sys
 
-from runlog import METRICS, BadLine, read_metrics
+from runlog import METRICS, BadFile, read_metrics, read_summary
+
+
+def number(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def load_run(path):
+    """(label, training lines, eval lines) of one run folder; exits naming the file for a folder
+    that is not a run, a damaged metrics.jsonl or summary.json, or a run with no metrics line."""
     try:
         rows = read_metrics(path, strict=True)
-    except BadLine as e:
+        s = read_summary(path)
+    except BadFile as e:
         sys.exit(f"compare.py: {e}")
     if rows is None:
         sys.exit(f"compare.py: {os.path.join(path, METRICS)} not found; is {path} a trainer output folder?")
+    if not rows:
+        sys.exit(f"compare.py: {os.path.join(path, METRICS)} holds no metrics line (a run that has logged "
+                 "nothing yet?): nothing to plot for it")
     train, evals = {}, {}
     for row in rows:
         # Later lines win: a resumed run may repeat a step.
-        if "loss" in row:
+        if number(row.get("loss")):
             train[row["step"]] = row
         if any(k.startswith("eval_") for k in row):
             evals[row["step"]] = row
     label = os.path.basename(os.path.normpath(path))
-    summary = os.path.join(path, "summary.json")
-    if os.path.isfile(summary):
-        with open(summary) as f:
-            s = json.load(f)
+    if s is not None:
         label = f"{label}: {s.get('sync', s.get('reducer', '?'))}, {s.get('world_size', '?')} ranks"
         if "eval_top1" in s:
             label += f", top-1 {100 * s['eval_top1']:.2f}%"
@@ -55,13 +61,18 @@ def main():
     runs = [load_run(p) for p in args.runs]
     fig, axes = plt.subplots(2, 2, figsize=(12, 8))
     for label, train, evals in runs:
+        timed = [r for r in train if number(r.get("wall_s"))]
         if train:
             axes[0][0].plot([r["step"] for r in train], [r["loss"] for r in train], label=label)
-            axes[0][1].plot([r["wall_s"] for r in train], [r["loss"] for r in train], label=label)
+        if timed:
+            axes[0][1].plot([r["wall_s"] for r in timed], [r["loss"] for r in timed], label=label)
         key = next((k for k in ("eval_top1", "eval_mlm_accuracy") if evals and k in evals[-1]), None)
         if key:
+            evals = [r for r in evals if number(r.get(key))]
+            timed = [r for r in evals if number(r.get("wall_s"))]
             axes[1][0].plot([r["step"] for r in evals], [r[key] for r in evals], marker="o", label=label)
-            axes[1][1].plot([r["wall_s"] for r in evals], [r[key] for r in evals], marker="o", label=label)
+            if timed:
+                axes[1][1].plot([r["wall_s"] for r in timed], [r[key] for r in timed], marker="o", label=label)
     titles = [["training loss vs step", "training loss vs wall time (s)"],
               ["eval metric vs step", "eval metric vs wall time (s)"]]
     for i in range(2):
@@ -70,11 +81,15 @@ def main():
             ax.set_title(titles[i][j])
             ax.set_xlabel("step" if j == 0 else "seconds")
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=8)
+            if ax.get_legend_handles_labels()[0]:  # an empty panel (no eval lines): no legend
+                ax.legend(fontsize=8)
     axes[0][0].set_yscale("log")
     axes[0][1].set_yscale("log")
     fig.tight_layout()
-    fig.savefig(args.output, dpi=100)
+    try:
+        fig.savefig(args.output, dpi=100)
+    except (OSError, ValueError) as e:  # no such folder, not writable, an unknown image type
+        sys.exit(f"compare.py: cannot write {args.output}: {getattr(e, 'strerror', None) or e}")
     print(f"compare.py: wrote {args.output} ({len(runs)} runs)")
 
 
