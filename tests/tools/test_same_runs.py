@@ -2,7 +2,8 @@
 """tools/same_runs.py on real trainer runs (tiny LeNet runs on synthetic data, one process): two
 runs of one config are the same but for timings; another learning rate is DIFFERENT; folders of
 runs compare run by run, and a run on one side only, or an OLD folder holding no run, is not
-"the same"; a metrics.jsonl cut short at its end or damaged inside is said so."""
+"the same"; a metrics.jsonl cut short at its end or damaged inside is said so; a path that does
+not exist or is no run is refused, and empty or damaged files are named, not "same"."""
 import os
 import shutil
 import subprocess
@@ -60,8 +61,63 @@ class SameRuns(unittest.TestCase):
         self.assertEqual((rc, out), (1, f"run2: only in {t}/extra/B\nrun1: same\n"))
         os.makedirs(f"{t}/empty")
         rc, out = self.same_runs(f"{t}/empty", f"{t}/empty")
-        self.assertEqual(rc, 1)
-        self.assertIn("holds neither metrics.jsonl nor run folders", out)
+        self.assertEqual((rc, out), (2, f"same_runs.py: {t}/empty is neither a run folder (no metrics.jsonl, "
+                                        "summary.json or checkpoints/) nor holds run folders\n"))
+
+    def test_what_is_not_a_run_is_refused(self):
+        t = self.tmp
+        # A path that does not exist, on either side (it said "2 lines against 0").
+        for a, b in ((f"{t}/A/run1", f"{t}/none"), (f"{t}/none", f"{t}/A/run1")):
+            self.assertEqual(self.same_runs(a, b), (2, f"same_runs.py: {t}/none does not exist\n"))
+        self.assertEqual(self.same_runs(f"{t}/A/run1/metrics.jsonl", f"{t}/B/run1/metrics.jsonl")[0], 2)
+        # Folders holding only folders that are not runs (each an empty x/; the tools/ folder):
+        # not "x: same".
+        for side in ("P", "Q"):
+            os.makedirs(f"{t}/{side}/x")
+        rc, out = self.same_runs(f"{t}/P", f"{t}/Q")
+        self.assertEqual(rc, 2)
+        self.assertIn(f"same_runs.py: {t}/P is neither a run folder", out)
+        rc, out = self.same_runs(os.path.join(ROOT, "tools"), os.path.join(ROOT, "tools"))
+        self.assertEqual(rc, 2)
+        self.assertNotIn("same", out.replace("same_runs.py", ""))
+        # A run against a folder that is no run; a folder of runs' other folders are left out.
+        rc, out = self.same_runs(f"{t}/A/run1", f"{t}/P")
+        self.assertEqual((rc, out), (2, f"same_runs.py: {t}/A/run1 is a run folder but {t}/P is not (no "
+                                        "metrics.jsonl, summary.json or checkpoints/)\n"))
+        shutil.copytree(f"{t}/A", f"{t}/withx/A")
+        shutil.copytree(f"{t}/B", f"{t}/withx/B")
+        os.makedirs(f"{t}/withx/A/x")
+        os.makedirs(f"{t}/withx/B/logs")
+        self.assertEqual(self.same_runs(f"{t}/withx/A", f"{t}/withx/B"), (0, "run1: same\n"))
+
+    def test_empty_and_damaged_files_are_named(self):
+        t = self.tmp
+        # Two empty metrics.jsonl are no run to call the same.
+        for side in ("E", "F"):
+            os.makedirs(f"{t}/{side}/run1")
+            open(f"{t}/{side}/run1/metrics.jsonl", "w").close()
+        rc, out = self.same_runs(f"{t}/E", f"{t}/F")
+        self.assertEqual((rc, out), (1, f"run1: NOT COMPARED\n  {t}/E/run1/metrics.jsonl holds no metrics line "
+                                        f"(a run that logged nothing?)\n  {t}/F/run1/metrics.jsonl holds no "
+                                        "metrics line (a run that logged nothing?)\n"))
+        # A summary.json that is not JSON; a checkpoint's .json and .safetensors cut short.
+        for what, rel, cut in (("summary", "summary.json", 5),
+                               ("ckjson", "checkpoints/ckpt-00000003.json", 5),
+                               ("cktensors", "checkpoints/ckpt-00000003.safetensors", 20)):
+            shutil.copytree(f"{t}/A/run1", f"{t}/{what}/run1")
+            path = f"{t}/{what}/run1/{rel}"
+            if not os.path.exists(path):  # the checkpoint's tensors may be in files per part
+                rel = "checkpoints/" + next(f for f in sorted(os.listdir(f"{t}/{what}/run1/checkpoints"))
+                                            if f.endswith(".safetensors"))
+                path = f"{t}/{what}/run1/{rel}"
+            with open(path, "rb") as f:
+                data = f.read()
+            with open(path, "wb") as f:
+                f.write(data[:cut])
+            rc, out = self.same_runs(f"{t}/B/run1", f"{t}/{what}/run1")
+            self.assertEqual(rc, 1, out)
+            self.assertIn(f"{t}/B/run1: NOT COMPARED\n  {path}: not ", out)
+            self.assertNotIn("Traceback", out)
 
     def test_damaged_metrics_lines(self):
         t = self.tmp
