@@ -13,7 +13,9 @@ what the encoder learnt, without the full fine-tuning relearning it.
 Without --choose-lr nothing is chosen (the recipes are fixed before the runs), so each fine-tuning
 is evaluated once, at its end, on the test split (train.eval_every larger than the run: only the
 final evaluation). Cells are cached in OUT/cells.json (written after each cell, keyed by the
-command line), so a stopped study resumes; a run stopped partway (its ranks sent SIGTERM or
+command line), so a stopped study resumes (a damaged cells.json stops the runner before any cell
+runs, naming it, and is left as it was; --report-only with no cell to report says so and exits
+1, as study.py does); a run stopped partway (its ranks sent SIGTERM or
 SIGUSR1 by a scheduler: the trainer's stop checkpoint; or killed after a periodic one) goes on
 from its newest checkpoint when the same command and trainer version run it again; checkpoints stay under runs/downstream/ (--runs; 17-53 MB each,
 not committed).
@@ -89,6 +91,31 @@ def resumable(log, ckpt_dir, cmd_line, version):
     return version is not None and left and first == "$ " + cmd_line and attempt_version(log) == version
 
 
+def load_cells(path):
+    """OUT/cells.json ({} when there is none): {key: cell}, each cell an object with its figure
+    (a pre-training's eval_mlm_loss, a fine-tuning's eval_accuracy). Anything else stops the study
+    with a message naming the file, before a cell runs, so the cache is never written over."""
+    if not os.path.exists(path):
+        return {}
+    try:
+        with open(path, "rb") as f:
+            cells = json.loads(f.read().decode("utf-8"))
+    except OSError as e:
+        sys.exit(f"downstream: cannot read {path} ({e.strerror})")
+    except ValueError as e:  # not UTF-8, not JSON
+        sys.exit(f"downstream: {path} is damaged: not JSON ({e}); it is left as it was (restore it, e.g. "
+                 "from git, or move it aside to run every cell again)")
+    if not isinstance(cells, dict):
+        sys.exit(f"downstream: {path} is damaged: not a JSON object of cells (a {type(cells).__name__}); "
+                 "it is left as it was")
+    for key, cell in cells.items():
+        figure = "eval_mlm_loss" if key.startswith("pretrain ") else "eval_accuracy"
+        if not isinstance(cell, dict) or not isinstance(cell.get(figure), (int, float)) or isinstance(cell.get(figure), bool):
+            sys.exit(f"downstream: {path} is damaged: cell '{key}' is not an object with a number {figure}; "
+                     "it is left as it was")
+    return cells
+
+
 def run_cell(cells, path, key, cmd, out_dir, version):
     """Runs one trainer command (cached in `cells` under `key`); `version`: the trainer's version,
     for resuming an earlier attempt it made."""
@@ -153,13 +180,16 @@ def main():
                          "(cells 'probe ...'; a table of its own)")
     a = ap.parse_args()
     kinds = [k for k in KINDS if k in a.kinds]
+    path = os.path.join(a.out, "cells.json")
+    cells = load_cells(path)  # before anything runs: a damaged cache stops the study, untouched
+    if a.report_only and not cells:
+        sys.exit(f"downstream: --report-only: {'no cells in ' if os.path.exists(path) else 'no '}{path}: "
+                 "nothing to report (--out names the folder the report is read from and written to)")
     version = None if a.report_only else trainer_identity(a.trainer)[1]  # for resuming a run it began
     mpi = [a.mpirun] + MPI[1:]
     device = ["--set", f"train.device={a.device}"] if a.device != "cpu" else []
     dev_key = f" device {a.device}" if a.device != "cpu" else ""  # CPU cells keep their keys
     os.makedirs(a.out, exist_ok=True)
-    path = os.path.join(a.out, "cells.json")
-    cells = json.load(open(path)) if os.path.exists(path) else {}
     steps, warmup = a.pretrain_steps, max(1, a.pretrain_steps // 10)
     def ft_command(kind, method, seed, ft, lr, split, init):
         """A fine-tuning's (key, command, run folder): `lr` None for the fixed recipe's LR (its
@@ -264,6 +294,10 @@ def main():
                         continue
                     c = run_cell(cells, path, key, cmd, out, version)
                     rows.append(("chosen " + kind, method, seed, ft, mlm, c["eval_accuracy"]))
+    if not rows:  # --report-only with no fine-tuning cell of this command (another --pretrain-steps?)
+        sys.exit(f"downstream: --report-only: no fine-tuning cell in {path} for this command (--ranks "
+                 f"{a.ranks} --pretrain-steps {a.pretrain_steps}, seeds {' '.join(map(str, a.seeds))}, kinds "
+                 f"{' '.join(kinds)}): nothing to report; {path} is left as it was")
     report(a, cells, rows)
 
 

@@ -1471,7 +1471,8 @@ class CommittedReports(unittest.TestCase):
 class DownstreamReport(unittest.TestCase):
     """tools/downstream_study.py --report-only: the committed cells regenerate the committed
     report (its command naming --out only for a folder other than the default), --kinds finetune
-    probe adds the probe's table from 'probe' cells, and --kinds probe gives that table alone."""
+    probe adds the probe's table from 'probe' cells, and --kinds probe gives that table alone; a
+    damaged cells.json is refused and left as it was, and an empty one has nothing to report."""
 
     def report(self, cells, *extra):
         with tempfile.TemporaryDirectory() as out:
@@ -1508,6 +1509,48 @@ class DownstreamReport(unittest.TestCase):
         self.assertNotIn("## Fine-tuning", alone)
         self.assertIn("| lamb_adasum | 6.6004 ± 0.0238 | 75.00 ± 0.00 | 9 |", alone)
         self.assertIn("--pretrain-steps 300 --out OUT --kinds probe` (cells cached", alone)
+
+    def test_a_damaged_or_empty_cells_json_is_refused_and_left_as_it_was(self):
+        # A damaged cache stops the runner before anything runs (a JSONDecodeError traceback
+        # before), naming the file and leaving it untouched; an empty one has nothing to report
+        # (it wrote a report of no cells, "Machine: . ... the cells ran more than one trainer").
+        tmp = tempfile.mkdtemp(prefix="ada_test_downstream_")
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        path = os.path.join(tmp, "cells.json")
+        tool = [sys.executable, os.path.join(ROOT, "tools", "downstream_study.py"), "--out", tmp,
+                "--runs", os.path.join(tmp, "runs")]
+        for text, why in (('{"pretrain lamb_average seed 1 ranks 2 steps 300": {"eval_m', "not JSON"),
+                          (b'{"a": "\xff"}', "not JSON"),
+                          ("[]", "not a JSON object of cells (a list)"),
+                          ('{"finetune scratch seed 0 ft 1": {"eval_loss": 0.2}}',
+                           "cell 'finetune scratch seed 0 ft 1' is not an object with a number eval_accuracy")):
+            with open(path, "wb") as f:
+                f.write(text if isinstance(text, bytes) else text.encode())
+            for extra in (["--report-only"], ["--trainer", os.path.join(tmp, "no_trainer")]):
+                p = subprocess.run(tool + extra, capture_output=True, text=True)
+                self.assertEqual(p.returncode, 1, p.stderr)
+                self.assertIn(f"downstream: {path} is damaged: {why}", p.stderr)
+                self.assertIn("it is left as it was", p.stderr)
+                self.assertNotIn("Traceback", p.stderr)
+                self.assertEqual(open(path, "rb").read(), text if isinstance(text, bytes) else text.encode())
+                self.assertFalse(os.path.exists(os.path.join(tmp, "report.md")))
+        for cells, said in ("{}", f"no cells in {path}"), (None, f"no {path}"):
+            if cells is None:
+                os.remove(path)
+            else:
+                with open(path, "w") as f:
+                    f.write(cells)
+            p = subprocess.run(tool + ["--report-only"], capture_output=True, text=True)
+            self.assertEqual((p.returncode, p.stdout), (1, ""), p.stderr)
+            self.assertIn(f"downstream: --report-only: {said}: nothing to report", p.stderr)
+            self.assertFalse(os.path.exists(os.path.join(tmp, "report.md")))
+        # Cells, but none of this command's fine-tunings: nothing to report either.
+        with open(path, "w") as f:
+            json.dump({"pretrain lamb_average seed 1 ranks 2 steps 300": {"eval_mlm_loss": 6.5}}, f)
+        p = subprocess.run(tool + ["--report-only"], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn(f"downstream: --report-only: no fine-tuning cell in {path} for this command", p.stderr)
+        self.assertFalse(os.path.exists(os.path.join(tmp, "report.md")))
 
     def test_choose_lr_picks_each_checkpoints_lr_on_dev_and_reads_test_only_there(self):
         # The whole runner with a fake mpirun and trainer (run folders under a temporary --runs):
