@@ -152,13 +152,22 @@ prepare "$config"
 run=runs/$(basename "$config" .yaml)-np$ranks
 go_on="${keep_trainer}tools/train.sh $(printf '%q ' "$config" "$ranks" "$@")$(resuming "$@" || echo "--resume auto")"
 status=0
+# The run's start: a file in the run folder older than this is from before it (a run that fails
+# before it writes, e.g. on a config key, leaves an earlier run's files as they were), never
+# listed or plotted as this run's.
+started=$(mktemp)
+trap 'rm -f "$started"' EXIT
+ours() { [ -f "$1" ] && [ "$1" -nt "$started" ]; }
+sleep 0.01  # a file the run writes is strictly newer than the mark, even on a coarse clock
 train "$ranks" "$config" "$run" "$@" || status=$?
-/usr/bin/python3 tools/compare.py "$run" -o "$run/curves.png" >/dev/null || true
+ours "$run/metrics.jsonl" && { /usr/bin/python3 tools/compare.py "$run" -o "$run/curves.png" >/dev/null || true; }
 echo
 echo "train.sh: run folder      $run"
-if [ -f "$run/metrics.jsonl" ]; then
-  echo "train.sh: metrics         $run/metrics.jsonl (summary: $run/summary.json)"
-  [ -f "$run/curves.png" ] && echo "train.sh: plot            $run/curves.png"
+if [ -f "$run/metrics.jsonl" ] && ! ours "$run/metrics.jsonl"; then
+  echo "train.sh: metrics         none written by this run (those in $run are from before it)"
+elif ours "$run/metrics.jsonl"; then
+  echo "train.sh: metrics         $run/metrics.jsonl$(ours "$run/summary.json" && echo " (summary: $run/summary.json)")"
+  ours "$run/curves.png" && echo "train.sh: plot            $run/curves.png"
   # The trainer's run folders under runs/ (not the comparison's or the studies' folders of runs).
   others=()
   for d in runs/*/; do [ -f "$d/metrics.jsonl" ] && others+=("${d%/}"); done

@@ -5,6 +5,8 @@
 #            as printed, resumes from the checkpoint the ranks wrote at the step they stopped at
 #            and ends byte-identical to an unbroken tools/train.sh run (final weights, optimizer
 #            state, every step's loss); train.log keeps both parts; both print the final accuracy.
+#   failed — a run that fails (before writing anything, or at step 10) says FAILED and where its
+#            log is, and lists and plots only the files it wrote, never an earlier run's.
 # tools/train.sh runs TRAINER (ADA_TRAINER: it builds nothing while the suite runs) and writes
 # its run folders under the source tree's runs/ (removed at the end).
 # usage: train_sh_e2e.sh TRAINER SOURCE_DIR WORK_DIR CASE
@@ -91,7 +93,55 @@ YAML
     || { tail -5 default_ranks.txt; fail "tools/train.sh CONFIG --set ... did not run on 4 ranks"; }
   echo "resume: Ctrl-C stopped tools/train.sh at step $step (exit 130); '$go_on' resumed there; $n final checkpoint file(s) byte-identical, losses equal"
   ;;
+failed)
+  # A failed run presents no earlier run's files as its own: after a good run of a config, a run
+  # of it that fails before writing anything (an unknown config key) says FAILED with its log, and
+  # neither lists the earlier metrics.jsonl as its own nor redraws curves.png from them; a run that
+  # fails after writing metrics lines lists and plots those.
+  tag=train_sh_e2e_failed_$$
+  cat > "$PWD/$tag.yaml" <<'YAML'
+model: {name: lenet5}
+data: {name: synthetic, size: 64, eval_size: 16, workers: 0}
+optimizer: {name: sgd, lr: 0.05, momentum: 0.9}
+schedule: {name: constant}
+reducer: {name: average}
+train: {steps: 12, batch_per_rank: 8, log_every: 1, eval_every: 12, seed: 1}
+checkpoint: {every: 0}
+YAML
+  r=$src/runs/$tag-np2 rel=runs/$tag-np2
+  trap 'rm -rf "$r"' EXIT
+  timeout 300 bash "$src/tools/train.sh" "$PWD/$tag.yaml" 2 > good.txt 2>&1 || { tail -20 good.txt; fail "the good run failed"; }
+  grep -q "^train.sh: plot            $rel/curves.png$" good.txt && [ -s "$r/curves.png" ] \
+    || { tail -8 good.txt; fail "the good run drew no curves.png"; }
+  cp -p "$r/metrics.jsonl" metrics.before
+  cp -p "$r/curves.png" curves.before
+  sleep 1.1  # a redrawn plot would be newer by the clock
+  timeout 300 bash "$src/tools/train.sh" "$PWD/$tag.yaml" 2 --set reducer.nmae=x > bad.txt 2>&1
+  rc=$?
+  [ $rc -ne 0 ] || { tail -8 bad.txt; fail "a run with an unknown key exited 0"; }
+  grep -q "^train.sh: final FAILED (exit $rc; see $rel/train.log)$" bad.txt \
+    || { tail -8 bad.txt; fail "the failed run did not say FAILED with its log"; }
+  grep -q "nmae" "$r/train.log" || fail "$r/train.log is not the failed run's log"
+  ! grep -q "^train.sh: metrics         $rel/metrics.jsonl" bad.txt && ! grep -q "^train.sh: plot" bad.txt \
+    && ! grep -q "^train.sh: compare runs" bad.txt \
+    || { tail -8 bad.txt; fail "the failed run listed the earlier run's metrics or plot as its own"; }
+  grep -q "^train.sh: metrics         none written by this run (those in $rel are from before it)$" bad.txt \
+    || { tail -8 bad.txt; fail "the failed run did not say the metrics in its folder are from before it"; }
+  [ "$r/curves.png" -nt curves.before ] || [ curves.before -nt "$r/curves.png" ] \
+    && fail "the failed run redrew curves.png from the earlier run's metrics"
+  cmp -s "$r/curves.png" curves.before && cmp -s "$r/metrics.jsonl" metrics.before \
+    || fail "the failed run changed the earlier run's metrics.jsonl or curves.png"
+  # Failing at the start of step 10 (an injected fault on rank 0) after writing lines for steps 1-9: those are this run's.
+  ADA_FAULT=step@0#10 timeout 300 bash "$src/tools/train.sh" "$PWD/$tag.yaml" 2 > mid.txt 2>&1
+  rc=$?
+  [ $rc -ne 0 ] && grep -q "^train.sh: final FAILED (exit $rc; see $rel/train.log)$" mid.txt \
+    || { tail -8 mid.txt; fail "a run failing at step 10 did not say FAILED (exit $rc)"; }
+  grep -q "^train.sh: metrics         $rel/metrics.jsonl$" mid.txt && grep -q "^train.sh: plot            $rel/curves.png$" mid.txt \
+    || { tail -8 mid.txt; fail "a run failing at step 10 did not list its own metrics (and no summary) and plot"; }
+  [ "$r/curves.png" -nt curves.before ] || fail "a run failing at step 10 did not draw its own curves.png"
+  echo "failed: a failed run said FAILED with its log and left the earlier run's metrics and plot unlisted and untouched; one failing at step 10 listed its own"
+  ;;
 *)
-  fail "unknown case '$case' (resume)"
+  fail "unknown case '$case' (resume, failed)"
   ;;
 esac
