@@ -298,6 +298,28 @@ while true; do sleep 0.05; done
             broken.cells()
         self.assertIn("schedule.warmup_steps: cannot evaluate", str(cm.exception))
 
+    def test_study_files_of_the_wrong_shape_name_the_file_and_key(self):
+        # Each of these crashed with AttributeError ('list' object has no attribute 'items'), or a
+        # yaml traceback for the base config, instead of naming the file and the key.
+        text = study_text(self.base, TWO_METHODS)
+        path = os.path.join(self.tmp, "s.yaml")
+        for bad, key in [
+                (text.replace("{label: Adasum, set: {reducer.name: adasum}}", "{set: [reducer.name=adasum]}"),
+                 "methods.adasum.set: must be a mapping"),
+                (text.replace('set: {schedule.warmup_steps: "=min(2, steps_per_epoch)", train.eval_every: 2}',
+                              "set: reducer.name=average"), "set: must be a mapping"),
+                (text.replace("sweep: {optimizer.lr: [0.05, 0.1]}", "sweep: [0.05, 0.1]"),
+                 "methods.average.sweep: must be a mapping"),
+                (text + "variants:\n  v: {set: [a, b]}\n", "variants.v.set: must be a mapping")]:
+            msg = self.error(bad)
+            self.assertIn(f"study {path}: {key}", msg)
+        write(self.tmp, "bad_base.yaml", "model: {name: lenet5\n")
+        self.assertIn("base config " + os.path.join(self.tmp, "bad_base.yaml") + ": not valid YAML",
+                      self.error(study_text(os.path.join(self.tmp, "bad_base.yaml"), TWO_METHODS)))
+        write(self.tmp, "list_base.yaml", "- model\n")
+        self.assertIn("list_base.yaml: must be a mapping of sections",
+                      self.error(study_text(os.path.join(self.tmp, "list_base.yaml"), TWO_METHODS)))
+
     def test_a_step_budget_per_cell(self):
         # budget {steps: "=EXPR"}: e.g. fewer steps for more examples per step; the steps an
         # expression sees (steps_per_epoch, total_steps) follow each cell's own budget.

@@ -17,8 +17,12 @@ class StudyError(Exception):
     """A bad study file or command line; the message names the file and key."""
 
 
-def _flat(d, prefix=""):
-    """{'a': {'b': 1}} -> {'a.b': 1}; dotted keys stay as they are."""
+def _flat(d, prefix="", where=None):
+    """{'a': {'b': 1}} -> {'a.b': 1}; dotted keys stay as they are. `where` ("study FILE: methods.x.set"):
+    d must be a mapping (None is an empty one), else StudyError naming it."""
+    if where is not None and d is not None and not isinstance(d, dict):
+        raise StudyError(f"{where}: must be a mapping of keys to values (e.g. {{optimizer.lr: 0.1}}), "
+                         f"got {d!r}")
     out = {}
     for k, v in (d or {}).items():
         key = f"{prefix}{k}"
@@ -75,6 +79,11 @@ class Study:
                 self.base_cfg = yaml.safe_load(f) or {}
         except OSError as e:
             raise StudyError(f"{where}: base config {self.base}: cannot read ({e.strerror})")
+        except yaml.YAMLError as e:
+            raise StudyError(f"{where}: base config {self.base}: not valid YAML: {e}")
+        if not isinstance(self.base_cfg, dict):
+            raise StudyError(f"{where}: base config {self.base}: must be a mapping of sections (model, data, "
+                             f"train, ...), got {type(self.base_cfg).__name__}")
         self.question = str(doc.get("question", "")).strip()
         self.findings = self._findings(doc)
         self.fetch = list(doc.get("fetch", []))
@@ -136,7 +145,7 @@ class Study:
         self.ranks = int_list("ranks", None) if "ranks" in doc else need("ranks", list)
         self.micro_batches = int_list("micro_batches", [1])
         self.seeds = int_list("seeds", [1])
-        self.common = _flat(doc.get("set", {}))
+        self.common = _flat(doc.get("set", {}), where=f"{where}: set")
         for k in ("train.epochs", "train.steps", "train.seed", "train.micro_batches", "train.examples_per_step",
                   "output.dir"):
             if k in self.common:
@@ -155,7 +164,7 @@ class Study:
             seeds = m.get("seeds", self.seeds)
             if not isinstance(seeds, list) or not seeds or not all(isinstance(x, int) and x >= 1 for x in seeds):
                 raise StudyError(f"{mw}.seeds: must be a non-empty list of positive integers, got {seeds!r}")
-            sweep = _flat(m.get("sweep", {}))
+            sweep = _flat(m.get("sweep", {}), where=f"{mw}.sweep")
             for k, vals in sweep.items():
                 if not isinstance(vals, list) or not vals:
                     raise StudyError(f"{mw}.sweep.{k}: must be a non-empty list of values")
@@ -170,7 +179,7 @@ class Study:
             if set(confirm) & set(seeds):
                 raise StudyError(f"{mw}.confirm_seeds: {sorted(set(confirm) & set(seeds))} already among its "
                                  f"seeds {seeds}; give the chosen point's other seeds")
-            self.methods[mname] = {"set": _flat(m.get("set", {})), "sweep": sweep, "seeds": seeds,
+            self.methods[mname] = {"set": _flat(m.get("set", {}), where=f"{mw}.set"), "sweep": sweep, "seeds": seeds,
                                    "confirm_seeds": confirm, "label": str(m.get("label", mname)),
                                    "baseline": m.get("baseline")}
         variants = doc.get("variants", {"": {}})
@@ -185,7 +194,7 @@ class Study:
             mbs = v.get("micro_batches", self.micro_batches)
             if not isinstance(mbs, list) or not mbs or not all(isinstance(x, int) and x >= 1 for x in mbs):
                 raise StudyError(f"{vw}.micro_batches: must be a non-empty list of positive integers, got {mbs!r}")
-            self.variants[str(vname)] = {"set": _flat(v.get("set", {})), "label": str(v.get("label", vname)),
+            self.variants[str(vname)] = {"set": _flat(v.get("set", {}), where=f"{vw}.set"), "label": str(v.get("label", vname)),
                                          "micro_batches": mbs}
         self.baseline = doc.get("baseline")
         if self.baseline is not None and self.baseline not in self.methods:
