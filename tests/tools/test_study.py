@@ -320,6 +320,19 @@ while true; do sleep 0.05; done
         self.assertIn("list_base.yaml: must be a mapping of sections",
                       self.error(study_text(os.path.join(self.tmp, "list_base.yaml"), TWO_METHODS)))
 
+    def test_lists_and_counts_of_the_wrong_type_are_refused(self):
+        # A string where a list belongs was iterated into characters (fetch: mnist fetched 'm', 'n',
+        # ...; trainer_args: --foo passed '-', '-', 'f', ...) and true counted as the number 1.
+        text = study_text(self.base, TWO_METHODS)
+        self.assertIn("'fetch' must be a list (e.g. [mnist]), got 'mnist'", self.error(text + "fetch: mnist\n"))
+        self.assertIn("'trainer_args' must be a list", self.error(text + "trainer_args: --foo\n"))
+        self.assertEqual(self.load(text + "fetch: [mnist]\ntrainer_args: [--threads, 2]\n").trainer_args,
+                         ["--threads", "2"])
+        self.assertIn("budget must be", self.error(text.replace("budget: {steps: 4}", "budget: {steps: true}")))
+        self.assertIn("'seeds' must be", self.error(text.replace("seeds: [1]", "seeds: [true]")))
+        self.assertIn("train_size must be", self.error(text.replace("train_size: 256", "train_size: true")))
+        self.assertIn("metric must be", self.error(text.replace("target: 0.05", "target: true")))
+
     def test_a_step_budget_per_cell(self):
         # budget {steps: "=EXPR"}: e.g. fewer steps for more examples per step; the steps an
         # expression sees (steps_per_epoch, total_steps) follow each cell's own budget.
@@ -1205,7 +1218,8 @@ class EndToEnd(unittest.TestCase):
         # Without a validation set the select figure is missing: the cell fails, saying how to fix it.
         rc, out = self.run_study(text.replace(", data.validation_size: 64", "").replace("0.05, 0.1", "0.07"))
         self.assertEqual(rc, 1, out)
-        self.assertIn("without 'val_top1' (metric.select) in summary.json; set data.validation_size", out)
+        self.assertIn("without 'val_top1' (metric.select of study ", out)
+        self.assertIn("whose figures are: eval_loss, eval_top1; set data.validation_size", out)
 
     def cut_off_text(self, methods):
         """A cut_off study at 2 ranks whose target (a validation loss below 1e9) every evaluation reaches."""
@@ -1457,6 +1471,83 @@ class EndToEnd(unittest.TestCase):
         log = next(os.path.join(d, "log.txt") for d, _, files in os.walk(self.runs) if "log.txt" in files)
         with open(log) as f:
             self.assertIn("resumed from", f.read())
+
+
+FAKE_MPIRUN = '#!/bin/bash\nwhile [[ $1 != --mca ]]; do shift; done\nshift 3\nexec "$@"\n'
+
+# A trainer as the runner sees it: --version, and a run that holds <output.dir>/.lock as the real
+# one does (base/dir_lock.cc), logs evaluations at steps 2 and 4 and writes summary.json. Its
+# `--set fake.sleep=S` trains for S seconds first; `fake.fail=1` ends it with an error.
+FAKE_TRAINER = """#!/usr/bin/python3
+import fcntl, json, os, sys, time
+if sys.argv[1:] == ["--version"]:
+    sys.exit(print("trainer built from commit abc1234 (trainer version v1)"))
+sets = dict(a.split("=", 1) for a in sys.argv[1:] if "=" in a and not a.startswith("-"))
+out = sets["output.dir"]
+os.makedirs(out, exist_ok=True)
+lock = open(os.path.join(out, ".lock"), "a+")
+try:
+    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+except OSError:
+    sys.exit(print("config error: output.dir: " + out + " is in use by another run") or 1)
+lock.truncate(0)
+lock.write("process %d on testhost since 2024-01-01 00:00:00 UTC\\n" % os.getpid())
+lock.flush()
+print("trainer version v1", flush=True)
+time.sleep(float(sets.get("fake.sleep", 0)))
+if sets.get("fake.fail"):
+    sys.exit(print("rank 0 error: boom") or 1)
+with open(os.path.join(out, "metrics.jsonl"), "w") as f:
+    for step in (2, 4):
+        f.write(json.dumps({"step": step, "loss": 1.0, "eval_top1": 0.5, "wall_s": 0.1 * step}) + "\\n")
+json.dump({"steps": 4, "eval_top1": 0.5, "eval_loss": 1.0, "wall_seconds": 0.4, "commit": "abc1234",
+           "trainer_version": "v1"}, open(os.path.join(out, "summary.json"), "w"))
+"""
+
+
+class Guards(unittest.TestCase):
+    """The runner against what goes wrong around it (a fake mpirun and trainer, quick): live runs
+    in its folders, a second runner, damaged cells.json, a full disk, a metric no run writes."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="ada_test_study_guards_")
+        self.addCleanup(shutil.rmtree, self.tmp, ignore_errors=True)
+        self.base = write(self.tmp, "base.yaml", BASE)
+        self.runs = os.path.join(self.tmp, "runs")
+        self.results = os.path.join(self.tmp, "results")
+        self.mpirun = write(self.tmp, "mpirun", FAKE_MPIRUN)
+        self.trainer = write(self.tmp, "trainer", FAKE_TRAINER)
+        os.chmod(self.mpirun, 0o755)
+        os.chmod(self.trainer, 0o755)
+        self.methods = "  average: {set: {reducer.name: average}}\n"
+
+    def args(self, path, *extra):
+        return [path, "--runs", self.runs, "--results", self.results, "--trainer", self.trainer,
+                "--mpirun", self.mpirun, "--no-build", "--no-fetch", *extra]
+
+    def run_study(self, text, *extra):
+        path = write(self.tmp, "s.yaml", text)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            rc = study.cli.main(self.args(path, *extra))
+        return rc, out.getvalue()
+
+    def cells(self):
+        with open(os.path.join(self.results, "cells.json")) as f:
+            return {c["name"]: c for c in json.load(f)["cells"]}
+
+    def test_a_metric_no_run_writes_names_the_study_file_the_key_and_the_figures_there_were(self):
+        text = study_text(self.base, self.methods).replace("name: eval_top1", "name: eval_top2")
+        rc, out = self.run_study(text, "--only", "ranks=1")
+        self.assertEqual(rc, 1, out)
+        path = os.path.join(self.tmp, "s.yaml")
+        self.assertIn(f"the run ended without 'eval_top2' (metric.name of study {path}) in summary.json, whose "
+                      f"figures are: eval_loss, eval_top1", out)
+        text = study_text(self.base, self.methods).replace("chance: 0.1}", "chance: 0.1, select: val_top1}")
+        rc, out = self.run_study(text, "--only", "ranks=1")
+        self.assertEqual(rc, 1, out)
+        self.assertIn(f"without 'val_top1' (metric.select of study {path}) in summary.json, whose figures are: "
+                      f"eval_loss, eval_top1; set data.validation_size", out)
 
 
 class CommittedReports(unittest.TestCase):

@@ -115,13 +115,17 @@ def run_cell(cell, args, folder, deadline=None, progress=None):
     if study.select:
         sel_final = summary.get(study.select) if rc == 0 else (sel_evals[-1][1] if sel_evals else None)
     nonfinite = "is NaN/Inf" in log_text  # the trainer's stop on a non-finite loss or gradient
+    # The figures the run did write, for a metric it did not (a typo in the study, or no such split).
+    had = ", ".join(sorted(k for k, v in summary.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+                           and re.search(r"top\d|accuracy|loss|perplexity|ppl|^eval_|^val_|^test_", k))) or "none"
     if rc == 0 and study.metric not in summary:
         status = "failed"
-        reason = f"the run ended without '{study.metric}' in summary.json (no evaluation set?)"
+        reason = (f"the run ended without '{study.metric}' (metric.name of study {study.path}) in summary.json, "
+                  f"whose figures are: {had} (a misspelt metric.name, or no evaluation set?)")
     elif rc == 0 and study.select and study.select not in summary:
         status = "failed"
-        reason = (f"the run ended without '{study.select}' (metric.select) in summary.json; "
-                  f"set data.validation_size")
+        reason = (f"the run ended without '{study.select}' (metric.select of study {study.path}) in summary.json, "
+                  f"whose figures are: {had}; set data.validation_size, or correct metric.select")
     elif rc == 0:
         status, reason = ("diverged", f"final {study.metric} {final}") if is_diverged_value(study, final) else ("ok", "")
     elif nonfinite:

@@ -33,6 +33,11 @@ def _flat(d, prefix="", where=None):
     return out
 
 
+def is_count(x):
+    """A whole number >= 1 as YAML gives it (true and false are bools, which Python counts as ints)."""
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 1
+
+
 def _get(tree, dotted, default=None):
     node = tree
     for part in dotted.split("."):
@@ -86,8 +91,14 @@ class Study:
                              f"train, ...), got {type(self.base_cfg).__name__}")
         self.question = str(doc.get("question", "")).strip()
         self.findings = self._findings(doc)
-        self.fetch = list(doc.get("fetch", []))
-        self.trainer_args = [str(a) for a in doc.get("trainer_args", [])]
+        def str_list(key, example):
+            v = doc.get(key, [])
+            if not isinstance(v, list) or not all(isinstance(x, (str, int, float)) and not isinstance(x, bool)
+                                                  for x in v):
+                raise StudyError(f"{where}: '{key}' must be a list (e.g. {example}), got {v!r}")
+            return [str(x) for x in v]
+        self.fetch = str_list("fetch", "[mnist]")
+        self.trainer_args = str_list("trainer_args", '["--threads", 2]')
         self.resume_cells = doc.get("resume_cells", False)
         if not isinstance(self.resume_cells, bool):
             raise StudyError(f"{where}: resume_cells must be true or false, got {self.resume_cells!r}")
@@ -95,7 +106,7 @@ class Study:
         budget = need("budget", dict)
         value = next(iter(budget.values())) if len(budget) == 1 else None
         expr = set(budget) == {"steps"} and isinstance(value, str) and value.startswith("=")
-        if set(budget) not in ({"epochs"}, {"steps"}) or not (expr or isinstance(value, int) and value >= 1):
+        if set(budget) not in ({"epochs"}, {"steps"}) or not (expr or is_count(value)):
             raise StudyError(f"{where}: budget must be {{epochs: N}} or {{steps: N}} with N >= 1, or {{steps: "
                              f"\"=EXPR\"}} over ranks, micro_batches, batch_per_rank, examples_per_step; got {budget!r}")
         self.budget_key, self.budget = next(iter(budget.items()))
@@ -127,18 +138,19 @@ class Study:
         bad = sorted(set(metric) - {"name", "goal", "target", "diverged", "chance", "plot_range", "select",
                                     "choose_by"})
         if bad or not isinstance(self.metric, str) or self.goal not in ("max", "min") or \
-                not all(v is None or isinstance(v, (int, float)) for v in (self.target, self.diverged, self.chance)):
+                not all(v is None or isinstance(v, (int, float)) and not isinstance(v, bool)
+                        for v in (self.target, self.diverged, self.chance)):
             raise StudyError(f"{where}: metric must be {{name: eval_top1, goal: max|min, target: X, "
                              f"diverged: X, chance: X, select: val_top1}} (numbers but select; only name "
                              f"is required), got {metric!r}")
 
         self.train_size = doc.get("train_size")
-        if self.train_size is not None and (not isinstance(self.train_size, int) or self.train_size < 1):
+        if self.train_size is not None and not is_count(self.train_size):
             raise StudyError(f"{where}: train_size must be a positive integer (examples in the training set)")
 
         def int_list(key, default):
             v = doc.get(key, default)
-            if not isinstance(v, list) or not v or not all(isinstance(x, int) and x >= 1 for x in v):
+            if not isinstance(v, list) or not v or not all(is_count(x) for x in v):
                 raise StudyError(f"{where}: '{key}' must be a non-empty list of positive integers, got {v!r}")
             return v
 
@@ -162,7 +174,7 @@ class Study:
                 raise StudyError(f"{mw}: must be a mapping with 'set' (overrides), optional 'sweep' "
                                  f"(key: [values]), 'seeds', 'confirm_seeds', 'baseline' and 'label', got {m!r}")
             seeds = m.get("seeds", self.seeds)
-            if not isinstance(seeds, list) or not seeds or not all(isinstance(x, int) and x >= 1 for x in seeds):
+            if not isinstance(seeds, list) or not seeds or not all(is_count(x) for x in seeds):
                 raise StudyError(f"{mw}.seeds: must be a non-empty list of positive integers, got {seeds!r}")
             sweep = _flat(m.get("sweep", {}), where=f"{mw}.sweep")
             for k, vals in sweep.items():
@@ -171,7 +183,7 @@ class Study:
             # confirm_seeds: once a column's sweep has run at `seeds`, its chosen point runs these
             # seeds too; the choice stays the one made on `seeds` (cells planned from results).
             confirm = m.get("confirm_seeds", [])
-            if not isinstance(confirm, list) or not all(isinstance(x, int) and x >= 1 for x in confirm):
+            if not isinstance(confirm, list) or not all(is_count(x) for x in confirm):
                 raise StudyError(f"{mw}.confirm_seeds: must be a list of positive integers, got {confirm!r}")
             if confirm and math.prod(len(v) for v in sweep.values()) < 2:
                 raise StudyError(f"{mw}.confirm_seeds: the method has no sweep to choose a point from; give "
@@ -192,7 +204,7 @@ class Study:
                 raise StudyError(f"{vw}: must be a mapping with 'set' (overrides) and optional 'label' and "
                                  f"'micro_batches' (the study's list for this variant), got {v!r}")
             mbs = v.get("micro_batches", self.micro_batches)
-            if not isinstance(mbs, list) or not mbs or not all(isinstance(x, int) and x >= 1 for x in mbs):
+            if not isinstance(mbs, list) or not mbs or not all(is_count(x) for x in mbs):
                 raise StudyError(f"{vw}.micro_batches: must be a non-empty list of positive integers, got {mbs!r}")
             self.variants[str(vname)] = {"set": _flat(v.get("set", {}), where=f"{vw}.set"), "label": str(v.get("label", vname)),
                                          "micro_batches": mbs}
