@@ -1549,6 +1549,47 @@ class Guards(unittest.TestCase):
         self.assertIn(f"without 'val_top1' (metric.select of study {path}) in summary.json, whose figures are: "
                       f"eval_loss, eval_top1; set data.validation_size", out)
 
+    def test_a_damaged_cells_json_is_refused_and_never_overwritten(self):
+        # Published cells first; then each damage: the run, --report-only and --chosen refuse it
+        # (exit 2, the file, the line or cell and the field, no traceback) and leave it as it was.
+        text = study_text(self.base, self.methods)
+        rc, out = self.run_study(text)
+        self.assertEqual(rc, 0, out)
+        path = os.path.join(self.results, "cells.json")
+        good = read(path)
+        lines = good.splitlines()
+        second = json.loads(lines[2].rstrip(","))
+
+        def with_cell(**change):
+            rec = {k: v for k, v in {**second, **change}.items() if v != "DROP"}
+            return "\n".join(lines[:2] + [json.dumps(rec)] + lines[3:]) + "\n"
+        for damaged, says in [
+                (good[:-40], "cells.json: not valid JSON"),
+                ("[]\n", "cells.json: not an object (a JSON list)"),
+                ('{"study": "s", "cells": {}}\n', "cells.json: 'cells' is not a list"),
+                (with_cell(status="DROP"), "cells.json: line 3 (cell average-np2-s1): no 'status'"),
+                (with_cell(final="DROP"), "cells.json: line 3 (cell average-np2-s1): no 'final'"),
+                (with_cell(evals="DROP"), "cells.json: line 3 (cell average-np2-s1): no 'evals'"),
+                (with_cell(evals=[[2]]), "line 3 (cell average-np2-s1): 'evals' must be a list of [step, value]"),
+                (with_cell(evals="[[2, 0.5]]"), "'evals' must be a list of [step, value] pairs"),
+                (with_cell(status="done"), "'status' must be one of ok, diverged, failed")]:
+            for extra in ([], ["--report-only"], ["--chosen", "average@1"]):
+                with self.subTest(says=says, extra=extra):
+                    write(self.results, "cells.json", damaged)
+                    shutil.rmtree(self.runs, ignore_errors=True)  # the cells must come from cells.json
+                    rc, out = self.run_study(text, *extra)
+                    self.assertEqual(rc, 2, out)
+                    self.assertIn(f"study.py: {path}: ", out)
+                    self.assertIn(says, out)
+                    self.assertIn("the runner neither reads nor overwrites it", out)
+                    self.assertNotIn("Traceback", out)
+                    self.assertEqual(read(path), damaged)
+        # A cells.json with no cell of this study: --report-only says it has none, not that it is missing.
+        write(self.results, "cells.json", '{"study": "s", "metric": "eval_top1", "cells": [\n]}\n')
+        rc, out = self.run_study(text, "--report-only")
+        self.assertEqual(rc, 1, out)
+        self.assertIn(f"none of this study's in {path}: nothing to report", out)
+
 
 class CommittedReports(unittest.TestCase):
     """Every study with committed cells: its cells.json regenerates its committed report.md, but

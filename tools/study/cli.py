@@ -189,7 +189,11 @@ def main(argv=None):
     # finished cells when their settings hash matches and no run folder says otherwise (an
     # unfinished attempt reruns), so a study can be extended or its findings rewritten without
     # rerunning what is already measured.
-    published = load_published(os.path.join(results, "cells.json"))
+    try:
+        published = load_published(os.path.join(results, "cells.json"))
+    except StudyError as e:
+        print(f"study.py: {e}", file=sys.stderr)
+        return 2
     from_report = 0
 
     def load(new_cells):
@@ -336,10 +340,12 @@ def main(argv=None):
         return 2
     if not records:
         if args.report_only:  # a report is redrawn from cells.json and the run folders
-            print(f"study.py: --report-only: no finished cells in {shown(runs)} and no "
-                  f"{shown(os.path.join(results, 'cells.json'))}: nothing to report (--results "
-                  f"names the folder the report is read from and written to: to redraw a published report "
-                  f"elsewhere, copy its cells.json there first)", file=sys.stderr)
+            path = os.path.join(results, "cells.json")
+            print(f"study.py: --report-only: no finished cells in {shown(runs)} and "
+                  + (f"none of this study's in {shown(path)}" if os.path.exists(path) else f"no {shown(path)}")
+                  + ": nothing to report (--results "
+                  "names the folder the report is read from and written to: to redraw a published report "
+                  "elsewhere, copy its cells.json there first)", file=sys.stderr)
             return 1
         print("study.py: no finished cells yet: nothing to report")
         return 1 if failures else 0

@@ -18,7 +18,7 @@ import time
 
 from runlog import read_metrics
 
-from .spec import ROOT, fmt_metric, fmt_time
+from .spec import ROOT, StudyError, fmt_metric, fmt_time
 
 CELL_MARKER = "study_cell.json"
 
@@ -323,20 +323,59 @@ def load_cached(folder, cell):
 
 
 def load_published(path):
-    """Finished cells of an earlier report's cells.json by settings hash ({} when there is none)."""
-    if not os.path.isfile(path):
+    """Finished cells of an earlier report's cells.json by settings hash ({} when there is none).
+    A file that is there but damaged (not JSON, not {"cells": [...]}, a cell without the fields a
+    report reads) is refused (StudyError naming the file, the cell and the field), never taken as
+    empty: a run would then overwrite it and lose the cells published there."""
+    if not os.path.exists(path):
         return {}
+    fix = ("; repair it (git diff / git checkout of the published file), or move it away to rerun its cells: "
+           "the runner neither reads nor overwrites it as it is")
     try:
         with open(path) as f:
-            doc = json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
-        print(f"study.py: warning: {path} is unreadable ({e}); its cells are not reused", file=sys.stderr)
-        return {}
+            text = f.read()
+        doc = json.loads(text)
+    except OSError as e:
+        raise StudyError(f"{path}: cannot read ({e.strerror})" + fix)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise StudyError(f"{path}: not valid JSON ({e})" + fix)
+    if not isinstance(doc, dict) or not isinstance(doc.get("cells"), list):
+        what = "'cells' is not a list" if isinstance(doc, dict) else f"not an object (a JSON {type(doc).__name__})"
+        raise StudyError(f"{path}: {what}; a study's cells.json is {{\"study\": ..., \"metric\": ..., "
+                         f"\"cells\": [one cell a line]}}" + fix)
+    cells = doc["cells"]
+    lines = text.splitlines()
+    one_a_line = len(lines) == len(cells) + 2  # as write_cells_json writes it: cell i on line i + 2
+
+    def number(v):
+        return v is None or isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    def curve(v):
+        return isinstance(v, list) and all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], int)
+                                           and not isinstance(p[0], bool) and number(p[1]) for p in v)
+    checks = {"name": (lambda v: isinstance(v, str), "a string"),
+              "hash": (lambda v: isinstance(v, str), "a string (the cell's settings hash)"),
+              "status": (lambda v: v in ("ok", "diverged", "failed"), "one of ok, diverged, failed"),
+              "method": (lambda v: isinstance(v, str), "a string"),
+              "ranks": (lambda v: isinstance(v, int) and not isinstance(v, bool), "a whole number"),
+              "final": (number, "a number or null"),
+              "evals": (curve, "a list of [step, value] pairs")}
     out = {}
-    for rec in doc.get("cells", []):
-        if not isinstance(rec, dict) or rec.get("status") == "failed" or "hash" not in rec:
-            continue
-        out[rec["hash"]] = rec
+    for i, rec in enumerate(cells):
+        where = f"line {i + 2}" if one_a_line else f"cells[{i}]"
+        if not isinstance(rec, dict):
+            raise StudyError(f"{path}: {where}: a cell must be an object, got {json.dumps(rec)[:60]}" + fix)
+        if isinstance(rec.get("name"), str):
+            where += f" (cell {rec['name']})"
+        for key, (ok, what) in checks.items():
+            if key not in rec:
+                raise StudyError(f"{path}: {where}: no '{key}'" + fix)
+            if not ok(rec[key]):
+                raise StudyError(f"{path}: {where}: '{key}' must be {what}, got {json.dumps(rec[key])[:60]}" + fix)
+        if "select_evals" in rec and not curve(rec["select_evals"]):
+            raise StudyError(f"{path}: {where}: 'select_evals' must be a list of [step, value] pairs" + fix)
+        if rec["status"] != "failed":
+            out[rec["hash"]] = rec
     return out
 
 
