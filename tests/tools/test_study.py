@@ -1477,7 +1477,7 @@ FAKE_MPIRUN = '#!/bin/bash\nwhile [[ $1 != --mca ]]; do shift; done\nshift 3\nex
 
 # A trainer as the runner sees it: --version, and a run that holds <output.dir>/.lock as the real
 # one does (base/dir_lock.cc), logs evaluations at steps 2 and 4 and writes summary.json. Its
-# `--set fake.sleep=S` trains for S seconds first; `fake.fail=1` ends it with an error.
+# `--set fake.sleep=S` (or $FAKE_SLEEP) trains for S seconds first; `fake.fail=1` ends it with an error.
 FAKE_TRAINER = """#!/usr/bin/python3
 import fcntl, json, os, sys, time
 if sys.argv[1:] == ["--version"]:
@@ -1494,7 +1494,7 @@ lock.truncate(0)
 lock.write("process %d on testhost since 2024-01-01 00:00:00 UTC\\n" % os.getpid())
 lock.flush()
 print("trainer version v1", flush=True)
-time.sleep(float(sets.get("fake.sleep", 0)))
+time.sleep(float(sets.get("fake.sleep", os.environ.get("FAKE_SLEEP", 0))))
 if sets.get("fake.fail"):
     sys.exit(print("rank 0 error: boom") or 1)
 with open(os.path.join(out, "metrics.jsonl"), "w") as f:
@@ -1548,6 +1548,61 @@ class Guards(unittest.TestCase):
         self.assertEqual(rc, 1, out)
         self.assertIn(f"without 'val_top1' (metric.select of study {path}) in summary.json, whose figures are: "
                       f"eval_loss, eval_top1; set data.validation_size", out)
+
+    def start_runner(self, text, *extra):
+        """tools/study.py on `text` in the background, its cells' trainers sleeping 60 s, once its
+        first cell's trainer holds its folder's .lock: (the runner, that folder, the trainer's PID)."""
+        path = write(self.tmp, "s.yaml", text)
+        runner = subprocess.Popen([sys.executable, os.path.join(ROOT, "tools", "study.py"), *self.args(path, *extra)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                  env=dict(os.environ, FAKE_SLEEP="60"))
+        self.addCleanup(runner.stdout.close)
+        self.addCleanup(lambda: runner.poll() is None and runner.kill())
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            locks = [os.path.join(self.runs, d, ".lock") for d in os.listdir(self.runs)] \
+                if os.path.isdir(self.runs) else []
+            held = [p for p in locks if os.path.isfile(p) and read(p).startswith("process ")]
+            if held:
+                pid = int(read(held[0]).split()[1])
+                self.addCleanup(lambda: subprocess.run(["kill", "-9", str(pid)], capture_output=True))
+                return runner, os.path.dirname(held[0]), pid
+            self.assertIsNone(runner.poll(), runner.stdout.read() if runner.poll() is not None else "")
+            time.sleep(0.1)
+        self.fail("the cell's trainer never took its folder's lock")
+
+    def test_a_cell_whose_run_outlived_its_runner_is_neither_deleted_nor_run_again(self):
+        # kill -9 of study.py leaves its mpirun (a session of its own) training the cell. The rerun
+        # used to delete that folder, lock and all, and start a second trainer there; now it refuses
+        # (exit 2) naming the folder and the holder, runs nothing, and --dry-run says "busy".
+        text = study_text(self.base, self.methods).replace("ranks: [1, 2]", "ranks: [1]")
+        runner, cell, pid = self.start_runner(text)
+        runner.kill()
+        runner.wait()
+        os.kill(pid, 0)  # the orphan trains on
+        rc, out = self.run_study(text, "--dry-run")
+        self.assertEqual(rc, 0, out)
+        self.assertIn("busy: a live run holds its folder", out)
+        rc, out = self.run_study(text)
+        self.assertEqual(rc, 2, out)
+        self.assertIn(f"average-np1-s1: its folder {cell} is in use by a live trainer run (process {pid} on testhost "
+                      f"since 2024-01-01 00:00:00 UTC, which holds {cell}/.lock)", out)
+        self.assertIn("wait for that run to end, or kill it", out)
+        self.assertIn("nothing run", out)
+        self.assertEqual(read(os.path.join(cell, ".lock")).split()[1], str(pid))
+        os.kill(pid, 0)
+        # run_cell itself refuses too (a cell planned after the start: confirm_seeds).
+        c = study.spec.Study(os.path.join(self.tmp, "s.yaml")).cells()[0]
+        with self.assertRaises(study.run.CellBusy):
+            study.run.run_cell(c, None, cell)
+        # Once that run has ended (killed here), the folder is the cell's unfinished attempt again.
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.time() + 30
+        while study.run.lock_holder(cell) and time.time() < deadline:
+            time.sleep(0.1)
+        rc, out = self.run_study(text)
+        self.assertEqual(rc, 0, out)
+        self.assertEqual(self.cells()["average-np1-s1"]["status"], "ok")
 
     def test_a_damaged_cells_json_is_refused_and_never_overwritten(self):
         # Published cells first; then each damage: the run, --report-only and --chosen refuse it

@@ -10,7 +10,8 @@ import time
 from . import __doc__ as RUNNER_DOC
 from .report import (aggregate, best_rows, bracket_needed, confirm_choices, grid_distance, select_steps,
                      write_report)
-from .run import Eta, Progress, commit, identity, load_cached, load_published, run_cell, stale, trainer_identity
+from .run import (CellBusy, Eta, Progress, busy_message, commit, identity, load_cached, load_published, lock_holder,
+                  run_cell, stale, trainer_identity)
 from .spec import ROOT, Study, StudyError, column, fmt_metric, fmt_time, point_label
 
 
@@ -249,15 +250,28 @@ def main(argv=None):
     print(f"study.py: {study.name}: {study.planned()} cells ({n_cached} cached"
           + (f", {len(stale_why)} stale" if stale_why else "") + f", {len(todo) if not args.report_only else 0} "
           f"to run); runs in {shown(runs)}")
+    # A cell whose folder a live trainer run holds (an earlier runner's, killed with -9, whose
+    # mpirun trains on in its own session): the study stops before running anything, since that
+    # run shares the machine (the wall times of cells beside it would not compare) and its folder
+    # is neither deleted nor reused (run_cell refuses it too, for the cells planned later).
+    busy = {c.name: lock_holder(folder[c.name]) for c in todo if os.path.isdir(folder[c.name])}
+    busy = {k: v for k, v in busy.items() if v}
     if args.dry_run:
         for c in cells:
             state = ("stale" if c.name in stale_why else "cached") if cached[c.name] else \
                 ("to run" if c in todo else "not needed (bracket)" if c.name in unneeded else "not selected")
+            if c.name in busy:
+                state = "busy: a live run holds its folder"
             if c.name in stale_why and c not in todo:
                 state = "stale, not selected"
             print(f"  {c.name:40s} {c.hash}  {state:12s} {' '.join(c.trainer_sets())}")
         return 0
 
+    if busy and not args.report_only:
+        for name, holder in busy.items():
+            print(f"study.py: {busy_message(name, folder[name], holder)}", file=sys.stderr)
+        print(f"study.py: {len(busy)} cell(s) in use by a live trainer run: nothing run", file=sys.stderr)
+        return 2
     if todo and not args.report_only:
         args.build_commit = args.build_commit or commit()
         if study.fetch and not args.no_fetch:
@@ -305,7 +319,15 @@ def main(argv=None):
               end="", flush=True)
         i += 1
         progress = Progress.of_cell(study, folder[c.name], c.total_steps)
-        rec = run_cell(c, args, folder[c.name], deadline, progress)
+        try:
+            rec = run_cell(c, args, folder[c.name], deadline, progress)
+        except CellBusy as e:  # a cell planned after the start (confirm_seeds): stop as at the start
+            print(f"\nstudy.py: {e}", file=sys.stderr)
+            try:
+                publish()
+            except StudyError as e2:
+                print(f"study.py: report not written: {e2}", file=sys.stderr)
+            return 2
         eta.add(c.ranks, time.time() - t0)
         if rec["status"] == "failed":
             failures += 1

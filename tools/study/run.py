@@ -3,6 +3,8 @@ curve, the validation figure choices are made on, machine, the binary's commit a
 the cache of finished cells (a cell folder's study_cell.json, or an earlier report's
 cells.json; a cell counts as finished for the trainer version that ran it), and an ETA for the
 cells left."""
+import errno
+import fcntl
 import itertools
 import json
 import math
@@ -59,12 +61,47 @@ def is_diverged_value(study, value):
     return value <= study.diverged if study.goal == "max" else value >= study.diverged
 
 
+class CellBusy(StudyError):
+    """A cell's folder is the output folder of a trainer run that is still alive (one that outlived
+    the runner that started it): the runner neither deletes nor reuses it."""
+
+
+def lock_holder(folder):
+    """Who holds `folder`/.lock, the flock a trainer holds on its output folder for its whole run
+    (base/dir_lock.cc): the file's text ("process PID on HOST since TIME"), or None when no live
+    process holds it (no such file: none; the kernel drops the lock when its process ends)."""
+    path = os.path.join(folder, ".lock")
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+            raise
+        return os.pread(fd, 512, 0).decode(errors="replace").strip() or "a process that wrote nothing there"
+    finally:
+        os.close(fd)  # (releases the lock taken to test it)
+    return None
+
+
+def busy_message(cell_name, folder, holder):
+    return (f"{cell_name}: its folder {folder} is in use by a live trainer run ({holder}, which holds "
+            f"{os.path.join(folder, '.lock')}); an earlier runner's run that outlived it (kill -9 of study.py "
+            f"leaves its mpirun training)? The runner neither deletes nor reuses that folder: wait for that run "
+            f"to end, or kill it (the PID named), then run the study again")
+
+
 def run_cell(cell, args, folder, deadline=None, progress=None):
     """Runs one cell; returns its record (also written as study_cell.json unless it failed).
     deadline (cut_off): (steps, label of the point that reached the target in them): the run
     ends at its first evaluation from that step on if it has not reached the target by then.
     progress: called every PROGRESS_S while the cell trains (a Progress)."""
     study = cell.study
+    holder = lock_holder(folder) if os.path.isdir(folder) else None
+    if holder:
+        raise CellBusy(busy_message(cell.name, folder, holder))
     # An unfinished earlier attempt starts again, unless the study resumes cells: then the
     # trainer goes on from the attempt's newest checkpoint (--resume auto; fresh if it has none),
     # if the same trainer version made it. A finished (stale) cell always starts again.
