@@ -1604,6 +1604,34 @@ class Guards(unittest.TestCase):
         self.assertEqual(rc, 0, out)
         self.assertEqual(self.cells()["average-np1-s1"]["status"], "ok")
 
+    def test_a_second_runner_on_the_same_runs_or_results_folder_is_refused(self):
+        # Two runners on one study deleted each other's running cell folders and overwrote each
+        # other's cells.json. The second is refused at once (exit 2), naming the lock file and the
+        # first's PID and host; --report-only too (it writes the results); --dry-run is not.
+        text = study_text(self.base, self.methods).replace("ranks: [1, 2]", "ranks: [1]")
+        runner, cell, pid = self.start_runner(text)
+        other_runs, other_results = os.path.join(self.tmp, "runs2"), os.path.join(self.tmp, "results2")
+        host = __import__("platform").node()
+        for extra, lock in [([], os.path.join(self.runs, ".study.lock")),
+                            (["--results", other_results], os.path.join(self.runs, ".study.lock")),
+                            (["--runs", other_runs], os.path.join(self.results, ".study.lock")),
+                            (["--report-only"], os.path.join(self.results, ".study.lock"))]:
+            with self.subTest(extra=extra):
+                rc, out = self.run_study(text, *extra)
+                self.assertEqual(rc, 2, out)
+                self.assertRegex(out, rf"is in use by another study.py \(process {runner.pid} on {re.escape(host)} "
+                                      rf"since \d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d UTC, which holds {re.escape(lock)}\): "
+                                      rf"wait for it to end, or stop it \(kill {runner.pid}")
+        self.assertEqual(os.listdir(other_runs), [".study.lock"])  # no cell ran there
+        self.assertTrue(os.path.isdir(cell))
+        os.kill(pid, 0)  # its cell trains on
+        rc, out = self.run_study(text, "--dry-run")
+        self.assertEqual(rc, 0, out)
+        runner.send_signal(signal.SIGTERM)  # its cell stops (SIGUSR1), it exits and lets go of the locks
+        self.assertEqual(runner.wait(timeout=60), 130)
+        rc, out = self.run_study(text)
+        self.assertEqual(rc, 0, out)
+
     def test_a_damaged_cells_json_is_refused_and_never_overwritten(self):
         # Published cells first; then each damage: the run, --report-only and --chosen refuse it
         # (exit 2, the file, the line or cell and the field, no traceback) and leave it as it was.

@@ -11,7 +11,7 @@ from . import __doc__ as RUNNER_DOC
 from .report import (aggregate, best_rows, bracket_needed, confirm_choices, grid_distance, select_steps,
                      write_report)
 from .run import (CellBusy, Eta, Progress, busy_message, commit, identity, load_cached, load_published, lock_holder,
-                  run_cell, stale, trainer_identity)
+                  lock_study, run_cell, stale, trainer_identity)
 from .spec import ROOT, Study, StudyError, column, fmt_metric, fmt_time, point_label
 
 
@@ -168,6 +168,26 @@ def main(argv=None):
         print(f"study.py: {e}", file=sys.stderr)
         return 2
 
+    # One runner at a time on the runs folder and the results folder (a second one would delete
+    # the first's cell folders and overwrite its cells.json): held until this invocation ends.
+    # --report-only writes the results only; --dry-run writes nothing and takes no lock.
+    locks = []
+    try:
+        if not args.dry_run:
+            if not args.report_only:
+                locks.append(lock_study(runs, "--runs"))
+            locks.append(lock_study(results, "--results"))
+        return run_study(args, argv, study, only, runs, results, cells)
+    except StudyError as e:
+        print(f"study.py: {e}", file=sys.stderr)
+        return 2
+    finally:
+        for fd in locks:
+            os.close(fd)
+
+
+def run_study(args, argv, study, only, runs, results, cells):
+    """main's part under the study's locks."""
     # The trainer first: a finished cell counts only for the trainer version that ran it (its
     # code and defaults are part of what the cell measures), so the version decides what runs.
     # The binary says its commit and version (`trainer --version`; HEAD may move while cells

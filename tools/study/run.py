@@ -86,6 +86,43 @@ def lock_holder(folder):
     return None
 
 
+# The study-level lock: one runner at a time on a study's runs folder and on its results folder
+# (two would delete each other's cell folders and overwrite each other's cells.json).
+STUDY_LOCK = ".study.lock"
+
+
+def lock_study(folder, what):
+    """Takes an exclusive flock on `folder`/.study.lock (the folder made if absent) for this
+    process, writes the holder's PID, host and start time into it, and returns its descriptor
+    (closing it releases the lock; the kernel drops it however the process ends). StudyError when
+    another process holds it, naming the file, the holder and what to do. `what` names the
+    folder's option (--runs, --results)."""
+    path = os.path.join(folder, STUDY_LOCK)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        raise StudyError(f"{what} {folder}: cannot make the lock file {path} ({e.strerror})")
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        holder = os.pread(fd, 512, 0).decode(errors="replace").strip() or "a process"
+        os.close(fd)
+        if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+            raise StudyError(f"{what} {folder}: cannot lock {path} ({e.strerror})")
+        pid = holder.split()[1] if holder.startswith("process ") else "PID"
+        raise StudyError(f"{what} {folder} is in use by another study.py ({holder}, which holds {path}): "
+                         f"wait for it to end, or stop it (kill {pid}: its cell in progress stops at a step with "
+                         f"a checkpoint), or give this invocation another {what}")
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    try:  # the holder's description, for the message above; a failure to write it loses only that
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"process {os.getpid()} on {platform.node()} since {when}\n".encode(), 0)
+    except OSError:
+        pass
+    return fd
+
+
 def busy_message(cell_name, folder, holder):
     return (f"{cell_name}: its folder {folder} is in use by a live trainer run ({holder}, which holds "
             f"{os.path.join(folder, '.lock')}); an earlier runner's run that outlived it (kill -9 of study.py "
