@@ -1632,6 +1632,74 @@ class Guards(unittest.TestCase):
         rc, out = self.run_study(text)
         self.assertEqual(rc, 0, out)
 
+    @contextlib.contextmanager
+    def full_disk(self, module, names, after=4096):
+        """`module`'s open() (study.report's, study.run's) as on a full disk for files whose name
+        starts with one of `names`: the first `after` bytes are written, then ENOSPC."""
+        class Full:
+            def __init__(self, f):
+                self.f, self.left = f, after
+
+            def write(self, text):
+                self.f.write(text[:self.left])
+                self.f.flush()
+                self.left -= min(self.left, len(text))
+                if len(text) > self.left:
+                    raise OSError(28, "No space left on device")
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                self.f.close()
+
+        def full_open(path, mode="r", *a, **k):
+            f = open(path, mode, *a, **k)
+            return Full(f) if "w" in mode and os.path.basename(path).startswith(names) else f
+        module.open = full_open
+        try:
+            yield
+        finally:
+            del module.open
+
+    def test_a_full_disk_leaves_the_report_whole_names_the_file_and_the_cells_go_on(self):
+        text = study_text(self.base, self.methods)
+        rc, out = self.run_study(text)
+        self.assertEqual(rc, 0, out)
+        report, cells_json = os.path.join(self.results, "report.md"), os.path.join(self.results, "cells.json")
+        before = {p: read(p) for p in (report, cells_json)}
+        # report.md was written in place (cut at 4096 bytes) and the error was a traceback;
+        # cells.json.tmp was left behind. Now each is written whole or not at all.
+        for name in ("report.md", "cells.json"):
+            with self.subTest(name=name), self.full_disk(study.report, (name,)):
+                rc, out = self.run_study(text, "--report-only")
+                self.assertEqual(rc, 2, out)
+                self.assertIn(f"study.py: cannot write the report: {self.results}/{name}.tmp: No space left on "
+                              f"device (a full disk or a read-only --results folder?)", out)
+                self.assertNotIn("Traceback", out)
+                self.assertEqual({p: read(p) for p in (report, cells_json)}, before)
+                self.assertFalse(os.path.exists(os.path.join(self.results, name + ".tmp")))
+        # Mid-study: the report after a cell cannot be written; the cells go on (their records stay in
+        # runs/), the runner says so and exits 2; --report-only writes it once it can.
+        shutil.rmtree(self.runs)
+        with self.full_disk(study.report, ("report.md",)):
+            rc, out = self.run_study(text.replace("reducer.name: average", "reducer.name: adasum"))
+        self.assertEqual(rc, 2, out)
+        self.assertIn("study.py: report not written: cannot write the report: ", out)
+        self.assertIn("[2/2] average-np2-s1", out)
+        self.assertNotIn("Traceback", out)
+        rc, out = self.run_study(text.replace("reducer.name: average", "reducer.name: adasum"), "--report-only")
+        self.assertEqual(rc, 0, out)
+        self.assertEqual([c["overrides"]["reducer.name"] for c in self.cells().values()], ["adasum", "adasum"])
+        # A full --runs folder: the cell's log cannot be written; the study stops with the path, no traceback.
+        with self.full_disk(study.run, ("log.txt",), after=0):
+            rc, out = self.run_study(text.replace("reducer.name: average", "reducer.name: sum"))
+        self.assertEqual(rc, 2, out)
+        self.assertRegex(out, r"study.py: average-np1-s1: \S+/runs/average-np1-s1-\w+/log.txt: No space left on device "
+                              r"\(a full disk or a read-only --runs folder\?\): the study stops")
+        self.assertNotIn("[2/2]", out)
+        self.assertNotIn("Traceback", out)
+
     def test_a_damaged_cells_json_is_refused_and_never_overwritten(self):
         # Published cells first; then each damage: the run, --report-only and --chosen refuse it
         # (exit 2, the file, the line or cell and the field, no traceback) and leave it as it was.

@@ -341,7 +341,13 @@ def run_study(args, argv, study, only, runs, results, cells):
         progress = Progress.of_cell(study, folder[c.name], c.total_steps)
         try:
             rec = run_cell(c, args, folder[c.name], deadline, progress)
-        except CellBusy as e:  # a cell planned after the start (confirm_seeds): stop as at the start
+        except (CellBusy, OSError) as e:
+            # CellBusy: a cell planned after the start (confirm_seeds), stopped as at the start.
+            # OSError: its run folder cannot be made or written (a full disk, a read-only --runs):
+            # every cell after it would fail the same way, so the study stops.
+            if isinstance(e, OSError):
+                e = (f"{c.name}: {e.filename or folder[c.name]}: {e.strerror or e} (a full disk or a read-only "
+                     f"--runs folder?): the study stops; the cells finished before it are in the report")
             print(f"\nstudy.py: {e}", file=sys.stderr)
             try:
                 publish()

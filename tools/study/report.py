@@ -10,7 +10,7 @@ import math
 import os
 
 from .plots import write_plots
-from .spec import ROOT, column, column_order, columns, fmt_metric, fmt_time, fmt_value, in_percent, point_label
+from .spec import ROOT, StudyError, column, column_order, columns, fmt_metric, fmt_time, fmt_value, in_percent, point_label
 
 
 def mean_std(xs):
@@ -656,7 +656,36 @@ def select_figure(study, r):
 
 
 def write_report(study, records, out_dir, argv, planned):
-    """report.md and the plots: a function of the records alone (and of the argv that regenerates it)."""
+    """report.md, cells.json and the plots: a function of the records alone (and of the argv that
+    regenerates it). A file that cannot be written (a full disk, a read-only folder) is StudyError
+    naming it; report.md and cells.json are then left as they were (each is written whole or not
+    at all)."""
+    try:
+        return _write_report(study, records, out_dir, argv, planned)
+    except OSError as e:
+        raise StudyError(f"cannot write the report: {e.filename or out_dir}: {e.strerror or e} (a full disk or a "
+                         f"read-only --results folder?); the finished cells stay recorded in their run folders: "
+                         f"once it can be written, --report-only writes it") from None
+
+
+def write_atomically(path, text):
+    """Writes `text` to a temporary file beside `path` and renames it over `path`, so a session
+    stopped mid-write, or a full disk, leaves the previous file whole; the temporary file does not
+    outlive a failure."""
+    tmp = path + ".tmp"
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException as e:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        if isinstance(e, OSError) and not e.filename:  # a write's ENOSPC names no file
+            raise OSError(e.errno, e.strerror, tmp) from e
+        raise
+
+
+def _write_report(study, records, out_dir, argv, planned):
     os.makedirs(out_dir, exist_ok=True)
     rows = aggregate(study, records)
     for r in rows:
@@ -865,8 +894,7 @@ def write_report(study, records, out_dir, argv, planned):
         L.append("\n## Failed cells (not counted above)\n")
         for r in failed:
             L.append(f"- `{r['name']}`: {r['reason']}")
-    with open(os.path.join(out_dir, "report.md"), "w") as f:
-        f.write("\n".join(L) + "\n")
+    write_atomically(os.path.join(out_dir, "report.md"), "\n".join(L) + "\n")
     write_cells_json(os.path.join(out_dir, "cells.json"), study, records)
     return rows, best
 
@@ -877,7 +905,4 @@ def write_cells_json(path, study, records):
     session stopped mid-write keeps the previous file whole."""
     head = json.dumps({"study": study.name, "metric": study.metric})[:-1]
     lines = [json.dumps(r) for r in sorted(records, key=lambda r: r["name"])]
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(head + ', "cells": [\n' + ",\n".join(lines) + "\n]}\n")
-    os.replace(tmp, path)
+    write_atomically(path, head + ', "cells": [\n' + ",\n".join(lines) + "\n]}\n")

@@ -165,12 +165,19 @@ def run_cell(cell, args, folder, deadline=None, progress=None):
         cmd += ["--resume", "auto"]
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     start = time.time()
-    with open(os.path.join(folder, "log.txt"), "a" if resumed else "w") as log:
-        if resumed:
-            log.write("\n# study.py: an earlier attempt of this cell was interrupted; resuming it\n")
-        log.write("$ " + " ".join(shlex.quote(c) for c in cmd) + "\n")
-        log.flush()
-        rc = call_stopping_at_a_step(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env, progress=progress)
+    log_path = os.path.join(folder, "log.txt")
+    try:
+        with open(log_path, "a" if resumed else "w") as log:
+            if resumed:
+                log.write("\n# study.py: an earlier attempt of this cell was interrupted; resuming it\n")
+            log.write("$ " + " ".join(shlex.quote(c) for c in cmd) + "\n")
+            log.flush()
+            rc = call_stopping_at_a_step(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env,
+                                         progress=progress)
+    except OSError as e:
+        if e.filename:
+            raise
+        raise OSError(e.errno, e.strerror, log_path) from e  # a full disk: a write's error names no file
     wall = time.time() - start
     with open(os.path.join(folder, "log.txt"), errors="replace") as f:
         log_text = f.read()
