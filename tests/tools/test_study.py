@@ -1477,7 +1477,8 @@ FAKE_MPIRUN = '#!/bin/bash\nwhile [[ $1 != --mca ]]; do shift; done\nshift 3\nex
 
 # A trainer as the runner sees it: --version, and a run that holds <output.dir>/.lock as the real
 # one does (base/dir_lock.cc), logs evaluations at steps 2 and 4 and writes summary.json. Its
-# `--set fake.sleep=S` (or $FAKE_SLEEP) trains for S seconds first; `fake.fail=1` ends it with an error.
+# `--set fake.sleep=S` (or $FAKE_SLEEP) trains for S seconds first; `fake.fail=1` ends it with an error,
+# `fake.term=1` as a trainer sent SIGTERM (a checkpoint at step 3, exit 143).
 FAKE_TRAINER = """#!/usr/bin/python3
 import fcntl, json, os, sys, time
 if sys.argv[1:] == ["--version"]:
@@ -1497,6 +1498,8 @@ print("trainer version v1", flush=True)
 time.sleep(float(sets.get("fake.sleep", os.environ.get("FAKE_SLEEP", 0))))
 if sets.get("fake.fail"):
     sys.exit(print("rank 0 error: boom") or 1)
+if sets.get("fake.term"):
+    sys.exit(print("stopped by SIGTERM at step 3 of 4: checkpoint at step 3 written") or 143)
 with open(os.path.join(out, "metrics.jsonl"), "w") as f:
     for step in (2, 4):
         f.write(json.dumps({"step": step, "loss": 1.0, "eval_top1": 0.5, "wall_s": 0.1 * step}) + "\\n")
@@ -1699,6 +1702,35 @@ class Guards(unittest.TestCase):
                               r"\(a full disk or a read-only --runs folder\?\): the study stops")
         self.assertNotIn("[2/2]", out)
         self.assertNotIn("Traceback", out)
+
+    def test_a_report_of_failed_cells_only(self):
+        # No finished cell: no legend without artists (matplotlib warned "No artists with labels");
+        # a method without a sweep whose cells failed is said to have failed, not listed as an
+        # unfinished sweep of "0 of 1 sweep points".
+        methods = ("  broken: {set: {reducer.name: average, fake.fail: 1}}\n"
+                   "  swept: {set: {fake.fail: 1}, sweep: {optimizer.lr: [0.05, 0.1]}}\n")
+        text = study_text(self.base, methods).replace("ranks: [1, 2]", "ranks: [1]")
+        import warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            rc, out = self.run_study(text)
+        self.assertEqual(rc, 1, out)
+        self.assertEqual([str(w.message) for w in caught if "artists" in str(w.message)], [])
+        self.assertNotIn("No artists", out)
+        report = read(os.path.join(self.results, "report.md"))
+        self.assertNotIn("broken, 1 ranks: 0 of 1 sweep points run", report)
+        self.assertIn("swept, 1 ranks: 0 of 2 sweep points run", report)
+        self.assertIn("## Methods whose every cell failed", report)
+        self.assertIn("- broken, 1 ranks: 1 failed cell(s)", report)
+
+    def test_a_trainer_stopped_from_outside_ends_the_open_cell_line_first(self):
+        text = study_text(self.base, "  stopped: {set: {fake.term: 1}}\n").replace("ranks: [1, 2]", "ranks: [1]")
+        path = write(self.tmp, "s.yaml", text)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            with self.assertRaises(study.run.TrainerStopped):
+                study.cli.main(self.args(path))
+        self.assertTrue(out.getvalue().endswith("[1/1] stopped-np1-s1 ...\n"), out.getvalue())
 
     def test_a_damaged_cells_json_is_refused_and_never_overwritten(self):
         # Published cells first; then each damage: the run, --report-only and --chosen refuse it

@@ -11,7 +11,7 @@ from . import __doc__ as RUNNER_DOC
 from .report import (aggregate, best_rows, bracket_needed, confirm_choices, grid_distance, select_steps,
                      write_report)
 from .run import (CellBusy, Eta, Progress, busy_message, commit, identity, load_cached, load_published, lock_holder,
-                  lock_study, run_cell, stale, trainer_identity)
+                  TrainerStopped, lock_study, run_cell, stale, trainer_identity)
 from .spec import ROOT, Study, StudyError, column, fmt_metric, fmt_time, point_label
 
 
@@ -341,6 +341,10 @@ def run_study(args, argv, study, only, runs, results, cells):
         progress = Progress.of_cell(study, folder[c.name], c.total_steps)
         try:
             rec = run_cell(c, args, folder[c.name], deadline, progress)
+        except TrainerStopped:
+            if not progress.lines:  # the cell's line is still open: the message goes under it
+                print(flush=True)
+            raise
         except (CellBusy, OSError) as e:
             # CellBusy: a cell planned after the start (confirm_seeds), stopped as at the start.
             # OSError: its run folder cannot be made or written (a full disk, a read-only --runs):

@@ -52,7 +52,8 @@ def write_plots(study, rows, best, out_dir, seconds_compare=True, fits=None):
         if study.plot_range:
             ax.set_ylim(scale * study.plot_range[0], scale * study.plot_range[1])
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:  # (no finished cell in the column: no curve to name)
+            ax.legend(fontsize=7)
     for ax in list(axes.flat)[n:]:
         ax.axis("off")
     fig.suptitle(f"{study.name}: {study.metric} against step (mean over seeds, band min-max)")

@@ -515,14 +515,21 @@ def write_list_section(L, title, intro, items):
 
 
 def write_unfinished_sweeps(study, rows, best, L):
-    """A section naming every choice made before its sweep finished (else nothing)."""
+    """A section naming every choice made before its sweep finished (else nothing), and one naming
+    the methods without a sweep whose every cell in a column failed (they have no sweep to finish)."""
+    unfinished = unfinished_sweeps(study, rows, best)
     write_list_section(
         L, "Choices from an unfinished sweep",
         "These columns have not run every point of the method's sweep yet"
         + (" (nor, `bracket`, every neighbour of their best point)" if study.bracket else "")
         + ": the chosen point is the best of those run, and may change when the rest have run.",
         [f"{study.methods[b['method']]['label']}, {study.column_label(*column(b))}: {run} of {planned} sweep "
-         "points run" for b, run, planned in unfinished_sweeps(study, rows, best)])
+         "points run" for b, run, planned in unfinished if study.methods[b["method"]]["sweep"]])
+    write_list_section(
+        L, "Methods whose every cell failed",
+        "These methods (without a sweep) have no finished cell in these columns: see the failed cells below.",
+        [f"{study.methods[b['method']]['label']}, {study.column_label(*column(b))}: {b['failed']} failed cell(s)"
+         for b, run, planned in unfinished if not study.methods[b["method"]]["sweep"]])
 
 
 def write_sweep_edges(study, rows, best, L):
