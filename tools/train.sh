@@ -129,14 +129,21 @@ if [ $# -eq 0 ] || { [ $# -eq 1 ] && [ "$1" = --resume ]; }; then
     train "$ranks" configs/mnist_lenet_average.yaml "$dir/average_linear" --set train.epochs=2 --set train.log_every=10 \
       --set schedule.warmup_steps=20 "${again[@]}" && rc[average_linear]=0 || rc[average_linear]=$?
   fi
+  # The plot of the runs that wrote metrics (a run that failed before its first line has none);
+  # an earlier comparison's plot never stands in for this one's.
   runs=()
-  for n in "${names[@]}"; do runs+=("$dir/$n"); done
-  /usr/bin/python3 tools/compare.py "${runs[@]}" -o "$dir/compare.png" >/dev/null || true
+  for n in "${names[@]}"; do [ -s "$dir/$n/metrics.jsonl" ] && runs+=("$dir/$n"); done
+  rm -f "$dir/compare.png"
+  plot="no plot (no run wrote metrics)"
+  if [ ${#runs[@]} -gt 0 ]; then
+    plot="no plot (tools/compare.py failed on ${runs[*]})"
+    /usr/bin/python3 tools/compare.py "${runs[@]}" -o "$dir/compare.png" >/dev/null && plot="plot $dir/compare.png"
+  fi
   echo
   for n in "${names[@]}"; do
     printf 'train.sh: %-15s %s ranks: %s\n' "$n," "$ranks" "$(result "$dir/$n" "${rc[$n]}")"
   done
-  echo "train.sh: plot $dir/compare.png; metrics $dir/*/metrics.jsonl"
+  echo "train.sh: $plot; metrics $dir/*/metrics.jsonl"
   echo "train.sh: one seed. Three seeds and every point: docs/results/${pick:-mnist_lenet_scaling}/report.md"
   echo "train.sh: one config: tools/train.sh configs/mnist_lenet_adasum.yaml [RANKS] [--set key=value ...]"
   exit 0

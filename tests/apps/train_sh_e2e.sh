@@ -7,6 +7,9 @@
 #            state, every step's loss); train.log keeps both parts; both print the final accuracy.
 #   failed — a run that fails (before writing anything, or at step 10) says FAILED and where its
 #            log is, and lists and plots only the files it wrote, never an earlier run's.
+#   compare — the comparison (tools/train.sh alone) at 2 ranks whose runs all fail at step 1
+#            shows no plot and leaves no earlier comparison's; failing at step 12, after their
+#            step-10 lines, it plots those.
 # tools/train.sh runs TRAINER (ADA_TRAINER: it builds nothing while the suite runs) and writes
 # its run folders under the source tree's runs/ (removed at the end).
 # usage: train_sh_e2e.sh TRAINER SOURCE_DIR WORK_DIR CASE
@@ -141,7 +144,23 @@ YAML
   [ "$r/curves.png" -nt curves.before ] || fail "a run failing at step 10 did not draw its own curves.png"
   echo "failed: a failed run said FAILED with its log and left the earlier run's metrics and plot unlisted and untouched; one failing at step 10 listed its own"
   ;;
+compare)
+  d=$src/runs/compare-np2 rel=runs/compare-np2
+  trap 'rm -rf "$d"' EXIT
+  mkdir -p "$d" && echo "an earlier comparison's plot" > "$d/compare.png"
+  ADA_COMPARE_RANKS=2 ADA_FAULT=step@0#1 timeout 300 bash "$src/tools/train.sh" > none.txt 2>&1 \
+    || { tail -8 none.txt; fail "the comparison exited non-zero"; }
+  [ "$(grep -c "ranks: FAILED (exit" none.txt)" -ge 2 ] || { tail -8 none.txt; fail "the runs did not fail at step 1"; }
+  grep -q "^train.sh: no plot (no run wrote metrics); metrics $rel/\*/metrics.jsonl$" none.txt \
+    || { tail -8 none.txt; fail "runs without metrics did not say there is no plot"; }
+  [ -e "$d/compare.png" ] && fail "an earlier comparison's compare.png was left in place"
+  ADA_COMPARE_RANKS=2 ADA_FAULT=step@0#12 timeout 300 bash "$src/tools/train.sh" > some.txt 2>&1 \
+    || { tail -8 some.txt; fail "the comparison exited non-zero"; }
+  grep -q "^train.sh: plot $rel/compare.png; metrics $rel/\*/metrics.jsonl$" some.txt && [ -s "$d/compare.png" ] \
+    || { tail -8 some.txt; fail "runs that wrote lines before failing were not plotted"; }
+  echo "compare: no plot from runs without metrics (and none left from before); a plot of the lines runs wrote before failing"
+  ;;
 *)
-  fail "unknown case '$case' (resume, failed)"
+  fail "unknown case '$case' (resume, failed, compare)"
   ;;
 esac
