@@ -61,11 +61,14 @@ def read_metrics(folder, strict=False):
 
 
 def read_summary(folder):
-    """folder/summary.json as a dict; None when there is no such file; BadFile (naming it) when it
-    is not a JSON object in UTF-8 or cannot be read."""
+    """folder/summary.json as a dict (read_json_object); None when there is no such file."""
     path = os.path.join(folder, SUMMARY)
-    if not os.path.isfile(path):
-        return None
+    return read_json_object(path) if os.path.isfile(path) else None
+
+
+def read_json_object(path):
+    """A JSON file the trainer writes (summary.json, a checkpoint's .json) as a dict; BadFile
+    (naming it) when it is not a JSON object in UTF-8 or cannot be read."""
     try:
         with open(path, "rb") as f:
             doc = json.loads(f.read().decode("utf-8"))

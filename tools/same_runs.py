@@ -19,7 +19,7 @@ import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from runlog import METRICS, SUMMARY, BadFile, read_metrics, read_summary  # noqa: E402
+from runlog import METRICS, SUMMARY, BadFile, read_json_object, read_metrics, read_summary  # noqa: E402
 
 TIMINGS = {"samples_per_s", "compute_s", "comm_s", "exposed_comm_s", "wall_s", "wall_seconds",
            "compute_seconds", "comm_seconds", "exposed_comm_seconds", "peak_rss_mb_max_rank",
@@ -52,20 +52,6 @@ def tensors(path):
         raise BadFile(f"{path}: cannot read it ({e.strerror})") from None
     except (ValueError, struct.error, KeyError, TypeError, AttributeError) as e:
         raise BadFile(f"{path}: not a safetensors file ({type(e).__name__}: {e})") from None
-
-
-def json_object(path):
-    """A checkpoint's .json as a dict; BadFile naming it when damaged."""
-    try:
-        with open(path, "rb") as f:
-            doc = json.loads(f.read().decode("utf-8"))
-    except OSError as e:
-        raise BadFile(f"{path}: cannot read it ({e.strerror})") from None
-    except ValueError as e:  # not UTF-8, not JSON
-        raise BadFile(f"{path}: not JSON ({e})") from None
-    if not isinstance(doc, dict):
-        raise BadFile(f"{path}: not a JSON object (a {type(doc).__name__})")
-    return doc
 
 
 def differences(a, b):
@@ -114,7 +100,7 @@ def differences(a, b):
             if f.endswith(".safetensors") and tensors(pa) != tensors(pb):
                 out.append(f"checkpoints/{f}: tensors or metadata differ")
             elif f.endswith(".json"):
-                ja, jb = ({k: v for k, v in json_object(p).items() if k not in CHECKPOINT_VARYING} for p in (pa, pb))
+                ja, jb = ({k: v for k, v in read_json_object(p).items() if k not in CHECKPOINT_VARYING} for p in (pa, pb))
                 if ja != jb:
                     out.append(f"checkpoints/{f}: " + ", ".join(k for k in sorted(set(ja) | set(jb)) if ja.get(k) != jb.get(k)))
         except BadFile as e:

@@ -210,11 +210,7 @@ def run_study(args, argv, study, only, runs, results, cells):
     # finished cells when their settings hash matches and no run folder says otherwise (an
     # unfinished attempt reruns), so a study can be extended or its findings rewritten without
     # rerunning what is already measured.
-    try:
-        published = load_published(os.path.join(results, "cells.json"))
-    except StudyError as e:
-        print(f"study.py: {e}", file=sys.stderr)
-        return 2
+    published = load_published(os.path.join(results, "cells.json"))  # (main says a StudyError)
     from_report = 0
 
     def load(new_cells):

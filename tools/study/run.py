@@ -66,24 +66,31 @@ class CellBusy(StudyError):
     the runner that started it): the runner neither deletes nor reuses it."""
 
 
-def lock_holder(folder):
-    """Who holds `folder`/.lock, the flock a trainer holds on its output folder for its whole run
-    (base/dir_lock.cc): the file's text ("process PID on HOST since TIME"), or None when no live
-    process holds it (no such file: none; the kernel drops the lock when its process ends)."""
-    path = os.path.join(folder, ".lock")
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
+def flock_or_holder(fd):
+    """Takes an exclusive flock on `fd` without waiting: None when taken, else the text the holder
+    wrote in the file ("process PID on HOST since TIME", as base/dir_lock.cc and lock_study write
+    it). OSError for any other failure."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return None
     except OSError as e:
         if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
             raise
         return os.pread(fd, 512, 0).decode(errors="replace").strip() or "a process that wrote nothing there"
+
+
+def lock_holder(folder):
+    """Who holds `folder`/.lock, the flock a trainer holds on its output folder for its whole run
+    (base/dir_lock.cc), or None when no live process holds it (no such file: none; the kernel drops
+    the lock when its process ends)."""
+    try:
+        fd = os.open(os.path.join(folder, ".lock"), os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        return flock_or_holder(fd)
     finally:
         os.close(fd)  # (releases the lock taken to test it)
-    return None
 
 
 # The study-level lock: one runner at a time on a study's runs folder and on its results folder
@@ -104,12 +111,12 @@ def lock_study(folder, what):
     except OSError as e:
         raise StudyError(f"{what} {folder}: cannot make the lock file {path} ({e.strerror})")
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        holder = flock_or_holder(fd)
     except OSError as e:
-        holder = os.pread(fd, 512, 0).decode(errors="replace").strip() or "a process"
         os.close(fd)
-        if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
-            raise StudyError(f"{what} {folder}: cannot lock {path} ({e.strerror})")
+        raise StudyError(f"{what} {folder}: cannot lock {path} ({e.strerror})")
+    if holder:
+        os.close(fd)
         pid = holder.split()[1] if holder.startswith("process ") else "PID"
         raise StudyError(f"{what} {folder} is in use by another study.py ({holder}, which holds {path}): "
                          f"wait for it to end, or stop it (kill {pid}: its cell in progress stops at a step with "
