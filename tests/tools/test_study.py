@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 import unittest
+from unittest import mock
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
@@ -1478,9 +1479,10 @@ FAKE_MPIRUN = '#!/bin/bash\nwhile [[ $1 != --mca ]]; do shift; done\nshift 3\nex
 # A trainer as the runner sees it: --version, and a run that holds <output.dir>/.lock as the real
 # one does (base/dir_lock.cc), logs evaluations at steps 2 and 4 and writes summary.json. Its
 # `--set fake.sleep=S` (or $FAKE_SLEEP) trains for S seconds first; `fake.fail=1` ends it with an error,
-# `fake.term=1` as a trainer sent SIGTERM (a checkpoint at step 3, exit 143).
+# `fake.term=1` as a trainer sent SIGTERM (a checkpoint at step 3, exit 143); `fake.slow_after_eval=S`
+# logs its evaluation at step 2, then trains for S seconds, stopping at SIGUSR1 as the trainer does.
 FAKE_TRAINER = """#!/usr/bin/python3
-import fcntl, json, os, sys, time
+import fcntl, json, os, signal, sys, time
 if sys.argv[1:] == ["--version"]:
     sys.exit(print("trainer built from commit abc1234 (trainer version v1)"))
 sets = dict(a.split("=", 1) for a in sys.argv[1:] if "=" in a and not a.startswith("-"))
@@ -1496,6 +1498,12 @@ lock.write("process %d on testhost since 2024-01-01 00:00:00 UTC\\n" % os.getpid
 lock.flush()
 print("trainer version v1", flush=True)
 time.sleep(float(sets.get("fake.sleep", os.environ.get("FAKE_SLEEP", 0))))
+if sets.get("fake.slow_after_eval"):
+    signal.signal(signal.SIGUSR1, lambda *a: sys.exit(print("stopped by SIGUSR1 at step 3 of 4: checkpoint at step 3 "
+                                                            "written") or 138))
+    with open(os.path.join(out, "metrics.jsonl"), "w") as f:
+        f.write(json.dumps({"step": 2, "loss": 1.0, "eval_top1": 0.5, "eval_loss": 1.0, "wall_s": 0.2}) + "\\n")
+    time.sleep(float(sets["fake.slow_after_eval"]))
 if sets.get("fake.fail"):
     sys.exit(print("rank 0 error: boom") or 1)
 if sets.get("fake.term"):
@@ -1551,6 +1559,32 @@ class Guards(unittest.TestCase):
         self.assertEqual(rc, 1, out)
         self.assertIn(f"without 'val_top1' (metric.select of study {path}) in summary.json, whose figures are: "
                       f"eval_loss, eval_top1; set data.validation_size", out)
+
+    def test_a_metric_missing_from_the_first_evaluation_stops_the_run_there(self):
+        # The figures are checked at the run's first evaluation (each PROGRESS_S while it trains),
+        # not only in its summary.json: a misspelt metric.name, or a metric.select without a
+        # validation set, no longer costs each cell its whole budget.
+        path = os.path.join(self.tmp, "s.yaml")
+        methods = "  average: {set: {reducer.name: average, fake.slow_after_eval: 60}}\n"
+        with mock.patch.object(study.run, "PROGRESS_S", 0.2):
+            rc, out = self.run_study(study_text(self.base, methods).replace("name: eval_top1", "name: eval_top2"),
+                                     "--only", "ranks=1")
+            self.assertEqual(rc, 1, out)
+            self.assertIn(f"the run's first evaluation (step 2) gave no 'eval_top2' (metric.name of study {path}), "
+                          f"only: eval_loss, eval_top1 (a misspelt metric.name, or no evaluation set?); the runner "
+                          f"stopped the run there", out)
+            rec = self.cells()["average-np1-s1"]
+            self.assertEqual((rec["status"], rec["exit_code"]), ("failed", 138))
+            text = study_text(self.base, methods).replace("chance: 0.1}", "chance: 0.1, select: val_top1}")
+            rc, out = self.run_study(text, "--only", "ranks=1")
+            self.assertEqual(rc, 1, out)
+            self.assertIn(f"gave no 'val_top1' (metric.select of study {path}), only: eval_loss, eval_top1 (set "
+                          f"data.validation_size, or correct metric.select)", out)
+            # A run whose first evaluation has the figures trains on.
+            methods = "  average: {set: {reducer.name: average, fake.slow_after_eval: 1}}\n"
+            rc, out = self.run_study(study_text(self.base, methods), "--only", "ranks=1")
+            self.assertEqual(rc, 0, out)
+            self.assertEqual(self.cells()["average-np1-s1"]["status"], "ok", out)
 
     def start_runner(self, text, *extra):
         """tools/study.py on `text` in the background, its cells' trainers sleeping 60 s, once its

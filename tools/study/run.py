@@ -171,6 +171,15 @@ def run_cell(cell, args, folder, deadline=None, progress=None):
     if study.resume_cells:
         cmd += ["--resume", "auto"]
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    stopped_for = []  # why the runner stopped the run itself (missing_figures), if it did
+
+    def tick():  # each PROGRESS_S while the cell trains: true stops the run
+        if progress:
+            progress()
+        reason = missing_figures(study, folder)
+        if reason:
+            stopped_for.append(reason)
+        return bool(reason)
     start = time.time()
     log_path = os.path.join(folder, "log.txt")
     try:
@@ -180,7 +189,7 @@ def run_cell(cell, args, folder, deadline=None, progress=None):
             log.write("$ " + " ".join(shlex.quote(c) for c in cmd) + "\n")
             log.flush()
             rc = call_stopping_at_a_step(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env,
-                                         progress=progress)
+                                         progress=tick, progress_s=PROGRESS_S)
     except OSError as e:
         if e.filename:
             raise
@@ -190,8 +199,9 @@ def run_cell(cell, args, folder, deadline=None, progress=None):
         log_text = f.read()
     if resumed:  # this attempt's part of the log: an earlier attempt's error is not this one's
         log_text = log_text[log_text.rfind("# study.py: an earlier attempt"):]
-    raise_if_stopped_by_signal(cell.name, rc, log_text,
-                               "" if study.resume_cells else " (resume_cells is off: a rerun starts the cell again)")
+    if not stopped_for:
+        raise_if_stopped_by_signal(cell.name, rc, log_text,
+                                   "" if study.resume_cells else " (resume_cells is off: a rerun starts the cell again)")
     evals, losses, walls = read_curve(folder, study.metric)
     sel_evals = read_curve(folder, study.select)[0] if study.select else []
     summary = {}
@@ -206,7 +216,9 @@ def run_cell(cell, args, folder, deadline=None, progress=None):
     # The figures the run did write, for a metric it did not (a typo in the study, or no such split).
     had = ", ".join(sorted(k for k, v in summary.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
                            and re.search(r"top\d|accuracy|loss|perplexity|ppl|^eval_|^val_|^test_", k))) or "none"
-    if rc == 0 and study.metric not in summary:
+    if stopped_for:
+        status, reason = "failed", stopped_for[0]
+    elif rc == 0 and study.metric not in summary:
         status = "failed"
         reason = (f"the run ended without '{study.metric}' (metric.name of study {study.path}) in summary.json, "
                   f"whose figures are: {had} (a misspelt metric.name, or no evaluation set?)")
@@ -247,6 +259,32 @@ def run_cell(cell, args, folder, deadline=None, progress=None):
         with open(os.path.join(folder, CELL_MARKER), "w") as f:
             json.dump(rec, f)
     return rec
+
+
+def missing_figures(study, folder):
+    """Why the run writing into `folder` cannot give the study its figures, judged at its first
+    evaluation (its first metrics.jsonl line with an eval_ or val_ figure): metric.name or
+    metric.select, when an evaluation figure, is not among that evaluation's figures (a misspelt
+    name, or no such split). None when they are there, or there is no evaluation yet. Names that
+    are not evaluation figures are left to the end of the run (summary.json)."""
+    try:
+        rows = read_metrics(folder) or []
+    except (OSError, ValueError):
+        return None
+    first = next((r for r in rows if any(k.startswith(EVAL_PREFIXES) for k in r)), None)
+    if first is None:
+        return None
+    had = ", ".join(sorted(k for k in first if k.startswith(EVAL_PREFIXES)))
+    for key, name, hint in (("metric.name", study.metric, "a misspelt metric.name, or no evaluation set?"),
+                            ("metric.select", study.select, "set data.validation_size, or correct metric.select")):
+        if isinstance(name, str) and name.startswith(EVAL_PREFIXES) and name not in first:
+            return (f"the run's first evaluation (step {first.get('step')}) gave no '{name}' ({key} of study "
+                    f"{study.path}), only: {had} ({hint}); the runner stopped the run there")
+    return None
+
+
+# What the trainer's evaluation figures are called: test split, validation split.
+EVAL_PREFIXES = ("eval_", "val_")
 
 
 class TrainerStopped(KeyboardInterrupt):
@@ -316,7 +354,8 @@ STOP_GRACE_S = 120
 def call_stopping_at_a_step(cmd, grace_s=STOP_GRACE_S, say=print, progress=None, progress_s=PROGRESS_S,
                             **popen_kw):
     """Runs `cmd`, an mpirun line, and returns its exit code; calls `progress()` (if given) every
-    progress_s seconds while it runs. Interrupted (Ctrl-C, or SIGTERM to
+    progress_s seconds while it runs, and stops the run as below, returning its exit code, when
+    that returns true. Interrupted (Ctrl-C, or SIGTERM to
     the runner: KeyboardInterrupt), it sends mpirun SIGUSR1 once, which mpirun forwards to every
     rank: they stop at one step, write a checkpoint and exit (138); it waits for that up to grace_s
     (a second interrupt cuts it short), then SIGTERMs mpirun, which kills the ranks, and re-raises.
@@ -329,24 +368,38 @@ def call_stopping_at_a_step(cmd, grace_s=STOP_GRACE_S, say=print, progress=None,
             try:
                 return p.wait(timeout=progress_s if progress else None)
             except subprocess.TimeoutExpired:
-                progress()
+                if progress():
+                    if stop_at_a_step(p, grace_s, say, ""):
+                        raise KeyboardInterrupt
+                    return p.returncode
     except KeyboardInterrupt:
-        p.send_signal(signal.SIGUSR1)
-        say(f"\nstopping the trainer run at its next step, with a checkpoint there (up to {grace_s} s; "
-            f"interrupt again to kill it now) ...", flush=True)
-        try:
-            p.wait(timeout=grace_s)
-        except (KeyboardInterrupt, subprocess.TimeoutExpired):
-            pass
-        if p.poll() is None:
-            say("the trainer run did not stop in time: killing it", flush=True)
-            p.terminate()
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        stop_at_a_step(p, grace_s, say, "; interrupt again to kill it now")
         raise
+
+
+def stop_at_a_step(p, grace_s, say, note):
+    """Sends the mpirun `p` SIGUSR1 (its ranks stop at a step with a checkpoint there) and waits
+    up to grace_s (an interrupt cuts that short), then ends it: SIGTERM, and SIGKILL 15 s later.
+    Returns whether an interrupt cut the wait short."""
+    p.send_signal(signal.SIGUSR1)
+    say(f"\nstopping the trainer run at its next step, with a checkpoint there (up to {grace_s} s{note}) ...",
+        flush=True)
+    interrupted = False
+    try:
+        p.wait(timeout=grace_s)
+    except KeyboardInterrupt:
+        interrupted = True
+    except subprocess.TimeoutExpired:
+        pass
+    if p.poll() is None:
+        say("the trainer run did not stop in time: killing it", flush=True)
+        p.terminate()
+        try:
+            p.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    return interrupted
 
 
 def stop_on_sigterm():
