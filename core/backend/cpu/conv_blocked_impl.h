@@ -49,29 +49,43 @@ inline void transpose(Vf* r) {
   }
 }
 
+// The first cnt (< V) floats at s, zeros after; and their store. Through a local buffer: taking
+// the address of a vector in an array (a memcpy into rows[l]) kept the whole array in memory.
+inline Vf load_first(const float* s, int64_t cnt) {
+  float t[V] = {};
+  __builtin_memcpy(t, s, sizeof(float) * cnt);
+  return load(t);
+}
+
+inline void store_first(float* d, Vf v, int64_t cnt) {
+  float t[V];
+  store(t, v);
+  __builtin_memcpy(d, t, sizeof(float) * cnt);
+}
+
 // rows[l] = positions [o0, o0 + cnt) of image l's plane at src + l * image_stride (cnt <= V),
 // zeros past cnt and for l >= images.
 inline void load_rows(const float* src, int64_t images, int64_t image_stride, int64_t o0,
                       int64_t cnt, Vf* rows) {
+#pragma GCC unroll 16
   for (int l = 0; l < V; ++l) {
     const float* sl = src + l * image_stride + o0;
-    if (l >= images) {
-      rows[l] = Vf{};
-    } else if (cnt == V) {
-      rows[l] = load(sl);
-    } else {
-      rows[l] = Vf{};
-      __builtin_memcpy(&rows[l], sl, sizeof(float) * cnt);
-    }
+    rows[l] = l >= images ? Vf{} : cnt == V ? load(sl) : load_first(sl, cnt);
   }
 }
 
 // Zeros in the padding of a plane of hp x wp vectors around the h x w data at (ph, pw).
 inline void zero_padding(float* dp, int64_t h, int64_t w, int64_t ph, int64_t pw) {
   const int64_t wp = w + 2 * pw, hp = h + 2 * ph;
-  for (int64_t i = 0; i < hp; ++i)
-    for (int64_t j = 0; j < wp; ++j)
-      if (i < ph || i >= ph + h || j < pw || j >= pw + w) store(dp + (i * wp + j) * V, Vf{});
+  for (int64_t j = 0; j < ph * wp; ++j) store(dp + j * V, Vf{});  // the top rows
+  for (int64_t i = ph; i < ph + h; ++i) {
+    float* row = dp + i * wp * V;
+    for (int64_t j = 0; j < pw; ++j) {  // the left and right borders
+      store(row + j * V, Vf{});
+      store(row + (pw + w + j) * V, Vf{});
+    }
+  }
+  for (int64_t j = (ph + h) * wp; j < hp * wp; ++j) store(dp + j * V, Vf{});  // the bottom rows
 }
 
 void to_blocked(const float* src, int64_t images, int64_t image_stride, int64_t planes, int64_t h,
@@ -89,7 +103,9 @@ void to_blocked(const float* src, int64_t images, int64_t image_stride, int64_t 
       if (r16)
         for (int l = 0; l < V; ++l) rows[l] = round_bf16(rows[l]);
       transpose(rows);
-      for (int64_t t = 0; t < cnt; ++t) {
+#pragma GCC unroll 16
+      for (int t = 0; t < V; ++t) {
+        if (t == cnt) break;
         store(d + (i * wp + j) * V, rows[t]);
         if (++j == w) j = 0, ++i;
       }
@@ -103,14 +119,17 @@ void from_blocked(const float* src, int64_t images, int64_t planes, int64_t n, f
     for (int64_t o0 = 0; o0 < n; o0 += V) {
       const int64_t cnt = n - o0 < V ? n - o0 : V;
       Vf rows[V];
+#pragma GCC unroll 16
       for (int t = 0; t < V; ++t) rows[t] = t < cnt ? load(src + (pl * n + o0 + t) * V) : Vf{};
       transpose(rows);
-      for (int l = 0; l < V && l < images; ++l) {
+#pragma GCC unroll 16
+      for (int l = 0; l < V; ++l) {
+        if (l == images) break;
         float* dl = dst + l * image_stride + pl * n + o0;
         if (cnt == V)
           store(dl, rows[l]);
         else
-          __builtin_memcpy(dl, &rows[l], sizeof(float) * cnt);
+          store_first(dl, rows[l], cnt);
       }
     }
 }
