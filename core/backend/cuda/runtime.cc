@@ -9,14 +9,11 @@
 #include <memory>
 #include <mutex>
 #include <sstream>
-#include <thread>
-#include <tuple>
-#include <unordered_map>
 #include <vector>
 
 #include "core/backend/cuda/cuda_common.h"
 #include "core/backend/cuda/kernel_trace.h"
-#include "core/block_cache.h"
+#include "core/graph_memory.h"
 #include "core/random.h"
 
 namespace ada::cuda {
@@ -41,41 +38,18 @@ void* device_malloc(size_t bytes, int device) {
 void device_free(void* p, int) {
   cudaFree(p);
 }
-
-// The memory of one CUDA graph (Graph): its own cache, which the capture allocates from; the
-// device pool's blocks freed during the capture (the graph's kernels still use them, so they
-// stay out of reuse until the graph is destroyed); the pinned host tables its copies read.
-struct GraphPool {
-  static BlockCache::Policy policy() {
-    BlockCache::Policy p;
-    p.release_on_failure = false;  // its cached blocks are the replays' memory
-    return p;
-  }
-  explicit GraphPool(int device) : blocks(policy(), device_malloc, device_free, device) {}
-  BlockCache blocks;
-  // Blocks freed during this pool's capture that its kernels still read: the device pool's, and
-  // other graphs' pools' (with their pool, kept alive by them: their blocks are still allocated).
-  std::vector<std::pair<void*, size_t>> adopted;
-  std::vector<std::tuple<std::shared_ptr<GraphPool>, void*, size_t>> adopted_from_graphs;
-  std::vector<void*> pinned;
-  bool retired = false;  // its graph is gone: blocks still live go back to the driver when freed
-};
+void free_pinned(void* p) {
+  cudaFreeHost(p);
+}
 
 // One device's state. Created on first use and never destroyed: tensors freed during static
 // destruction must still find it (their blocks are then simply left to the driver).
 struct DeviceState {
-  explicit DeviceState(int device)
-      : blocks(BlockCache::Policy{}, device_malloc, device_free, device) {}
-  BlockCache blocks;  // up to 1 MiB: 512-byte bins, exact reuse; larger: 2 MiB bins, up to 1.25x
-  // Graphs' pools that exist or still hold live blocks; `capture` is the one being captured
-  // (set before `capturing`, read only by the capturing thread).
-  std::mutex pools_mu;
-  std::vector<std::shared_ptr<GraphPool>> pools;
-  std::atomic<int> npools{0};
-  std::atomic<bool> capturing{false};
-  GraphPool* capture = nullptr;
-  const Generator* capture_gen = nullptr;  // the capture's dropout generator
-  std::thread::id capture_thread;
+  explicit DeviceState(int device) : memory(device_malloc, device_free, device, free_pinned) {}
+  // The device pool (up to 1 MiB: 512-byte bins, exact reuse; larger: 2 MiB bins, up to 1.25x)
+  // and the graphs' pools (core/graph_memory.h).
+  GraphMemory memory;
+  const Generator* capture_gen = nullptr;  // the open capture's dropout generator
   std::once_flag shift_once;
   uint64_t* shift = nullptr;  // philox_shift(): device memory, never freed
   cudaStream_t stream = nullptr;
@@ -186,73 +160,14 @@ cudnnHandle_t cudnn(int device) {
   return st.cudnn;
 }
 
-namespace {
-bool capturing_here(const DeviceState& st) {
-  return st.capturing.load(std::memory_order_acquire) &&
-         st.capture_thread == std::this_thread::get_id();
-}
-
-// Gives retired pools' cached blocks back to the driver and forgets the empty ones; not while a
-// capture runs (cudaFree waits for the device, which a capture forbids): then the next sweep
-// (the capture's end, a graph's destruction) does it. pools_mu held.
-void sweep_retired(DeviceState& st) {
-  if (st.capturing.load(std::memory_order_acquire)) return;
-  for (auto it = st.pools.begin(); it != st.pools.end();) {
-    GraphPool& pool = **it;
-    if (pool.retired) pool.blocks.release_cached();
-    if (pool.retired && pool.blocks.stats().allocated == 0) {
-      it = st.pools.erase(it);
-      st.npools.fetch_sub(1, std::memory_order_release);
-    } else {
-      ++it;
-    }
-  }
-}
-
-// Frees `ptr` into the graph pool that handed it out; false when none did. A retired pool gives
-// its blocks back to the driver (sweep_retired) and is forgotten once empty. Freed by the thread
-// capturing another graph, the block is that graph's until it is retired (its kernels may read
-// it; freed into its own pool now, a sweep could give it to the driver under them).
-bool free_in_graph_pool(DeviceState& st, void* ptr, size_t bytes) {
-  std::lock_guard<std::mutex> lock(st.pools_mu);
-  for (const auto& pool : st.pools) {
-    if (!pool->blocks.owns(ptr)) continue;
-    if (capturing_here(st) && pool.get() != st.capture) {
-      st.capture->adopted_from_graphs.emplace_back(pool, ptr, bytes);
-      return true;
-    }
-    pool->blocks.free(ptr, bytes);
-    if (pool->retired) sweep_retired(st);
-    return true;
-  }
-  return false;
-}
-
-// The graph is gone (or its capture failed): the device pool's blocks it adopted go back to the
-// device pool (stream order keeps them from being reused before the graph's last kernels), its
-// own cached blocks to the driver; blocks still live follow when freed.
-void retire(DeviceState& st, const std::shared_ptr<GraphPool>& pool) {
-  std::lock_guard<std::mutex> lock(st.pools_mu);
-  for (const auto& [ptr, bytes] : pool->adopted) st.blocks.free(ptr, bytes);
-  pool->adopted.clear();
-  for (const auto& [owner, ptr, bytes] : pool->adopted_from_graphs) owner->blocks.free(ptr, bytes);
-  pool->adopted_from_graphs.clear();
-  for (void* h : pool->pinned) cudaFreeHost(h);
-  pool->pinned.clear();
-  pool->retired = true;
-  sweep_retired(st);
-}
-}  // namespace
-
 void* alloc(size_t bytes, int device) {
-  DeviceState& st = state(device);
-  BlockCache& blocks = capturing_here(st) ? st.capture->blocks : st.blocks;
-  void* p = blocks.alloc(bytes);
+  GraphMemory& memory = state(device).memory;
+  void* p = memory.alloc(bytes);
   if (!p) {
     size_t free_b = 0, total_b = 0;
     cudaMemGetInfo(&free_b, &total_b);
     ADA_THROW(DeviceError) << "out of memory on cuda:" << device << " allocating "
-                           << bytes_str(static_cast<int64_t>(blocks.round(bytes)))
+                           << bytes_str(static_cast<int64_t>(memory.round(bytes)))
                            << " (live tensors " << bytes_str(memory_stats(device).allocated)
                            << ", device free " << bytes_str(static_cast<int64_t>(free_b)) << " of "
                            << bytes_str(static_cast<int64_t>(total_b))
@@ -262,50 +177,27 @@ void* alloc(size_t bytes, int device) {
 }
 
 void free(void* ptr, size_t bytes, int device) noexcept {
-  if (!ptr) return;
-  DeviceState& st = state(device);
-  if (st.npools.load(std::memory_order_acquire) > 0 && free_in_graph_pool(st, ptr, bytes)) return;
-  if (capturing_here(st) && st.blocks.owns(ptr)) {  // the captured kernels still use it
-    std::lock_guard<std::mutex> lock(st.pools_mu);
-    st.capture->adopted.emplace_back(ptr, bytes);
-    return;
-  }
-  st.blocks.free(ptr, bytes);
+  if (ptr) state(device).memory.free(ptr, bytes);
 }
 
 void empty_cache(int device) {
   refuse_in_capture(device, "empty_cache", "it waits for the device");
   set_device(device);
   ADA_CUDA_CHECK(cudaStreamSynchronize(stream(device)));
-  state(device).blocks.release_cached();
+  state(device).memory.release_cached();
 }
 
 // The device pool's figures plus every graph pool's. With graphs the peaks are each pool's own
 // peak added up: an upper bound of the peak of the sum.
 MemoryStats memory_stats(int device) {
-  DeviceState& st = state(device);
-  MemoryStats m = st.blocks.stats();
-  std::lock_guard<std::mutex> lock(st.pools_mu);
-  for (const auto& pool : st.pools) {
-    const MemoryStats g = pool->blocks.stats();
-    m.allocated += g.allocated;
-    m.peak_allocated += g.peak_allocated;
-    m.reserved += g.reserved;
-    m.peak_reserved += g.peak_reserved;
-    m.system_allocs += g.system_allocs;
-    m.system_frees += g.system_frees;
-  }
-  return m;
+  return state(device).memory.stats();
 }
 void reset_peak(int device) {
-  DeviceState& st = state(device);
-  st.blocks.reset_peak();
-  std::lock_guard<std::mutex> lock(st.pools_mu);
-  for (const auto& pool : st.pools) pool->blocks.reset_peak();
+  state(device).memory.reset_peak();
 }
 
 bool capturing(int device) {
-  return state(device).capturing.load(std::memory_order_acquire);
+  return state(device).memory.capturing();
 }
 
 void refuse_in_capture(int device, const char* op, const char* why) {
@@ -316,7 +208,7 @@ void refuse_in_capture(int device, const char* op, const char* why) {
 
 void note_draw(int device, const Generator& gen) {
   DeviceState& st = state(device);
-  if (!capturing_here(st) || &gen == st.capture_gen) return;
+  if (!st.memory.capturing_here() || &gen == st.capture_gen) return;
   refuse_in_capture(device, "dropout",
                     st.capture_gen ? "it draws from a generator other than the one the capture "
                                      "was given (Graph::capture's generator)"
@@ -339,18 +231,17 @@ const uint64_t* philox_shift(int device) {
 }
 
 void keep_for_graph(int device, void* pinned) {
-  DeviceState& st = state(device);
-  ADA_CHECK(capturing_here(st)) << "keep_for_graph: cuda:" << device
-                                << " is not being captured by this thread";
-  std::lock_guard<std::mutex> lock(st.pools_mu);
-  st.capture->pinned.push_back(pinned);
+  GraphMemory& memory = state(device).memory;
+  ADA_CHECK(memory.capturing_here())
+      << "keep_for_graph: cuda:" << device << " is not being captured by this thread";
+  memory.keep(pinned);
 }
 
 struct Graph::Impl {
   int device = -1;
   cudaGraphExec_t exec = nullptr;
   int64_t nodes = 0;
-  std::shared_ptr<GraphPool> pool;
+  std::shared_ptr<GraphMemory::Pool> pool;
   Generator* gen = nullptr;
   uint64_t first = 0, per_step = 0;  // the capture's counters on gen: [first, first + per_step)
   int64_t replays = 0;
@@ -365,7 +256,7 @@ Graph::~Graph() {
     cudaStreamSynchronize(stream(impl_->device));  // its replays are done with the memory
     cudaGraphExecDestroy(impl_->exec);
     cudaGetLastError();
-    retire(state(impl_->device), impl_->pool);
+    state(impl_->device).memory.retire(impl_->pool);
   } catch (...) {  // a destructor must not throw; the memory is then left to the process's end
   }
 }
@@ -381,36 +272,25 @@ void Graph::capture(int device, const std::function<void()>& work, Generator* ge
   DeviceState& st = state(device);
   cudaStream_t s = stream(device);
   philox_shift(device);  // made (and zeroed) now, not while capturing
-  auto pool = std::make_shared<GraphPool>(device);
   const uint64_t gen_first = generator ? generator->offset() : 0;
-  {
-    std::lock_guard<std::mutex> lock(st.pools_mu);
-    ADA_CHECK_ARG(!st.capturing.load(), DeviceError)
-        << "Graph::capture: cuda:" << device << " is being captured already";
-    st.pools.push_back(pool);
-    st.npools.fetch_add(1, std::memory_order_release);
-    st.capture = pool.get();
-    st.capture_gen = generator;
-    st.capture_thread = std::this_thread::get_id();
-  }
+  std::shared_ptr<GraphMemory::Pool> pool = st.memory.open_capture();
+  ADA_CHECK_ARG(pool, DeviceError)
+      << "Graph::capture: cuda:" << device << " is being captured already";
+  st.capture_gen = generator;
   // Relaxed: the caching allocator may call cudaMalloc for the graph's pool while capturing.
   cudaError_t began = cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed);
-  if (began == cudaSuccess) st.capturing.store(true, std::memory_order_release);
+  if (began == cudaSuccess) st.memory.capture_began();
   cudaGraph_t graph = nullptr;
   auto end_capture = [&]() {
-    st.capturing.store(false, std::memory_order_release);
-    {
-      std::lock_guard<std::mutex> lock(st.pools_mu);
-      st.capture = nullptr;
-      st.capture_gen = nullptr;
-    }
+    st.memory.close_capture();
+    st.capture_gen = nullptr;
     const cudaError_t e = cudaStreamEndCapture(s, &graph);
     cudaGetLastError();  // an invalidated capture leaves no sticky error for eager work
     return e;
   };
   auto abandon = [&]() {
     if (graph) cudaGraphDestroy(graph);
-    retire(st, pool);
+    st.memory.retire(pool);
   };
   if (began != cudaSuccess) {
     end_capture();
@@ -426,10 +306,7 @@ void Graph::capture(int device, const std::function<void()>& work, Generator* ge
     throw;
   }
   const cudaError_t ended = end_capture();
-  {
-    std::lock_guard<std::mutex> lock(st.pools_mu);
-    sweep_retired(st);  // what frees during the capture left to do
-  }
+  st.memory.sweep_retired();  // what frees during the capture left to do
   if (ended != cudaSuccess || !graph) {
     abandon();
     ADA_THROW(DeviceError) << "Graph::capture on cuda:" << device
@@ -484,7 +361,7 @@ int64_t Graph::nodes() const {
   return impl_ ? impl_->nodes : 0;
 }
 int64_t Graph::pool_bytes() const {
-  return impl_ ? impl_->pool->blocks.stats().reserved : 0;
+  return impl_ ? GraphMemory::reserved(*impl_->pool) : 0;
 }
 
 void copy(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t bytes,
