@@ -523,6 +523,10 @@ int main(int argc, char** argv) {
     // (another tenant on a shared host) falls on both; the medians are reported, and the ratio's
     // median with its range over the rounds.
     std::vector<double> ratios;
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+    };
     if (rounds > 1 && tuned.ok) {
       std::vector<double> ours_r{ours_sps}, tuned_r{tuned.sps};
       ratios.push_back(ours_sps / tuned.sps);
@@ -534,10 +538,6 @@ int main(int argc, char** argv) {
         tuned_r.push_back(t.sps);
         ratios.push_back(o / t.sps);
       }
-      auto median = [](std::vector<double> v) {
-        std::sort(v.begin(), v.end());
-        return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-      };
       ours_sps = median(ours_r);
       tuned.sps = median(tuned_r);
       std::sort(ratios.begin(), ratios.end());
@@ -557,12 +557,11 @@ int main(int argc, char** argv) {
     const std::vector<std::string> lacks = twin::shortfalls(tuned.runtime, env);
     const std::string tuned_label = lacks.empty() ? "tuned" : "PARTLY tuned";
     if (tuned.ok && ratios.size() > 1) {
-      const size_t n = ratios.size();
-      const double mid = n % 2 ? ratios[n / 2] : 0.5 * (ratios[n / 2 - 1] + ratios[n / 2]);
       std::printf(
           " | vs PyTorch %s: throughput x%.2f (median of %zu rounds in turn, x%.2f-%.2f), "
           "memory x%.2f\n",
-          tuned_label.c_str(), mid, n, ratios.front(), ratios.back(), ours_mb / tuned.mb);
+          tuned_label.c_str(), median(ratios), ratios.size(), ratios.front(), ratios.back(),
+          ours_mb / tuned.mb);
     } else if (tuned.ok) {
       std::printf(" | vs PyTorch %s: throughput x%.2f, memory x%.2f\n", tuned_label.c_str(),
                   ours_sps / tuned.sps, ours_mb / tuned.mb);
