@@ -32,7 +32,8 @@
 #               with a held-out set), really evaluate: an eval line lands in metrics.jsonl; with
 #               data.validation_size also a validation figure (val_mlm_loss);
 #   validation — data.validation_size: every evaluation line and summary.json hold val_* beside
-#               eval_*, the log names the held-out examples, a validation set alone is enough
+#               eval_*, the log names the held-out examples, an evaluation set the ranks
+#               cannot split evenly counts each example once, a validation set alone is enough
 #               for train.eval_every, and a bad value stops the run naming the key.
 # usage: trainer_e2e.sh TRAINER SOURCE_DIR WORK_DIR CASE
 # shellcheck source-path=SCRIPTDIR source=e2e_common.sh
@@ -553,6 +554,22 @@ for k in ("val_loss", "val_top1", "eval_loss", "eval_top1"):
 assert s["val_top1"] == evals[-1]["val_top1"] and s["eval_top1"] == evals[-1]["eval_top1"]
 assert s.get("build_march", "").startswith(("x86-64", "native")), s.get("build_march")
 print("validation: val_* beside eval_* at steps", [l["step"] for l in evals], "and in summary.json")
+PY
+  # An evaluation set the ranks cannot split evenly (13 examples at 1, 2 and 3 ranks): the padded
+  # tail of a rank's share is left out, so every rank count evaluates the same 13 examples of one
+  # model (an LR of 1e-30 leaves it as initialised): n = 13 and the same figures.
+  for np in 1 2 3; do
+    mpi $np "$trainer" --config tiny.yaml --set data.eval_size=13 --set optimizer.lr=1e-30 --set train.steps=2 \
+      --set train.eval_every=2 --set output.dir=uneven$np > uneven$np.txt 2>&1 || { cat uneven$np.txt; fail "13 evaluation examples at $np ranks"; }
+    grep -q "eval at step 2: loss [0-9.]*, top1 [0-9.]* (n = 13)" uneven$np.txt ||
+      { cat uneven$np.txt; fail "13 evaluation examples at $np ranks: not n = 13"; }
+  done
+  /usr/bin/python3 - <<'PY' || fail "13 evaluation examples: the figures depend on the rank count"
+import json
+s = [json.load(open(f"uneven{np}/summary.json")) for np in (1, 2, 3)]
+assert all(x["eval_top1"] == s[0]["eval_top1"] for x in s), [x["eval_top1"] for x in s]
+assert all(abs(x["eval_loss"] - s[0]["eval_loss"]) <= 1e-6 * abs(s[0]["eval_loss"]) for x in s), [x["eval_loss"] for x in s]
+print("validation: 13 evaluation examples give n = 13 and the same figures at 1, 2 and 3 ranks")
 PY
   # A validation set alone (no test set) is enough for train.eval_every.
   mpi 1 "$trainer" --config tiny.yaml --set data.eval_size=0 --set data.validation_size=16 --set train.steps=10 --set output.dir=vo > vo.txt 2>&1 ||
