@@ -4,7 +4,7 @@
 #               loss falls and the parameter checksums agree on every rank at every step
 #               (checksum_every: 1);
 #   resume    — a run interrupted at step 10 and resumed gives the same losses, bit for bit,
-#               as an unbroken run of 20 steps;
+#               as an unbroken run of 20 steps; each rank's dropout generator has its own seed;
 #   loss_scale — dynamic and static power-of-two loss scaling give the unscaled losses bit for
 #               bit, also across a resume, and the scale grows as its rule says;
 #   overrides — --set changes a value (and a misspelt one is rejected); --describe prints the
@@ -278,6 +278,14 @@ resume)
     [ "$a" = "$b" ] || fail "$red: resumed losses differ:\n unbroken: $a\n resumed:  $b"
     echo "resume ($red): 20 losses identical"
   done
+  # Each rank draws its own dropout masks: the ranks' generator seeds (kept in the checkpoint, one
+  # a rank) differ; with one seed for all, every rank would drop the same units of its examples.
+  /usr/bin/python3 - full_average/checkpoints/ckpt-00000020.json <<'PY' || fail "the ranks share one dropout seed"
+import json, sys
+seeds = json.load(open(sys.argv[1]))["rng_seed"]
+assert len(seeds) == 2 and len(set(seeds)) == 2, seeds
+print("resume: each rank's dropout generator has its own seed", seeds)
+PY
   ;;
 loss_scale)
   # Power-of-two loss scales change no bit: dynamic scaling from 2^10 doubling every 3 steps (and
