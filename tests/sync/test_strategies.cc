@@ -308,7 +308,8 @@ TEST(Strategies, NonFiniteLossOnOneRankStopsEveryRankOrSkips) {
 
 // Power-of-two loss scales are exact: a run whose scale grows from 2^10 takes the same steps, bit
 // for bit, as one without scaling — for every reducer (sum, average and Adasum are homogeneous
-// in their inputs), both targets, micro-batches and batch-norm.
+// in their inputs), both targets, micro-batches and batch-norm; with gradient clipping that
+// clips (at 0.01), which must see the unscaled gradients.
 TEST(LossScaling, PowerOfTwoScalesChangeNoBit) {
   struct Case {
     const char* model;
@@ -316,20 +317,25 @@ TEST(LossScaling, PowerOfTwoScalesChangeNoBit) {
     const char* red;
     comm::ReduceTarget target;
     int micro;
+    double clip = 0;
   };
   const Case cases[] = {
       {"lenet5", kOptimizers[0], "adasum", comm::ReduceTarget::gradients, 1},
       {"lenet5", kOptimizers[1], "average", comm::ReduceTarget::gradients, 2},
       {"lenet5", kOptimizers[2], "sum", comm::ReduceTarget::gradients, 1},
       {"lenet5", kOptimizers[1], "adasum", comm::ReduceTarget::model_delta, 1},
-      {"resnet20_mnist", kOptimizers[0], "adasum", comm::ReduceTarget::gradients, 1}};
+      {"resnet20_mnist", kOptimizers[0], "adasum", comm::ReduceTarget::gradients, 1},
+      {"lenet5", kOptimizers[1], "average", comm::ReduceTarget::gradients, 1, 0.01},
+      {"lenet5", kOptimizers[0], "adasum", comm::ReduceTarget::model_delta, 1, 0.01}};
   for (const Case& k : cases) {
     const std::string what =
         std::string(k.model) + " " + k.opt + " " + k.red +
-        (k.target == comm::ReduceTarget::gradients ? " gradients" : " model_delta");
+        (k.target == comm::ReduceTarget::gradients ? " gradients" : " model_delta") +
+        (k.clip > 0 ? " clipped" : "");
     optim::LossScaler scaler({/*dynamic=*/true, /*init=*/1024, /*growth_interval=*/2});
-    StrategyOptions so;
+    StrategyOptions so, plain;
     so.loss_scale = &scaler;
+    so.clip_grad_norm = plain.clip_grad_norm = k.clip;
     const int steps = k.model == std::string("lenet5") ? 5 : 2;
     bool overlapped = true;
     auto scaled = run_strategy(k.model, k.opt, k.red, k.target, so, steps, k.micro, &overlapped);
@@ -338,7 +344,7 @@ TEST(LossScaling, PowerOfTwoScalesChangeNoBit) {
     EXPECT_EQ(scaler.scale(), 1024.0 * (1 << (steps / 2)))
         << what << ": doubles every 2 good steps";
     EXPECT_EQ(scaler.overflows(), 0) << what;
-    expect_bits_equal(scaled, run_strategy(k.model, k.opt, k.red, k.target, {}, steps, k.micro),
+    expect_bits_equal(scaled, run_strategy(k.model, k.opt, k.red, k.target, plain, steps, k.micro),
                       what);
   }
 }
