@@ -10,6 +10,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "comm/bucketer.h"
 #include "core/ops.h"
 #include "dist_test_util.h"
 #include "optim/optimizer.h"
@@ -211,7 +212,53 @@ TEST(LocalSgd, PeriodOneWithPlainSgdEqualsGradientAveraging) {
   }
 }
 
-TEST(DiLoCo, OuterNesterovStepMatchesAHandComputedOne) {
+// Local SGD with a period of 2 and Adasum: each round's delta is taken from the last
+// synchronisation's model (the anchor moves there), so Adasum combines only that round's local
+// changes. (With averaging a stale anchor changes only the rounding; Adasum is not linear.) The
+// reference steps each rank by hand and reduces the deltas through the same reducer.
+TEST(LocalSgd, AdasumTakesEachRoundsDeltaFromTheLastSynchronisation) {
+  auto& c = world();
+  TwoParams local, ref;
+  auto opt = plain_sgd(0.1), opt_ref = plain_sgd(0.1);
+  auto ada = reducer("adasum"), ada_ref = reducer("adasum");
+  DeltaSyncOptions d;
+  d.period = 2;
+  d.name = "local_sgd";
+  StrategyOptions so;
+  so.clip_grad_norm = 1e30;  // the after-backward path (no hook in this test)
+  DeltaSync s(StrategyContext{local.params, *opt, c, *ada}, so, d);
+  std::vector<Variable> vars;
+  for (auto& p : ref.params) vars.push_back(p.var);
+  comm::GradBucketer b(vars, c, *ada_ref, comm::BucketOptions{});
+  std::vector<Tensor> anchor;
+  for (auto& p : ref.params) anchor.push_back(p.var.value().clone());
+  for (int step = 0; step < 6; ++step) {
+    local.set_grads(c.rank(), step);
+    s.begin_step(step, 0.1f);
+    s.end_step(1.0);
+    ref.set_grads(c.rank(), step);
+    opt_ref->step(ref.params, 0.1f);
+    if (step % 2 == 1) {
+      std::vector<Tensor> delta;
+      for (size_t i = 0; i < 2; ++i)
+        delta.push_back(ops::sub(ref.params[i].var.value(), anchor[i]));
+      b.reduce(delta);
+      for (size_t i = 0; i < 2; ++i) {
+        Tensor& w = ref.params[i].var.mutable_value();
+        w.copy_from(anchor[i]);
+        ops::add_(w, delta[i]);
+        anchor[i].copy_from(w);
+      }
+    }
+  }
+  for (size_t i = 0; i < 2; ++i) {
+    auto x = local.params[i].var.value().to_vector<float>(),
+         y = ref.params[i].var.value().to_vector<float>();
+    for (size_t k = 0; k < x.size(); ++k) EXPECT_NEAR(x[k], y[k], 1e-6f) << "param " << i;
+  }
+}
+
+void outer_step_matches_a_hand_computed_one(bool nesterov) {
   auto& c = world();
   TwoParams m;
   auto opt = plain_sgd(0.1);
@@ -221,7 +268,7 @@ TEST(DiLoCo, OuterNesterovStepMatchesAHandComputedOne) {
   d.outer = true;
   d.outer_lr = 0.7;
   d.outer_momentum = 0.9;
-  d.nesterov = true;
+  d.nesterov = nesterov;
   d.name = "diloco";
   DeltaSync s(StrategyContext{m.params, *opt, c, *avg}, StrategyOptions{}, d);
   // Reference in double: two outer rounds of two inner plain-SGD steps.
@@ -251,7 +298,7 @@ TEST(DiLoCo, OuterNesterovStepMatchesAHandComputedOne) {
       for (size_t e = 0; e < anchor[i].size(); ++e) {
         const double g = -mean_delta[i][e];  // outer gradient
         mom[i][e] = 0.9 * mom[i][e] + g;
-        anchor[i][e] -= 0.7 * (g + 0.9 * mom[i][e]);
+        anchor[i][e] -= 0.7 * (nesterov ? g + 0.9 * mom[i][e] : mom[i][e]);
       }
     for (int k = 0; k < 2; ++k) {
       m.set_grads(c.rank(), 2 * round + k);
@@ -264,6 +311,15 @@ TEST(DiLoCo, OuterNesterovStepMatchesAHandComputedOne) {
     auto x = m.params[i].var.value().to_vector<float>();
     for (size_t e = 0; e < x.size(); ++e)
       EXPECT_NEAR(x[e], anchor[i][e], 2e-5) << "param " << i << "[" << e << "]";
+  }
+}
+
+// DiLoCo's outer step, SGD with momentum on the outer gradient, Nesterov's form and the plain
+// one, against a hand computation in double.
+TEST(DiLoCo, OuterMomentumStepMatchesAHandComputedOne) {
+  for (const bool nesterov : {true, false}) {
+    SCOPED_TRACE(nesterov ? "nesterov" : "plain momentum");
+    outer_step_matches_a_hand_computed_one(nesterov);
   }
 }
 
