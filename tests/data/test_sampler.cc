@@ -118,6 +118,10 @@ TEST(Sampler, NextAndResume) {
   EXPECT_EQ(joined, all);
   EXPECT_TRUE(a.next(5).empty());
   testing::expect_error<ConfigError>([&] { b.restore({4, 35}); }, {"position 35", "34 examples"});
+  // set_epoch starts the epoch from its first place, also the epoch it is in.
+  b.set_epoch(4);
+  EXPECT_EQ(b.state().position, 0);
+  EXPECT_EQ(b.next(1000), all);
 }
 
 // What a resume on another number of ranks relies on (apps/trainer/checkpoint.cc,

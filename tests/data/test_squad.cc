@@ -43,6 +43,10 @@ TEST(Squad, ExactMatchAndF1ByHand) {
   EXPECT_EQ(squad_f1("", "anything"), 0.0);
   EXPECT_EQ(squad_f1("the", "a"), 0.0);  // both normalise to nothing
   EXPECT_TRUE(squad_exact_match("the", "a"));
+  // Exactly Python's string.punctuation goes (every ASCII range's ends), letters and digits stay.
+  EXPECT_TRUE(squad_exact_match(R"(x!"#$%&'()*+,-./:;<=>?@[\]^_`{|}~y)", "xy"));
+  for (const char* kept : {"x0y", "x9y", "xAy", "xZy", "xay", "xzy"})
+    EXPECT_FALSE(squad_exact_match(kept, "xy")) << kept;
 }
 
 std::string write(const testing::TempDir& dir, const std::string& name, const std::string& text) {
