@@ -90,6 +90,8 @@ TEST(Tokenizer, BertBaseUncasedGolden) {
   EXPECT_EQ(tok.encode("Hello, world!"), (std::vector<int32_t>{7592, 1010, 2088, 999}));
   EXPECT_EQ(tok.encode("don't"), (std::vector<int32_t>{2123, 1005, 1056}));
   EXPECT_EQ(join(tok.tokenize("unaffable")), "una ##ffa ##ble");
+  // The vocabulary's longest entry (18 characters) is one piece: the longest-match window spans it.
+  EXPECT_EQ(tok.encode("Telecommunications"), (std::vector<int32_t>{12108}));
 }
 
 TEST(Tokenizer, TrickyCasesByHand) {
@@ -116,6 +118,16 @@ TEST(Tokenizer, TrickyCasesByHand) {
   TokenizerOptions plain;
   plain.keep_special_tokens = false;
   EXPECT_EQ(join(Tokenizer::from_file(kTinyVocab, plain).tokenize("[CLS]")), "[ c ##l ##s ]");
+  // The options' other settings, as BertTokenizer's do_lower_case=False (no lower-casing, accents
+  // kept) and tokenize_chinese_chars=False (ideographs stay inside their word).
+  TokenizerOptions cased, no_cjk;
+  cased.lower_case = false;
+  no_cjk.tokenize_cjk = false;
+  EXPECT_EQ(join(Tokenizer::from_file(kTinyVocab, cased).basic_tokenize("Café RÉSUMÉ")),
+            "Café RÉSUMÉ");
+  EXPECT_EQ(join(Tokenizer::from_file(kTinyVocab, no_cjk).basic_tokenize("a北京b 中")),
+            "a北京b 中");
+  EXPECT_EQ(join(tok.basic_tokenize("a北京b 中")), "a 北 京 b 中");
 
   // Basic tokenisation only (no vocabulary effects).
   EXPECT_EQ(join(tok.basic_tokenize("ΟΔΟΣ")), "οδοσ");  // per-code-point lower(): no final sigma
