@@ -200,6 +200,16 @@ TEST_P(Adasum, PairCosineIsOneForParallelAndZeroForOrthogonalInputs) {
   EXPECT_GT(orth_count, 0);
   EXPECT_NEAR(orth_sum / orth_count, 0.0, 1e-12);
   EXPECT_EQ(reducer->take_stats()[0].second, 0);  // taking resets
+  // Only the first level counts: ranks 2j and 2j + 1 parallel, the pairs orthogonal to each other
+  // (disjoint supports), so the first level's cosine is 1 and every later level's 0.
+  if (p >= 4 && (p & (p - 1)) == 0) {
+    std::vector<float> pairs(n, 0.f);
+    for (int64_t i = 0; i < n; ++i)
+      if (i % (p / 2) == r / 2) pairs[i] = (1.f + 0.5f * (r % 2)) * a[i];
+    const auto [pair_sum, pair_count] = cosine(pairs);
+    EXPECT_GT(pair_count, 0);
+    EXPECT_NEAR(pair_sum / pair_count, 1.0, 1e-6) << "a later level's cosine was counted";
+  }
 }
 
 TEST_P(Adasum, OppositePairsCancelAndZerosAreGuarded) {
