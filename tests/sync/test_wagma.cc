@@ -181,21 +181,36 @@ struct TwoParams {
   }
 };
 
+// Local SGD over `m` with period `period` (the after-backward path: a clipping threshold that
+// never clips, no hook in these tests).
+std::unique_ptr<DeltaSync> local_sgd(TwoParams& m, optim::Optimizer& opt, comm::Reducer& red,
+                                     int period) {
+  DeltaSyncOptions d;
+  d.period = period;
+  d.name = "local_sgd";
+  StrategyOptions so;
+  so.clip_grad_norm = 1e30;
+  return std::make_unique<DeltaSync>(StrategyContext{m.params, opt, world(), red}, so, d);
+}
+
+void expect_params_near(const TwoParams& got, const TwoParams& want) {
+  for (size_t i = 0; i < 2; ++i) {
+    auto x = got.params[i].var.value().to_vector<float>(),
+         y = want.params[i].var.value().to_vector<float>();
+    for (size_t k = 0; k < x.size(); ++k) EXPECT_NEAR(x[k], y[k], 1e-6f) << "param " << i;
+  }
+}
+
 TEST(LocalSgd, PeriodOneWithPlainSgdEqualsGradientAveraging) {
   auto& c = world();
   TwoParams local, ref;
   auto opt = plain_sgd(0.1), opt_ref = plain_sgd(0.1);
   auto avg = reducer("average");
-  DeltaSyncOptions d;
-  d.period = 1;
-  d.name = "local_sgd";
-  StrategyOptions so;
-  so.clip_grad_norm = 1e30;  // the after-backward path (no hook in this test)
-  DeltaSync s(StrategyContext{local.params, *opt, c, *avg}, so, d);
+  auto s = local_sgd(local, *opt, *avg, 1);
   for (int step = 0; step < 4; ++step) {
     local.set_grads(c.rank(), step);
-    s.begin_step(step, 0.1f);
-    s.end_step(1.0);
+    s->begin_step(step, 0.1f);
+    s->end_step(1.0);
     ref.set_grads(c.rank(), step);
     for (auto& p : ref.params) {
       Tensor g = p.var.grad().clone();
@@ -205,11 +220,7 @@ TEST(LocalSgd, PeriodOneWithPlainSgdEqualsGradientAveraging) {
     }
     opt_ref->step(ref.params, 0.1f);
   }
-  for (size_t i = 0; i < 2; ++i) {
-    auto x = local.params[i].var.value().to_vector<float>(),
-         y = ref.params[i].var.value().to_vector<float>();
-    for (size_t k = 0; k < x.size(); ++k) EXPECT_NEAR(x[k], y[k], 1e-6f);
-  }
+  expect_params_near(local, ref);
 }
 
 // Local SGD with a period of 2 and Adasum: each round's delta is taken from the last
@@ -221,12 +232,7 @@ TEST(LocalSgd, AdasumTakesEachRoundsDeltaFromTheLastSynchronisation) {
   TwoParams local, ref;
   auto opt = plain_sgd(0.1), opt_ref = plain_sgd(0.1);
   auto ada = reducer("adasum"), ada_ref = reducer("adasum");
-  DeltaSyncOptions d;
-  d.period = 2;
-  d.name = "local_sgd";
-  StrategyOptions so;
-  so.clip_grad_norm = 1e30;  // the after-backward path (no hook in this test)
-  DeltaSync s(StrategyContext{local.params, *opt, c, *ada}, so, d);
+  auto s = local_sgd(local, *opt, *ada, 2);
   std::vector<Variable> vars;
   for (auto& p : ref.params) vars.push_back(p.var);
   comm::GradBucketer b(vars, c, *ada_ref, comm::BucketOptions{});
@@ -234,8 +240,8 @@ TEST(LocalSgd, AdasumTakesEachRoundsDeltaFromTheLastSynchronisation) {
   for (auto& p : ref.params) anchor.push_back(p.var.value().clone());
   for (int step = 0; step < 6; ++step) {
     local.set_grads(c.rank(), step);
-    s.begin_step(step, 0.1f);
-    s.end_step(1.0);
+    s->begin_step(step, 0.1f);
+    s->end_step(1.0);
     ref.set_grads(c.rank(), step);
     opt_ref->step(ref.params, 0.1f);
     if (step % 2 == 1) {
@@ -251,11 +257,7 @@ TEST(LocalSgd, AdasumTakesEachRoundsDeltaFromTheLastSynchronisation) {
       }
     }
   }
-  for (size_t i = 0; i < 2; ++i) {
-    auto x = local.params[i].var.value().to_vector<float>(),
-         y = ref.params[i].var.value().to_vector<float>();
-    for (size_t k = 0; k < x.size(); ++k) EXPECT_NEAR(x[k], y[k], 1e-6f) << "param " << i;
-  }
+  expect_params_near(local, ref);
 }
 
 void outer_step_matches_a_hand_computed_one(bool nesterov) {
