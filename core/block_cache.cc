@@ -56,7 +56,7 @@ BlockCache::Block* BlockCache::take_cached(size_t size) {
   return b;
 }
 
-void* BlockCache::alloc(size_t bytes) {
+void* BlockCache::alloc(size_t bytes, bool may_release) {
   const size_t size = round(bytes);
   const bool cached_kind = kept(bytes);
   std::lock_guard<std::mutex> lock(mu_);
@@ -64,7 +64,7 @@ void* BlockCache::alloc(size_t bytes) {
   void* p = b ? b->ptr : nullptr;
   if (!p) {
     p = sys_alloc_(size, context_);
-    if (!p && !cached_.empty() && policy_.release_on_failure) {
+    if (!p && !cached_.empty() && policy_.release_on_failure && may_release) {
       release_all();
       p = sys_alloc_(size, context_);
     }

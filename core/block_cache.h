@@ -50,8 +50,9 @@ class BlockCache {
   BlockCache& operator=(const BlockCache&) = delete;
 
   // A block of at least `bytes` (0 counts as 1); nullptr when the system allocator fails even
-  // after the cache was released.
-  void* alloc(size_t bytes);
+  // after the cache was released (when the policy and `may_release` allow it: a CUDA graph
+  // capture elsewhere on the device forbids giving memory back, which waits for the device).
+  void* alloc(size_t bytes, bool may_release = true);
   // `block` from alloc(bytes) with the same `bytes`; nullptr is ignored.
   void free(void* block, size_t bytes) noexcept;
   // Gives every cached block back to the system allocator.

@@ -30,11 +30,14 @@ GraphMemory::GraphMemory(BlockCache::SystemAlloc sys_alloc, BlockCache::SystemFr
       free_pinned_(free_pinned) {}
 
 bool GraphMemory::capturing_here() const {
-  return capturing() && capture_thread_ == std::this_thread::get_id();
+  return capturing() &&
+         capture_thread_.load(std::memory_order_acquire) == std::this_thread::get_id();
 }
 
 void* GraphMemory::alloc(size_t bytes) {
-  return (capturing_here() ? capture_->blocks : device_).alloc(bytes);
+  if (capturing_here()) return capture_->blocks.alloc(bytes);
+  // Another thread's capture: out of memory, the device pool may not give its cache back.
+  return device_.alloc(bytes, !capturing());
 }
 
 void GraphMemory::free(void* block, size_t bytes) noexcept {
@@ -67,7 +70,11 @@ void GraphMemory::sweep() {
   if (capturing()) return;
   for (auto it = pools_.begin(); it != pools_.end();) {
     Pool& pool = **it;
-    if (pool.retired) pool.blocks.release_cached();
+    if (pool.retired) {
+      pool.blocks.release_cached();
+      for (void* h : pool.pinned) free_pinned_(h);
+      pool.pinned.clear();
+    }
     if (pool.retired && pool.blocks.stats().allocated == 0) {
       it = pools_.erase(it);
       npools_.fetch_sub(1, std::memory_order_release);
@@ -84,7 +91,7 @@ std::shared_ptr<GraphMemory::Pool> GraphMemory::open_capture() {
   pools_.push_back(pool);
   npools_.fetch_add(1, std::memory_order_release);
   capture_ = pool.get();
-  capture_thread_ = std::this_thread::get_id();
+  capture_thread_.store(std::this_thread::get_id(), std::memory_order_release);
   return pool;
 }
 
@@ -96,6 +103,7 @@ void GraphMemory::close_capture() {
   capturing_.store(false, std::memory_order_release);
   std::lock_guard<std::mutex> lock(mu_);
   capture_ = nullptr;
+  capture_thread_.store(std::thread::id(), std::memory_order_release);
 }
 
 void GraphMemory::sweep_retired() {
@@ -110,8 +118,6 @@ void GraphMemory::retire(const std::shared_ptr<Pool>& pool) {
   for (const auto& [owner, block, bytes] : pool->adopted_from_graphs)
     owner->blocks.free(block, bytes);
   pool->adopted_from_graphs.clear();
-  for (void* h : pool->pinned) free_pinned_(h);
-  pool->pinned.clear();
   pool->retired = true;
   sweep();
 }

@@ -14,10 +14,11 @@
 //   - its own pool's is cached there and handed out again within the capture (the capture's
 //     stream order makes that safe).
 // A retired pool gives its cached blocks back to the driver, and each live block when it is
-// freed; it is forgotten once it holds none. Not while a capture runs (freeing device memory
-// waits for the device, which a capture forbids): the next sweep does it (sweep_retired after the
-// capture, or a later retirement or free). Pinned host buffers a graph's copies read (keep) are
-// freed with `free_pinned` when it is retired.
+// freed; it is forgotten once it holds none. Pinned host buffers a graph's copies read (keep) are
+// freed with `free_pinned` when it is retired. None of this while a capture runs (giving memory
+// back waits for the device, which a capture forbids): the next sweep does it (sweep_retired
+// after the capture, or a later retirement or free); nor does the device pool give its cache
+// back to retry an allocation that ran out of memory then.
 //
 // Thread safety: alloc, free, stats and reset_peak from any thread; open_capture,
 // capture_began, keep and close_capture from the capturing thread, which must be the only one
@@ -60,8 +61,9 @@ class GraphMemory {
   std::shared_ptr<Pool> open_capture();
   // The device's stream capture has begun: capturing() is true from here to close_capture.
   void capture_began();
-  // Ends the open capture (whether it began or not). Then, once the device's stream capture has
-  // ended, sweep_retired() does what frees during the capture left to do.
+  // Ends the open capture (whether it began or not), once the device's stream capture has ended
+  // (until then other threads' frees must still wait); then sweep_retired() does what frees
+  // during the capture left to do.
   void close_capture();
   void sweep_retired();
   // The graph of `pool` is gone: see above.
@@ -97,7 +99,7 @@ class GraphMemory {
   std::atomic<int> npools_{0};
   std::atomic<bool> capturing_{false};
   Pool* capture_ = nullptr;  // the open capture's pool (changed only by its thread)
-  std::thread::id capture_thread_;
+  std::atomic<std::thread::id> capture_thread_{};  // read by every thread's alloc and free
 };
 
 }  // namespace ada

@@ -20,21 +20,29 @@ struct FakeDriver {
   std::map<void*, size_t> live;  // blocks handed out and not given back
   std::vector<void*> freed;      // blocks given back, in order
   std::vector<void*> pinned_freed;
+  bool out_of_memory = false;  // every allocation fails
+  // The memory under test: as CUDA's do, frees (which wait for the device) fail during its capture.
+  const GraphMemory* memory = nullptr;
 };
 FakeDriver g_driver;
 
 void* fake_alloc(size_t bytes, int context) {
   EXPECT_EQ(context, 3);
+  if (g_driver.out_of_memory) return nullptr;
   void* p = std::malloc(bytes);
   g_driver.live[p] = bytes;
   return p;
 }
 void fake_free(void* p, int) {
+  EXPECT_FALSE(g_driver.memory && g_driver.memory->capturing())
+      << "device memory given back while a capture runs";
   ASSERT_EQ(g_driver.live.erase(p), 1u) << "given back twice, or never handed out";
   g_driver.freed.push_back(p);
   std::free(p);
 }
 void fake_free_pinned(void* p) {
+  EXPECT_FALSE(g_driver.memory && g_driver.memory->capturing())
+      << "a pinned buffer freed while a capture runs";
   g_driver.pinned_freed.push_back(p);
 }
 
@@ -48,10 +56,14 @@ constexpr size_t kBig = 4 << 20;  // a large block (2 MiB bins), as activations 
 
 class GraphMemoryTest : public ::testing::Test {
  protected:
-  void SetUp() override { g_driver = FakeDriver{}; }
+  void SetUp() override {
+    g_driver = FakeDriver{};
+    g_driver.memory = &m;
+  }
   void TearDown() override {
     m.release_cached();
     EXPECT_TRUE(g_driver.live.empty()) << g_driver.live.size() << " blocks never given back";
+    g_driver.memory = nullptr;
   }
   // A capture whose stream capture began, run by `work` on this thread, then closed and swept.
   std::shared_ptr<GraphMemory::Pool> capture(const std::function<void()>& work) {
@@ -170,6 +182,35 @@ TEST_F(GraphMemoryTest, OneCaptureAtATimeAndPinnedBuffersFreedWithTheGraph) {
   EXPECT_FALSE(m.capturing());
   m.close_capture();
   m.retire(again);
+}
+
+// What a review of the integration found: out of memory, the device pool gave its cache back
+// and retried while another thread captured, and a graph retired during a capture freed its
+// pinned buffers then; both wait for the device, which a capture forbids.
+TEST_F(GraphMemoryTest, NothingGoesBackToTheDriverWhileACaptureRuns) {
+  int host = 0;
+  auto kept = capture([&] { m.keep(&host); });
+  void* e = m.alloc(kBig);
+  m.free(e, kBig);  // cached in the device pool
+  auto pool = m.open_capture();
+  m.capture_began();
+  g_driver.out_of_memory = true;
+  std::thread([&] {
+    EXPECT_EQ(m.alloc(2 * kBig), nullptr) << "out of memory, the cache kept";
+    m.retire(kept);  // another thread's graph destroyed during the capture
+  }).join();
+  g_driver.out_of_memory = false;
+  EXPECT_FALSE(given_back(e));
+  EXPECT_TRUE(g_driver.pinned_freed.empty());
+  m.close_capture();
+  m.sweep_retired();
+  EXPECT_EQ(g_driver.pinned_freed, std::vector<void*>{&host}) << "freed by the sweep after it";
+  g_driver.out_of_memory = true;
+  void* big = m.alloc(2 * kBig);
+  EXPECT_EQ(big, nullptr) << "no capture: the cache given back, the retry fails too";
+  EXPECT_TRUE(given_back(e));
+  g_driver.out_of_memory = false;
+  m.retire(pool);
 }
 
 TEST_F(GraphMemoryTest, StatsAddTheGraphsPoolsToTheDevicePool) {

@@ -281,11 +281,13 @@ void Graph::capture(int device, const std::function<void()>& work, Generator* ge
   cudaError_t began = cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed);
   if (began == cudaSuccess) st.memory.capture_began();
   cudaGraph_t graph = nullptr;
+  // The stream capture ends before the allocator's: until it has, another thread's free must
+  // still wait (a free given to the driver now would invalidate it).
   auto end_capture = [&]() {
-    st.memory.close_capture();
     st.capture_gen = nullptr;
     const cudaError_t e = cudaStreamEndCapture(s, &graph);
     cudaGetLastError();  // an invalidated capture leaves no sticky error for eager work
+    st.memory.close_capture();
     return e;
   };
   auto abandon = [&]() {
