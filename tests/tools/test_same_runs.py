@@ -32,9 +32,11 @@ class SameRuns(unittest.TestCase):
         with open(config, "w") as f:
             f.write(CONFIG)
         for side, lr in (("A", "0.05"), ("B", "0.05"), ("C", "0.1")):
-            subprocess.run([TRAINER, "--config", config, "--set", f"optimizer.lr={lr}", "--set",
-                            f"output.dir={cls.tmp}/{side}/run1"], check=True, capture_output=True,
-                           env=dict(os.environ, OMP_NUM_THREADS="1"))
+            p = subprocess.run([TRAINER, "--config", config, "--set", f"optimizer.lr={lr}", "--set",
+                                f"output.dir={cls.tmp}/{side}/run1"], capture_output=True, text=True,
+                               env=dict(os.environ, OMP_NUM_THREADS="1"))
+            # Its output, if it fails: a failure seen once under heavy load left no clue.
+            assert p.returncode == 0, f"run {side} failed (exit {p.returncode}):\n{p.stdout}{p.stderr}"
 
     @classmethod
     def tearDownClass(cls):
