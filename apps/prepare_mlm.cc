@@ -32,6 +32,7 @@
 #include "base/error.h"
 #include "data/mlm_shards.h"
 #include "data/tokenizer.h"
+#include "data/unicode.h"
 
 namespace {
 using namespace ada;
@@ -136,7 +137,7 @@ int run(int argc, char** argv) {
   CLI::App app(
       "Tokenises a text corpus once into MLM shards (data/mlm_shards.h) for BERT pre-training",
       "prepare_mlm");
-  app.add_option("INPUT", inputs, "text files or folders (walked recursively, in path order)")
+  app.add_option("INPUT", inputs, "UTF-8 text files or folders (walked recursively, in path order)")
       ->required();
   app.add_option("--vocab", vocab,
                  "BERT vocab.txt (tools/fetch_data.sh bert-vocab: data/bert/vocab.txt)")
@@ -219,8 +220,13 @@ int run(int argc, char** argv) {
     ADA_CHECK_ARG(in.good(), IoError) << "cannot open input " << f;
     std::string line;
     data::MlmShardWriter* doc = nullptr;  // the writer of the open document, if any
-    while (std::getline(in, line)) {
+    for (int64_t lineno = 1; std::getline(in, line); ++lineno) {
       bytes += line.size() + 1;
+      // The tokenizer would drop each invalid byte, and what it spells, without a word.
+      ADA_CHECK_ARG(data::unicode::valid_utf8(line), IoError)
+          << "input " << f << " line " << lineno << " is not UTF-8 text (a compressed or binary "
+          << "file, or another encoding); convert it (e.g. iconv -f latin1 -t utf-8) or leave "
+          << "the file out";
       if (blank(line)) {
         if (docs == "blank-line" && doc) {
           doc->end_document();

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <sstream>
+#include <system_error>
 
 #include "base/error.h"
 #include "core/parallel.h"
@@ -107,7 +108,16 @@ void DataLoader::begin(int64_t epoch, int64_t position) {
     stop_ = false;
     ready_.clear();
   }
-  for (int w = 0; w < opt_.num_workers; ++w) workers_.emplace_back([this, w] { worker_loop(w); });
+  for (int w = 0; w < opt_.num_workers; ++w) {
+    try {
+      workers_.emplace_back([this, w] { worker_loop(w); });
+    } catch (const std::system_error& e) {  // the system's limit on threads (or their memory)
+      stop_workers();
+      ADA_THROW(ConfigError) << "data loader: cannot start worker thread " << w + 1 << " of "
+                             << opt_.num_workers << " (" << e.what()
+                             << "); lower data.workers (a few per rank is typical)";
+    }
+  }
 }
 
 void DataLoader::build(int64_t k, Slot& slot, int worker_id) const {

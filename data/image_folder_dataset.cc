@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <mutex>
+#include <set>
 
 #include "base/error.h"
+#include "base/log.h"
 #include "data/held_out.h"
 
 namespace ada::data {
@@ -18,12 +21,22 @@ bool is_jpeg_name(const fs::path& p) {
                  [](unsigned char c) { return std::tolower(c); });
   return ext == ".jpg" || ext == ".jpeg";
 }
+// The other formats torchvision's ImageFolder reads (its IMG_EXTENSIONS).
+bool is_other_image_name(const fs::path& p) {
+  std::string ext = p.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  return ext == ".png" || ext == ".ppm" || ext == ".bmp" || ext == ".pgm" || ext == ".tif" ||
+         ext == ".tiff" || ext == ".webp";
+}
 }  // namespace
 
 ImageFolderDataset::ImageFolderDataset(const std::string& root, ImageTransformOptions transform,
                                        uint64_t seed)
     : root_(root), opt_(transform), seed_(seed) {
-  ADA_CHECK_ARG(opt_.crop_size > 0 && opt_.resize_size >= opt_.crop_size, ConfigError)
+  // The evaluation transform resizes, then crops; the training one crops, then resizes.
+  ADA_CHECK_ARG(opt_.crop_size > 0 && (opt_.train || opt_.resize_size >= opt_.crop_size),
+                ConfigError)
       << "image folder '" << root << "': crop_size " << opt_.crop_size << " and resize_size "
       << opt_.resize_size << " need 0 < crop_size <= resize_size";
   ADA_CHECK_ARG(opt_.scale_min > 0 && opt_.scale_min <= opt_.scale_max && opt_.scale_max <= 1.0 &&
@@ -40,8 +53,19 @@ ImageFolderDataset::ImageFolderDataset(const std::string& root, ImageTransformOp
   if (!fs::is_directory(root, ec))
     ADA_THROW(IoError) << "image folder '" << root
                        << "' does not exist or is not a folder; expected root/<class>/<image>.jpg";
-  for (const auto& entry : fs::directory_iterator(root, ec))
-    if (entry.is_directory()) classes_.push_back(entry.path().filename().string());
+  // What the folder has that this reader leaves out (torchvision's ImageFolder reads other image
+  // formats and images in sub-folders of a class), said once, with one example of each.
+  int64_t loose = 0, nested = 0, not_jpeg = 0;
+  std::string loose_eg, nested_eg, not_jpeg_eg;
+  const auto note = [](int64_t& count, std::string& example, const fs::path& p) {
+    if (count++ == 0) example = p.string();
+  };
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    if (entry.is_directory())
+      classes_.push_back(entry.path().filename().string());
+    else if (entry.is_regular_file() && is_jpeg_name(entry.path()))
+      note(loose, loose_eg, entry.path());
+  }
   if (ec)
     ADA_THROW(IoError) << "image folder '" << root << "': cannot list (" << ec.message() << ")";
   std::sort(classes_.begin(), classes_.end());
@@ -51,9 +75,14 @@ ImageFolderDataset::ImageFolderDataset(const std::string& root, ImageTransformOp
   for (size_t c = 0; c < classes_.size(); ++c) {
     const fs::path dir = fs::path(root) / classes_[c];
     std::vector<std::string> files;
-    for (const auto& entry : fs::directory_iterator(dir, ec))
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
       if (entry.is_regular_file() && is_jpeg_name(entry.path()))
         files.push_back(entry.path().string());
+      else if (entry.is_directory())
+        note(nested, nested_eg, entry.path());
+      else if (entry.is_regular_file() && is_other_image_name(entry.path()))
+        note(not_jpeg, not_jpeg_eg, entry.path());
+    }
     if (ec)
       ADA_THROW(IoError) << "class folder '" << dir.string() << "': cannot list (" << ec.message()
                          << ")";
@@ -67,6 +96,28 @@ ImageFolderDataset::ImageFolderDataset(const std::string& root, ImageTransformOp
       labels_.push_back(static_cast<int64_t>(c));
     }
   }
+  // Once a folder: the training folder is opened again for a validation split.
+  static std::mutex warned_mu;
+  static std::set<std::string> warned;
+  {
+    std::lock_guard<std::mutex> lock(warned_mu);
+    if (!warned.insert(root).second) return;
+  }
+  if (loose > 0)
+    log_warn(
+        "image folder '{}': {} .jpg/.jpeg file(s) outside the class folders (e.g. '{}') are "
+        "not read: an image belongs in root/<class>/",
+        root, loose, loose_eg);
+  if (nested > 0)
+    log_warn(
+        "image folder '{}': {} folder(s) inside class folders (e.g. '{}') are not read: "
+        "only a class folder's own .jpg/.jpeg files are; move their images up a level",
+        root, nested, nested_eg);
+  if (not_jpeg > 0)
+    log_warn(
+        "image folder '{}': {} image(s) in another format than JPEG (e.g. '{}') are not "
+        "read: only .jpg/.jpeg files are; convert them to JPEG",
+        root, not_jpeg, not_jpeg_eg);
 }
 
 std::string ImageFolderDataset::describe() const {
@@ -119,8 +170,16 @@ void check_image_folder_classes(const ImageFolderDataset& train, const ImageFold
 DataSets read_image_folder(const DatasetRequest& request) {
   const Config& d = request.section;
   ImageTransformOptions train_t, eval_t;
-  train_t.crop_size = eval_t.crop_size = d.get_or<int64_t>("crop_size", 224);
-  eval_t.resize_size = d.get_or<int64_t>("resize_size", 256);
+  train_t.crop_size = eval_t.crop_size =
+      d.get_in_or<int64_t>("crop_size", 224, Range::closed(1, 16384), "typical: 224");
+  eval_t.resize_size = d.get_in_or<int64_t>("resize_size", 256, Range::closed(1, 16384),
+                                            "evaluation's shorter side before its centre crop");
+  ADA_CHECK_ARG(eval_t.resize_size >= eval_t.crop_size, ConfigError)
+      << d.where("resize_size") << ": " << eval_t.resize_size << " is less than data.crop_size "
+      << eval_t.crop_size
+      << "; evaluation resizes the shorter side to resize_size, then crops crop_size from its "
+         "centre: set resize_size >= crop_size (typical: 256 for 224)";
+  train_t.resize_size = eval_t.resize_size;  // not used: training crops, then resizes
   eval_t.train = false;
   auto train =
       std::make_shared<ImageFolderDataset>(d.get<std::string>("path"), train_t, request.seed);

@@ -33,10 +33,17 @@ void on_error_exit(j_common_ptr cinfo) {
 }
 
 // Warnings are ignored (many real JPEGs carry harmless ones such as extraneous bytes before a
-// marker), except a premature end of file: that image would come out grey-filled.
+// marker), except an end of the image data before the image's end: at the end of the file, or at
+// a marker (a file cut short and its end marker written after): libjpeg would fill the rest grey.
 void on_emit_message(j_common_ptr cinfo, int level) {
-  if (level == -1 && cinfo->err->msg_code == JWRN_JPEG_EOF) on_error_exit(cinfo);
+  if (level == -1 &&
+      (cinfo->err->msg_code == JWRN_JPEG_EOF || cinfo->err->msg_code == JWRN_HIT_MARKER))
+    on_error_exit(cinfo);
 }
+
+// The most pixels a decode takes (16,384 x 16,384): a header declaring more is damaged, or an
+// image to downscale first (libjpeg would ask for gigabytes for it before reading any data).
+constexpr uint64_t kMaxPixels = uint64_t{1} << 28;
 
 void on_output_message(j_common_ptr) {}
 
@@ -95,6 +102,14 @@ bool run_decode(DecodeJob* job) {
   job->info.width = cinfo.image_width;
   job->info.height = cinfo.image_height;
   job->info.channels = cinfo.num_components;
+  if (uint64_t{cinfo.image_width} * cinfo.image_height > kMaxPixels) {
+    std::snprintf(job->message, sizeof job->message,
+                  "its header declares %u x %u pixels, more than the %llu a decode takes",
+                  cinfo.image_width, cinfo.image_height,
+                  static_cast<unsigned long long>(kMaxPixels));
+    jpeg_destroy_decompress(&cinfo);
+    return false;
+  }
   if (job->header_only) {
     jpeg_destroy_decompress(&cinfo);
     return true;
@@ -175,7 +190,8 @@ JpegInfo read_jpeg_info(const std::vector<uint8_t>& bytes, const std::string& na
   job.header_only = true;
   if (!run_decode(&job))
     ADA_THROW(IoError) << "JPEG file '" << name << "': " << job.message
-                       << "; the file is corrupt or not a JPEG (remove or replace it)";
+                       << "; the file is corrupt, not a JPEG or too large (remove, replace or "
+                          "downscale it)";
   return job.info;
 }
 
@@ -199,7 +215,8 @@ Image decode_jpeg(const std::vector<uint8_t>& bytes, const std::string& name, in
       ADA_THROW(IoError) << "JPEG file '" << name
                          << "': unsupported colour space; convert it to RGB or greyscale";
     ADA_THROW(IoError) << "JPEG file '" << name << "': " << job.message
-                       << "; the file is corrupt or truncated (remove or replace it)";
+                       << "; the file is corrupt, truncated or too large (remove, replace or "
+                          "downscale it)";
   }
   return image;
 }

@@ -352,7 +352,8 @@ DataSets read_mlm(const DatasetRequest& request) {
   MlmOptions o;
   o.seq_len = d.get_in_or<int64_t>("seq_len", 128, Range::at_least(8));  // MlmDataset's least
   o.nsp = model.get_or<bool>("nsp", false);
-  o.max_predictions = d.get_or<int64_t>("max_predictions", 0);
+  o.max_predictions = d.get_in_or<int64_t>("max_predictions", 0, Range::at_least(0),
+                                           "masked positions a sequence at most; 0: no cap");
   o.seed = request.seed;
   // The defaults are those of nn/models/bert.cc (every preset: 30522 tokens, 512 positions).
   o.vocab_size = model.get_or<int64_t>("vocab_size", 30522);
@@ -363,11 +364,21 @@ DataSets read_mlm(const DatasetRequest& request) {
   DataSets out;
   auto train = MlmDataset::open(paths_of(d, "path"), o);
   out.train = train;
-  if (d.has("eval_path"))
-    out.eval = MlmDataset::open(paths_of(d, "eval_path"), o);
-  else
+  if (d.has("eval_path")) {
+    auto eval = MlmDataset::open(paths_of(d, "eval_path"), o);
+    const MlmShard& a = *train->corpus().shards().front();
+    const MlmShard& b = *eval->corpus().shards().front();
+    ADA_CHECK_ARG(a.vocab() == b.vocab(), IoError)
+        << d.where("eval_path") << ": shard " << b.path()
+        << " was made with another vocabulary than the training shard " << a.path() << " (size "
+        << b.vocab().vocab_size << " vs " << a.vocab().vocab_size
+        << ", or a different vocab hash / special ids), so its token ids mean other words; "
+        << "make both sets with one vocab.txt (prepare_mlm --eval-out does)";
+    out.eval = eval;
+  } else {
     out.no_eval_reason =
         "data.eval_path is not set (prepare_mlm --eval-out writes an evaluation set)";
+  }
   const int64_t n_val = read_validation_size(d, train->size(), train->describe());
   if (n_val > 0) {
     ADA_CHECK_ARG(!o.nsp, ConfigError)

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <sstream>
 
 #include "base/error.h"
@@ -317,6 +318,17 @@ MlmCorpus MlmCorpus::open(const std::vector<std::string>& paths, bool verify) {
   namespace fs = std::filesystem;
   ADA_CHECK_ARG(!paths.empty(), IoError) << "MLM corpus: no shard files or folders given";
   std::vector<std::shared_ptr<const MlmShard>> shards;
+  std::map<std::string, std::string> listed;  // each shard's real path -> the path it came through
+  const auto add =
+      [&](const std::string& file, const std::string& through) {
+        std::error_code ec;
+        const std::string real = fs::weakly_canonical(file, ec).string();
+        const auto [it, fresh] = listed.emplace(ec ? file : real, through);
+        ADA_CHECK_ARG(fresh, IoError)
+            << "MLM corpus: shard " << file << " is listed twice (through " << it->second << " and "
+            << through << "), so its documents would count twice; list each shard or folder once";
+        shards.push_back(MlmShard::open(file));
+      };
   for (const std::string& p : paths) {
     std::error_code ec;
     if (fs::is_directory(p, ec)) {
@@ -328,11 +340,11 @@ MlmCorpus MlmCorpus::open(const std::vector<std::string>& paths, bool verify) {
       ADA_CHECK_ARG(!files.empty(), IoError)
           << "MLM corpus: folder " << p << " holds no *.mlm shard" << kRemake;
       std::sort(files.begin(), files.end());
-      for (const auto& f : files) shards.push_back(MlmShard::open(f));
+      for (const auto& f : files) add(f, p);
     } else {
       ADA_CHECK_ARG(fs::exists(p, ec), IoError)
           << "MLM corpus: " << p << " does not exist" << kRemake;
-      shards.push_back(MlmShard::open(p));
+      add(p, p);
     }
   }
   MlmCorpus corpus(std::move(shards));  // vocabularies agree before the payloads are read

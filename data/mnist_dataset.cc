@@ -115,8 +115,11 @@ DataSets read_mnist(const DatasetRequest& request, bool fashion) {
   const std::string dir =
       d.get_or<std::string>("path", fashion ? "data/fashion-mnist" : "data/mnist");
   MnistOptions o = fashion ? MnistOptions::fashion() : MnistOptions{};
-  o.mean = static_cast<float>(d.get_or<double>("mean", o.mean));
-  o.std = static_cast<float>(d.get_or<double>("std", o.std));
+  // Of the pixels scaled to [0, 1] (x / 255), as torchvision's Normalize after ToTensor.
+  o.mean = static_cast<float>(d.get_in_or<double>("mean", o.mean, Range::closed(0, 1),
+                                                  "of the pixels / 255: MNIST's 0.1307"));
+  o.std = static_cast<float>(d.get_in_or<double>("std", o.std, Range{0, 1, true, false},
+                                                 "of the pixels / 255: MNIST's 0.3081"));
   o.num_classes = request.num_classes;
   DataSets out;
   auto train = MnistDataset::open(dir, "train", o);

@@ -1,5 +1,9 @@
 #include "data/registry.h"
 
+#include <filesystem>
+
+#include "base/error.h"
+
 #include "data/image_folder_dataset.h"
 #include "data/mlm_dataset.h"
 #include "data/mnist_dataset.h"
@@ -17,6 +21,14 @@ void register_builtin_datasets(DatasetRegistry& r) {
   r.add("squad", read_squad_windows);
   r.add("synthetic", read_synthetic);
   r.add("text_classification", read_text_classification);
+}
+
+std::string data_file(const Config& section, const std::string& key, const std::string& expected) {
+  const std::string path = section.get<std::string>(key);
+  std::error_code ec;
+  ADA_CHECK_ARG(!std::filesystem::is_directory(path, ec), IoError)
+      << section.where(key) << ": '" << path << "' is a folder; name " << expected;
+  return path;
 }
 
 DataSets read_datasets(const DatasetRegistry& registry, const DatasetRequest& request) {

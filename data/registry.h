@@ -40,6 +40,10 @@ void register_builtin_datasets(DatasetRegistry& registry);
 // The built-in data sets, registered once.
 const DatasetRegistry& builtin_datasets();
 
+// The file that the data section's key `key` names, refused (IoError naming the key) when it is
+// a folder: `expected` says what the file is ("one JSON file (e.g. train-v1.1.json)").
+std::string data_file(const Config& section, const std::string& key, const std::string& expected);
+
 // The sets request.section's `name` asks for.
 DataSets read_datasets(const DatasetRegistry& registry, const DatasetRequest& request);
 

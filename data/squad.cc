@@ -1,5 +1,6 @@
 #include "data/squad.h"
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -14,6 +15,9 @@ namespace {
 using Json = nlohmann::json;
 
 Json parse_file(const std::string& path) {
+  std::error_code ec;
+  ADA_CHECK_ARG(!std::filesystem::is_directory(path, ec), IoError)
+      << path << ": is a folder; a SQuAD data set is one JSON file (e.g. train-v1.1.json)";
   std::ifstream in(path, std::ios::binary);
   ADA_CHECK_ARG(in.good(), IoError) << "cannot read " << path;
   std::stringstream text;
@@ -132,11 +136,13 @@ SquadDataset read_squad(const std::string& path) {
           SquadAnswer answer;
           answer.text =
               field(path, answers[k], wk, "text", &Json::is_string, "a string").get<std::string>();
-          answer.start =
-              field(path, answers[k], wk, "answer_start", &Json::is_number_integer, "an integer")
-                  .get<int64_t>();
-          ADA_CHECK_ARG(answer.start >= 0, IoError)
-              << path << ": " << wk << ".answer_start must be >= 0, got " << answer.start;
+          const Json& start =
+              field(path, answers[k], wk, "answer_start", &Json::is_number_integer, "an integer");
+          ADA_CHECK_ARG(start.is_number_unsigned() && start.get<uint64_t>() <= (uint64_t{1} << 62),
+                        IoError)
+              << path << ": " << wk << ".answer_start must be a character offset >= 0, got "
+              << start.dump();
+          answer.start = start.get<int64_t>();
           question.answers.push_back(std::move(answer));
         }
         para.qas.push_back(std::move(question));

@@ -22,7 +22,8 @@ std::shared_ptr<const SquadWindows> SquadWindows::open(const std::string& path,
     for (const auto& p : a.paragraphs) ds->questions_ += static_cast<int64_t>(p.qas.size());
   ds->features_ = make_squad_features(squad, tokenizer, options, /*training=*/true);
   ADA_CHECK_ARG(!ds->features_.empty(), IoError)
-      << path << ": no question with an answer found in its context: nothing to train on";
+      << path << ": no question has an answer found in its context, so the file gives no "
+      << "example to train or evaluate on (a SQuAD v2 file of unanswerable questions?)";
   return ds;
 }
 
@@ -78,9 +79,10 @@ DataSets read_squad_windows(const DatasetRequest& request) {
   const Tokenizer tokenizer = fine_tuning_tokenizer(d, model);
   const SquadFeatureOptions o = squad_feature_options(d, model);
   DataSets out;
-  out.train = SquadWindows::open(d.get<std::string>("path"), tokenizer, o);
+  const char* expected = "one SQuAD JSON file (e.g. train-v1.1.json)";
+  out.train = SquadWindows::open(data_file(d, "path", expected), tokenizer, o);
   if (d.has("eval_path"))
-    out.eval = SquadWindows::open(d.get<std::string>("eval_path"), tokenizer, o);
+    out.eval = SquadWindows::open(data_file(d, "eval_path", expected), tokenizer, o);
   else
     out.no_eval_reason = "data.eval_path is not set";
   return out;

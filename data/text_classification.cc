@@ -5,17 +5,34 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/log.h"
 
 namespace ada::data {
 
 namespace {
 
-// The first `max_bytes` of `s`, not cutting a UTF-8 sequence.
+// The first `max_bytes` of `s`, not cutting a UTF-8 sequence, and cut back to its last
+// whitespace when that is not its end (a word cut in two can tokenise to other pieces).
 std::string_view utf8_prefix(std::string_view s, size_t max_bytes) {
   if (s.size() <= max_bytes) return s;
   size_t n = max_bytes;
   while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
-  return s.substr(0, n);
+  const size_t space = s.substr(0, n).find_last_of(" \t\r\n");
+  return s.substr(0, space != std::string_view::npos && space > 0 ? space : n);
+}
+
+// The text's first `want` word pieces (or all it has): a long text is tokenised only as far as
+// needed, from a prefix of about 32 bytes a piece that grows while it gives too few (a text
+// that starts with a long run of spaces or markup).
+std::vector<int32_t> first_pieces(const Tokenizer& tokenizer, std::string_view text, size_t want) {
+  for (size_t budget = 32 * std::max<size_t>(want, 1);; budget *= 4) {
+    const std::string_view prefix = utf8_prefix(text, budget);
+    std::vector<int32_t> pieces = tokenizer.encode(prefix);
+    if (pieces.size() >= want || prefix.size() == text.size()) {
+      if (pieces.size() > want) pieces.resize(want);
+      return pieces;
+    }
+  }
 }
 
 std::string known_labels(const std::vector<std::string>& labels) {
@@ -40,6 +57,7 @@ std::shared_ptr<const TextClassificationDataset> TextClassificationDataset::open
   const SpecialIds& sp = tokenizer.special_ids();
   ds->pad_ = sp.pad;
   std::string line;
+  int64_t no_pieces = 0, no_pieces_line = 0;  // texts without a word piece, and the first's line
   for (int64_t lineno = 1; std::getline(in, line); ++lineno) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     nlohmann::json j;
@@ -59,9 +77,8 @@ std::shared_ptr<const TextClassificationDataset> TextClassificationDataset::open
         << path << ":" << lineno << ": label '" << label << "' is not in data.labels ("
         << known_labels(o.labels) << "); add it there (and raise model.num_classes)";
     const std::string& text = j["text"].get_ref<const std::string&>();
-    std::vector<int32_t> pieces =
-        tokenizer.encode(utf8_prefix(text, 32 * static_cast<size_t>(o.seq_len)));
-    if (static_cast<int64_t>(pieces.size()) > o.seq_len - 2) pieces.resize(o.seq_len - 2);
+    std::vector<int32_t> pieces = first_pieces(tokenizer, text, static_cast<size_t>(o.seq_len - 2));
+    if (pieces.empty() && no_pieces++ == 0) no_pieces_line = lineno;
     std::vector<int32_t> ids;
     ids.reserve(pieces.size() + 2);
     ids.push_back(sp.cls);
@@ -72,6 +89,12 @@ std::shared_ptr<const TextClassificationDataset> TextClassificationDataset::open
   }
   ADA_CHECK_ARG(in.eof(), IoError) << path << ": read error";
   ADA_CHECK_ARG(!ds->labels_.empty(), IoError) << path << ": no example in the file";
+  if (no_pieces > 0)
+    log_warn(
+        "{}: {} of {} examples have no word piece (an empty text, or only spaces and control "
+        "characters; the first at line {}): each is read as [CLS] [SEP] with its label, as "
+        "BertTokenizer would",
+        path, no_pieces, ds->labels_.size(), no_pieces_line);
   return ds;
 }
 
@@ -132,9 +155,10 @@ DataSets read_text_classification(const DatasetRequest& request) {
       << positions << " positions (model.max_positions); lower data.seq_len or raise max_positions";
   const Tokenizer tokenizer = fine_tuning_tokenizer(d, model);
   DataSets out;
-  out.train = TextClassificationDataset::open(d.get<std::string>("path"), tokenizer, o);
+  const char* expected = "one JSON-lines file (e.g. data/spam/train.jsonl)";
+  out.train = TextClassificationDataset::open(data_file(d, "path", expected), tokenizer, o);
   if (d.has("eval_path"))
-    out.eval = TextClassificationDataset::open(d.get<std::string>("eval_path"), tokenizer, o);
+    out.eval = TextClassificationDataset::open(data_file(d, "eval_path", expected), tokenizer, o);
   else
     out.no_eval_reason = "data.eval_path is not set";
   return out;

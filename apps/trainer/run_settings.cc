@@ -250,8 +250,8 @@ RunSettings read_run_settings(const Config& root, const std::string& config_path
   s.stop_at = read_stop_at(t);
 
   const Config d = root.child("data");
-  s.workers =
-      d.get_in_or<int>("workers", s.workers, Range::at_least(0), "0 loads on the training thread");
+  s.workers = d.get_in_or<int>("workers", s.workers, Range::closed(0, 1024),
+                               "threads per rank; 0 loads on the training thread");
   s.prefetch = d.get_in_or<int>("prefetch", s.prefetch, Range::at_least(0), "0: 2 x workers");
 
   const Config out = section_or_empty(root, "output");

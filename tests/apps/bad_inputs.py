@@ -255,6 +255,34 @@ def cases(src):
                                                   "data": {"name": "mlm", "path": "s.bin", "size": DROP,
                                                            "eval_size": DROP, "seq_len": 16}},
              setup=lambda d: write(f"{d}/s.bin", "this is not a shard" * 10)))
+    # The data audit of stop 83: bounds and shapes named by key.
+    T("data_workers_too_many", {"data": {"workers": 5000}}, "data.workers (line", "must be in [0, 1024], got 5000")
+    add(Case("image_folder_resize_below_crop", ["data.resize_size (line", "64 is less than data.crop_size 96",
+                                                "set resize_size >= crop_size"],
+             cfg={"model": {"name": "resnet18"}, "data": {"name": "image_folder", "path": "imgs", "size": DROP,
+                                                          "eval_size": DROP, "crop_size": 96, "resize_size": 64}}))
+    T("mnist_std_zero", {"data": {"name": "mnist", "size": DROP, "eval_size": DROP, "std": 0}}, "data.std (line",
+      "got 0", "MNIST's 0.3081")
+    T("mnist_mean_on_the_0_255_scale", {"data": {"name": "mnist", "size": DROP, "eval_size": DROP, "mean": 33.3}},
+      "data.mean (line", "must be in [0, 1], got 33.3", "of the pixels / 255")
+    add(Case("mlm_max_predictions_negative", ["data.max_predictions (line", "must be >= 0, got -3"],
+             cfg={"model": {"name": "bert", "preset": "tiny"},
+                  "data": {"name": "mlm", "path": "shards", "size": DROP, "eval_size": DROP, "seq_len": 16,
+                           "max_predictions": -3}}))
+    vocab = os.path.join(os.path.abspath(src), "data", "bert", "vocab.txt")
+    add(Case("text_classification_path_is_a_folder", ["data.path (line", "'tc' is a folder", "JSON-lines file"],
+             cfg={"model": {"name": "bert", "preset": "tiny", "head": "classification", "num_classes": 2},
+                  "data": {"name": "text_classification", "path": "tc", "labels": ["ham", "spam"], "vocab": vocab,
+                           "seq_len": 16, "size": DROP, "eval_size": DROP}},
+             setup=lambda d: os.makedirs(f"{d}/tc")))
+    add(Case("squad_eval_path_is_a_folder", ["data.eval_path (line", "'sq' is a folder", "SQuAD JSON file"],
+             cfg={"model": {"name": "bert", "preset": "tiny", "head": "question_answering"},
+                  "data": {"name": "squad", "path": "ok.json", "eval_path": "sq", "vocab": vocab, "max_seq_length": 32,
+                           "doc_stride": 8, "max_query_length": 8, "size": DROP, "eval_size": DROP}},
+             setup=lambda d: (os.makedirs(f"{d}/sq"), write(f"{d}/ok.json", json.dumps(
+                 {"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": "the cat sat on the mat", "qas": [
+                     {"id": "q1", "question": "where did the cat sit", "answers": [{"text": "the mat",
+                                                                                    "answer_start": 15}]}]}]}]})))))
     # Checkpoints.
     def ckpt_run(extra):
         def setup(d):

@@ -99,6 +99,35 @@ TEST(Jpeg, CorruptAndTruncatedFilesAreErrorsNamingTheFile) {
   expect_error<IoError>([&] { read_jpeg_info(header_only, "h.jpg"); }, {"h.jpg"});
 }
 
+// A file cut short with its end marker written after (the data audit of stop 83): libjpeg warns
+// and fills the rest grey; a header declaring a size no decode should take.
+TEST(Jpeg, ImageDataEndingAtAMarkerAndHugeHeadersAreErrors) {
+  const auto bytes = encode_jpeg(pattern_image(256, 256), 90);
+  std::vector<uint8_t> cut(bytes.begin(), bytes.begin() + static_cast<long>(bytes.size() * 3 / 10));
+  cut.push_back(0xFF);
+  cut.push_back(0xD9);
+  expect_error<IoError>([&] { decode_jpeg(cut, "cut.jpg"); },
+                        {"cut.jpg", "premature end of data segment", "remove, replace"});
+  // The frame header (SOF0: FF C0, length, precision, height, width) declares 65000 x 65000.
+  std::vector<uint8_t> huge = bytes;
+  size_t sof = 2;
+  while (sof + 9 < huge.size() && !(huge[sof] == 0xFF && huge[sof + 1] == 0xC0)) ++sof;
+  ASSERT_LT(sof + 9, huge.size());
+  for (size_t at : {sof + 5, sof + 7}) {
+    huge[at] = 65000 >> 8;
+    huge[at + 1] = 65000 & 0xFF;
+  }
+  for (bool header_only : {true, false})
+    expect_error<IoError>(
+        [&] {
+          if (header_only)
+            read_jpeg_info(huge, "huge.jpg");
+          else
+            decode_jpeg(huge, "huge.jpg");
+        },
+        {"huge.jpg", "declares 65000 x 65000 pixels", "too large"});
+}
+
 TEST(Transforms, RandomResizedCropBoxFollowsTorchvisionRules) {
   ImageTransformOptions opt;
   int fallback = 0;
@@ -277,6 +306,48 @@ TEST(ImageFolder, BadInputs) {
       {bad, "example index 4", "worker thread"});
   spit(dir / "dog/img1.jpg", {'G', 'I', 'F', '8', '9', 'a'});
   expect_error<IoError>([&] { ds->get(4, 0); }, {bad, "Not a JPEG file"});
+}
+
+// What the folder holds that is not read (torchvision's ImageFolder would read it) is said once.
+TEST(ImageFolder, WhatIsNotReadIsSaidOnce) {
+  TempDir dir;
+  make_folder(dir.str());
+  const auto jpeg = encode_jpeg(pattern_image(40, 40));
+  spit(dir / "loose.jpg", jpeg);
+  std::filesystem::create_directories(dir / "cat/sub");
+  spit(dir / "cat/sub/deep.jpg", jpeg);
+  std::ofstream(dir / "dog/photo.png") << "png";
+  std::ofstream(dir / "dog/notes.txt") << "not an image";
+  ImageTransformOptions opt;
+  opt.crop_size = 32;
+  ::testing::internal::CaptureStderr();
+  ImageFolderDataset ds(dir.str(), opt);
+  ImageFolderDataset again(dir.str(), opt);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(ds.size(), 9);
+  for (const std::string& said :
+       {"1 .jpg/.jpeg file(s) outside the class folders (e.g. '" + (dir / "loose.jpg") + "')",
+        "1 folder(s) inside class folders (e.g. '" + (dir / "cat/sub") + "')",
+        "1 image(s) in another format than JPEG (e.g. '" + (dir / "dog/photo.png") + "')"}) {
+    const size_t at = log.find(said);
+    EXPECT_NE(at, std::string::npos) << said << " in:\n" << log;
+    EXPECT_EQ(log.find(said, at + 1), std::string::npos) << "said twice:\n" << log;
+  }
+  EXPECT_EQ(log.find("notes.txt"), std::string::npos) << log;
+}
+
+// The training transform crops, then resizes: its crop may exceed resize_size, which only the
+// evaluation transform uses (crop_size 300 was refused against a resize_size no one had set).
+TEST(ImageFolder, ATrainingCropLargerThanTheEvaluationResizeIsTheConfigsToRefuse) {
+  TempDir dir;
+  make_folder(dir.str());
+  ImageTransformOptions opt;
+  opt.crop_size = 300;
+  opt.resize_size = 256;
+  EXPECT_NO_THROW(ImageFolderDataset(dir.str(), opt));
+  opt.train = false;
+  expect_error<ConfigError>([&] { ImageFolderDataset(dir.str(), opt); },
+                            {"crop_size 300 and resize_size 256"});
 }
 
 // Eval classes are listed independently of the training ones: a class folder missing from either

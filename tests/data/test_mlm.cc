@@ -228,6 +228,25 @@ TEST(MlmShards, CorpusOpenVerifiesEveryShard) {
                         {"token 2 (segment 1 of document 0) has id -5"});
 }
 
+// The data audit of stop 83: a shard listed twice (the same folder twice, or through another
+// path) would count its documents twice.
+TEST(MlmShards, AShardListedTwiceIsRefused) {
+  TempDir dir;
+  fs::create_directories(dir / "c");
+  write_shard(dir / "c/a.mlm", {{{10, 11}}});
+  expect_error<IoError>(
+      [&] {
+        MlmCorpus::open({dir / "c", dir / "c"});
+      },
+      {dir / "c/a.mlm", "is listed twice", "list each shard or folder once"});
+  expect_error<IoError>(
+      [&] {
+        MlmCorpus::open({dir / "c", dir / "c/../c/a.mlm"});
+      },
+      {"is listed twice"});
+  EXPECT_NO_THROW(MlmCorpus::open({dir / "c"}));
+}
+
 TEST(MlmShards, VocabularySizeAndSpecialIdsAreCheckedAtOpen) {
   TempDir dir;
   // Ids are int32: a vocabulary of 2^31 or more turned negative in the dataset and its random
@@ -621,6 +640,32 @@ TEST(MlmDataset, VocabularySizeMustMatchTheModel) {
   expect_error<ConfigError>([&] { MlmDataset::open({dir / "v.mlm"}, opt); }, {"vocab_size -1"});
 }
 
+// Evaluation shards made with another vocabulary of the same size and special ids: their ids
+// would mean other words (the data audit of stop 83 found them evaluated silently).
+TEST(MlmDataset, EvaluationShardsMustShareTheTrainingVocabulary) {
+  TempDir dir;
+  fs::create_directories(dir / "train");
+  fs::create_directories(dir / "eval");
+  MlmVocabInfo other = synthetic_vocab(100);
+  other.vocab_hash ^= 1;
+  write_shard(dir / "train/a.mlm", {{{10, 11, 12}}}, synthetic_vocab(100));
+  write_shard(dir / "eval/a.mlm", {{{10, 11, 12}}}, other);
+  const Config root = Config::parse(
+      "model: {name: bert, vocab_size: 100, max_positions: 16}\n"
+      "data: {name: mlm, seq_len: 8, path: " +
+          dir / "train" + ", eval_path: " + dir / "eval" + "}\n",
+      "m.yaml");
+  expect_error<IoError>(
+      [&] {
+        read_datasets(builtin_datasets(), {root.child("data"), root.child("model"), 0, 1});
+      },
+      {"data.eval_path", dir / "eval/a.mlm", "another vocabulary than the training shard",
+       "one vocab.txt"});
+  write_shard(dir / "eval/a.mlm", {{{10, 11, 12}}}, synthetic_vocab(100));
+  EXPECT_NO_THROW(
+      read_datasets(builtin_datasets(), {root.child("data"), root.child("model"), 0, 1}));
+}
+
 // ---- the prepare_mlm program
 // ----------------------------------------------------------------------
 
@@ -690,6 +735,14 @@ TEST(PrepareMlm, DocumentRulesAndShards) {
                          "' '" + (dir / "nowhere") + "'");
   EXPECT_EQ(rc4, 1);
   EXPECT_NE(out4.find(dir / "nowhere"), std::string::npos) << out4;
+  // Latin-1 text (or a compressed file): the tokenizer would drop its bytes without a word.
+  std::ofstream(dir / "latin1.txt") << "plain line\nna\xefve caf\xe9\n";
+  auto [rc5, out5] = run("'" + bin + "' --vocab '" + kTinyVocab + "' --out '" + (dir / "o5") +
+                         "' '" + (dir / "latin1.txt") + "'");
+  EXPECT_EQ(rc5, 1);
+  EXPECT_NE(out5.find("input " + (dir / "latin1.txt") + " line 2 is not UTF-8 text"),
+            std::string::npos)
+      << out5;
 }
 
 // The held-out evaluation set: a deterministic split by document, every (1/F)-th document in

@@ -100,6 +100,15 @@ TEST(Squad, BadFilesNameTheField) {
               {"id": "x", "question": "q", "answers": []}]}]}]})")
                 .find("qas[0].answers is empty"),
             std::string::npos);
+  // An offset past int64 was read as -1 (the data audit of stop 83); a negative one as itself.
+  for (const char* start : {"18446744073709551615", "-2"})
+    EXPECT_NE(
+        msg(std::string(R"({"version": "1.1", "data": [{"paragraphs": [{"context": "c", "qas": [
+              {"id": "x", "question": "q", "answers": [{"text": "t", "answer_start": )") +
+            start + "}]}]}]}]}")
+            .find(std::string("answer_start must be a character offset >= 0, got ") + start),
+        std::string::npos)
+        << start;
   EXPECT_NE(msg("{\"version\": \"1.1\", \"data\": [").find("bad.json: not JSON"),
             std::string::npos);
   EXPECT_NE(msg("{\"version\": \"1.1\", \"data\": [\"\xff\"]}").find("bad.json: not JSON"),
@@ -107,6 +116,8 @@ TEST(Squad, BadFilesNameTheField) {
   EXPECT_NE(error_of<IoError>([&] {
               read_squad((dir.path() / "none.json").string());
             }).find("cannot read"),
+            std::string::npos);
+  EXPECT_NE(error_of<IoError>([&] { read_squad(dir.path().string()); }).find("is a folder"),
             std::string::npos);
   EXPECT_NE(error_of<IoError>([&] {
               read_squad_predictions(write(dir, "p.json", "[\"a\"]"));

@@ -64,6 +64,40 @@ TEST(TextClassification, TokenisesPadsAndTruncates) {
   EXPECT_NE(ds->describe().find("2 examples: ham 1, spam 1"), std::string::npos) << ds->describe();
 }
 
+// Long texts are tokenised only as far as the sequence needs (the data audit of stop 83: a text
+// that starts with 5,000 spaces gave [CLS] [SEP] only), and a text without a word piece is kept
+// as BertTokenizer keeps it, said once with its line.
+TEST(TextClassification, LongLeadingRunsAndEmptyTexts) {
+  ada::testing::TempDir dir;
+  const std::string path = write(dir, R"({"label": "spam", "text": ")" + std::string(5000, ' ') +
+                                          R"(free money hello bob free money"})"
+                                          "\n"
+                                          R"({"label": "ham", "text": ""})"
+                                          "\n"
+                                          R"({"label": "ham", "text": "hello bob"})"
+                                          "\n");
+  TextClassificationOptions o;
+  o.seq_len = 6;
+  o.labels = {"ham", "spam"};
+  ::testing::internal::CaptureStderr();
+  auto ds = TextClassificationDataset::open(path, tokenizer(), o);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_EQ(ds->size(), 3);
+  EXPECT_EQ(ids_of(ds->get(0, 0)), (std::vector<int64_t>{2, 5, 6, 7, 8, 3}));
+  EXPECT_EQ(ids_of(ds->get(1, 0)), (std::vector<int64_t>{2, 3, 0, 0, 0, 0}));
+  EXPECT_NE(log.find("d.jsonl: 1 of 3 examples have no word piece"), std::string::npos) << log;
+  EXPECT_NE(log.find("the first at line 2"), std::string::npos) << log;
+  // A word the first prefix (64 bytes for 2 pieces) would cut after "money" is read whole:
+  // "moneyxx...x" is one [UNK], never "money".
+  o.seq_len = 4;
+  const std::string cut = write(dir, R"({"label": "ham", "text": "free)" + std::string(55, ' ') +
+                                         "money" + std::string(100, 'x') +
+                                         R"( bob"})"
+                                         "\n");
+  EXPECT_EQ(ids_of(TextClassificationDataset::open(cut, tokenizer(), o)->get(0, 0)),
+            (std::vector<int64_t>{2, 5, 1, 3}));
+}
+
 TEST(TextClassification, BadLinesAreNamed) {
   ada::testing::TempDir dir;
   TextClassificationOptions o;
