@@ -10,6 +10,7 @@
 #   tools/setup.sh --fuzz     also clang, libFuzzer and clang's OpenMP, for tools/fuzz.sh
 #   tools/setup.sh --twins    also PyTorch (python3-torch, ~20 s): the tests that check the
 #                             benchmark twins against PyTorch's own modules (tools/test.sh)
+#   tools/setup.sh --slurm    also Slurm 22.05 and MUNGE, for tools/slurm_test.sh (tools/test.sh)
 set -euo pipefail
 
 packages=(cmake g++ make ccache clang-format libeigen3-dev libyaml-cpp-dev libspdlog-dev libopenmpi-dev
@@ -23,8 +24,9 @@ for arg in "$@"; do
     --train) ;;
     --fuzz) packages+=(clang libclang-rt-14-dev libomp-dev) ;;
     --twins) packages+=(python3-torch) ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
-    *) echo "setup.sh: unknown option '$arg' (known: --bench, --train, --fuzz, --twins)" >&2; exit 2 ;;
+    --slurm) packages+=(slurmctld slurmd slurm-client munge slurm-wlm-basic-plugins) ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown option '$arg' (known: --bench, --train, --fuzz, --twins, --slurm)" >&2; exit 2 ;;
   esac
 done
 

@@ -23,18 +23,8 @@ trainer=$build/bin/trainer
 [[ -x "$trainer" ]] || { echo "slurm_test: $trainer missing: build first (tools/test.sh)" >&2; exit 2; }
 start=$(date +%s)
 
-packages=(slurmctld slurmd slurm-client munge slurm-wlm-basic-plugins)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [[ ${#missing[@]} -gt 0 ]]; then
-  SUDO=""; [[ $(id -u) -eq 0 ]] || SUDO=sudo
-  echo "slurm_test: installing ${missing[*]}"
-  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
-    --no-install-recommends "${missing[@]}" > /tmp/adatrain-slurm-setup.log 2>&1 ||
-    { tail -20 /tmp/adatrain-slurm-setup.log; echo "slurm_test: apt-get install failed" >&2; exit 1; }
-fi
+# tools/test.sh installed it with everything else (one apt-get update); alone, this installs it.
+bash tools/setup.sh --slurm || { echo "slurm_test: installing Slurm failed (tools/setup.sh --slurm)" >&2; exit 1; }
 installed=$(date +%s)
 
 dir=$(mktemp -d /tmp/ada-slurm.XXXXXX)

@@ -10,7 +10,9 @@ cd "$(dirname "$0")/.."
 start=$(date +%s)
 
 # --twins: PyTorch for the test of the benchmark twins (bench_twins), absent on a fresh machine.
-bash tools/setup.sh --fuzz --twins
+# With Slurm for its check below (one apt-get update for everything).
+if [[ -z "${ADA_NO_SLURM:-}" && $# -eq 0 ]]; then slurm=--slurm; else slurm=; fi
+bash tools/setup.sh --fuzz --twins $slurm
 # The C++ sources must be as .clang-format writes them (tools/format.sh formats them).
 bash tools/format.sh --check
 # The real-data tests (MNIST files, the full BERT vocab) need these; cached and verified once.

@@ -31,6 +31,8 @@ prepare() {  # config...
       mnist) bash tools/fetch_data.sh mnist ;;
       fashion_mnist) bash tools/fetch_data.sh fashion-mnist ;;
       mlm) bash tools/fetch_data.sh mlm-shards ;;
+      text_classification) bash tools/fetch_data.sh spam bert-vocab ;;
+      # squad and image_folder: SQuAD and ImageNet cannot be installed here; data.path names them.
     esac
   done
   if [ -n "${ADA_TRAINER:-}" ]; then
