@@ -23,7 +23,16 @@ int main(int argc, char** argv) {
     if (!ada::cli::parse_command_line(app, argc, argv, "describe_model NAME [key=value ...]"))
       return 0;
     ada::Config cfg = ada::Config::parse("name: " + name, "command line");
-    for (const auto& o : overrides) cfg.set_override(o, "given as " + o);
+    for (const auto& o : overrides) {
+      const size_t eq = o.find('=');
+      ADA_CHECK_ARG(eq != std::string::npos && eq > 0, ConfigError)
+          << "command line: '" << o << "' is not KEY=VALUE (a key of the model section, e.g. "
+          << "preset=large; configs/README.md lists them)";
+      ADA_CHECK_ARG(o.substr(0, eq) != "name", ConfigError)
+          << "command line: '" << o << "': the model is NAME, the first argument ('" << name
+          << "' here)";
+      cfg.set_override(o, "given as " + o);
+    }
     const auto& factory = ada::nn::builtin_models().get(cfg.get<std::string>("name"), "model name");
     ada::nn::init::ShapesOnly shapes_only;
     auto model = factory(cfg, 0);

@@ -19,17 +19,12 @@ int main(int argc, char** argv) {
   try {
     if (!ada::cli::parse_command_line(app, argc, argv, "export_hf_bert CHECKPOINT OUT.safetensors"))
       return 0;
-    std::string path = from;
-    ADA_CHECK_ARG(std::filesystem::exists(path), IoError)
-        << path << ": no such checkpoint file or folder (a run's checkpoints/ folder, or one "
+    ADA_CHECK_ARG(std::filesystem::exists(from), IoError)
+        << from << ": no such checkpoint file or folder (a run's checkpoints/ folder, or one "
         << "ckpt-*.json or .safetensors in it)";
-    if (std::filesystem::is_directory(path)) {
-      const auto choice = ada::trainer::Checkpointer(path, 1).choose();
-      ADA_CHECK_ARG(choice.path.has_value(), IoError) << "no valid checkpoint in " << path;
-      path = *choice.path;
-    } else {
-      ada::trainer::Checkpointer::validate(path);
-    }
+    const std::string path = ada::trainer::checkpoint_of(from, "export_hf_bert CHECKPOINT");
+    for (const std::string& f : ada::trainer::checkpoint_files(path))
+      ada::cli::refuse_overwriting("OUT", out, {f});
     const ada::NamedTensors ours =
         ada::optim::take_prefixed(ada::trainer::Checkpointer::read_tensors(path), "model.");
     const ada::NamedTensors hf = ada::nn::export_hf_bert(ours);

@@ -23,6 +23,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -74,6 +75,15 @@ std::vector<std::string> list_inputs(const std::vector<std::string>& inputs,
           << "input " << in << " is neither a file nor a folder (does it exist?)";
       files.push_back(in);
     }
+  }
+  // A file given twice (itself and its folder, or by two paths) would be tokenised twice.
+  std::map<std::string, std::string> seen;  // real path -> the path it was listed as
+  for (const std::string& f : files) {
+    std::error_code ec;
+    const std::string real = fs::weakly_canonical(f, ec).string();
+    const auto [it, fresh] = seen.emplace(ec ? f : real, f);
+    ADA_CHECK_ARG(fresh, IoError) << "input " << f << " is listed twice (also as " << it->second
+                                  << "); its documents would be written twice: list it once";
   }
   return files;
 }
@@ -253,6 +263,9 @@ int run(int argc, char** argv) {
         << "to at least " << 1.0 / static_cast<double>(std::max<uint64_t>(doc_no, 1))
         << " or add documents)";
   }
+  ADA_CHECK_ARG(doc_no > 0, IoError)
+      << "the inputs hold no text to tokenise (empty, blank, or only characters the tokenizer "
+         "drops): no shard written";
   train.finish(prefix, info);
   if (!eval_out.empty()) eval.finish(prefix, info);
   if (verify)

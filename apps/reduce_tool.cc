@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/common/cli.h"
 #include "base/config.h"
 #include "base/log.h"
 #include "comm/mpi_communicator.h"
@@ -60,6 +61,7 @@ int run(int argc, char** argv, comm::MpiRuntime& mpi) {
   }
   if (reducer_name.empty() || in_dir.empty() || out_dir.empty())
     ADA_THROW(ConfigError) << "--reducer, --in and --out are required; " << kUsage;
+  cli::refuse_overwriting("--out", out_dir, {in_dir});
 
   Config section = Config::parse("{}", "reduce_tool --set");
   for (const auto& o : options) section.set_override(o);
@@ -95,7 +97,10 @@ int run(int argc, char** argv, comm::MpiRuntime& mpi) {
     out.emplace_back(
         nt.tensors[i].first,
         bucket.narrow(spans[i].offset, spans[i].numel).reshape(nt.tensors[i].second.shape()));
-  std::filesystem::create_directories(out_dir);
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  ADA_CHECK_ARG(!ec, IoError) << "--out " << out_dir << ": cannot create the folder ("
+                              << ec.message() << "); give a folder you can write";
   const std::string out_path = out_dir + "/rank" + std::to_string(mpi.rank()) + ".safetensors";
   save_safetensors(out_path, out,
                    {{"reducer", reducer_name}, {"world_size", std::to_string(mpi.size())}});

@@ -23,10 +23,20 @@ int main(int argc, char** argv) {
     const ada::data::SquadDataset dataset = ada::data::read_squad(dataset_path);
     if (dataset.version != "1.1")
       std::cerr << "Evaluation expects v-1.1, but got dataset with v-" << dataset.version << "\n";
-    const auto score =
-        ada::data::evaluate_squad(dataset, ada::data::read_squad_predictions(predictions_path));
+    const auto predictions = ada::data::read_squad_predictions(predictions_path);
+    const auto score = ada::data::evaluate_squad(dataset, predictions);
+    ADA_CHECK_ARG(score.questions > 0, IoError)
+        << dataset_path << ": no question to score (a SQuAD v1.1 dev set has 10,570); is it the "
+        << "dataset?";
     for (const auto& id : score.unanswered)
       std::cerr << "Unanswered question " << id << " will receive score 0.\n";
+    // The official script ignores them too; a file of another dataset's ids shows here.
+    const auto unknown =
+        predictions.size() - (static_cast<size_t>(score.questions) - score.unanswered.size());
+    if (unknown > 0)
+      std::cerr << "squad_eval: " << unknown << " of the " << predictions.size() << " answers in "
+                << predictions_path << " are for questions " << dataset_path
+                << " does not have: ignored (predictions for another dataset?)\n";
     std::cout << nlohmann::ordered_json{{"exact_match", score.exact_match}, {"f1", score.f1}}.dump()
               << "\n";
     return 0;

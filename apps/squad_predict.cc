@@ -62,6 +62,8 @@ int predict(const Args& a) {
   const std::vector<data::SquadFeature> features =
       data::make_squad_features(squad, tokenizer, fo, /*training=*/false);
   const int64_t n = static_cast<int64_t>(features.size()), L = fo.max_seq_length;
+  ADA_CHECK_ARG(n > 0, IoError) << "--dataset " << a.dataset
+                                << ": no question to answer (a SQuAD v1.1 dev set has 10,570)";
   // This rank's windows: [first[r], first[r + 1]), contiguous shares differing by at most one.
   const int ranks = world->size(), rank = world->rank();
   std::vector<int64_t> first(static_cast<size_t>(ranks) + 1), counts(static_cast<size_t>(ranks));
@@ -141,21 +143,24 @@ int main(int argc, char** argv) {
   app.add_option("--out", a.out, "predictions.json to write (default predictions.json)");
   app.add_option("--set", a.sets, "override a config value (repeatable)")->take_all();
   app.add_option("--batch", a.batch, "windows per forward pass (default 32)")
-      ->check(CLI::PositiveNumber);
+      ->check(cli::integer_in(1, 1 << 20));
   app.add_option("--n-best", a.n_best, "start and end candidates per window (default 20)")
-      ->check(CLI::PositiveNumber);
+      ->check(cli::integer_in(1, 1000));
   app.add_option("--max-answer-length", a.max_answer_length,
                  "longest answer in word pieces (default 30)")
-      ->check(CLI::PositiveNumber);
+      ->check(cli::integer_in(1, 1 << 20));
   try {
     if (!cli::parse_command_line(app, argc, argv,
                                  "squad_predict --config RUN.yaml --weights CHECKPOINT --dataset "
                                  "DEV.json [--out predictions.json]"))
       return 0;
+    cli::refuse_overwriting("--out", a.out, {a.dataset, a.config, a.weights});
     return predict(a);
   } catch (const std::exception& e) {
     log_error(std::string("squad_predict: ") + e.what());
     flush_log();
+    // An error on one rank only would leave the others waiting in a collective.
+    if (mpi.size() > 1) comm::MpiRuntime::abort(1);
     return 1;
   }
 }

@@ -4,12 +4,17 @@
 //   tokenize --vocab FILE --print tokens                      # word pieces instead of ids
 //   tokenize --vocab FILE --print basic                       # words before word pieces
 // No [CLS]/[SEP] are added. Exit status 1 with a message on a missing or malformed vocabulary.
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
 #include <iostream>
 #include <string>
 
 #include "apps/common/cli.h"
 #include "base/error.h"
 #include "data/tokenizer.h"
+#include "data/unicode.h"
 
 namespace {
 using namespace ada;
@@ -36,9 +41,17 @@ int run(int argc, char** argv) {
   opt.keep_special_tokens = !no_special;
   const data::Tokenizer tok = data::Tokenizer::from_file(vocab, opt);
 
+  struct stat in_stat {};
+  ADA_CHECK_ARG(fstat(0, &in_stat) != 0 || !S_ISDIR(in_stat.st_mode), IoError)
+      << "standard input is a folder; tokenize reads lines of text (tokenize --vocab FILE < "
+         "text.txt)";
   std::ios::sync_with_stdio(false);
   std::string line, out;
-  while (std::getline(std::cin, line)) {
+  for (int64_t lineno = 1; std::getline(std::cin, line); ++lineno) {
+    // The tokenizer would drop each invalid byte, and what it spells, without a word.
+    ADA_CHECK_ARG(data::unicode::valid_utf8(line), IoError)
+        << "standard input line " << lineno << " is not UTF-8 text; convert it (e.g. iconv -f "
+        << "latin1 -t utf-8)";
     out.clear();
     if (what == "ids") {
       for (int32_t id : tok.encode(line)) {
@@ -56,7 +69,9 @@ int run(int argc, char** argv) {
     std::cout << out;
   }
   std::cout.flush();
-  return std::cout.good() ? 0 : 1;
+  ADA_CHECK_ARG(std::cout.good(), IoError)
+      << "cannot write the output (" << std::strerror(errno) << "; a full disk?)";
+  return 0;
 }
 
 }  // namespace

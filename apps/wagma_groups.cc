@@ -25,6 +25,11 @@ int main(int argc, char** argv) {
       return 0;
     ADA_CHECK_ARG(steps >= 0, ConfigError) << "--steps must be >= 0, got " << steps;
     ADA_CHECK_ARG(tau >= 0, ConfigError) << "--global-every must be >= 0, got " << tau;
+    const auto pow2 = [](int64_t v) { return v > 0 && (v & (v - 1)) == 0; };
+    ADA_CHECK_ARG(pow2(ranks), ConfigError)
+        << "--ranks must be a power of two (WAGMA's butterfly groups), got " << ranks;
+    ADA_CHECK_ARG(pow2(group) && group <= ranks, ConfigError)
+        << "--group must be a power of two no larger than --ranks " << ranks << ", got " << group;
     ada::sync::WagmaSchedule s(ranks, group, tau > 0 ? tau : int64_t{1} << 30);
     for (int64_t t = 0; t < steps; ++t)
       std::printf("step %lld: %s\n", static_cast<long long>(t), s.describe(t).c_str());

@@ -597,23 +597,43 @@ int64_t RunCheckpoints::loader_position(const CheckpointMeta& m, const std::stri
   return read / world;
 }
 
+std::string checkpoint_of(const std::string& from, const std::string& where) {
+  if (!fs::is_directory(from)) {
+    Checkpointer::validate(from);
+    return from;
+  }
+  const auto choice = Checkpointer(from, 1).choose();
+  ADA_CHECK_ARG(choice.path.has_value(), IoError)
+      << where << ": no valid checkpoint in " << from << rejections(choice);
+  if (!choice.rejected.empty())
+    log_warn("{}: newer checkpoints in {} are damaged, so {} is taken:{}", where, from,
+             *choice.path, rejections(choice));
+  return *choice.path;
+}
+
+std::vector<std::string> checkpoint_files(const std::string& json) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  const fs::path dir =
+      fs::path(json).parent_path().empty() ? fs::path(".") : fs::path(json).parent_path();
+  const std::string stem = fs::path(stem_of(json)).filename().string() + ".";
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().filename().string().rfind(stem, 0) == 0) files.push_back(e.path().string());
+  return files;
+}
+
 std::string init_weights_from(comm::Communicator& world, nn::Model& model, const std::string& from,
                               const std::string& where) {
   return comm::decide_on_rank0(world, [&] {
     std::string p = from;
     NamedTensors weights;
-    if (fs::is_directory(p)) {
-      const auto choice = Checkpointer(p, 1).choose();
-      ADA_CHECK_ARG(choice.path.has_value(), IoError)
-          << where << ": no valid checkpoint in " << p << rejections(choice);
-      p = *choice.path;
-      weights = optim::take_prefixed(Checkpointer::read_tensors(p), "model.");
-    } else if (fs::path(p).extension() == ".safetensors" && !fs::exists(stem_of(p) + ".json")) {
+    if (!fs::is_directory(p) && fs::path(p).extension() == ".safetensors" &&
+        !fs::exists(stem_of(p) + ".json")) {
       // Weights alone: Hugging Face BERT names, or ours (e.g. written by export_hf_bert's twin).
       weights = load_safetensors(p);
       if (nn::is_hf_bert(weights)) weights = nn::import_hf_bert(weights);
     } else {
-      Checkpointer::validate(p);
+      p = checkpoint_of(p, where);
       weights = optim::take_prefixed(Checkpointer::read_tensors(p), "model.");
     }
     std::vector<std::string> unused;

@@ -191,6 +191,13 @@ class RunCheckpoints {
   int64_t last_saved_ = -1;
 };
 
+// The checkpoint `from` names (its .json, validated): itself, or a folder's newest valid one (an
+// IoError naming `where` and every damaged one when there is none; newer damaged ones than the
+// one taken are said in the log).
+std::string checkpoint_of(const std::string& from, const std::string& where);
+// The files of the checkpoint whose .json is `json` (ckpt-N.json, .safetensors, per-rank files).
+std::vector<std::string> checkpoint_files(const std::string& json);
+
 // train.init_from: model weights from a checkpoint, the newest valid one in a folder, or a
 // safetensors file of weights alone (ours, or a Hugging Face BERT's: nn/models/bert_hf.h), with a
 // fresh optimizer (e.g. BERT phase 2 from phase 1, fine-tuning from pre-training). Tensors the

@@ -456,15 +456,21 @@ std::unique_ptr<Model> make_bert(const Config& cfg, uint64_t seed) {
   else
     ADA_THROW(ConfigError) << cfg.where("preset") << ": unknown BERT preset '" << preset
                            << "'; known: base, large, mini, tiny";
-  c.vocab = cfg.get_in_or<int64_t>("vocab_size", c.vocab, Range::above(0));
-  c.layers = cfg.get_in_or<int64_t>("layers", c.layers, Range::above(0));
-  c.hidden = cfg.get_in_or<int64_t>("hidden", c.hidden, Range::above(0));
-  c.heads = cfg.get_in_or<int64_t>("heads", c.heads, Range::above(0));
-  c.ffn = cfg.get_in_or<int64_t>("ffn", c.ffn, Range::above(0));
-  c.max_positions = cfg.get_in_or<int64_t>("max_positions", c.max_positions, Range::above(0));
-  c.dropout = static_cast<float>(cfg.get_or<double>("dropout", c.dropout));
-  c.attention_dropout =
-      static_cast<float>(cfg.get_or<double>("attention_dropout", c.attention_dropout));
+  // Bounds far above any BERT (vocabularies of 30-250K, hidden 768-1,024, ffn 4 x hidden, 512
+  // positions): a typo'd size is named here, not found as an allocation of petabytes.
+  c.vocab = cfg.get_in_or<int64_t>("vocab_size", c.vocab, Range::closed(1, 1 << 24),
+                                   "bert-base-uncased: 30522");
+  c.layers = cfg.get_in_or<int64_t>("layers", c.layers, Range::closed(1, 1024), "BERT-Large: 24");
+  c.hidden =
+      cfg.get_in_or<int64_t>("hidden", c.hidden, Range::closed(1, 1 << 16), "BERT-Large: 1024");
+  c.heads = cfg.get_in_or<int64_t>("heads", c.heads, Range::closed(1, 1 << 16), "BERT-Large: 16");
+  c.ffn = cfg.get_in_or<int64_t>("ffn", c.ffn, Range::closed(1, 1 << 18), "BERT-Large: 4096");
+  c.max_positions = cfg.get_in_or<int64_t>("max_positions", c.max_positions,
+                                           Range::closed(1, 1 << 20), "BERT: 512");
+  c.dropout = static_cast<float>(
+      cfg.get_in_or<double>("dropout", c.dropout, Range::half_open(0, 1), "BERT: 0.1"));
+  c.attention_dropout = static_cast<float>(cfg.get_in_or<double>(
+      "attention_dropout", c.attention_dropout, Range::half_open(0, 1), "BERT: 0.1"));
   const std::string attention = cfg.get_or<std::string>("attention", "composed");
   ADA_CHECK_ARG(attention == "composed" || attention == "fused", ConfigError)
       << cfg.where("attention") << ": unknown attention '" << attention

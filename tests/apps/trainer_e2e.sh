@@ -81,7 +81,8 @@ head = json.dumps(keep).encode(); head += b" " * (-len(head) % 8)
 open(sys.argv[2], "wb").write(struct.pack("<Q", len(head)) + head + b"".join(blobs))
 PY
   golden=$PWD/bert_hf.safetensors
-  mpi 2 "$trainer" --config small_bert.yaml --set train.init_from="$golden" --set output.dir=with_nsp > nsp.txt 2>&1 ||
+  mpi 2 "$trainer" --config small_bert.yaml --set train.init_from="$golden" --set output.dir=with_nsp \
+    --set checkpoint.every=2 > nsp.txt 2>&1 ||
     { cat nsp.txt; fail "init_from a Hugging Face file"; }
   grep -q "model weights initialised from $golden$" nsp.txt || { cat nsp.txt; fail "the log does not say it was initialised from every tensor"; }
   mpi 2 "$trainer" --config small_bert.yaml --set model.nsp=false --set train.init_from="$golden" --set output.dir=no_nsp > no.txt 2>&1 ||
@@ -89,6 +90,17 @@ PY
   grep -q "4 of its tensors match nothing in this model and are left out: pooler.weight pooler.bias cls.nsp.weight cls.nsp.bias" no.txt ||
     { cat no.txt; fail "the log does not name the heads left out"; }
   "$(dirname "$trainer")/export_hf_bert" with_nsp/checkpoints hf.safetensors > export.txt 2>&1 || { cat export.txt; fail "export_hf_bert"; }
+  # Never over its own checkpoint (it replaced the tensors it read), and a damaged newest one said.
+  newest=$(ls with_nsp/checkpoints/ckpt-*.json | sort | tail -1)
+  cp "${newest%.json}.safetensors" kept.safetensors
+  "$(dirname "$trainer")/export_hf_bert" "$newest" "${newest%.json}.safetensors" > self.txt 2>&1 &&
+    fail "export_hf_bert wrote over its own checkpoint"
+  grep -q "is the input .*writing it would replace what is read" self.txt || { cat self.txt; fail "export_hf_bert over its input: no message"; }
+  cmp -s kept.safetensors "${newest%.json}.safetensors" || fail "export_hf_bert changed its input"
+  truncate -s 100 "${newest%.json}.safetensors"  # checkpoint.every=2: an older one is there
+  "$(dirname "$trainer")/export_hf_bert" with_nsp/checkpoints older.safetensors > older.txt 2>&1 || { cat older.txt; fail "export_hf_bert past a damaged newest checkpoint"; }
+  grep -q "newer checkpoints in with_nsp/checkpoints are damaged" older.txt || { cat older.txt; fail "export_hf_bert took an older checkpoint without a word"; }
+  cp kept.safetensors "${newest%.json}.safetensors"
   /usr/bin/python3 - "$golden" hf.safetensors <<'PY' || fail "the exported names"
 import json, struct, sys
 def names(p):
@@ -212,6 +224,18 @@ YAML
   grep -q "windows of 64 tokens, [0-9]* to [0-9]* on each of 4 ranks" predict4.txt || { cat predict4.txt; fail "squad_predict does not say how the ranks share the windows"; }
   cmp predictions.json predictions4.json || fail "squad_predict on 4 ranks answers differently from 1"
   [ "$(grep '^{' predict4.txt)" = "$(tail -1 eval.txt)" ] || { cat predict4.txt eval.txt; fail "squad_predict on 4 ranks scores differently"; }
+  # The CLI audit of stop 83: never over its dataset; no questions, or another dataset's answers, said.
+  cp squad.json squad.keep
+  "$(dirname "$trainer")/squad_predict" --config squad.yaml --weights run/checkpoints --dataset squad.json \
+    --out squad.json > self.txt 2>&1 && fail "squad_predict wrote over its dataset"
+  grep -q "\-\-out squad.json is the input squad.json" self.txt || { cat self.txt; fail "squad_predict over its dataset: no message"; }
+  cmp -s squad.json squad.keep || fail "squad_predict changed its dataset"
+  echo '{"version": "1.1", "data": []}' > empty.json
+  "$(dirname "$trainer")/squad_eval" empty.json predictions.json > empty.txt 2>&1 && fail "squad_eval scored a dataset without questions"
+  grep -q "empty.json: no question to score" empty.txt || { cat empty.txt; fail "squad_eval: no message for a dataset without questions"; }
+  echo '{"not-a-question": "x"}' > other.json
+  "$(dirname "$trainer")/squad_eval" squad.json other.json > other.txt 2>&1 || { cat other.txt; fail "squad_eval of another dataset's answers"; }
+  grep -q "1 of the 1 answers in other.json are for questions squad.json does not have" other.txt || { cat other.txt; fail "squad_eval: answers for unknown questions not said"; }
   /usr/bin/python3 - eval.txt <<'PY' || { cat predict.txt; fail "the model did not learn its training questions"; }
 import json, sys
 s = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])

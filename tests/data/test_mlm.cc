@@ -743,6 +743,18 @@ TEST(PrepareMlm, DocumentRulesAndShards) {
   EXPECT_NE(out5.find("input " + (dir / "latin1.txt") + " line 2 is not UTF-8 text"),
             std::string::npos)
       << out5;
+  // A file given twice (as itself and in its folder), and inputs with no text: refused, not
+  // written twice or as an empty shard.
+  auto [rc6, out6] = run("'" + bin + "' --vocab '" + kTinyVocab + "' --out '" + (dir / "o6") +
+                         "' '" + (dir / "corpus/sub") + "' '" + (dir / "corpus/sub/b.txt") + "'");
+  EXPECT_EQ(rc6, 1);
+  EXPECT_NE(out6.find("is listed twice"), std::string::npos) << out6;
+  std::ofstream(dir / "blank.txt") << "\n  \n";
+  auto [rc7, out7] = run("'" + bin + "' --vocab '" + kTinyVocab + "' --out '" + (dir / "o7") +
+                         "' '" + (dir / "blank.txt") + "'");
+  EXPECT_EQ(rc7, 1);
+  EXPECT_NE(out7.find("the inputs hold no text to tokenise"), std::string::npos) << out7;
+  EXPECT_FALSE(fs::exists(dir / "o7/shard-00000.mlm"));
 }
 
 // The held-out evaluation set: a deterministic split by document, every (1/F)-th document in
