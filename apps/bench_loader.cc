@@ -28,6 +28,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "apps/common/cli.h"
 #include "base/error.h"
 #include "core/random.h"
 #include "data/data_loader.h"
@@ -273,6 +274,25 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
+// The ranges the numbers of the command line must be in (said in --help).
+constexpr int64_t kMaxWorkers = 1024;
+constexpr double kMaxSeconds = 3600;
+constexpr int64_t kMaxRepeats = 1000, kMaxJpegs = 100000;
+constexpr double kMinRate = 0.001, kMaxRate = 1e9;  // samples/s
+
+const char* const kUsage =
+    "usage: bench_loader [--workers 1,2] [--seconds 2] [--repeats 3]\n"
+    "                    [--only jpeg224,jpeg224-full,mnist,mlm128,mlm128-nsp]\n"
+    "                    [--jpeg-dir DIR] [--jpeg-count 64] [--mnist-dir DIR]\n"
+    "                    [--mlm-shards PATH]   (a shard file or folder; default data/mlm)\n"
+    "                    [--train-rate NAME=SAMPLES_PER_S ...]\n"
+    "  --workers     loader worker threads, a comma-separated list of 0 (batches built in the\n"
+    "                consumer) to 1024\n"
+    "  --seconds     each timed run lasts at least this long: 0.01 to 3600\n"
+    "  --repeats     timed runs per case (the median is printed): 1 to 1000\n"
+    "  --jpeg-count  JPEGs generated when --jpeg-dir is not given: 2 (one per class) to 100000\n"
+    "  --train-rate  a training rate to compare with, 0.001 to 1e9 samples/s, e.g. jpeg224=4.8\n";
+
 Options parse(int argc, char** argv) {
   Options o;
   auto value = [&](int& i) -> std::string {
@@ -281,46 +301,44 @@ Options parse(int argc, char** argv) {
   };
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    try {
-      if (a == "--workers") {
-        o.workers.clear();
-        for (auto& s : split(value(i), ',')) o.workers.push_back(std::stoi(s));
-      } else if (a == "--seconds") {
-        o.seconds = std::stod(value(i));
-      } else if (a == "--repeats") {
-        o.repeats = std::max(1, std::stoi(value(i)));
-      } else if (a == "--only") {
-        o.only = split(value(i), ',');
-      } else if (a == "--jpeg-dir") {
-        o.jpeg_dir = value(i);
-      } else if (a == "--jpeg-count") {
-        o.jpeg_count = std::max(2, std::stoi(value(i)));
-      } else if (a == "--mnist-dir") {
-        o.mnist_dir = value(i);
-        o.mnist_dir_given = true;
-      } else if (a == "--mlm-shards") {
-        o.mlm_shards = value(i);
-        o.mlm_shards_given = true;
-      } else if (a == "--train-rate") {
-        std::string v = value(i);
-        auto eq = v.find('=');
-        if (eq == std::string::npos)
-          ADA_THROW(ConfigError)
-              << "--train-rate wants NAME=SAMPLES_PER_S (e.g. jpeg224=4.8), got '" << v << "'";
-        o.train_rate[v.substr(0, eq)] = std::stod(v.substr(eq + 1));
-      } else if (a == "-h" || a == "--help") {
-        std::cout << "usage: bench_loader [--workers 1,2] [--seconds 2] [--repeats 3]\n"
-                     "                    [--only jpeg224,jpeg224-full,mnist,mlm128,mlm128-nsp]\n"
-                     "                    [--jpeg-dir DIR] [--jpeg-count 64] [--mnist-dir DIR]\n"
-                     "                    [--mlm-shards PATH]   (a shard file or folder; default "
-                     "data/mlm)\n"
-                     "                    [--train-rate NAME=SAMPLES_PER_S ...]\n";
-        std::exit(0);
-      } else {
-        ADA_THROW(ConfigError) << "unknown option '" << a << "' (see --help)";
-      }
-    } catch (const std::invalid_argument&) {
-      ADA_THROW(ConfigError) << a << ": not a number";
+    if (a == "--workers") {
+      const std::string v = value(i);
+      o.workers.clear();
+      for (auto& s : split(v, ','))
+        o.workers.push_back(static_cast<int>(cli::integer_arg("--workers", s, 0, kMaxWorkers)));
+      ADA_CHECK_ARG(!o.workers.empty(), ConfigError)
+          << "command line: --workers needs one or more worker counts (e.g. 1,2), got '" << v
+          << "'";
+    } else if (a == "--seconds") {
+      o.seconds = cli::number_arg("--seconds", value(i), 0.01, kMaxSeconds);
+    } else if (a == "--repeats") {
+      o.repeats = static_cast<int>(cli::integer_arg("--repeats", value(i), 1, kMaxRepeats));
+    } else if (a == "--only") {
+      o.only = split(value(i), ',');
+    } else if (a == "--jpeg-dir") {
+      o.jpeg_dir = value(i);
+    } else if (a == "--jpeg-count") {
+      o.jpeg_count = static_cast<int>(cli::integer_arg("--jpeg-count", value(i), 2, kMaxJpegs));
+    } else if (a == "--mnist-dir") {
+      o.mnist_dir = value(i);
+      o.mnist_dir_given = true;
+    } else if (a == "--mlm-shards") {
+      o.mlm_shards = value(i);
+      o.mlm_shards_given = true;
+    } else if (a == "--train-rate") {
+      std::string v = value(i);
+      auto eq = v.find('=');
+      if (eq == std::string::npos || eq == 0)
+        ADA_THROW(ConfigError) << "--train-rate wants NAME=SAMPLES_PER_S (e.g. jpeg224=4.8), got '"
+                               << v << "'";
+      const std::string name = v.substr(0, eq);
+      o.train_rate[name] =
+          cli::number_arg("--train-rate " + name, v.substr(eq + 1), kMinRate, kMaxRate);
+    } else if (a == "-h" || a == "--help") {
+      std::cout << kUsage;
+      std::exit(0);
+    } else {
+      ADA_THROW(ConfigError) << "unknown option '" << a << "' (see --help)";
     }
   }
   const fs::path mnist(o.mnist_dir);
