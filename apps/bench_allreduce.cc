@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "apps/common/cli.h"
 #include "base/config.h"
 #include "base/log.h"
 #include "comm/bucketer.h"
@@ -298,37 +299,70 @@ int main(int argc, char** argv) {
         "[--reducers sum,average,adasum] [--hierarchical N] [--adasum KEY=VALUE ...] [--precision "
         "fp32|bf16|fp16] "
         "[--reps N] [--device cpu|cuda] [--json]";
-    for (int i = 1; i < argc; ++i) {
-      std::string a = argv[i];
-      auto value = [&]() -> std::string {
-        if (i + 1 >= argc) ADA_THROW(ConfigError) << a << " needs a value; " << usage;
-        return argv[++i];
-      };
-      if (a == "--min-log2")
-        min_log2 = std::stoi(value());
-      else if (a == "--max-log2")
-        max_log2 = std::stoi(value());
-      else if (a == "--reps")
-        reps = std::stoi(value());
-      else if (a == "--sets")
-        sets = split_list(value());
-      else if (a == "--reducers")
-        names = split_list(value());
-      else if (a == "--hierarchical")
-        hierarchical = std::stoi(value());
-      else if (a == "--adasum")
-        adasum_options.push_back(value());
-      else if (a == "--precision")
-        precision = value();
-      else if (a == "--device")
-        device_name = value();
-      else if (a == "--json")
-        json = true;
-      else
-        ADA_THROW(ConfigError) << "unknown option '" << a << "'; " << usage;
+    const char* ranges =  // --help: the usage, then these
+        "  --min-log2, --max-log2  single tensors of 2^min .. 2^max floats, every other power:\n"
+        "                          0 <= min <= max <= 30 (an MPI count is an int)\n"
+        "  --sets                  parameter sets: resnet50, bert_large (empty: none)\n"
+        "  --hierarchical N        adds hierarchical Adasum with nodes of N ranks, 0 to the\n"
+        "                          number of ranks (0: the nodes MPI reports)\n"
+        "  --reps N                timed repetitions a case, 1 to 1000000 (default: 50 to 5 by\n"
+        "                          size)\n";
+    const std::vector<std::string> known_sets = {"resnet50", "bert_large"};
+    bool help = false;
+    try {  // a bad command line is the same on every rank: rank 0 says so, each exits 1
+      for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        auto value = [&]() -> std::string {
+          if (i + 1 >= argc) ADA_THROW(ConfigError) << a << " needs a value; " << usage;
+          return argv[++i];
+        };
+        auto integer = [&](int64_t lo, int64_t hi) {
+          return static_cast<int>(cli::integer_arg(a, value(), lo, hi));
+        };
+        if (a == "--min-log2")
+          min_log2 = integer(0, 30);
+        else if (a == "--max-log2")
+          max_log2 = integer(0, 30);
+        else if (a == "--reps")
+          reps = integer(1, 1000000);
+        else if (a == "--sets")
+          sets = split_list(value());
+        else if (a == "--reducers")
+          names = split_list(value());
+        else if (a == "--hierarchical")
+          hierarchical = integer(0, mpi.size());
+        else if (a == "--adasum")
+          adasum_options.push_back(value());
+        else if (a == "--precision")
+          precision = value();
+        else if (a == "--device")
+          device_name = value();
+        else if (a == "--json")
+          json = true;
+        else if (a == "-h" || a == "--help")
+          help = true;
+        else
+          ADA_THROW(ConfigError) << "unknown option '" << a << "'; " << usage;
+      }
+      ADA_CHECK_ARG(min_log2 <= max_log2, ConfigError)
+          << "command line: --min-log2 " << min_log2 << " is above --max-log2 " << max_log2
+          << ": no single tensor to time; give --min-log2 <= --max-log2 (e.g. --min-log2 "
+          << max_log2 << " --max-log2 " << max_log2 << " for one size)";
+      ADA_CHECK_ARG(device_name == "cpu" || device_name == "cuda", ConfigError)
+          << "--device: unknown device '" << device_name << "'; known: cpu, cuda";
+      for (const auto& s : sets)  // before any timing, not after all of them
+        ADA_CHECK_ARG(std::find(known_sets.begin(), known_sets.end(), s) != known_sets.end(),
+                      ConfigError)
+            << "--sets: unknown set '" << s << "'; known: resnet50, bert_large";
+    } catch (const ConfigError& e) {
+      if (mpi.rank() == 0) ada::log_error(std::string("bench_allreduce: ") + e.what());
+      ada::flush_log();
+      return 1;
     }
-    ADA_CHECK_ARG(device_name == "cpu" || device_name == "cuda", ConfigError)
-        << "--device: unknown device '" << device_name << "'; known: cpu, cuda";
+    if (help) {
+      if (mpi.rank() == 0) std::cout << usage << "\n" << ranges;
+      return 0;
+    }
     std::shared_ptr<MpiCommunicator> world = MpiCommunicator::world();
     const bool gpu = device_name == "cuda";
     const Device device =
