@@ -71,6 +71,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "apps/common/cli.h"
 #include "apps/common/torch_twin.h"
 #include "base/config.h"
 #include "core/backend/cpu/op_profile.h"
@@ -162,6 +163,11 @@ int main(int argc, char** argv) {
   std::string device = "cpu", python = "/usr/bin/python3", precision = "fp32", twins_arg, attention,
               recompute;
   std::string activations = "fp32";
+  const std::string usage =
+      "usage: bench_step --model NAME [--batch B] [--threads T] [--steps N] [--rounds R] [--seq L] "
+      "[--device cpu|cuda] [--python PATH] [--no-torch] [--profile] [--precision fp32|bf16|fp16] "
+      "[--twins LIST] [--attention composed|fused] [--recompute attention_dropout,gelu] "
+      "[--activations fp32|16bit] [--channels-last] [--graphs]";
   try {
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
@@ -169,18 +175,19 @@ int main(int argc, char** argv) {
         ADA_CHECK_ARG(i + 1 < argc, ConfigError) << a << " needs a value";
         return argv[++i];
       };
+      auto integer = [&](int64_t lo, int64_t hi) { return cli::integer_arg(a, value(), lo, hi); };
       if (a == "--model")
         model = value();
       else if (a == "--batch")
-        batch = std::stoll(value());
+        batch = integer(1, 1 << 20);
       else if (a == "--threads")
-        threads = std::stoi(value());
+        threads = static_cast<int>(integer(1, 1024));
       else if (a == "--steps")
-        steps = std::stoll(value());
+        steps = integer(1, 1000000);
       else if (a == "--rounds")
-        rounds = std::stoll(value());
+        rounds = integer(1, 1000);
       else if (a == "--seq")
-        seq = std::stoll(value());
+        seq = integer(1, 512);  // the BERT presets' max_positions
       else if (a == "--device")
         device = value();
       else if (a == "--python")
@@ -203,20 +210,20 @@ int main(int argc, char** argv) {
         channels_last = true;
       else if (a == "--graphs")
         graphs = true;
-      else
-        ADA_THROW(ConfigError)
-            << "unknown option '" << a
-            << "'; usage: bench_step --model NAME [--batch B] [--threads T] [--steps N] "
-               "[--rounds R] [--seq L] [--device cpu|cuda] [--python PATH] [--no-torch] "
-               "[--profile] "
-               "[--precision fp32|bf16|fp16] [--twins LIST] [--attention composed|fused] "
-               "[--recompute attention_dropout,gelu] [--activations fp32|16bit] "
-               "[--channels-last] [--graphs]";
+      else if (a == "-h" || a == "--help") {
+        std::cout << usage
+                  << "\n  --model: resnet50, bert_large, bert_base, bert_mini, bert_tiny, "
+                     "resnet20_mnist, lenet5 (default resnet20_mnist)\n"
+                     "  --batch 1 to 1048576 (default by model), --threads 1 to 1024 (default 1),\n"
+                     "  --steps 1 to 1000000 (default 5), --rounds 1 to 1000 (default 1),\n"
+                     "  --seq 1 to 512 (BERT; default 128). The comment atop apps/bench_step.cc "
+                     "says more.\n";
+        return 0;
+      } else
+        ADA_THROW(ConfigError) << "unknown option '" << a << "'; " << usage;
     }
     ADA_CHECK_ARG(device == "cpu" || device == "cuda", ConfigError)
         << "--device must be cpu or cuda, not '" << device << "'";
-    ADA_CHECK_ARG(steps >= 1, ConfigError) << "--steps must be at least 1";
-    ADA_CHECK_ARG(rounds >= 1, ConfigError) << "--rounds must be at least 1";
     ADA_CHECK_ARG(rounds == 1 || (device == "cpu" && torch), ConfigError)
         << "--rounds " << rounds
         << " times ours and the tuned PyTorch twin in turn on the CPU: it needs --device cpu "
