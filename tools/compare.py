@@ -8,14 +8,23 @@ config.yaml); curves are labelled by run folder, reducer and world size.
 Needs Debian's python3-matplotlib (use /usr/bin/python3: the python3 first on PATH lacks it).
 """
 import argparse
+import json
 import os
 import sys
 
-from runlog import METRICS, BadFile, read_metrics, read_summary
+from runlog import METRICS, SUMMARY, BadFile, read_metrics, read_summary
 
 
 def number(x):
     return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+# The summary.json keys a curve's label shows, each with its check and what the trainer writes.
+SUMMARY_LABEL = (("sync", lambda x: isinstance(x, str), "text such as \"gradients/average\""),
+                 ("reducer", lambda x: isinstance(x, str), "text such as \"average\""),
+                 ("world_size", lambda x: isinstance(x, int) and not isinstance(x, bool) and x > 0,
+                  "a number of ranks"),
+                 ("eval_top1", number, "a number (a fraction such as 0.75)"))
 
 
 def load_run(path):
@@ -24,6 +33,10 @@ def load_run(path):
     try:
         rows = read_metrics(path, strict=True)
         s = read_summary(path)
+        for key, ok, what in SUMMARY_LABEL:  # what the label shows: the trainer's types only
+            if s is not None and key in s and not ok(s[key]):
+                raise BadFile(f"{os.path.join(path, SUMMARY)}: \"{key}\" is {json.dumps(s[key])}, "
+                              f"not {what}")
     except BadFile as e:
         sys.exit(f"compare.py: {e}")
     if rows is None:
@@ -46,11 +59,24 @@ def load_run(path):
     return label, [train[k] for k in sorted(train)], [evals[k] for k in sorted(evals)]
 
 
+def output_path(name):
+    """The file -o NAME writes: NAME itself, or NAME.png when NAME has no extension (matplotlib
+    would add it unsaid); exits for an empty name or a folder (it wrote FOLDER/.png)."""
+    if not name:
+        sys.exit("compare.py: -o is empty: give a file name, e.g. -o compare.png")
+    if name.endswith(("/", os.sep)) or os.path.isdir(name):
+        sys.exit(f"compare.py: -o {name} is a folder: give a file name, e.g. -o {os.path.join(name, 'compare.png')}")
+    return name if os.path.splitext(name)[1] else name + ".png"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     ap.add_argument("runs", nargs="+", help="trainer output folders")
-    ap.add_argument("-o", "--output", default="compare.png", help="PNG to write (default compare.png)")
+    ap.add_argument("-o", "--output", default="compare.png",
+                    help="the image to write (default compare.png): a file name, its extension the format "
+                         "(.png, .svg, .pdf, ...); .png is added to a name without one")
     args = ap.parse_args()
+    out = output_path(args.output)
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -87,10 +113,10 @@ def main():
     axes[0][1].set_yscale("log")
     fig.tight_layout()
     try:
-        fig.savefig(args.output, dpi=100)
+        fig.savefig(out, dpi=100)
     except (OSError, ValueError) as e:  # no such folder, not writable, an unknown image type
-        sys.exit(f"compare.py: cannot write {args.output}: {getattr(e, 'strerror', None) or e}")
-    print(f"compare.py: wrote {args.output} ({len(runs)} runs)")
+        sys.exit(f"compare.py: cannot write {out}: {getattr(e, 'strerror', None) or e}")
+    print(f"compare.py: wrote {out} ({len(runs)} runs)")
 
 
 if __name__ == "__main__":

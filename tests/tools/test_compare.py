@@ -1,9 +1,11 @@
 #!/usr/bin/python3
 """tools/compare.py and tools/runlog.py on odd run folders (written here, no trainer needed): a
-damaged summary.json, a metrics line without "step", a line that is not a JSON object, bytes that
-are not UTF-8, an empty metrics.jsonl and an output path in no folder each stop compare.py with
-a message naming the file (and line) and a non-zero exit, not a traceback or a blank plot; a
-last line cut short (a crash) is left out with a note, as runlog.py does for every tool."""
+damaged summary.json (or one whose label figures are not the trainer's types), a metrics line
+without "step", a line that is not a JSON object, bytes that are not UTF-8, an empty metrics.jsonl
+and an output path in no folder or naming a folder each stop compare.py with a message naming the
+file (and line, or key) and a non-zero exit, not a traceback or a blank plot; -o NAME writes NAME
+(NAME.png without an extension) and says so; a last line cut short (a crash) is left out with a
+note, as runlog.py does for every tool."""
 import json
 import os
 import shutil
@@ -40,7 +42,7 @@ class Compare(unittest.TestCase):
         return d
 
     def compare(self, *runs, out=None):
-        out = out or os.path.join(self.tmp, "out.png")
+        out = os.path.join(self.tmp, "out.png") if out is None else out
         p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "compare.py"), *runs, "-o", out],
                            capture_output=True, text=True)
         self.assertNotIn("Traceback", p.stderr)
@@ -69,6 +71,13 @@ class Compare(unittest.TestCase):
         self.refused(f"compare.py: {d}/summary.json: not JSON (", d)
         d = self.run_folder("listsummary", [TRAIN], "[1, 2]")
         self.refused(f"compare.py: {d}/summary.json: not a JSON object (a list)", d)
+        # A label's figure that is not what the trainer writes (a traceback before: TypeError).
+        for name, summary, said in (("strtop1", '{"eval_top1": "0.9"}', '"eval_top1" is "0.9", not a number'),
+                                    ("nulltop1", '{"eval_top1": null}', '"eval_top1" is null, not a number'),
+                                    ("nullranks", '{"world_size": null}', '"world_size" is null, not a number of ranks'),
+                                    ("listsync", '{"sync": [1]}', '"sync" is [1], not text')):
+            d = self.run_folder(name, [TRAIN], summary)
+            self.refused(f"compare.py: {d}/summary.json: {said}", d)
         d = self.run_folder("nostep", [{"loss": 2.0}, {"eval_top1": 0.1}])
         self.refused(f"compare.py: {d}/metrics.jsonl:1: no integer \"step\"", d)
         d = self.run_folder("nonobj", good + b"[1, 2]\n" + good)
@@ -96,6 +105,25 @@ class Compare(unittest.TestCase):
         d = self.run_folder("ok", [TRAIN, EVAL])
         self.refused("compare.py: cannot write /nonexistent/x.png: No such file or directory", d,
                      out="/nonexistent/x.png")
+
+    def test_the_output_is_the_file_named(self):
+        # -o NAME writes NAME, or NAME.png for a name without an extension, and says which (it
+        # said "wrote run" for run.png); a folder is refused (it wrote FOLDER/.png).
+        d = self.run_folder("ok", [TRAIN, EVAL])
+        rc, text = self.compare(d, out=os.path.join(self.tmp, "run"))
+        self.assertEqual((rc, text), (0, f"compare.py: wrote {self.tmp}/run.png (1 runs)\n"))
+        self.assertTrue(os.path.isfile(os.path.join(self.tmp, "run.png")))
+        rc, text = self.compare(d, out=os.path.join(self.tmp, "cmp.svg"))
+        self.assertEqual((rc, text), (0, f"compare.py: wrote {self.tmp}/cmp.svg (1 runs)\n"))
+        folder = os.path.join(self.tmp, "plots")
+        os.makedirs(folder)
+        for out in (folder + "/", folder):
+            rc, text = self.compare(d, out=out)
+            self.assertNotEqual(rc, 0, text)
+            self.assertIn(f"compare.py: -o {out} is a folder: give a file name, e.g. -o {folder}/compare.png", text)
+            self.assertEqual(os.listdir(folder), [])
+        rc, text = self.compare(d, out="")
+        self.assertEqual((rc, text), (1, "compare.py: -o is empty: give a file name, e.g. -o compare.png\n"))
 
     def test_runlog_skips_what_is_not_a_metrics_line_unless_strict(self):
         good = json.dumps(TRAIN).encode() + b"\n"
