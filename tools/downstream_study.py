@@ -40,6 +40,7 @@ import collections
 import json
 import os
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -116,13 +117,47 @@ def load_cells(path):
     return cells
 
 
+def at_least(lo):
+    """An argparse type: a whole number >= lo ("argument --ranks: must be 1 or more, got 0")."""
+    def whole(text):
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"needs a whole number, got '{text}'") from None
+        if v < lo:
+            raise argparse.ArgumentTypeError(f"must be {lo} or more, got {v}")
+        return v
+    return whole
+
+
+def folder_problem(path):
+    """None when `path` is a folder this study can write into (made if missing), else what is
+    wrong with it."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        return "is a file, not a folder"
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        return f"cannot create the folder ({e.strerror})"
+    if not os.access(path, os.W_OK | os.X_OK):
+        return "is a folder this user cannot write into"
+    return None
+
+
+def trainer_program(trainer):
+    """The program --trainer names as the runs start it (from the repository: a relative path is
+    from REPO, a bare name from PATH), or None when there is no such executable file."""
+    found = os.path.join(REPO, trainer) if os.sep in trainer else shutil.which(trainer)
+    return found if found and os.path.isfile(found) and os.access(found, os.X_OK) else None
+
+
 def run_cell(cells, path, key, cmd, out_dir, version):
     """Runs one trainer command (cached in `cells` under `key`); `version`: the trainer's version,
     for resuming an earlier attempt it made."""
     if key in cells:
         return cells[key]
     t0 = time.time()
-    log = out_dir + ".log"
+    log = os.path.join(REPO, out_dir) + ".log"  # beside its run folder (--runs is from REPO)
     os.makedirs(os.path.dirname(log), exist_ok=True)
     cmd_line = " ".join(shlex.quote(c) for c in cmd)
     resumed = resumable(log, os.path.join(REPO, out_dir, "checkpoints"), cmd_line, version)
@@ -160,8 +195,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=DEFAULT_OUT)
     ap.add_argument("--trainer", default=os.path.join(REPO, "build/bin/trainer"))
-    ap.add_argument("--ranks", type=int, default=2)
-    ap.add_argument("--pretrain-steps", type=int, default=300)
+    ap.add_argument("--ranks", type=at_least(1), default=2, help="MPI ranks of a pre-training (1 or more)")
+    ap.add_argument("--pretrain-steps", type=at_least(1), default=300, help="pre-training steps (1 or more)")
     ap.add_argument("--seeds", type=int, nargs="+", default=DEFAULT_SEEDS)
     ap.add_argument("--ft-seeds", type=int, nargs="+", default=DEFAULT_SEEDS)
     ap.add_argument("--runs", default="runs/downstream",
@@ -180,16 +215,32 @@ def main():
                          "(cells 'probe ...'; a table of its own)")
     a = ap.parse_args()
     kinds = [k for k in KINDS if k in a.kinds]
+    if os.path.exists(a.out) and not os.path.isdir(a.out):
+        ap.error(f"--out {a.out} is a file, not a folder (--out names the folder of cells.json and report.md)")
     path = os.path.join(a.out, "cells.json")
     cells = load_cells(path)  # before anything runs: a damaged cache stops the study, untouched
     if a.report_only and not cells:
         sys.exit(f"downstream: --report-only: {'no cells in ' if os.path.exists(path) else 'no '}{path}: "
                  "nothing to report (--out names the folder the report is read from and written to)")
-    version = None if a.report_only else trainer_identity(a.trainer)[1]  # for resuming a run it began
+    why = folder_problem(a.out)  # the report (and cells.json) go there
+    if why:
+        ap.error(f"--out {a.out} {why}")
+    trainer = None
+    if not a.report_only:  # before any cell starts: refused, not "failed (exit 3)" cell by cell
+        trainer = trainer_program(a.trainer)
+        if trainer is None:
+            ap.error(f"--trainer {a.trainer}: no such executable" +
+                     (f" (a relative path is from the repository, {REPO})" if os.sep in a.trainer and
+                      not os.path.isabs(a.trainer) else "") +
+                     "; build it (cmake --build build --target trainer) or name the trainer binary")
+        runs = os.path.join(REPO, a.runs)
+        why = folder_problem(runs)
+        if why:
+            ap.error(f"--runs {a.runs}{'' if runs == a.runs else f' ({runs})'} {why}")
+    version = None if a.report_only else trainer_identity(trainer)[1]  # for resuming a run it began
     mpi = [a.mpirun] + MPI[1:]
     device = ["--set", f"train.device={a.device}"] if a.device != "cpu" else []
     dev_key = f" device {a.device}" if a.device != "cpu" else ""  # CPU cells keep their keys
-    os.makedirs(a.out, exist_ok=True)
     steps, warmup = a.pretrain_steps, max(1, a.pretrain_steps // 10)
     def ft_command(kind, method, seed, ft, lr, split, init):
         """A fine-tuning's (key, command, run folder): `lr` None for the fixed recipe's LR (its
