@@ -2,6 +2,7 @@
 
 #include <sys/resource.h>
 
+#include <cmath>
 #include <iostream>
 #include <thread>
 
@@ -303,7 +304,7 @@ int Trainer::run() {
   } else {
     strategy_->finish();
   }
-  flush_due(schedule_->lr());
+  flush_due(lr_of_last_step());
   // The final checkpoint before the final evaluation (which may take long): a run killed or
   // preempted during that evaluation loses no step, and --resume auto only evaluates again.
   save_checkpoint();
@@ -320,6 +321,7 @@ void Trainer::train_step() {
   double loss_sum = 0;
   micro_losses_.clear();
   const double lr = schedule_->lr();
+  last_lr_ = lr;
   strategy_->begin_step(step_, static_cast<float>(lr));
   if (straggler_) {
     TraceSpan span("straggler delay", "compute");
@@ -388,6 +390,10 @@ void Trainer::train_step() {
   flush_due(lr);
   log_->progress(step_, total_steps_, epoch_, last_mean_loss_, lr,
                  static_cast<double>(s_.batch * s_.micro * world_->size()) / step_s, false);
+}
+
+double Trainer::lr_of_last_step() const {
+  return std::isnan(last_lr_) ? schedule_->lr() : last_lr_;
 }
 
 // Collectives of our own only where the strategy's replicas are in step (every step for gradient
@@ -512,7 +518,7 @@ int Trainer::agreed_stop_signal() {
 
 void Trainer::stop_for_signal(int signo) {
   strategy_->finish();  // the replicas agree here: the model stays as it is
-  flush_due(schedule_->lr());
+  flush_due(lr_of_last_step());
   // The steps since the last metrics line are not logged here: the checkpoint carries them, and
   // the resumed run's next line covers them as an unbroken run's would.
   save_checkpoint();

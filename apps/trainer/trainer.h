@@ -110,6 +110,10 @@ class Trainer {
   double stop_best_ = std::numeric_limits<double>::quiet_NaN();
   int64_t stop_best_step_ = -1, stop_since_best_ = 0, gave_up_at_ = -1;
   double last_mean_loss_ = 0;
+  // The LR the last step of this process ran at (NaN before one): a metrics line written after
+  // the loop (a decentralised sync's last average, a signal stop) is that step's, not the next's.
+  double last_lr_ = std::numeric_limits<double>::quiet_NaN();
+  double lr_of_last_step() const;
   bool log_due_ = false, checksum_due_ = false;  // waiting for a step where replicas agree
 };
 

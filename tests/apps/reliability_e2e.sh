@@ -324,7 +324,7 @@ PY
   wg=$(dirname "$trainer")/wagma_groups
   [ "$($wg --ranks 8 --group 4 --steps 2)" = "$(printf 'step 0: {0,1,2,3} {4,5,6,7}\nstep 1: {0,1,4,5} {2,3,6,7}')" ] || fail "wagma_groups output"
   $wg --ranks 6 --group 2 --steps 1 > wg.txt 2>&1 && fail "wagma_groups accepted 6 ranks"
-  grep -q "power-of-two number of ranks" wg.txt || fail "wagma_groups error message"
+  grep -q "\-\-ranks must be a power of two" wg.txt || { cat wg.txt; fail "wagma_groups error message"; }
   echo "sync: all strategies at 2, 4, 8, 16 ranks; straggler; fault; wagma_groups"
   ;;
 preempt)

@@ -2,7 +2,7 @@
 # End-to-end checks of build/bin/trainer under mpiexec (run by CTest; not a timing test):
 #   reducers  — short runs with sum, average and adasum on 2 ranks (and on a 16-bit wire): the
 #               loss falls and the parameter checksums agree on every rank at every step
-#               (checksum_every: 1);
+#               (checksum_every: 1); local SGD's last line gives its last step's LR;
 #   resume    — a run interrupted at step 10 and resumed gives the same losses, bit for bit,
 #               as an unbroken run of 20 steps; each rank's dropout generator has its own seed;
 #   loss_scale — dynamic and static power-of-two loss scaling give the unscaled losses bit for
@@ -289,6 +289,20 @@ print(f"{sys.argv[2]}: loss {first:.4f} -> {last:.4f}")
 sys.exit(0 if last < 0.8 * first else 1)
 PY
   done
+  # Local SGD's last line (written after the loop, at its final average) gives the LR its last
+  # step ran at, as a line written inside a step does (it gave the next step's: 0 at the end of
+  # a linear decay).
+  mpi 2 "$trainer" --config tiny.yaml --set schedule.name=linear --set train.steps=6 --set sync.name=local_sgd \
+    --set sync.period=4 --set output.dir=run_local_lr > log_local_lr.txt 2>&1 || { cat log_local_lr.txt; fail "local SGD run"; }
+  mpi 2 "$trainer" --config tiny.yaml --set schedule.name=linear --set train.steps=6 \
+    --set output.dir=run_sync_lr > log_sync_lr.txt 2>&1 || { cat log_sync_lr.txt; fail "gradient-sync run"; }
+  python3 - run_local_lr/metrics.jsonl run_sync_lr/metrics.jsonl <<'PY' || fail "local SGD's last line gives another step's LR"
+import json, sys
+last = lambda p: [json.loads(l) for l in open(p) if '"loss"' in l][-1]
+a, b = last(sys.argv[1]), last(sys.argv[2])
+print(f"reducers: the step-{a['step']} line's LR, local SGD {a['lr']}, gradient sync {b['lr']}")
+sys.exit(0 if a["step"] == b["step"] == 6 and a["lr"] == b["lr"] > 0 else 1)
+PY
   ;;
 resume)
   # average: gradient mode; adasum: model-delta mode, where each rank's optimizer state is its own.
