@@ -23,7 +23,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -31,6 +30,7 @@
 
 #include "apps/common/cli.h"
 #include "base/error.h"
+#include "base/same_files.h"
 #include "data/mlm_shards.h"
 #include "data/tokenizer.h"
 #include "data/unicode.h"
@@ -77,13 +77,12 @@ std::vector<std::string> list_inputs(const std::vector<std::string>& inputs,
     }
   }
   // A file given twice (itself and its folder, or by two paths) would be tokenised twice.
-  std::map<std::string, std::string> seen;  // real path -> the path it was listed as
+  SameFiles seen;
   for (const std::string& f : files) {
-    std::error_code ec;
-    const std::string real = fs::weakly_canonical(f, ec).string();
-    const auto [it, fresh] = seen.emplace(ec ? f : real, f);
-    ADA_CHECK_ARG(fresh, IoError) << "input " << f << " is listed twice (also as " << it->second
-                                  << "); its documents would be written twice: list it once";
+    const std::string before = seen.add(f, f);
+    ADA_CHECK_ARG(before.empty(), IoError) << "input " << f << " is listed twice (also as "
+                                           << before << "); its documents would be written "
+                                           << "twice: list it once";
   }
   return files;
 }

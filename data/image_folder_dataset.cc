@@ -15,17 +15,19 @@ namespace ada::data {
 namespace fs = std::filesystem;
 
 namespace {
-bool is_jpeg_name(const fs::path& p) {
+std::string lower_extension(const fs::path& p) {
   std::string ext = p.extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(),
                  [](unsigned char c) { return std::tolower(c); });
+  return ext;
+}
+bool is_jpeg_name(const fs::path& p) {
+  const std::string ext = lower_extension(p);
   return ext == ".jpg" || ext == ".jpeg";
 }
 // The other formats torchvision's ImageFolder reads (its IMG_EXTENSIONS).
 bool is_other_image_name(const fs::path& p) {
-  std::string ext = p.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
+  const std::string ext = lower_extension(p);
   return ext == ".png" || ext == ".ppm" || ext == ".bmp" || ext == ".pgm" || ext == ".tif" ||
          ext == ".tiff" || ext == ".webp";
 }

@@ -10,10 +10,10 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <map>
 #include <sstream>
 
 #include "base/error.h"
+#include "base/same_files.h"
 
 namespace ada::data {
 
@@ -318,17 +318,14 @@ MlmCorpus MlmCorpus::open(const std::vector<std::string>& paths, bool verify) {
   namespace fs = std::filesystem;
   ADA_CHECK_ARG(!paths.empty(), IoError) << "MLM corpus: no shard files or folders given";
   std::vector<std::shared_ptr<const MlmShard>> shards;
-  std::map<std::string, std::string> listed;  // each shard's real path -> the path it came through
-  const auto add =
-      [&](const std::string& file, const std::string& through) {
-        std::error_code ec;
-        const std::string real = fs::weakly_canonical(file, ec).string();
-        const auto [it, fresh] = listed.emplace(ec ? file : real, through);
-        ADA_CHECK_ARG(fresh, IoError)
-            << "MLM corpus: shard " << file << " is listed twice (through " << it->second << " and "
-            << through << "), so its documents would count twice; list each shard or folder once";
-        shards.push_back(MlmShard::open(file));
-      };
+  SameFiles listed;  // a shard reached twice would count its documents twice
+  const auto add = [&](const std::string& file, const std::string& through) {
+    const std::string before = listed.add(file, through);
+    ADA_CHECK_ARG(before.empty(), IoError)
+        << "MLM corpus: shard " << file << " is listed twice (through " << before << " and "
+        << through << "), so its documents would count twice; list each shard or folder once";
+    shards.push_back(MlmShard::open(file));
+  };
   for (const std::string& p : paths) {
     std::error_code ec;
     if (fs::is_directory(p, ec)) {
