@@ -144,11 +144,16 @@ def folder_problem(path):
     return None
 
 
-def trainer_program(trainer):
-    """The program --trainer names as the runs start it (from the repository: a relative path is
-    from REPO, a bare name from PATH), or None when there is no such executable file."""
-    found = os.path.join(REPO, trainer) if os.sep in trainer else shutil.which(trainer)
-    return found if found and os.path.isfile(found) and os.access(found, os.X_OK) else None
+def program(ap, flag, name, fix):
+    """The program `name` (given as `flag`) as the runs start it (from the repository: a relative
+    path is from REPO, a bare name from PATH); refused with `fix` when there is no such executable
+    file (before any cell starts, not "failed (exit 3)" cell by cell)."""
+    found = os.path.join(REPO, name) if os.sep in name else shutil.which(name)
+    if found and os.path.isfile(found) and os.access(found, os.X_OK):
+        return found
+    ap.error(f"{flag} {name}: no such executable" +
+             (f" (a relative path is from the repository, {REPO})" if os.sep in name and not os.path.isabs(name)
+              else "") + f"; {fix}")
 
 
 def run_cell(cells, path, key, cmd, out_dir, version):
@@ -197,8 +202,10 @@ def main():
     ap.add_argument("--trainer", default=os.path.join(REPO, "build/bin/trainer"))
     ap.add_argument("--ranks", type=at_least(1), default=2, help="MPI ranks of a pre-training (1 or more)")
     ap.add_argument("--pretrain-steps", type=at_least(1), default=300, help="pre-training steps (1 or more)")
-    ap.add_argument("--seeds", type=int, nargs="+", default=DEFAULT_SEEDS)
-    ap.add_argument("--ft-seeds", type=int, nargs="+", default=DEFAULT_SEEDS)
+    ap.add_argument("--seeds", type=at_least(0), nargs="+", default=DEFAULT_SEEDS,
+                    help="pre-training seeds (train.seed: whole numbers, 0 or more, each once)")
+    ap.add_argument("--ft-seeds", type=at_least(0), nargs="+", default=DEFAULT_SEEDS,
+                    help="fine-tuning seeds (train.seed: whole numbers, 0 or more, each once)")
     ap.add_argument("--runs", default="runs/downstream",
                     help="the run folders (checkpoints), relative to the repository or absolute")
     ap.add_argument("--report-only", action="store_true")
@@ -215,6 +222,10 @@ def main():
                          "(cells 'probe ...'; a table of its own)")
     a = ap.parse_args()
     kinds = [k for k in KINDS if k in a.kinds]
+    for flag, seeds in (("--seeds", a.seeds), ("--ft-seeds", a.ft_seeds)):
+        twice = sorted({s for s in seeds if seeds.count(s) > 1})
+        if twice:  # one cell per seed: a seed given twice would count its cell twice in the means
+            ap.error(f"argument {flag}: seed {', '.join(map(str, twice))} given more than once")
     if os.path.exists(a.out) and not os.path.isdir(a.out):
         ap.error(f"--out {a.out} is a file, not a folder (--out names the folder of cells.json and report.md)")
     path = os.path.join(a.out, "cells.json")
@@ -226,13 +237,10 @@ def main():
     if why:
         ap.error(f"--out {a.out} {why}")
     trainer = None
-    if not a.report_only:  # before any cell starts: refused, not "failed (exit 3)" cell by cell
-        trainer = trainer_program(a.trainer)
-        if trainer is None:
-            ap.error(f"--trainer {a.trainer}: no such executable" +
-                     (f" (a relative path is from the repository, {REPO})" if os.sep in a.trainer and
-                      not os.path.isabs(a.trainer) else "") +
-                     "; build it (cmake --build build --target trainer) or name the trainer binary")
+    if not a.report_only:
+        trainer = program(ap, "--trainer", a.trainer,
+                          "build it (cmake --build build --target trainer) or name the trainer binary")
+        program(ap, "--mpirun", a.mpirun, "install OpenMPI (tools/setup.sh) or name the mpirun program")
         runs = os.path.join(REPO, a.runs)
         why = folder_problem(runs)
         if why:

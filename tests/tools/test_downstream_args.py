@@ -2,7 +2,9 @@
 """tools/downstream_study.py's command line, refused before any cell runs (no trainer needed): a
 --ranks or --pretrain-steps below 1 (mpirun -np 0 ran on every slot), an --out or --runs that is a
 file or cannot be made (a FileExistsError or PermissionError traceback), a --trainer that is not
-there (the study started and every cell "failed (exit 3)"): each a message naming the flag and
+there (the study started and every cell "failed (exit 3)"), likewise an --mpirun, a seed below 0
+(every cell refused by the trainer) or given twice (its cells counted twice in the means): each a
+message naming the flag and
 the value, exit 2, mpirun never started and no cells.json written."""
 import os
 import shutil
@@ -62,14 +64,25 @@ class DownstreamArgs(unittest.TestCase):
         self.refused(f"--trainer build/ada_no_such: no such executable (a relative path is from the repository, "
                      f"{ROOT})", "--trainer", "build/ada_no_such")
 
+    def test_an_mpirun_that_is_not_there(self):
+        self.refused("--mpirun /nonexistent/mpirun: no such executable; install OpenMPI", "--mpirun",
+                     "/nonexistent/mpirun")
+        self.refused("--mpirun ada_no_such_mpirun: no such executable", "--mpirun", "ada_no_such_mpirun")
+
+    def test_seeds_below_zero_or_twice(self):
+        self.refused("argument --seeds: must be 0 or more, got -1", "--seeds", "1", "-1")
+        self.refused("argument --ft-seeds: needs a whole number, got '1.5'", "--ft-seeds", "1.5")
+        self.refused("argument --seeds: seed 2 given more than once", "--seeds", "2", "3", "2")
+        self.refused("argument --ft-seeds: seed 1, 3 given more than once", "--ft-seeds", "1", "3", "1", "3")
+
     def test_good_arguments_start_the_study(self):
         # The same command with nothing wrong runs the (failing) fake: the checks refuse only what is bad.
         argv = ["--out", self.out, "--runs", os.path.join(self.tmp, "runs"), "--trainer",
                 os.path.join(self.tmp, "trainer"), "--mpirun", os.path.join(self.tmp, "mpirun"),
-                "--seeds", "1", "--ft-seeds", "1", "--ranks", "1", "--pretrain-steps", "2"]
+                "--seeds", "0", "--ft-seeds", "1", "2", "--ranks", "1", "--pretrain-steps", "2"]
         p = subprocess.run([sys.executable, TOOL] + argv, capture_output=True, text=True, timeout=60)
         self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
-        self.assertIn("downstream: pretrain lamb_average seed 1 ranks 1 steps 2 failed (exit 3)", p.stderr)
+        self.assertIn("downstream: pretrain lamb_average seed 0 ranks 1 steps 2 failed (exit 3)", p.stderr)
         self.assertTrue(os.path.exists(self.started))
 
 
