@@ -53,6 +53,11 @@ class Model : public Module {
   // step reads nothing back before its loss (and can be captured as a CUDA graph). The same
   // bits with or without it. The trainer calls it on every batch before the copy to the device.
   virtual void prepare_batch(TensorMap& /*batch*/) const {}
+  // Refuses (ConfigError) an example of a data set that cannot be this model's input, saying
+  // what to change; `source` names the set (its Dataset::describe()). The trainer checks the
+  // first example of each set before the first step, so that a mismatch names the data and the
+  // model key instead of failing inside a layer at step 1. Default: nothing checked here.
+  virtual void check_example(const TensorMap& /*example*/, const std::string& /*source*/) const {}
   // The generator behind dropout (checkpointed with the model); models without one return
   // their unused default.
   Generator& rng() { return rng_; }

@@ -26,10 +26,21 @@ class ImageClassifier : public Model {
     return r;
   }
   int64_t num_classes() const override { return classes_; }
+  // The example's "image" [C, H, W] against the input set by expect_images().
+  void check_example(const TensorMap& example, const std::string& source) const override;
+
+ protected:
+  // The images this model takes: `channels`, and `height` x `width` (0: any size); `fix` says
+  // what to change when a data set's differ (e.g. "set model.in_channels (config x.yaml: ...)").
+  void expect_images(int64_t channels, int64_t height, int64_t width, std::string fix) {
+    channels_ = channels, height_ = height, width_ = width, fix_ = std::move(fix);
+  }
 
  private:
   int64_t classes_;
   float label_smoothing_;
+  int64_t channels_ = 0, height_ = 0, width_ = 0;  // channels_ 0: expect_images() not called
+  std::string fix_;
 };
 
 }  // namespace ada::nn

@@ -22,6 +22,9 @@ class LeNet5 : public ImageClassifier {
     fc1_ = register_module("fc1", std::make_shared<Linear>(16 * 5 * 5, 120, g));
     fc2_ = register_module("fc2", std::make_shared<Linear>(120, 84, g));
     fc3_ = register_module("fc3", std::make_shared<Linear>(84, classes, g));
+    expect_images(1, 28, 28,
+                  "LeNet-5 is for 28x28 greyscale images (MNIST, Fashion-MNIST); for other "
+                  "images choose a ResNet (model.name, with model.in_channels)");
   }
   Variable logits(const Variable& x) override {
     ADA_CHECK_ARG(

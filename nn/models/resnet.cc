@@ -127,7 +127,7 @@ struct Spec {
 class ResNet : public ImageClassifier {
  public:
   ResNet(const std::string& name, const Spec& s, int64_t classes, bool zero_last, float smoothing,
-         bool channels_last, Generator& g)
+         bool channels_last, const std::string& in_channels_key, Generator& g)
       : ImageClassifier(classes, smoothing),
         name_(name),
         imagenet_stem_(s.imagenet_stem),
@@ -155,6 +155,7 @@ class ResNet : public ImageClassifier {
       }
     }
     fc_ = register_module("fc", std::make_shared<Linear>(in, classes, g));
+    expect_images(s.in_channels, 0, 0, in_channels_key + " must be the images' channels");
   }
   Variable logits(const Variable& x) override {
     // Channels-last: the [N, C, H, W] images permuted once, every activation NHWC after.
@@ -204,7 +205,8 @@ std::unique_ptr<Model> make_resnet(const std::string& variant, const Config& cfg
   ADA_CHECK_ARG(classes >= 2, ConfigError)
       << cfg.where("num_classes") << ": a classifier needs at least 2 classes, got " << classes;
   Generator g(seed);
-  return std::make_unique<ResNet>(variant, s, classes, zero_last, smoothing, channels_last, g);
+  return std::make_unique<ResNet>(variant, s, classes, zero_last, smoothing, channels_last,
+                                  cfg.where("in_channels"), g);
 }
 
 }  // namespace ada::nn

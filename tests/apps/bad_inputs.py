@@ -59,15 +59,15 @@ def idx(path, dims, data, magic_type=0x08, gz=False, magic=None):
     (gzip.open if gz else open)(path, "wb").write(blob)
 
 
-def mnist_dir(d, n=64, labels=None, images_n=None, gz=False, truncate=0, magic=None, name="mnist"):
+def mnist_dir(d, n=64, labels=None, images_n=None, gz=False, truncate=0, magic=None, name="mnist", side=28):
     os.makedirs(d, exist_ok=True)
     labels = labels if labels is not None else [i % 10 for i in range(n)]
     sfx = ".gz" if gz else ""
     for split, count in (("train", n), ("t10k", 16)):
-        imgs = bytes((i * 7) % 256 for i in range((images_n or count) * 28 * 28))
+        imgs = bytes((i * 7) % 256 for i in range((images_n or count) * side * side))
         if truncate and split == "train":
             imgs = imgs[:-truncate]
-        idx(f"{d}/{split}-images-idx3-ubyte{sfx}", [images_n or count, 28, 28], imgs, gz=gz,
+        idx(f"{d}/{split}-images-idx3-ubyte{sfx}", [images_n or count, side, side], imgs, gz=gz,
             magic=magic if split == "train" else None)
         lab = labels if split == "train" else [i % 10 for i in range(count)]
         idx(f"{d}/{split}-labels-idx1-ubyte{sfx}", [len(lab)], lab, gz=gz)
@@ -236,6 +236,15 @@ def cases(src):
     M("mnist_wrong_image_size", lambda d: (mnist_dir(f"{d}/m"),
                                            idx(f"{d}/m/train-images-idx3-ubyte", [64, 32, 32], bytes(64 * 32 * 32))),
       "train-images-idx3-ubyte", "32")
+    # Images the model cannot take: named with the file and the model key before step 1 (were: a
+    # layer's shape error at step 1, naming neither).
+    M("mnist_images_not_lenet5s", lambda d: mnist_dir(f"{d}/m", side=32), "train-images-idx3-ubyte",
+      "gives images [1, 32, 32] but LeNet5 takes [1, 28, 28]", "choose a ResNet")
+    add(Case("mnist_resnet_in_channels", ["train-images-idx3-ubyte", "gives images [1, 28, 28] but resnet20_mnist takes "
+                                          "[3, H, W]", "config c.yaml: model.in_channels (line 4, column 18) must be the images' channels"],
+             cfg={"model": {"name": "resnet20_mnist", "in_channels": 3},
+                  "data": {"name": "mnist", "path": "m", "size": DROP, "eval_size": DROP}},
+             setup=lambda d: mnist_dir(f"{d}/m")))
     M("mnist_empty_file", lambda d: (mnist_dir(f"{d}/m"), write(f"{d}/m/train-labels-idx1-ubyte", "")),
       "train-labels-idx1-ubyte")
     add(Case("image_folder_missing", ["imgs"], cfg={"model": {"name": "resnet18"},
