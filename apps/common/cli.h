@@ -29,8 +29,14 @@ inline bool parse_command_line(CLI::App& app, int argc, char** argv, const std::
     std::cout << app.version() << "\n";
     return false;
   } catch (const CLI::ParseError& e) {
-    ADA_THROW(ConfigError) << "command line: " << e.what() << "; usage: " << usage
-                           << " (--help lists the options)";
+    // CLI11 checks required options before unknown ones: "--config is required" would hide the
+    // misspelt flag that caused it ("--cnofig x.yaml"), so the arguments not understood come first.
+    std::string unknown;
+    if (dynamic_cast<const CLI::RequiredError*>(&e))
+      for (const std::string& arg : app.remaining()) unknown += (unknown.empty() ? "" : " ") + arg;
+    ADA_THROW(ConfigError) << "command line: "
+                           << (unknown.empty() ? "" : "not understood: " + unknown + "; and ")
+                           << e.what() << "; usage: " << usage << " (--help lists the options)";
   }
   return false;
 }

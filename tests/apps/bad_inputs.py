@@ -86,6 +86,9 @@ def cases(src):
     # Command lines.
     add(Case("cli_no_config", ["--config is required", "usage: trainer"], config_arg=False))
     add(Case("cli_unknown_flag", ["argument was not expected: --bogus"], args=["--bogus"]))
+    # Not "--config is required" alone: the misspelt flag that caused it is named first.
+    add(Case("cli_misspelt_config", ["not understood: --cnofig c.yaml; and --config is required"],
+             args=["--cnofig", "c.yaml"], config_arg=False))
     add(Case("cli_set_without_value", ["--set", "required TEXT missing"], args=["--set"]))
     add(Case("cli_set_without_equals", ["--set 'train.steps'", "expected KEY=VALUE"], args=["--set", "train.steps"]))
     add(Case("cli_set_empty_part", ["has an empty part"], args=["--set", "train..steps=3"]))
