@@ -48,28 +48,31 @@ void CommThread::start_locked() {
 
 WorkHandle CommThread::submit(std::function<void()> op) {
   auto work = std::make_shared<Work>();
+  const bool nested = on_comm_thread();  // from an op on the communication thread: run now
   {
+    // One critical section for the check and the enqueue: a failure recorded between them
+    // would leave this op queued behind it, and loop() would run it (a collective its peers,
+    // still in the failed one, never join).
     std::lock_guard<std::mutex> lock(mu_);
     if (failed_) {
       work->finish(stopped_error_locked());
       return work;
     }
-  }
-  if (on_comm_thread()) {  // nested: run now, in order
-    try {
-      op();
-      work->finish();
-    } catch (...) {
-      work->finish(std::current_exception());
+    if (!nested) {
+      start_locked();
+      queue_.emplace_back(std::move(op), work);
     }
+  }
+  if (!nested) {
+    cv_.notify_all();
     return work;
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    start_locked();
-    queue_.emplace_back(std::move(op), work);
+  try {
+    op();
+    work->finish();
+  } catch (...) {
+    work->finish(std::current_exception());
   }
-  cv_.notify_all();
   return work;
 }
 
