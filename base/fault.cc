@@ -17,8 +17,8 @@ namespace ada {
 namespace {
 
 // What a spec does at its call: throw an Error (no action given), or :kill, :hang, :wait, :term,
-// :usr1 (base/fault.h).
-enum class Action { kThrow, kKill, kHang, kWait, kTerm, kUsr1 };
+// :usr1, :pause (base/fault.h).
+enum class Action { kThrow, kKill, kHang, kWait, kTerm, kUsr1, kPause };
 
 struct Spec {
   std::string point;
@@ -28,11 +28,9 @@ struct Spec {
 };
 
 std::vector<Spec> parse(const char* env) {
-  static const std::map<std::string, Action> actions = {{"kill", Action::kKill},
-                                                        {"hang", Action::kHang},
-                                                        {"wait", Action::kWait},
-                                                        {"term", Action::kTerm},
-                                                        {"usr1", Action::kUsr1}};
+  static const std::map<std::string, Action> actions = {
+      {"kill", Action::kKill}, {"hang", Action::kHang}, {"wait", Action::kWait},
+      {"term", Action::kTerm}, {"usr1", Action::kUsr1}, {"pause", Action::kPause}};
   std::vector<Spec> specs;
   std::stringstream all(env);
   for (std::string item; std::getline(all, item, ',');) {
@@ -43,14 +41,14 @@ std::vector<Spec> parse(const char* env) {
       const auto it = actions.find(item.substr(colon + 1));
       ADA_CHECK_ARG(it != actions.end(), ConfigError)
           << "ADA_FAULT: '" << item
-          << "': the action must be ':kill', ':hang', ':wait', ':term' or ':usr1'";
+          << "': the action must be ':kill', ':hang', ':wait', ':term', ':usr1' or ':pause'";
       s.action = it->second;
       item = item.substr(0, colon);
     }
     const auto at = item.find('@');
     ADA_CHECK_ARG(at != std::string::npos && at > 0, ConfigError)
         << "ADA_FAULT: '" << item
-        << "' must read <point>@<rank>[#<n>][:kill|:hang|:wait|:term|:usr1]";
+        << "' must read <point>@<rank>[#<n>][:kill|:hang|:wait|:term|:usr1|:pause]";
     s.point = item.substr(0, at);
     const std::string rest = item.substr(at + 1);
     const auto hash = rest.find('#');
@@ -94,6 +92,10 @@ void fault_point(const char* point) {
       case Action::kWait:
         while (StopSignals::received() == 0)
           std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        break;
+      // A slow disk or a huge checkpoint: longer than the watchdog's stop rule (5 s).
+      case Action::kPause:
+        std::this_thread::sleep_for(std::chrono::seconds(8));
         break;
       // A rank stuck for good (in a loop, a deadlock): only a watchdog ends this.
       case Action::kHang:

@@ -21,8 +21,8 @@ class StopSignals {
   StopSignals& operator=(const StopSignals&) = delete;
 
   // The first signal received while a StopSignals lives (SIGTERM, SIGINT or SIGUSR1), 0 if none
-  // (or none lives, or the ranks agreed to stop). While it is not 0 the communication watchdog
-  // gives a waiting call kStopWaitSeconds (comm/watchdog.h).
+  // (or none lives, or the ranks agreed to stop). While it is SIGTERM or SIGINT the
+  // communication watchdog gives a waiting call kStopWaitSeconds (comm/watchdog.h).
   static int received();
   // The ranks agreed to stop: received() is 0 from now on (the watchdog's stop rule is off while
   // the stop checkpoint is written), and signals still to come only count towards a second one.

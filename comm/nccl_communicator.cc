@@ -13,7 +13,6 @@
 #include <thread>
 #include <vector>
 
-#include "base/stop_signal.h"
 #include "comm/comm_thread.h"
 #include "comm/nccl_library.h"
 #include "comm/shared_gpu.h"
@@ -469,8 +468,9 @@ class NcclCommunicator final : public Communicator {
         fail(async, (std::string("asynchronous error during ") + op).c_str(), __FILE__, __LINE__);
       const auto now = std::chrono::steady_clock::now();
       const double waited = std::chrono::duration<double>(now - start).count();
-      // watchdog.h's rule while a stop signal is pending: a peer that is gone never completes this.
-      if (const int signo = StopSignals::received(); signo != 0) {
+      // watchdog.h's rule while SIGTERM/SIGINT is pending: a peer that is gone never completes
+      // this.
+      if (const int signo = stop_rule_signal(); signo != 0) {
         if (!signalled) signalled = now;
         const double after = std::chrono::duration<double>(now - *signalled).count();
         if (after > kStopWaitSeconds) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <mutex>
 #include <string>
@@ -22,6 +23,7 @@ std::atomic<int64_t> g_since_ns{0};
 std::atomic<const char*> g_call{nullptr};
 std::atomic<const char*> g_file{nullptr};
 std::atomic<int> g_line{0};
+std::atomic<int> g_patient{0};  // PatientWaits alive
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -48,7 +50,7 @@ void watch() {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     const double limit = g_timeout.load();
     const int64_t since = g_since_ns.load();
-    const int signo = StopSignals::received();
+    const int signo = stop_rule_signal();
     if (signo == 0) signal_seen_ns = 0;
     if (since == 0) continue;
     const int64_t now = now_ns();
@@ -64,6 +66,19 @@ void watch() {
 }
 
 }  // namespace
+
+int stop_rule_signal() {
+  const int signo = StopSignals::received();
+  return (signo == SIGTERM || signo == SIGINT) && g_patient.load() == 0 ? signo : 0;
+}
+
+PatientWait::PatientWait() noexcept {
+  g_patient.fetch_add(1);
+}
+
+PatientWait::~PatientWait() {
+  g_patient.fetch_sub(1);
+}
 
 // A stop signal came and the call in progress has waited kStopWaitSeconds since: the signal is
 // the launcher's after a rank failed (srun -K, mpirun), or a peer is stuck; no stop can be agreed.

@@ -18,6 +18,7 @@
 #include "base/log.h"
 #include "base/timeline.h"
 #include "comm/agreement.h"
+#include "comm/watchdog.h"
 #include "nn/models/bert_hf.h"
 #include "optim/checkpoint.h"
 
@@ -296,6 +297,9 @@ void RunCheckpoints::save(int64_t step, double wall_seconds,
                           const LogWindow& log_window) {
   if (last_saved_ == step) return;  // already written at this step
   TraceSpan span("checkpoint", "checkpoint");
+  // Every rank is here, the others waiting for rank 0's write: a SIGTERM now is no sign of a
+  // peer gone (comm/watchdog.h); the stop is agreed after the checkpoint, at the next step.
+  const comm::PatientWait writing;
   last_saved_ = step;
   // BN running stats: rank 0's, so the checkpoint is the model every rank has.
   broadcast_model_state(world_, state_.model, /*buffers_only=*/true);

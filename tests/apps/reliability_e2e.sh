@@ -395,6 +395,28 @@ preempt)
   mpi 2 "$trainer" --config tiny.yaml --set reducer.name=average --set output.dir=gone --set train.steps=12 --resume auto > gone2.txt 2>&1 \
     && grep -q "resumed from gone/checkpoints/ckpt-00000010.json" gone2.txt || { tail -5 gone2.txt; fail "gone: no resume from step 10"; }
   echo "preempt (gone): SIGTERM with a peer stuck: rank 0 ended after $secs s, exit 143; step 10's checkpoint resumes"
+  # A SIGTERM while rank 0 writes a slow checkpoint (paused 8 s before step 10's JSON, as a huge
+  # checkpoint on a slow disk would be): rank 1 waits behind it longer than the rule above's 5 s,
+  # but that wait is known to be long (comm::PatientWait), so both ranks stop at step 11 with a
+  # checkpoint. Rank 1 used to end in the barrier ("a peer rank is gone"), and mpirun then killed
+  # rank 0 before step 10's JSON: no stop checkpoint, and step 10's lost.
+  ADA_FAULT=checkpoint@1#1:term,checkpoint_json@0#1:pause timeout 120 bash -c "$(declare -f mpi); mpi 2 '$trainer' \
+    --config tiny.yaml --set reducer.name=average --set output.dir=slow" > slow.txt 2>&1
+  rc=$?
+  [ $rc -eq 143 ] || { tail -5 slow.txt; fail "slow: exit $rc, not 143 (124: it hung)"; }
+  grep -q "stopped by SIGTERM at step 11 of 40: checkpoint at step 11 written" slow.txt \
+    || { grep -a "stopped\|error" slow.txt; fail "slow: the run did not stop at step 11 with a checkpoint"; }
+  [ -e slow/checkpoints/ckpt-00000010.json ] || fail "slow: step 10's checkpoint is missing"
+  echo "preempt (slow): SIGTERM while rank 0 wrote a checkpoint for 8 s: both ranks stopped at step 11 with a checkpoint, exit 143"
+  # SIGUSR1 is a request to stop, never a launcher's "a rank failed": with a peer stuck it waits
+  # for train.comm_timeout_s (12 s here), not the 5 s of SIGTERM's rule.
+  ADA_FAULT=step@1#15:hang,step@0#15:usr1 timeout 120 bash -c "$(declare -f mpi); mpi 2 '$trainer' \
+    --config tiny.yaml --set reducer.name=average --set output.dir=usr1stuck --set train.comm_timeout_s=12" > us.txt 2>&1
+  rc=$?
+  [ $rc -ne 0 ] && [ $rc -ne 124 ] || { tail -5 us.txt; fail "usr1 stuck: exit $rc (124: it hung)"; }
+  grep -q "rank 0: the communication call MPI_.* has not completed after 1[2-9] s (limit 12 s)" us.txt \
+    || { grep -a "error" us.txt; fail "usr1 stuck: rank 0 did not wait for train.comm_timeout_s"; }
+  echo "preempt (usr1 stuck): SIGUSR1 with a peer stuck: rank 0 waited for train.comm_timeout_s (12 s), not 5 s"
   # Killed during the final evaluation (signals there keep their default effect): the final
   # checkpoint comes before that evaluation (checkpoint.every 15: step 40 is not a periodic one),
   # so --resume auto only evaluates, giving the unbroken run's figures.
