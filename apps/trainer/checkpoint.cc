@@ -122,6 +122,7 @@ void Checkpointer::save(const std::vector<std::pair<std::string, Tensor>>& tenso
             {"tensors", fs::path(stem).filename().string() + ".safetensors"},
             {"files", files}};
   write_file_atomically(stem + ".json", j.dump(1) + "\n");  // last: now the checkpoint counts
+  read_whole_.insert(fs::path(stem).filename().string() + ".json");  // each file's CRC from disk
   prune();
 }
 
@@ -192,22 +193,30 @@ CheckpointMeta Checkpointer::read_meta(const std::string& path) {
   return {};
 }
 
-CheckpointMeta Checkpointer::validate(const std::string& path, const std::string& run_id) {
+void Checkpointer::check_file(const std::string& json_path, const FileRecord& f, bool whole) {
+  const std::string p = dir_of(json_path) + "/" + f.name;
+  ADA_CHECK_ARG(fs::exists(p), IoError) << p << " is missing (listed by " << json_path << ")";
+  std::error_code ec;
+  const FileRecord got = whole ? record_of(p) : FileRecord{f.name, fs::file_size(p, ec), 0};
+  ADA_CHECK_ARG(!ec, IoError) << "cannot read the size of " << p << " (" << ec.message() << ")";
+  ADA_CHECK_ARG(got.bytes == f.bytes, IoError)
+      << p << " has " << got.bytes << " bytes, " << json_path << " says " << f.bytes
+      << " (truncated or replaced)";
+  ADA_CHECK_ARG(!whole || got.crc32 == f.crc32, IoError)
+      << p << " fails its CRC-32 check (damaged)";
+}
+
+CheckpointMeta Checkpointer::validate(const std::string& path, const std::string& run_id,
+                                      Read read) {
   const CheckpointMeta m = read_meta(path);
   const std::string jpath = stem_of(path) + ".json";
   ADA_CHECK_ARG(run_id.empty() || m.run_id == run_id, IoError)
       << jpath << ": written by run " << m.run_id << ", not by this run (" << run_id << ")";
   ADA_CHECK_ARG(!m.files.empty(), IoError) << jpath << ": lists no files";
   const std::string dir = dir_of(jpath);
-  for (const auto& f : m.files) {
-    const std::string p = dir + "/" + f.name;
-    ADA_CHECK_ARG(fs::exists(p), IoError) << p << " is missing (listed by " << jpath << ")";
-    const FileRecord got = record_of(p);
-    ADA_CHECK_ARG(got.bytes == f.bytes, IoError)
-        << p << " has " << got.bytes << " bytes, " << jpath << " says " << f.bytes
-        << " (truncated or replaced)";
-    ADA_CHECK_ARG(got.crc32 == f.crc32, IoError) << p << " fails its CRC-32 check (damaged)";
-  }
+  const std::string shared = fs::path(stem_of(jpath)).filename().string() + ".safetensors";
+  for (const auto& f : m.files)
+    check_file(jpath, f, read == Read::kAll || (read == Read::kShared && f.name == shared));
   if (m.local_optimizer_state)
     for (int r = 0; r < m.world_size; ++r) {
       const std::string rf = fs::path(rank_file_of(jpath, r)).filename().string();
@@ -216,15 +225,20 @@ CheckpointMeta Checkpointer::validate(const std::string& path, const std::string
                     IoError)
           << jpath << ": does not list rank " << r << "'s optimizer state " << rf;
     }
-  read_tensors(jpath);  // the header and sizes parse
+  if (read != Read::kSizes) read_tensors(jpath);  // the header and sizes parse
   return m;
 }
 
-Checkpointer::Choice Checkpointer::choose(const std::string& run_id) const {
+void Checkpointer::read_whole(const std::string& json_path) const {
+  read_whole_.insert(fs::path(json_path).filename().string());
+}
+
+Checkpointer::Choice Checkpointer::choose(const std::string& run_id, Read read) const {
   Choice c;
   for (const auto& j : list()) {
     try {
-      validate(j, run_id);
+      validate(j, run_id, read);
+      if (read == Read::kAll) read_whole(j);
       c.path = j;
       return c;
     } catch (const std::exception& e) {
@@ -251,15 +265,18 @@ void Checkpointer::prune() const {
   int valid = 0;
   for (const auto& j : list()) {
     if (run_id_of(j) != run_id_) continue;  // another run's (or unreadable): never touched
+    const std::string name = fs::path(j).filename().string();
     if (valid < keep_) {
       try {
-        validate(j, run_id_);
+        validate(j, run_id_, read_whole_.count(name) ? Read::kSizes : Read::kAll);
+        read_whole_.insert(name);
         ++valid;
         continue;
       } catch (const std::exception& e) {
         log_warn("checkpoint {} is damaged and is removed: {}", j, e.what());
       }
     }
+    read_whole_.erase(name);
     remove(j);
   }
 }
@@ -444,12 +461,69 @@ void RunCheckpoints::start_fresh() {
   files_.set_run_id(id);
 }
 
+Checkpointer::Choice RunCheckpoints::choose_together(const std::vector<std::string>& candidates) {
+  Checkpointer::Choice c;  // its rejections: rank 0's
+  size_t next = 0;
+  for (;;) {
+    const std::string path = comm::decide_on_rank0(world_, [&]() -> std::string {
+      for (; next < candidates.size(); ++next) {
+        try {
+          Checkpointer::validate(candidates[next], "", Checkpointer::Read::kShared);
+          return candidates[next++];
+        } catch (const std::exception& e) {
+          c.rejected.push_back({candidates[next], e.what()});
+        }
+      }
+      return "";
+    });
+    if (path.empty()) return c;
+    // Each rank reads its own optimizer-state file (in parallel), rank 0 hears which failed.
+    const CheckpointMeta m = Checkpointer::read_meta(path);
+    const std::string mine = fs::path(Checkpointer::rank_file_of(path, world_.rank())).filename();
+    double bad = 0;
+    for (const auto& f : m.files) {
+      if (!m.local_optimizer_state || f.name != mine) continue;
+      try {
+        Checkpointer::check_file(path, f, true);
+      } catch (const std::exception&) {
+        bad = 1;
+      }
+    }
+    std::vector<double> all(static_cast<size_t>(world_.size()));
+    world_.allgather(&bad, 1, all.data());
+    std::string why;
+    for (int r = 0; r < world_.size() && why.empty(); ++r) {
+      if (all[static_cast<size_t>(r)] == 0 || world_.rank() != 0) continue;
+      const std::string theirs = fs::path(Checkpointer::rank_file_of(path, r)).filename();
+      why = "rank " + std::to_string(r) + " could not read its file " + theirs;
+      for (const auto& f : m.files) {  // rank 0 reads that one again, for the reason
+        if (f.name != theirs) continue;
+        try {
+          Checkpointer::check_file(path, f, true);
+        } catch (const std::exception& e) {
+          why = e.what();
+        }
+      }
+    }
+    if (std::none_of(all.begin(), all.end(), [](double b) { return b != 0; })) {
+      files_.read_whole(path);
+      c.path = path;
+      return c;
+    }
+    if (world_.rank() == 0) c.rejected.push_back({path, why});
+  }
+}
+
 ResumePoint RunCheckpoints::resume(const std::string& which) {
-  // Rank 0 chooses (validating every file of the checkpoint) and tells the others.
-  const std::string path = comm::decide_on_rank0(world_, [&]() -> std::string {
+  // Rank 0 lists the candidates; it reads each one's JSON and shared file, every rank its own
+  // optimizer-state file (choose_together); rank 0 then decides for all.
+  std::vector<std::string> candidates;
+  comm::decide_on_rank0(world_, [&]() -> std::string {
     for (const auto& t : remove_stale_temporaries(files_.dir()))
       log_info("removed {} (left by a crash)", t);
-    if (which != "auto") {
+    if (which == "auto") {
+      candidates = files_.list();
+    } else {
       if (fs::is_directory(which)) {
         const auto here = Checkpointer(which, 1).list();
         ADA_THROW(ConfigError) << "--resume " << which << ": a folder; --resume takes a "
@@ -458,10 +532,16 @@ ResumePoint RunCheckpoints::resume(const std::string& which) {
                                << ", or auto for the newest valid one in checkpoint.dir ("
                                << files_.dir() << ")";
       }
-      Checkpointer::validate(which);
+      candidates = {which};
+    }
+    return "";
+  });
+  const Checkpointer::Choice choice = choose_together(candidates);
+  const std::string path = comm::decide_on_rank0(world_, [&]() -> std::string {
+    if (which != "auto") {
+      ADA_CHECK_ARG(choice.path.has_value(), IoError) << choice.rejected.at(0).reason;
       return which;
     }
-    const auto choice = files_.choose();
     if (!choice.path) {
       ADA_CHECK_ARG(choice.rejected.empty(), IoError)
           << "--resume auto: no valid checkpoint in " << files_.dir() << rejections(choice)
@@ -602,11 +682,12 @@ int64_t RunCheckpoints::loader_position(const CheckpointMeta& m, const std::stri
 }
 
 std::string checkpoint_of(const std::string& from, const std::string& where) {
+  // Only the shared file is read: 64 ranks' optimizer states are ~170 GB at BERT-Large.
   if (!fs::is_directory(from)) {
-    Checkpointer::validate(from);
+    Checkpointer::validate(from, "", Checkpointer::Read::kShared);
     return from;
   }
-  const auto choice = Checkpointer(from, 1).choose();
+  const auto choice = Checkpointer(from, 1).choose("", Checkpointer::Read::kShared);
   ADA_CHECK_ARG(choice.path.has_value(), IoError)
       << where << ": no valid checkpoint in " << from << rejections(choice);
   if (!choice.rejected.empty())

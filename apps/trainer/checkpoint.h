@@ -11,12 +11,16 @@
 // Every file is written atomically (base/atomic_file.h). A checkpoint is valid only when its JSON
 // parses, it belongs to the expected run, and every file it lists exists with its size and CRC;
 // choosing one for a resume validates all of that. Pruning touches only this run's checkpoints
-// and keeps its `keep` newest VALID ones (a damaged newer one never pushes a good one out).
+// and keeps its `keep` newest VALID ones (a damaged newer one never pushes a good one out); it
+// reads each checkpoint whole once per process (those it wrote were read back as they were
+// written), then checks only the files' sizes: at BERT-Large on 64 ranks a checkpoint is ~170 GB,
+// and re-reading `keep` of them at every save kept the other ranks waiting past the watchdog.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -94,15 +98,28 @@ class Checkpointer {
   void save(const std::vector<std::pair<std::string, Tensor>>& tensors,
             const std::map<std::string, std::string>& metadata, CheckpointMeta meta) const;
 
-  // Checks everything a resume needs; IoError with the reason otherwise. `run_id` empty: any run.
-  static CheckpointMeta validate(const std::string& path, const std::string& run_id = "");
+  // What validate() reads of the files a checkpoint's JSON lists: every file's CRC-32 (kAll:
+  // what a resume needs), the shared .safetensors' CRC-32 and the rank files' sizes (kShared:
+  // what a reader of the weights alone needs, train.init_from and export_hf_bert), or only the
+  // sizes (kSizes: a checkpoint read whole before).
+  enum class Read { kAll, kShared, kSizes };
+  // Checks the JSON, the files listed (as `read` says) and the tensors' header; IoError with the
+  // reason otherwise. `run_id` empty: any run.
+  static CheckpointMeta validate(const std::string& path, const std::string& run_id = "",
+                                 Read read = Read::kAll);
   // The newest valid checkpoint in the folder (of `run_id` if not empty), and every newer one
   // that was rejected, with its reason. No checkpoint files at all: nullopt and no rejections.
   struct Choice {
     std::optional<std::string> path;
     std::vector<Rejected> rejected;
   };
-  Choice choose(const std::string& run_id = "") const;
+  Choice choose(const std::string& run_id = "", Read read = Read::kAll) const;
+  // IoError unless the file `f` that checkpoint `json_path` lists exists with its size (and,
+  // `whole`, its CRC-32).
+  static void check_file(const std::string& json_path, const FileRecord& f, bool whole);
+  // Checkpoint `json_path` was read whole (by this process or by the ranks together): pruning
+  // checks its sizes only from now on.
+  void read_whole(const std::string& json_path) const;
   // JSON paths of the checkpoints in the folder (complete or not), newest step first.
   std::vector<std::string> list() const;
   // Run id written in a checkpoint's JSON ("" if unreadable).
@@ -119,6 +136,8 @@ class Checkpointer {
   std::string dir_;
   int keep_;
   std::string run_id_;
+  // File names of the JSONs of checkpoints this object wrote or read whole (validate kAll).
+  mutable std::set<std::string> read_whole_;
 };
 
 // A fresh random run id (hex).
@@ -179,6 +198,11 @@ class RunCheckpoints {
   void add_step_state(NamedTensors& st) const;
   void load_step_state(const NamedTensors& st);
   int64_t examples_per_step() const;
+  // The first of `candidates` (rank 0's, newest first) whose JSON, shared file and file sizes
+  // pass on rank 0 (Read::kShared) and whose optimizer-state files pass their CRC-32 each on its
+  // own rank, read in parallel (64 ranks' files of BERT-Large are ~170 GB: read by rank 0 alone,
+  // minutes, the others waiting in a collective); rank 0's rejections with it.
+  Checkpointer::Choice choose_together(const std::vector<std::string>& candidates);
   // This rank's loader position that continues `m` (its checkpoint file `path`) on this world.
   int64_t loader_position(const CheckpointMeta& m, const std::string& path) const;
 
@@ -191,7 +215,8 @@ class RunCheckpoints {
   int64_t last_saved_ = -1;
 };
 
-// The checkpoint `from` names (its .json, validated): itself, or a folder's newest valid one (an
+// The checkpoint `from` names (its .json, validated for a reader of its weights: the JSON and the
+// shared file, the ranks' files by size): itself, or a folder's newest valid one (an
 // IoError naming `where` and every damaged one when there is none; newer damaged ones than the
 // one taken are said in the log).
 std::string checkpoint_of(const std::string& from, const std::string& where);
