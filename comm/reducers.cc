@@ -7,15 +7,21 @@
 namespace ada::comm {
 namespace {
 
-// sum, and average (the sum divided by the world size, in f32 after the wire).
+// sum, and average (the sum divided by the world size, in f32 after the wire; on an fp16 wire
+// before it, as PyTorch DDP's fp16 hook and Horovod's prescale do: its partial sums of P ranks'
+// values would overflow from 65504 / P, e.g. 1,024 at 64 ranks, and under loss scaling an
+// overflow halves the scale, so it would settle P times lower than on one rank).
 class SumReducer : public Reducer {
  public:
   SumReducer(bool average, DType wire) : average_(average), wire_(wire) {}
   std::string name() const override { return average_ ? "average" : "sum"; }
   void reduce(Tensor& buffer, const std::vector<TensorSpan>&, Communicator& comm) override {
     if (comm.size() == 1) return;
+    const float mean = 1.f / static_cast<float>(comm.size());
+    const bool before = average_ && wire_.dtype() == DType::f16;
+    if (before) ops::scale_(buffer, mean);
     wire_.allreduce(comm, buffer);
-    if (average_) ops::scale_(buffer, 1.f / static_cast<float>(comm.size()));
+    if (average_ && !before) ops::scale_(buffer, mean);
   }
 
  private:

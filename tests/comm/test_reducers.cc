@@ -88,6 +88,21 @@ TEST(Reducers, SixteenBitWireStaysWithinItsRoundingAndAgreesEverywhere) {
   }
 }
 
+// average on an fp16 wire divides before the wire: values whose sum over the ranks passes fp16's
+// 65504 average to a finite mean (they gave inf: the sum travelled as fp16).
+TEST(Reducers, AverageOnAnFp16WireDividesBeforeTheWire) {
+  const int p = world().size();
+  if (p == 1) {
+    GTEST_SUCCEED() << "one rank: nothing travels";
+    return;
+  }
+  const std::vector<int64_t> sizes = {5, 3};
+  std::vector<float> mine(8, 40000.f);
+  auto got = reduce_with("average", mine, sizes, world(), "{precision: fp16}");
+  for (float v : got) ASSERT_NEAR(v, 40000.f, 40000.f * 3 / 2048) << "p " << p;
+  expect_same_on_every_rank(got, "average fp16");
+}
+
 // Every Adasum test runs on both schedules: the distributed one (vector halving) and the
 // latency path (gather, then the same tree on every rank).
 class Adasum : public ::testing::TestWithParam<std::string> {};
