@@ -76,7 +76,12 @@ void Timeline::span(const std::string& name, const char* category, Clock::time_p
 }
 
 void Timeline::merge(const std::vector<std::string>& rank_files, const std::string& out_path) {
-  nlohmann::json events = nlohmann::json::array();
+  // Line by line, each event copied as its text once it parses: a long run at scale has ~10^8
+  // events, far more than one rank's memory holds as parsed JSON.
+  std::ofstream out(out_path, std::ios::trunc);
+  ADA_CHECK_ARG(out.good(), IoError) << "timeline: cannot write " << out_path;
+  out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[";
+  bool first = true;
   for (const auto& f : rank_files) {
     std::ifstream in(f);
     ADA_CHECK_ARG(in.good(), IoError) << "timeline: cannot read " << f;
@@ -84,16 +89,13 @@ void Timeline::merge(const std::vector<std::string>& rank_files, const std::stri
     while (std::getline(in, line)) {
       if (line.empty() || line == "[" || line == "]") continue;
       if (line.back() == ',') line.pop_back();
-      try {
-        events.push_back(nlohmann::json::parse(line));
-      } catch (const nlohmann::json::exception&) {
-        break;  // a line cut short by a crash ends that rank's trace
-      }
+      if (!nlohmann::json::accept(line)) break;  // a line cut short by a crash ends that trace
+      out << (first ? "\n" : ",\n") << line;
+      first = false;
     }
   }
-  std::ofstream out(out_path, std::ios::trunc);
-  ADA_CHECK_ARG(out.good(), IoError) << "timeline: cannot write " << out_path;
-  out << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() << "\n";
+  out << "\n]}\n";
+  out.flush();
   ADA_CHECK_ARG(out.good(), IoError) << "timeline: writing " << out_path << " failed (disk full?)";
 }
 

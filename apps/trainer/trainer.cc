@@ -311,8 +311,10 @@ int Trainer::run() {
   // preempted during that evaluation loses no step, and --resume auto only evaluates again.
   save_checkpoint();
   evaluate_now();  // the final model's figures (skipped if this step was just evaluated)
-  if (timeline) timeline->close();
   write_summary();
+  // Last: rank 0 merges the ranks' traces alone (minutes for a long run at scale), with no
+  // collective after it that the other ranks would wait in.
+  if (timeline) timeline->close();
   return 0;
 }
 
