@@ -36,6 +36,12 @@ bool shared_gpu_mode();
 // node has enough; shared (round-robin) otherwise, which NCCL accepts only in the shared mode.
 int gpu_for_local_rank(int local_rank, int device_count);
 
+// The ranks other than `rank` whose GPU is rank's: `ids` holds every rank's GPU UUID as 4 values
+// (each 32 bits of it, exact in a double; gathered from all ranks), in rank order. NCCL needs one
+// GPU per rank; comparing ids, not a node's rank count with its visible GPUs, also holds when a
+// launcher shows each rank its own GPU alone (srun --gpus-per-task=1, CUDA_VISIBLE_DEVICES).
+std::vector<int> ranks_on_the_same_gpu(const std::vector<double>& ids, int rank);
+
 // Sets the plan's variables in this process (before its first NCCL call; NCCL reads them when it
 // starts) and logs the mode once. No effect when the mode is off.
 void prepare_nccl_environment(int world_rank, int local_rank, int device_count);

@@ -1,5 +1,8 @@
 #include "comm/step_comm.h"
 
+#include <array>
+#include <vector>
+
 #include "base/error.h"
 #include "base/log.h"
 #include "comm/nccl_communicator.h"
@@ -22,13 +25,23 @@ std::unique_ptr<Communicator> make_step_communicator(Communicator& world, const 
                                                      const std::string& where) {
   check_step_comm_choice(choice, device, where);
   if (device.is_cpu() || choice == "mpi") return nullptr;
-  // NCCL when every rank can use it: the build has it, the library loads, and no two ranks of a
-  // node share a GPU (NCCL refuses that, except in the shared-GPU test mode: shared_gpu.h).
+  // NCCL when every rank can use it: the build has it, the library loads, and no two ranks
+  // share a GPU (NCCL refuses that, except in the shared-GPU test mode: shared_gpu.h), told by
+  // the GPUs' UUIDs, whatever each rank is shown of its node's GPUs.
   std::string why = nccl_unavailable_reason();
-  if (why.empty() && world.local_size() > cuda::device_count() && !shared_gpu_mode())
-    why = std::to_string(world.local_size()) + " ranks share this node's " +
-          std::to_string(cuda::device_count()) + " GPU(s), and NCCL needs one GPU per rank" + " (" +
-          kSharedGpuVariable + "=1 lets them share it, as a test mode)";
+  const std::array<uint8_t, 16> uuid = cuda::device_uuid(device.index);
+  std::vector<double> ids(4 * static_cast<size_t>(world.size())), mine(4);
+  for (size_t i = 0; i < 16; ++i)
+    mine[i / 4] = mine[i / 4] * 256 + uuid[i];  // 32 bits a value: exact
+  world.allgather(mine.data(), 4, ids.data());
+  const std::vector<int> sharing = ranks_on_the_same_gpu(ids, world.rank());
+  if (why.empty() && !sharing.empty() && !shared_gpu_mode()) {
+    std::string ranks;
+    for (int r : sharing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    why = "this rank's GPU (" + device.str() + ") is also rank " + ranks +
+          "'s, and NCCL needs one GPU per rank (" + kSharedGpuVariable +
+          "=1 lets ranks share one, as a test mode)";
+  }
   double usable = why.empty() ? 1 : 0;
   world.allreduce(&usable, 1, ReduceOp::min);
   if (usable == 0 && why.empty()) why = "another rank cannot use NCCL (see its log)";

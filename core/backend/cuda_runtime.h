@@ -4,6 +4,7 @@
 // DeviceError saying how to enable CUDA. No CUDA header is included here: core stays plain C++.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -28,6 +29,9 @@ std::string unavailable_reason();
 // Checks `index` names a visible device; throws DeviceError naming what exists otherwise.
 void require_device(int index);
 std::string device_name(int index);
+// The GPU's UUID (16 bytes; the same in every process that sees that GPU, whatever its index
+// there under CUDA_VISIBLE_DEVICES).
+std::array<uint8_t, 16> device_uuid(int index);
 
 // Device memory from a caching allocator: freed blocks go back to a size-binned free list of
 // their device and are reused by later allocations of the same bin, so a training step in steady

@@ -28,6 +28,9 @@ void require_device(int) {
 std::string device_name(int) {
   no_cuda("naming a CUDA device");
 }
+std::array<uint8_t, 16> device_uuid(int) {
+  no_cuda("identifying a CUDA device");
+}
 void* alloc(size_t, int) {
   no_cuda("allocating CUDA memory");
 }

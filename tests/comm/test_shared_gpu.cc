@@ -66,5 +66,17 @@ TEST(SharedGpu, RanksTakeTheGpusRoundRobin) {
   EXPECT_EQ(gpu_for_local_rank(2, 0), 0);  // no GPU: index 0, refused later by the device check
 }
 
+// Ranks share a GPU when their GPUs' UUIDs are equal, not when a node has more ranks than GPUs
+// visible: 8 ranks each shown its own GPU (srun --gpus-per-task=1) see 1 GPU each and share none.
+TEST(SharedGpu, RanksShareAGpuWhenTheirUuidsAreEqual) {
+  const std::vector<double> own = {1, 2, 3, 4, 1, 2, 3, 5, 9, 2, 3, 4, 7, 7, 7, 7};  // 4 GPUs
+  for (int r = 0; r < 4; ++r) EXPECT_TRUE(ranks_on_the_same_gpu(own, r).empty()) << r;
+  const std::vector<double> shared = {1, 2, 3, 4, 6, 6, 6, 6, 1, 2, 3, 4, 1, 2, 3, 4};
+  EXPECT_EQ(ranks_on_the_same_gpu(shared, 0), (std::vector<int>{2, 3}));
+  EXPECT_EQ(ranks_on_the_same_gpu(shared, 3), (std::vector<int>{0, 2}));
+  EXPECT_TRUE(ranks_on_the_same_gpu(shared, 1).empty());
+  EXPECT_TRUE(ranks_on_the_same_gpu({1, 2, 3, 4}, 0).empty());  // one rank
+}
+
 }  // namespace
 }  // namespace ada::comm

@@ -122,6 +122,15 @@ std::string device_name(int index) {
   return prop.name;
 }
 
+std::array<uint8_t, 16> device_uuid(int index) {
+  cudaDeviceProp prop{};
+  ADA_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+  std::array<uint8_t, 16> id{};
+  static_assert(sizeof(prop.uuid.bytes) == 16);
+  std::memcpy(id.data(), prop.uuid.bytes, id.size());
+  return id;
+}
+
 void set_device(int device) {
   thread_local int current = -1;
   if (current == device) return;
