@@ -332,14 +332,22 @@ void RunCheckpoints::save(int64_t step, double wall_seconds,
   m.config = config_yaml_;
   m.wall_seconds = wall_seconds;
   m.progress = progress;
-  std::vector<double> seeds(world_.size()), offsets(world_.size());
-  const double my_seed = static_cast<double>(state_.model.rng().seed()),
-               my_off = static_cast<double>(state_.model.rng().offset());
-  world_.allgather(&my_seed, 1, seeds.data());
-  world_.allgather(&my_off, 1, offsets.data());
-  for (int r = 0; r < world_.size(); ++r) {
-    m.rng_seed.push_back(static_cast<uint64_t>(seeds[r]));
-    m.rng_offset.push_back(static_cast<uint64_t>(offsets[r]));
+  // Each rank's generator (seed, offset), 64 bits each: sent as 32-bit halves, exact in doubles
+  // (a seed x 1000003 + rank past 2^53 was rounded, and a resume drew other dropout masks).
+  const uint64_t mine64[2] = {state_.model.rng().seed(), state_.model.rng().offset()};
+  double mine[4];
+  for (int i = 0; i < 2; ++i) {
+    mine[2 * i] = static_cast<double>(mine64[i] >> 32);
+    mine[2 * i + 1] = static_cast<double>(mine64[i] & 0xffffffffu);
+  }
+  std::vector<double> all(4 * static_cast<size_t>(world_.size()));
+  world_.allgather(mine, 4, all.data());
+  const auto u64 = [&](size_t at) {
+    return (static_cast<uint64_t>(all[at]) << 32) | static_cast<uint64_t>(all[at + 1]);
+  };
+  for (size_t r = 0; r < static_cast<size_t>(world_.size()); ++r) {
+    m.rng_seed.push_back(u64(4 * r));
+    m.rng_offset.push_back(u64(4 * r + 2));
   }
   const auto gather = [&](const std::vector<double>& mine, std::vector<std::vector<double>>& out) {
     const auto n = static_cast<int64_t>(mine.size());
