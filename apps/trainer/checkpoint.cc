@@ -213,7 +213,6 @@ CheckpointMeta Checkpointer::validate(const std::string& path, const std::string
   ADA_CHECK_ARG(run_id.empty() || m.run_id == run_id, IoError)
       << jpath << ": written by run " << m.run_id << ", not by this run (" << run_id << ")";
   ADA_CHECK_ARG(!m.files.empty(), IoError) << jpath << ": lists no files";
-  const std::string dir = dir_of(jpath);
   const std::string shared = fs::path(stem_of(jpath)).filename().string() + ".safetensors";
   for (const auto& f : m.files)
     check_file(jpath, f, read == Read::kAll || (read == Read::kShared && f.name == shared));
