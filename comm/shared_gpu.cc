@@ -1,5 +1,6 @@
 #include "comm/shared_gpu.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 
@@ -49,16 +50,14 @@ SharedGpuPlan plan_shared_gpu(const char* shared_gpu, int world_rank, int local_
   return plan;
 }
 
-std::vector<int> ranks_on_the_same_gpu(const std::vector<double>& ids, int rank) {
-  constexpr size_t kPer = 4;
-  ADA_CHECK(ids.size() % kPer == 0 && static_cast<size_t>(rank) * kPer < ids.size())
+std::vector<int> ranks_on_the_same_gpu(const std::vector<int64_t>& ids, int rank) {
+  constexpr size_t kPer = 2;  // 16 bytes of UUID
+  const size_t mine = static_cast<size_t>(rank) * kPer;
+  ADA_CHECK(ids.size() % kPer == 0 && mine < ids.size())
       << "ranks_on_the_same_gpu: " << ids.size() << " values for rank " << rank;
   std::vector<int> same;
-  const auto id = [&](size_t r) {
-    return std::vector<double>(&ids[r * kPer], &ids[r * kPer] + kPer);
-  };
   for (size_t r = 0; r < ids.size() / kPer; ++r)
-    if (static_cast<int>(r) != rank && id(r) == id(static_cast<size_t>(rank)))
+    if (r * kPer != mine && std::equal(&ids[r * kPer], &ids[r * kPer] + kPer, &ids[mine]))
       same.push_back(static_cast<int>(r));
   return same;
 }

@@ -7,6 +7,7 @@
 // (tests/comm/test_shared_gpu.cc); applying them is prepare_nccl_environment().
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,11 +37,11 @@ bool shared_gpu_mode();
 // node has enough; shared (round-robin) otherwise, which NCCL accepts only in the shared mode.
 int gpu_for_local_rank(int local_rank, int device_count);
 
-// The ranks other than `rank` whose GPU is rank's: `ids` holds every rank's GPU UUID as 4 values
-// (each 32 bits of it, exact in a double; gathered from all ranks), in rank order. NCCL needs one
+// The ranks other than `rank` whose GPU is rank's: `ids` holds every rank's GPU UUID as 2 values
+// (its 16 bytes; gathered from all ranks), in rank order. NCCL needs one
 // GPU per rank; comparing ids, not a node's rank count with its visible GPUs, also holds when a
 // launcher shows each rank its own GPU alone (srun --gpus-per-task=1, CUDA_VISIBLE_DEVICES).
-std::vector<int> ranks_on_the_same_gpu(const std::vector<double>& ids, int rank);
+std::vector<int> ranks_on_the_same_gpu(const std::vector<int64_t>& ids, int rank);
 
 // Sets the plan's variables in this process (before its first NCCL call; NCCL reads them when it
 // starts) and logs the mode once. No effect when the mode is off.

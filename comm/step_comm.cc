@@ -1,6 +1,7 @@
 #include "comm/step_comm.h"
 
 #include <array>
+#include <cstring>
 #include <vector>
 
 #include "base/error.h"
@@ -30,11 +31,11 @@ std::unique_ptr<Communicator> make_step_communicator(Communicator& world, const 
   // the GPUs' UUIDs, whatever each rank is shown of its node's GPUs.
   std::string why = nccl_unavailable_reason();
   const std::array<uint8_t, 16> uuid = cuda::device_uuid(device.index);
-  std::vector<double> ids(4 * static_cast<size_t>(world.size())), mine(4);
-  for (size_t i = 0; i < 16; ++i)
-    mine[i / 4] = mine[i / 4] * 256 + uuid[i];  // 32 bits a value: exact
-  world.allgather(mine.data(), 4, ids.data());
-  const std::vector<int> sharing = ranks_on_the_same_gpu(ids, world.rank());
+  std::vector<int64_t> mine(2);
+  std::memcpy(mine.data(), uuid.data(), uuid.size());
+  Tensor ids = Tensor::empty({2 * static_cast<int64_t>(world.size())}, DType::i64);
+  world.allgather(Tensor::from_vector(mine, {2}), ids);
+  const std::vector<int> sharing = ranks_on_the_same_gpu(ids.to_vector<int64_t>(), world.rank());
   if (why.empty() && !sharing.empty() && !shared_gpu_mode()) {
     std::string ranks;
     for (int r : sharing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);

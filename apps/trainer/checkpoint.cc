@@ -331,22 +331,18 @@ void RunCheckpoints::save(int64_t step, double wall_seconds,
   m.config = config_yaml_;
   m.wall_seconds = wall_seconds;
   m.progress = progress;
-  // Each rank's generator (seed, offset), 64 bits each: sent as 32-bit halves, exact in doubles
-  // (a seed x 1000003 + rank past 2^53 was rounded, and a resume drew other dropout masks).
-  const uint64_t mine64[2] = {state_.model.rng().seed(), state_.model.rng().offset()};
-  double mine[4];
-  for (int i = 0; i < 2; ++i) {
-    mine[2 * i] = static_cast<double>(mine64[i] >> 32);
-    mine[2 * i + 1] = static_cast<double>(mine64[i] & 0xffffffffu);
-  }
-  std::vector<double> all(4 * static_cast<size_t>(world_.size()));
-  world_.allgather(mine, 4, all.data());
-  const auto u64 = [&](size_t at) {
-    return (static_cast<uint64_t>(all[at]) << 32) | static_cast<uint64_t>(all[at + 1]);
-  };
+  // Each rank's generator (seed, offset), 64 bits each, gathered as i64 (as doubles a seed x
+  // 1000003 + rank past 2^53 was rounded, and a resume drew other dropout masks).
+  const Tensor mine =
+      Tensor::from_vector<int64_t>({static_cast<int64_t>(state_.model.rng().seed()),
+                                    static_cast<int64_t>(state_.model.rng().offset())},
+                                   {2});
+  Tensor all = Tensor::empty({2 * static_cast<int64_t>(world_.size())}, DType::i64);
+  world_.allgather(mine, all);
+  const std::vector<int64_t> got = all.to_vector<int64_t>();
   for (size_t r = 0; r < static_cast<size_t>(world_.size()); ++r) {
-    m.rng_seed.push_back(u64(4 * r));
-    m.rng_offset.push_back(u64(4 * r + 2));
+    m.rng_seed.push_back(static_cast<uint64_t>(got[2 * r]));
+    m.rng_offset.push_back(static_cast<uint64_t>(got[2 * r + 1]));
   }
   const auto gather = [&](const std::vector<double>& mine, std::vector<std::vector<double>>& out) {
     const auto n = static_cast<int64_t>(mine.size());
@@ -484,33 +480,29 @@ Checkpointer::Choice RunCheckpoints::choose_together(const std::vector<std::stri
       return "";
     });
     if (path.empty()) return c;
-    // Each rank reads its own optimizer-state file (in parallel), rank 0 hears which failed.
+    // Each rank reads its own optimizer-state file (in parallel), rank 0 hears which failed:
+    // what is wrong with rank r's file, "" when it is good or the checkpoint has none.
     const CheckpointMeta m = Checkpointer::read_meta(path);
-    const std::string mine = fs::path(Checkpointer::rank_file_of(path, world_.rank())).filename();
-    double bad = 0;
-    for (const auto& f : m.files) {
-      if (!m.local_optimizer_state || f.name != mine) continue;
-      try {
-        Checkpointer::check_file(path, f, true);
-      } catch (const std::exception&) {
-        bad = 1;
-      }
-    }
-    std::vector<double> all(static_cast<size_t>(world_.size()));
-    world_.allgather(&bad, 1, all.data());
-    std::string why;
-    for (int r = 0; r < world_.size() && why.empty(); ++r) {
-      if (all[static_cast<size_t>(r)] == 0 || world_.rank() != 0) continue;
-      const std::string theirs = fs::path(Checkpointer::rank_file_of(path, r)).filename();
-      why = "rank " + std::to_string(r) + " could not read its file " + theirs;
-      for (const auto& f : m.files) {  // rank 0 reads that one again, for the reason
-        if (f.name != theirs) continue;
+    const auto problem = [&](int r) -> std::string {
+      const std::string name = fs::path(Checkpointer::rank_file_of(path, r)).filename();
+      for (const auto& f : m.files) {
+        if (!m.local_optimizer_state || f.name != name) continue;
         try {
           Checkpointer::check_file(path, f, true);
         } catch (const std::exception& e) {
-          why = e.what();
+          return e.what();
         }
       }
+      return "";
+    };
+    const double bad = problem(world_.rank()).empty() ? 0 : 1;
+    std::vector<double> all(static_cast<size_t>(world_.size()));
+    world_.allgather(&bad, 1, all.data());
+    std::string why;  // rank 0 reads the first failed file again, for the reason
+    for (int r = 0; r < world_.size() && why.empty() && world_.rank() == 0; ++r) {
+      if (all[static_cast<size_t>(r)] == 0) continue;
+      why = problem(r);
+      if (why.empty()) why = "rank " + std::to_string(r) + " could not read its file";
     }
     if (std::none_of(all.begin(), all.end(), [](double b) { return b != 0; })) {
       files_.read_whole(path);
