@@ -8,6 +8,7 @@ through it.
 
 Exit status: mpirun's, or 130 when interrupted (whatever the trainer run then did, which its
 ranks print: "stopped by SIGUSR1 at step N" and the checkpoint's path when it stopped at a step)."""
+import signal
 import subprocess
 import sys
 
@@ -21,8 +22,10 @@ def main(argv):
     log, cmd = argv[0], argv[1:]
     stop_on_sigterm()
     # tee -i: a terminal's Ctrl-C reaches this process group, tee included; the log must keep
-    # what the ranks print while they stop.
-    tee = subprocess.Popen(["tee", "-i", "-a", log], stdin=subprocess.PIPE)
+    # what the ranks print while they stop. SIGINT is ignored from before tee starts: a Ctrl-C
+    # in the moment before tee -i took effect killed it, and the log was never written.
+    tee = subprocess.Popen(["tee", "-i", "-a", log], stdin=subprocess.PIPE,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         return call_stopping_at_a_step(cmd, stdout=tee.stdin, stderr=subprocess.STDOUT)
     except KeyboardInterrupt:
