@@ -156,8 +156,11 @@ same mpirun salloc "salloc + mpirun: not the run mpirun gives"
 echo "slurm_test: salloc -n 4 mpirun: the same run"
 
 # ---- a killed rank stops the job ---------------------------------------------------------------
+# No checkpoint before the kill: a save waits patiently for every rank (comm::PatientWait: no
+# 5-s rule; reliability_preempt's `slow` case tests that wait), so a rank killed inside one would
+# leave the others waiting for Slurm's KillWait instead of saying a peer is gone.
 srun --mpi=pmix -n 4 --overcommit -K "$trainer" "${run[@]}" --set train.steps=100000 \
-  --set output.dir=killed > killed.log 2>&1 &
+  --set checkpoint.every=1000000 --set output.dir=killed > killed.log 2>&1 &
 srun_pid=$!
 for _ in $(seq 120); do grep -q "^step\|step [0-9]*/" killed.log 2>/dev/null && break; sleep 0.5; done
 victim=$(pgrep -f "output.dir=killed" | while read -r p; do
