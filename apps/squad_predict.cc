@@ -50,8 +50,8 @@ int predict(const Args& a) {
 
   auto model = nn::builtin_models().get(model_cfg.get<std::string>("name"),
                                         model_cfg.where("name"))(model_cfg, 1);
-  log_info("model weights from {}",
-           trainer::init_weights_from(*world, *model, a.weights, "--weights"));
+  log_info("model weights from {}", trainer::init_weights_from(*world, *model, a.weights,
+                                                               "--weights", /*every_tensor=*/true));
   trainer::broadcast_model_state(*world, *model);  // read on rank 0 only
   model->to(device);
   model->train(false);

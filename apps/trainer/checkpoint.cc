@@ -707,7 +707,7 @@ std::vector<std::string> checkpoint_files(const std::string& json) {
 }
 
 std::string init_weights_from(comm::Communicator& world, nn::Model& model, const std::string& from,
-                              const std::string& where) {
+                              const std::string& where, bool every_tensor) {
   return comm::decide_on_rank0(world, [&] {
     std::string p = from;
     NamedTensors weights;
@@ -720,8 +720,24 @@ std::string init_weights_from(comm::Communicator& world, nn::Model& model, const
       p = checkpoint_of(p, where);
       weights = optim::take_prefixed(Checkpointer::read_tensors(p), "model.");
     }
+    auto named = [](const std::vector<std::string>& names, size_t most) {
+      std::string s;
+      for (size_t i = 0; i < names.size() && i < most; ++i) s += (i ? ", " : "") + names[i];
+      if (names.size() > most) s += ", ... (" + std::to_string(names.size()) + " in all)";
+      return s;
+    };
     std::vector<std::string> unused;
+    const size_t own = model.state().size();
     const std::vector<std::string> fresh = model.load_present(weights, &unused);
+    ADA_CHECK_ARG(fresh.size() < own, IoError)
+        << where << ": " << p << " holds none of this " << model.type_name() << "'s " << own
+        << " tensors"
+        << (unused.empty() ? std::string(" (it holds no model tensor)")
+                           : " (it holds " + named(unused, 4) + ")")
+        << ": weights of another model; name a checkpoint of this one";
+    ADA_CHECK_ARG(!every_tensor || fresh.empty(), IoError)
+        << where << ": " << p << " lacks " << named(fresh, 8) << " of this " << model.type_name()
+        << ", which would stay random here; name a checkpoint trained with this head";
     std::string said = p;
     auto list = [&](const std::vector<std::string>& names, const std::string& what) {
       if (names.empty()) return;

@@ -229,8 +229,11 @@ std::vector<std::string> checkpoint_files(const std::string& json);
 // source lacks (a new head) keep their initial values, tensors the model lacks (a pre-training
 // head) are left out; both are named in the returned text, which starts with the file used. Read on
 // rank 0 only: broadcast rank 0's model after it. IoError naming `where` (the key's location) when
-// there is no checkpoint. Collective.
+// there is no checkpoint, and when the source holds none of the model's tensors (a checkpoint of
+// another model: training it would start from scratch unannounced). With `every_tensor` (inference:
+// nothing will train a new head), a tensor of the model the source lacks is an error too.
+// Collective.
 std::string init_weights_from(comm::Communicator& world, nn::Model& model, const std::string& path,
-                              const std::string& where);
+                              const std::string& where, bool every_tensor = false);
 
 }  // namespace ada::trainer

@@ -73,6 +73,16 @@ def mnist_dir(d, n=64, labels=None, images_n=None, gz=False, truncate=0, magic=N
         idx(f"{d}/{split}-labels-idx1-ubyte{sfx}", [len(lab)], lab, gz=gz)
 
 
+def safetensors(path, sizes):
+    """A safetensors file of f32 vectors of the given sizes (zeros), by name."""
+    header, offset = {}, 0
+    for name, n in sizes.items():
+        header[name] = {"dtype": "F32", "shape": [n], "data_offsets": [offset, offset + 4 * n]}
+        offset += 4 * n
+    text = json.dumps(header).encode()
+    write(path, struct.pack("<Q", len(text)) + text + bytes(offset), "wb")
+
+
 def write(path, text, mode="w"):
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path, mode) as f:
@@ -344,6 +354,11 @@ def cases(src):
     R("init_from_missing", None, ["--set", "train.init_from=nowhere/ckpt.json"], "nowhere/ckpt.json")
     R("init_from_empty_folder", lambda d: os.makedirs(f"{d}/empty"), ["--set", "train.init_from=empty"],
       "train.init_from", "no valid checkpoint in empty")
+    # Weights of another model (no tensor of LeNet-5's in them): an error, not a run from scratch.
+    R("init_from_another_model", lambda d: safetensors(f"{d}/other.safetensors", {"encoder.w": 2, "pooler.b": 3}),
+      ["--set", "train.init_from=other.safetensors"], "train.init_from (set by --set train.init_from=other.safetensors)",
+      "other.safetensors holds none of this LeNet5's 10 tensors (it holds encoder.w, pooler.b)",
+      "weights of another model")
     R("json_wrong_types", lambda d: (ckpt_run([])(d), edit_json(f"{d}/good/checkpoints/ckpt-00000004.json", "step", "four")),
       ["--resume", "good/checkpoints/ckpt-00000004.json"], "ckpt-00000004.json", "not a valid checkpoint description")
     R("json_other_run_id_is_fine_but_files_gone", lambda d: (ckpt_run([])(d), shutil.rmtree(f"{d}/good/checkpoints")),

@@ -230,6 +230,27 @@ YAML
     --out squad.json > self.txt 2>&1 && fail "squad_predict wrote over its dataset"
   grep -q "\-\-out squad.json is the input squad.json" self.txt || { cat self.txt; fail "squad_predict over its dataset: no message"; }
   cmp -s squad.json squad.keep || fail "squad_predict changed its dataset"
+  # Weights without the QA head (an encoder alone): refused, not answered by a random head.
+  /usr/bin/python3 - run/checkpoints/"$(ls run/checkpoints | grep 'safetensors$' | grep -v optim | tail -1)" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header, body = json.loads(raw[8:8 + n]), raw[8 + n:]
+out, blobs, at = {}, [], 0
+for name, e in header.items():
+    if not name.startswith("model.") or name.startswith("model.qa_outputs"):
+        continue
+    b, e2 = e["data_offsets"]
+    out[name[len("model."):]] = dict(e, data_offsets=[at, at + e2 - b])
+    blobs.append(body[b:e2])
+    at += e2 - b
+text = json.dumps(out).encode()
+open("encoder.safetensors", "wb").write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+PY
+  "$(dirname "$trainer")/squad_predict" --config squad.yaml --weights encoder.safetensors --dataset squad.json \
+    --out headless.json > headless.txt 2>&1 && fail "squad_predict answered with a random QA head"
+  grep -q "encoder.safetensors lacks qa_outputs.weight, qa_outputs.bias of this Bert, which would stay random" headless.txt ||
+    { cat headless.txt; fail "squad_predict without the QA head: no message"; }
   echo '{"version": "1.1", "data": []}' > empty.json
   "$(dirname "$trainer")/squad_eval" empty.json predictions.json > empty.txt 2>&1 && fail "squad_eval scored a dataset without questions"
   grep -q "empty.json: no question to score" empty.txt || { cat empty.txt; fail "squad_eval: no message for a dataset without questions"; }
