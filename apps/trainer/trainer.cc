@@ -297,19 +297,33 @@ int Trainer::run() {
       if (timeline) timeline->close();
       return 128 + stop_signal;
     }
+    // The run ended. The handlers stay until its final checkpoint is written: a signal in the
+    // last synchronisation or the write stops the run after it (it killed the run mid-write,
+    // losing every step of a run without an earlier checkpoint).
+    if (!strategy_->replicas_identical()) {  // stopped between synchronisations: one more
+      strategy_->finish();
+      last_eval_step_ = -1;  // the model changed: evaluate and save it again
+      checkpoints_->model_changed();
+    } else {
+      strategy_->finish();
+    }
+    flush_due(lr_of_last_step());
+    // The final checkpoint before the final evaluation (which may take long): a run killed or
+    // preempted during that evaluation loses no step, and --resume auto only evaluates again.
+    save_checkpoint();
+    if ((stop_signal = agreed_stop_signal()) != 0) {
+      log_->break_line();
+      log_info(
+          "stopped by {} after the final checkpoint (step {}): the final evaluation is left for "
+          "--resume auto (exit status {})",
+          signal_name(stop_signal), step_, 128 + stop_signal);
+      flush_log();
+      world_->barrier();
+      if (timeline) timeline->close();
+      return 128 + stop_signal;
+    }
   }
-  // The run ended: signals have their default effect again.
-  if (!strategy_->replicas_identical()) {  // stopped between synchronisations: one more
-    strategy_->finish();
-    last_eval_step_ = -1;  // the model changed: evaluate and save it again
-    checkpoints_->model_changed();
-  } else {
-    strategy_->finish();
-  }
-  flush_due(lr_of_last_step());
-  // The final checkpoint before the final evaluation (which may take long): a run killed or
-  // preempted during that evaluation loses no step, and --resume auto only evaluates again.
-  save_checkpoint();
+  // Signals have their default effect again.
   evaluate_now();  // the final model's figures (skipped if this step was just evaluated)
   write_summary();
   // Last: rank 0 merges the ranks' traces alone (minutes for a long run at scale), with no

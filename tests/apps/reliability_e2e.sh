@@ -435,6 +435,20 @@ preempt)
   [ -n "$(figures final/summary.json)" ] && [ "$(figures final/summary.json)" = "$(figures u_grad/summary.json)" ] \
     || fail "final: the resumed run's summary differs from the unbroken run's: $(figures final/summary.json | tr -d '\n')"
   echo "preempt (final): killed in the final evaluation: the step-40 checkpoint was written; the resume only evaluated (the unbroken run's figures)"
+  # SIGTERM during the final checkpoint's write (rank 1's third: steps 15, 30, then 40): the
+  # handlers stay until it is written, so it is kept and the run stops before the final
+  # evaluation, exit 143 (the signal killed rank 1 mid-write before: no step-40 checkpoint).
+  fc=(--set reducer.name=average --set train.eval_every=100 --set checkpoint.every=15 --set output.dir=fc)
+  ADA_FAULT=checkpoint@1#3:term timeout 120 bash -c "$(declare -f mpi); mpi 2 '$trainer' --config tiny.yaml ${fc[*]}" > fc1.txt 2>&1
+  rc=$?
+  [ $rc -eq 143 ] || { tail -5 fc1.txt; fail "final checkpoint: exit $rc, not 143 (124: it hung)"; }
+  grep -q "stopped by SIGTERM after the final checkpoint (step 40): the final evaluation is left for --resume auto" fc1.txt \
+    || { grep -a "stopped\|error" fc1.txt; fail "final checkpoint: the run did not say it stopped after its final checkpoint"; }
+  [ -e fc/checkpoints/ckpt-00000040.json ] && [ ! -e fc/summary.json ] || fail "final checkpoint: no step-40 checkpoint, or a summary"
+  mpi 2 "$trainer" --config tiny.yaml "${fc[@]}" --resume auto > fc2.txt 2>&1 || { tail -5 fc2.txt; fail "final checkpoint: the resumed run failed"; }
+  [ "$(figures fc/summary.json)" = "$(figures u_grad/summary.json)" ] \
+    || fail "final checkpoint: the resumed run's summary differs from the unbroken run's: $(figures fc/summary.json | tr -d '\n')"
+  echo "preempt (final checkpoint): SIGTERM while the final checkpoint was written: kept, exit 143; the resume only evaluated (the unbroken run's figures)"
   # SIGUSR1 to mpirun (forwarded to every rank), as `sbatch --signal=USR1@120` sends it.
   mpi 2 "$trainer" --config tiny.yaml --set output.dir=usr1 --set train.steps=1000000 --set train.log_every=100 \
     --set train.eval_every=0 --set checkpoint.every=0 > usr1.txt 2>&1 &
