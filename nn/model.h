@@ -48,6 +48,10 @@ class Model : public Module {
   virtual ModelOutput forward(const TensorMap& batch) = 0;
   // The classes of a classifier's output; 0 for models without classes.
   virtual int64_t num_classes() const { return 0; }
+  // The names of the figures forward() reports in evaluation, in its order (evaluate() holds
+  // every evaluation to them), so that a run can refuse a figure no evaluation will give before
+  // its first step (train.stop_at.metric). Empty: not declared, nothing checked.
+  virtual std::vector<std::string> figures() const { return {}; }
   // Adds to a batch still on the host the fields forward() would otherwise derive by reading
   // device tensors on the host (BERT: the masked tokens' positions and labels), so that a GPU
   // step reads nothing back before its loss (and can be captured as a CUDA graph). The same

@@ -52,6 +52,13 @@ nn::Metrics evaluate(nn::Model& model, const std::shared_ptr<const data::Dataset
     ++batches;
   }
   model.train(true);
+  if (const std::vector<std::string> declared = model.figures();
+      !declared.empty() && !sums.empty()) {
+    std::vector<std::string> got;
+    for (const auto& [name, m] : sums) got.push_back(name);
+    ADA_CHECK(got == declared) << model.type_name()
+                               << "::figures() does not list the figures its forward() reports";
+  }
   // Every rank adds the same figures: one with no example of its own (fewer examples than
   // ranks) adds zeros under rank 0's names (rank 0 always has one, unless the set is empty).
   std::string names;

@@ -101,6 +101,23 @@ void Trainer::build_data(const Config& cfg) {
         << t.where("stop_at") << ": " << s_.stop_at->metric << " needs "
         << (val ? "a validation set; set data.validation_size"
                 : "an evaluation set (" + data_.no_eval_reason + ")");
+    // A misspelt figure is refused now, not at the first evaluation (or never, without one
+    // before the budget's end).
+    if (const std::vector<std::string> names = model_->figures(); !names.empty()) {
+      std::string known;
+      bool found = false;
+      for (const auto& [prefix, has] :
+           {std::pair<std::string, bool>{"val_", bool(data_.validation)},
+            {"eval_", bool(data_.eval)}}) {
+        if (!has) continue;
+        for (const auto& n : names) {
+          found = found || s_.stop_at->metric == prefix + n;
+          known += (known.empty() ? "" : ", ") + (prefix + n);
+        }
+      }
+      ADA_CHECK_ARG(found, ConfigError) << s_.stop_at->where << ": the evaluations give no figure '"
+                                        << s_.stop_at->metric << "'; they give " << known;
+    }
   }
   if (!data_.eval && !data_.validation) {
     for (const char* key : {"eval_every", "max_eval_batches"}) {

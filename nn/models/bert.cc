@@ -139,6 +139,12 @@ class Bert : public Model {
   }
 
   int64_t num_classes() const override { return c_.head == "classification" ? c_.num_classes : 0; }
+  std::vector<std::string> figures() const override {
+    if (c_.head == "classification") return {"loss", "accuracy"};
+    if (c_.head == "question_answering") return {"loss", "start_accuracy", "end_accuracy"};
+    if (c_.nsp) return {"mlm_loss", "mlm_accuracy", "nsp_accuracy"};
+    return {"mlm_loss", "mlm_accuracy"};
+  }
 
   ModelOutput forward(const TensorMap& batch) override {
     const Tensor& ids = field(batch, "input_ids");

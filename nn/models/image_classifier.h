@@ -26,6 +26,7 @@ class ImageClassifier : public Model {
     return r;
   }
   int64_t num_classes() const override { return classes_; }
+  std::vector<std::string> figures() const override { return {"loss", "top1"}; }
   // The example's "image" [C, H, W] against the input set by expect_images().
   void check_example(const TensorMap& example, const std::string& source) const override;
 

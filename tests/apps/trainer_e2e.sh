@@ -710,6 +710,12 @@ PY
     out=$(mpi 1 "$trainer" --config tiny.yaml --set "train.stop_at=${bad%%|*}" --set output.dir=bad 2>&1) && fail "train.stop_at=${bad%%|*} was accepted"
     echo "$out" | grep -qF "${bad#*|}" || { echo "$out" | tail -5; fail "train.stop_at=${bad%%|*}: message"; }
   done
+  # A figure no evaluation gives is refused before the first step (it ran the whole budget, or
+  # until the first evaluation, before).
+  out=$(mpi 1 "$trainer" --config tiny.yaml --set 'train.stop_at={metric: eval_acc, above: 0.5}' --set output.dir=early 2>&1) &&
+    fail "train.stop_at.metric eval_acc was accepted"
+  echo "$out" | grep -qF "the evaluations give no figure 'eval_acc'; they give eval_loss, eval_top1" || { echo "$out" | tail -5; fail "eval_acc: message"; }
+  ! grep -qs '"loss"' early/metrics.jsonl || fail "train.stop_at.metric eval_acc: refused only after training steps"
   echo "stop_at: bad values refused naming the key"
   ;;
 *) fail "unknown case $case" ;;
