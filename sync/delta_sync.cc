@@ -164,7 +164,7 @@ StepResult DeltaSync::end_step(double local_loss) {
     comm.restart();
     const Agreement a = agree(ctx_.world, local_loss, any_nonfinite(slots_));
     r.comm_seconds = r.exposed_seconds + comm.seconds();
-    if (a.nonfinite) on_nonfinite_step(step_, local_loss, /*skip=*/false);  // throws
+    if (a.nonfinite) on_nonfinite_step(step_, local_loss, /*skip=*/false, ctx_.params);  // throws
     apply_reduced();
     synced_ = true;
     return r;
@@ -199,7 +199,7 @@ StepResult DeltaSync::end_step(double local_loss) {
   r.exposed_seconds = synchronise();
   r.comm_seconds = agree_s + r.exposed_seconds;
   if (any_nonfinite(slots_))
-    on_nonfinite_step(step_, local_loss, /*skip=*/false);  // same on every rank
+    on_nonfinite_step(step_, local_loss, /*skip=*/false, ctx_.params);  // same on every rank
   apply_reduced();
   synced_ = true;
   return r;

@@ -35,7 +35,7 @@ bool settle_step(int64_t step, double local_loss, bool nonfinite, const Strategy
                  const std::vector<Param>& params) {
   optim::LossScaler* scaler = options.loss_scale;
   if (!scaler) {
-    if (nonfinite) on_nonfinite_step(step, local_loss, options.skip_nonfinite);
+    if (nonfinite) on_nonfinite_step(step, local_loss, options.skip_nonfinite, params);
     return !nonfinite;
   }
   const double scale = scaler->scale();
@@ -46,22 +46,32 @@ bool settle_step(int64_t step, double local_loss, bool nonfinite, const Strategy
       }
       return true;
     case optim::LossScaler::Outcome::overflow:
-      log_info("step {}: gradient overflow at loss scale {}: step skipped, loss scale now {}", step,
-               scale, scaler->scale());
+      log_info("step {}: gradient overflow at loss scale {}: step skipped, loss scale now {}",
+               step + 1, scale, scaler->scale());
       return false;
     case optim::LossScaler::Outcome::nonfinite:
-      on_nonfinite_step(step, local_loss, options.skip_nonfinite);
+      on_nonfinite_step(step, local_loss, options.skip_nonfinite, params);
       return false;
   }
   return false;
 }
 
-void on_nonfinite_step(int64_t step, double local_loss, bool skip) {
+void on_nonfinite_step(int64_t step, double local_loss, bool skip,
+                       const std::vector<Param>& params) {
   ADA_CHECK_ARG(skip, Error)
-      << "step " << step << ": the loss or a gradient is NaN/Inf on at least one rank (loss here "
-      << local_loss << "); lower the learning rate, enable "
+      << "step " << step + 1
+      << ": the loss or a gradient is NaN/Inf on at least one rank (loss here " << local_loss
+      << "); lower the learning rate, enable "
       << "train.clip_grad_norm, or set train.on_nonfinite: skip";
-  log_warn("step {}: non-finite loss or gradient on at least one rank, step skipped", step);
+  std::vector<Tensor> weights;
+  weights.reserve(params.size());
+  for (const auto& p : params) weights.push_back(p.var.value());
+  ADA_CHECK_ARG(ops::all_finite(weights), Error)
+      << "step " << step + 1 << ": the model's weights are NaN/Inf on this rank (an earlier step's "
+      << "update made them so), so train.on_nonfinite: skip would skip every step to the end; "
+      << "lower the learning rate or enable train.clip_grad_norm, and resume from a checkpoint "
+      << "written before the loss became NaN";
+  log_warn("step {}: non-finite loss or gradient on at least one rank, step skipped", step + 1);
 }
 
 }  // namespace ada::sync

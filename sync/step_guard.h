@@ -26,6 +26,7 @@ bool any_nonfinite_grad(const std::vector<Param>& params);
 // True when any of `tensors` holds NaN/Inf.
 bool any_nonfinite(const std::vector<Tensor>& tensors);
 
+// `step`: the step's index from 0 (a strategy's); the messages count from 1, as the log does.
 // Settles a step once the strategy knows whether it is non-finite (`nonfinite`: agreed across
 // ranks or this rank's own, as the strategy defines) and before its optimizer step. Without loss
 // scaling: a non-finite step goes to on_nonfinite_step. With it: the scaler records the outcome;
@@ -36,7 +37,9 @@ bool settle_step(int64_t step, double local_loss, bool nonfinite, const Strategy
                  const std::vector<Param>& params);
 
 // For a non-finite step: throws (naming `step` and the way out) unless `skip`; returns so the
-// caller skips the update otherwise (and logs a warning).
-void on_nonfinite_step(int64_t step, double local_loss, bool skip);
+// caller skips the update otherwise (and logs a warning). Skipping throws too when the weights in
+// `params` are themselves NaN/Inf: every later step would be skipped, to the end of the run.
+void on_nonfinite_step(int64_t step, double local_loss, bool skip,
+                       const std::vector<Param>& params);
 
 }  // namespace ada::sync

@@ -416,10 +416,20 @@ void Trainer::train_step() {
   const double step_s = step_time.seconds();
   // (Skipped steps are not timed; the bookkeeping below goes on: whether a collective runs must
   // not depend on it.)
-  if (res.applied)
+  if (res.applied) {
     meter_.add(loss, step_s, res.comm_seconds, res.exposed_seconds);
-  else
+    skipped_in_a_row_ = 0;
+  } else {
     ++skipped_;
+    // A model an update has broken (weights NaN, or so large that every forward overflows)
+    // skips every later step: end the run instead of skipping to the budget's end.
+    ADA_CHECK_ARG(++skipped_in_a_row_ < kMostSkippedInARow, Error)
+        << "steps " << step_ - skipped_in_a_row_ + 1 << " to " << step_ << " were all skipped "
+        << "(non-finite loss or gradient): the model no longer trains (an update before step "
+        << step_ - skipped_in_a_row_ + 1 << " made its weights NaN/Inf or too large); lower "
+        << "the learning rate or enable train.clip_grad_norm, and resume from a checkpoint "
+        << "written before then";
+  }
   if (step_ % s_.log_every == 0 || step_ == total_steps_) log_due_ = true;
   if (s_.checksum_every > 0 && step_ % s_.checksum_every == 0) checksum_due_ = true;
   flush_due(lr);

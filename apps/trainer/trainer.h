@@ -99,6 +99,10 @@ class Trainer {
   Stopwatch clock_;  // since this process started training
   ResumePoint resumed_;
   int64_t step_ = 0, epoch_ = 0, total_steps_ = 0, steps_per_epoch_ = 0, skipped_ = 0;
+  // Steps skipped in a row (train.on_nonfinite: skip, loss-scale overflows); the run ends at
+  // kMostSkippedInARow (dynamic loss scaling skips at most log2 of its initial scale in a row).
+  int64_t skipped_in_a_row_ = 0;
+  static constexpr int64_t kMostSkippedInARow = 50;
   std::vector<Tensor> micro_losses_;  // one step's losses, read after its backward passes
   int64_t last_eval_step_ = -1;
   nn::Metrics last_eval_;    // the test set's figures (eval_*)

@@ -155,6 +155,10 @@ def cases(src):
     T("value_steps_negative", {"train": {"steps": -3}}, "train.steps")
     T("value_log_every_zero", {"train": {"log_every": 0}}, "train.log_every", "0")
     T("value_on_nonfinite", {"train": {"on_nonfinite": "ignore"}}, "train.on_nonfinite", "'ignore'")
+    # on_nonfinite: skip with a model an update broke (LR 1e30): the run ends after 50 skipped
+    # steps in a row instead of skipping to the end of its budget and exiting 0.
+    T("nonfinite_skipped_to_the_end", {"optimizer": {"lr": 1e30}, "train": {"on_nonfinite": "skip", "steps": 200}},
+      "steps 2 to 51 were all skipped (non-finite loss or gradient): the model no longer trains")
     T("value_momentum", {"optimizer": {"momentum": 1.5}}, "optimizer.momentum", "1.5")
     T("value_weight_decay", {"optimizer": {"weight_decay": -0.1}}, "optimizer.weight_decay")
     T("value_beta2", {"optimizer": {"name": "adam", "momentum": DROP, "beta2": 1.2}}, "optimizer.beta2")

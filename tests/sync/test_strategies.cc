@@ -280,7 +280,7 @@ TEST(Strategies, NonFiniteLossOnOneRankStopsEveryRankOrSkips) {
       so.skip_nonfinite = skip;
       auto s = make_strategy(target, {params, *opt, c, *r}, so);
       m->zero_grad();
-      s->begin_step(5, 0.05f);
+      s->begin_step(5, 0.05f);  // index 5: the messages' step 6 (they count from 1, as the log)
       auto out = m->forward(batch(c.rank(), 0, 0));
       // The last rank's loss (and so its gradients) is NaN.
       Variable loss = c.rank() == c.size() - 1 ? fn::scale(out.loss, std::nanf("")) : out.loss;
@@ -298,7 +298,7 @@ TEST(Strategies, NonFiniteLossOnOneRankStopsEveryRankOrSkips) {
           s->end_step(l);
           ADD_FAILURE() << "expected an error on every rank";
         } catch (const Error& e) {
-          EXPECT_NE(std::string(e.what()).find("step 5: the loss or a gradient is NaN/Inf"),
+          EXPECT_NE(std::string(e.what()).find("step 6: the loss or a gradient is NaN/Inf"),
                     std::string::npos)
               << e.what();
         }
@@ -395,7 +395,7 @@ TEST(LossScaling, OverflowOnOneRankSkipsTheStepEverywhereAndHalvesTheScale) {
             step(0, true);
             ADD_FAILURE() << what << ": expected the non-finite error on every rank";
           } catch (const Error& e) {
-            EXPECT_NE(std::string(e.what()).find("step 0: the loss or a gradient is NaN/Inf"),
+            EXPECT_NE(std::string(e.what()).find("step 1: the loss or a gradient is NaN/Inf"),
                       std::string::npos)
                 << what << ": " << e.what();
           }
