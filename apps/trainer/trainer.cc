@@ -164,6 +164,17 @@ void Trainer::build_optimization(Config& cfg) {
   lr_description_ =
       optim::describe_scaled_lr(optimizer_->lr(), reducer_->name(), world_->size(), scaling);
   schedule_ = optim::make_schedule(schedules, sc, base_lr);
+  // A warm-up as long as the run never reaches the base LR (a decaying schedule refuses it
+  // through total_steps; a constant or step one would warm up for the whole budget).
+  const int64_t warmup = sc.get_or<int64_t>("warmup_steps", 0);
+  ADA_CHECK_ARG(warmup < total_steps_, ConfigError)
+      << sc.where("warmup_steps") << ": a warm-up of " << warmup << " steps in a run of "
+      << total_steps_ << " would never reach the base LR; shorten it or lengthen the run";
+  if (sc.has("total_steps") && sc.get<int64_t>("total_steps") < total_steps_)
+    log_warn(
+        "{}: {} is before the run's end ({} steps): the LR stays at schedule.end_lr from "
+        "there on",
+        sc.where("total_steps"), sc.get<int64_t>("total_steps"), total_steps_);
   make_strategy_ =
       sync::read_sync(sync::builtin_syncs(), cfg, *reducer_, world_->size(), s_.device);
 }

@@ -180,6 +180,9 @@ def cases(src):
     T("step_without_milestones", {"schedule": {"name": "step"}}, "schedule.milestones")
     T("milestones_not_increasing", {"schedule": {"name": "step", "milestones": [3, 2]}}, "schedule.milestones")
     T("value_warmup_negative", {"schedule": {"warmup_steps": -5}}, "schedule.warmup_steps")
+    # A constant schedule warming up for the whole run (4 steps) never reaches its LR.
+    T("schedule_warmup_as_long_as_the_run", {"schedule": {"warmup_steps": 4}},
+      "schedule.warmup_steps (line", "a warm-up of 4 steps in a run of 4 would never reach the base LR")
     T("unknown_lr_scaling", {"schedule": {"lr_scaling": "linaer"}}, "unknown lr_scaling 'linaer'")
     T("value_adasum_lr_factor", {"schedule": {"adasum_lr_factor": 0}}, "schedule.adasum_lr_factor", "must be > 0, got 0")
     T("unknown_reducer", {"reducer": {"name": "adasumm"}}, "unknown reducer 'adasumm'; known: adasum, average, sum")
