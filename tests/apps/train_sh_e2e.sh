@@ -33,7 +33,7 @@ checkpoint: {every: 10, keep: 2}
 YAML
   done
   u=$src/runs/${tag}_unbroken-np2 s=$src/runs/${tag}_stopped-np2 d=$src/runs/${tag}_unbroken-np4
-  trap 'rm -rf "$u" "$s" "$d"' EXIT
+  trap 'end_background; rm -rf "$u" "$s" "$d"' EXIT
   ADA_TRAINER=$PWD/no_trainer bash "$src/tools/train.sh" "$PWD/${tag}_unbroken.yaml" 2 > bad.txt 2>&1
   rc=$?
   [ $rc -eq 2 ] && grep -q "^train.sh: ADA_TRAINER=$PWD/no_trainer is not an executable trainer" bad.txt \
@@ -112,7 +112,7 @@ train: {steps: 12, batch_per_rank: 8, log_every: 1, eval_every: 12, seed: 1}
 checkpoint: {every: 0}
 YAML
   r=$src/runs/$tag-np2 rel=runs/$tag-np2
-  trap 'rm -rf "$r"' EXIT
+  trap 'end_background; rm -rf "$r"' EXIT
   timeout 300 bash "$src/tools/train.sh" "$PWD/$tag.yaml" 2 > good.txt 2>&1 || { tail -20 good.txt; fail "the good run failed"; }
   grep -q "^train.sh: plot            $rel/curves.png$" good.txt && [ -s "$r/curves.png" ] \
     || { tail -8 good.txt; fail "the good run drew no curves.png"; }
@@ -146,7 +146,7 @@ YAML
   ;;
 compare)
   d=$src/runs/compare-np2 rel=runs/compare-np2
-  trap 'rm -rf "$d"' EXIT
+  trap 'end_background; rm -rf "$d"' EXIT
   mkdir -p "$d" && echo "an earlier comparison's plot" > "$d/compare.png"
   ADA_COMPARE_RANKS=2 ADA_FAULT=step@0#1 timeout 300 bash "$src/tools/train.sh" > none.txt 2>&1 \
     || { tail -8 none.txt; fail "the comparison exited non-zero"; }

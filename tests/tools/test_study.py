@@ -1423,14 +1423,28 @@ class EndToEnd(unittest.TestCase):
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.addCleanup(lambda: runner.poll() is None and runner.kill())
 
+        pattern = f"^{re.escape(TRAINER)} .*output\\.dir={re.escape(self.runs)}"
+        # A failure must not leave the cell's ranks training (killing the runner does not end them).
+        self.addCleanup(lambda: subprocess.run(["pkill", "-KILL", "-f", pattern]))
+
         def ranks():  # the trainer processes of this study (their command names its runs folder)
-            pattern = f"^{re.escape(TRAINER)} .*output\\.dir={re.escape(self.runs)}"
             return subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()
         deadline = time.time() + 120
         while len(ranks()) < 2 and time.time() < deadline and runner.poll() is None:
             time.sleep(0.2)
         self.assertEqual(len(ranks()), 2, "the cell's two ranks never started")
-        time.sleep(1)
+
+        def stepped():  # a training step logged: the ranks' stop handlers are in place
+            for d in os.listdir(self.runs) if os.path.isdir(self.runs) else []:
+                path = os.path.join(self.runs, d, "metrics.jsonl")
+                if d.startswith("average-np2-s1-") and os.path.exists(path):
+                    with open(path) as f:
+                        if '"loss"' in f.read():
+                            return True
+            return False
+        while not stepped() and time.time() < deadline and runner.poll() is None:
+            time.sleep(0.2)
+        self.assertTrue(stepped(), "the cell never logged a step")
         runner.send_signal(signal.SIGTERM)
         out, _ = runner.communicate(timeout=90)
         self.assertEqual(runner.returncode, 130, out)
