@@ -104,6 +104,10 @@ void RunLog::open(int64_t resumed_step, bool evaluates_again) {
         kept.push_back(line);
     }
   }
+  // summary.json is a finished run's: an earlier run's would make this one, should it fail, look
+  // finished (a resumed run that ends writes it again).
+  std::error_code ec;
+  std::filesystem::remove(dir_ + "/summary.json", ec);
   metrics_.open(path, std::ios::trunc);
   for (const auto& l : kept) metrics_ << l << "\n";
   metrics_.flush();

@@ -86,6 +86,12 @@ faults)
       "hang" "$secs" $rc
     grep -m1 "has not completed" log_hang.txt
   fi
+  # A failed run leaves no summary.json of an earlier run in its folder (it looked finished).
+  mpi 2 "$trainer" --config tiny.yaml --set train.steps=4 --set output.dir=stale > stale1.txt 2>&1 || { cat stale1.txt; status=1; }
+  ADA_FAULT=step@0#2 mpi 2 "$trainer" --config tiny.yaml --set train.steps=4 --set output.dir=stale \
+    --set checkpoint.overwrite=true > stale2.txt 2>&1 && { echo "FAIL: stale: the faulty run exited 0"; status=1; }
+  if [ -e stale/summary.json ]; then echo "FAIL: stale: the failed run left the earlier run's summary.json"; status=1
+  else echo "ok: a failed run into a finished run's folder leaves no summary.json"; fi
   exit $status
   ;;
 
