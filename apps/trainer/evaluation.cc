@@ -4,14 +4,16 @@
 #include <vector>
 
 #include "base/fault.h"
+#include "base/stop_signal.h"
 #include "core/autograd.h"
 #include "data/data_loader.h"
 #include "data/distributed_sampler.h"
 
 namespace ada::trainer {
 
-nn::Metrics evaluate(nn::Model& model, const std::shared_ptr<const data::Dataset>& set,
-                     comm::Communicator& world, const EvalOptions& options) {
+std::optional<nn::Metrics> evaluate(nn::Model& model,
+                                    const std::shared_ptr<const data::Dataset>& set,
+                                    comm::Communicator& world, const EvalOptions& options) {
   NoGradGuard ng;
   model.train(false);
   data::SamplerOptions so;
@@ -29,8 +31,13 @@ nn::Metrics evaluate(nn::Model& model, const std::shared_ptr<const data::Dataset
   const int64_t mine = (n - world.rank() + world.size() - 1) / world.size();
   nn::Metrics sums;
   int64_t batches = 0, seen = 0;
+  double abandoned = 0;
   while (auto batch = loader.next()) {
     if (options.max_batches > 0 && batches >= options.max_batches) break;
+    if (options.stop_on_signal && StopSignals::received() != 0) {
+      abandoned = 1;
+      break;
+    }
     const int64_t keep = std::min<int64_t>(batch->size(), mine - seen);
     if (keep <= 0) break;
     nn::TensorMap fields;
@@ -52,6 +59,9 @@ nn::Metrics evaluate(nn::Model& model, const std::shared_ptr<const data::Dataset
     ++batches;
   }
   model.train(true);
+  // Every rank learns whether one abandoned it before the figures' collectives.
+  world.allreduce(&abandoned, 1, comm::ReduceOp::max);
+  if (abandoned != 0) return std::nullopt;
   if (const std::vector<std::string> declared = model.figures();
       !declared.empty() && !sums.empty()) {
     std::vector<std::string> got;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "apps/trainer/run_log.h"
@@ -20,11 +21,16 @@ struct EvalOptions {
   int workers = 1;
   int64_t max_batches = 0;  // per rank; 0: the whole shard
   Device device;            // where the model runs
+  // A stop signal (base/stop_signal.h) on any rank abandons the evaluation at its next batch
+  // (a long one would outlast the launcher's grace period before its SIGKILL).
+  bool stop_on_signal = false;
 };
 
-// The model's figures over the whole set (every rank gets the same). Collective.
-nn::Metrics evaluate(nn::Model& model, const std::shared_ptr<const data::Dataset>& set,
-                     comm::Communicator& world, const EvalOptions& options);
+// The model's figures over the whole set (every rank gets the same); nullopt, on every rank, when
+// a stop signal abandoned it (options.stop_on_signal). Collective.
+std::optional<nn::Metrics> evaluate(nn::Model& model,
+                                    const std::shared_ptr<const data::Dataset>& set,
+                                    comm::Communicator& world, const EvalOptions& options);
 
 // Adds <prefix><name> = sum / count to `record` for each figure with a count: eval_ for the
 // test set, val_ for the validation set.

@@ -292,9 +292,10 @@ int Trainer::run() {
   resume_log_window(resumed_.log_window);
   log_due_ = resumed_.progress.contains("log_due");
   checksum_due_ = resumed_.progress.contains("checksum_due");
+  eval_due_ = resumed_.progress.contains("eval_due");
   // A run resumed at its end (finished, or stopped in its final evaluation) evaluates again: the
   // kept evaluation line of that step goes, so that it is not there twice.
-  log_->open(step_, /*evaluates_again=*/step_ > 0 && step_ >= total_steps_);
+  log_->open(step_, /*evaluates_again=*/(step_ > 0 && step_ >= total_steps_) || eval_due_);
   if (step_ == 0) loader_->start_epoch(0);
   std::optional<RunTimeline> timeline;
   if (!s_.timeline.empty()) timeline.emplace(*world_, s_.timeline, cfg_->where("train.timeline"));
@@ -306,13 +307,14 @@ int Trainer::run() {
   {
     const StopSignals signals;  // SIGTERM, SIGINT, SIGUSR1: stop at the next agreed step
     int stop_signal = 0;
-    while (step_ < total_steps_) {
+    // The evaluation a signal abandoned at the step this run resumes from comes first.
+    bool ended = eval_due_ && evaluate_now() && stop_at_ends_run();
+    while (!ended && step_ < total_steps_) {
       train_step();
       const bool epoch_end = step_ % steps_per_epoch_ == 0;
       if ((s_.eval_every > 0 && step_ % s_.eval_every == 0) || (s_.eval_every == 0 && epoch_end)) {
         log_->break_line();  // keep the progress line
-        evaluate_now();
-        if (stop_at_ends_run()) break;
+        if (evaluate_now() && stop_at_ends_run()) break;
       }
       if (step_ < total_steps_ && (stop_signal = agreed_stop_signal()) != 0) break;
       if ((s_.ckpt_every > 0 && step_ % s_.ckpt_every == 0) || (s_.ckpt_every == 0 && epoch_end))
@@ -494,18 +496,32 @@ void Trainer::flush_due(double lr) {
   }
 }
 
-void Trainer::evaluate_now() {
-  if ((!data_.eval && !data_.validation) || last_eval_step_ == step_) return;
-  last_eval_step_ = step_;
+bool Trainer::evaluate_now() {
+  if ((!data_.eval && !data_.validation) || last_eval_step_ == step_) return true;
   broadcast_model_state(*world_, *model_, /*buffers_only=*/true);
   TraceSpan span("evaluation", "eval");
-  const EvalOptions eo{s_.batch, loader_->options().num_workers, s_.max_eval_batches, s_.device};
+  // A signal abandons it where the ranks stop right after, at this step (their replicas agree).
+  const EvalOptions eo{s_.batch, loader_->options().num_workers, s_.max_eval_batches, s_.device,
+                       /*stop_on_signal=*/strategy_->replicas_identical()};
+  std::optional<nn::Metrics> val, test;
   strategy_->with_average_model([&] {  // decentralised: the average model
     // The validation set (held out of the training set: what choices are made on), then the
     // test set; the same model for both.
-    if (data_.validation) last_val_ = evaluate(*model_, data_.validation, *world_, eo);
-    if (data_.eval) last_eval_ = evaluate(*model_, data_.eval, *world_, eo);
+    if (data_.validation) val = evaluate(*model_, data_.validation, *world_, eo);
+    if (data_.eval && (val || !data_.validation)) test = evaluate(*model_, data_.eval, *world_, eo);
   });
+  if ((data_.validation && !val) || (data_.eval && !test)) {
+    eval_due_ = true;
+    log_info(
+        "the evaluation at step {} was stopped by a signal: it runs first when the run "
+        "resumes from this step",
+        step_);
+    return false;
+  }
+  eval_due_ = false;
+  last_eval_step_ = step_;
+  if (val) last_val_ = *val;
+  if (test) last_eval_ = *test;
   Json rec = {{"step", step_}, {"epoch", epoch_}};
   add_figures(rec, last_val_, "val_");
   add_figures(rec, last_eval_);
@@ -513,6 +529,7 @@ void Trainer::evaluate_now() {
   log_->write(rec);
   if (data_.validation) log_info("validation at step {}: {}", step_, describe_figures(last_val_));
   if (data_.eval) log_info("eval at step {}: {}", step_, describe_figures(last_eval_));
+  return true;
 }
 
 bool Trainer::stop_at_ends_run() {
@@ -599,6 +616,7 @@ void Trainer::save_checkpoint() {
   // sync waits for the next one, in the resumed run too.
   if (log_due_) progress["log_due"] = 1;
   if (checksum_due_) progress["checksum_due"] = 1;
+  if (eval_due_) progress["eval_due"] = 1;
   // The metrics window still open (steps since the last line: this rank's sums and the
   // reducer's diagnostics, given back to it at once), for a resumed run to finish that line as
   // this run would have (resume_log_window).

@@ -58,7 +58,9 @@ class Trainer {
   void build_step();  // rank 0's weights everywhere, the device, the strategy, the loader
   void train_step();
   void flush_due(double lr);
-  void evaluate_now();
+  // Evaluates the model at this step (once); false when a stop signal abandoned the evaluation,
+  // which is then due again when the run resumes from this step's checkpoint.
+  bool evaluate_now();
   // Whether train.stop_at ends the run after the evaluation just made: its bound met, or
   // give_up_after evaluations without a new best (the same answer on every rank).
   bool stop_at_ends_run();
@@ -119,6 +121,7 @@ class Trainer {
   double last_lr_ = std::numeric_limits<double>::quiet_NaN();
   double lr_of_last_step() const;
   bool log_due_ = false, checksum_due_ = false;  // waiting for a step where replicas agree
+  bool eval_due_ = false;  // this step's evaluation, abandoned for a stop signal
 };
 
 }  // namespace ada::trainer

@@ -385,6 +385,26 @@ preempt)
   mpi 2 "$trainer" --config tiny.yaml --set reducer.name=average --set output.dir=twice --set train.steps=12 --resume auto > twice2.txt 2>&1 \
     && grep -q "resumed from twice/checkpoints/ckpt-00000010.json" twice2.txt || { tail -5 twice2.txt; fail "twice: no resume from step 10"; }
   echo "preempt (twice): a second SIGTERM during the stop checkpoint ended rank 1 (exit $rc); step 10's checkpoint resumes"
+  # SIGTERM during an evaluation (rank 1's second evaluation batch: step 10's): the evaluation is
+  # abandoned (a long one outlasted the launcher's grace period), both ranks stop at step 10
+  # with a checkpoint, and the resumed run evaluates step 10 first, ending as the unbroken run
+  # does: losses, evaluation figures and final checkpoint.
+  ADA_FAULT=eval@1#2:term timeout 120 bash -c "$(declare -f mpi); mpi 2 '$trainer' --config tiny.yaml \
+    --set reducer.name=average --set output.dir=ev" > ev1.txt 2>&1
+  rc=$?
+  [ $rc -eq 143 ] || { tail -5 ev1.txt; fail "eval: exit $rc, not 143 (124: it hung)"; }
+  grep -q "the evaluation at step 10 was stopped by a signal: it runs first when the run resumes from this step" ev1.txt &&
+    grep -q "stopped by SIGTERM at step 10 of 40: checkpoint at step 10 written" ev1.txt ||
+    { grep -a "stopped\|error" ev1.txt; fail "eval: the run did not abandon its evaluation and stop at step 10"; }
+  mpi 2 "$trainer" --config tiny.yaml --set reducer.name=average --set output.dir=ev --resume auto > ev2.txt 2>&1 ||
+    { tail -5 ev2.txt; fail "eval: the resumed run failed"; }
+  for key in loss eval_loss eval_top1; do
+    cmp -s <(grep -o "\"$key\":[^,}]*" u_grad/metrics.jsonl) <(grep -o "\"$key\":[^,}]*" ev/metrics.jsonl) ||
+      fail "eval: the resumed run's $key figures differ from the unbroken run's"
+  done
+  cmp -s u_grad/checkpoints/ckpt-00000040.safetensors ev/checkpoints/ckpt-00000040.safetensors ||
+    fail "eval: the final checkpoint differs from the unbroken run's"
+  echo "preempt (eval): SIGTERM during step 10's evaluation: abandoned, both ranks stopped at step 10, exit 143; resumed with that evaluation first, as the unbroken run"
   # Local SGD and WAGMA stop at their next world synchronisation, where the replicas agree.
   preempt local "0#13" 16 --set sync.name=local_sgd --set sync.period=4 --set train.eval_every=0
   wagma=(--set reducer.name=average --set sync.name=wagma --set sync.global_every=3 --set train.eval_every=0)
