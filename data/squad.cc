@@ -1,5 +1,6 @@
 #include "data/squad.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -102,6 +103,13 @@ std::vector<std::u32string> normalized_tokens(std::string_view text) {
 
 SquadDataset read_squad(const std::string& path) {
   const Json doc = parse_file(path);
+  // Predictions (question id -> answer text) where a dataset was expected: arguments swapped?
+  const bool predictions =
+      doc.is_object() && !doc.empty() && !doc.contains("version") &&
+      std::all_of(doc.begin(), doc.end(), [](const Json& v) { return v.is_string(); });
+  ADA_CHECK_ARG(!predictions, IoError)
+      << path << ": a predictions file (question id -> answer text), not a SQuAD dataset (with "
+      << "'version' and 'data'); is it the other file? (squad_eval takes DATASET PREDICTIONS)";
   SquadDataset d;
   d.version = field(path, doc, "", "version", &Json::is_string, "a string").get<std::string>();
   const Json& data = field(path, doc, "", "data", &Json::is_array, "an array");

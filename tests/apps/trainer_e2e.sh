@@ -254,6 +254,10 @@ PY
   echo '{"version": "1.1", "data": []}' > empty.json
   "$(dirname "$trainer")/squad_eval" empty.json predictions.json > empty.txt 2>&1 && fail "squad_eval scored a dataset without questions"
   grep -q "empty.json: no question to score" empty.txt || { cat empty.txt; fail "squad_eval: no message for a dataset without questions"; }
+  # The two files swapped: the predictions named as such.
+  "$(dirname "$trainer")/squad_eval" predictions.json squad.json > swapped.txt 2>&1 && fail "squad_eval took predictions for a dataset"
+  grep -q "predictions.json: a predictions file (question id -> answer text), not a SQuAD dataset" swapped.txt ||
+    { cat swapped.txt; fail "squad_eval with its files swapped: no message"; }
   echo '{"not-a-question": "x"}' > other.json
   "$(dirname "$trainer")/squad_eval" squad.json other.json > other.txt 2>&1 || { cat other.txt; fail "squad_eval of another dataset's answers"; }
   grep -q "1 of the 1 answers in other.json are for questions squad.json does not have" other.txt || { cat other.txt; fail "squad_eval: answers for unknown questions not said"; }
