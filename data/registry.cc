@@ -31,9 +31,40 @@ std::string data_file(const Config& section, const std::string& key, const std::
   return path;
 }
 
+namespace {
+// A path the config names that does not exist, said with the key and, for a relative one, the
+// folder it was taken from (a config run from another folder than its own paths assume).
+void check_exists(const Config& section, const std::string& key, const std::string& path) {
+  std::error_code ec;
+  if (path.empty() || std::filesystem::exists(path, ec)) return;
+  const bool relative = std::filesystem::path(path).is_relative();
+  ADA_THROW(IoError) << section.where(key) << ": '" << path << "' does not exist"
+                     << (relative ? " (relative paths are taken from the working directory, " +
+                                        std::filesystem::current_path(ec).string() +
+                                        "; the shipped configs' from the repository's root)"
+                                  : std::string())
+                     << "; fetch the data (tools/fetch_data.sh) or fix the path";
+}
+}  // namespace
+
 DataSets read_datasets(const DatasetRegistry& registry, const DatasetRequest& request) {
-  const std::string name = request.section.get<std::string>("name");
-  return registry.get(name, request.section.where("name"))(request);
+  const Config& d = request.section;
+  const std::string name = d.get<std::string>("name");
+  const auto& factory = registry.get(name, d.where("name"));
+  try {
+    return factory(request);
+  } catch (const IoError&) {
+    // A file it could not read: a path of the config that does not exist says why better.
+    for (const char* key : {"path", "eval_path", "vocab"}) {
+      if (!d.has(key)) continue;
+      try {  // a path, or a list of them (masked-LM shards)
+        check_exists(d, key, d.get<std::string>(key));
+      } catch (const ConfigError&) {
+        for (const std::string& p : d.get<std::vector<std::string>>(key)) check_exists(d, key, p);
+      }
+    }
+    throw;
+  }
 }
 
 const DatasetRegistry& builtin_datasets() {

@@ -244,7 +244,9 @@ def cases(src):
     # Data files (MNIST-format IDX written here).
     M = lambda name, setup, *exp, **kw: add(Case(name, list(exp), cfg={"data": {"name": "mnist", "path": "m", "size": DROP,
                                                                                  "eval_size": DROP}}, setup=setup, **kw))
-    M("mnist_missing_folder", None, "m/train-images-idx3-ubyte", "tools/fetch_data.sh mnist")
+    # A folder that is not there: named with the key, and the working directory a relative path is from.
+    M("mnist_missing_folder", None, "data.path (line", "'m' does not exist (relative paths are taken from the "
+      "working directory, ", "tools/fetch_data.sh")
     M("mnist_label_out_of_range", lambda d: mnist_dir(f"{d}/m", labels=[77] + [1] * 63), "train-labels-idx1-ubyte",
       "77", "num_classes")
     M("mnist_truncated_images", lambda d: mnist_dir(f"{d}/m", truncate=100), "train-images-idx3-ubyte", "truncated")
