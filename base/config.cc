@@ -612,6 +612,58 @@ std::string similar_files(const std::string& path) {
   return out;
 }
 
+// Throws, before anything changes, when merging the mapping `value` into the section `dest`
+// (at `path`) would rewrite a section shared through a YAML alias (and so every alias of it).
+void check_mergeable(const ConfigState& s, const std::string& what, const std::string& path,
+                     const YAML::Node& key, const YAML::Node& dest, const YAML::Node& value) {
+  ADA_CHECK_ARG(count_refs(s.root, dest) <= 1, ConfigError)
+      << prefix(s) << what << ": " << path_at(s, path, key, dest)
+      << " is shared through a YAML alias (*anchor); edit the file instead";
+  for (auto it = value.begin(); it != value.end(); ++it) {
+    YAML::Node k, v;
+    const YAML::Node sub(it->second);
+    if (sub.IsMap() && find_in(dest, it->first.Scalar(), k, v) && v.IsMap())
+      check_mergeable(s, what, join(path, it->first.Scalar()), k, v, sub);
+  }
+}
+
+// Sets `name` in the section `parent` to `value` and records that `path` (its dotted path) was
+// set by `set_by`, dropping records of keys below it.
+void assign(ConfigState& s, YAML::Node& parent, const std::string& name, const std::string& path,
+            const YAML::Node& value, const std::string& set_by) {
+  YAML::Node k, v;
+  if (find_in(parent, name, k, v) && count_refs(s.root, v) > 1) {
+    // The value is shared through an alias: detach this key instead of rewriting the shared
+    // node (which would change every alias too). The key moves to the end of its section.
+    parent.remove(name);
+  }
+  parent[name] = value;
+  for (auto it = s.overrides.lower_bound(path + "."); it != s.overrides.end();) {
+    if (it->first.compare(0, path.size() + 1, path + ".") != 0) break;
+    it = s.overrides.erase(it);
+  }
+  s.overrides[path] = set_by;
+}
+
+// Merges the mapping `value` into the section `name` of `parent` (at `path`): a mapping onto a
+// section merges recursively, anything else (scalars, lists, nulls, a mapping onto a scalar)
+// replaces the key. Only the keys set are recorded as set by `set_by`; the others keep their
+// place in the file. check_mergeable() has passed.
+void merge_into(ConfigState& s, YAML::Node& parent, const std::string& name,
+                const std::string& path, const YAML::Node& value, const std::string& set_by) {
+  YAML::Node dest = parent[name];
+  for (auto it = value.begin(); it != value.end(); ++it) {
+    const std::string sub_name = it->first.Scalar();
+    const std::string sub_path = join(path, sub_name);
+    const YAML::Node sub(it->second);
+    YAML::Node k, v;
+    if (sub.IsMap() && find_in(dest, sub_name, k, v) && v.IsMap())
+      merge_into(s, dest, sub_name, sub_path, sub, set_by);
+    else
+      assign(s, dest, sub_name, sub_path, sub, set_by);
+  }
+}
+
 }  // namespace
 
 Config Config::load_file(const std::string& path) {
@@ -822,19 +874,16 @@ void Config::set_override(const std::string& assignment, const std::string& orig
     cur.reset(next);
     cur_path = p;
   }
+  const std::string set_by = origin.empty() ? "set by --set " + assignment : origin;
   YAML::Node k, v;
-  if (find_in(cur, segs.back(), k, v) && count_refs(s.root, v) > 1) {
-    // The value is shared through an alias: detach this key instead of rewriting the shared
-    // node (which would change every alias too). The key moves to the end of its section.
-    cur.remove(segs.back());
+  if (value.IsMap() && find_in(cur, segs.back(), k, v) && v.IsMap()) {
+    // A mapping onto a section merges into it key by key, so --set train={steps: 10} is
+    // --set train.steps=10 and leaves the section's other keys alone.
+    check_mergeable(s, what, full, k, v, value);
+    merge_into(s, cur, segs.back(), full, value, set_by);
+    return;
   }
-  cur[segs.back()] = value;
-
-  for (auto it = s.overrides.lower_bound(full + "."); it != s.overrides.end();) {
-    if (it->first.compare(0, full.size() + 1, full + ".") != 0) break;
-    it = s.overrides.erase(it);
-  }
-  s.overrides[full] = origin.empty() ? "set by --set " + assignment : origin;
+  assign(s, cur, segs.back(), full, value, set_by);
 }
 
 std::string Config::dump() const {

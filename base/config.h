@@ -105,6 +105,9 @@ class Config {
 
   // Applies a command-line `--set a.b.c=value` (relative to this section). The value is parsed
   // as YAML (scalar or flow: 0.1, adasum, [1, 2], {lr: 0.1}); missing sections are created.
+  // A mapping set onto a key that holds a mapping merges into it key by key, recursively
+  // (`train={steps: 10}` is `train.steps=10`); anything else (scalars, lists, null, a mapping
+  // onto a scalar) replaces the key's value whole.
   // `origin` says where a value the program derives itself comes from, for messages (e.g.
   // "derived from train.steps"); empty: "set by --set <assignment>".
   void set_override(const std::string& assignment, const std::string& origin = "");

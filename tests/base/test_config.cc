@@ -277,6 +277,61 @@ TEST(Config, Overrides) {
   EXPECT_THAT(msg, HasSubstr("optimizer.nesterv (set by --set optimizer.nesterv=false)"));
 }
 
+// A mapping set onto a section merges into it key by key (recursively): --set optimizer={lr: 0.5}
+// is --set optimizer.lr=0.5, not a new optimizer section holding lr alone. Lists, scalars and a
+// mapping onto a scalar (or a null) replace the key whole.
+TEST(Config, MappingOverrideMergesIntoASection) {
+  Config merged = Config::parse(kTrainYaml, "x.yaml");
+  merged.set_override("optimizer={lr: 0.5, milestones: [1], extra: {depth: 2}}");
+  merged.set_override("data={splits: {train: 0.9}, shuffle_buffer: {size: 8}}");
+  merged.set_override("model={name: resnet}");  // a mapping onto a scalar replaces it
+  Config dotted = Config::parse(kTrainYaml, "x.yaml");
+  dotted.set_override("optimizer.lr=0.5");
+  dotted.set_override("optimizer.milestones=[1]");
+  dotted.set_override("optimizer.extra.depth=2");
+  dotted.set_override("data.splits={train: 0.9}");  // a mapping onto a list replaces it
+  dotted.set_override("data.shuffle_buffer.size=8");
+  dotted.set_override("model={name: resnet}");
+  EXPECT_EQ(merged.hash(), dotted.hash());  // the same document (dump() keeps the flow style)
+  // The section's other keys stay, with their place in the file.
+  EXPECT_DOUBLE_EQ(merged.get<double>("optimizer.momentum"), 0.9);
+  EXPECT_TRUE(merged.get<bool>("optimizer.nesterov"));
+  EXPECT_EQ(merged.get<std::vector<int>>("optimizer.milestones"), (std::vector<int>{1}));
+  EXPECT_EQ(merged.child("optimizer").keys(),
+            (std::vector<std::string>{"lr", "momentum", "nesterov", "milestones", "extra"}));
+  EXPECT_EQ(merged.get<int>("data.batch_size"), 32);
+  EXPECT_DOUBLE_EQ(merged.get<double>("data.splits.train"), 0.9);  // the list [train, test]
+  EXPECT_EQ(merged.get<int>("data.shuffle_buffer.size"), 8);       // replaced
+  EXPECT_EQ(merged.get<std::string>("model.name"), "resnet");
+  // Messages: the keys set name the assignment, the others keep their line.
+  EXPECT_EQ(merged.where("optimizer.lr"),
+            "config x.yaml: optimizer.lr (set by --set optimizer={lr: 0.5, milestones: [1], "
+            "extra: {depth: 2}})");
+  EXPECT_EQ(merged.where("optimizer.momentum"),
+            "config x.yaml: optimizer.momentum (line 6, column 13)");
+  EXPECT_EQ(merged.where("optimizer"), "config x.yaml: optimizer (line 4, column 1)");
+  // Nested sections merge too; an empty mapping changes nothing.
+  merged.set_override("optimizer={extra: {width: 3}}");
+  merged.set_override("optimizer={}");
+  EXPECT_EQ(merged.get<int>("optimizer.extra.depth"), 2);
+  EXPECT_EQ(merged.get<int>("optimizer.extra.width"), 3);
+  EXPECT_DOUBLE_EQ(merged.get<double>("optimizer.lr"), 0.5);
+  // A scalar onto a section still replaces it; null then a mapping replaces a section whole.
+  merged.set_override("reducer=null");
+  merged.set_override("reducer={target: grads}");
+  EXPECT_FALSE(merged.has("reducer.name"));
+  merged.set_override("data=fast");
+  EXPECT_EQ(merged.get<std::string>("data"), "fast");
+  // A mapping onto a section shared through an alias is refused, before anything changes.
+  Config shared = Config::parse("a: &s {x: 1, y: {z: 1}}\nb: *s\nc: {y: *s}\n", "a.yaml");
+  EXPECT_THAT(error_of<ConfigError>([&] { shared.set_override("b={x: 2}"); }),
+              HasSubstr("--set 'b={x: 2}': b (line 2, column 1) is shared through a YAML alias"));
+  EXPECT_THAT(error_of<ConfigError>([&] { shared.set_override("c={w: 0, y: {x: 2}}"); }),
+              HasSubstr("c.y (line 3, column 5) is shared through a YAML alias"));
+  EXPECT_FALSE(shared.has("c.w"));
+  EXPECT_EQ(shared.get<int>("a.x"), 1);
+}
+
 TEST(Config, BadOverridesNameTheAssignmentAndTheFix) {
   Config c = Config::parse(kTrainYaml, "x.yaml");
   EXPECT_THAT(error_of<ConfigError>([&] { c.set_override("optimizer.lr"); }),
