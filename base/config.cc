@@ -909,7 +909,9 @@ uint64_t Config::hash() const {
 
 std::string Range::str() const {
   std::ostringstream os;
-  if (std::isinf(hi) && !std::isinf(lo))
+  if (std::isinf(hi) && std::isinf(lo))
+    os << "any number";
+  else if (std::isinf(hi) && !std::isinf(lo))
     os << (lo_open ? "> " : ">= ") << lo;
   else
     os << "in " << (lo_open ? "(" : "[") << lo << ", " << hi << (hi_open ? ")" : "]");
@@ -919,7 +921,14 @@ std::string Range::str() const {
 void Config::fail_range(const std::string& key, double value, const Range& range,
                         const std::string& hint) const {
   std::ostringstream os;
-  os << where(key) << ": must be " << range.str() << ", got " << value;
+  os << where(key) << ": must be ";
+  if (std::isinf(range.lo) && std::isinf(range.hi))  // only NaN (or +-inf) is outside
+    os << (range.infinity_ok ? "a number" : "a finite number");
+  else if (!std::isfinite(value))
+    os << (range.infinity_ok ? "a number " : "a finite number ") << range.str();
+  else
+    os << range.str();
+  os << ", got " << value;
   if (!hint.empty()) os << "; " << hint;
   throw ConfigError(os.str());
 }

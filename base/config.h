@@ -5,6 +5,7 @@
 // Not thread-safe: read the configuration on one thread, then hand plain values to others.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -15,11 +16,14 @@
 namespace ada {
 
 // The values a number read from a config may take (Config::get_in): at_least(0) is [0, inf),
-// above(0) is (0, inf), closed(0, 1) is [0, 1], half_open(0, 1) is [0, 1). NaN is in none.
+// above(0) is (0, inf), closed(0, 1) is [0, 1], half_open(0, 1) is [0, 1). Only finite numbers:
+// NaN is in none, and +-inf (a config's `inf`, `.inf`) only in a range made with_infinity() for a
+// key where infinity means something ("no limit"), when the bounds hold it.
 struct Range {
   double lo = -std::numeric_limits<double>::infinity(),
          hi = std::numeric_limits<double>::infinity();
   bool lo_open = false, hi_open = false;  // open: the bound itself is excluded
+  bool infinity_ok = false;               // +-inf (within the bounds) is a valid value
 
   static Range at_least(double lo) {
     return {lo, std::numeric_limits<double>::infinity(), false, false};
@@ -29,10 +33,17 @@ struct Range {
   }
   static Range closed(double lo, double hi) { return {lo, hi, false, false}; }
   static Range half_open(double lo, double hi) { return {lo, hi, false, true}; }
+  // The same range, also holding +-inf where the bounds do (e.g. at_least(0).with_infinity()).
+  Range with_infinity() const {
+    Range r = *this;
+    r.infinity_ok = true;
+    return r;
+  }
   bool contains(double x) const {
+    if (std::isinf(x) && !infinity_ok) return false;
     return (lo_open ? x > lo : x >= lo) && (hi_open ? x < hi : x <= hi);
   }
-  std::string str() const;  // ">= 0", "> 0", "in [0, 1)"
+  std::string str() const;  // ">= 0", "> 0", "in [0, 1)", "any number"
 };
 
 namespace detail {
@@ -80,9 +91,9 @@ class Config {
   }
 
   // A required number (int, int64_t, float, double) in `range`, else a ConfigError
-  // "<where>: must be <range>, got <value>; <hint>": `hint` says what values mean or are
-  // typical ("0: off", "typical: 0.9"). get_in_or: the same for an optional one (`fallback`,
-  // unchecked, when unset).
+  // "<where>: must be <range>, got <value>; <hint>" ("must be a finite number <range>, got inf"
+  // for NaN and +-inf): `hint` says what values mean or are typical ("0: off", "typical: 0.9").
+  // get_in_or: the same for an optional one (`fallback`, unchecked, when unset).
   template <class T>
   T get_in(const std::string& key, const Range& range, const std::string& hint = "") const {
     static_assert(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>,

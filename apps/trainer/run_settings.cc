@@ -126,7 +126,8 @@ std::optional<StopAt> read_stop_at(const Config& t) {
       << ": give exactly one bound, below: X (stop once the figure is <= X, e.g. a loss) "
       << "or above: X (>= X, e.g. an accuracy)";
   s.below = c.has("below");
-  s.value = c.get<double>(s.below ? "below" : "above");
+  s.value = c.get_in<double>(s.below ? "below" : "above", Range{},
+                             "the bound an evaluation figure must reach");
   s.give_up_after = c.get_in_or<int64_t>("give_up_after", 0, Range::at_least(0),
                                          "evaluations in a row without a new best figure; 0 never "
                                          "gives up");
@@ -241,8 +242,9 @@ RunSettings read_run_settings(const Config& root, const std::string& config_path
       << "cuda_graphs: false, or one micro-batch a step";
   s.comm = t.get_or<std::string>("comm", s.comm);
   comm::check_step_comm_choice(s.comm, s.device, t.where("comm"));
-  s.comm_timeout = t.get_in_or<double>("comm_timeout_s", s.comm_timeout, Range::at_least(0),
-                                       "0 waits for ever; a hung peer then hangs the job");
+  s.comm_timeout =
+      t.get_in_or<double>("comm_timeout_s", s.comm_timeout, Range::at_least(0).with_infinity(),
+                          "0 or inf waits for ever; a hung peer then hangs the job");
   const std::string nonfinite = t.get_or<std::string>("on_nonfinite", "stop");
   ADA_CHECK_ARG(nonfinite == "stop" || nonfinite == "skip", ConfigError)
       << t.where("on_nonfinite") << ": must be 'stop' or 'skip', got '" << nonfinite << "'";

@@ -372,6 +372,14 @@ def cases(src):
       ["--resume", "good/checkpoints/ckpt-00000004.json"], "ckpt-00000004.json", "not a valid checkpoint description")
     R("json_other_run_id_is_fine_but_files_gone", lambda d: (ckpt_run([])(d), shutil.rmtree(f"{d}/good/checkpoints")),
       ["--resume", "good/checkpoints/ckpt-00000004.json"], "ckpt-00000004.json does not exist")
+    # Config values (cfg-fixes)
+    # Non-finite numbers are refused by the range checks, naming the key, not the schedule or a
+    # NaN at step 1 (train.comm_timeout_s alone takes inf: no limit).
+    add(Case("lr_inf", ["optimizer.lr (set by --set optimizer.lr=inf): must be a finite number > 0, got inf"],
+             args=["--set", "optimizer.lr=inf"]))
+    add(Case("weight_decay_inf", ["optimizer.weight_decay (line", "must be a finite number >= 0, got inf"],
+             raw=json.dumps(merged(BASE, {"optimizer": {"weight_decay": 1}})).replace(
+                 '"weight_decay": 1', '"weight_decay": .inf')))
     return C
 
 

@@ -162,6 +162,40 @@ TEST(Config, NumberSpellings) {
   EXPECT_FALSE(c.get<bool>("n"));
 }
 
+// Range checks take finite numbers only: NaN and +-inf are refused naming the key as written and
+// where it came from, unless the key's range is made with_infinity() (and then within bounds).
+TEST(Config, RangesRefuseNanAndInfinityUnlessAllowed) {
+  Config c = Config::parse("lr: .inf\nwd: -.inf\nm: .nan\nt: .inf\nf: 1e-3\n", "r.yaml");
+  EXPECT_EQ(error_of<ConfigError>([&] { c.get_in<double>("lr", Range::above(0), "e.g. 0.1"); }),
+            "config r.yaml: lr (line 1, column 5): must be a finite number > 0, got inf; e.g. 0.1");
+  EXPECT_THAT(error_of<ConfigError>([&] { c.get_in_or<double>("wd", 0.0, Range{}); }),
+              HasSubstr("wd (line 2, column 5): must be a finite number, got -inf"));
+  EXPECT_THAT(error_of<ConfigError>([&] { c.get_in<float>("m", Range::closed(0, 1)); }),
+              HasSubstr("m (line 3, column 4): must be a finite number in [0, 1], got nan"));
+  EXPECT_THAT(
+      error_of<ConfigError>([&] { c.get_in<double>("m", Range::at_least(0).with_infinity()); }),
+      HasSubstr("m (line 3, column 4): must be a number >= 0, got nan"));
+  EXPECT_EQ(c.get_in<double>("t", Range::at_least(0).with_infinity()),
+            std::numeric_limits<double>::infinity());
+  // with_infinity() keeps the bounds: -inf is not >= 0.
+  EXPECT_THAT(
+      error_of<ConfigError>([&] { c.get_in<double>("wd", Range::at_least(0).with_infinity()); }),
+      HasSubstr("must be a number >= 0, got -inf"));
+  EXPECT_DOUBLE_EQ(c.get_in<double>("f", Range::above(0)), 1e-3);
+  // From the command line (inf and nan are YAML's .inf and .nan spelt as C does).
+  c.set_override("lr=inf");
+  EXPECT_THAT(
+      error_of<ConfigError>([&] { c.get_in<double>("lr", Range::above(0)); }),
+      HasSubstr("config r.yaml: lr (set by --set lr=inf): must be a finite number > 0, got inf"));
+  c.set_override("sub.wd=-Infinity");
+  EXPECT_THAT(
+      error_of<ConfigError>([&] { c.child("sub").get_in<double>("wd", Range::at_least(0)); }),
+      HasSubstr("sub.wd (set by --set sub.wd=-Infinity): must be a finite number >= 0, got -inf"));
+  c.set_override("m=NaN");
+  EXPECT_THAT(error_of<ConfigError>([&] { c.get_in<double>("m", Range::half_open(0, 1)); }),
+              HasSubstr("m (set by --set m=NaN): must be a finite number in [0, 1), got nan"));
+}
+
 TEST(Config, MissingRequiredSaysWhere) {
   Config c = Config::parse(kTrainYaml, "x.yaml");
   Config opt = c.child("optimizer");

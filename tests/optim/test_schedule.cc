@@ -121,7 +121,12 @@ TEST(Schedule, EpochKeyErrorsNameTheKeys) {
             std::string::npos)
       << msg;
   msg = error("name: constant\nwarmup_epochs: .inf\n", 19);
-  EXPECT_NE(msg.find("schedule.warmup_epochs (line 3, column 18): inf epochs at 19 steps per "
+  EXPECT_NE(msg.find("schedule.warmup_epochs (line 3, column 18): must be a finite number >= 0, "
+                     "got inf"),
+            std::string::npos)
+      << msg;
+  msg = error("name: constant\nwarmup_epochs: 1e300\n", 19);
+  EXPECT_NE(msg.find("schedule.warmup_epochs (line 3, column 18): 1e+300 epochs at 19 steps per "
                      "epoch is no step a run reaches"),
             std::string::npos)
       << msg;

@@ -2,6 +2,7 @@
 // file or by --set), the value and what to do. No MPI: a pure function of the config.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -252,6 +253,21 @@ TEST(RunSettings, BadValuesNameTheKeyTheValueAndTheFix) {
       EXPECT_NE(msg.find(part), std::string::npos)
           << c.sets[0] << ": " << msg << "\nlacks: " << part;
   }
+  // Non-finite numbers: refused naming the key, but train.comm_timeout_s: inf is no limit.
+  EXPECT_NE(error(kMinimal, {"train.clip_grad_norm=inf"})
+                .find("train.clip_grad_norm (set by --set train.clip_grad_norm=inf): must be a "
+                      "finite number >= 0, got inf"),
+            std::string::npos);
+  EXPECT_NE(error(kMinimal, {"train.stop_at={metric: eval_top1, above: nan}"})
+                .find("train.stop_at.above (set by --set train.stop_at={metric: eval_top1, "
+                      "above: nan}): must be a finite number, got nan"),
+            std::string::npos);
+  EXPECT_NE(error(kMinimal, {"train.comm_timeout_s=-inf"})
+                .find("train.comm_timeout_s (set by --set train.comm_timeout_s=-inf): must be a "
+                      "number >= 0, got -inf"),
+            std::string::npos);
+  EXPECT_EQ(settings(kMinimal, {"train.comm_timeout_s=inf"}).comm_timeout,
+            std::numeric_limits<double>::infinity());
   // In the file: the line and column of the value.
   EXPECT_NE(error("model: {name: lenet5}\ndata: {name: synthetic}\nreducer: {name: sum}\n"
                   "train:\n  steps: 3\n  batch_per_rank: -8\n")
