@@ -1,5 +1,6 @@
 #include "apps/trainer/run_settings.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -137,6 +138,23 @@ std::optional<StopAt> read_stop_at(const Config& t) {
   return s;
 }
 
+// A bucket size given in MiB (reducer.bucket_mb, reducer.first_bucket_mb) as bytes: from 1 byte
+// to 1 TiB, checked before the conversion (a double beyond int64 has no defined cast).
+int64_t read_bucket_bytes(const Config& red, const std::string& key, double fallback_mb,
+                          const std::string& hint) {
+  constexpr double kMiB = 1 << 20;
+  const double mb = red.get_or<double>(key, fallback_mb);
+  if (!(std::isfinite(mb) && mb * kMiB >= 1 && mb <= kMiB)) {
+    char got[32];  // shortest exact form: 1048576.5 must not read 1.04858e+06
+    const auto end = std::to_chars(got, got + sizeof got, mb).ptr;
+    ADA_THROW(ConfigError) << red.where(key)
+                           << ": must be from 1 byte to 1 TiB, a number of MiB in "
+                           << "[9.5367431640625e-07, 1048576] (1/1048576 MiB is a byte), got "
+                           << std::string(got, end) << "; " << hint;
+  }
+  return static_cast<int64_t>(mb * kMiB);
+}
+
 // A section that may be absent (all defaults).
 Config section_or_empty(const Config& root, const std::string& key) {
   return root.has(key) ? root.child(key) : Config::parse("{}", "defaults");
@@ -268,12 +286,10 @@ RunSettings read_run_settings(const Config& root, const std::string& config_path
   s.ckpt_overwrite = ck.get_or<bool>("overwrite", false);
 
   const Config red = root.child("reducer");
-  const double mb = red.get_in_or<double>("bucket_mb", 25.0, Range::above(0),
-                                          "MiB per gradient bucket (25, as PyTorch DDP)");
-  const double first = red.get_in_or<double>("first_bucket_mb", 1.0, Range::above(0),
-                                             "MiB of the first, small bucket");
-  s.buckets.bucket_bytes = static_cast<int64_t>(mb * (1 << 20));
-  s.buckets.first_bucket_bytes = static_cast<int64_t>(first * (1 << 20));
+  s.buckets.bucket_bytes =
+      read_bucket_bytes(red, "bucket_mb", 25.0, "MiB per gradient bucket (25, as PyTorch DDP)");
+  s.buckets.first_bucket_bytes =
+      read_bucket_bytes(red, "first_bucket_mb", 1.0, "MiB of the first, small bucket");
   return s;
 }
 

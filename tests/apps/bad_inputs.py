@@ -187,7 +187,7 @@ def cases(src):
     T("value_adasum_lr_factor", {"schedule": {"adasum_lr_factor": 0}}, "schedule.adasum_lr_factor", "must be > 0, got 0")
     T("unknown_reducer", {"reducer": {"name": "adasumm"}}, "unknown reducer 'adasumm'; known: adasum, average, sum")
     T("unknown_target", {"reducer": {"target": "weights"}}, "reducer.target", "unknown reduce target 'weights'")
-    T("value_bucket_mb", {"reducer": {"bucket_mb": -25}}, "reducer.bucket_mb", "must be > 0, got -25")
+    T("value_bucket_mb", {"reducer": {"bucket_mb": -25}}, "reducer.bucket_mb", "must be from 1 byte to 1 TiB", "got -25")
     T("value_keep_zero", {"checkpoint": {"keep": 0}}, "checkpoint.keep", "must be >= 1, got 0")
     T("type_overwrite", {"checkpoint": {"overwrite": "yes please"}}, "checkpoint.overwrite")
     T("value_threads_negative", {"train": {"threads": -2}}, "train.threads")
@@ -380,6 +380,12 @@ def cases(src):
     add(Case("weight_decay_inf", ["optimizer.weight_decay (line", "must be a finite number >= 0, got inf"],
              raw=json.dumps(merged(BASE, {"optimizer": {"weight_decay": 1}})).replace(
                  '"weight_decay": 1', '"weight_decay": .inf')))
+    # Bucket sizes in MiB are checked before they become bytes (an undefined cast made inf or 1e13
+    # "bucket_bytes -9223372036854775808"; 1e-9 was 0 bytes).
+    for key, value in (("bucket_mb", "inf"), ("bucket_mb", "1e13"), ("first_bucket_mb", "1e-9")):
+        add(Case(f"{key}_{value.replace('-', '_')}",
+                 [f"reducer.{key} (set by --set reducer.{key}={value}): must be from 1 byte to 1 TiB",
+                  "[9.5367431640625e-07, 1048576]"], args=["--set", f"reducer.{key}={value}"]))
     return C
 
 

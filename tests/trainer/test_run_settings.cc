@@ -214,7 +214,21 @@ TEST(RunSettings, BadValuesNameTheKeyTheValueAndTheFix) {
        {"train.epochs (not set) and train.steps (set by --set train.steps=0) is 0",
         "exactly one of train.epochs or train.steps to a positive number"}},
       {{"reducer.bucket_mb=-25"},
-       {"reducer.bucket_mb (set by --set reducer.bucket_mb=-25): must be > 0, got -25"}},
+       {"reducer.bucket_mb (set by --set reducer.bucket_mb=-25): must be from 1 byte to 1 TiB, a "
+        "number of MiB in [9.5367431640625e-07, 1048576] (1/1048576 MiB is a byte), got -25; MiB "
+        "per gradient bucket"}},
+      // Beyond int64 or under a byte once in bytes: refused before the conversion.
+      {{"reducer.bucket_mb=inf"},
+       {"reducer.bucket_mb (set by --set reducer.bucket_mb=inf): must "
+        "be from 1 byte to 1 TiB",
+        "got inf"}},
+      {{"reducer.bucket_mb=1e13"}, {"reducer.bucket_mb", "1 TiB", "got 1e+13"}},
+      {{"reducer.bucket_mb=1048576.5"}, {"reducer.bucket_mb", "got 1048576.5"}},
+      {{"reducer.first_bucket_mb=1e-9"},
+       {"reducer.first_bucket_mb (set by --set reducer.first_bucket_mb=1e-9): must be from 1 "
+        "byte",
+        "got 1e-09; MiB of the first, small bucket"}},
+      {{"reducer.first_bucket_mb=nan"}, {"reducer.first_bucket_mb", "got nan"}},
       {{"train.micro_batches=0"}, {"train.micro_batches", "must be > 0, got 0"}},
       {{"train.eval_every=-1"}, {"train.eval_every", "must be >= 0, got -1", "epoch's end"}},
       {{"train.log_every=0"}, {"train.log_every", "must be >= 1, got 0"}},
@@ -266,6 +280,11 @@ TEST(RunSettings, BadValuesNameTheKeyTheValueAndTheFix) {
                 .find("train.comm_timeout_s (set by --set train.comm_timeout_s=-inf): must be a "
                       "number >= 0, got -inf"),
             std::string::npos);
+  // The bucket sizes' bounds themselves are accepted: 1 byte and 1 TiB.
+  const RunSettings edges = settings(
+      kMinimal, {"reducer.first_bucket_mb=9.5367431640625e-07", "reducer.bucket_mb=1048576"});
+  EXPECT_EQ(edges.buckets.first_bucket_bytes, 1);
+  EXPECT_EQ(edges.buckets.bucket_bytes, int64_t{1} << 40);
   EXPECT_EQ(settings(kMinimal, {"train.comm_timeout_s=inf"}).comm_timeout,
             std::numeric_limits<double>::infinity());
   // In the file: the line and column of the value.
