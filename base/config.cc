@@ -102,7 +102,17 @@ std::string location(const ConfigState& s, const std::string& path, const YAML::
     return "(" + mark_str(value.Mark()) + ")";
   if (has_mark(key)) return "(" + mark_str(key.Mark()) + ")";
   if (has_mark(value)) return "(" + mark_str(value.Mark()) + ")";
-  return "";
+  // A section that --set created for the keys it set below (--set newsection.key=5): those
+  // assignments, in key order, each once.
+  std::vector<std::string> below;
+  for (auto it = s.overrides.lower_bound(path + "."); it != s.overrides.end(); ++it) {
+    if (it->first.compare(0, path.size() + 1, path + ".") != 0) break;
+    if (std::find(below.begin(), below.end(), it->second) == below.end())
+      below.push_back(it->second);
+  }
+  std::string out;
+  for (const auto& b : below) out += (out.empty() ? "(" : "; ") + b;
+  return out.empty() ? out : out + ")";
 }
 
 // "a.b (line 3, column 4)": a path with its location, when one is known.

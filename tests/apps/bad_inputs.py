@@ -386,6 +386,9 @@ def cases(src):
         add(Case(f"{key}_{value.replace('-', '_')}",
                  [f"reducer.{key} (set by --set reducer.{key}={value}): must be from 1 byte to 1 TiB",
                   "[9.5367431640625e-07, 1048576]"], args=["--set", f"reducer.{key}={value}"]))
+    # A section only --set created is named with the assignment, like any key set by --set.
+    add(Case("set_unknown_new_section", ["1 key that nothing reads", "newsection (set by --set newsection.key=5)"],
+             args=["--set", "newsection.key=5"]))
     return C
 
 

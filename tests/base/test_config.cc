@@ -366,6 +366,26 @@ TEST(Config, MappingOverrideMergesIntoASection) {
   EXPECT_EQ(shared.get<int>("a.x"), 1);
 }
 
+// A section that only --set created is reported with the assignments that created it, like any
+// key set from the command line: it has no line to point at.
+TEST(Config, UnreadSectionCreatedBySetNamesTheAssignment) {
+  Config c = Config::parse("seed: 1\n", "x.yaml");
+  c.set_override("newsection.key=5");
+  c.set_override("other.deep.a=1");
+  c.set_override("other.deep.b=2");
+  c.get<int>("seed");
+  const std::string msg = error_of<ConfigError>([&] { c.finish(); });
+  EXPECT_THAT(msg, HasSubstr("\n  newsection (set by --set newsection.key=5)"));
+  EXPECT_THAT(msg, HasSubstr("\n  other (set by --set other.deep.a=1; set by --set "
+                             "other.deep.b=2)"));
+  EXPECT_EQ(c.where("other.deep"),
+            "config x.yaml: other.deep (set by --set other.deep.a=1; set by --set other.deep.b=2)");
+  // Read below it, the unread key itself is named.
+  c.get<int>("other.deep.a");
+  EXPECT_THAT(error_of<ConfigError>([&] { c.finish(); }),
+              HasSubstr("\n  other.deep.b (set by --set other.deep.b=2)"));
+}
+
 TEST(Config, BadOverridesNameTheAssignmentAndTheFix) {
   Config c = Config::parse(kTrainYaml, "x.yaml");
   EXPECT_THAT(error_of<ConfigError>([&] { c.set_override("optimizer.lr"); }),
