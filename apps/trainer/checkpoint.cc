@@ -4,6 +4,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -16,6 +17,7 @@
 #include "base/error.h"
 #include "base/fault.h"
 #include "base/log.h"
+#include "base/registry.h"
 #include "base/timeline.h"
 #include "comm/agreement.h"
 #include "comm/watchdog.h"
@@ -40,6 +42,16 @@ std::string stem_of(const std::string& path) {
       return path.substr(0, path.size() - e.size());
   }
   return path;
+}
+
+// "; did you mean --resume auto?" for a --resume value that names no file and is within 2 edits
+// of auto, case aside ("atuo", "Auto", "aut"); else "".
+std::string did_you_mean_auto(const std::string& which) {
+  std::error_code ec;
+  if (fs::exists(which, ec) || fs::exists(stem_of(which) + ".json", ec)) return "";
+  std::string lower = which;
+  for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return edit_distance(lower, "auto") <= 2 ? "; did you mean --resume auto?" : "";
 }
 
 std::string dir_of(const std::string& path) {
@@ -538,7 +550,8 @@ ResumePoint RunCheckpoints::resume(const std::string& which) {
   const Checkpointer::Choice choice = choose_together(candidates);
   const std::string path = comm::decide_on_rank0(world_, [&]() -> std::string {
     if (which != "auto") {
-      ADA_CHECK_ARG(choice.path.has_value(), IoError) << choice.rejected.at(0).reason;
+      ADA_CHECK_ARG(choice.path.has_value(), IoError)
+          << choice.rejected.at(0).reason << did_you_mean_auto(which);
       return which;
     }
     if (!choice.path) {

@@ -389,6 +389,11 @@ def cases(src):
     # A section only --set created is named with the assignment, like any key set by --set.
     add(Case("set_unknown_new_section", ["1 key that nothing reads", "newsection (set by --set newsection.key=5)"],
              args=["--set", "newsection.key=5"]))
+    # A --resume value that is no file and within 2 edits of auto (case aside) suggests auto.
+    add(Case("resume_auto_misspelt", ["checkpoint atuo.json does not exist or cannot be read; did you mean --resume auto?"],
+             args=["--resume", "atuo"]))
+    add(Case("resume_auto_capitalised", ["checkpoint AUTO.json does not exist", "; did you mean --resume auto?"],
+             args=["--resume", "AUTO"]))
     return C
 
 
