@@ -9,6 +9,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -950,6 +951,39 @@ std::string Config::where(const std::string& key) const {
   const Lookup l = lookup(s, full);
   if (!l.found) return prefix(s) + full + " (not set)";
   return located(s, full, l.key, l.value);
+}
+
+namespace {
+// Refuses a path that is ~ or starts with ~/ (see Config::get_path); `at` locates it.
+void check_no_tilde(const std::string& path, const std::string& at) {
+  if (path != "~" && path.rfind("~/", 0) != 0) return;
+  const char* home = std::getenv("HOME");
+  const std::string fix = home && *home ? "write " + std::string(home) + path.substr(1)
+                                        : "write the absolute path of your home folder for ~";
+  ADA_THROW(ConfigError) << at << ": '" << path
+                         << "' starts with ~, which nothing expands here (a shell expands ~ only "
+                            "at the start of a word, not inside a YAML file or after --set key=),"
+                            " so it would name a folder called ~; "
+                         << fix;
+}
+}  // namespace
+
+std::string Config::get_path(const std::string& key) const {
+  std::string path = get<std::string>(key);
+  check_no_tilde(path, where(key));
+  return path;
+}
+
+std::vector<std::string> Config::get_paths(const std::string& key) const {
+  const Lookup l = lookup(*state_, join(path_, key));
+  std::vector<std::string> paths = l.found && l.value.IsSequence()
+                                       ? get<std::vector<std::string>>(key)
+                                       : std::vector<std::string>{get<std::string>(key)};
+  for (size_t i = 0; i < paths.size(); ++i)
+    check_no_tilde(paths[i], l.found && l.value.IsSequence()
+                                 ? where(key) + ", item " + std::to_string(i) + " of the list"
+                                 : where(key));
+  return paths;
 }
 
 std::vector<std::string> Config::keys() const {

@@ -90,6 +90,16 @@ class Config {
     return get_or<std::string>(key, std::string(fallback));
   }
 
+  // A key naming a file or folder (output.dir, data.path, ...): a string like get / get_or, but
+  // a value that is `~` or starts with `~/` is a ConfigError naming the key and the absolute path
+  // to write instead (no shell expands a tilde inside a YAML file or after --set key=, so it
+  // would be a folder named ~). get_paths: one path or a list of them.
+  std::string get_path(const std::string& key) const;
+  std::string get_path_or(const std::string& key, const std::string& fallback) const {
+    return has(key) ? get_path(key) : fallback;
+  }
+  std::vector<std::string> get_paths(const std::string& key) const;
+
   // A required number (int, int64_t, float, double) in `range`, else a ConfigError
   // "<where>: must be <range>, got <value>; <hint>" ("must be a finite number <range>, got inf"
   // for NaN and +-inf): `hint` says what values mean or are typical ("0: off", "typical: 0.9").

@@ -183,13 +183,11 @@ DataSets read_image_folder(const DatasetRequest& request) {
          "centre: set resize_size >= crop_size (typical: 256 for 224)";
   train_t.resize_size = eval_t.resize_size;  // not used: training crops, then resizes
   eval_t.train = false;
-  auto train =
-      std::make_shared<ImageFolderDataset>(d.get<std::string>("path"), train_t, request.seed);
+  auto train = std::make_shared<ImageFolderDataset>(d.get_path("path"), train_t, request.seed);
   std::shared_ptr<ImageFolderDataset> eval;
   DataSets out;
   if (d.has("eval_path"))
-    eval =
-        std::make_shared<ImageFolderDataset>(d.get<std::string>("eval_path"), eval_t, request.seed);
+    eval = std::make_shared<ImageFolderDataset>(d.get_path("eval_path"), eval_t, request.seed);
   else
     out.no_eval_reason = "data.eval_path is not set";
   check_image_folder_classes(*train, eval.get(), request.num_classes);

@@ -336,17 +336,6 @@ int64_t MlmDataset::predictions_per_example() const {
   return chosen_count(opt_.seq_len - (opt_.nsp ? 3 : 2));
 }
 
-namespace {
-// A single path or a list of paths.
-std::vector<std::string> paths_of(const Config& c, const std::string& key) {
-  try {
-    return c.get<std::vector<std::string>>(key);
-  } catch (const ConfigError&) {
-    return {c.get<std::string>(key)};
-  }
-}
-}  // namespace
-
 DataSets read_mlm(const DatasetRequest& request) {
   const Config &d = request.section, &model = request.model;
   MlmOptions o;
@@ -362,10 +351,10 @@ DataSets read_mlm(const DatasetRequest& request) {
       << d.where("seq_len") << ": " << o.seq_len << " tokens per sequence, but the model has "
       << positions << " positions (model.max_positions); lower data.seq_len or raise max_positions";
   DataSets out;
-  auto train = MlmDataset::open(paths_of(d, "path"), o);
+  auto train = MlmDataset::open(d.get_paths("path"), o);
   out.train = train;
   if (d.has("eval_path")) {
-    auto eval = MlmDataset::open(paths_of(d, "eval_path"), o);
+    auto eval = MlmDataset::open(d.get_paths("eval_path"), o);
     const MlmShard& a = *train->corpus().shards().front();
     const MlmShard& b = *eval->corpus().shards().front();
     ADA_CHECK_ARG(a.vocab() == b.vocab(), IoError)

@@ -112,8 +112,7 @@ Example MnistDataset::get(int64_t index, int64_t /*epoch*/) const {
 
 DataSets read_mnist(const DatasetRequest& request, bool fashion) {
   const Config& d = request.section;
-  const std::string dir =
-      d.get_or<std::string>("path", fashion ? "data/fashion-mnist" : "data/mnist");
+  const std::string dir = d.get_path_or("path", fashion ? "data/fashion-mnist" : "data/mnist");
   MnistOptions o = fashion ? MnistOptions::fashion() : MnistOptions{};
   // Of the pixels scaled to [0, 1] (x / 255), as torchvision's Normalize after ToTensor.
   o.mean = static_cast<float>(d.get_in_or<double>("mean", o.mean, Range::closed(0, 1),

@@ -24,7 +24,7 @@ void register_builtin_datasets(DatasetRegistry& r) {
 }
 
 std::string data_file(const Config& section, const std::string& key, const std::string& expected) {
-  const std::string path = section.get<std::string>(key);
+  const std::string path = section.get_path(key);
   std::error_code ec;
   ADA_CHECK_ARG(!std::filesystem::is_directory(path, ec), IoError)
       << section.where(key) << ": '" << path << "' is a folder; name " << expected;

@@ -275,7 +275,7 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
 }
 
 Tokenizer fine_tuning_tokenizer(const Config& data, const Config& model) {
-  const std::string vocab = data.get_or<std::string>("vocab", "data/bert/vocab.txt");
+  const std::string vocab = data.get_path_or("vocab", "data/bert/vocab.txt");
   TokenizerOptions options;
   options.keep_special_tokens = false;
   Tokenizer tokenizer = Tokenizer::from_file(vocab, options);

@@ -242,10 +242,10 @@ RunSettings read_run_settings(const Config& root, const std::string& config_path
   s.checksum_every = t.get_in_or<int64_t>("checksum_every", s.checksum_every, Range::at_least(0),
                                           "0 turns the check off");
   s.clip = t.get_in_or<double>("clip_grad_norm", s.clip, Range::at_least(0), "0 turns it off");
-  s.init_from = t.get_or<std::string>("init_from", "");
+  s.init_from = t.get_path_or("init_from", "");
   s.freeze = t.get_or<std::vector<std::string>>("freeze", {});
-  s.timeline = t.get_or<std::string>("timeline", "");
-  s.tensorboard = t.get_or<std::string>("tensorboard", "");
+  s.timeline = t.get_path_or("timeline", "");
+  s.tensorboard = t.get_path_or("tensorboard", "");
   s.device = read_device(t, local_rank);
   s.precision = read_precision(t, s.device);
   s.loss_scale = read_loss_scale(t, s.precision);
@@ -276,9 +276,9 @@ RunSettings read_run_settings(const Config& root, const std::string& config_path
 
   const Config out = section_or_empty(root, "output");
   const std::string stem = std::filesystem::path(config_path).stem().string();
-  s.out_dir = out.get_or<std::string>("dir", "runs/" + stem + "-np" + std::to_string(world));
+  s.out_dir = out.get_path_or("dir", "runs/" + stem + "-np" + std::to_string(world));
   const Config ck = section_or_empty(root, "checkpoint");
-  s.ckpt_dir = ck.get_or<std::string>("dir", s.out_dir + "/checkpoints");
+  s.ckpt_dir = ck.get_path_or("dir", s.out_dir + "/checkpoints");
   s.ckpt_every = ck.get_in_or<int64_t>("every", s.ckpt_every, Range::at_least(0),
                                        "0 saves at the end of every epoch");
   s.ckpt_keep = ck.get_in_or<int>("keep", s.ckpt_keep, Range::at_least(1),

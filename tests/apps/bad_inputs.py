@@ -394,6 +394,13 @@ def cases(src):
              args=["--resume", "atuo"]))
     add(Case("resume_auto_capitalised", ["checkpoint AUTO.json does not exist", "; did you mean --resume auto?"],
              args=["--resume", "AUTO"]))
+    # A path starting with ~ would be a folder named ~: refused, naming the key and the
+    # absolute path ($HOME expanded) to write.
+    home = os.environ.get("HOME", "")
+    add(Case("output_dir_tilde", ["output.dir (set by --set output.dir=~/x): '~/x' starts with ~",
+                                  f"write {home}/x"], args=["--set", "output.dir=~/x"]))
+    add(Case("data_path_tilde", ["data.path (line", "'~/mnist' starts with ~", f"write {home}/mnist"],
+             cfg={"data": {"name": "mnist", "path": "~/mnist", "size": DROP, "eval_size": DROP}}))
     return C
 
 

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -194,6 +195,33 @@ TEST(Config, RangesRefuseNanAndInfinityUnlessAllowed) {
   c.set_override("m=NaN");
   EXPECT_THAT(error_of<ConfigError>([&] { c.get_in<double>("m", Range::half_open(0, 1)); }),
               HasSubstr("m (set by --set m=NaN): must be a finite number in [0, 1), got nan"));
+}
+
+// Path-valued keys refuse a leading ~ (nothing expands it inside YAML or after --set key=),
+// naming the key and the absolute path to write.
+TEST(Config, PathsRefuseATilde) {
+  const char* home = std::getenv("HOME");
+  ASSERT_TRUE(home && *home);
+  Config c = Config::parse(
+      "dir: ~/runs/x\nlone: '~'\nok: runs/~x\nuser: ~user/x\nlist: [a, ~/b]\none: c\n", "p.yaml");
+  EXPECT_EQ(error_of<ConfigError>([&] { c.get_path("dir"); }),
+            "config p.yaml: dir (line 1, column 6): '~/runs/x' starts with ~, which nothing "
+            "expands here (a shell expands ~ only at the start of a word, not inside a YAML file "
+            "or after --set key=), so it would name a folder called ~; write " +
+                std::string(home) + "/runs/x");
+  EXPECT_THAT(error_of<ConfigError>([&] { c.get_path_or("lone", "x"); }),
+              HasSubstr("lone (line 2, column 7): '~' starts with ~"));
+  EXPECT_EQ(c.get_path("ok"), "runs/~x");
+  EXPECT_EQ(c.get_path("user"), "~user/x");  // ~user is not expanded either, but may be a name
+  EXPECT_EQ(c.get_path_or("absent", "~/default"), "~/default");  // the program's own fallback
+  EXPECT_THAT(error_of<ConfigError>([&] { c.get_paths("list"); }),
+              HasSubstr("list (line 5, column 1), item 1 of the list: '~/b' starts with ~"));
+  EXPECT_EQ(c.get_paths("one"), (std::vector<std::string>{"c"}));
+  c.set_override("out.dir=~/x");
+  EXPECT_THAT(error_of<ConfigError>([&] { c.child("out").get_path("dir"); }),
+              HasSubstr("out.dir (set by --set out.dir=~/x): '~/x' starts with ~"));
+  EXPECT_THAT(error_of<ConfigError>([&] { c.child("out").get_path("dir"); }),
+              HasSubstr("; write " + std::string(home) + "/x"));
 }
 
 TEST(Config, MissingRequiredSaysWhere) {
