@@ -117,8 +117,10 @@ std::vector<std::string> Module::copy_state(const NamedTensors& source, bool all
     const Tensor& src = source.at(name);
     ADA_CHECK_ARG(src.shape() == t.shape() && src.dtype() == t.dtype(), IoError)
         << from << ": entry '" << name << "' is " << dtype_name(src.dtype())
-        << shape_str(src.shape()) << " but the model expects " << dtype_name(t.dtype())
-        << shape_str(t.shape());
+        << shape_str(src.shape()) << " but this " << type_name() << " expects "
+        << dtype_name(t.dtype()) << shape_str(t.shape())
+        << " (is it a checkpoint of another model or configuration? compare model.name, "
+        << "model.preset and the model's other keys with the run that wrote it)";
     t.copy_from(src);  // shares storage with the module: updates it in place
   }
   if (!allow_extra)

@@ -741,7 +741,12 @@ std::string init_weights_from(comm::Communicator& world, nn::Model& model, const
     };
     std::vector<std::string> unused;
     const size_t own = model.state().size();
-    const std::vector<std::string> fresh = model.load_present(weights, &unused);
+    std::vector<std::string> fresh;
+    try {
+      fresh = model.load_present(weights, &unused);
+    } catch (const IoError& e) {  // a tensor of another shape: say which key named the file
+      ADA_THROW(IoError) << where << ": " << e.what();
+    }
     ADA_CHECK_ARG(fresh.size() < own, IoError)
         << where << ": " << p << " holds none of this " << model.type_name() << "'s " << own
         << " tensors"

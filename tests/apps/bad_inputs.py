@@ -368,6 +368,9 @@ def cases(src):
       ["--set", "train.init_from=other.safetensors"], "train.init_from (set by --set train.init_from=other.safetensors)",
       "other.safetensors holds none of this LeNet5's 10 tensors (it holds encoder.w, pooler.b)",
       "weights of another model")
+    R("init_from_other_shapes", ckpt_run([]), ["--set", "model.name=resnet20_mnist", "--set", "train.init_from=good/checkpoints"],
+      "train.init_from (set by --set train.init_from=good/checkpoints): ", "entry 'conv1.weight' is f32[6,1,5,5] but this",
+      "is it a checkpoint of another model or configuration?")
     R("json_wrong_types", lambda d: (ckpt_run([])(d), edit_json(f"{d}/good/checkpoints/ckpt-00000004.json", "step", "four")),
       ["--resume", "good/checkpoints/ckpt-00000004.json"], "ckpt-00000004.json", "not a valid checkpoint description")
     R("json_other_run_id_is_fine_but_files_gone", lambda d: (ckpt_run([])(d), shutil.rmtree(f"{d}/good/checkpoints")),
