@@ -307,9 +307,14 @@ int Trainer::run() {
   {
     const StopSignals signals;  // SIGTERM, SIGINT, SIGUSR1: stop at the next agreed step
     int stop_signal = 0;
-    // The evaluation a signal abandoned at the step this run resumes from comes first.
-    bool ended = eval_due_ && evaluate_now() && stop_at_ends_run();
-    while (!ended && step_ < total_steps_) {
+    bool ended = false;
+    if (eval_due_) {  // the evaluation a signal abandoned at the step this run resumes from
+      if (evaluate_now())
+        ended = stop_at_ends_run();
+      else  // abandoned again: stop here again (its checkpoint is the one resumed from)
+        stop_signal = agreed_stop_signal();
+    }
+    while (!ended && stop_signal == 0 && step_ < total_steps_) {
       train_step();
       const bool epoch_end = step_ % steps_per_epoch_ == 0;
       if ((s_.eval_every > 0 && step_ % s_.eval_every == 0) || (s_.eval_every == 0 && epoch_end)) {

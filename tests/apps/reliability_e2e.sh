@@ -396,6 +396,12 @@ preempt)
   grep -q "the evaluation at step 10 was stopped by a signal: it runs first when the run resumes from this step" ev1.txt &&
     grep -q "stopped by SIGTERM at step 10 of 40: checkpoint at step 10 written" ev1.txt ||
     { grep -a "stopped\|error" ev1.txt; fail "eval: the run did not abandon its evaluation and stop at step 10"; }
+  # Signalled again in that first evaluation of the resumed run: it stops at step 10 again, no step trained.
+  ADA_FAULT=eval@1#1:term timeout 120 bash -c "$(declare -f mpi); mpi 2 '$trainer' --config tiny.yaml \
+    --set reducer.name=average --set output.dir=ev --resume auto" > ev1b.txt 2>&1
+  rc=$?
+  [ $rc -eq 143 ] && grep -q "stopped by SIGTERM at step 10 of 40" ev1b.txt && ! grep -q '"step":11,' ev/metrics.jsonl ||
+    { tail -5 ev1b.txt; fail "eval: the resumed run signalled in its first evaluation did not stop at step 10 (exit $rc)"; }
   mpi 2 "$trainer" --config tiny.yaml --set reducer.name=average --set output.dir=ev --resume auto > ev2.txt 2>&1 ||
     { tail -5 ev2.txt; fail "eval: the resumed run failed"; }
   for key in loss eval_loss eval_top1; do
