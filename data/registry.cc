@@ -55,14 +55,9 @@ DataSets read_datasets(const DatasetRegistry& registry, const DatasetRequest& re
     return factory(request);
   } catch (const IoError&) {
     // A file it could not read: a path of the config that does not exist says why better.
-    for (const char* key : {"path", "eval_path", "vocab"}) {
-      if (!d.has(key)) continue;
-      try {  // a path, or a list of them (masked-LM shards)
-        check_exists(d, key, d.get<std::string>(key));
-      } catch (const ConfigError&) {
-        for (const std::string& p : d.get<std::vector<std::string>>(key)) check_exists(d, key, p);
-      }
-    }
+    for (const char* key : {"path", "eval_path", "vocab"})
+      if (d.has(key))  // a path, or a list of them (masked-LM shards)
+        for (const std::string& p : d.get_paths(key)) check_exists(d, key, p);
     throw;
   }
 }

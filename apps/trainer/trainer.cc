@@ -335,12 +335,11 @@ int Trainer::run() {
     // The run ended. The handlers stay until its final checkpoint is written: a signal in the
     // last synchronisation or the write stops the run after it (it killed the run mid-write,
     // losing every step of a run without an earlier checkpoint).
-    if (!strategy_->replicas_identical()) {  // stopped between synchronisations: one more
-      strategy_->finish();
+    const bool between_syncs = !strategy_->replicas_identical();  // finish() adds one more
+    strategy_->finish();
+    if (between_syncs) {
       last_eval_step_ = -1;  // the model changed: evaluate and save it again
       checkpoints_->model_changed();
-    } else {
-      strategy_->finish();
     }
     flush_due(lr_of_last_step());
     // The final checkpoint before the final evaluation (which may take long): a run killed or
