@@ -90,6 +90,29 @@ std::string tensorboard_run_folder(const std::string& root, const std::string& o
 }
 }  // namespace
 
+std::string set_aside_earlier_run(const std::string& out_dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path dir(out_dir), metrics = dir / "metrics.jsonl";
+  if (!fs::is_regular_file(metrics, ec) || fs::file_size(metrics, ec) == 0 || ec) return "";
+  fs::path aside;
+  for (int k = 1; aside.empty() || fs::exists(aside, ec); ++k)
+    aside = dir / ("earlier-run-" + std::to_string(k));
+  fs::create_directory(aside, ec);
+  ADA_CHECK_ARG(!ec, IoError) << "output.dir " << out_dir << " holds an earlier run's "
+                              << "metrics.jsonl, and " << aside.string() << " to keep it in "
+                              << "cannot be made (" << ec.message()
+                              << "); write this run elsewhere (output.dir)";
+  for (const char* name : {"metrics.jsonl", "config.yaml", "summary.json"}) {
+    if (!fs::exists(dir / name, ec)) continue;
+    fs::rename(dir / name, aside / name, ec);
+    ADA_CHECK_ARG(!ec, IoError) << "output.dir: cannot move the earlier run's " << name << " into "
+                                << aside.string() << " (" << ec.message()
+                                << "); write this run elsewhere (output.dir)";
+  }
+  return aside.string();
+}
+
 void RunLog::open(int64_t resumed_step, bool evaluates_again) {
   if (!writer_) return;
   const std::string path = dir_ + "/metrics.jsonl";

@@ -43,6 +43,12 @@ class StepMeter {
 Json window_record(int64_t step, int64_t epoch, double lr, double mean_loss,
                    const StepMeter::Totals& window, int64_t examples_per_step, double wall);
 
+// A fresh run whose output folder holds an earlier run's record (a non-empty metrics.jsonl, with
+// its config.yaml and summary.json) moves that record into OUT/earlier-run-K (the first free K)
+// and returns that folder; "" when there was none. So reusing an output folder (a rerun after a
+// failure before the first checkpoint, another checkpoint.dir) loses no earlier curves.
+std::string set_aside_earlier_run(const std::string& out_dir);
+
 class RunLog {
  public:
   // Writes nothing unless `writer` (rank 0). `log_every` paces the progress line in log files.

@@ -279,6 +279,12 @@ int Trainer::run() {
   // The settings of this run, once it is known to run here (a refused resume leaves the earlier
   // run's config.yaml as it was).
   comm::decide_on_rank0(*world_, [&] {
+    if (resumed_.step == 0)
+      if (const std::string aside = set_aside_earlier_run(s_.out_dir); !aside.empty())
+        log_info(
+            "output.dir {} held an earlier run's metrics; moved them, its config.yaml and "
+            "summary.json to {}",
+            s_.out_dir, aside);
     write_file_atomically(s_.out_dir + "/config.yaml", cfg_->dump());
     return std::string();
   });

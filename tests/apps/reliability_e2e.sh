@@ -92,6 +92,14 @@ faults)
     --set checkpoint.overwrite=true > stale2.txt 2>&1 && { echo "FAIL: stale: the faulty run exited 0"; status=1; }
   if [ -e stale/summary.json ]; then echo "FAIL: stale: the failed run left the earlier run's summary.json"; status=1
   else echo "ok: a failed run into a finished run's folder leaves no summary.json"; fi
+  # ... and the finished run's record is kept aside, not overwritten.
+  if [ "$(grep -c '"step":4' stale/earlier-run-1/metrics.jsonl 2>/dev/null)" -ge 1 ] &&
+    [ -s stale/earlier-run-1/summary.json ] && [ -s stale/earlier-run-1/config.yaml ] &&
+    grep -q "moved them, its config.yaml and summary.json to stale/earlier-run-1" stale2.txt; then
+    echo "ok: the finished run's metrics, config and summary were moved to stale/earlier-run-1"
+  else
+    echo "FAIL: stale: the earlier run's record was not kept in stale/earlier-run-1"; ls -R stale; status=1
+  fi
   exit $status
   ;;
 
