@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "base/error.h"
+#include "base/log.h"
 
 #include "data/image_folder_dataset.h"
 #include "data/mlm_dataset.h"
@@ -45,12 +46,29 @@ void check_exists(const Config& section, const std::string& key, const std::stri
                                   : std::string())
                      << "; fetch the data (tools/fetch_data.sh) or fix the path";
 }
+
+// data.eval_path naming a file of data.path: its evaluation figures are training figures.
+void warn_if_evaluated_on_training_data(const Config& d) {
+  if (!d.has("path") || !d.has("eval_path") || process_rank() > 0) return;
+  std::error_code ec;
+  for (const std::string& e : d.get_paths("eval_path"))
+    for (const std::string& t : d.get_paths("path"))
+      if (std::filesystem::equivalent(e, t, ec) && !ec) {
+        log_warn(
+            "{}: '{}' is also training data (data.path); its evaluation figures measure "
+            "the training set, not held-out data: name a file held out of the training "
+            "data",
+            d.where("eval_path"), e);
+        return;
+      }
+}
 }  // namespace
 
 DataSets read_datasets(const DatasetRegistry& registry, const DatasetRequest& request) {
   const Config& d = request.section;
   const std::string name = d.get<std::string>("name");
   const auto& factory = registry.get(name, d.where("name"));
+  warn_if_evaluated_on_training_data(d);
   try {
     return factory(request);
   } catch (const IoError&) {

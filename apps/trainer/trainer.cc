@@ -47,7 +47,14 @@ void Trainer::build() {
   if (t.has("straggler")) straggler_.emplace(t.child("straggler"), world_->size());
   // Threads: the node's cores shared among its ranks, unless set.
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  set_num_threads(s_.threads > 0 ? s_.threads : std::max(1, cores / world_->local_size()));
+  const int share = std::max(1, cores / world_->local_size());
+  set_num_threads(s_.threads > 0 ? s_.threads : share);
+  if (s_.threads > share && world_->local_rank() == 0)  // said once a node
+    log_warn(
+        "{}: {} threads on each of this node's {} rank(s) is {} threads on its {} cores: "
+        "threads that wait for a core slow every step; 0 (the default) gives each rank {}",
+        cfg.where("train.threads"), s_.threads, world_->local_size(),
+        int64_t{s_.threads} * world_->local_size(), cores, share);
   set_flush_denormals(s_.flush_denormals);
 
   const Config red = cfg.child("reducer");

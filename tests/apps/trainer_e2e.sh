@@ -21,6 +21,8 @@
 #               new head and the MLM head left out; a from-scratch fine-tuning of 240 steps must
 #               beat the dev set's majority class (ham, 68.6 %) by 10 points; a probe
 #               (train.freeze: the encoder) changes no frozen tensor and trains the head;
+#               data.eval_path naming the training file, and train.threads above the node's
+#               cores, are each warned about once;
 #   squad     — the question-answering chain on a small SQuAD-format file made here (contexts of
 #               several windows): fine-tune (model.head question_answering, data.name squad),
 #               squad_predict writes predictions.json and EM/F1, squad_eval scores the file the
@@ -159,6 +161,16 @@ PY
     --set 'train.freeze=[embeddings, encoder, pooler]' --set output.dir=probe_pooler > pooler.txt 2>&1 || { cat pooler.txt; fail "the probe run with a frozen pooler"; }
   grep -q "2 of the new tensors are frozen (train.freeze), so they stay random for the whole run: pooler.weight pooler.bias" pooler.txt ||
     { cat pooler.txt; fail "the log does not say that a frozen new tensor stays random"; }
+  # Evaluating on the training file, and more threads than the cores, are warned about (once).
+  head -n 40 "$src/data/spam/train.jsonl" > small.jsonl
+  threads=$(($(getconf _NPROCESSORS_ONLN) + 1))
+  mpi 2 "$trainer" "${ft[@]}" --set train.steps=1 --set schedule.warmup_steps=0 --set data.path=small.jsonl --set train.batch_per_rank=4 \
+    --set data.eval_path=small.jsonl --set train.threads=$threads --set output.dir=on_train > on_train.txt 2>&1 ||
+    { cat on_train.txt; fail "the run evaluated on its training file"; }
+  [ "$(grep -c "data.eval_path (set by --set data.eval_path=small.jsonl): 'small.jsonl' is also training data (data.path)" on_train.txt)" = 1 ] ||
+    { cat on_train.txt; fail "no single warning that data.eval_path is the training file"; }
+  [ "$(grep -c "train.threads (set by --set train.threads=$threads): $threads threads on each of this node's 2 rank(s)" on_train.txt)" = 1 ] ||
+    { cat on_train.txt; fail "no single warning that train.threads oversubscribes the cores"; }
   # From scratch, 240 steps of 2 x 16 e-mails of 64 tokens (about 1.6 epochs).
   mpi 2 "$trainer" "${ft[@]}" --set train.steps=240 --set train.batch_per_rank=16 --set optimizer.lr=3e-4 \
     --set schedule.warmup_steps=24 --set train.eval_every=240 --set output.dir=scratch > scratch.txt 2>&1 ||
