@@ -918,14 +918,31 @@ uint64_t Config::hash() const {
   return h;
 }
 
+namespace {
+// A number as a message quotes it: a whole number in full (100000000, not 1e+08), any other in
+// as few digits as read back the same (0.3, not 0.300000001; 1e-300).
+std::string number_text(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  char buf[64];
+  if (x == std::trunc(x) && std::fabs(x) < 1e15) {  // a whole number in full
+    std::snprintf(buf, sizeof buf, "%.0f", x);
+    return buf;
+  }
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, x);
+  return ec == std::errc() ? std::string(buf, end) : std::to_string(x);
+}
+}  // namespace
+
 std::string Range::str() const {
   std::ostringstream os;
   if (std::isinf(hi) && std::isinf(lo))
     os << "any number";
   else if (std::isinf(hi) && !std::isinf(lo))
-    os << (lo_open ? "> " : ">= ") << lo;
+    os << (lo_open ? "> " : ">= ") << number_text(lo);
   else
-    os << "in " << (lo_open ? "(" : "[") << lo << ", " << hi << (hi_open ? ")" : "]");
+    os << "in " << (lo_open ? "(" : "[") << number_text(lo) << ", " << number_text(hi)
+       << (hi_open ? ")" : "]");
   return os.str();
 }
 
@@ -939,7 +956,7 @@ void Config::fail_range(const std::string& key, double value, const Range& range
     os << (range.infinity_ok ? "a number " : "a finite number ") << range.str();
   else
     os << range.str();
-  os << ", got " << value;
+  os << ", got " << number_text(value);
   if (!hint.empty()) os << "; " << hint;
   throw ConfigError(os.str());
 }
@@ -954,17 +971,20 @@ std::string Config::where(const std::string& key) const {
 }
 
 namespace {
-// Refuses a path that is ~ or starts with ~/ (see Config::get_path); `at` locates it.
+// Refuses a path that starts with ~ (~, ~/x, ~user/x; see Config::get_path); `at` locates it.
 void check_no_tilde(const std::string& path, const std::string& at) {
-  if (path != "~" && path.rfind("~/", 0) != 0) return;
+  if (path.empty() || path[0] != '~') return;
   const char* home = std::getenv("HOME");
-  const std::string fix = home && *home ? "write " + std::string(home) + path.substr(1)
-                                        : "write the absolute path of your home folder for ~";
+  const bool mine = path == "~" || path.rfind("~/", 0) == 0;
+  const std::string fix = mine && home && *home ? "write " + std::string(home) + path.substr(1)
+                          : mine ? "write the absolute path of your home folder for ~"
+                                 : "write the absolute path of that user's home folder for " +
+                                       path.substr(0, path.find('/'));
   ADA_THROW(ConfigError) << at << ": '" << path
                          << "' starts with ~, which nothing expands here (a shell expands ~ only "
                             "at the start of a word, not inside a YAML file or after --set key=),"
-                            " so it would name a folder called ~; "
-                         << fix;
+                            " so it would name a folder called "
+                         << path.substr(0, path.find('/')) << "; " << fix;
 }
 }  // namespace
 

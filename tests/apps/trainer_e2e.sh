@@ -491,7 +491,7 @@ YAML
   check "train.precision (set by --set train.precision=fp8): unknown precision 'fp8'; known: fp32, bf16, fp16" --config tiny.yaml --set train.precision=fp8
   check "train.loss_scale (set by --set train.loss_scale=-3): must be none, dynamic or a positive number" --config tiny.yaml --set train.loss_scale=-3
   check "train.loss_scale (set by --set train.loss_scale=lots): must be none, dynamic or a positive number" --config tiny.yaml --set train.loss_scale=lots
-  check "train.loss_scale_init (set by --set train.loss_scale_init=0.5): must be in [1, 1.84467e+19], got 0.5" \
+  check "train.loss_scale_init (set by --set train.loss_scale_init=0.5): must be in [1, 18446744073709551616], got 0.5" \
     --config tiny.yaml --set train.loss_scale=dynamic --set train.loss_scale_init=0.5
   check "train.loss_scale_growth_interval (set by --set train.loss_scale_growth_interval=5): tunes dynamic loss scaling, but train.loss_scale is 'none'" \
     --config tiny.yaml --set train.loss_scale_growth_interval=5
