@@ -42,7 +42,8 @@ int64_t read_validation_size(const Config& section, int64_t train_size,
   return section.get_in<int64_t>(
       "validation_size", Range::half_open(0, static_cast<double>(train_size)),
       "examples held out of the training set (" + train_description +
-          ") for validation; at least one must stay for training (MNIST: 5000 of 60000)");
+          ") for validation; at least one must stay for training (a tenth of them is " +
+          std::to_string(train_size / 10) + ")");
 }
 
 void hold_out_tail(DataSets& sets, int64_t n, int64_t train_end,

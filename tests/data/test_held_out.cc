@@ -173,7 +173,8 @@ TEST(HeldOut, BadValuesNameTheKeyAsWritten) {
         parts);
   };
   bad("64", {"data.validation_size (line 1, column 53): must be in [0, 64), got 64",
-             "at least one must stay for training"});
+             "at least one must stay for training (a tenth of them is 6)"});
+  bad("100000000", {"must be in [0, 64), got 100000000;"});
   bad("-5", {"data.validation_size (line 1, column 53): must be in [0, 64), got -5"});
   bad("lots", {"data.validation_size (line 1, column 53)"});
   bad("0.5", {"data.validation_size (line 1, column 53)"});
