@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/log.h"
 
 namespace ada::comm {
 
@@ -40,6 +41,36 @@ void require_same_on_all_ranks(Communicator& comm, uint64_t value, const std::st
   ADA_CHECK_ARG(differ.empty(), ConfigError)
       << what << " differs between rank 0 and rank(s) " << differ
       << "; every rank must run the same config and code (check --set arguments and binaries)";
+}
+
+void stop_together(Communicator& comm, const std::string& label,
+                   const std::function<void()>& work) {
+  std::string message;
+  bool failed = false;
+  try {
+    work();
+  } catch (const std::exception& e) {
+    failed = true;
+    message = e.what();
+  }
+  uint64_t h = 14695981039346656037ull;  // FNV-1a of the message
+  for (unsigned char c : message) h = (h ^ c) * 1099511628211ull;
+  const double mine[2] = {failed ? 1.0 : 0.0, static_cast<double>(h >> 11)};  // exact
+  std::vector<double> all(2 * static_cast<size_t>(comm.size()));
+  comm.allgather(mine, 2, all.data());
+  bool any = false, said_below = false;
+  for (int r = 0; r < comm.size(); ++r) {
+    const double* theirs = &all[2 * static_cast<size_t>(r)];
+    any = any || theirs[0] != 0;
+    said_below = said_below || (r < comm.rank() && theirs[0] != 0 && theirs[1] == mine[1]);
+  }
+  if (!any) return;
+  if (failed && !said_below) {
+    log_error(label + ": " + message);
+    drain_output();
+  }
+  comm.barrier();  // every message out before any rank ends the job
+  throw StoppedTogether(failed ? message : "another rank failed");
 }
 
 }  // namespace ada::comm

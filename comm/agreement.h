@@ -1,12 +1,13 @@
 // Agreement across ranks on values the ranks compute alone: a decision rank 0 makes for all
 // (and its failure stopping all together), checks that every rank holds the same value, and
-// the list of ranks that differ, for messages.
+// the list of ranks that differ, for messages; errors raised alone, reported once.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <string>
 
+#include "base/error.h"
 #include "comm/communicator.h"
 
 namespace ada::comm {
@@ -22,5 +23,18 @@ std::string ranks_differing(Communicator& comm, double value);
 // ConfigError naming the ranks unless every rank holds the same `value` (e.g. a config hash);
 // `what` names it. Collective.
 void require_same_on_all_ranks(Communicator& comm, uint64_t value, const std::string& what);
+
+// Thrown by stop_together on every rank once a failure has been reported: the caller ends the
+// process without printing it again.
+class StoppedTogether : public Error {
+  using Error::Error;
+};
+
+// Runs `work` on every rank. If it throws on any rank, all stop together: each distinct message
+// is logged once, as `label`: message, by the lowest rank that raised it (a config mistake every
+// rank finds alike prints once, not once a rank), the output drained, and after a barrier every
+// rank throws StoppedTogether. Collective; `work` must not communicate (a rank that failed would
+// never join).
+void stop_together(Communicator& comm, const std::string& label, const std::function<void()>& work);
 
 }  // namespace ada::comm

@@ -1,12 +1,15 @@
 // trainer's main: MPI start-up, the command line, one top-level catch, MPI_Abort on error so no
 // rank hangs.
+#include <chrono>
 #include <exception>
 #include <string>
+#include <thread>
 
 #include "apps/common/cli.h"
 #include "apps/common/version.h"
 #include "apps/trainer/trainer.h"
 #include "base/log.h"
+#include "comm/agreement.h"
 #include "comm/mpi_runtime.h"
 
 namespace {
@@ -52,6 +55,11 @@ int main(int argc, char** argv) {
     const int rc = trainer->run();
     delete trainer;
     return rc;
+  } catch (const ada::comm::StoppedTogether&) {  // reported once, by the rank that found it
+    if (mpi.size() == 1) return 1;
+    // Rank 0's MPI_Abort ends them all; many at once make mpirun print its notice garbled.
+    if (mpi.rank() != 0) std::this_thread::sleep_for(std::chrono::seconds(10));
+    ada::comm::MpiRuntime::abort(1);
   } catch (const std::exception& e) {
     ada::log_error(std::string("trainer: ") + e.what());
     if (mpi.size() == 1) {

@@ -33,6 +33,20 @@ Trainer::Trainer(Args args) : args_(std::move(args)) {}
 
 void Trainer::build() {
   world_ = comm::MpiCommunicator::world();
+  // Bounds the agreement below should a rank hang before reading train.comm_timeout_s (its
+  // default); the config's value replaces it.
+  comm::set_comm_timeout(600);
+  // Each rank reads the config, the model and the data alone; a mistake found there (the same
+  // on every rank, as a rule) is printed once, by the lowest rank that found it, and all stop.
+  comm::stop_together(*world_, "trainer", [&] { build_alone(); });
+  if (args_.describe) {  // only the model was read: no data, no optimizer, no finish() check
+    if (world_->rank() == 0) std::cout << model_->describe();
+    return;
+  }
+  build_step();
+}
+
+void Trainer::build_alone() {
   Config cfg = Config::load_file(args_.config);
   for (const auto& s : args_.sets) cfg.set_override(s);
   s_ = read_run_settings(cfg, args_.config, world_->size(), world_->local_rank());
@@ -60,15 +74,11 @@ void Trainer::build() {
   const Config red = cfg.child("reducer");
   reducer_ = comm::builtin_reducers().get(red.get<std::string>("name"), red.where("name"))(red);
   build_model(cfg);
-  if (args_.describe) {  // only the model is read: no data, no optimizer, no finish() check
-    if (world_->rank() == 0) std::cout << model_->describe();
-    return;
-  }
+  if (args_.describe) return;
   build_data(cfg);
   build_optimization(cfg);
   cfg_.emplace(cfg);
   cfg.finish();  // every key was read by someone: typos stop here, on every rank alike
-  build_step();
 }
 
 void Trainer::build_model(const Config& cfg) {

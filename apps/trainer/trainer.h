@@ -51,7 +51,8 @@ class Trainer {
   int run();
 
  private:
-  void build();  // from the config, in the order each part needs the others
+  void build();        // from the config, in the order each part needs the others
+  void build_alone();  // build's part with no communication: config, model, data, optimizer
   void build_model(const Config& cfg);
   void build_data(const Config& cfg);
   void build_optimization(Config& cfg);  // optimizer, schedule and the sync's settings

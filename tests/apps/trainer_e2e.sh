@@ -8,7 +8,7 @@
 #   loss_scale — dynamic and static power-of-two loss scaling give the unscaled losses bit for
 #               bit, also across a resume, and the scale grows as its rule says;
 #   overrides — --set changes a value (and a misspelt one is rejected); --describe prints the
-#               model without reading the data;
+#               model without reading the data; a config error is printed once, not once a rank;
 #   bad       — a table of bad configs and command lines, each with the message expected;
 #   smoke     — every config in configs/ runs 2 steps on synthetic data with small shapes;
 #   timeline  — train.timeline writes one Chrome trace with both ranks, and buckets are reduced
@@ -412,6 +412,17 @@ overrides)
   grep -q "^classifier  Linear  params 258$" d.txt && grep -q "^total parameters: 4386178$" d.txt ||
     { cat d.txt; fail "--describe printed no model"; }
   echo "overrides: --describe prints the model alone"
+  # A config mistake every rank finds is printed once (by rank 0), not once a rank; one that a
+  # single rank finds (here rank 2's --set, given to ranks 2 and 3 only: printed by rank 2) is
+  # printed by the lowest rank that found it, and the job still ends.
+  mpi 4 "$trainer" --config tiny.yaml --set train.stpes=3 > once.txt 2>&1 && { cat once.txt; fail "a misspelt key was accepted"; }
+  [ "$(grep -c "error: trainer: .*key that nothing reads" once.txt)" = 1 ] && grep -q "^\[rank 0/4\].*error: trainer: " once.txt ||
+    { cat once.txt; fail "the config error was not printed exactly once, by rank 0"; }
+  mpi 2 "$trainer" --config tiny.yaml : -np 2 "$trainer" --config tiny.yaml --set train.stpes=3 > alone.txt 2>&1 &&
+    { cat alone.txt; fail "ranks 2 and 3's misspelt key was accepted"; }
+  [ "$(grep -c "error: trainer: .*key that nothing reads" alone.txt)" = 1 ] && grep -q "^\[rank 2/4\].*error: trainer: " alone.txt ||
+    { cat alone.txt; fail "ranks 2 and 3's config error was not printed exactly once, by rank 2"; }
+  echo "overrides: a config error is printed once, by the lowest rank that found it"
   ;;
 bad)
   printf 'model: {name: lenet5\n' > broken.yaml
