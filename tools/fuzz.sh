@@ -36,6 +36,7 @@ for t in "${targets[@]}"; do
   mkdir -p "$work" "$crashes"
   log=$build/fuzz-$t.log
   # UBSan reports must stop the run like ASan ones do (ADA_SANITIZE adds -fno-sanitize-recover).
+  touch "$build/fuzz-$t.start"
   set +e
   ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
     "$build/bin/fuzz_$t" -max_total_time="$secs" -rss_limit_mb=2048 -malloc_limit_mb=1024 -timeout=30 \
@@ -47,8 +48,13 @@ for t in "${targets[@]}"; do
   [ -n "$runs" ] || runs=$(grep -o 'Done [0-9]* runs' "$log" | grep -o '[0-9]*' || echo '?')
   if [ $rc -ne 0 ]; then
     status=1
-    grep -E 'ERROR|SUMMARY|Test unit written|fuzz:' "$log" | head -8
-    summary+=("$t: CRASH after $runs executions (log: $log)")
+    grep -E 'INFO: Seed|ERROR|SUMMARY|Test unit written|fuzz:' "$log" | head -9
+    # CI's clone goes away with the crash file: its bytes go to the log (base64, up to 8 KiB).
+    find "$crashes" -name "$t-*" -newer "$build/fuzz-$t.start" -type f | while read -r f; do
+      echo "fuzz.sh: $f ($(stat -c %s "$f") bytes), base64 (decode with: base64 -d > crash):"
+      head -c 8192 "$f" | base64
+    done
+    summary+=("$t: CRASH after $runs executions (log: $log; its seed and input are printed above)")
   else
     summary+=("$t: $runs executions in ${secs} s, no crash ($(find "$work" -type f | wc -l) new corpus inputs)")
   fi
