@@ -17,7 +17,8 @@
 // follow. A tuned run that lacks tcmalloc or the OpenMP OpenBLAS has its figure marked "*" and a
 // note naming the Debian package (tools/setup.sh --bench); --json gives per row torch_run
 // ("tuned" / "PARTLY tuned"), torch_gflops and ratio (the tuned run), torch_default_gflops and
-// ratio_default, and the notes on stderr. The twins' stderr: /tmp/bench_ops_torch{,_tuned}.err.
+// ratio_default, and the notes on stderr. The twins' stderr: $TMPDIR (or
+// /tmp)/bench_ops_torch{,_tuned}.PID.err.
 // --device cuda: tensors on cuda:0, one pass (--threads is ignored), GEMM 4096^3 and 8192^3
 // unless --gemm says otherwise (a list there, e.g. --gemm 4096,8192; on cpu only the first
 // size counts), and the convolutions' forward, backward-data and backward-filter timed and
@@ -323,7 +324,7 @@ std::vector<Result> run_cuda(const std::string& python, bool torch, bool verbose
     tr = run_torch(python, "",
                    std::string(" --device cuda --inner ") + std::to_string(g_inner) +
                        (tf32 ? " --tf32" : "") + (bn ? " --bn" : ""),
-                   1, batch, repeats, join(gemm_sizes), "/tmp/bench_ops_torch.err");
+                   1, batch, repeats, join(gemm_sizes), twin::stderr_path("bench_ops_torch"));
   std::vector<Result> results;
   for (size_t i = 0; i < gemm_sizes.size(); ++i) {
     double th = tr["gemm_gflops_all"] && tr["gemm_gflops_all"].size() == gemm_sizes.size()
@@ -530,9 +531,9 @@ int main(int argc, char** argv) {
     if (torch) {
       const std::string twin_bf16 = bf16 ? " --bf16" : "";
       td = run_torch(python, "", twin_bf16, t, batch, repeats, std::to_string(gemm_n),
-                     "/tmp/bench_ops_torch.err");
+                     twin::stderr_path("bench_ops_torch"));
       tt = run_torch(python, tuned_env.prefix, " --tuned" + twin_bf16, t, batch, repeats,
-                     std::to_string(gemm_n), "/tmp/bench_ops_torch_tuned.err");
+                     std::to_string(gemm_n), twin::stderr_path("bench_ops_torch_tuned"));
       const auto lacks = twin::shortfalls(tt["runtime"], tuned_env);
       if (!lacks.empty()) tuned_label = "PARTLY tuned";
       for (const auto& l : lacks)

@@ -20,7 +20,7 @@
 // (memory format, allocator, the BLAS its GEMMs call, from libtorch_cpu and /proc/self/maps),
 // the default one with its own ratios, labelled "vs default". A tuned run that lacks tcmalloc or
 // the OpenMP OpenBLAS is labelled "PARTLY tuned" with a note naming the Debian package
-// (tools/setup.sh --bench). Its stderr goes to /tmp/bench_step_torch{,_tuned}.err.
+// (tools/setup.sh --bench). Its stderr goes to $TMPDIR (or /tmp)/bench_step_torch{,_tuned}.PID.err.
 // --rounds R (cpu, default 1): ours and the tuned twin are timed R times in turn (ours, twin,
 // ours, twin, ...), so that a slow spell of a shared machine falls on both; the first line gives
 // the medians of each side and the median ratio with its range over the rounds, e.g.
@@ -434,8 +434,9 @@ int main(int argc, char** argv) {
     auto run_twin = [&](bool tuned, const std::string& env_prefix,
                         const std::string& variant = "eager") {
       TwinRun t;
-      const std::string err_path = std::string("/tmp/bench_step_torch") + (tuned ? "_tuned" : "") +
-                                   (variant == "eager" ? "" : "_" + variant) + ".err";
+      const std::string err_path =
+          twin::stderr_path(std::string("bench_step_torch") + (tuned ? "_tuned" : "") +
+                            (variant == "eager" ? "" : "_" + variant));
       std::string cmd = env_prefix + python + " " + ADA_SOURCE_DIR +
                         "/tools/bench_step_torch.py --model " + model + " --batch " +
                         std::to_string(batch) + " --threads " + std::to_string(threads) +
@@ -573,8 +574,8 @@ int main(int argc, char** argv) {
       std::printf(" | vs PyTorch %s: throughput x%.2f, memory x%.2f\n", tuned_label.c_str(),
                   ours_sps / tuned.sps, ours_mb / tuned.mb);
     } else
-      std::printf(
-          " | vs PyTorch tuned: n/a (the tuned twin failed: /tmp/bench_step_torch_tuned.err)\n");
+      std::printf(" | vs PyTorch tuned: n/a (the tuned twin failed: %s)\n",
+                  twin::stderr_path("bench_step_torch_tuned").c_str());
     auto twin_line = [&](const char* label, const TwinRun& t, bool ratio) {
       if (!t.ok) {
         std::printf("  PyTorch %-12s failed (see stderr)\n", label);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,14 @@ inline Output run(const std::string& cmd) {
   while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) o.out.append(buf, n);
   o.rc = pclose(p);
   return o;
+}
+
+// Where a twin's stderr goes: $TMPDIR (or /tmp)/NAME.PID.err, this process's own, so that two
+// benchmarks at once (a test beside a user's run) do not write or read each other's.
+inline std::string stderr_path(const std::string& name) {
+  const char* dir = std::getenv("TMPDIR");
+  return std::string(dir && *dir ? dir : "/tmp") + "/" + name + "." + std::to_string(getpid()) +
+         ".err";
 }
 
 // The last `max` characters of a file (a failed twin's stderr), or "".
