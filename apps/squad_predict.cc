@@ -50,13 +50,14 @@ int predict(const Args& a) {
 
   auto model = nn::builtin_models().get(model_cfg.get<std::string>("name"),
                                         model_cfg.where("name"))(model_cfg, 1);
-  log_info("model weights from {}", trainer::init_weights_from(*world, *model, a.weights,
-                                                               "--weights", /*every_tensor=*/true));
+  const data::Tokenizer tokenizer = data::fine_tuning_tokenizer(data_cfg, model_cfg);
+  log_info("model weights from {}",
+           trainer::init_weights_from(*world, *model, a.weights, "--weights",
+                                      tokenizer.vocab_hash(), /*every_tensor=*/true));
   trainer::broadcast_model_state(*world, *model);  // read on rank 0 only
   model->to(device);
   model->train(false);
 
-  const data::Tokenizer tokenizer = data::fine_tuning_tokenizer(data_cfg, model_cfg);
   const data::SquadFeatureOptions fo = data::squad_feature_options(data_cfg, model_cfg);
   const data::SquadDataset squad = data::read_squad(a.dataset);
   const std::vector<data::SquadFeature> features =

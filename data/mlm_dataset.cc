@@ -353,6 +353,7 @@ DataSets read_mlm(const DatasetRequest& request) {
   DataSets out;
   auto train = MlmDataset::open(d.get_paths("path"), o);
   out.train = train;
+  out.vocab_hash = train->corpus().shards().front()->vocab().vocab_hash;
   if (d.has("eval_path")) {
     auto eval = MlmDataset::open(d.get_paths("eval_path"), o);
     const MlmShard& a = *train->corpus().shards().front();

@@ -21,6 +21,10 @@ struct DataSets {
   // Held out of the training set by data.validation_size (data/held_out.h); null: none. Never
   // in `train`.
   std::shared_ptr<const Dataset> validation;
+  // The hash of the vocabulary the token ids index (data/tokenizer.h's vocab_hash) for text data;
+  // 0 for data without one. A checkpoint keeps it: weights trained on ids of another vocabulary
+  // are refused (train.init_from, --resume).
+  uint64_t vocab_hash = 0;
 };
 
 // What a reader gets: its section, and the model its examples must fit.

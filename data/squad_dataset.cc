@@ -81,6 +81,7 @@ DataSets read_squad_windows(const DatasetRequest& request) {
   DataSets out;
   const char* expected = "one SQuAD JSON file (e.g. train-v1.1.json)";
   out.train = SquadWindows::open(data_file(d, "path", expected), tokenizer, o);
+  out.vocab_hash = tokenizer.vocab_hash();
   if (d.has("eval_path"))
     out.eval = SquadWindows::open(data_file(d, "eval_path", expected), tokenizer, o);
   else

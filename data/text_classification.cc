@@ -157,6 +157,7 @@ DataSets read_text_classification(const DatasetRequest& request) {
   DataSets out;
   const char* expected = "one JSON-lines file (e.g. data/spam/train.jsonl)";
   out.train = TextClassificationDataset::open(data_file(d, "path", expected), tokenizer, o);
+  out.vocab_hash = tokenizer.vocab_hash();
   if (d.has("eval_path"))
     out.eval = TextClassificationDataset::open(data_file(d, "eval_path", expected), tokenizer, o);
   else

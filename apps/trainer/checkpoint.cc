@@ -127,6 +127,7 @@ void Checkpointer::save(const std::vector<std::pair<std::string, Tensor>>& tenso
             {"rng_offset", m.rng_offset},
             {"wall_seconds", m.wall_seconds},
             {"run_id", run_id_},
+            {"vocab_hash", std::to_string(m.vocab_hash)},
             {"local_optimizer_state", m.local_optimizer_state},
             {"progress", m.progress},
             {"log_window", m.log_window},
@@ -182,6 +183,7 @@ CheckpointMeta Checkpointer::read_meta(const std::string& path) {
     m.rng_offset = j.at("rng_offset").get<std::vector<uint64_t>>();
     m.wall_seconds = j.at("wall_seconds").get<double>();
     m.run_id = j.at("run_id").get<std::string>();
+    if (j.contains("vocab_hash")) m.vocab_hash = std::stoull(j.at("vocab_hash").get<std::string>());
     m.local_optimizer_state = j.at("local_optimizer_state").get<bool>();
     if (j.contains("progress")) m.progress = j.at("progress").get<std::map<std::string, double>>();
     if (j.contains("log_window") && j.contains("log_window_seconds")) {
@@ -199,8 +201,9 @@ CheckpointMeta Checkpointer::read_meta(const std::string& path) {
     ADA_THROW(IoError) << jpath << ": not a valid checkpoint description (" << e.what()
                        << "); the checkpoint is damaged or was written by an older version, resume "
                           "from another one";
-  } catch (const std::invalid_argument&) {
-    ADA_THROW(IoError) << jpath << ": config_hash is not a number; the checkpoint is damaged";
+  } catch (const std::logic_error&) {  // std::stoull's
+    ADA_THROW(IoError) << jpath << ": config_hash or vocab_hash is not a number; the checkpoint "
+                       << "is damaged";
   }
   return {};
 }
@@ -341,6 +344,7 @@ void RunCheckpoints::save(int64_t step, double wall_seconds,
   m.base_lr = state_.schedule.base_lr();
   m.config_hash = config_hash_;
   m.config = config_yaml_;
+  m.vocab_hash = state_.vocab_hash;
   m.wall_seconds = wall_seconds;
   m.progress = progress;
   // Each rank's generator (seed, offset), 64 bits each, gathered as i64 (as doubles a seed x
@@ -453,6 +457,19 @@ std::string rejections(const Checkpointer::Choice& choice) {
   std::string why;
   for (const auto& r : choice.rejected) why += "\n  rejected " + r.path + ": " + r.reason;
   return why;
+}
+}  // namespace
+
+namespace {
+// Weights trained on the token ids of one vocabulary, used with another's: each embedding would
+// stand for another word (two vocab.txt files of one size are accepted by every shape check).
+void check_same_vocab(uint64_t checkpoint, uint64_t ours, const std::string& where,
+                      const std::string& path) {
+  ADA_CHECK_ARG(checkpoint == 0 || ours == 0 || checkpoint == ours, ConfigError)
+      << where << ": " << path << " was trained on the token ids of another vocabulary (hash "
+      << checkpoint << ") than this run's data (hash " << ours
+      << "), so its embeddings would stand for other words; use the vocab.txt it was trained "
+         "with (data.vocab, or shards made from it by prepare_mlm)";
 }
 }  // namespace
 
@@ -571,6 +588,7 @@ ResumePoint RunCheckpoints::resume(const std::string& which) {
     return {};
   }
   const CheckpointMeta m = Checkpointer::read_meta(path);
+  check_same_vocab(m.vocab_hash, state_.vocab_hash, "--resume", path);
   const int64_t position = loader_position(m, path);
   ADA_CHECK_ARG(!m.local_optimizer_state || state_.strategy.optimizer_state_is_local(), ConfigError)
       << path << ": holds each rank's own optimizer state (written with a model-delta or "
@@ -720,7 +738,7 @@ std::vector<std::string> checkpoint_files(const std::string& json) {
 }
 
 std::string init_weights_from(comm::Communicator& world, nn::Model& model, const std::string& from,
-                              const std::string& where, bool every_tensor) {
+                              const std::string& where, uint64_t vocab_hash, bool every_tensor) {
   return comm::decide_on_rank0(world, [&] {
     std::string p = from;
     NamedTensors weights;
@@ -731,6 +749,7 @@ std::string init_weights_from(comm::Communicator& world, nn::Model& model, const
       if (nn::is_hf_bert(weights)) weights = nn::import_hf_bert(weights);
     } else {
       p = checkpoint_of(p, where);
+      check_same_vocab(Checkpointer::read_meta(p).vocab_hash, vocab_hash, where, p);
       weights = optim::take_prefixed(Checkpointer::read_tensors(p), "model.");
     }
     auto named = [](const std::vector<std::string>& names, size_t most) {

@@ -63,8 +63,9 @@ struct CheckpointMeta {
   std::vector<uint64_t> rng_seed, rng_offset;  // per rank: the model's dropout generator
   double wall_seconds = 0;                     // training time so far
   std::string run_id;                          // the run that wrote it
-  bool local_optimizer_state = false;          // one optim-rank<r> file per rank
-  std::vector<FileRecord> files;               // every file of the checkpoint but the JSON
+  uint64_t vocab_hash = 0;  // the data's vocabulary (data::DataSets::vocab_hash); 0: none/unknown
+  bool local_optimizer_state = false;  // one optim-rank<r> file per rank
+  std::vector<FileRecord> files;       // every file of the checkpoint but the JSON
   // The trainer's counters a resume continues (train.stop_at's best figure); finite numbers the
   // same on every rank. Empty in checkpoints written before it existed.
   std::map<std::string, double> progress;
@@ -158,6 +159,7 @@ struct TrainingState {
   int64_t batch_per_rank = 1, micro_batches = 1;  // train.batch_per_rank, train.micro_batches
   bool by_examples_per_step = false;  // micro_batches derived from train.examples_per_step
   std::string reducer;                // reducer.name
+  uint64_t vocab_hash = 0;            // the data's vocabulary (0: none), kept in each checkpoint
 };
 
 // Where a run goes on from: step 0 for a fresh run.
@@ -232,8 +234,10 @@ std::vector<std::string> checkpoint_files(const std::string& json);
 // there is no checkpoint, and when the source holds none of the model's tensors (a checkpoint of
 // another model: training it would start from scratch unannounced). With `every_tensor` (inference:
 // nothing will train a new head), a tensor of the model the source lacks is an error too.
-// Collective.
+// `vocab_hash`: this run's vocabulary (0: none); a checkpoint that records another is refused
+// (its embeddings index other words). Collective.
 std::string init_weights_from(comm::Communicator& world, nn::Model& model, const std::string& path,
-                              const std::string& where, bool every_tensor = false);
+                              const std::string& where, uint64_t vocab_hash,
+                              bool every_tensor = false);
 
 }  // namespace ada::trainer

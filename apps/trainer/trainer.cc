@@ -206,7 +206,8 @@ void Trainer::build_step() {
   comm::require_same_on_all_ranks(*world_, h, "the config or the model's parameter names/shapes");
   if (!s_.init_from.empty())
     log_info("model weights initialised from {}",
-             init_weights_from(*world_, *model_, s_.init_from, cfg_->where("train.init_from")));
+             init_weights_from(*world_, *model_, s_.init_from, cfg_->where("train.init_from"),
+                               data_.vocab_hash));
   broadcast_model_state(*world_, *model_);
   if (!s_.device.is_cpu()) {
     model_->to(s_.device);
@@ -242,7 +243,7 @@ void Trainer::build_step() {
       s_.ckpt_dir, s_.ckpt_keep, s_.ckpt_overwrite, *world_,
       TrainingState{*model_, params_, *optimizer_, *strategy_, *schedule_,
                     loss_scale_ ? &*loss_scale_ : nullptr, *loader_, s_.batch, s_.micro,
-                    s_.examples_per_step > 0, reducer_->name()},
+                    s_.examples_per_step > 0, reducer_->name(), data_.vocab_hash},
       cfg_->hash(), cfg_->dump());
 
   log_ = std::make_unique<RunLog>(s_.out_dir, world_->rank() == 0, s_.log_every, s_.tensorboard);

@@ -21,8 +21,9 @@
 #               new head and the MLM head left out; a from-scratch fine-tuning of 240 steps must
 #               beat the dev set's majority class (ham, 68.6 %) by 10 points; a probe
 #               (train.freeze: the encoder) changes no frozen tensor and trains the head;
-#               data.eval_path naming the training file, and train.threads above the node's
-#               cores, are each warned about once;
+#               weights trained with another vocabulary of the same size are refused
+#               (train.init_from, --resume); data.eval_path naming the training file, and
+#               train.threads above the node's cores, are each warned about once;
 #   squad     — the question-answering chain on a small SQuAD-format file made here (contexts of
 #               several windows): fine-tune (model.head question_answering, data.name squad),
 #               squad_predict writes predictions.json and EM/F1, squad_eval scores the file the
@@ -133,6 +134,20 @@ finetune)
     { cat init.txt; fail "the log does not name the new head"; }
   grep -q "match nothing in this model and are left out: cls.decoder_bias cls.transform.weight" init.txt ||
     { cat init.txt; fail "the log does not name the MLM head left out"; }
+  # Weights trained on the ids of one vocabulary are refused with another of the same size (two
+  # lines swapped), by train.init_from and by --resume; with the same vocabulary they load.
+  awk 'NR == 2000 { held = $0; next } { print } NR == 2001 { print held }' "$src/data/bert/vocab.txt" > swapped.txt
+  cmp -s swapped.txt "$src/data/bert/vocab.txt" && fail "the swapped vocabulary is the same file"
+  mpi 2 "$trainer" "${ft[@]}" --set train.steps=1 --set schedule.warmup_steps=0 --set train.init_from=from_pretrained/checkpoints \
+    --set output.dir=same_vocab > same_vocab.txt 2>&1 || { cat same_vocab.txt; fail "init_from a fine-tuned checkpoint of the same vocabulary"; }
+  for how in init_from resume; do
+    if [ $how = init_from ]; then args=(--set train.init_from=from_pretrained/checkpoints --set output.dir=other_vocab)
+    else args=(--set output.dir=from_pretrained --resume auto); fi
+    mpi 2 "$trainer" "${ft[@]}" --set train.steps=3 --set schedule.warmup_steps=0 --set data.vocab=swapped.txt "${args[@]}" \
+      > vocab_$how.txt 2>&1 && { cat vocab_$how.txt; fail "$how with another vocabulary was accepted"; }
+    grep -q "was trained on the token ids of another vocabulary (hash [0-9]*) than this run's data (hash [0-9]*)" vocab_$how.txt ||
+      { cat vocab_$how.txt; fail "$how with another vocabulary: no message naming the vocabularies"; }
+  done
   # A probe: the encoder loaded and frozen, only the new head (pooler, classifier) trains. The frozen
   # tensors of its checkpoints equal the pre-trained ones bit for bit; the classifier moved
   # between its first and last checkpoint.
