@@ -23,7 +23,7 @@ std::string decide_on_rank0(Communicator& comm, const std::function<std::string(
   comm.allreduce(&failed, 1, ReduceOp::max);
   text = broadcast_string(comm, text, 0);
   if (error) std::rethrow_exception(error);
-  ADA_CHECK_ARG(failed == 0.0, Error) << "rank 0 stopped the run: " << text;
+  if (failed != 0.0) throw StoppedTogether("rank 0 stopped the run: " + text);  // rank 0 says it
   return text;
 }
 
