@@ -60,7 +60,7 @@ std::vector<uint8_t> read_all(const std::string& path, bool* was_gzip) {
 
 }  // namespace
 
-IdxArray read_idx(const std::string& path) {
+IdxArray read_idx(const std::string& path, int expected_rank) {
   bool gz = false;
   std::vector<uint8_t> bytes = read_all(path, &gz);
   const char* what = gz ? " (after gunzip)" : "";
@@ -78,6 +78,17 @@ IdxArray read_idx(const std::string& path) {
     ADA_THROW(IoError) << "IDX file '" << path << "': element type 0x" << std::hex << int(bytes[2])
                        << std::dec << " is not supported (only 0x08, unsigned byte)";
   const int rank = bytes[3];
+  const auto kind = [](int r) {  // MNIST's
+    return r == 3   ? "an images file (rank 3: count, height, width)"
+           : r == 1 ? "a labels file (rank 1: count)"
+                    : "";
+  };
+  if (expected_rank != 0 && rank != expected_rank)
+    ADA_THROW(IoError) << "IDX file '" << path << "': rank " << rank << " in the magic, expected "
+                       << expected_rank
+                       << (*kind(rank) ? std::string("; is it ") + kind(rank) + " instead of " +
+                                             kind(expected_rank) + "?"
+                                       : std::string());
   if (rank < 1 || rank > 8)
     ADA_THROW(IoError) << "IDX file '" << path << "': rank " << rank
                        << " in the magic; expected 1 to 8";

@@ -18,7 +18,9 @@ struct IdxArray {
 // IoError if the file is missing or unreadable, not valid gzip (when gzip), shorter than its
 // header, has a wrong magic (first two bytes not zero), an element type other than u8, rank 0
 // or above 8, a payload shorter than the header promises (truncated) or trailing bytes.
-IdxArray read_idx(const std::string& path);
+// `expected_rank` (0: any) is checked first of these, against the magic: MNIST images are rank
+// 3, labels rank 1, so a labels file given for images is named as such, whatever its size.
+IdxArray read_idx(const std::string& path, int expected_rank = 0);
 
 // Writes a u8 IDX file, gzip-compressed when `gzip`. For tests and tools.
 void write_idx(const std::string& path, const std::vector<int64_t>& dims,

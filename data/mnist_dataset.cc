@@ -16,15 +16,8 @@ MnistDataset::MnistDataset(const std::string& images_path, const std::string& la
     : images_path_(images_path), opt_(options) {
   ADA_CHECK_ARG(opt_.std > 0.f, ConfigError)
       << "MNIST dataset '" << images_path << "': normalisation std " << opt_.std << " must be > 0";
-  IdxArray images = read_idx(images_path);
-  IdxArray labels = read_idx(labels_path);
-  if (images.dims.size() != 3)
-    ADA_THROW(IoError)
-        << "IDX file '" << images_path << "': rank " << images.dims.size()
-        << "; an images file has rank 3 (count, height, width) — is it a labels file?";
-  if (labels.dims.size() != 1)
-    ADA_THROW(IoError) << "IDX file '" << labels_path << "': rank " << labels.dims.size()
-                       << "; a labels file has rank 1 (count) — is it an images file?";
+  IdxArray images = read_idx(images_path, 3);
+  IdxArray labels = read_idx(labels_path, 1);
   if (images.dims[0] != labels.dims[0])
     ADA_THROW(IoError) << "MNIST files disagree: '" << images_path << "' has " << images.dims[0]
                        << " images but '" << labels_path << "' has " << labels.dims[0]

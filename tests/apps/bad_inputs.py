@@ -252,6 +252,9 @@ def cases(src):
     M("mnist_truncated_images", lambda d: mnist_dir(f"{d}/m", truncate=100), "train-images-idx3-ubyte", "truncated")
     M("mnist_count_mismatch", lambda d: mnist_dir(f"{d}/m", labels=list(range(10)) * 5), "64", "50")
     M("mnist_bad_magic", lambda d: mnist_dir(f"{d}/m", magic=0x12345678), "train-images-idx3-ubyte", "magic")
+    # A labels magic on the images file: the kind is named, not "N unexpected bytes".
+    M("mnist_images_with_labels_magic", lambda d: mnist_dir(f"{d}/m", magic=0x00000801), "train-images-idx3-ubyte",
+      "rank 1 in the magic, expected 3; is it a labels file")
     M("mnist_gzip_corrupt", lambda d: (mnist_dir(f"{d}/m", gz=True),
                                        write(f"{d}/m/train-images-idx3-ubyte.gz", "not gzip at all")),
       "train-images-idx3-ubyte.gz")

@@ -160,8 +160,20 @@ TEST(Mnist, BadInputs) {
   const std::string ti = dir / "train-images-idx3-ubyte", tl = dir / "train-labels-idx1-ubyte";
   const std::string el = dir / "t10k-labels-idx1-ubyte";
   expect_error<IoError>([&] { MnistDataset(ti, el); }, {ti, el, "30 images", "12 labels"});
-  expect_error<IoError>([&] { MnistDataset(tl, tl); }, {tl, "rank 1", "labels file?"});
-  expect_error<IoError>([&] { MnistDataset(ti, ti); }, {ti, "rank 3"});
+  expect_error<IoError>(
+      [&] { MnistDataset(tl, tl); },
+      {tl + "': rank 1 in the magic, expected 3; is it a labels file (rank 1: count) instead of "
+            "an images file (rank 3: count, height, width)?"});
+  expect_error<IoError>([&] { MnistDataset(ti, ti); },
+                        {ti + "': rank 3 in the magic, expected 1; is it an images file"});
+  // The kind is named before the size is checked: a labels magic on an images file's bytes is
+  // not "N unexpected bytes".
+  const std::string odd = dir / "odd-images-idx3-ubyte";
+  std::vector<uint8_t> b = {0, 0, 0x08, 0x01, 0, 0, 0, 30};
+  b.resize(b.size() + 30 * 28 * 28, 7);
+  spit(odd, b);
+  expect_error<IoError>([&] { MnistDataset(odd, tl); },
+                        {odd + "': rank 1 in the magic, expected 3; is it a labels file"});
   expect_error<ConfigError>([&] { MnistDataset(ti, tl, MnistOptions{0.f, 0.f}); }, {"std"});
 }
 
