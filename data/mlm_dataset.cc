@@ -95,8 +95,8 @@ MlmDataset::MlmDataset(std::shared_ptr<const MlmCorpus> corpus, MlmOptions optio
 }
 
 std::shared_ptr<MlmDataset> MlmDataset::open(const std::vector<std::string>& shard_paths,
-                                             MlmOptions options) {
-  auto corpus = std::make_shared<const MlmCorpus>(MlmCorpus::open(shard_paths));
+                                             MlmOptions options, ShardVerification verify) {
+  auto corpus = std::make_shared<const MlmCorpus>(MlmCorpus::open(shard_paths, verify));
   return std::make_shared<MlmDataset>(std::move(corpus), options);
 }
 
@@ -351,11 +351,12 @@ DataSets read_mlm(const DatasetRequest& request) {
       << d.where("seq_len") << ": " << o.seq_len << " tokens per sequence, but the model has "
       << positions << " positions (model.max_positions); lower data.seq_len or raise max_positions";
   DataSets out;
-  auto train = MlmDataset::open(d.get_paths("path"), o);
+  const ShardVerification share{request.rank, request.world};  // the ranks verify each shard once
+  auto train = MlmDataset::open(d.get_paths("path"), o, share);
   out.train = train;
   out.vocab_hash = train->corpus().shards().front()->vocab().vocab_hash;
   if (d.has("eval_path")) {
-    auto eval = MlmDataset::open(d.get_paths("eval_path"), o);
+    auto eval = MlmDataset::open(d.get_paths("eval_path"), o, share);
     const MlmShard& a = *train->corpus().shards().front();
     const MlmShard& b = *eval->corpus().shards().front();
     ADA_CHECK_ARG(a.vocab() == b.vocab(), IoError)

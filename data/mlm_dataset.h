@@ -46,9 +46,10 @@ class MlmDataset : public Dataset {
   // IoError naming the shards if the corpus is empty, its vocabulary lacks [CLS], [SEP],
   // [MASK] or [PAD], or its vocabulary size differs from options.vocab_size (when set).
   MlmDataset(std::shared_ptr<const MlmCorpus> corpus, MlmOptions options);
-  // Opens shard files/folders (MlmCorpus::open, every shard verified) and builds the dataset.
+  // Opens shard files/folders (MlmCorpus::open, `verify`'s shards verified: by default every
+  // one) and builds the dataset.
   static std::shared_ptr<MlmDataset> open(const std::vector<std::string>& shard_paths,
-                                          MlmOptions options);
+                                          MlmOptions options, ShardVerification verify = {});
 
   // Packed: ceil((T + D - 1) / (seq_len - 2)) for T tokens in D documents (one [SEP] between
   // consecutive documents). NSP: the number of chunks, i.e. runs of whole consecutive segments

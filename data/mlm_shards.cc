@@ -314,7 +314,7 @@ void MlmShard::verify() const {
 
 // ---- corpus -------------------------------------------------------------------------------------
 
-MlmCorpus MlmCorpus::open(const std::vector<std::string>& paths, bool verify) {
+MlmCorpus MlmCorpus::open(const std::vector<std::string>& paths, ShardVerification verify) {
   namespace fs = std::filesystem;
   ADA_CHECK_ARG(!paths.empty(), IoError) << "MLM corpus: no shard files or folders given";
   std::vector<std::shared_ptr<const MlmShard>> shards;
@@ -345,8 +345,8 @@ MlmCorpus MlmCorpus::open(const std::vector<std::string>& paths, bool verify) {
     }
   }
   MlmCorpus corpus(std::move(shards));  // vocabularies agree before the payloads are read
-  if (verify)
-    for (const auto& s : corpus.shards()) s->verify();
+  for (size_t i = 0; i < corpus.shards().size(); ++i)
+    if (verify.covers(i)) corpus.shards()[i]->verify();
   return corpus;
 }
 

@@ -95,15 +95,27 @@ class MlmShard {
   uint64_t payload_hash_ = 0;
 };
 
+// Which shards MlmCorpus::open reads whole to verify: shard i when i % parts == part; every one
+// by default, none with parts 0. The trainer gives each rank its share, so that the ranks
+// together read a corpus once (64 ranks each reading all of BERT-Large's shards at startup read
+// it 64 times), and a corrupt shard still stops every rank before step 1.
+struct ShardVerification {
+  int part = 0, parts = 1;
+  static ShardVerification none() { return {0, 0}; }
+  bool covers(size_t shard) const {
+    return parts > 0 && static_cast<int>(shard % static_cast<size_t>(parts)) == part;
+  }
+};
+
 // Several shards as one corpus: documents and segments numbered across shards in the order the
 // shards are given. All shards must share one vocabulary (size, hash and special ids).
 class MlmCorpus {
  public:
   // Each path is a shard file or a folder, whose *.mlm files are taken in name order. IoError if
   // a path does not exist, a folder holds no shard, a shard is bad, or vocabularies differ.
-  // `verify`: also MlmShard::verify() every shard (payload checksums, ids inside the vocabulary),
-  // so corrupt data stops the run at open, not when a batch draws it.
-  static MlmCorpus open(const std::vector<std::string>& paths, bool verify = true);
+  // `verify`: also MlmShard::verify() those shards (payload checksums, ids inside the
+  // vocabulary), so corrupt data stops the run at open, not when a batch draws it.
+  static MlmCorpus open(const std::vector<std::string>& paths, ShardVerification verify = {});
   explicit MlmCorpus(std::vector<std::shared_ptr<const MlmShard>> shards);
 
   const std::vector<std::shared_ptr<const MlmShard>>& shards() const { return shards_; }

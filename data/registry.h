@@ -33,6 +33,9 @@ struct DatasetRequest {
   Config model;             // `model` (BERT's vocab_size, max_positions and nsp)
   int64_t num_classes = 0;  // of the model's output; 0 for a model without classes (BERT)
   uint64_t seed = 1;        // train.seed
+  // This rank among the ranks reading the data: files the reader checks whole (MLM shards) are
+  // checked by one rank each, each rank's error stopping all (comm::stop_together).
+  int rank = 0, world = 1;
 };
 
 // Builds and validates the sets on every rank, against the model too (labels inside its

@@ -107,8 +107,9 @@ void Trainer::build_model(const Config& cfg) {
 }
 
 void Trainer::build_data(const Config& cfg) {
-  data_ = data::read_datasets(data::builtin_datasets(), {cfg.child("data"), cfg.child("model"),
-                                                         model_->num_classes(), s_.seed});
+  data_ = data::read_datasets(data::builtin_datasets(),
+                              {cfg.child("data"), cfg.child("model"), model_->num_classes(),
+                               s_.seed, world_->rank(), world_->size()});
   for (const auto& set : {data_.train, data_.eval, data_.validation})
     if (set && set->size() > 0) model_->check_example(set->get(0, 0).fields, set->describe());
   const Config t = cfg.child("train");

@@ -33,7 +33,8 @@
 #               from an earlier checkpoint (no duplicate steps);
 #   mlm_eval  — the bert_tiny configs, on shards made as tools/train.sh makes them (prepare_mlm
 #               with a held-out set), really evaluate: an eval line lands in metrics.jsonl; with
-#               data.validation_size also a validation figure (val_mlm_loss);
+#               data.validation_size also a validation figure (val_mlm_loss); a corrupt shard
+#               that one rank verifies stops every rank before step 1;
 #   validation — data.validation_size: every evaluation line and summary.json hold val_* beside
 #               eval_*, the log names the held-out examples, an evaluation set the ranks
 #               cannot split evenly counts each example once, a validation set alone is enough
@@ -641,6 +642,19 @@ mlm_eval)
       --set data.validation_size=2 --set output.dir=run_val 2>&1) && grep -q '"val_mlm_loss"' run_val/metrics.jsonl &&
       grep -q '"eval_mlm_loss"' run_val/metrics.jsonl; then echo "ok: bert_tiny_mlm_lamb with data.validation_size evaluates both"
   else echo "FAIL: bert_tiny_mlm_lamb with data.validation_size"; echo "$out" | tail -5; status=1; fi
+  # The ranks share the shards' verification (shard i read whole by rank i mod ranks): a corrupt
+  # second shard, rank 1's, stops both ranks before step 1, said once, by rank 1.
+  "$(dirname "$trainer")/prepare_mlm" --vocab "$vocab" --out split --shard-tokens 200 corpus > prep2.txt 2>&1 ||
+    { cat prep2.txt; fail "prepare_mlm --shard-tokens 200"; }
+  [ -f split/shard-00001.mlm ] || { ls split; fail "prepare_mlm made one shard"; }
+  /usr/bin/python3 -c 'import sys; p = sys.argv[1]; b = bytearray(open(p, "rb").read()); b[-1] ^= 1; open(p, "wb").write(b)' split/shard-00001.mlm
+  mpi 2 "$trainer" --config "$cfg" --set data.path=split --set data.eval_path=null --set train.eval_every=null \
+    --set train.max_eval_batches=null --set train.steps=2 --set data.seq_len=16 --set output.dir=run_corrupt > corrupt.txt 2>&1 &&
+    { cat corrupt.txt; fail "a corrupt shard was accepted"; }
+  if [ "$(grep -c "error: trainer: MLM shard split/shard-00001.mlm: payload checksum mismatch" corrupt.txt)" = 1 ] &&
+      grep -q "^\[rank 1/2\].*payload checksum mismatch" corrupt.txt && ! grep -q '"loss"' run_corrupt/metrics.jsonl 2>/dev/null; then
+    echo "ok: a corrupt shard, verified by rank 1 alone, stopped both ranks before step 1 (said once)"
+  else echo "FAIL: the corrupt shard"; cat corrupt.txt; status=1; fi
   exit $status
   ;;
 validation)

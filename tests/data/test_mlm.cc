@@ -205,7 +205,12 @@ TEST(MlmShards, CorpusOpenVerifiesEveryShard) {
                         {bad, "payload checksum", "prepare_mlm"});
   expect_error<IoError>([&] { MlmDataset::open({dir / "c"}, MlmOptions{}); },
                         {bad, "payload checksum"});
-  EXPECT_NO_THROW(MlmCorpus::open({dir / "c"}, /*verify=*/false));  // header and indices are fine
+  EXPECT_NO_THROW(MlmCorpus::open({dir / "c"}, ShardVerification::none()));  // headers are fine
+  // Shared among ranks: b.mlm (shard 1) is rank 1's of 2 to verify, or rank 0's of 1.
+  EXPECT_NO_THROW(MlmCorpus::open({dir / "c"}, {0, 2}));
+  expect_error<IoError>([&] { MlmCorpus::open({dir / "c"}, {1, 2}); }, {bad, "payload checksum"});
+  EXPECT_NO_THROW(MlmCorpus::open({dir / "c"}, {0, 3}));
+  expect_error<IoError>([&] { MlmCorpus::open({dir / "c"}, {1, 3}); }, {bad, "payload checksum"});
   // An id outside the vocabulary with matching checksums: named with its segment and document.
   std::vector<uint8_t> good = slurp(dir / "c/a.mlm");
   write_shard(bad, {{{10, 11, 12}, {13, 14}}, {{15}}});
