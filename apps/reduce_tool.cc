@@ -12,6 +12,7 @@
 
 #include "apps/common/cli.h"
 #include "base/config.h"
+#include "base/hash.h"
 #include "base/log.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_runtime.h"
@@ -28,11 +29,8 @@ const char* kUsage =
 
 // FNV-1a of the names, dtypes and shapes, to check that all ranks hold the same layout.
 uint64_t layout_hash(const NamedTensors& nt) {
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&](const std::string& s) {
-    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  };
-  for (const auto& [name, t] : nt.tensors) mix(name + ":" + t.str() + ";");
+  uint64_t h = kFnv1aBasis;
+  for (const auto& [name, t] : nt.tensors) h = fnv1a64(name + ":" + t.str() + ";", h);
   return h;
 }
 

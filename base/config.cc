@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "base/hash.h"
 #include "base/registry.h"
 
 namespace ada {
@@ -910,12 +911,7 @@ uint64_t Config::hash() const {
   const Lookup l = lookup(*state_, path_);
   std::string text;
   canonical(text, l.value);
-  uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
+  return fnv1a64(text);
 }
 
 namespace {

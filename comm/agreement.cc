@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/hash.h"
 #include "base/log.h"
 
 namespace ada::comm {
@@ -53,9 +54,8 @@ void stop_together(Communicator& comm, const std::string& label,
     failed = true;
     message = e.what();
   }
-  uint64_t h = 14695981039346656037ull;  // FNV-1a of the message
-  for (unsigned char c : message) h = (h ^ c) * 1099511628211ull;
-  const double mine[2] = {failed ? 1.0 : 0.0, static_cast<double>(h >> 11)};  // exact
+  const double mine[2] = {failed ? 1.0 : 0.0,
+                          static_cast<double>(fnv1a64(message) >> 11)};  // exact as a double
   std::vector<double> all(2 * static_cast<size_t>(comm.size()));
   comm.allgather(mine, 2, all.data());
   bool any = false, said_below = false;

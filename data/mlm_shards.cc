@@ -26,7 +26,6 @@ namespace {
 constexpr char kMagic[8] = {'A', 'D', 'A', 'M', 'L', 'M', 'S', 'H'};
 constexpr uint32_t kVersion = 1;
 constexpr uint64_t kHeaderBytes = 128;
-constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ull;
 constexpr const char* kRemake =
     "; rebuild the shards with build/bin/prepare_mlm (see apps/prepare_mlm.cc)";
 
@@ -139,8 +138,8 @@ void MlmShardWriter::finish() {
       std::memcpy(p + 2 * i, &v, 2);
     }
   }
-  h.payload_fnv = fnv1a64(payload.data(), payload.size(), kFnvBasis);
-  h.header_fnv = fnv1a64(&h, offsetof(Header, header_fnv), kFnvBasis);
+  h.payload_fnv = fnv1a64(payload.data(), payload.size());
+  h.header_fnv = fnv1a64(&h, offsetof(Header, header_fnv));
 
   const std::string tmp = path_ + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -213,7 +212,7 @@ std::shared_ptr<const MlmShard> MlmShard::open(const std::string& path) {
   if (h.version != kVersion)
     bad("format version " + std::to_string(h.version) + "; this build reads version " +
         std::to_string(kVersion));
-  if (fnv1a64(&h, offsetof(Header, header_fnv), kFnvBasis) != h.header_fnv)
+  if (fnv1a64(&h, offsetof(Header, header_fnv)) != h.header_fnv)
     bad("header checksum mismatch (corrupt header)");
   if (h.header_bytes != kHeaderBytes || (h.token_bytes != 2 && h.token_bytes != 4) ||
       h.vocab_size == 0 || h.vocab_size > 0x7fffffffu ||  // ids are int32 (found by fuzz_mlm_shard)
@@ -287,7 +286,7 @@ void MlmShard::copy_tokens(uint64_t begin, uint64_t end, int32_t* out) const {
 
 void MlmShard::verify() const {
   const char* base = static_cast<const char*>(map_);
-  if (fnv1a64(base + kHeaderBytes, map_bytes_ - kHeaderBytes, kFnvBasis) != payload_hash_)
+  if (fnv1a64(base + kHeaderBytes, map_bytes_ - kHeaderBytes) != payload_hash_)
     ADA_THROW(IoError) << "MLM shard " << path_ << ": payload checksum mismatch (corrupt data)"
                        << kRemake;
   // The largest id first, in a loop the compiler vectorises; the offending token only if needed.

@@ -19,15 +19,6 @@ constexpr const char* kSpecialNames[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[M
 
 }  // namespace
 
-uint64_t fnv1a64(const void* data, size_t n, uint64_t h) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
 Tokenizer Tokenizer::from_file(const std::string& vocab_path, TokenizerOptions options) {
   std::error_code ec;
   ADA_CHECK_ARG(!std::filesystem::is_directory(vocab_path, ec), IoError)

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/config.h"
+#include "base/hash.h"
 
 namespace ada::data {
 
@@ -79,9 +80,6 @@ class Tokenizer {
   uint64_t hash_ = 0;
   size_t max_token_chars_ = 0;  // longest token in code points, "##" excluded
 };
-
-// FNV-1a 64 (used for vocabulary and shard checksums).
-uint64_t fnv1a64(const void* data, size_t n, uint64_t h = 0xcbf29ce484222325ull);
 
 // The tokenizer of the fine-tuning data sets (text_classification, squad) and squad_predict:
 // data.vocab (default data/bert/vocab.txt), "[SEP]" and the like in a text read as text (as

@@ -12,6 +12,7 @@
 #include "apps/trainer/run_timeline.h"
 #include "base/atomic_file.h"
 #include "base/fault.h"
+#include "base/hash.h"
 #include "base/log.h"
 #include "base/stop_signal.h"
 #include "base/timeline.h"
@@ -200,10 +201,7 @@ void Trainer::build_optimization(Config& cfg) {
 void Trainer::build_step() {
   // Agreement before any other collective, then rank 0's weights everywhere.
   uint64_t h = cfg_->hash();
-  for (const auto& p : params_) {
-    const std::string key = p.name + shape_str(p.var.value().shape());
-    for (unsigned char c : key) h = (h ^ c) * 1099511628211ull;  // FNV-1a
-  }
+  for (const auto& p : params_) h = fnv1a64(p.name + shape_str(p.var.value().shape()), h);
   comm::require_same_on_all_ranks(*world_, h, "the config or the model's parameter names/shapes");
   if (!s_.init_from.empty())
     log_info("model weights initialised from {}",

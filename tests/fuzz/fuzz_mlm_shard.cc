@@ -23,9 +23,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t flags = data[0];
   std::vector<uint8_t> file(data + 1, data + size);
   if ((flags & 1) && file.size() >= 128) {
-    const uint64_t payload = ada::data::fnv1a64(file.data() + 128, file.size() - 128);
+    const uint64_t payload = ada::fnv1a64(file.data() + 128, file.size() - 128);
     std::memcpy(file.data() + 112, &payload, 8);
-    const uint64_t header = ada::data::fnv1a64(file.data(), 120);
+    const uint64_t header = ada::fnv1a64(file.data(), 120);
     std::memcpy(file.data() + 120, &header, 8);
   }
   const std::string path = ada::fuzz::write_scratch("input.mlm", file.data(), file.size());
