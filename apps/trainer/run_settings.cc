@@ -251,6 +251,13 @@ RunSettings read_run_settings(const Config& root, const std::string& config_path
   s.loss_scale = read_loss_scale(t, s.precision);
   s.activations = read_activations(t, s.precision);
   s.cuda_graphs = t.get_or<bool>("cuda_graphs", false);
+  // BERT's fine-tuning heads check each batch's labels on the host in the forward pass, which a
+  // graph cannot hold: refused here, not at the capture after two steps.
+  if (const std::string head = root.get_or<std::string>("model.head", "");
+      s.cuda_graphs && (head == "classification" || head == "question_answering"))
+    ADA_THROW(ConfigError) << t.where("cuda_graphs") << ": the " << head << " head (model.head) "
+                           << "reads each batch's labels on the host in its forward pass, which "
+                           << "a CUDA graph cannot replay; set cuda_graphs: false to fine-tune";
   ADA_CHECK_ARG(!s.cuda_graphs || !s.device.is_cpu(), ConfigError)
       << t.where("cuda_graphs") << ": CUDA graphs need train.device: cuda; set cuda_graphs: false "
       << "on the CPU";

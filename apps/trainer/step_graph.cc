@@ -66,7 +66,8 @@ void StepGraph::capture(const nn::TensorMap& batch, double seed) {
           loss_ = loss.value();
         },
         &model_.rng());
-  } catch (const DeviceError& e) {
+  } catch (const Error& e) {  // a refusal (DeviceError) or a CUDA call failing (ExternalError)
+    if (!dynamic_cast<const DeviceError*>(&e) && !dynamic_cast<const ExternalError*>(&e)) throw;
     ADA_THROW(DeviceError) << "train.cuda_graphs: the step cannot be captured as a CUDA graph: "
                            << e.what() << "; set train.cuda_graphs: false";
   }

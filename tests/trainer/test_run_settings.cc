@@ -253,6 +253,9 @@ TEST(RunSettings, BadValuesNameTheKeyTheValueAndTheFix) {
        {"train.cuda_graphs (set by --set train.cuda_graphs=true): CUDA graphs need train.device: "
         "cuda"}},
       {{"train.cuda_graphs=maybe"}, {"train.cuda_graphs", "maybe"}},
+      {{"train.cuda_graphs=true", "model.head=question_answering"},
+       {"train.cuda_graphs (set by --set train.cuda_graphs=true): the question_answering head "
+        "(model.head) reads each batch's labels on the host"}},
       {{"train.comm=gloo"}, {"train.comm", "unknown communicator 'gloo'"}},
       {{"train.comm=nccl"}, {"train.comm", "nccl reduces CUDA device buffers"}},
       {{"train.loss_scale=huge"},

@@ -54,6 +54,7 @@ struct DeviceState {
   uint64_t* shift = nullptr;  // philox_shift(): device memory, never freed
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
+  void* cublas_workspace = nullptr;  // the handle's own, never freed
   cudnnHandle_t cudnn = nullptr;
   std::once_flag stream_once, cublas_once, cudnn_once, fault_once;
   std::atomic<DeviceFault*> fault_host{nullptr};  // mapped pinned memory, made on first use
@@ -153,6 +154,12 @@ cublasHandle_t cublas(int device) {
     set_device(device);
     ADA_CUBLAS_CHECK(cublasCreate(&st.cublas));
     ADA_CUBLAS_CHECK(cublasSetStream(st.cublas, stream(device)));
+    // A workspace of its own (after cublasSetStream, which resets it to cuBLAS's pool), 32 MiB as
+    // cuBLAS's default on Hopper: GEMMs captured into a CUDA graph use it, as eager ones do,
+    // instead of allocating their workspace inside each graph.
+    constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+    ADA_CUDA_CHECK(cudaMalloc(&st.cublas_workspace, kWorkspaceBytes));
+    ADA_CUBLAS_CHECK(cublasSetWorkspace(st.cublas, st.cublas_workspace, kWorkspaceBytes));
     // FP32 results by default; TF32 tensor cores only where a caller opts in (math mode).
     ADA_CUBLAS_CHECK(cublasSetMathMode(st.cublas, CUBLAS_DEFAULT_MATH));
   });
