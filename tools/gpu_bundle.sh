@@ -5,7 +5,9 @@
 # binaries and the trainer, the shared libraries they need that such a machine lacks (not the
 # driver, cuBLAS or cuDNN, which it has), OpenMPI's runtime, and MNIST gzipped. Then, through the
 # device tool:
-#   run(command="bash tools/gpu_test.sh", carry=[".gpu"])
+#   run(command="ADA_CALL_S=585 bash tools/gpu_test.sh session", carry=[".gpu"], timeout_s=600)
+# (a first call; its last line names the second call's commands). Bundle at the commit you
+# test: gpu_test.sh logs .gpu/commit, and a working tree newer than the binaries is not tested.
 #   tools/gpu_bundle.sh [--no-build] [--downstream]
 # --downstream also packs the BERT-tiny MLM shards and the SpamAssassin splits (about 7 MB
 # compressed) for `gpu_test.sh downstream` (tools/downstream_study.py on the GPU).
@@ -103,5 +105,5 @@ if (( tree + bytes > 64 * 1024 * 1024 )); then
        "the device tool moves: leave a binary out or shrink the data" >&2
   exit 1
 fi
-echo "gpu_bundle: ready ($bytes bytes, with the working tree $((tree + bytes)) of 67108864);" \
-     "run tools/gpu_test.sh on the GPU machine with .gpu carried"
+echo "gpu_bundle: ready at $(cat "$out/commit") ($bytes bytes, with the working tree $((tree + bytes)) of" \
+     "67108864); on the GPU machine, .gpu carried: ADA_CALL_S=585 bash tools/gpu_test.sh session"

@@ -6,7 +6,7 @@
 # MPI; the Hugging Face and TensorBoard checks; then the GPU benchmarks against PyTorch on the same
 # GPU. Logs go to $OUT (or out/gpu when OUT is unset).
 #   bash tools/gpu_test.sh [tests|nccl|train|interop|bench|peers|attention|precision|profile|session|
-#                           bn|graphs|graphs_train|convsurvey|downstream|study|all]
+#                           bn|graphs|graphs_train|nccl_choice|convsurvey|downstream|study|all]
 #                         [filter]
 #                         (default: all; interop: Hugging Face and TensorBoard, also in train;
 #                          peers: issue 33's table, ours against every PyTorch twin incl.
@@ -20,16 +20,21 @@
 #                          activations and channels-last, ours only, then BERT-tiny trained in
 #                          fp32/bf16/fp16 and bf16 with 16-bit activations, about 5 minutes,
 #                          not in all; precision: only the BERT-tiny training part of it;
-#                          session: what a lent GPU's first call should run, in the order of
-#                          what issue 33 needs most: tests, transformers against our BERT's
-#                          twin (hf_compare.py), ours at its best against each case's fastest
+#                          session (run it as ADA_CALL_S=<the call's timeout_s - 15> bash
+#                          tools/gpu_test.sh session): what a lent GPU's first call should run,
+#                          the code never run on a GPU first, then what issue 33 needs most:
+#                          tests, transformers against our BERT's twin (hf_compare.py),
+#                          graphs_train, nccl_choice, ours at its best against each case's fastest
 #                          twin (ResNet-50 b256 and b64, BERT-Large s128 b64 and s512 b16 in
 #                          bf16; ResNet-50 b64 and BERT-Large s128 b16 in fp32 against eager;
 #                          s512 again with model.recompute and with fused attention, ours
-#                          only), profile,
-#                          bn, graphs, precision, graphs_train; a section that would end past
+#                          only), profile, bn, graphs, precision; a section that would end past
 #                          the call's 600 s is left out, and the last line names the second
 #                          call's commands (the 15 minutes of device time leave it about 3);
+#                          every command's limit ends 5 s before the call's; the logs are at
+#                          most 8 files (what the device tool returns);
+#                          nccl_choice: train.comm auto on 2 ranks sharing the GPU, without and
+#                          with ADA_NCCL_SHARED_GPU=1 (MPI staging, then NCCL), a minute;
 #                          graphs: forward and backward captured as a CUDA graph and replayed
 #                          (the optimizer eager) against the same step run eagerly (bench_step
 #                          --graphs: ResNet-20 b256 fp32, ResNet-50 b64 and b256 bf16
@@ -88,10 +93,10 @@ for want in libcublas.so.13 libcublasLt.so.13 libcudnn.so.9; do
     [[ -e "$d/$want" ]] && { dir=$d; break; }
   done
   if [[ -z "$dir" ]]; then
-    hit=$(find /usr /opt -name "$want" 2>/dev/null | head -1)
+    hit=$(find /usr /opt -name "$want" -print -quit 2>/dev/null)
     [[ -n "$hit" ]] && dir=$(dirname "$hit")
   fi
-  if [[ -z "$dir" ]]; then echo "gpu_test: $want not found on this machine" | tee -a "$out/env.log"; continue; fi
+  if [[ -z "$dir" ]]; then echo "gpu_test: $want not found on this machine" | tee -a "$out/timing.log"; continue; fi
   case ":$libdirs:" in *":$dir:"*) ;; *) libdirs="$libdirs:$dir" ;; esac
 done
 export LD_LIBRARY_PATH="$libdirs:${LD_LIBRARY_PATH:-}"
@@ -100,7 +105,7 @@ if [[ -z "${ADA_NCCL_LIBRARY:-}" ]]; then
   for f in /usr/local/cuda/lib64/libnccl.so.2 /usr/local/cuda/targets/x86_64-linux/lib/libnccl.so.2; do
     [[ -e "$f" ]] && { export ADA_NCCL_LIBRARY=$f; break; }
   done
-  [[ -n "${ADA_NCCL_LIBRARY:-}" ]] || export ADA_NCCL_LIBRARY=$(find /usr /opt -name libnccl.so.2 2>/dev/null | head -1)
+  [[ -n "${ADA_NCCL_LIBRARY:-}" ]] || export ADA_NCCL_LIBRARY=$(find /usr /opt -name libnccl.so.2 -print -quit 2>/dev/null)
 fi
 # CUPTI for bench_step --profile's per-kernel table: the one bundled (CUDA 13's, as compiled
 # against), else the machine's.
@@ -124,8 +129,8 @@ export PATH="$PWD/.gpu/bin:$PATH" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROO
   echo "ADA_NCCL_LIBRARY=${ADA_NCCL_LIBRARY:-(none found)}"
   echo "ADA_CUPTI_LIBRARY=${ADA_CUPTI_LIBRARY:-(none found)}"
   ldd .gpu/bin/test_cuda | grep -E 'not found|cublas|cudnn'
-} >> "$out/env.log" 2>&1
-cat "$out/env.log"
+} >> "$out/timing.log" 2>&1
+cat "$out/timing.log"
 
 status=0
 # Each section's end, in seconds since the start, also in $out/timing.log: where a lent GPU's
@@ -136,6 +141,14 @@ took() { echo "gpu_test: $1 done at ${SECONDS} s" | tee -a "$out/timing.log"; }
 # $2: the section's expected length in seconds (generous).
 left_out=""
 ends_in_call() { (( SECONDS + $1 <= ${ADA_CALL_S:-590} )); }
+# A command's time limit: N seconds, and in `session` no later than 5 s before the call's end,
+# so that a command that hangs costs its own section, not every later one (the device tool
+# returns what $OUT holds when it ends the call, but nothing runs after).
+lim() {
+  local n=$1 left=$(( ${ADA_CALL_S:-590} - SECONDS - 5 ))
+  [[ "$what" == session ]] && (( left < n )) && n=$(( left > 1 ? left : 1 ))
+  echo "$n"
+}
 fits() {
   [[ "$what" != session ]] && return 0
   ends_in_call "$2" && return 0
@@ -162,9 +175,9 @@ if [[ "$what" == tests || "$what" == all || "$what" == session ]]; then
   # The CUDA-graph tests (written without a GPU) in a process of their own: a device fault there
   # (a sticky CUDA error) cannot take the other tests' results with it.
   if [[ "$filter" == "*" ]]; then
-    OMP_NUM_THREADS=8 timeout 400 .gpu/bin/test_cuda --gtest_filter="-CudaGraph.*" 2>&1 | tee "$out/test_cuda.log"
+    OMP_NUM_THREADS=8 timeout "$(lim 400)" .gpu/bin/test_cuda --gtest_filter="-CudaGraph.*" 2>&1 | tee "$out/test_cuda.log"
     status=${PIPESTATUS[0]}
-    OMP_NUM_THREADS=8 timeout 120 .gpu/bin/test_cuda --gtest_filter="CudaGraph.*" 2>&1 | tee -a "$out/test_cuda.log"
+    OMP_NUM_THREADS=8 timeout "$(lim 120)" .gpu/bin/test_cuda --gtest_filter="CudaGraph.*" 2>&1 | tee -a "$out/test_cuda.log"
     [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
   else
     OMP_NUM_THREADS=8 timeout 420 .gpu/bin/test_cuda --gtest_filter="$filter" 2>&1 | tee "$out/test_cuda.log"
@@ -236,6 +249,79 @@ if [[ "$what" == train || "$what" == interop || "$what" == all || "$what" == ses
   [[ ${PIPESTATUS[0]} -eq 0 ]] || { echo "gpu_test: transformers and the twin differ (above)" | tee -a "$out/train.log"; status=1; }
   took "Hugging Face check"
 fi
+# Whether a run with train.cuda_graphs (DIR_true) logged the losses of the same run without it
+# (DIR_false), to the last bit, and replayed every step after its 2 eager ones (one batch shape).
+# Usage: same_losses NAME DIR (the runs' output.dir without the _false / _true suffix).
+same_losses() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+name, d = sys.argv[1:]
+try:
+    e, g = (json.load(open(f"{d}_{x}/summary.json")) for x in ("false", "true"))
+    le, lg = ([(r["step"], r["loss"]) for r in map(json.loads, open(f"{d}_{x}/metrics.jsonl")) if "loss" in r]
+              for x in ("false", "true"))
+except (OSError, ValueError) as err:
+    print(f"train.cuda_graphs {name}: a run failed ({err})"); sys.exit(1)
+replays, eager = g.get("cuda_graph_replays") or 0, g.get("cuda_graph_eager_steps")
+print(f"train.cuda_graphs {name}: {replays} replays, {eager} eager steps; wall {e['wall_seconds']:.1f} s "
+      f"eager, {g['wall_seconds']:.1f} s graphs; final {[(k, e.get(k), g.get(k)) for k in e if k.startswith(('eval_', 'val_'))]}")
+same = le == lg and len(le) > 0
+first = next((a, b) for a, b in zip(le + [None], lg + [None]) if a != b) if not same else None
+print(f"train.cuda_graphs {name}: " + (f"the same {len(le)} losses as eager steps" if same else
+      f"losses DIFFER from eager steps (first: {first})"))
+if eager != 2 or replays == 0:
+    print(f"train.cuda_graphs {name}: {eager} eager steps, not the 2 before the capture (a batch of another shape or a recapture)")
+sys.exit(0 if same and eager == 2 and replays > 0 else 1)
+PY
+}
+if [[ "$what" == graphs_train || "$what" == session ]] && fits graphs_train 150; then
+  # train.cuda_graphs in the trainer, eager and with graphs, on deterministic algorithms
+  # (ADA_CUDA_DETERMINISTIC=1: cuDNN's, the max-pool and embedding backward in order): the same
+  # losses to the last bit, and each run's time. LeNet-5 on MNIST, one epoch; BERT-tiny MLM
+  # (dropout, LAMB, evaluations between replays), 200 steps, a loss every 10 (MlmDataset pads
+  # each sequence's masked positions to one count: one batch shape).
+  bert_tiny_yaml
+  for g in false true; do
+    rm -rf out/gpu-graphs-lenet_$g out/gpu-graphs-bert_$g
+    echo "-- trainer LeNet-5 MNIST, train.cuda_graphs=$g"
+    ADA_CUDA_DETERMINISTIC=1 OMP_NUM_THREADS=8 timeout "$(lim 150)" .gpu/bin/trainer \
+      --config configs/mnist_lenet_adasum.yaml --set train.device=cuda --set train.epochs=1 \
+      --set train.cuda_graphs=$g --set output.dir=out/gpu-graphs-lenet_$g 2>&1 |
+      grep -E 'CUDA graph|cuda_graphs|eval at|done|error' | tail -6
+    echo "-- trainer BERT-tiny MLM 200 steps, train.cuda_graphs=$g"
+    ADA_CUDA_DETERMINISTIC=1 OMP_NUM_THREADS=8 timeout "$(lim 150)" .gpu/bin/trainer --config out/bert_tiny_gpu.yaml \
+      --set train.steps=200 --set train.eval_every=100 --set train.log_every=10 \
+      --set train.cuda_graphs=$g --set output.dir=out/gpu-graphs-bert_$g 2>&1 |
+      grep -E 'CUDA graph|cuda_graphs|error' | tail -4
+  done 2>&1 | tee -a "$out/graphs.log"
+  for run in "LeNet-5 out/gpu-graphs-lenet" "BERT-tiny out/gpu-graphs-bert"; do
+    same_losses $run 2>&1 | tee -a "$out/graphs.log"
+    if [[ ${PIPESTATUS[0]} -ne 0 ]]; then
+      status=1
+      # The evidence, so that a difference is diagnosed without another session.
+      set -- $run
+      for g in false true; do
+        echo "--- $2_$g: summary.json, metrics.jsonl"; cat "$2_$g/summary.json" "$2_$g/metrics.jsonl"
+      done 2>&1 | tee -a "$out/graphs.log" > /dev/null
+    fi
+  done
+  took "CUDA graphs (trainer)"
+fi
+if [[ "$what" == nccl_choice || "$what" == session ]] && fits nccl_choice 60; then
+  # train.comm: auto on 2 ranks sharing this GPU (comm/step_comm.cc, never run on a GPU before):
+  # without the shared-GPU mode the GPUs' UUIDs say rank 0's is rank 1's, so MPI stages the
+  # buckets; with ADA_NCCL_SHARED_GPU=1 NCCL runs. LeNet-5 MNIST, 200 steps each.
+  for shared in 0 1; do
+    echo "-- 2 ranks on the GPU, train.comm auto, ADA_NCCL_SHARED_GPU=$shared" | tee -a "$out/train.log"
+    ADA_NCCL_SHARED_GPU=$shared OMP_NUM_THREADS=2 timeout "$(lim 60)" .gpu/bin/mpirun -np 2 --oversubscribe --bind-to none \
+      -x ADA_NCCL_SHARED_GPU .gpu/bin/trainer --config configs/mnist_lenet_adasum.yaml --set train.device=cuda \
+      --set train.comm=auto --set train.epochs=0 --set train.steps=200 --set output.dir=out/gpu-comm-shared$shared \
+      --set checkpoint.overwrite=true 2>&1 | grep -E 'train.comm|done|error' | tee -a "$out/train.log"
+  done
+  grep -q "train.comm: MPI, staging .* is also rank" "$out/train.log" && grep -q "train.comm: NCCL on cuda" "$out/train.log" ||
+    { echo "gpu_test: train.comm auto did not choose MPI staging, then NCCL, as the GPUs' UUIDs say" | tee -a "$out/train.log"; status=1; }
+  took "train.comm choice"
+fi
 if [[ "$what" == train || "$what" == interop || "$what" == all ]]; then
   # train.tensorboard read by TensorBoard's own event reader (this machine has tensorboard; the
   # suite checks the files with an independent reader: tests/tools/tensorboard_reader.py).
@@ -267,7 +353,7 @@ py=$(command -v python3)
 step_cases() {
   for m in "$@"; do
     echo "-- bench_step --model $m --device cuda"
-    timeout 300 .gpu/bin/bench_step --twins eager --model $m --device cuda --steps 20 --python "$py" 2>&1
+    timeout "$(lim 300)" .gpu/bin/bench_step --twins eager --model $m --device cuda --steps 20 --python "$py" 2>&1
   done
 }
 if [[ "$what" == bench || "$what" == all ]]; then
@@ -351,7 +437,7 @@ precision_runs() {
     set -- $run
     sfx=""; [[ $4 == 16bit ]] && sfx="-act16"
     echo "-- BERT-tiny MLM, cuda, precision $1, attention $2, seed $3, activations $4" | tee -a "$out/attention.log"
-    OMP_NUM_THREADS=8 timeout 240 .gpu/bin/trainer --config out/bert_tiny_gpu.yaml --set train.precision=$1 \
+    OMP_NUM_THREADS=8 timeout "$(lim 240)" .gpu/bin/trainer --config out/bert_tiny_gpu.yaml --set train.precision=$1 \
       --set model.attention=$2 --set train.seed=$3 --set train.activations=$4 \
       --set output.dir=out/bert-tiny-$1-$2-s$3$sfx \
       --set checkpoint.overwrite=true 2>&1 | grep -E 'val_mlm|done|error' | tail -3 | tee -a "$out/attention.log"
@@ -482,7 +568,7 @@ if [[ "$what" == profile || "$what" == session ]] && fits profile 180; then
   [[ "$filter" == "*" ]] || IFS=';' read -ra cases <<< "$filter"
   for m in "${cases[@]}"; do
     echo "-- $m"
-    timeout 300 .gpu/bin/bench_step --model $m --device cuda --steps 5 --no-torch --profile 2>&1 | head -110
+    timeout "$(lim 300)" .gpu/bin/bench_step --model $m --device cuda --steps 5 --no-torch --profile 2>&1 | head -110
   done | tee "$out/profile.log"
   took profile
 fi
@@ -491,22 +577,22 @@ if [[ "$what" == bn || "$what" == session ]] && fits bn 120; then
   # against eager PyTorch's in the same layout (GB/s of the least traffic; the convolutions and a
   # small GEMM come with bench_ops): is channels-last's backward slow per byte, or the step around it?
   echo "== batch-norm kernels (bench_ops --device cuda --bn)"
-  timeout 150 .gpu/bin/bench_ops --device cuda --bn --python "$py" --batch 256 --repeats 3 --gemm 1024 2>&1 |
+  timeout "$(lim 150)" .gpu/bin/bench_ops --device cuda --bn --python "$py" --batch 256 --repeats 3 --gemm 1024 2>&1 |
     tee "$out/bn.log"
   # A/B: the channels-last normalising passes as the flat kernels they replaced on 2026-11-28.
   echo "== the same, ours only, ADA_CUDA_BN_ROWS_APPLY=0 (channels-last normalising passes as flat kernels)"
-  ADA_CUDA_BN_ROWS_APPLY=0 timeout 100 .gpu/bin/bench_ops --device cuda --bn --no-torch --batch 256 \
+  ADA_CUDA_BN_ROWS_APPLY=0 timeout "$(lim 100)" .gpu/bin/bench_ops --device cuda --bn --no-torch --batch 256 \
     --repeats 3 --gemm 1024 2>&1 | tee -a "$out/bn.log"
   # A/B: cuDNN's NHWC batch norm (ReLU and residual add fused in it) under the channels-last
   # ResNet-50 (ADA_CUDA_BN_CUDNN=1; tests: CudaOps.CudnnBatchNormMatchesADoubleReference): its
   # kernels alone, then the whole b256 step, ours only (our kernels' step is in session_step.log
   # and the profile above).
   echo "== the same, ours only, ADA_CUDA_BN_CUDNN=1 (channels-last cases on cuDNN's batch norm)"
-  ADA_CUDA_BN_CUDNN=1 timeout 100 .gpu/bin/bench_ops --device cuda --bn --no-torch --batch 256 \
+  ADA_CUDA_BN_CUDNN=1 timeout "$(lim 100)" .gpu/bin/bench_ops --device cuda --bn --no-torch --batch 256 \
     --repeats 3 --gemm 1024 2>&1 | tee -a "$out/bn.log"
   m="resnet50 --batch 256 --precision bf16 --activations 16bit --channels-last"
   echo "-- ADA_CUDA_BN_CUDNN=1 bench_step --model $m --device cuda --no-torch" | tee -a "$out/bn.log"
-  ADA_CUDA_BN_CUDNN=1 timeout 150 .gpu/bin/bench_step --model $m --device cuda --steps 10 --no-torch \
+  ADA_CUDA_BN_CUDNN=1 timeout "$(lim 150)" .gpu/bin/bench_step --model $m --device cuda --steps 10 --no-torch \
     2>&1 | tee -a "$out/bn.log"
   took "batch-norm A/B"
 fi
@@ -519,64 +605,13 @@ if [[ "$what" == graphs || "$what" == session ]] && fits graphs 150; then
   for m in "resnet20_mnist --batch 256" "resnet50 --batch 64 $a16" "resnet50 --batch 256 $a16" \
            "bert_large --batch 16 --seq 128 $b16" "bert_large --batch 64 --seq 128 $b16"; do
     echo "-- bench_step --model $m --device cuda --no-torch --graphs"
-    timeout 120 .gpu/bin/bench_step --model $m --device cuda --steps 20 --no-torch --graphs 2>&1
+    timeout "$(lim 120)" .gpu/bin/bench_step --model $m --device cuda --steps 20 --no-torch --graphs 2>&1
   done | tee "$out/graphs.log"
   took "CUDA graphs (bench_step)"
 fi
 # Only now in session: the BERT-tiny runs in each precision (they held on 2026-11-27, issue 33
 # item 6; the step's figures and the blind kernels' tests come first).
 if [[ "$what" == session ]] && fits precision 120; then precision_runs; fi
-# Whether a run with train.cuda_graphs (DIR_true) logged the losses of the same run without it
-# (DIR_false), to the last bit, and replayed every step after its 2 eager ones (one batch shape).
-# Usage: same_losses NAME DIR (the runs' output.dir without the _false / _true suffix).
-same_losses() {
-  python3 - "$1" "$2" <<'PY'
-import json, sys
-name, d = sys.argv[1:]
-try:
-    e, g = (json.load(open(f"{d}_{x}/summary.json")) for x in ("false", "true"))
-    le, lg = ([(r["step"], r["loss"]) for r in map(json.loads, open(f"{d}_{x}/metrics.jsonl")) if "loss" in r]
-              for x in ("false", "true"))
-except (OSError, ValueError) as err:
-    print(f"train.cuda_graphs {name}: a run failed ({err})"); sys.exit(1)
-replays, eager = g.get("cuda_graph_replays") or 0, g.get("cuda_graph_eager_steps")
-print(f"train.cuda_graphs {name}: {replays} replays, {eager} eager steps; wall {e['wall_seconds']:.1f} s "
-      f"eager, {g['wall_seconds']:.1f} s graphs; final {[(k, e.get(k), g.get(k)) for k in e if k.startswith(('eval_', 'val_'))]}")
-same = le == lg and len(le) > 0
-first = next((a, b) for a, b in zip(le + [None], lg + [None]) if a != b) if not same else None
-print(f"train.cuda_graphs {name}: " + (f"the same {len(le)} losses as eager steps" if same else
-      f"losses DIFFER from eager steps (first: {first})"))
-if eager != 2 or replays == 0:
-    print(f"train.cuda_graphs {name}: {eager} eager steps, not the 2 before the capture (a batch of another shape or a recapture)")
-sys.exit(0 if same and eager == 2 and replays > 0 else 1)
-PY
-}
-if [[ "$what" == graphs_train || "$what" == session ]] && fits graphs_train 150; then
-  # train.cuda_graphs in the trainer, eager and with graphs, on deterministic algorithms
-  # (ADA_CUDA_DETERMINISTIC=1: cuDNN's, the max-pool and embedding backward in order): the same
-  # losses to the last bit, and each run's time. LeNet-5 on MNIST, one epoch; BERT-tiny MLM
-  # (dropout, LAMB, evaluations between replays), 200 steps, a loss every 10 (MlmDataset pads
-  # each sequence's masked positions to one count: one batch shape).
-  bert_tiny_yaml
-  for g in false true; do
-    rm -rf out/gpu-graphs-lenet_$g out/gpu-graphs-bert_$g
-    echo "-- trainer LeNet-5 MNIST, train.cuda_graphs=$g"
-    ADA_CUDA_DETERMINISTIC=1 OMP_NUM_THREADS=8 timeout 150 .gpu/bin/trainer \
-      --config configs/mnist_lenet_adasum.yaml --set train.device=cuda --set train.epochs=1 \
-      --set train.cuda_graphs=$g --set output.dir=out/gpu-graphs-lenet_$g 2>&1 |
-      grep -E 'CUDA graph|cuda_graphs|eval at|done|error' | tail -6
-    echo "-- trainer BERT-tiny MLM 200 steps, train.cuda_graphs=$g"
-    ADA_CUDA_DETERMINISTIC=1 OMP_NUM_THREADS=8 timeout 150 .gpu/bin/trainer --config out/bert_tiny_gpu.yaml \
-      --set train.steps=200 --set train.eval_every=100 --set train.log_every=10 \
-      --set train.cuda_graphs=$g --set output.dir=out/gpu-graphs-bert_$g 2>&1 |
-      grep -E 'CUDA graph|cuda_graphs|error' | tail -4
-  done 2>&1 | tee -a "$out/graphs.log"
-  for run in "LeNet-5 out/gpu-graphs-lenet" "BERT-tiny out/gpu-graphs-bert"; do
-    same_losses $run 2>&1 | tee -a "$out/graphs.log"
-    [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
-  done
-  took "CUDA graphs (trainer)"
-fi
 if [[ -n "$left_out" ]]; then
   echo "gpu_test: the second call: ${left_out#; }" | tee -a "$out/timing.log"
 fi
