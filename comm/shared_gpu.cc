@@ -33,6 +33,7 @@ SharedGpuPlan plan_shared_gpu(const char* shared_gpu, int world_rank, int local_
   if (!plan.on) return plan;
   std::string host_id = user_host_id ? user_host_id : "";
   std::string ifname = user_socket_ifname ? user_socket_ifname : "";
+  const bool users_host_id = !host_id.empty();
   if (host_id.empty()) {
     host_id = "ada-shared-gpu-rank-" + std::to_string(world_rank);
     plan.set_env.emplace_back("NCCL_HOSTID", host_id);
@@ -46,7 +47,11 @@ SharedGpuPlan plan_shared_gpu(const char* shared_gpu, int world_rank, int local_
                   std::to_string(gpu_for_local_rank(local_rank, device_count)) + " of " +
                   std::to_string(device_count) + ", which other ranks may share; NCCL sees it as" +
                   " host '" + host_id + "' (NCCL_HOSTID) and moves data through sockets on '" +
-                  ifname + "' (NCCL_SOCKET_IFNAME): for testing, never for speed";
+                  ifname + "' (NCCL_SOCKET_IFNAME): for testing, never for speed" +
+                  (users_host_id ? "; NCCL_HOSTID was set before the run: each rank needs its "
+                                   "own (unset it to have one made per rank), or NCCL stops "
+                                   "with 'Duplicate GPU detected'"
+                                 : "");
   return plan;
 }
 

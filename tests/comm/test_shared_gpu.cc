@@ -53,6 +53,9 @@ TEST(SharedGpu, WhatTheUserSetIsKept) {
   EXPECT_TRUE(p.set_env.empty());
   EXPECT_NE(p.log_line.find("'mine'"), std::string::npos) << p.log_line;
   EXPECT_NE(p.log_line.find("'eth7'"), std::string::npos) << p.log_line;
+  EXPECT_NE(p.log_line.find("NCCL_HOSTID was set before the run: each rank needs its own"),
+            std::string::npos)
+      << p.log_line;
   const SharedGpuPlan q = plan_shared_gpu("1", 1, 1, 2, "", "eth7");  // empty counts as unset
   ASSERT_EQ(q.set_env.size(), 1u);
   EXPECT_EQ(q.set_env[0].first, "NCCL_HOSTID");
