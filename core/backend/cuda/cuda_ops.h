@@ -152,6 +152,9 @@ void adam_update_(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamAr
 void adam_direction_(Tensor& u, const Tensor& w, const Tensor& g, Tensor& m, Tensor& v,
                      const AdamArgs& a, double decay);
 // ---- multi-tensor optimizer steps (optim.cu; a fixed number of launches per call, no sync) ----
+// An SGD step captured into a CUDA graph replays with the lr (and 1 - lr x weight decay) it was
+// captured with: capture it only at a constant LR (the trainer keeps its optimizer eager; Adam and
+// LAMB refuse a capture, their bias corrections changing every step).
 void sgd_step_(const std::vector<ops::SgdEntry>& entries, float lr, float momentum, bool nesterov);
 void adam_step_(const std::vector<ops::AdamEntry>& entries, double lr);
 void lamb_step_(const std::vector<ops::LambEntry>& entries, float lr, Tensor& ratios);
