@@ -901,8 +901,11 @@ def _write_report(study, records, out_dir, argv, planned):
         L.append("\n## Failed cells (not counted above)\n")
         for r in failed:
             L.append(f"- `{r['name']}`: {r['reason']}")
-    write_atomically(os.path.join(out_dir, "report.md"), "\n".join(L) + "\n")
+    # cells.json first: when it cannot be written, report.md (whose header carries the time) is
+    # left as it was too; when report.md cannot, cells.json holds only the records (an unchanged
+    # set of them: the same bytes).
     write_cells_json(os.path.join(out_dir, "cells.json"), study, records)
+    write_atomically(os.path.join(out_dir, "report.md"), "\n".join(L) + "\n")
     return rows, best
 
 
